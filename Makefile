@@ -1,0 +1,131 @@
+# trainkit: one Makefile for the whole tree. Files are discovered, so adding a source file needs
+# no edit here: lib/**/*.c and kernels/*_ref.c go into build/libtrainkit.a, lib/**/*.cu and
+# kernels/*.cu into build/libtkcuda.a (only when nvcc is present), cmd/NAME.c becomes
+# build/bin/NAME, tests/unit/test_*.c become unit tests, tests/gpu/test_*.{c,cu} GPU tests.
+
+CC        ?= gcc
+CUDA_HOME ?= /usr/local/cuda
+NVCC      ?= $(CUDA_HOME)/bin/nvcc
+SM        ?= 90
+PREFIX    ?= /usr/local
+BUILD     ?= build
+DEBUG     ?=
+SAN       ?=
+
+HAVE_CUDA := $(shell test -x $(NVCC) && echo 1)
+
+OPT      := $(if $(DEBUG),-O0 -g,-O2 -g)
+CFLAGS   += -std=c11 -D_GNU_SOURCE $(OPT) -Wall -Wextra -fopenmp -Ilib -Ikernels -MMD -MP
+LDLIBS   += -lzstd -ljansson -lz -lm -lpthread
+LDFLAGS  += -fopenmp
+ifneq ($(SAN),)
+CFLAGS   += -fsanitize=$(SAN) -fno-omit-frame-pointer
+LDFLAGS  += -fsanitize=$(SAN)
+endif
+
+ifeq ($(HAVE_CUDA),1)
+CFLAGS    += -DTK_HAVE_CUDA -I$(CUDA_HOME)/include
+NVCCFLAGS += -std=c++17 $(if $(DEBUG),-O0 -g -G,-O3 -lineinfo) -DTK_HAVE_CUDA -Ilib -Ikernels \
+             -gencode arch=compute_$(SM),code=sm_$(SM) -Xcompiler -Wall,-fopenmp \
+             --expt-relaxed-constexpr -MMD -MP
+CUDA_LIBDIRS := -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib -Wl,-rpath,$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib
+CUDA_LIBS := $(CUDA_LIBDIRS) -Wl,--as-needed -lcublasLt -lcublas -lnccl -lcudart_static -ldl -lrt -lstdc++ -Wl,--no-as-needed
+endif
+
+LIB_SRC  := $(sort $(shell find lib -name '*.c') $(wildcard kernels/*.c))
+CU_SRC   := $(sort $(shell find lib -name '*.cu') $(wildcard kernels/*.cu))
+CMD_SRC  := $(sort $(wildcard cmd/*.c))
+UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
+GPU_SRC  := $(sort $(wildcard tests/gpu/test_*.c tests/gpu/test_*.cu))
+FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
+
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+CU_OBJ   := $(CU_SRC:%.cu=$(BUILD)/obj/%.cu.o)
+BINS     := $(CMD_SRC:cmd/%.c=$(BUILD)/bin/%)
+UNITS    := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%)
+FUZZ_REPLAY := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/tests/fuzz/%-replay)
+GPUS     := $(patsubst tests/gpu/%,$(BUILD)/tests/gpu/%,$(basename $(GPU_SRC)))
+
+LIBTK    := $(BUILD)/libtrainkit.a
+ifeq ($(HAVE_CUDA),1)
+LIBCU    := $(BUILD)/libtkcuda.a
+endif
+ALL_LIBS := $(LIBTK) $(LIBCU) $(LIBTK)
+LINK     = $(CC) $(LDFLAGS) -o $@ $^ $(ALL_LIBS) $(LDLIBS) $(CUDA_LIBS)
+
+.PHONY: all check check-gpu bench install clean unit-tests gpu-tests fuzz
+.DELETE_ON_ERROR:
+.SECONDARY:
+
+all: $(BINS) unit-tests $(FUZZ_REPLAY)
+
+unit-tests: $(UNITS)
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/obj/%.cu.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c -o $@ $<
+
+$(LIBTK): $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(LIBCU): $(CU_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/bin/%: $(BUILD)/obj/cmd/%.o $(LIBTK) $(LIBCU)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(ALL_LIBS) $(LDLIBS) $(CUDA_LIBS)
+
+$(BUILD)/tests/unit/%: $(BUILD)/obj/tests/unit/%.o $(LIBTK) $(LIBCU)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(ALL_LIBS) $(LDLIBS) $(CUDA_LIBS)
+
+# Fuzz targets (LLVMFuzzerTestOneInput) linked with a small driver that replays a corpus, so
+# `make check` runs the saved corpus without clang's libFuzzer; `make fuzz` builds real fuzzers.
+$(BUILD)/tests/fuzz/%-replay: $(BUILD)/obj/tests/fuzz/%.o $(BUILD)/obj/tests/fuzz/replay_main.o $(LIBTK) $(LIBCU)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(ALL_LIBS) $(LDLIBS) $(CUDA_LIBS)
+
+$(BUILD)/obj/tests/fuzz/replay_main.o: tests/fuzz/replay_main.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+fuzz: $(LIB_SRC)
+	@mkdir -p $(BUILD)/fuzz
+	for f in $(FUZZ_SRC); do n=$$(basename $$f .c); \
+	  clang -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=fuzzer,address,undefined -Ilib -Ikernels \
+	    -o $(BUILD)/fuzz/$$n $$f $(LIB_SRC) $(LDLIBS) -fopenmp || exit 1; done
+
+$(BUILD)/tests/gpu/%: tests/gpu/%.cu $(LIBTK) $(LIBCU)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -o $@ $< $(ALL_LIBS) $(LDLIBS) -Xcompiler -fopenmp $(CUDA_LIBDIRS) -lcublasLt -lcublas -lnccl
+
+$(BUILD)/tests/gpu/%: $(BUILD)/obj/tests/gpu/%.o $(LIBTK) $(LIBCU)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(ALL_LIBS) $(LDLIBS) $(CUDA_LIBS)
+
+check: all
+	@BUILD=$(BUILD) tests/run
+
+check-gpu: all $(GPUS)
+	@BUILD=$(BUILD) tests/gpu/run
+
+bench: all
+	contrib/bench/run.sh
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/trainkit \
+	  $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man5 $(DESTDIR)$(PREFIX)/share/man/man7
+	install -m 0755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
+	cp -R share/. $(DESTDIR)$(PREFIX)/share/trainkit/
+	for s in 1 5 7; do for f in man/man$$s/*.$$s; do [ -e "$$f" ] && install -m 0644 $$f $(DESTDIR)$(PREFIX)/share/man/man$$s/; done; done; true
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -1,0 +1,14 @@
+// JSON Lines on stdout: one compact object per line, each with a "type".
+#ifndef TK_JSONL_H
+#define TK_JSONL_H
+
+#include <jansson.h>
+#include <stdio.h>
+
+#include "core/err.h"
+
+// Write obj as one line and flush; takes ownership of obj (decref'd). Fails with TK_EIO.
+int tk_jsonl_emit(FILE *fp, json_t *obj, tk_err *e);
+// Doubles are written with 17 significant digits so they read back to the same value.
+
+#endif

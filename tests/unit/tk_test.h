@@ -1,0 +1,84 @@
+// A minimal TAP unit-test harness: TK_TEST(name) { ... CHECK(cond) ... } and a main that runs
+// every test in the file (or those named on the command line) and prints "ok N - name" /
+// "not ok N - name" lines, which tests/run counts.
+#ifndef TK_TEST_H
+#define TK_TEST_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef void (*tk_test_fn)(int *failed);
+typedef struct { const char *name; tk_test_fn fn; } tk_test_case;
+#define TK_TEST_MAX 512
+static tk_test_case tk_tests_[TK_TEST_MAX];
+static int tk_ntests_;
+
+#define TK_TEST(name)                                                                              \
+    static void name(int *tk_failed_);                                                             \
+    __attribute__((constructor)) static void name##_register(void) {                               \
+        if (tk_ntests_ < TK_TEST_MAX) tk_tests_[tk_ntests_++] = (tk_test_case){#name, name};       \
+    }                                                                                              \
+    static void name(int *tk_failed_)
+
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            printf("#   %s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #cond);                   \
+            *tk_failed_ = 1;                                                                       \
+        }                                                                                          \
+    } while (0)
+
+#define CHECK_EQ_INT(a, b)                                                                         \
+    do {                                                                                           \
+        long long tk_a_ = (long long)(a), tk_b_ = (long long)(b);                                  \
+        if (tk_a_ != tk_b_) {                                                                      \
+            printf("#   %s:%d: %s == %s failed: %lld vs %lld\n", __FILE__, __LINE__, #a, #b,      \
+                   tk_a_, tk_b_);                                                                  \
+            *tk_failed_ = 1;                                                                       \
+        }                                                                                          \
+    } while (0)
+
+#define CHECK_STR(a, b)                                                                            \
+    do {                                                                                           \
+        const char *tk_a_ = (a), *tk_b_ = (b);                                                     \
+        if (!tk_a_ || !tk_b_ || strcmp(tk_a_, tk_b_) != 0) {                                       \
+            printf("#   %s:%d: strings differ:\n#     got:  %s\n#     want: %s\n", __FILE__,       \
+                   __LINE__, tk_a_ ? tk_a_ : "(null)", tk_b_ ? tk_b_ : "(null)");                  \
+            *tk_failed_ = 1;                                                                       \
+        }                                                                                          \
+    } while (0)
+
+// |a-b| <= tol * max(1, |b|)
+#define CHECK_NEAR(a, b, tol)                                                                      \
+    do {                                                                                           \
+        double tk_a_ = (double)(a), tk_b_ = (double)(b);                                           \
+        double tk_s_ = fabs(tk_b_) > 1 ? fabs(tk_b_) : 1;                                          \
+        if (!(fabs(tk_a_ - tk_b_) <= (tol) * tk_s_)) {                                             \
+            printf("#   %s:%d: %s ~= %s failed: %.17g vs %.17g\n", __FILE__, __LINE__, #a, #b,    \
+                   tk_a_, tk_b_);                                                                  \
+            *tk_failed_ = 1;                                                                       \
+        }                                                                                          \
+    } while (0)
+
+int main(int argc, char **argv) {
+    int fails = 0, n = 0;
+    printf("1..%d\n", tk_ntests_);
+    for (int i = 0; i < tk_ntests_; i++) {
+        int run = argc < 2;
+        for (int a = 1; a < argc; a++) run |= strcmp(argv[a], tk_tests_[i].name) == 0;
+        if (!run) {
+            printf("ok %d - %s # skip not selected\n", ++n, tk_tests_[i].name);
+            continue;
+        }
+        int failed = 0;
+        tk_tests_[i].fn(&failed);
+        printf("%s %d - %s\n", failed ? "not ok" : "ok", ++n, tk_tests_[i].name);
+        fflush(stdout);
+        fails += failed;
+    }
+    return fails ? 1 : 0;
+}
+
+#endif
