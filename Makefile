@@ -16,7 +16,9 @@ HAVE_CUDA := $(shell test -x $(NVCC) && echo 1)
 
 OPT      := $(if $(DEBUG),-O0 -g,-O2 -g)
 CFLAGS   += -std=c11 -D_GNU_SOURCE $(OPT) -Wall -Wextra -fopenmp -Ilib -Ikernels -MMD -MP
-LDLIBS   += -lzstd -ljansson -lz -lm -lpthread
+# zstd and jansson are linked statically so binaries built here run on machines without them
+# (the GPU machines have no jansson).
+LDLIBS   += -Wl,-Bstatic -lzstd -ljansson -Wl,-Bdynamic -lz -lm -lpthread
 LDFLAGS  += -fopenmp
 ifneq ($(SAN),)
 CFLAGS   += -fsanitize=$(SAN) -fno-omit-frame-pointer

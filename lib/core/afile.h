@@ -8,6 +8,10 @@
 
 #include "core/err.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct tk_afile {
     FILE *fp;            // write through this (buffered)
     char path[4096];     // final name
@@ -26,5 +30,9 @@ int tk_write_all(FILE *fp, const void *buf, size_t n, const char *name, tk_err *
 int tk_pread_all(int fd, void *buf, size_t n, long long off, const char *name, tk_err *e);
 // fsync the directory that holds path.
 int tk_fsync_dir_of(const char *path, tk_err *e);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

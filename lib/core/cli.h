@@ -8,6 +8,10 @@
 
 #include "core/err.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define TK_VERSION "0.1.0"
 
 // Parse a whole string as a base-10 integer in [lo, hi]. Returns 0, or TK_EUSAGE with e filled
@@ -30,5 +34,9 @@ void tk_cli_version(const char *prog);
 int tk_cli_close_stdout(tk_err *e);
 // Refuse to write a binary format to a terminal (TK_EUSAGE) unless forced.
 int tk_cli_refuse_tty(FILE *f, const char *what, tk_err *e);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

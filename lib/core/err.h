@@ -6,6 +6,10 @@
 
 #include <stddef.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 // Exit codes, the same in every man page (man7/trainkit.7, DESIGN.md section 5).
 enum {
     TK_OK = 0,         // success
@@ -48,5 +52,9 @@ const char *tk_exit_name(int code);
         int tk_try_rc_ = (expr);                                                                   \
         if (tk_try_rc_) return tk_try_rc_;                                                         \
     } while (0)
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

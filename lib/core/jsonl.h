@@ -7,8 +7,16 @@
 
 #include "core/err.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 // Write obj as one line and flush; takes ownership of obj (decref'd). Fails with TK_EIO.
 int tk_jsonl_emit(FILE *fp, json_t *obj, tk_err *e);
 // Doubles are written with 17 significant digits so they read back to the same value.
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -11,6 +11,10 @@
 
 #include "core/err.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct tk_mllog {
     int fd;          // -1 = disabled
     int owns_fd;
@@ -40,5 +44,9 @@ char *tk_json_dumps_py(const json_t *v);
 
 // Current wall-clock time in milliseconds since the epoch (what time_ms holds).
 long long tk_time_ms(void);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -5,6 +5,10 @@
 
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct tk_progress {
     int on;
     char label[32];
@@ -19,5 +23,9 @@ void tk_progress_update(tk_progress *p, uint64_t done);
 void tk_progress_end(tk_progress *p, uint64_t done);
 // Monotonic seconds.
 double tk_now(void);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

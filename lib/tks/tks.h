@@ -10,6 +10,10 @@
 
 #include "core/err.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum {
     TKS_U8 = 1,
     TKS_I8,
@@ -84,5 +88,9 @@ int tks_reader_read_frame(tks_reader *r, size_t i, void *const *cols, size_t *n,
 // Sequential read of the next frame (files and pipes alike); *n = 0 at the end.
 int tks_reader_next(tks_reader *r, void *const *cols, size_t *n, tk_err *e);
 void tks_reader_close(tks_reader *r);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -1,0 +1,132 @@
+// libgpu: the execution context, memory, and the GEMM entry point shared by every workload.
+// One context holds everything (no global state): the backend (cpu reference or cuda), the
+// device, streams, library handles, workspaces. Every op has one signature and two
+// implementations, kernels/NAME_ref.c (the specification, plain C + OpenMP) and kernels/NAME.cu;
+// the dispatcher in lib/gpu/ops.c picks by ctx->backend. Pointers passed to ops live in the
+// backend's memory (host memory for cpu, device memory for cuda).
+#ifndef TK_GPU_H
+#define TK_GPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/err.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { TK_BACKEND_CPU = 0, TK_BACKEND_CUDA = 1 } tk_backend;
+
+typedef enum { TK_F32 = 0, TK_BF16 = 1, TK_F16 = 2, TK_I32 = 3, TK_I64 = 4, TK_U8 = 5 } tk_dtype;
+size_t tk_dtype_size(tk_dtype t);
+const char *tk_dtype_name(tk_dtype t);   // "F32", "BF16", ... (the safetensors names)
+
+enum { TK_STREAM_COMPUTE = 0, TK_STREAM_COMM = 1, TK_STREAM_COPY = 2, TK_NSTREAMS = 3 };
+
+typedef struct tk_ctx {
+    tk_backend backend;
+    int device;                  // CUDA device ordinal (cuda backend)
+    int threads;                 // OpenMP threads for the cpu backend (0 = default)
+    void *stream[TK_NSTREAMS];   // cudaStream_t
+    void *blaslt;                // cublasLtHandle_t
+    void *gemm_ws;               // cuBLASLt workspace (device)
+    size_t gemm_ws_bytes;
+    void *gemm_cache;            // per-shape algorithm cache (opaque, owned by the cuda side)
+    int capturing;               // inside tk_graph_begin/end: no sync, no allocation allowed
+    int deterministic;           // pick deterministic algorithms (no atomics in reductions)
+} tk_ctx;
+
+// "cpu", "cuda" or "auto" (cuda when a device is present, else cpu).
+int tk_backend_parse(const char *s, tk_backend *b, tk_err *e);
+int tk_cuda_device_count(void);                 // 0 when built without CUDA or no device
+int tk_ctx_create(tk_ctx **c, tk_backend b, int device, tk_err *e);
+void tk_ctx_destroy(tk_ctx *c);
+int tk_ctx_sync(tk_ctx *c, tk_err *e);          // wait for all streams; surfaces async errors
+const char *tk_ctx_describe(const tk_ctx *c);   // "cpu (2 threads)" / "cuda:0 NVIDIA H100 ..."
+
+// Memory in the backend's space. Allocation happens at start-up only (arenas below).
+int tk_malloc(tk_ctx *c, void **p, size_t bytes, tk_err *e);
+void tk_free(tk_ctx *c, void *p);
+int tk_host_alloc_pinned(tk_ctx *c, void **p, size_t bytes, tk_err *e); // pinned on cuda, malloc on cpu
+void tk_host_free_pinned(tk_ctx *c, void *p);
+int tk_memcpy_h2d(tk_ctx *c, void *dst, const void *src, size_t bytes, int stream, tk_err *e);
+int tk_memcpy_d2h(tk_ctx *c, void *dst, const void *src, size_t bytes, int stream, tk_err *e);
+int tk_memcpy_d2d(tk_ctx *c, void *dst, const void *src, size_t bytes, int stream, tk_err *e);
+int tk_memset0(tk_ctx *c, void *p, size_t bytes, int stream, tk_err *e);
+
+// Arenas: one allocation at start-up, bump-allocated views, stable addresses (so a captured
+// CUDA graph stays valid). Parameters and gradients each live in ONE flat arena so a
+// distributed optimizer can reduce-scatter / all-gather a single buffer.
+typedef struct tk_arena {
+    char *base;
+    size_t cap, used;
+    char name[32];
+} tk_arena;
+int tk_arena_init(tk_ctx *c, tk_arena *a, size_t bytes, const char *name, tk_err *e);
+// 256-byte aligned view; fails with TK_EINTERNAL naming the arena when it is full.
+int tk_arena_take(tk_arena *a, size_t bytes, void **p, tk_err *e);
+void tk_arena_release(tk_ctx *c, tk_arena *a);
+
+// GEMM: D = alpha * op(A) @ op(B) + beta * C, then the epilogue, all matrices ROW-major.
+//   op(A) is (M, K), op(B) is (K, N), D and C are (M, N). transa: A stored (K, M); transb: B stored (N, K).
+// Epilogues (named after cuBLASLt's):
+//   TK_EPI_NONE
+//   TK_EPI_BIAS            D += bias[n]                          (bias: N)
+//   TK_EPI_RELU_BIAS       D = relu(D + bias); aux records D > 0  (forward of Linear+ReLU)
+//   TK_EPI_DRELU           D = D * relu'(aux)                     (aux from the forward GEMM)
+//   TK_EPI_DRELU_BGRAD     D = D * relu'(aux); bgrad[n] = sum_m D[m, n]   (bgrad: N, fp32)
+//   TK_EPI_BGRADB          bgrad[m] = sum_k op(A)[m, k]           (bgrad: M, fp32)
+//       This is the bias gradient fused into the weight-gradient GEMM: with W stored (out, in)
+//       as PyTorch does, dW = dY^T @ X is M=out, K=batch, A = dY (transa), and the bias gradient
+//       is the sum of dY over the batch. (In cuBLASLt's column-major view our A is its B,
+//       hence the name.)
+// aux is an opaque mask whose layout belongs to the backend (u8 per element on cpu, cuBLASLt's
+// bit mask on cuda): size it with tk_gemm_aux_bytes and never read it outside tk_gemm.
+typedef enum {
+    TK_EPI_NONE = 0,
+    TK_EPI_BIAS,
+    TK_EPI_RELU_BIAS,
+    TK_EPI_DRELU,
+    TK_EPI_DRELU_BGRAD,
+    TK_EPI_BGRADB,
+} tk_epilogue;
+
+typedef struct tk_gemm_args {
+    int M, N, K;
+    int transa, transb;
+    tk_dtype ab_type;            // A and B: TK_F32 (cpu and cuda) or TK_BF16/TK_F16 (cuda)
+    tk_dtype cd_type;            // C and D
+    const void *A, *B;
+    const void *C;               // may equal D (accumulate in place) or be NULL (beta must be 0)
+    void *D;
+    float alpha, beta;
+    tk_epilogue epi;
+    const void *bias;            // N, in cd_type (fp32 on cpu)
+    void *aux;                   // relu mask, tk_gemm_aux_bytes(c, M, N) bytes
+    void *bgrad;                 // fp32: N for DRELU_BGRAD, M for BGRADB
+    int stream;
+} tk_gemm_args;
+int tk_gemm(tk_ctx *c, const tk_gemm_args *g, tk_err *e);
+size_t tk_gemm_aux_bytes(const tk_ctx *c, int M, int N);
+int tk_gemm_ref(const tk_gemm_args *g, tk_err *e);      // kernels/gemm_ref.c
+#ifdef TK_HAVE_CUDA
+int tk_gemm_cuda(tk_ctx *c, const tk_gemm_args *g, tk_err *e); // lib/gpu/gemm_cublaslt.cu
+#endif
+
+// Whole-iteration CUDA graphs (cuda backend; on cpu these just run the body eagerly).
+typedef struct tk_graph { void *graph, *exec; int valid; } tk_graph;
+int tk_graph_begin(tk_ctx *c, tk_err *e);                // start capture on the compute stream
+int tk_graph_end(tk_ctx *c, tk_graph *g, tk_err *e);     // end capture, instantiate
+int tk_graph_launch(tk_ctx *c, tk_graph *g, tk_err *e);
+void tk_graph_destroy(tk_graph *g);
+
+// NVTX ranges (no-ops on cpu or when NVTX is absent).
+void tk_range_push(const char *name);
+void tk_range_pop(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
