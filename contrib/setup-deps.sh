@@ -7,7 +7,7 @@
 set -eu
 SUDO=
 [ "$(id -u)" -eq 0 ] || SUDO=sudo
-pkgs="build-essential libzstd-dev libjansson-dev zlib1g-dev bats jq zstd python3-pip gnuplot-nox"
+pkgs="build-essential libzstd-dev libjansson-dev zlib1g-dev bats jq zstd python3-pip man-db gnuplot-nox"
 missing=
 for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then
