@@ -1,0 +1,63 @@
+#!/usr/bin/env bats
+# share/launch: N local ranks with the rank variables, failure of one stops all, signals forwarded.
+
+L="$TK_ROOT/share/launch"
+
+@test "launch: --help exits 0 on stdout" {
+    run "$L" --help
+    [ "$status" -eq 0 ]
+    [[ "${lines[0]}" == "Usage: launch -n N"* ]]
+}
+
+@test "launch: usage errors exit 2" {
+    run "$L" -n 0 -- true
+    [ "$status" -eq 2 ]
+    [ "${lines[0]}" = "launch: -n: expected an integer in [1, 1024], got '0'" ]
+    run "$L" -n 2
+    [ "$status" -eq 2 ]
+    run "$L" --bogus
+    [ "$status" -eq 2 ]
+}
+
+@test "launch: each rank sees RANK, WORLD_SIZE, LOCAL_RANK and one shared TK_RUN_ID" {
+    run bash -c "'$L' -n 3 -- sh -c 'echo \$RANK/\$WORLD_SIZE/\$LOCAL_RANK/\$LOCAL_WORLD_SIZE \$TK_RUN_ID' | sort"
+    [ "$status" -eq 0 ]
+    [ "${#lines[@]}" -eq 3 ]
+    [[ "${lines[0]}" == "0/3/0/3 launch-"* ]]
+    [[ "${lines[1]}" == "1/3/1/3 launch-"* ]]
+    [[ "${lines[2]}" == "2/3/2/3 launch-"* ]]
+    [ "$(printf '%s\n' "${lines[@]}" | awk '{print $2}' | sort -u | wc -l)" -eq 1 ]
+}
+
+@test "launch: --tag prefixes lines with the rank" {
+    run bash -c "'$L' -n 2 --tag -- sh -c 'echo hi' | sort"
+    [ "$status" -eq 0 ]
+    [ "${lines[0]}" = "0: hi" ]
+    [ "${lines[1]}" = "1: hi" ]
+}
+
+@test "launch: one failing rank stops the others and its status is returned" {
+    start=$(date +%s)
+    run "$L" -n 3 --grace 2 -- sh -c 'if [ "$RANK" = 1 ]; then sleep 0.2; exit 3; fi; sleep 60'
+    end=$(date +%s)
+    [ "$status" -eq 3 ]
+    [[ "$output" == *"launch: rank 1 (pid "*") exited with status 3; stopping the other ranks"* ]]
+    [ $((end - start)) -lt 20 ]
+}
+
+@test "launch: a rank killed by a signal is reported" {
+    run "$L" -n 2 --grace 1 -- sh -c 'if [ "$RANK" = 0 ]; then kill -9 $$; fi; sleep 60'
+    [ "$status" -eq 137 ]
+    [[ "$output" == *"rank 0 (pid "*") was killed by signal 9"* ]]
+}
+
+@test "launch: SIGTERM to launch reaches every rank" {
+    tmp=$(mktemp -d)
+    "$L" -n 2 -- sh -c "trap 'echo got >$tmp/\$RANK; exit 0' TERM; sleep 30 & wait" &
+    lp=$!
+    sleep 0.5
+    kill -TERM "$lp"
+    wait "$lp" || true
+    [ -f "$tmp/0" ] && [ -f "$tmp/1" ]
+    rm -rf "$tmp"
+}
