@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# make bench: runs every benchmark script that applies to this machine and prints their tables.
+# Benchmarks are scripts, never tests: they time our tools against their peers in one run.
+#   contrib/bench/logcheck.sh   log-check vs MLCommons' compliance checker (CPU)
+#   contrib/bench/coco.sh       coco-eval vs pycocotools and faster-coco-eval (CPU)
+#   contrib/bench/dlrm.sh       train-step vs PyTorch (eager, torch.compile) on one GPU
+# BENCH=name runs one of them. Results and what was tried: contrib/bench/NOTES.md.
+set -u
+cd "$(dirname "$0")/../.."
+rc=0
+for b in logcheck coco dlrm; do
+    [ -z "${BENCH:-}" ] || [ "$BENCH" = "$b" ] || continue
+    s=contrib/bench/$b.sh
+    [ -x "$s" ] || continue
+    if [ "$b" = dlrm ] && ! command -v nvidia-smi >/dev/null; then
+        echo "== $b: skipped (no GPU on this machine)"
+        continue
+    fi
+    echo "== $b"
+    "$s" || rc=1
+done
+exit $rc
