@@ -1,0 +1,41 @@
+// Collectives on the cpu backend: world size 1, where each is a (scaled) copy.
+#include "gpu/comm.h"
+#include "tk_test.h"
+
+TK_TEST(comm_cpu_world1_semantics) {
+    tk_ctx *c;
+    tk_err e;
+    CHECK_EQ_INT(tk_ctx_create(&c, TK_BACKEND_CPU, 0, &e), 0);
+    tk_rank_info r = {.rank = 0, .world = 1};
+    tk_comm *m;
+    CHECK_EQ_INT(tk_comm_create(c, &r, NULL, 1, &m, &e), 0);
+    CHECK_EQ_INT(tk_comm_world(m), 1);
+    float x[4] = {1, 2, 3, 4}, y[4] = {0};
+    CHECK_EQ_INT(tk_allreduce_sum(m, x, y, 4, TK_F32, 0.5f, TK_STREAM_COMM, &e), 0);
+    CHECK(y[0] == 0.5f && y[3] == 2.0f);
+    CHECK_EQ_INT(tk_allreduce_sum(m, x, x, 4, TK_F32, 1.0f, TK_STREAM_COMM, &e), 0);
+    CHECK(x[2] == 3.0f);
+    CHECK_EQ_INT(tk_reduce_scatter_sum(m, x, y, 4, TK_F32, 2.0f, TK_STREAM_COMM, &e), 0);
+    CHECK(y[1] == 4.0f);
+    int32_t a[3] = {7, 8, 9}, b[3] = {0};
+    CHECK_EQ_INT(tk_all_gather(m, a, b, 3, TK_I32, TK_STREAM_COMM, &e), 0);
+    CHECK(b[0] == 7 && b[2] == 9);
+    CHECK_EQ_INT(tk_all_to_all(m, a, b, 3, TK_I32, TK_STREAM_COMM, &e), 0);
+    CHECK(b[1] == 8);
+    CHECK_EQ_INT(tk_allreduce_sum(m, a, b, 3, TK_I32, 3.0f, TK_STREAM_COMM, &e), TK_EINTERNAL);
+    CHECK_EQ_INT(tk_comm_wait(m, TK_STREAM_COMM, 1, &e), 0);
+    tk_comm_destroy(m);
+    tk_ctx_destroy(c);
+}
+
+TK_TEST(comm_cpu_refuses_world_2) {
+    tk_ctx *c;
+    tk_err e;
+    CHECK_EQ_INT(tk_ctx_create(&c, TK_BACKEND_CPU, 0, &e), 0);
+    tk_rank_info r = {.rank = 0, .world = 2};
+    tk_comm *m = NULL;
+    CHECK_EQ_INT(tk_comm_create(c, &r, "file:/tmp/x", 1, &m, &e), TK_EUSAGE);
+    CHECK(m == NULL);
+    CHECK_STR(e.what, "the cpu backend runs one rank, but the world size is 2");
+    tk_ctx_destroy(c);
+}
