@@ -2,6 +2,8 @@
 # Conventions every binary follows (man7/trainkit.7): --help on stdout with exit 0, --version,
 # unknown options exit 2 with usage on stderr and nothing on stdout, a man page per binary.
 
+bats_require_minimum_version 1.5.0
+
 bins() { for b in "$TK_BIN"/*; do [ -x "$b" ] && basename "$b"; done; }
 
 @test "there are binaries to check" {
@@ -35,11 +37,17 @@ bins() { for b in "$TK_BIN"/*; do [ -x "$b" ] && basename "$b"; done; }
     done
 }
 
-@test "every binary has a man page that renders without warnings" {
+@test "every binary has a man page" {
     for b in $(bins); do
         [ -f "$TK_ROOT/man/man1/$b.1" ] || { echo "missing man/man1/$b.1"; return 1; }
-        run bash -c "MANWIDTH=100 man --warnings -l '$TK_ROOT/man/man1/$b.1' 2>&1 >/dev/null"
-        [ -z "$output" ] || { echo "$b.1: $output"; return 1; }
+    done
+}
+
+@test "every man page renders without warnings at 80 columns" {
+    command -v man >/dev/null || skip "man is not installed"
+    for f in "$TK_ROOT"/man/man[157]/*.[157]; do
+        run bash -c "MANWIDTH=80 man --warnings -l '$f' 2>&1 >/dev/null"
+        [ -z "$output" ] || { echo "$f: $output"; return 1; }
     done
 }
 
