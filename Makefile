@@ -59,7 +59,8 @@ LINK     = $(CC) $(LDFLAGS) -o $@ $^ $(ALL_LIBS) $(LDLIBS) $(CUDA_LIBS)
 .DELETE_ON_ERROR:
 .SECONDARY:
 
-all: $(BINS) unit-tests $(FUZZ_REPLAY)
+# With nvcc the device tests are built too (CI compiles them; only `make check-gpu` runs them).
+all: $(BINS) unit-tests $(FUZZ_REPLAY) $(if $(HAVE_CUDA),$(GPUS))
 
 unit-tests: $(UNITS)
 

@@ -172,6 +172,9 @@ int tk_malloc(tk_ctx *c, void **p, size_t bytes, tk_err *e) {
 #ifdef TK_HAVE_CUDA
     CUDA_TRY(cudaMalloc(p, bytes), "cudaMalloc failed");
     CUDA_TRY(cudaMemset(*p, 0, bytes), "cudaMemset failed");
+    // cudaMemset runs on the legacy stream, asynchronously to the host, and our streams are
+    // non-blocking: wait for it so no kernel on them can see the buffer before it is zeroed.
+    CUDA_TRY(cudaDeviceSynchronize(), "cudaMemset failed");
 #endif
     return 0;
 }

@@ -1,0 +1,29 @@
+// Binary cross-entropy with logits, forward and backward in one op, mean over the batch:
+//   loss = mean_b [ max(z,0) - z*y + log(1 + exp(-|z|)) ]      (the numerically stable form)
+//   dz_b = (sigmoid(z_b) - y_b) / B
+// The batch loss is ADDED to a device-side accumulator so the training loop never reads it:
+//   acc[0] += loss (fp64), acc[1] += 1.  The host reads acc only at log points, then zeroes it.
+// A NaN/Inf logit makes acc[0] NaN/Inf, which is how train-step detects numerical failure.
+#ifndef TK_KERNELS_BCE_H
+#define TK_KERNELS_BCE_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+#include "gpu/gpu.h"
+
+// logit (B) f32; label (B) u8 (0 or 1); dlogit (B) f32 out (may be NULL: loss only);
+// acc (2) f64 device accumulator (may be NULL: gradient only).
+int tk_bce_logits(tk_ctx *c, const float *logit, const uint8_t *label, int B, float *dlogit,
+                  double *acc, tk_err *e);
+int tk_bce_logits_ref(const float *logit, const uint8_t *label, int B, float *dlogit, double *acc,
+                      tk_err *e);
+#ifdef TK_HAVE_CUDA
+int tk_bce_logits_cuda(tk_ctx *c, const float *logit, const uint8_t *label, int B, float *dlogit,
+                       double *acc, tk_err *e);
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+#endif

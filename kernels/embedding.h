@@ -1,0 +1,48 @@
+// Embedding lookup for all tables of a DLRM in one call, and its backward fused with the SGD
+// update (MLPerf DLRM: one index per table per sample, no pooling). Tables are concatenated in ONE
+// buffer: table t holds rows [row_off[t], row_off[t+1]) of width D, row-major. The table dtype is
+// TK_F32 or TK_BF16 (the cuda backend keeps the full-size tables in bf16: 187.8 M x 128 x 2 bytes
+// fit one 80 GB GPU; the cpu reference supports both). No dense gradient is ever formed for the
+// tables: the backward sums the gradients of duplicate rows within the batch (fp64 on the cpu, in
+// sample order) and applies w -= lr * sum once per distinct row, rounding to the table dtype once.
+#ifndef TK_KERNELS_EMBEDDING_H
+#define TK_KERNELS_EMBEDDING_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+#include "gpu/gpu.h"
+
+// w (rows_total, D) wtype; row_off (T+1) i64 device; idx (B, T) i32 row-major, idx[b,t] in
+// [0, row_off[t+1]-row_off[t]); out (B, T, D) f32 row-major. TK_EDATA if an index is out of range
+// (the cpu reference checks; the cuda kernel trusts the loader, which validates every batch).
+int tk_embedding_fwd(tk_ctx *c, const void *w, tk_dtype wtype, const int64_t *row_off,
+                     const int32_t *idx, int B, int T, int D, float *out, tk_err *e);
+int tk_embedding_fwd_ref(const void *w, tk_dtype wtype, const int64_t *row_off,
+                         const int32_t *idx, int B, int T, int D, float *out, tk_err *e);
+
+// Workspace bytes tk_embedding_bwd_sgd needs for a batch of B x T indices (sort scratch).
+size_t tk_embedding_bwd_ws_bytes(tk_backend b, int B, int T);
+// w (rows_total, D) wtype, updated in place; row_off, idx as above; dout (B, T, D) f32 (gradient
+// of the loss w.r.t. the lookup output); lr: ONE f32 device scalar (read on the device, never by
+// the host); ws: tk_embedding_bwd_ws_bytes bytes of device memory.
+int tk_embedding_bwd_sgd(tk_ctx *c, void *w, tk_dtype wtype, const int64_t *row_off,
+                         const int32_t *idx, int B, int T, int D, const float *dout,
+                         const float *lr, void *ws, tk_err *e);
+int tk_embedding_bwd_sgd_ref(void *w, tk_dtype wtype, const int64_t *row_off, const int32_t *idx,
+                             int B, int T, int D, const float *dout, const float *lr, void *ws,
+                             tk_err *e);
+
+#ifdef TK_HAVE_CUDA
+size_t tk_embedding_bwd_ws_bytes_cuda(int B, int T);
+int tk_embedding_fwd_cuda(tk_ctx *c, const void *w, tk_dtype wtype, const int64_t *row_off,
+                          const int32_t *idx, int B, int T, int D, float *out, tk_err *e);
+int tk_embedding_bwd_sgd_cuda(tk_ctx *c, void *w, tk_dtype wtype, const int64_t *row_off,
+                              const int32_t *idx, int B, int T, int D, const float *dout,
+                              const float *lr, void *ws, tk_err *e);
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,49 @@
+// CHANGED 05:43 UTC: tk_interaction_bwd* take int bot_relu instead of const uint8_t *bot_mask.
+// DLRM dot interaction (MLPerf reference interact_features, arch_interaction_op="dot",
+// arch_interaction_itself=False). The F = T+1 vectors v_0 = bottom-MLP output, v_1..v_T = the
+// embeddings are dotted pairwise; the strictly lower triangle, in the reference's order
+// (for i in 0..F-1: for j in 0..i-1: v_i . v_j), is appended to v_0:
+//   out[b] = [ v_0 (D) | dots (F(F-1)/2) | zeros (W - D - F(F-1)/2) ]
+// With D=128, T=26 that is 128 + 351 = 479 features (the MLPerf reference; W = 479). W may be
+// larger so the top MLP input is padded for alignment (NVIDIA's HugeCTR pads to 480); the pad
+// columns are written as zeros and their gradients are ignored.
+#ifndef TK_KERNELS_INTERACTION_H
+#define TK_KERNELS_INTERACTION_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+#include "gpu/gpu.h"
+
+// Number of output features before padding: D + (T+1)T/2.
+static inline int tk_interaction_width(int T, int D) { return D + (T + 1) * T / 2; }
+
+// bot (B, D) f32; emb (B, T, D) f32; out (B, W) f32, W >= tk_interaction_width(T, D).
+int tk_interaction_fwd(tk_ctx *c, const float *bot, const float *emb, int B, int T, int D, int W,
+                       float *out, tk_err *e);
+int tk_interaction_fwd_ref(const float *bot, const float *emb, int B, int T, int D, int W,
+                           float *out, tk_err *e);
+
+// dout (B, W) f32; bot, emb as in the forward; bot_relu: nonzero when bot is the output of a ReLU
+// (the bottom MLP's last layer): dbot is then zeroed where bot <= 0, so dbot is the gradient of
+// that layer's pre-activation (bot > 0 exactly where the RELU_BIAS mask is set; this avoids
+// depending on the backend's aux layout). dbot (B, D) f32 and demb (B, T, D) f32 are overwritten.
+int tk_interaction_bwd(tk_ctx *c, const float *bot, const float *emb, const float *dout, int B,
+                       int T, int D, int W, int bot_relu, float *dbot, float *demb,
+                       tk_err *e);
+int tk_interaction_bwd_ref(const float *bot, const float *emb, const float *dout, int B, int T,
+                           int D, int W, int bot_relu, float *dbot, float *demb,
+                           tk_err *e);
+
+#ifdef TK_HAVE_CUDA
+int tk_interaction_fwd_cuda(tk_ctx *c, const float *bot, const float *emb, int B, int T, int D,
+                            int W, float *out, tk_err *e);
+int tk_interaction_bwd_cuda(tk_ctx *c, const float *bot, const float *emb, const float *dout,
+                            int B, int T, int D, int W, int bot_relu, float *dbot,
+                            float *demb, tk_err *e);
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,71 @@
+// CPU reference of kernels/interaction.h (dot interaction, strictly lower triangle).
+#include <string.h>
+
+#include "interaction.h"
+
+static int check_w(int T, int D, int W, const char *op, tk_err *e) {
+    if (W >= tk_interaction_width(T, D)) return 0;
+    return tk_err_set(e, TK_EINTERNAL, "%s: output width %d < %d features", op, W,
+                      tk_interaction_width(T, D));
+}
+
+// Vector i of sample b: 0 = the bottom-MLP output, 1..T = the embeddings.
+static inline const float *vec(const float *bot, const float *emb, int b, int i, int T, int D) {
+    return i == 0 ? bot + (size_t)b * D : emb + ((size_t)b * T + (i - 1)) * D;
+}
+
+int tk_interaction_fwd_ref(const float *bot, const float *emb, int B, int T, int D, int W,
+                           float *out, tk_err *e) {
+    TRY(check_w(T, D, W, "interaction_fwd", e));
+    int F = T + 1, width = tk_interaction_width(T, D);
+#pragma omp parallel for schedule(static)
+    for (int b = 0; b < B; b++) {
+        float *o = out + (size_t)b * W;
+        memcpy(o, bot + (size_t)b * D, (size_t)D * sizeof(float));
+        int p = D;
+        for (int i = 0; i < F; i++) {
+            const float *vi = vec(bot, emb, b, i, T, D);
+            for (int j = 0; j < i; j++) {
+                const float *vj = vec(bot, emb, b, j, T, D);
+                double s = 0;
+                for (int d = 0; d < D; d++) s += (double)vi[d] * vj[d];
+                o[p++] = (float)s;
+            }
+        }
+        for (int k = width; k < W; k++) o[k] = 0;
+    }
+    return 0;
+}
+
+int tk_interaction_bwd_ref(const float *bot, const float *emb, const float *dout, int B, int T,
+                           int D, int W, int bot_relu, float *dbot, float *demb,
+                           tk_err *e) {
+    TRY(check_w(T, D, W, "interaction_bwd", e));
+    int F = T + 1;
+#pragma omp parallel for schedule(static)
+    for (int b = 0; b < B; b++) {
+        const float *g = dout + (size_t)b * W;
+        double acc[F][D]; // d loss / d v_i, accumulated in fp64
+        memset(acc, 0, sizeof acc);
+        for (int d = 0; d < D; d++) acc[0][d] = g[d]; // v_0 is also copied to the output
+        int p = D;
+        for (int i = 0; i < F; i++) {
+            const float *vi = vec(bot, emb, b, i, T, D);
+            for (int j = 0; j < i; j++) {
+                const float *vj = vec(bot, emb, b, j, T, D);
+                double gz = g[p++];
+                for (int d = 0; d < D; d++) {
+                    acc[i][d] += gz * vj[d];
+                    acc[j][d] += gz * vi[d];
+                }
+            }
+        }
+        for (int d = 0; d < D; d++) {
+            float v = (float)acc[0][d];
+            dbot[(size_t)b * D + d] = bot_relu && bot[(size_t)b * D + d] <= 0 ? 0.0f : v;
+        }
+        for (int i = 1; i < F; i++)
+            for (int d = 0; d < D; d++) demb[((size_t)b * T + i - 1) * D + d] = (float)acc[i][d];
+    }
+    return 0;
+}

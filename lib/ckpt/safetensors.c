@@ -1,0 +1,289 @@
+// safetensors reader and writer (man/man5/trainkit-checkpoint.5).
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ckpt/safetensors.h"
+#include "core/afile.h"
+
+// The header is capped so a corrupt length cannot make us allocate gigabytes
+// (the Python library caps it at 100 MB too).
+#define TK_ST_MAX_HEADER (100u << 20)
+
+struct tk_st_writer {
+    tk_afile f;
+    uint64_t total, written;
+};
+
+int tk_st_dtype_parse(const char *s) {
+    static const tk_dtype all[] = {TK_F32, TK_BF16, TK_F16, TK_I32, TK_I64, TK_U8};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (strcmp(s, tk_dtype_name(all[i])) == 0) return (int)all[i];
+    return -1;
+}
+
+uint64_t tk_st_nbytes(const tk_st_tensor *t) {
+    uint64_t n = tk_dtype_size(t->dtype);
+    for (int d = 0; d < t->ndim; d++) n *= (uint64_t)t->shape[d];
+    return n;
+}
+
+static void put_le64(unsigned char *p, uint64_t v) {
+    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+int tk_st_writer_open(tk_st_writer **out, const char *path, const tk_st_tensor *t, int n,
+                      const json_t *meta, tk_err *e) {
+    *out = NULL;
+    json_t *h = json_object();
+    if (meta) json_object_set(h, "__metadata__", (json_t *)meta);
+    uint64_t off = 0;
+    for (int i = 0; i < n; i++) {
+        json_t *shape = json_array();
+        for (int d = 0; d < t[i].ndim; d++) json_array_append_new(shape, json_integer(t[i].shape[d]));
+        uint64_t nb = tk_st_nbytes(&t[i]);
+        json_object_set_new(h, t[i].name,
+                            json_pack("{s:s, s:o, s:[I,I]}", "dtype", tk_dtype_name(t[i].dtype),
+                                      "shape", shape, "data_offsets", (json_int_t)off,
+                                      (json_int_t)(off + nb)));
+        off += nb;
+    }
+    char *text = json_dumps(h, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(h);
+    if (!text) return tk_err_set(e, TK_EINTERNAL, "%s: cannot serialize the header", path);
+    size_t len = strlen(text), padded = (len + 7) & ~(size_t)7;
+    tk_st_writer *w = calloc(1, sizeof *w);
+    if (!w) {
+        free(text);
+        return tk_err_set(e, TK_EIO, "out of memory");
+    }
+    w->total = off;
+    int rc = tk_afile_open(&w->f, path, e);
+    if (rc == 0) {
+        unsigned char le[8];
+        put_le64(le, padded);
+        rc = tk_write_all(w->f.fp, le, 8, path, e);
+        if (!rc) rc = tk_write_all(w->f.fp, text, len, path, e);
+        if (!rc) rc = tk_write_all(w->f.fp, "       ", padded - len, path, e);
+        if (rc) tk_afile_abort(&w->f);
+    }
+    free(text);
+    if (rc) {
+        free(w);
+        return rc;
+    }
+    *out = w;
+    return 0;
+}
+
+int tk_st_writer_put(tk_st_writer *w, const void *data, size_t bytes, tk_err *e) {
+    if (w->written + bytes > w->total)
+        return tk_err_set(e, TK_EINTERNAL, "%s: more tensor bytes than the header declares",
+                          w->f.path);
+    w->written += bytes;
+    return tk_write_all(w->f.fp, data, bytes, w->f.path, e);
+}
+
+int tk_st_writer_commit(tk_st_writer *w, tk_err *e) {
+    int rc;
+    if (w->written != w->total) {
+        rc = tk_err_set(e, TK_EINTERNAL, "%s: %llu of %llu tensor bytes written", w->f.path,
+                        (unsigned long long)w->written, (unsigned long long)w->total);
+        tk_afile_abort(&w->f);
+    } else {
+        rc = tk_afile_commit(&w->f, e);
+    }
+    free(w);
+    return rc;
+}
+
+void tk_st_writer_abort(tk_st_writer *w) {
+    if (!w) return;
+    tk_afile_abort(&w->f);
+    free(w);
+}
+
+// ---- reading ----
+
+static int bad(tk_err *e, const char *path, uint64_t off, const char *fmt, const char *arg) {
+    tk_err_set(e, TK_EDATA, fmt, arg);
+    tk_err_where(e, "%s: offset %llu", path, (unsigned long long)off);
+    return TK_EDATA;
+}
+
+static int cmp_begin(const void *a, const void *b) {
+    const tk_st_tensor *x = a, *y = b;
+    return x->begin < y->begin ? -1 : x->begin > y->begin;
+}
+
+// Byte offset in the file of the header text for tensor name (for messages): search the raw text.
+static uint64_t name_off(const char *text, const char *name) {
+    size_t nl = strlen(name);
+    for (const char *p = text; (p = strchr(p, '"')) != NULL; p++)
+        if (strncmp(p + 1, name, nl) == 0 && p[1 + nl] == '"') return 8 + (uint64_t)(p - text);
+    return 8;
+}
+
+static int parse_header(tk_st_file *f, char *text, size_t len, tk_err *e) {
+    json_error_t je;
+    json_t *h = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+    if (!h) {
+        tk_err_set(e, TK_EDATA, "invalid JSON header: %s", je.text);
+        // jansson counts the offending character as read
+        tk_err_where(e, "%s: offset %llu", f->path,
+                     (unsigned long long)(8 + (je.position > 0 ? je.position - 1 : 0)));
+        return TK_EDATA;
+    }
+    int rc = 0;
+    if (!json_is_object(h)) {
+        rc = bad(e, f->path, 8, "the header is not a JSON object%s", "");
+        goto out;
+    }
+    f->t = calloc(json_object_size(h) + 1, sizeof *f->t);
+    if (!f->t) {
+        rc = tk_err_set(e, TK_EIO, "out of memory");
+        goto out;
+    }
+    const char *key;
+    json_t *v;
+    uint64_t data_size = f->file_size - f->data_off;
+    json_object_foreach(h, key, v) {
+        uint64_t at = name_off(text, key);
+        if (strcmp(key, "__metadata__") == 0) {
+            const char *mk;
+            json_t *mv;
+            if (!json_is_object(v)) { rc = bad(e, f->path, at, "__metadata__ is not an object%s", ""); goto out; }
+            json_object_foreach(v, mk, mv) if (!json_is_string(mv)) {
+                rc = bad(e, f->path, at, "__metadata__ value of '%s' is not a string", mk);
+                goto out;
+            }
+            f->meta = json_incref(v);
+            continue;
+        }
+        tk_st_tensor *t = &f->t[f->n];
+        if (strlen(key) >= sizeof t->name) { rc = bad(e, f->path, at, "tensor name too long: '%.60s'", key); goto out; }
+        strcpy(t->name, key);
+        json_t *dt = json_object_get(v, "dtype"), *sh = json_object_get(v, "shape"),
+               *of = json_object_get(v, "data_offsets");
+        if (!json_is_object(v) || !json_is_string(dt) || !json_is_array(sh) || !json_is_array(of) ||
+            json_array_size(of) != 2 || !json_is_integer(json_array_get(of, 0)) ||
+            !json_is_integer(json_array_get(of, 1))) {
+            rc = bad(e, f->path, at, "tensor '%s' needs dtype (string), shape (array) and data_offsets ([begin, end])", key);
+            goto out;
+        }
+        int dtype = tk_st_dtype_parse(json_string_value(dt));
+        if (dtype < 0) { rc = bad(e, f->path, at, "unknown dtype '%s'", json_string_value(dt)); goto out; }
+        t->dtype = (tk_dtype)dtype;
+        if (json_array_size(sh) > TK_ST_MAX_DIMS) { rc = bad(e, f->path, at, "tensor '%s' has too many dimensions", key); goto out; }
+        t->ndim = (int)json_array_size(sh);
+        for (int d = 0; d < t->ndim; d++) {
+            json_t *x = json_array_get(sh, d);
+            if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) > ((json_int_t)1 << 40)) {
+                rc = bad(e, f->path, at, "tensor '%s': bad shape", key);
+                goto out;
+            }
+            t->shape[d] = json_integer_value(x);
+        }
+        json_int_t b = json_integer_value(json_array_get(of, 0)), en = json_integer_value(json_array_get(of, 1));
+        if (b < 0 || en < b) { rc = bad(e, f->path, at, "tensor '%s': data_offsets begin > end", key); goto out; }
+        t->begin = (uint64_t)b;
+        t->end = (uint64_t)en;
+        if (t->end > data_size) { rc = bad(e, f->path, at, "tensor '%s' ends past the end of the file", key); goto out; }
+        if (t->end - t->begin != tk_st_nbytes(t)) { rc = bad(e, f->path, at, "tensor '%s': data_offsets do not match shape and dtype", key); goto out; }
+        f->n++;
+    }
+    if (!f->meta) f->meta = json_object();
+    // Overlap check on a sorted copy (the header order is kept for users).
+    tk_st_tensor *s = malloc((size_t)(f->n + 1) * sizeof *s);
+    if (!s) { rc = tk_err_set(e, TK_EIO, "out of memory"); goto out; }
+    memcpy(s, f->t, (size_t)f->n * sizeof *s);
+    qsort(s, (size_t)f->n, sizeof *s, cmp_begin);
+    for (int i = 1; i < f->n; i++)
+        if (s[i].begin < s[i - 1].end && s[i].end > s[i].begin) {
+            rc = bad(e, f->path, name_off(text, s[i].name), "tensor '%s' overlaps another tensor", s[i].name);
+            break;
+        }
+    free(s);
+out:
+    json_decref(h);
+    return rc;
+}
+
+int tk_st_open(tk_st_file **out, const char *path, tk_err *e) {
+    *out = NULL;
+    tk_st_file *f = calloc(1, sizeof *f);
+    if (!f) return tk_err_set(e, TK_EIO, "out of memory");
+    snprintf(f->path, sizeof f->path, "%s", path);
+    f->fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (f->fd < 0) {
+        int err = errno;
+        free(f);
+        return tk_err_errno(e, err, "%s: cannot open", path);
+    }
+    struct stat st;
+    int rc = 0;
+    char *text = NULL;
+    if (fstat(f->fd, &st) != 0) {
+        rc = tk_err_errno(e, errno, "%s: cannot stat", path);
+        goto fail;
+    }
+    f->file_size = (uint64_t)st.st_size;
+    unsigned char le[8];
+    if (f->file_size < 8) {
+        rc = bad(e, path, f->file_size, "file too short for a safetensors header (%s8 bytes needed)", "");
+        goto fail;
+    }
+    if ((rc = tk_pread_all(f->fd, le, 8, 0, path, e))) goto fail;
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--) hlen = hlen << 8 | le[i];
+    if (hlen > f->file_size - 8 || hlen > TK_ST_MAX_HEADER) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "%llu", (unsigned long long)hlen);
+        rc = bad(e, path, 0, "header length %s exceeds the file size", msg);
+        goto fail;
+    }
+    f->data_off = 8 + hlen;
+    text = malloc(hlen + 1);
+    if (!text) {
+        rc = tk_err_set(e, TK_EIO, "out of memory");
+        goto fail;
+    }
+    if ((rc = tk_pread_all(f->fd, text, hlen, 8, path, e))) goto fail;
+    text[hlen] = 0;
+    if ((rc = parse_header(f, text, hlen, e))) goto fail;
+    free(text);
+    *out = f;
+    return 0;
+fail:
+    free(text);
+    tk_st_close(f);
+    return rc;
+}
+
+void tk_st_close(tk_st_file *f) {
+    if (!f) return;
+    if (f->fd >= 0) close(f->fd);
+    free(f->t);
+    json_decref(f->meta);
+    free(f);
+}
+
+const tk_st_tensor *tk_st_find(const tk_st_file *f, const char *name) {
+    for (int i = 0; i < f->n; i++)
+        if (strcmp(f->t[i].name, name) == 0) return &f->t[i];
+    return NULL;
+}
+
+const char *tk_st_meta(const tk_st_file *f, const char *key) {
+    return json_string_value(json_object_get(f->meta, key));
+}
+
+int tk_st_read(const tk_st_file *f, const tk_st_tensor *t, uint64_t off, void *dst, size_t n,
+               tk_err *e) {
+    if (off + n > t->end - t->begin)
+        return tk_err_set(e, TK_EINTERNAL, "%s: read past tensor '%s'", f->path, t->name);
+    return tk_pread_all(f->fd, dst, n, (long long)(f->data_off + t->begin + off), f->path, e);
+}

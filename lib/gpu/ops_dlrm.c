@@ -1,0 +1,91 @@
+// Dispatch of the DLRM ops (kernels/{embedding,dense_log1p,interaction,bce,sgd,lr_schedule,auc}.h):
+// the cpu backend runs the reference (kernels/NAME_ref.c), the cuda backend the kernel
+// (kernels/NAME.cu) on the context's compute stream. Nothing here synchronizes or allocates, so
+// the calls can be captured in a CUDA graph.
+#include "auc.h"
+#include "bce.h"
+#include "dense_log1p.h"
+#include "embedding.h"
+#include "interaction.h"
+#include "lr_schedule.h"
+#include "sgd.h"
+
+#ifdef TK_HAVE_CUDA
+#define TK_DISPATCH(c, ref_call, cuda_call)                                                        \
+    ((c)->backend == TK_BACKEND_CUDA ? (cuda_call) : (ref_call))
+#else
+#define TK_DISPATCH(c, ref_call, cuda_call)                                                        \
+    ((c)->backend == TK_BACKEND_CUDA                                                               \
+         ? tk_err_set(e, TK_EDEVICE, "this trainkit was built without CUDA")                       \
+         : (ref_call))
+#endif
+
+int tk_embedding_fwd(tk_ctx *c, const void *w, tk_dtype wtype, const int64_t *row_off,
+                     const int32_t *idx, int B, int T, int D, float *out, tk_err *e) {
+    return TK_DISPATCH(c, tk_embedding_fwd_ref(w, wtype, row_off, idx, B, T, D, out, e),
+                       tk_embedding_fwd_cuda(c, w, wtype, row_off, idx, B, T, D, out, e));
+}
+
+size_t tk_embedding_bwd_ws_bytes(tk_backend b, int B, int T) {
+#ifdef TK_HAVE_CUDA
+    if (b == TK_BACKEND_CUDA) return tk_embedding_bwd_ws_bytes_cuda(B, T);
+#endif
+    (void)b;
+    return (size_t)B * (size_t)T * sizeof(uint64_t);
+}
+
+int tk_embedding_bwd_sgd(tk_ctx *c, void *w, tk_dtype wtype, const int64_t *row_off,
+                         const int32_t *idx, int B, int T, int D, const float *dout,
+                         const float *lr, void *ws, tk_err *e) {
+    return TK_DISPATCH(
+        c, tk_embedding_bwd_sgd_ref(w, wtype, row_off, idx, B, T, D, dout, lr, ws, e),
+        tk_embedding_bwd_sgd_cuda(c, w, wtype, row_off, idx, B, T, D, dout, lr, ws, e));
+}
+
+int tk_dense_log1p(tk_ctx *c, const int32_t *x, int64_t n, float *y, tk_err *e) {
+    return TK_DISPATCH(c, tk_dense_log1p_ref(x, n, y, e), tk_dense_log1p_cuda(c, x, n, y, e));
+}
+
+int tk_interaction_fwd(tk_ctx *c, const float *bot, const float *emb, int B, int T, int D, int W,
+                       float *out, tk_err *e) {
+    return TK_DISPATCH(c, tk_interaction_fwd_ref(bot, emb, B, T, D, W, out, e),
+                       tk_interaction_fwd_cuda(c, bot, emb, B, T, D, W, out, e));
+}
+
+int tk_interaction_bwd(tk_ctx *c, const float *bot, const float *emb, const float *dout, int B,
+                       int T, int D, int W, int bot_relu, float *dbot, float *demb,
+                       tk_err *e) {
+    return TK_DISPATCH(
+        c, tk_interaction_bwd_ref(bot, emb, dout, B, T, D, W, bot_relu, dbot, demb, e),
+        tk_interaction_bwd_cuda(c, bot, emb, dout, B, T, D, W, bot_relu, dbot, demb, e));
+}
+
+int tk_bce_logits(tk_ctx *c, const float *logit, const uint8_t *label, int B, float *dlogit,
+                  double *acc, tk_err *e) {
+    return TK_DISPATCH(c, tk_bce_logits_ref(logit, label, B, dlogit, acc, e),
+                       tk_bce_logits_cuda(c, logit, label, B, dlogit, acc, e));
+}
+
+int tk_sgd_update(tk_ctx *c, float *w, const float *g, size_t n, const float *lr, void *copy,
+                  tk_dtype copy_type, tk_err *e) {
+    return TK_DISPATCH(c, tk_sgd_update_ref(w, g, n, lr, copy, copy_type, e),
+                       tk_sgd_update_cuda(c, w, g, n, lr, copy, copy_type, e));
+}
+
+int tk_lr_schedule(tk_ctx *c, const tk_lr_sched *s, int64_t *step, float *lr, tk_err *e) {
+    return TK_DISPATCH(c, tk_lr_schedule_ref(s, step, lr, e), tk_lr_schedule_cuda(c, s, step, lr, e));
+}
+
+size_t tk_auc_ws_bytes(tk_backend b, int64_t n) {
+#ifdef TK_HAVE_CUDA
+    if (b == TK_BACKEND_CUDA) return tk_auc_ws_bytes_cuda(n);
+#endif
+    (void)b;
+    return (size_t)n * 8;
+}
+
+int tk_auc(tk_ctx *c, const float *score, const uint8_t *label, int64_t n, void *ws, double *auc,
+           tk_err *e) {
+    return TK_DISPATCH(c, tk_auc_ref(score, label, n, ws, auc, e),
+                       tk_auc_cuda(c, score, label, n, ws, auc, e));
+}

@@ -1,0 +1,487 @@
+// DLRM: parameters, forward, backward, optimizer step, checkpoints (see dlrm.h).
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bce.h"
+#include "ckpt/safetensors.h"
+#include "dense_log1p.h"
+#include "embedding.h"
+#include "gpu/philox.h"
+#include "interaction.h"
+#include "sgd.h"
+#include "workloads/dlrm.h"
+
+#define STAGE_BYTES ((size_t)16 << 20) // host staging for checkpoint I/O and initialization
+
+static size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
+
+static void layer_name(const tk_dlrm *m, int l, const char *what, char *buf, size_t n) {
+    int top = l >= m->cfg.nbot;
+    snprintf(buf, n, "%s_mlp.%d.%s", top ? "top" : "bot", top ? l - m->cfg.nbot : l, what);
+}
+
+int tk_dlrm_create(tk_dlrm **out, tk_ctx *c, const tk_dlrm_config *cfg, tk_err *e) {
+    *out = NULL;
+    tk_dlrm *m = calloc(1, sizeof *m);
+    if (!m) return tk_err_set(e, TK_EIO, "out of host memory");
+    m->c = c;
+    m->cfg = *cfg;
+    const int B = cfg->batch, T = cfg->num_tables, D = cfg->emb_dim;
+    int rc = 0;
+    if (cfg->bot[cfg->nbot - 1] != D || cfg->top[cfg->ntop - 1] != 1 ||
+        cfg->interaction_width < tk_interaction_width(T, D)) {
+        rc = tk_err_set(e, TK_EUSAGE,
+                        "dlrm: the bottom MLP must end in embedding_dim (%d), the top MLP in 1, "
+                        "and interaction_width must be >= %d",
+                        D, tk_interaction_width(T, D));
+        goto fail;
+    }
+    // Layers and sizes.
+    m->nlayers = cfg->nbot + cfg->ntop;
+    int maxw = cfg->interaction_width;
+    for (int l = 0; l < m->nlayers; l++) {
+        tk_dlrm_layer *L = &m->L[l];
+        int top = l >= cfg->nbot, k = top ? l - cfg->nbot : l;
+        L->in = k == 0 ? (top ? cfg->interaction_width : cfg->num_dense) : (top ? cfg->top[k - 1] : cfg->bot[k - 1]);
+        L->out = top ? cfg->top[k] : cfg->bot[k];
+        L->relu = l != m->nlayers - 1; // MLPerf: ReLU everywhere but the last top layer
+        if (L->out > maxw) maxw = L->out;
+        if (L->in > maxw) maxw = L->in;
+    }
+    size_t dense_bytes = 0;
+    for (int l = 0; l < m->nlayers; l++)
+        dense_bytes += align256((size_t)m->L[l].in * m->L[l].out * 4) + align256((size_t)m->L[l].out * 4);
+    m->row_off_host[0] = 0;
+    for (int t = 0; t < T; t++) m->row_off_host[t + 1] = m->row_off_host[t] + cfg->table_rows[t];
+    m->rows_total = m->row_off_host[T];
+    size_t table_bytes = (size_t)m->rows_total * D * tk_dtype_size(cfg->table_dtype);
+
+    TRY(tk_arena_init(c, &m->params, dense_bytes + align256(table_bytes) + 256, "params", e));
+    if ((rc = tk_arena_init(c, &m->grads, dense_bytes + 256, "grads", e))) goto fail;
+    void *p;
+    for (int l = 0; l < m->nlayers; l++) {
+        tk_dlrm_layer *L = &m->L[l];
+        if ((rc = tk_arena_take(&m->params, (size_t)L->in * L->out * 4, &p, e))) goto fail;
+        L->W = p;
+        if ((rc = tk_arena_take(&m->params, (size_t)L->out * 4, &p, e))) goto fail;
+        L->b = p;
+        if ((rc = tk_arena_take(&m->grads, (size_t)L->in * L->out * 4, &p, e))) goto fail;
+        L->dW = p;
+        if ((rc = tk_arena_take(&m->grads, (size_t)L->out * 4, &p, e))) goto fail;
+        L->db = p;
+    }
+    m->dense_w = m->L[0].W;
+    m->dense_g = m->L[0].dW;
+    m->dense_n = (size_t)((char *)(m->L[m->nlayers - 1].b + m->L[m->nlayers - 1].out) - (char *)m->dense_w) / 4;
+    if ((rc = tk_arena_take(&m->params, table_bytes, &m->tables, e))) goto fail;
+    if ((rc = tk_memset0(c, m->params.base, m->params.cap, TK_STREAM_COMPUTE, e))) goto fail;
+    if ((rc = tk_memset0(c, m->grads.base, m->grads.cap, TK_STREAM_COMPUTE, e))) goto fail;
+
+    // Activations, inputs, workspaces and device scalars.
+    size_t W = (size_t)cfg->interaction_width;
+    size_t act = 0;
+    size_t sizes[64];
+    int ns = 0;
+#define NEED(bytes) (sizes[ns++] = (bytes), act += align256(bytes))
+    NEED((size_t)B);                                 // in_label
+    NEED((size_t)B * cfg->num_dense * 4);            // in_dense
+    NEED((size_t)B * T * 4);                         // in_cat
+    NEED((size_t)B * cfg->num_dense * 4);            // x0
+    NEED((size_t)B * T * D * 4);                     // emb
+    NEED((size_t)B * W * 4);                         // inter
+    NEED((size_t)B * 4);                             // logit
+    NEED((size_t)B * 4);                             // dlogit
+    NEED((size_t)B * maxw * 4);                      // dy[0]
+    NEED((size_t)B * maxw * 4);                      // dy[1]
+    NEED((size_t)B * W * 4);                         // dinter
+    NEED((size_t)B * D * 4);                         // dbot
+    NEED((size_t)B * T * D * 4);                     // demb
+    NEED(tk_embedding_bwd_ws_bytes(c->backend, B, T)); // emb_ws
+    NEED((size_t)(T + 1) * 8);                       // row_off
+    NEED(64);                                        // scalars: lr, step, loss_acc[2], auc
+    for (int l = 0; l < m->nlayers; l++) {
+        NEED((size_t)B * m->L[l].out * 4);           // y
+        NEED(tk_gemm_aux_bytes(c, B, m->L[l].out)); // aux
+    }
+#undef NEED
+    if ((rc = tk_arena_init(c, &m->acts, act + 256, "activations", e))) goto fail;
+    void *v[64];
+    for (int i = 0; i < ns; i++)
+        if ((rc = tk_arena_take(&m->acts, sizes[i], &v[i], e))) goto fail;
+    int i = 0;
+    m->in_label = v[i++];
+    m->in_dense = v[i++];
+    m->in_cat = v[i++];
+    m->x0 = v[i++];
+    m->emb = v[i++];
+    m->inter = v[i++];
+    m->logit = v[i++];
+    m->dlogit = v[i++];
+    m->dy[0] = v[i++];
+    m->dy[1] = v[i++];
+    m->dinter = v[i++];
+    m->dbot = v[i++];
+    m->demb = v[i++];
+    m->emb_ws = v[i++];
+    m->row_off = v[i++];
+    char *s = v[i++];
+    m->lr = (float *)s;
+    m->step = (int64_t *)(s + 8);
+    m->loss_acc = (double *)(s + 16);
+    m->auc = (double *)(s + 32);
+    for (int l = 0; l < m->nlayers; l++) {
+        m->L[l].y = v[i++];
+        m->L[l].aux = v[i++];
+        m->L[l].x = l == 0 ? m->x0 : l == cfg->nbot ? m->inter : m->L[l - 1].y;
+    }
+    m->logit = m->L[m->nlayers - 1].y;
+    if ((rc = tk_memset0(c, m->acts.base, m->acts.cap, TK_STREAM_COMPUTE, e))) goto fail;
+    if ((rc = tk_memcpy_h2d(c, m->row_off, m->row_off_host, (size_t)(T + 1) * 8, TK_STREAM_COMPUTE, e)))
+        goto fail;
+    if ((rc = tk_ctx_sync(c, e))) goto fail;
+    *out = m;
+    return 0;
+fail:
+    tk_dlrm_destroy(m);
+    return rc;
+}
+
+void tk_dlrm_destroy(tk_dlrm *m) {
+    if (!m) return;
+    tk_arena_release(m->c, &m->params);
+    tk_arena_release(m->c, &m->grads);
+    tk_arena_release(m->c, &m->acts);
+    free(m);
+}
+
+// N(0, 1) from two Philox words (Box-Muller; u1 in (0, 1] so the log is finite).
+static float philox_normal(uint64_t seed, uint32_t stream, uint64_t i) {
+    tk_philox_ctr r = tk_philox_draw(seed, stream, i >> 1);
+    int h = (int)(i & 1) * 2;
+    double u1 = 1.0 - tk_u32_to_unit(r.v[h]), u2 = tk_u32_to_unit(r.v[h + 1]);
+    return (float)(sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2));
+}
+
+// A distinct Philox stream per tensor: id 0.. for the MLP tensors, 1000+t for table t.
+static uint32_t init_stream(int id) { return (uint32_t)TK_RNG_INIT | (uint32_t)(id + 1) << 8; }
+
+int tk_dlrm_init_weights(tk_dlrm *m, uint64_t seed, tk_err *e) {
+    const tk_dlrm_config *cfg = &m->cfg;
+    size_t ds = m->dense_n * 4;
+    float *h = calloc(1, ds > STAGE_BYTES ? ds : STAGE_BYTES);
+    if (!h) return tk_err_set(e, TK_EIO, "out of host memory");
+    for (int l = 0; l < m->nlayers; l++) {
+        tk_dlrm_layer *L = &m->L[l];
+        float *w = h + (L->W - m->dense_w), *b = h + (L->b - m->dense_w);
+        double sw = sqrt(2.0 / (L->in + L->out)), sb = sqrt(1.0 / L->out);
+        for (size_t i = 0; i < (size_t)L->in * L->out; i++) w[i] = (float)(sw * philox_normal(seed, init_stream(2 * l), i));
+        for (int i = 0; i < L->out; i++) b[i] = (float)(sb * philox_normal(seed, init_stream(2 * l + 1), (uint64_t)i));
+    }
+    int rc = tk_memcpy_h2d(m->c, m->dense_w, h, ds, TK_STREAM_COMPUTE, e);
+    // Tables, a staging buffer at a time.
+    const int D = cfg->emb_dim;
+    size_t esz = tk_dtype_size(cfg->table_dtype), chunk = STAGE_BYTES / esz / (size_t)D * (size_t)D;
+    for (int t = 0; !rc && t < cfg->num_tables; t++) {
+        size_t n = (size_t)cfg->table_rows[t] * D;
+        double a = sqrt(1.0 / (double)cfg->table_rows[t]);
+        char *dst = (char *)m->tables + (size_t)m->row_off_host[t] * D * esz;
+        for (size_t off = 0; !rc && off < n; off += chunk) {
+            size_t k = n - off < chunk ? n - off : chunk;
+            rc = tk_ctx_sync(m->c, e); // the previous chunk's copy has left the staging buffer
+            if (rc) break;
+#pragma omp parallel for schedule(static)
+            for (size_t i = 0; i < k; i++) {
+                float u = (float)(-a + 2 * a * tk_philox_uniform(seed, init_stream(1000 + t), off + i));
+                if (cfg->table_dtype == TK_BF16) ((uint16_t *)h)[i] = tk_f32_to_bf16(u);
+                else h[i] = u;
+            }
+            rc = tk_memcpy_h2d(m->c, dst + off * esz, h, k * esz, TK_STREAM_COMPUTE, e);
+        }
+    }
+    if (!rc) rc = tk_ctx_sync(m->c, e);
+    free(h);
+    if (!rc) rc = tk_dlrm_write_step(m, 0, e);
+    if (!rc) rc = tk_memset0(m->c, m->loss_acc, 16, TK_STREAM_COMPUTE, e);
+    return rc;
+}
+
+int tk_dlrm_set_batch(tk_dlrm *m, const uint8_t *label, const int32_t *dense, const int32_t *cat,
+                      int n, tk_err *e) {
+    if (n > m->cfg.batch) return tk_err_set(e, TK_EINTERNAL, "dlrm: batch of %d > %d", n, m->cfg.batch);
+    TRY(tk_memcpy_h2d(m->c, m->in_label, label, (size_t)n, TK_STREAM_COMPUTE, e));
+    TRY(tk_memcpy_h2d(m->c, m->in_dense, dense, (size_t)n * m->cfg.num_dense * 4, TK_STREAM_COMPUTE, e));
+    return tk_memcpy_h2d(m->c, m->in_cat, cat, (size_t)n * m->cfg.num_tables * 4, TK_STREAM_COMPUTE, e);
+}
+
+static int gemm(tk_dlrm *m, int M, int N, int K, int ta, int tb, const float *A, const float *B,
+                float *Dm, tk_epilogue epi, const float *bias, void *aux, float *bgrad, tk_err *e) {
+    tk_gemm_args g = {.M = M, .N = N, .K = K, .transa = ta, .transb = tb, .ab_type = TK_F32,
+                      .cd_type = TK_F32, .A = A, .B = B, .D = Dm, .alpha = 1, .beta = 0,
+                      .epi = epi, .bias = bias, .aux = aux, .bgrad = bgrad,
+                      .stream = TK_STREAM_COMPUTE};
+    return tk_gemm(m->c, &g, e);
+}
+
+static int mlp_forward(tk_dlrm *m, int l0, int l1, int n, float *last_out, tk_err *e) {
+    for (int l = l0; l < l1; l++) {
+        tk_dlrm_layer *L = &m->L[l];
+        float *y = l == m->nlayers - 1 && last_out ? last_out : L->y;
+        TRY(gemm(m, n, L->out, L->in, 0, 1, L->x, L->W, y, L->relu ? TK_EPI_RELU_BIAS : TK_EPI_BIAS,
+                 L->b, L->relu ? L->aux : NULL, NULL, e));
+    }
+    return 0;
+}
+
+int tk_dlrm_forward(tk_dlrm *m, const int32_t *dense, const int32_t *cat, int n, float *out,
+                    tk_err *e) {
+    const tk_dlrm_config *cfg = &m->cfg;
+    tk_range_push("forward");
+    TRY(tk_dense_log1p(m->c, dense, (int64_t)n * cfg->num_dense, m->x0, e));
+    TRY(mlp_forward(m, 0, cfg->nbot, n, NULL, e));
+    TRY(tk_embedding_fwd(m->c, m->tables, cfg->table_dtype, m->row_off, cat, n, cfg->num_tables,
+                         cfg->emb_dim, m->emb, e));
+    TRY(tk_interaction_fwd(m->c, m->L[cfg->nbot - 1].y, m->emb, n, cfg->num_tables, cfg->emb_dim,
+                           cfg->interaction_width, m->inter, e));
+    TRY(mlp_forward(m, cfg->nbot, m->nlayers, n, out, e));
+    tk_range_pop();
+    return 0;
+}
+
+// Backward through layers [l0, l1) (descending), starting from dy = the gradient of the
+// pre-activation of layer l1-1. The input gradient of layer l0 goes to dx0 (NULL: not needed).
+static int mlp_backward(tk_dlrm *m, int l0, int l1, const float *dy, float *dx0, tk_err *e) {
+    const int B = m->cfg.batch;
+    int pp = 0;
+    for (int l = l1 - 1; l >= l0; l--) {
+        tk_dlrm_layer *L = &m->L[l];
+        // dW = dy^T @ x with the bias gradient fused (sum of dy over the batch).
+        TRY(gemm(m, L->out, L->in, B, 1, 0, dy, L->x, L->dW, TK_EPI_BGRADB, NULL, NULL, L->db, e));
+        if (l == l0 && !dx0) break;
+        float *dx = l == l0 ? dx0 : m->dy[pp];
+        // dx = dy @ W, times the ReLU mask of the layer below (its pre-activation gradient).
+        int below_relu = l > l0;
+        TRY(gemm(m, B, L->in, L->out, 0, 0, dy, L->W, dx, below_relu ? TK_EPI_DRELU : TK_EPI_NONE,
+                 NULL, below_relu ? m->L[l - 1].aux : NULL, NULL, e));
+        dy = dx;
+        pp ^= 1;
+    }
+    return 0;
+}
+
+int tk_dlrm_train_step(tk_dlrm *m, tk_err *e) {
+    const tk_dlrm_config *cfg = &m->cfg;
+    const int B = cfg->batch, T = cfg->num_tables, D = cfg->emb_dim;
+    TRY(tk_lr_schedule(m->c, &cfg->lr, m->step, m->lr, e));
+    TRY(tk_dlrm_forward(m, m->in_dense, m->in_cat, B, m->logit, e));
+    tk_range_push("backward");
+    TRY(tk_bce_logits(m->c, m->logit, m->in_label, B, m->dlogit, m->loss_acc, e));
+    TRY(mlp_backward(m, cfg->nbot, m->nlayers, m->dlogit, m->dinter, e));
+    TRY(tk_interaction_bwd(m->c, m->L[cfg->nbot - 1].y, m->emb, m->dinter, B, T, D,
+                           cfg->interaction_width, 1, m->dbot, m->demb, e));
+    TRY(tk_embedding_bwd_sgd(m->c, m->tables, cfg->table_dtype, m->row_off, m->in_cat, B, T, D,
+                             m->demb, m->lr, m->emb_ws, e));
+    TRY(mlp_backward(m, 0, cfg->nbot, m->dbot, NULL, e));
+    tk_range_pop();
+    tk_range_push("sgd");
+    TRY(tk_sgd_update(m->c, m->dense_w, m->dense_g, m->dense_n, m->lr, NULL, TK_F32, e));
+    tk_range_pop();
+    return 0;
+}
+
+int tk_dlrm_read_loss(tk_dlrm *m, double *mean_loss, int reset, tk_err *e) {
+    double acc[2];
+    TRY(tk_memcpy_d2h(m->c, acc, m->loss_acc, sizeof acc, TK_STREAM_COMPUTE, e));
+    TRY(tk_ctx_sync(m->c, e));
+    *mean_loss = acc[1] > 0 ? acc[0] / acc[1] : NAN;
+    if (reset) TRY(tk_memset0(m->c, m->loss_acc, sizeof acc, TK_STREAM_COMPUTE, e));
+    return 0;
+}
+
+int tk_dlrm_read_step(tk_dlrm *m, int64_t *step, tk_err *e) {
+    TRY(tk_memcpy_d2h(m->c, step, m->step, 8, TK_STREAM_COMPUTE, e));
+    return tk_ctx_sync(m->c, e);
+}
+
+int tk_dlrm_write_step(tk_dlrm *m, int64_t step, tk_err *e) {
+    TRY(tk_memcpy_h2d(m->c, m->step, &step, 8, TK_STREAM_COMPUTE, e));
+    return tk_ctx_sync(m->c, e);
+}
+
+// ---- checkpoints ----
+
+typedef struct {
+    tk_st_tensor t;
+    const void *src;   // data
+    int dev;           // src is in the backend's memory (staged through the host)
+} ck_entry;
+
+#define MAX_ENTRIES (4 * TK_DLRM_MAX_LAYERS + TK_DLRM_MAX_TABLES + 16)
+
+static void set2(tk_st_tensor *t, const char *name, tk_dtype dt, int ndim, int64_t d0, int64_t d1) {
+    memset(t, 0, sizeof *t);
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->dtype = dt;
+    t->ndim = ndim;
+    t->shape[0] = d0;
+    t->shape[1] = d1;
+}
+
+// The model's parameter tensors in checkpoint order (data pointers into params).
+static int param_entries(const tk_dlrm *m, ck_entry *ent) {
+    int n = 0;
+    char name[128];
+    for (int l = 0; l < m->nlayers; l++) {
+        layer_name(m, l, "weight", name, sizeof name);
+        set2(&ent[n].t, name, TK_F32, 2, m->L[l].out, m->L[l].in);
+        ent[n].src = m->L[l].W;
+        ent[n++].dev = 1;
+        layer_name(m, l, "bias", name, sizeof name);
+        set2(&ent[n].t, name, TK_F32, 1, m->L[l].out, 0);
+        ent[n].src = m->L[l].b;
+        ent[n++].dev = 1;
+    }
+    size_t esz = tk_dtype_size(m->cfg.table_dtype);
+    for (int t = 0; t < m->cfg.num_tables; t++) {
+        snprintf(name, sizeof name, "emb.%d.weight", t);
+        set2(&ent[n].t, name, m->cfg.table_dtype, 2, m->cfg.table_rows[t], m->cfg.emb_dim);
+        ent[n].src = (const char *)m->tables + (size_t)m->row_off_host[t] * m->cfg.emb_dim * esz;
+        ent[n++].dev = 1;
+    }
+    return n;
+}
+
+static int write_entries(tk_dlrm *m, const char *path, const ck_entry *ent, int n,
+                         const json_t *meta, tk_err *e) {
+    tk_st_tensor *t = calloc((size_t)n + 1, sizeof *t);
+    char *stage = malloc(STAGE_BYTES);
+    if (!stage || !t) {
+        free(t);
+        free(stage);
+        return tk_err_set(e, TK_EIO, "out of host memory");
+    }
+    for (int i = 0; i < n; i++) t[i] = ent[i].t;
+    tk_st_writer *w = NULL;
+    int rc = tk_st_writer_open(&w, path, t, n, meta, e);
+    free(t);
+    for (int i = 0; !rc && i < n; i++) {
+        uint64_t nb = tk_st_nbytes(&t[i]);
+        for (uint64_t off = 0; !rc && off < nb; off += STAGE_BYTES) {
+            size_t k = nb - off < STAGE_BYTES ? (size_t)(nb - off) : STAGE_BYTES;
+            const char *src = (const char *)ent[i].src + off;
+            if (ent[i].dev) {
+                rc = tk_memcpy_d2h(m->c, stage, src, k, TK_STREAM_COMPUTE, e);
+                if (!rc) rc = tk_ctx_sync(m->c, e);
+                src = stage;
+            }
+            if (!rc) rc = tk_st_writer_put(w, src, k, e);
+        }
+    }
+    free(stage);
+    if (rc) {
+        if (w) tk_st_writer_abort(w);
+        return rc;
+    }
+    return tk_st_writer_commit(w, e);
+}
+
+int tk_dlrm_save(tk_dlrm *m, const char *path, const json_t *meta, tk_err *e) {
+    ck_entry ent[MAX_ENTRIES];
+    int n = param_entries(m, ent);
+    return write_entries(m, path, ent, n, meta, e);
+}
+
+static void shape_str(const tk_st_tensor *t, char *buf, size_t n) {
+    size_t o = (size_t)snprintf(buf, n, "%s [", tk_dtype_name(t->dtype));
+    for (int d = 0; d < t->ndim && o < n; d++)
+        o += (size_t)snprintf(buf + o, n - o, d ? ", %lld" : "%lld", (long long)t->shape[d]);
+    if (o < n) snprintf(buf + o, n - o, "]");
+}
+
+int tk_dlrm_load(tk_dlrm *m, const char *path, json_t **meta, tk_err *e) {
+    if (meta) *meta = NULL;
+    tk_st_file *f;
+    TRY(tk_st_open(&f, path, e));
+    ck_entry ent[MAX_ENTRIES];
+    int n = param_entries(m, ent), rc = 0;
+    char *stage = malloc(STAGE_BYTES);
+    if (!stage) rc = tk_err_set(e, TK_EIO, "out of host memory");
+    for (int i = 0; !rc && i < n; i++) {
+        const tk_st_tensor *t = tk_st_find(f, ent[i].t.name);
+        char want[96], got[96];
+        shape_str(&ent[i].t, want, sizeof want);
+        if (!t) {
+            rc = tk_err_set(e, TK_EDATA, "%s: tensor '%s' (%s) is missing", path, ent[i].t.name, want);
+            break;
+        }
+        shape_str(t, got, sizeof got);
+        if (strcmp(want, got) != 0) {
+            rc = tk_err_set(e, TK_EDATA, "%s: tensor '%s' is %s, the model has %s", path, t->name, got, want);
+            tk_err_hint(e, "the checkpoint was written with another configuration");
+            break;
+        }
+        uint64_t nb = tk_st_nbytes(t);
+        for (uint64_t off = 0; !rc && off < nb; off += STAGE_BYTES) {
+            size_t k = nb - off < STAGE_BYTES ? (size_t)(nb - off) : STAGE_BYTES;
+            rc = tk_st_read(f, t, off, stage, k, e);
+            if (!rc) rc = tk_memcpy_h2d(m->c, (char *)ent[i].src + off, stage, k, TK_STREAM_COMPUTE, e);
+            if (!rc) rc = tk_ctx_sync(m->c, e);
+        }
+    }
+    free(stage);
+    if (!rc && meta) *meta = json_incref(f->meta);
+    tk_st_close(f);
+    return rc;
+}
+
+int tk_dlrm_dump_step(tk_dlrm *m, const char *path, tk_err *e) {
+    const tk_dlrm_config *cfg = &m->cfg;
+    const int B = cfg->batch, T = cfg->num_tables, D = cfg->emb_dim;
+    ck_entry ent[MAX_ENTRIES * 2];
+    int n = param_entries(m, ent), np = n;
+    // Snapshot the weights before the step (the step updates them in place).
+    size_t pbytes = (size_t)((char *)m->tables - (char *)m->dense_w) +
+                    (size_t)m->rows_total * D * tk_dtype_size(cfg->table_dtype);
+    char *snap = malloc(pbytes);
+    float *loss = malloc(4);
+    if (!snap || !loss) {
+        free(snap);
+        free(loss);
+        return tk_err_set(e, TK_EIO, "out of host memory");
+    }
+    int rc = tk_memcpy_d2h(m->c, snap, m->dense_w, pbytes, TK_STREAM_COMPUTE, e);
+    if (!rc) rc = tk_ctx_sync(m->c, e);
+    for (int i = 0; i < np; i++) {
+        ent[i].src = snap + ((const char *)ent[i].src - (const char *)m->dense_w);
+        ent[i].dev = 0;
+    }
+    set2(&ent[n].t, "batch.label", TK_U8, 1, B, 0), ent[n].src = m->in_label, ent[n++].dev = 1;
+    set2(&ent[n].t, "batch.dense", TK_I32, 2, B, cfg->num_dense), ent[n].src = m->in_dense, ent[n++].dev = 1;
+    set2(&ent[n].t, "batch.cat", TK_I32, 2, B, T), ent[n].src = m->in_cat, ent[n++].dev = 1;
+    double acc[2] = {0, 0};
+    if (!rc) rc = tk_memset0(m->c, m->loss_acc, 16, TK_STREAM_COMPUTE, e);
+    if (!rc) rc = tk_dlrm_train_step(m, e);
+    if (!rc) rc = tk_memcpy_d2h(m->c, acc, m->loss_acc, 16, TK_STREAM_COMPUTE, e);
+    if (!rc) rc = tk_ctx_sync(m->c, e);
+    *loss = (float)acc[0];
+    set2(&ent[n].t, "loss", TK_F32, 1, 1, 0), ent[n].src = loss, ent[n++].dev = 0;
+    char name[128];
+    for (int l = 0; l < m->nlayers; l++) {
+        char pn[96];
+        layer_name(m, l, "weight", pn, sizeof pn);
+        snprintf(name, sizeof name, "grad.%s", pn);
+        set2(&ent[n].t, name, TK_F32, 2, m->L[l].out, m->L[l].in), ent[n].src = m->L[l].dW, ent[n++].dev = 1;
+        layer_name(m, l, "bias", pn, sizeof pn);
+        snprintf(name, sizeof name, "grad.%s", pn);
+        set2(&ent[n].t, name, TK_F32, 1, m->L[l].out, 0), ent[n].src = m->L[l].db, ent[n++].dev = 1;
+    }
+    ent[n].t = (tk_st_tensor){.name = "grad.emb_out", .dtype = TK_F32, .ndim = 3, .shape = {B, T, D}};
+    ent[n].src = m->demb, ent[n++].dev = 1;
+    json_t *meta = json_pack("{s:s, s:s}", "format", "trainkit-step-dump-1", "workload", "dlrm");
+    if (!rc) rc = write_entries(m, path, ent, n, meta, e);
+    json_decref(meta);
+    free(snap);
+    free(loss);
+    return rc;
+}

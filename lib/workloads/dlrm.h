@@ -1,0 +1,142 @@
+// The MLPerf v1.x DLRM (Naumov et al. 2019; mlcommons/training recommendation/dlrm):
+//   dense (13 raw counts) -> log(x+1) -> bottom MLP 13-512-256-128 (ReLU on every layer)
+//   26 categorical ids    -> 26 embedding lookups of dim 128
+//   dot interaction over the 27 vectors -> 128 + 351 = 479 features
+//   top MLP 479-1024-1024-512-256-1 (ReLU on all but the last) -> logit -> BCE with logits.
+// Trained with plain SGD and the MLPerf warm-up / poly(2) decay schedule.
+//
+// Written once against libgpu: every tensor lives in the context's memory (host for cpu, device
+// for cuda); parameters are views into ONE flat arena (dense fp32 weights first, then the
+// tables), dense gradients into ONE flat arena with the same offsets, so SGD is one op over one
+// span. tk_dlrm_train_step is one fixed sequence of ops with no host reads and no allocation:
+// the cuda backend captures it in a CUDA graph and replays it.
+#ifndef TK_WORKLOADS_DLRM_H
+#define TK_WORKLOADS_DLRM_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "core/err.h"
+#include "gpu/gpu.h"
+#include "lr_schedule.h"
+
+#define TK_DLRM_MAX_TABLES 64
+#define TK_DLRM_MAX_LAYERS 8
+
+typedef struct tk_dlrm_config {
+    int num_dense;                          // 13
+    int num_tables;                         // 26
+    int emb_dim;                            // 128 (== the bottom MLP's last width)
+    int nbot, bot[TK_DLRM_MAX_LAYERS];      // bottom MLP widths after the input (512, 256, 128)
+    int ntop, top[TK_DLRM_MAX_LAYERS];      // top MLP widths (1024, 1024, 512, 256, 1)
+    int interaction_width;                  // top MLP input: D + T(T+1)/2, or more (padding)
+    int64_t table_rows[TK_DLRM_MAX_TABLES]; // rows per table; ids >= rows are folded (id % rows)
+    tk_dtype table_dtype;                   // TK_F32 (cpu) or TK_BF16
+    int batch;                              // global batch size
+    tk_lr_sched lr;
+    double target_auc;                      // 0.8025
+    int evals_per_epoch;                    // 20 (MLPerf: every 0.05 epoch)
+    int max_epochs;                         // 1
+    uint64_t seed;
+} tk_dlrm_config;
+
+// Reads a config (share/workloads/dlrm/config.json format, see train-step(1)), applies overrides
+// "key=value" (value parsed as JSON, else taken as a string; dotted keys reach into objects,
+// e.g. "lr.base=2.0"), and fills cfg. Table sizes: "table_sizes" in the config, or, when it is
+// "data", the "cardinalities" of the dataset's schema meta (data_meta, may be NULL), capped at
+// "max_table_rows". *effective (may be NULL) gets the resulting JSON (for logs and the hash).
+int tk_dlrm_config_load(const char *path, char *const *overrides, int noverrides,
+                        const char *data_meta, tk_dlrm_config *cfg, json_t **effective, tk_err *e);
+// The same from a parsed config (root is modified: overrides applied, table sizes resolved);
+// path names it in messages.
+int tk_dlrm_config_from_json(json_t *root, const char *path, char *const *overrides,
+                             int noverrides, const char *data_meta, tk_dlrm_config *cfg,
+                             json_t **effective, tk_err *e);
+// FNV-1a 64 of the compact, key-sorted JSON of the config members that determine training.
+uint64_t tk_dlrm_config_hash(const json_t *effective);
+
+typedef struct tk_dlrm_layer {
+    int in, out, relu;
+    float *W, *b;        // W (out, in) row-major as torch.nn.Linear: y = x @ W^T + b
+    float *dW, *db;
+    float *x;            // input activation (B, in) (aliases the previous layer's output)
+    float *y;            // output (B, out)
+    void *aux;           // relu mask (tk_gemm_aux_bytes)
+} tk_dlrm_layer;
+
+typedef struct tk_dlrm {
+    tk_ctx *c;
+    tk_dlrm_config cfg;
+    tk_arena params, grads, acts;
+    int nlayers;                     // nbot + ntop: layers [0, nbot) bottom, [nbot, nlayers) top
+    tk_dlrm_layer L[2 * TK_DLRM_MAX_LAYERS];
+    float *dense_w, *dense_g;        // the flat dense span of params / grads
+    size_t dense_n;                  // floats in the span (including alignment gaps, kept 0)
+    void *tables;                    // all tables, (sum rows, D) in table_dtype
+    int64_t rows_total;
+    int64_t *row_off;                // (T+1) device
+    int64_t row_off_host[TK_DLRM_MAX_TABLES + 1];
+    // batch inputs (device): the loader copies each batch here (stable addresses for graphs)
+    uint8_t *in_label;               // (B)
+    int32_t *in_dense;               // (B, 13) raw counts
+    int32_t *in_cat;                 // (B, 26) ids in [0, table_rows)
+    // activations and gradients (device)
+    float *x0;                       // (B, 13) log1p(dense)
+    float *emb;                      // (B, T, D)
+    float *inter;                    // (B, W)
+    float *logit, *dlogit;           // (B)
+    float *dy[2];                    // ping-pong (B, max width) for the MLP backward
+    float *dinter, *dbot, *demb;
+    void *emb_ws;
+    // device scalars
+    float *lr;
+    int64_t *step;
+    double *loss_acc;                // [sum of batch losses, batches]
+    double *auc;
+} tk_dlrm;
+
+int tk_dlrm_create(tk_dlrm **m, tk_ctx *c, const tk_dlrm_config *cfg, tk_err *e);
+void tk_dlrm_destroy(tk_dlrm *m);
+// MLPerf reference initialization from Philox(seed): embeddings U(-sqrt(1/rows), sqrt(1/rows));
+// weights N(0, sqrt(2/(in+out))); biases N(0, sqrt(1/out)). Zeroes the step counter.
+int tk_dlrm_init_weights(tk_dlrm *m, uint64_t seed, tk_err *e);
+// Copies n <= batch host records (label u8, dense i32 x13, cat i32 x26) into the input buffers.
+int tk_dlrm_set_batch(tk_dlrm *m, const uint8_t *label, const int32_t *dense, const int32_t *cat,
+                      int n, tk_err *e);
+// One training iteration on the full batch in the input buffers: lr schedule, forward, loss
+// (accumulated in m->loss_acc), backward, fused embedding update, SGD. No host reads.
+int tk_dlrm_train_step(tk_dlrm *m, tk_err *e);
+// Forward only on n <= batch samples of device inputs (dense, cat), logits into out (n) device.
+int tk_dlrm_forward(tk_dlrm *m, const int32_t *dense, const int32_t *cat, int n, float *out,
+                    tk_err *e);
+// Host reads (log points only): mean loss since the last reset, and the update counter.
+int tk_dlrm_read_loss(tk_dlrm *m, double *mean_loss, int reset, tk_err *e);
+int tk_dlrm_read_step(tk_dlrm *m, int64_t *step, tk_err *e);
+int tk_dlrm_write_step(tk_dlrm *m, int64_t step, tk_err *e);
+
+// Checkpoints (man/man5/trainkit-checkpoint.5). meta: object of strings (borrowed).
+int tk_dlrm_save(tk_dlrm *m, const char *path, const json_t *meta, tk_err *e);
+// Loads weights; *meta (may be NULL) gets a new reference to the file's metadata.
+int tk_dlrm_load(tk_dlrm *m, const char *path, json_t **meta, tk_err *e);
+// Writes the named tensors of one step for contrib/peers/dlrm.py: the weights BEFORE the step
+// (same names as a checkpoint), the batch ("batch.label" U8, "batch.dense" I32, "batch.cat" I32),
+// "loss" F32 [1], "grad.<param>" F32 for the dense parameters and "grad.emb_out" F32 (B, T, D)
+// (the gradient w.r.t. the looked-up vectors: the tables' gradient is never formed).
+// Runs the step on the batch already in the input buffers (so it updates the model).
+int tk_dlrm_dump_step(tk_dlrm *m, const char *path, tk_err *e);
+
+// The evaluation set, read once and cached in the backend's memory (MLPerf allows caching it).
+typedef struct tk_dlrm_evalset {
+    int64_t n;
+    uint8_t *label;     // (n) device
+    int32_t *dense;     // (n, 13) device
+    int32_t *cat;       // (n, 26) device, ids folded into the tables
+    float *score;       // (n) device: the logits of the last evaluation
+    void *ws;           // AUC workspace
+} tk_dlrm_evalset;
+int tk_dlrm_evalset_load(tk_dlrm *m, char *const *paths, int npaths, tk_dlrm_evalset **es,
+                         tk_err *e);
+void tk_dlrm_evalset_free(tk_dlrm *m, tk_dlrm_evalset *es);
+// Forward over the whole set in batches of cfg.batch, exact AUC on the device; one host read.
+int tk_dlrm_evaluate(tk_dlrm *m, tk_dlrm_evalset *es, double *auc, tk_err *e);
+#endif

@@ -1,0 +1,49 @@
+#!/usr/bin/env bats
+# The DLRM benchmark end to end (share/workloads/dlrm/run.sh on the CPU): raw synthetic Criteo
+# files -> prep -> shard -> train-step -> evaluate; the model reaches the MLPerf target AUC and
+# the MLLOG passes log-check and MLCommons' own compliance checker.
+
+setup_file() {
+    export OUT="$BATS_FILE_TMPDIR/run"
+    TK_BIN="$TK_BIN" "$TK_ROOT/share/workloads/dlrm/run.sh" -o "$OUT" --backend cpu \
+        >"$BATS_FILE_TMPDIR/stdout" 2>"$BATS_FILE_TMPDIR/stderr"
+    echo $? >"$BATS_FILE_TMPDIR/rc"
+}
+
+@test "run.sh reaches the target and prints the time-to-train" {
+    cat "$BATS_FILE_TMPDIR/stderr" "$BATS_FILE_TMPDIR/stdout" >&3
+    [ "$(cat "$BATS_FILE_TMPDIR/rc")" -eq 0 ]
+    [[ "$(cat "$BATS_FILE_TMPDIR/stdout")" == "dlrm: reached=true auc=0.8"*" target=0.80249999999999999 time_to_train_s="*" backend=cpu "*"checks=ok"* ]]
+    grep -q '"type":"result","workload":"dlrm","reached":true,"status":"success"' "$OUT/train.jsonl"
+}
+
+@test "run.sh: evaluate agrees with train-step's last evaluation" {
+    want=$(grep '"type":"eval"' "$OUT/train.jsonl" | tail -1 | sed 's/.*"auc":\([^,]*\),.*/\1/')
+    grep -q "\"auc\":$want," "$OUT/evaluate.jsonl"
+}
+
+@test "run.sh: the MLLOG passes MLCommons' compliance checker (ruleset 1.1.0)" {
+    python3 -c 'import mlperf_logging' 2>/dev/null || skip "mlperf_logging is not importable"
+    cd "$BATS_TEST_TMPDIR"
+    run python3 -m mlperf_logging.compliance_checker --usage training --ruleset 1.1.0 "$OUT/dlrm.mllog"
+    echo "$output" >&3
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"SUCCESS"* ]]
+}
+
+@test "run.sh: the MLLOG passes log-check, and each line records train-step.c's source line" {
+    [ -x "$TK_BIN/log-check" ] || skip "log-check is not built"
+    run log-check --ruleset 1.1.0 "$OUT/dlrm.mllog"
+    [ "$status" -eq 0 ]
+    run grep -c '"metadata": {"file": "cmd/train-step.c", "lineno": [0-9]*' "$OUT/dlrm.mllog"
+    [ "$output" -eq "$(grep -c ':::MLLOG' "$OUT/dlrm.mllog")" ]
+    grep -q '"key": "run_stop", "value": null, "metadata": {"file": "cmd/train-step.c", "lineno": [0-9]*, "status": "success"}' "$OUT/dlrm.mllog"
+}
+
+@test "run.sh: usage errors exit 2" {
+    run "$TK_ROOT/share/workloads/dlrm/run.sh" --frobnicate
+    [ "$status" -eq 2 ]
+    [ "${lines[0]}" = "run.sh: unknown option '--frobnicate'" ]
+    run "$TK_ROOT/share/workloads/dlrm/run.sh" --days 1
+    [ "$status" -eq 2 ]
+}

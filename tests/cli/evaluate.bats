@@ -1,0 +1,90 @@
+#!/usr/bin/env bats
+# evaluate: one checkpoint (the same AUC train-step computed in process), corrupt checkpoints,
+# usage, and the --follow protocol with train-step --eval-dir.
+
+setup_file() {
+    export OMP_WAIT_POLICY=passive # robust timings on a busy machine
+    cd "$BATS_FILE_TMPDIR"
+    prep synth criteo --days 2 --rows-per-day 4000 --seed 3 -o raw >/dev/null
+    prep criteo --max-ind-range 1024 -o train.tks raw/day_0
+    prep criteo --max-ind-range 1024 -o eval.tks raw/day_1
+}
+
+setup() {
+    cd "$BATS_TEST_TMPDIR"
+    D=$BATS_FILE_TMPDIR
+    TS=(train-step -c "$TK_ROOT/share/workloads/dlrm/tiny.json" -t "$D/train.tks" -b cpu
+        --set train.global_batch_size=256 --log-every 0)
+}
+
+@test "evaluate --help exits 0; usage errors exit 2" {
+    run evaluate --help
+    [ "$status" -eq 0 ]
+    [[ "${lines[0]}" == "usage: evaluate --checkpoint CKPT --eval PATH..."* ]]
+    run evaluate --eval x
+    [ "$status" -eq 2 ]
+    [ "${lines[0]}" = "evaluate: give one of --checkpoint or --follow" ]
+    run evaluate --checkpoint a --follow b --eval x
+    [ "$status" -eq 2 ]
+    run evaluate --checkpoint a
+    [ "$status" -eq 2 ]
+    [ "${lines[0]}" = "evaluate: --eval is required" ]
+    run evaluate --checkpoint a --eval x --target 2
+    [ "$status" -eq 2 ]
+    [ "${lines[0]}" = "evaluate: --target: expected a number in [0, 1], got '2'" ]
+    run evaluate --bogus
+    [ "$status" -eq 2 ]
+    [ "${lines[0]}" = "evaluate: unknown option '--bogus'" ]
+}
+
+@test "evaluate --checkpoint gives the AUC train-step computed for the same weights" {
+    run "${TS[@]}" -e "$D/eval.tks" --max-steps 5 --eval-every 100000 --ckpt-dir ck
+    [ "$status" -eq 1 ]
+    want=$(grep '"type":"eval"' <<<"$output" | sed 's/.*"auc":\([^,]*\),.*/\1/')
+    run evaluate --checkpoint ck/step-5.safetensors --eval "$D/eval.tks" -b cpu
+    [ "$status" -eq 0 ]
+    [[ "${lines[0]}" == '{"type":"eval","metric":"auc","checkpoint":"ck/step-5.safetensors","step":5,"samples":1280,"auc":'"$want"',"eval_samples":4000,'* ]]
+    run evaluate --checkpoint ck/step-5.safetensors --eval "$D/eval.tks" -b cpu --target 0.99
+    [ "$status" -eq 1 ]
+    [[ "${lines[0]}" == *'"target":0.98999999999999999,"reached":false}' ]]
+}
+
+@test "evaluate: a corrupt or foreign checkpoint exits 3 naming the offset" {
+    printf '\010\000\000\000\000\000\000\000{"a": 1}' >bad.safetensors
+    run evaluate --checkpoint bad.safetensors --eval "$D/eval.tks" -b cpu
+    [ "$status" -eq 3 ]
+    [ "${lines[0]}" = "evaluate: error: bad.safetensors: offset 9: tensor 'a' needs dtype (string), shape (array) and data_offsets ([begin, end])" ]
+    printf '\002\000\000\000\000\000\000\000{}' >empty.safetensors
+    run evaluate --checkpoint empty.safetensors --eval "$D/eval.tks" -b cpu
+    [ "$status" -eq 3 ]
+    [ "${lines[0]}" = "evaluate: error: empty.safetensors: offset 8: the metadata lacks 'config' or 'config_hash' (not a train-step checkpoint)" ]
+    run evaluate --checkpoint missing.safetensors --eval "$D/eval.tks" -b cpu
+    [ "$status" -eq 4 ]
+}
+
+@test "evaluate --follow: results per checkpoint, train-step reads them, STOP ends both" {
+    mkdir ev
+    evaluate --follow ev --eval "$D/eval.tks" -b cpu --target 0.99 --poll 0.05 >follow.jsonl 2>follow.err &
+    pid=$!
+    run "${TS[@]}" --eval-dir ev --max-steps 6 --eval-every 768 --eval-wait 60
+    wait "$pid"
+    frc=$?
+    [ "$status" -eq 1 ]
+    [ "$frc" -eq 0 ]
+    [ -f ev/STOP ]
+    [ -f ev/step-3.eval.json ] && [ -f ev/step-6.eval.json ]
+    [ "$(ls ev | grep -c tmp)" -eq 0 ]
+    # train-step reported each external result, in step order, with its checkpoint
+    [ "$(grep -c '"type":"eval"' <<<"$output")" -eq 2 ]
+    [[ "$(grep '"type":"eval"' <<<"$output" | head -1)" == *'"step":3,'*'"checkpoint":"step-3.safetensors"'* ]]
+    [ "$(wc -l <follow.jsonl)" -eq 2 ]
+    [[ "$(head -1 follow.jsonl)" == '{"type":"eval","metric":"auc","checkpoint":"step-3.safetensors","step":3,"samples":768,'* ]]
+    cmp <(head -1 follow.jsonl) ev/step-3.eval.json
+}
+
+@test "evaluate --follow --timeout gives up with exit 1" {
+    mkdir empty
+    run evaluate --follow empty --eval "$D/eval.tks" -b cpu --timeout 0.3 --poll 0.05
+    [ "$status" -eq 1 ]
+    [ "${lines[0]}" = "evaluate: error: empty: no new checkpoint for 0.3 s" ]
+}

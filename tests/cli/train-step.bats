@@ -1,0 +1,188 @@
+#!/usr/bin/env bats
+# train-step: usage and exit codes, JSON Lines, checkpoints (safetensors, atomic, resume
+# bit-identical), corrupt checkpoints, NaN, full disks, the one-step dump against PyTorch.
+
+setup_file() {
+    export OMP_WAIT_POLICY=passive # robust timings on a busy machine
+    cd "$BATS_FILE_TMPDIR"
+    prep synth criteo --days 2 --rows-per-day 4000 --seed 3 -o raw >/dev/null
+    prep criteo --max-ind-range 1024 -o train.tks raw/day_0
+    prep criteo --max-ind-range 1024 -o eval.tks raw/day_1
+}
+
+setup() {
+    cd "$BATS_TEST_TMPDIR"
+    D=$BATS_FILE_TMPDIR
+    CFG=$TK_ROOT/share/workloads/dlrm/tiny.json
+    # 256 samples a batch: 15 steps an epoch on 4000 rows.
+    TS=(train-step -c "$CFG" -t "$D/train.tks" -e "$D/eval.tks" -b cpu --set train.global_batch_size=256 --log-every 0)
+}
+
+@test "train-step --help and --version exit 0; usage errors exit 2" {
+    run train-step --help
+    [ "$status" -eq 0 ]
+    [[ "${lines[0]}" == "usage: train-step --config FILE --train PATH..."* ]]
+    run train-step --version
+    [ "$status" -eq 0 ]
+    [[ "${lines[0]}" == "train-step (trainkit) "* ]]
+    run train-step --frobnicate
+    [ "$status" -eq 2 ]
+    [ "${lines[0]}" = "train-step: unknown option '--frobnicate'" ]
+    run train-step -t x -e y
+    [ "$status" -eq 2 ]
+    [ "${lines[0]}" = "train-step: --config is required" ]
+    run train-step -c "$CFG" -e y
+    [ "$status" -eq 2 ]
+    [ "${lines[0]}" = "train-step: --train is required" ]
+    run train-step -c "$CFG" -t x
+    [ "$status" -eq 2 ]
+    [ "${lines[0]}" = "train-step: --eval or --eval-dir is required" ]
+    run train-step -c "$CFG" -t x -e y --workload bert
+    [ "$status" -eq 2 ]
+    [ "${lines[0]}" = "train-step: --workload: only 'dlrm' is implemented, got 'bert'" ]
+    run train-step -c "$CFG" -t x -e y --max-steps 0
+    [ "$status" -eq 2 ]
+    [ "${lines[0]}" = "train-step: --max-steps: expected an integer in [1, 9223372036854775807], got '0'" ]
+    run "${TS[@]}" --set optimizer.base_rate=2
+    [ "$status" -eq 2 ]
+    [ "${lines[0]}" = "train-step: error: --set: unknown configuration key 'optimizer.base_rate'" ]
+}
+
+@test "train-step: bad config and bad data exit 3 naming the file and place" {
+    printf '{"workload": "dlrm",\n "model": {,}}\n' >bad.json
+    run train-step -c bad.json -t "$D/train.tks" -e "$D/eval.tks" -b cpu
+    [ "$status" -eq 3 ]
+    [[ "${lines[0]}" == "train-step: error: bad.json: line 2: "* ]]
+    run "${TS[@]}" --set train.global_batch_size=-1
+    [ "$status" -eq 3 ]
+    [[ "${lines[0]}" == "train-step: error: $CFG: \$.train.global_batch_size: expected an integer in [1, "* ]]
+    head -c 3000 "$D/train.tks" >trunc.tks
+    run train-step -c "$CFG" -t trunc.tks -e "$D/eval.tks" -b cpu
+    [ "$status" -eq 3 ]
+    [[ "${lines[0]}" == "train-step: error: trunc.tks"* ]]
+    run train-step -c "$CFG" -t "$D/raw/day_0" -e "$D/eval.tks" -b cpu
+    [ "$status" -eq 3 ]
+    run "${TS[@]}" --set train.global_batch_size=5000
+    [ "$status" -eq 3 ]
+    [[ "${lines[0]}" == *"fewer than one batch (5000)"* ]]
+}
+
+@test "train-step: JSON Lines, exit 1 when the target is not reached" {
+    run "${TS[@]}" --max-steps 3 --log-every 1 --eval-every 100000
+    [ "$status" -eq 1 ]
+    [[ "${lines[0]}" == '{"type":"config","workload":"dlrm","backend":"cpu'* ]]
+    [[ "${lines[1]}" == '{"type":"progress","step":1,"samples":256,'* ]]
+    [[ "${lines[3]}" == '{"type":"progress","step":3,"samples":768,'* ]]
+    [[ "${lines[4]}" == '{"type":"eval","metric":"auc","step":3,"samples":768,'* ]]
+    [[ "${lines[5]}" == '{"type":"result","workload":"dlrm","reached":false,"status":"aborted",'* ]]
+    [ "${#lines[@]}" -eq 6 ]
+}
+
+@test "train-step: --resume continues bit-identically (6 steps == 3 + resume + 3)" {
+    run "${TS[@]}" --max-steps 6 --ckpt-dir a
+    [ "$status" -eq 1 ]
+    run "${TS[@]}" --max-steps 3 --ckpt-dir b
+    [ "$status" -eq 1 ]
+    [ -f b/step-3.safetensors ]
+    run "${TS[@]}" --max-steps 6 --ckpt-dir c --resume b/step-3.safetensors
+    [ "$status" -eq 1 ]
+    [[ "${lines[0]}" == *'"start_step":3,'* ]]
+    cmp a/step-6.safetensors c/step-6.safetensors
+    ! cmp -s a/step-6.safetensors b/step-3.safetensors
+    # another configuration is refused
+    run "${TS[@]}" --max-steps 6 --resume b/step-3.safetensors --seed 99
+    [ "$status" -eq 2 ]
+    [[ "${lines[0]}" == "train-step: error: b/step-3.safetensors: written with another configuration"* ]]
+}
+
+@test "train-step: checkpoints are safetensors that Python loads, with the documented metadata" {
+    python3 -c 'import safetensors, numpy' 2>/dev/null || skip "python3 safetensors/numpy not importable"
+    run "${TS[@]}" --max-steps 2 --ckpt-dir ck
+    [ "$status" -eq 1 ]
+    run python3 -c '
+import sys
+from safetensors import safe_open
+with safe_open(sys.argv[1], "np") as f:
+    m = f.metadata()
+    print(m["format"], m["workload"], m["step"], m["samples_seen"], m["rng"])
+    print(f.get_tensor("bot_mlp.0.weight").shape, f.get_tensor("top_mlp.4.bias").shape, f.get_tensor("emb.25.weight").shape)
+' ck/step-2.safetensors
+    [ "$status" -eq 0 ]
+    [ "${lines[0]}" = "trainkit-checkpoint-1 dlrm 2 512 philox4x32-10:1" ]
+    [ "${lines[1]}" = "(64, 13) (1,) (1024, 16)" ]
+}
+
+@test "train-step: a corrupt checkpoint header exits 3 with the byte offset" {
+    run "${TS[@]}" --max-steps 1 --ckpt-dir ck
+    [ "$status" -eq 1 ]
+    cp ck/step-1.safetensors bad.safetensors
+    printf 'X' | dd of=bad.safetensors bs=1 seek=8 conv=notrunc 2>/dev/null
+    run "${TS[@]}" --resume bad.safetensors
+    [ "$status" -eq 3 ]
+    [[ "${lines[0]}" == "train-step: error: bad.safetensors: offset 8: invalid JSON header: "* ]]
+    cp ck/step-1.safetensors bad.safetensors
+    printf '"F99"' | dd of=bad.safetensors bs=1 seek=$(grep -abo '"F32"' bad.safetensors | head -1 | cut -d: -f1) conv=notrunc 2>/dev/null
+    run "${TS[@]}" --resume bad.safetensors
+    [ "$status" -eq 3 ]
+    [[ "${lines[0]}" == "train-step: error: bad.safetensors: offset "*": unknown dtype 'F99'" ]]
+    printf '\377\377\377\377' | dd of=bad.safetensors bs=1 seek=0 conv=notrunc 2>/dev/null
+    run "${TS[@]}" --resume bad.safetensors
+    [ "$status" -eq 3 ]
+    [[ "${lines[0]}" == "train-step: error: bad.safetensors: offset 0: header length "*" exceeds the file size" ]]
+}
+
+@test "train-step: a NaN loss exits 6" {
+    run "${TS[@]}" --max-steps 10 --set optimizer.base_lr=1e6 --set optimizer.warmup_steps=0 --log-every 1
+    [ "$status" -eq 6 ]
+    [[ "$output" == *"train-step: error: training loss is "*" at step "* ]]
+    [[ "$output" == *'"type":"result"'*'"status":"nan"'* ]]
+}
+
+@test "train-step: MLLOG to a full disk exits 4" {
+    [ -w /dev/full ] || skip "/dev/full is not available"
+    run "${TS[@]}" --max-steps 1 --mllog /dev/full
+    [ "$status" -eq 4 ]
+    [[ "${lines[0]}" == "train-step: error: "*"No space left on device"* ]]
+}
+
+@test "train-step: disk full during a checkpoint exits 4, earlier checkpoints intact" {
+    mkdir small
+    if ! mount -t tmpfs -o size=2600k tmpfs small 2>/dev/null; then
+        skip "cannot mount a tiny tmpfs here (needs root)"
+    fi
+    # Each checkpoint is about 1.75 MB: the first fits, the second does not.
+    run "${TS[@]}" --max-steps 4 --ckpt-dir small --ckpt-every 2
+    ls -la small >&3 || true
+    cp small/step-2.safetensors kept.safetensors 2>/dev/null || true
+    leftovers=$(ls small | grep -c tmp || true)
+    umount small
+    [ "$status" -eq 4 ]
+    [[ "$output" == *"No space left on device"* ]]
+    [ "$leftovers" -eq 0 ]
+    run evaluate --checkpoint kept.safetensors --eval "$D/eval.tks" -b cpu
+    [ "$status" -eq 0 ]
+    [[ "${lines[0]}" == '{"type":"eval","metric":"auc","checkpoint":"kept.safetensors","step":2,'* ]]
+}
+
+@test "train-step --dump-step matches the PyTorch peer (loss 1e-5, gradients 1e-4)" {
+    python3 -c 'import torch, safetensors' 2>/dev/null || skip "torch or safetensors not importable"
+    run "${TS[@]}" --dump-step d.safetensors --set train.global_batch_size=128
+    [ "$status" -eq 0 ]
+    [ "${lines[0]}" = '{"type":"dump","path":"d.safetensors","step":0}' ]
+    run python3 "$TK_ROOT/contrib/peers/dlrm.py" check d.safetensors
+    echo "$output" >&3
+    [ "$status" -eq 0 ]
+    [[ "${lines[0]}" == '{"type": "peer", "ok": true,'* ]]
+}
+
+@test "train-step: config.json is the MLPerf v1.1 model (187.8M rows); its step matches PyTorch too" {
+    run python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); m=c["model"]; print(len(m["table_sizes"]), sum(m["table_sizes"]), m["bottom_mlp"], m["top_mlp"], c["train"]["global_batch_size"], c["optimizer"]["base_lr"], c["target"]["auc"])' "$TK_ROOT/share/workloads/dlrm/config.json"
+    [ "$output" = "26 187767399 [512, 256, 128] [1024, 1024, 512, 256, 1] 55296 24.0 0.8025" ]
+    python3 -c 'import torch, safetensors' 2>/dev/null || skip "torch or safetensors not importable"
+    # full-size MLPs and interaction (479 features), tables capped so it fits a CI machine
+    run train-step -c "$TK_ROOT/share/workloads/dlrm/config.json" -t "$D/train.tks" -b cpu \
+        --set model.max_table_rows=1000 --set train.global_batch_size=64 --dump-step big.safetensors
+    [ "$status" -eq 0 ]
+    run python3 "$TK_ROOT/contrib/peers/dlrm.py" check big.safetensors
+    [ "$status" -eq 0 ]
+}

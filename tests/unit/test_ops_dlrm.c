@@ -1,0 +1,256 @@
+// The DLRM reference ops (kernels/*_ref.c): small exact cases, finite-difference gradients, and
+// AUC against a brute-force pairwise count.
+#include <stdint.h>
+
+#include "auc.h"
+#include "bce.h"
+#include "dense_log1p.h"
+#include "embedding.h"
+#include "gpu/philox.h"
+#include "interaction.h"
+#include "lr_schedule.h"
+#include "sgd.h"
+#include "tk_test.h"
+
+static float urand(uint64_t i) { return tk_philox_uniform(7, 99, i) * 2 - 1; }
+
+TK_TEST(embedding_fwd_exact) {
+    // Two tables: 3 rows and 2 rows, D = 2. Row r of the buffer holds (10r, 10r+1).
+    float w[5 * 2];
+    for (int r = 0; r < 5; r++) w[2 * r] = 10.0f * r, w[2 * r + 1] = 10.0f * r + 1;
+    int64_t off[3] = {0, 3, 5};
+    int32_t idx[2 * 2] = {2, 1, 0, 0}; // sample 0: t0 row 2, t1 row 1; sample 1: rows 0, 0
+    float out[2 * 2 * 2];
+    tk_err e;
+    CHECK_EQ_INT(tk_embedding_fwd_ref(w, TK_F32, off, idx, 2, 2, 2, out, &e), 0);
+    float want[8] = {20, 21, 40, 41, 0, 1, 30, 31};
+    for (int i = 0; i < 8; i++) CHECK(out[i] == want[i]);
+    uint16_t wb[10];
+    for (int i = 0; i < 10; i++) wb[i] = tk_f32_to_bf16(w[i]);
+    CHECK_EQ_INT(tk_embedding_fwd_ref(wb, TK_BF16, off, idx, 2, 2, 2, out, &e), 0);
+    for (int i = 0; i < 8; i++) CHECK(out[i] == want[i]); // small integers are exact in bf16
+    idx[1] = 2; // table 1 has 2 rows
+    CHECK_EQ_INT(tk_embedding_fwd_ref(w, TK_F32, off, idx, 2, 2, 2, out, &e), TK_EDATA);
+    CHECK_STR(e.what, "embedding_fwd: sample 0: index 2 out of range for table 1");
+}
+
+TK_TEST(embedding_bwd_sgd_duplicates_accumulate) {
+    float w[5 * 2] = {0};
+    int64_t off[3] = {0, 3, 5};
+    // Three samples; table 0 row 1 appears twice, table 1 row 0 three times.
+    int32_t idx[3 * 2] = {1, 0, 1, 0, 2, 0};
+    float dout[3 * 2 * 2];
+    for (int i = 0; i < 12; i++) dout[i] = (float)(i + 1);
+    float lr = 0.5f;
+    uint64_t ws[3 * 2];
+    tk_err e;
+    CHECK_EQ_INT(tk_embedding_bwd_sgd_ref(w, TK_F32, off, idx, 3, 2, 2, dout, &lr, ws, &e), 0);
+    // table 0 row 1 (buffer row 1): -(0.5) * (dout[s0,t0] + dout[s1,t0]) = -0.5*((1,2)+(5,6))
+    CHECK(w[2] == -3.0f && w[3] == -4.0f);
+    // table 0 row 2: -0.5 * (9, 10)
+    CHECK(w[4] == -4.5f && w[5] == -5.0f);
+    // table 1 row 0 (buffer row 3): -0.5 * ((3,4)+(7,8)+(11,12))
+    CHECK(w[6] == -10.5f && w[7] == -12.0f);
+    CHECK(w[0] == 0 && w[1] == 0 && w[8] == 0 && w[9] == 0); // untouched rows
+    // bf16 tables: the same update, rounded once.
+    uint16_t wb[10] = {0};
+    CHECK_EQ_INT(tk_embedding_bwd_sgd_ref(wb, TK_BF16, off, idx, 3, 2, 2, dout, &lr, ws, &e), 0);
+    CHECK(tk_bf16_to_f32(wb[6]) == -10.5f && tk_bf16_to_f32(wb[7]) == -12.0f);
+}
+
+TK_TEST(dense_log1p_values) {
+    int32_t x[4] = {0, 1, -5, 100};
+    float y[4];
+    tk_err e;
+    CHECK_EQ_INT(tk_dense_log1p_ref(x, 4, y, &e), 0);
+    CHECK(y[0] == 0.0f);
+    CHECK(y[1] == (float)log(2.0));
+    CHECK(y[2] == 0.0f);
+    CHECK(y[3] == (float)log(101.0));
+}
+
+TK_TEST(interaction_fwd_order_and_padding) {
+    // T = 2, D = 2: v0 = bot = (1, 2), v1 = (3, 4), v2 = (5, 6).
+    float bot[2] = {1, 2}, emb[4] = {3, 4, 5, 6}, out[8];
+    tk_err e;
+    CHECK_EQ_INT(tk_interaction_width(2, 2), 5);
+    CHECK_EQ_INT(tk_interaction_width(26, 128), 479); // MLPerf: 128 + 351
+    for (int i = 0; i < 8; i++) out[i] = -1;
+    CHECK_EQ_INT(tk_interaction_fwd_ref(bot, emb, 1, 2, 2, 6, out, &e), 0);
+    // [v0 | v1.v0, v2.v0, v2.v1 | pad 0]
+    float want[6] = {1, 2, 11, 17, 39, 0};
+    for (int i = 0; i < 6; i++) CHECK(out[i] == want[i]);
+    CHECK_EQ_INT(tk_interaction_fwd_ref(bot, emb, 1, 2, 2, 4, out, &e), TK_EINTERNAL);
+}
+
+// L = sum_k R[k] * out[k]: its gradient w.r.t. out is R. The interaction is bilinear in each
+// input, so a central difference is exact up to rounding.
+static double inter_loss(const float *bot, const float *emb, const float *R, int B, int T, int D,
+                         int W) {
+    float out[3 * 64];
+    tk_err e;
+    tk_interaction_fwd_ref(bot, emb, B, T, D, W, out, &e);
+    double s = 0;
+    for (int i = 0; i < B * W; i++) s += (double)R[i] * out[i];
+    return s;
+}
+
+TK_TEST(interaction_bwd_finite_differences) {
+    enum { B = 3, T = 3, D = 4 };
+    const int W = tk_interaction_width(T, D) + 1;
+    float bot[B * D], emb[B * T * D], R[B * 64], dbot[B * D], demb[B * T * D];
+    for (int i = 0; i < B * D; i++) bot[i] = urand(i);
+    for (int i = 0; i < B * T * D; i++) emb[i] = urand(100 + i);
+    for (int i = 0; i < B * W; i++) R[i] = urand(1000 + i);
+    tk_err e;
+    CHECK_EQ_INT(tk_interaction_bwd_ref(bot, emb, R, B, T, D, W, 0, dbot, demb, &e), 0);
+    const float h = 1e-2f;
+    for (int i = 0; i < B * D; i++) {
+        float s = bot[i];
+        bot[i] = s + h;
+        double lp = inter_loss(bot, emb, R, B, T, D, W);
+        bot[i] = s - h;
+        double lm = inter_loss(bot, emb, R, B, T, D, W);
+        bot[i] = s;
+        CHECK_NEAR(dbot[i], (lp - lm) / (2 * h), 1e-3);
+    }
+    for (int i = 0; i < B * T * D; i++) {
+        float s = emb[i];
+        emb[i] = s + h;
+        double lp = inter_loss(bot, emb, R, B, T, D, W);
+        emb[i] = s - h;
+        double lm = inter_loss(bot, emb, R, B, T, D, W);
+        emb[i] = s;
+        CHECK_NEAR(demb[i], (lp - lm) / (2 * h), 1e-3);
+    }
+    // bot_relu zeroes dbot where the (ReLU) bottom output is not positive.
+    float dbot2[B * D];
+    CHECK_EQ_INT(tk_interaction_bwd_ref(bot, emb, R, B, T, D, W, 1, dbot2, demb, &e), 0);
+    for (int i = 0; i < B * D; i++) CHECK(dbot2[i] == (bot[i] > 0 ? dbot[i] : 0.0f));
+}
+
+TK_TEST(bce_values_and_gradient) {
+    float z[4] = {0, 100, -100, 1.5f}, dz[4];
+    uint8_t y[4] = {1, 0, 0, 1};
+    double acc[2] = {0, 0};
+    tk_err e;
+    CHECK_EQ_INT(tk_bce_logits_ref(z, y, 4, dz, acc, &e), 0);
+    double want = (log(2.0) + 100 + log1p(exp(-100.0)) + log1p(exp(-1.5))) / 4;
+    CHECK_NEAR(acc[0], want, 1e-12);
+    CHECK(acc[1] == 1);
+    CHECK_NEAR(dz[0], (0.5 - 1) / 4, 1e-7);
+    CHECK_NEAR(dz[1], 0.25, 1e-7);
+    CHECK_NEAR(dz[3], (1 / (1 + exp(-1.5)) - 1) / 4, 1e-7);
+    // finite differences of the mean loss
+    for (int i = 0; i < 4; i++) {
+        if (fabsf(z[i]) > 50) continue;
+        double a[2] = {0, 0}, b[2] = {0, 0};
+        float s = z[i];
+        z[i] = s + 1e-3f;
+        tk_bce_logits_ref(z, y, 4, NULL, a, &e);
+        z[i] = s - 1e-3f;
+        tk_bce_logits_ref(z, y, 4, NULL, b, &e);
+        z[i] = s;
+        CHECK_NEAR(dz[i], (a[0] - b[0]) / 2e-3, 1e-4);
+    }
+    // the accumulator adds up across calls (read only at log points)
+    CHECK_EQ_INT(tk_bce_logits_ref(z, y, 4, NULL, acc, &e), 0);
+    CHECK(acc[1] == 2);
+    float bad[1] = {NAN};
+    double acc2[2] = {0, 0};
+    tk_bce_logits_ref(bad, y, 1, NULL, acc2, &e);
+    CHECK(isnan(acc2[0]));
+}
+
+TK_TEST(sgd_update_and_bf16_copy) {
+    float w[3] = {1, 2, 3}, g[3] = {0.5f, -1, 2}, lr = 0.25f;
+    uint16_t copy[3];
+    tk_err e;
+    CHECK_EQ_INT(tk_sgd_update_ref(w, g, 3, &lr, copy, TK_BF16, &e), 0);
+    CHECK(w[0] == 0.875f && w[1] == 2.25f && w[2] == 2.5f);
+    CHECK(tk_bf16_to_f32(copy[0]) == 0.875f && tk_bf16_to_f32(copy[2]) == 2.5f);
+    CHECK_EQ_INT(tk_sgd_update_ref(w, g, 3, &lr, NULL, TK_F32, &e), 0);
+    CHECK(w[0] == 0.75f);
+    CHECK(tk_f32_to_bf16(1.0f + 1.0f / 256) == 0x3f80); // ties round to even
+    CHECK(tk_f32_to_bf16(1.0f + 3.0f / 256) == 0x3f82);
+}
+
+TK_TEST(lr_schedule_warmup_decay) {
+    tk_lr_sched s = {.base_lr = 2, .warmup_steps = 4, .decay_start = 10, .decay_steps = 4,
+                     .power = 2, .min_lr = 0};
+    // warm-up: 2 * (s+1)/4
+    CHECK(tk_lr_at(&s, 0) == 0.5 && tk_lr_at(&s, 3) == 2.0);
+    CHECK(tk_lr_at(&s, 4) == 2.0 && tk_lr_at(&s, 9) == 2.0);       // hold
+    CHECK(tk_lr_at(&s, 10) == 2.0);                                 // 2 * (4/4)^2
+    CHECK(tk_lr_at(&s, 11) == 2.0 * 0.75 * 0.75);
+    CHECK(tk_lr_at(&s, 13) == 2.0 * 0.25 * 0.25);
+    CHECK(tk_lr_at(&s, 14) == 2.0 * 0.25 * 0.25 && tk_lr_at(&s, 1000) == 0.125); // frozen
+    s.min_lr = 0.5;
+    CHECK(tk_lr_at(&s, 13) == 0.5);
+    // The op reads and advances the device counter.
+    int64_t step = 10;
+    float lr;
+    tk_err e;
+    s.min_lr = 0;
+    CHECK_EQ_INT(tk_lr_schedule_ref(&s, &step, &lr, &e), 0);
+    CHECK(step == 11 && lr == 2.0f);
+    CHECK_EQ_INT(tk_lr_schedule_ref(&s, &step, &lr, &e), 0);
+    CHECK(step == 12 && lr == 1.125f);
+    tk_lr_sched flat = {.base_lr = 3};
+    CHECK(tk_lr_at(&flat, 0) == 3 && tk_lr_at(&flat, 99) == 3);
+}
+
+static double auc_brute(const float *s, const uint8_t *y, int n) {
+    double num = 0, P = 0, N = 0;
+    for (int i = 0; i < n; i++) {
+        if (y[i]) P++;
+        else N++;
+    }
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++)
+            if (y[i] && !y[j]) num += s[i] > s[j] ? 1 : s[i] == s[j] ? 0.5 : 0;
+    return num / (P * N);
+}
+
+TK_TEST(auc_exact_cases) {
+    tk_err e;
+    uint64_t ws[8];
+    double auc;
+    // sklearn.metrics.roc_auc_score([0, 0, 1, 1], [0.1, 0.4, 0.35, 0.8]) == 0.75
+    float s1[4] = {0.1f, 0.4f, 0.35f, 0.8f};
+    uint8_t y1[4] = {0, 0, 1, 1};
+    CHECK_EQ_INT(tk_auc_ref(s1, y1, 4, ws, &auc, &e), 0);
+    CHECK(auc == 0.75);
+    // a tie between a positive and a negative counts one half; -0 ties +0
+    float s2[3] = {0.5f, 0.5f, 0.0f};
+    uint8_t y2[3] = {1, 0, 0};
+    CHECK_EQ_INT(tk_auc_ref(s2, y2, 3, ws, &auc, &e), 0);
+    CHECK(auc == 0.75);
+    float s3[2] = {-0.0f, 0.0f};
+    uint8_t y3[2] = {1, 0};
+    CHECK_EQ_INT(tk_auc_ref(s3, y3, 2, ws, &auc, &e), 0);
+    CHECK(auc == 0.5);
+    // one class only: undefined
+    uint8_t y4[2] = {1, 1};
+    CHECK_EQ_INT(tk_auc_ref(s1, y4, 2, ws, &auc, &e), 0);
+    CHECK(isnan(auc));
+    float s5[2] = {NAN, 1};
+    CHECK_EQ_INT(tk_auc_ref(s5, y1 + 1, 2, ws, &auc, &e), TK_ENUMERIC);
+}
+
+TK_TEST(auc_matches_brute_force_with_ties) {
+    enum { N = 2000 };
+    static float s[N];
+    static uint8_t y[N];
+    static uint64_t ws[N];
+    for (int i = 0; i < N; i++) {
+        // Few distinct scores (many ties), negatives included, labels correlated with the score.
+        s[i] = (float)((int)(urand(i) * 20)) / 4;
+        y[i] = urand(50000 + i) * 3 + s[i] * 0.3 > 0.5;
+    }
+    double auc;
+    tk_err e;
+    CHECK_EQ_INT(tk_auc_ref(s, y, N, ws, &auc, &e), 0);
+    CHECK_NEAR(auc, auc_brute(s, y, N), 1e-12);
+    CHECK(auc > 0.5 && auc < 1);
+}
