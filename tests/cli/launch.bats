@@ -61,3 +61,18 @@ L="$TK_ROOT/share/launch"
     [ -f "$tmp/0" ] && [ -f "$tmp/1" ]
     rm -rf "$tmp"
 }
+
+@test "launch: status 1 (answer is no) does not stop the other ranks" {
+    run "$L" -n 2 -- sh -c 'if [ "$RANK" = 0 ]; then exit 1; fi; sleep 0.5; echo rank1-finished'
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"rank1-finished"* ]]
+}
+
+@test "launch: stopping ranks that die at once does not wait for the grace period" {
+    start=$(date +%s%N)
+    run "$L" -n 3 -- sh -c 'if [ "$RANK" = 2 ]; then exit 4; fi; sleep 60'
+    end=$(date +%s%N)
+    [ "$status" -eq 4 ]
+    [ $(((end - start) / 1000000)) -lt 3000 ]
+    [[ "$output" != *"Terminated"* ]]
+}
