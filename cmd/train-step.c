@@ -31,7 +31,7 @@ typedef struct options {
     const char *org, *platform;
     char *train[MAX_PATHS], *eval[MAX_PATHS], *sets[MAX_SETS + 2];
     int ntrain, neval, nsets;
-    int64_t ckpt_every, eval_every, max_steps, log_every, threads;
+    int64_t ckpt_every, eval_every, max_steps, log_every, threads, loader_threads;
     double eval_wait;
     int no_graphs, progress;
 } options;
@@ -59,7 +59,9 @@ static void help(void) {
            "      --set KEY=VALUE     override any config key (dotted: optimizer.base_lr=2)\n"
            "      --log-every N       a progress line every N steps (default 100; 0 = none)\n"
            "      --no-graphs         run the cuda step eagerly (no CUDA graph)\n"
+           "      --precision P       the cuda GEMMs in fp32 or tf32 (model.precision)\n"
            "      --threads N         OpenMP threads for the cpu backend\n"
+           "      --loader-threads N  threads decoding training batches ahead (cuda 8, cpu 1)\n"
            "      --dump-step FILE    write one step's weights, batch, loss and gradients, exit\n"
            "      --submission-org S, --submission-platform S   MLLOG submission_* values\n"
            "      --progress          progress on stderr even when it is not a terminal\n"
@@ -269,33 +271,33 @@ static int train(run *r, tk_err *e) {
     tk_graph graph = {0};
     const tk_dlrm_config *cfg = &r->m->cfg;
     size_t B = (size_t)r->B;
-    uint8_t *hl = NULL;
-    int32_t *hd = NULL, *hc = NULL;
-    int rc = tk_host_alloc_pinned(r->c, (void **)&hl, B, e);
-    if (!rc) rc = tk_host_alloc_pinned(r->c, (void **)&hd, B * cfg->num_dense * 4, e);
-    if (!rc) rc = tk_host_alloc_pinned(r->c, (void **)&hc, B * cfg->num_tables * 4, e);
     tk_progress pr;
     tk_progress_init(&pr, "train", "steps", (uint64_t)r->total_steps, o->progress);
     int64_t stop_at = o->max_steps > 0 && o->max_steps < r->total_steps ? o->max_steps : r->total_steps;
+    // Loader threads decode the batches ahead into pinned buffers (the batches of the old
+    // seek-at-each-epoch loop, bit for bit) while the device trains.
+    int nload = o->loader_threads > 0 ? (int)o->loader_threads : r->c->backend == TK_BACKEND_CUDA ? 8 : 1;
+    tk_dlrm_loader *ld = NULL;
+    int rc = tk_dlrm_loader_start(&ld, r->c, o->train, o->ntrain, cfg->num_dense, cfg->num_tables, cfg->table_rows,
+                                  (int)B, r->steps_per_epoch, r->step, stop_at, nload, e);
     int in_epoch = 0;
     double tw = tk_now();
     int64_t sw = 0;
-    if (!rc) rc = tk_dlrm_data_seek(r->train, (uint64_t)((r->step % r->steps_per_epoch) * r->B), e);
     while (!rc && r->step < stop_at && !r->reached) {
         int64_t ep = r->step / r->steps_per_epoch;
         if (!in_epoch) {
-            if (r->step % r->steps_per_epoch == 0) rc = tk_dlrm_data_seek(r->train, 0, e);
-            if (!rc) rc = TK_MLLOG_START(&r->log, "block_start", NULL,
-                                         json_pack("{s:I, s:i}", "first_epoch_num", (json_int_t)(ep + 1), "epoch_count", 1), e);
+            rc = TK_MLLOG_START(&r->log, "block_start", NULL,
+                                json_pack("{s:I, s:i}", "first_epoch_num", (json_int_t)(ep + 1), "epoch_count", 1), e);
             if (!rc) rc = TK_MLLOG_START(&r->log, "epoch_start", NULL,
                                          json_pack("{s:I}", "epoch_num", (json_int_t)(ep + 1)), e);
             in_epoch = 1;
             if (rc) break;
         }
-        int got = 0;
-        rc = tk_dlrm_data_next(r->train, (int)B, cfg->table_rows, hl, hd, hc, &got, e);
-        if (!rc && got != (int)B) rc = tk_err_set(e, TK_EINTERNAL, "the training data ended early");
-        if (!rc) rc = tk_dlrm_set_batch(r->m, hl, hd, hc, (int)B, e);
+        uint8_t *hl;
+        int32_t *hd, *hc;
+        rc = tk_dlrm_loader_get(ld, r->step, &hl, &hd, &hc, e);
+        if (!rc) rc = tk_dlrm_set_batch(r->m, hl, hd, hc, (int)B, e); // synchronous copies
+        if (!rc) tk_dlrm_loader_put(ld, r->step);
         if (rc) break;
         if (use_graph) {
             if (!graph.valid) {
@@ -336,9 +338,7 @@ static int train(run *r, tk_err *e) {
     // Out-of-process evaluation: wait for the results still pending.
     if (!rc && r->o->eval_dir && !r->reached) rc = poll_results(r, o->eval_wait, e);
     if (graph.valid) tk_graph_destroy(&graph);
-    tk_host_free_pinned(r->c, hl);
-    tk_host_free_pinned(r->c, hd);
-    tk_host_free_pinned(r->c, hc);
+    tk_dlrm_loader_stop(ld);
     return rc;
 }
 
@@ -517,7 +517,8 @@ static int add_path(char **list, int *n, const char *p) {
 int main(int argc, char **argv) {
     enum {
         O_MLLOG = 256, O_CKDIR, O_CKEVERY, O_RESUME, O_EVERY, O_SEED, O_EPOCHS, O_STEPS, O_NOGRAPH,
-        O_EVDIR, O_WAIT, O_DUMP, O_SET, O_LOGEVERY, O_THREADS, O_ORG, O_PLATFORM, O_PROGRESS
+        O_EVDIR, O_WAIT, O_DUMP, O_SET, O_LOGEVERY, O_THREADS, O_ORG, O_PLATFORM, O_PROGRESS,
+        O_PRECISION, O_LOADER
     };
     static const struct option longopts[] = {
         {"workload", required_argument, 0, 'w'}, {"config", required_argument, 0, 'c'},
@@ -532,11 +533,13 @@ int main(int argc, char **argv) {
         {"log-every", required_argument, 0, O_LOGEVERY}, {"threads", required_argument, 0, O_THREADS},
         {"submission-org", required_argument, 0, O_ORG},
         {"submission-platform", required_argument, 0, O_PLATFORM},
-        {"progress", no_argument, 0, O_PROGRESS}, {"help", no_argument, 0, 'h'},
+        {"progress", no_argument, 0, O_PROGRESS}, {"precision", required_argument, 0, O_PRECISION},
+        {"loader-threads", required_argument, 0, O_LOADER},
+        {"help", no_argument, 0, 'h'},
         {"version", no_argument, 0, 'V'},        {0, 0, 0, 0}};
     static options o = {.backend = "auto", .log_every = 100, .eval_wait = 600, .org = "trainkit",
                         .platform = "1xcpu"};
-    static char seedbuf[64], epochbuf[64];
+    static char seedbuf[64], epochbuf[64], precbuf[64];
     tk_err e;
     tk_err_clear(&e);
     const char *workload = "dlrm";
@@ -579,9 +582,17 @@ int main(int argc, char **argv) {
             break;
         case O_LOGEVERY: rc = tk_parse_i64(optarg, 0, INT64_MAX, "--log-every", &o.log_every, &e); break;
         case O_THREADS: rc = tk_parse_i64(optarg, 1, 4096, "--threads", &o.threads, &e); break;
+        case O_LOADER: rc = tk_parse_i64(optarg, 1, 64, "--loader-threads", &o.loader_threads, &e); break;
         case O_ORG: o.org = optarg; break;
         case O_PLATFORM: o.platform = optarg; platform_given = 1; break;
         case O_PROGRESS: o.progress = 1; break;
+        case O_PRECISION:
+            if (strcmp(optarg, "fp32") != 0 && strcmp(optarg, "tf32") != 0)
+                return tk_cli_usage_error(prog, usage, "--precision: expected fp32 or tf32, got '%s'", optarg);
+            if (o.nsets >= MAX_SETS) return tk_cli_usage_error(prog, usage, "too many --set options");
+            snprintf(precbuf, sizeof precbuf, "model.precision=%s", optarg);
+            o.sets[o.nsets++] = precbuf;
+            break;
         case 'h': help(); return tk_cli_close_stdout(&e) ? tk_cli_fail(prog, &e) : 0;
         case 'V': tk_cli_version(prog); return tk_cli_close_stdout(&e) ? tk_cli_fail(prog, &e) : 0;
         case ':':

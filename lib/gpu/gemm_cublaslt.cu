@@ -37,7 +37,7 @@ namespace {
 constexpr size_t kWsPerStream = (size_t)32 << 20;
 
 struct Key {
-    int M, N, K, ta, tb, ab, cd, epi, has_c, align, align_epi, det, unfused;
+    int M, N, K, ta, tb, ab, cd, epi, has_c, align, align_epi, det, unfused, tf32;
 };
 
 struct Plan {
@@ -363,7 +363,8 @@ int plan_build(tk_ctx *c, Plan *p, const tk_gemm_args *g, tk_epilogue lt, int *f
         return 0;
     }
     cudaDataType_t ab = cuda_type(g->ab_type), cd = cuda_type(g->cd_type);
-    LT_TRY(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cannot create a matmul descriptor");
+    cublasComputeType_t ct = g->tf32 && g->ab_type == TK_F32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    LT_TRY(cublasLtMatmulDescCreate(&p->op, ct, CUDA_R_32F), "cannot create a matmul descriptor");
     cublasOperation_t opa = g->transb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = g->transa ? CUBLAS_OP_T : CUBLAS_OP_N;
     LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa), "TRANSA");
     LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb), "TRANSB");
@@ -430,7 +431,7 @@ int plan_get(tk_ctx *c, const tk_gemm_args *g, Plan **out, tk_err *e) {
     const void *eptrs[] = {g->bias, g->aux, g->bgrad};
     for (const void *q : eptrs) align_epi = q && ptr_align(q) < align_epi ? ptr_align(q) : align_epi;
     Key k = {g->M, g->N, g->K, g->transa, g->transb, (int)g->ab_type, (int)g->cd_type, (int)g->epi,
-             g->beta != 0.0f, (int)align, (int)align_epi, c->deterministic, cache->unfused};
+             g->beta != 0.0f, (int)align, (int)align_epi, c->deterministic, cache->unfused, g->tf32 && g->ab_type == TK_F32};
     for (int i = 0; i < cache->n; i++)
         if (memcmp(&cache->p[i].key, &k, sizeof k) == 0) {
             *out = &cache->p[i];

@@ -106,6 +106,8 @@ typedef struct tk_gemm_args {
     void *aux;                   // relu mask, tk_gemm_aux_bytes(c, M, N) bytes
     void *bgrad;                 // fp32: N for DRELU_BGRAD, M for BGRADB
     int stream;
+    int tf32;                    // fp32 A/B on cuda: let the tensor cores round them to TF32
+                                 // (10-bit mantissa, fp32 accumulation); cpu ignores it
 } tk_gemm_args;
 int tk_gemm(tk_ctx *c, const tk_gemm_args *g, tk_err *e);
 size_t tk_gemm_aux_bytes(const tk_ctx *c, int M, int N);

@@ -220,7 +220,7 @@ static int gemm(tk_dlrm *m, int M, int N, int K, int ta, int tb, const float *A,
     tk_gemm_args g = {.M = M, .N = N, .K = K, .transa = ta, .transb = tb, .ab_type = TK_F32,
                       .cd_type = TK_F32, .A = A, .B = B, .D = Dm, .alpha = 1, .beta = 0,
                       .epi = epi, .bias = bias, .aux = aux, .bgrad = bgrad,
-                      .stream = TK_STREAM_COMPUTE};
+                      .stream = TK_STREAM_COMPUTE, .tf32 = m->cfg.tf32};
     return tk_gemm(m->c, &g, e);
 }
 

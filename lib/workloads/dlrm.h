@@ -32,6 +32,8 @@ typedef struct tk_dlrm_config {
     int interaction_width;                  // top MLP input: D + T(T+1)/2, or more (padding)
     int64_t table_rows[TK_DLRM_MAX_TABLES]; // rows per table; ids >= rows are folded (id % rows)
     tk_dtype table_dtype;                   // TK_F32 (cpu) or TK_BF16
+    int tf32;                               // "precision": "tf32": the cuda backend's fp32 GEMMs
+                                            // run on the tensor cores in TF32 (fp32 in/out)
     int batch;                              // global batch size
     tk_lr_sched lr;
     double target_auc;                      // 0.8025

@@ -174,6 +174,16 @@ int tk_dlrm_config_from_json(json_t *root, const char *path, char *const *overri
         rc = cfg_bad(e, path, "model.table_dtype", "expected \"f32\" or \"bf16\"");
         goto out;
     }
+    // "precision": what the cuda backend computes the GEMMs in; absent = "fp32". (The cpu
+    // backend, the reference, computes in fp32 whatever this says.)
+    json_t *pr = get_path(root, "model.precision");
+    const char *prs = pr ? json_string_value(pr) : "fp32";
+    if (prs && strcmp(prs, "fp32") == 0) cfg->tf32 = 0;
+    else if (prs && strcmp(prs, "tf32") == 0) cfg->tf32 = 1;
+    else {
+        rc = cfg_bad(e, path, "model.precision", "expected \"fp32\" or \"tf32\"");
+        goto out;
+    }
     INT("train.global_batch_size", 1, 1 << 24, cfg->batch);
     INT("train.max_epochs", 1, 1000, cfg->max_epochs);
     INT("train.evals_per_epoch", 1, 100000, cfg->evals_per_epoch);

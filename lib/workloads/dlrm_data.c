@@ -1,5 +1,6 @@
 // DLRM record reader over .tks shards (see dlrm_data.h).
 #include <dirent.h>
+#include <pthread.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -228,4 +229,148 @@ int tk_dlrm_data_next(tk_dlrm_data *d, int n, const int64_t *rows, uint8_t *labe
     }
     *got = k;
     return 0;
+}
+
+// ---- the parallel loader (see dlrm_data.h) ----
+
+#define TK_DLRM_DATA_MAX_CAT 64
+
+typedef struct {
+    struct tk_dlrm_loader *l;
+    int w;
+    tk_dlrm_data *d;
+    uint8_t *label;
+    int32_t *dense, *cat;
+    int64_t step;              // the batch in the slot (state 1 or 2), or the next one to decode
+    int state;                 // 0: to decode, 1: ready, 2: failed (err)
+    tk_err err;
+    pthread_t th;
+    int started;
+} loader_slot;
+
+struct tk_dlrm_loader {
+    tk_ctx *c;
+    int nw, B, num_dense, num_cat;
+    int64_t spe, first, last;
+    int64_t rows[TK_DLRM_DATA_MAX_CAT];
+    int stop;
+    pthread_mutex_t mu;
+    pthread_cond_t ready, work;
+    loader_slot *slot;
+};
+
+static void *loader_main(void *arg) {
+    loader_slot *s = arg;
+    struct tk_dlrm_loader *l = s->l;
+    for (int64_t step = l->first + s->w; step < l->last; step += l->nw) {
+        pthread_mutex_lock(&l->mu);
+        while (!l->stop && s->state != 0) pthread_cond_wait(&l->work, &l->mu);
+        int stop = l->stop;
+        pthread_mutex_unlock(&l->mu);
+        if (stop) break;
+        tk_err e;
+        tk_err_clear(&e);
+        int got = 0;
+        int rc = tk_dlrm_data_seek(s->d, (uint64_t)((step % l->spe) * l->B), &e);
+        if (!rc) rc = tk_dlrm_data_next(s->d, l->B, l->rows, s->label, s->dense, s->cat, &got, &e);
+        if (!rc && got != l->B) rc = tk_err_set(&e, TK_EINTERNAL, "the training data ended early");
+        pthread_mutex_lock(&l->mu);
+        s->step = step;
+        s->state = rc ? 2 : 1;
+        if (rc) s->err = e;
+        pthread_cond_broadcast(&l->ready);
+        pthread_mutex_unlock(&l->mu);
+        if (rc) break;
+    }
+    return NULL;
+}
+
+int tk_dlrm_loader_start(tk_dlrm_loader **out, tk_ctx *c, char *const *paths, int npaths,
+                         int num_dense, int num_cat, const int64_t *rows, int B,
+                         int64_t steps_per_epoch, int64_t first_step, int64_t last_step,
+                         int nworkers, tk_err *e) {
+    *out = NULL;
+    if (num_cat > TK_DLRM_DATA_MAX_CAT || nworkers < 1 || steps_per_epoch < 1 || B < 1)
+        return tk_err_set(e, TK_EINTERNAL, "dlrm loader: bad arguments");
+    struct tk_dlrm_loader *l = calloc(1, sizeof *l);
+    loader_slot *sl = calloc((size_t)nworkers, sizeof *sl);
+    if (!l || !sl) {
+        free(l);
+        free(sl);
+        return tk_err_set(e, TK_EIO, "out of host memory");
+    }
+    *l = (struct tk_dlrm_loader){.c = c, .nw = nworkers, .B = B, .num_dense = num_dense, .num_cat = num_cat,
+                                 .spe = steps_per_epoch, .first = first_step, .last = last_step, .slot = sl};
+    memcpy(l->rows, rows, (size_t)num_cat * sizeof *rows);
+    pthread_mutex_init(&l->mu, NULL);
+    pthread_cond_init(&l->ready, NULL);
+    pthread_cond_init(&l->work, NULL);
+    int rc = 0;
+    for (int w = 0; !rc && w < nworkers; w++) {
+        loader_slot *s = &sl[w];
+        s->l = l;
+        s->w = w;
+        s->step = first_step + w;
+        rc = tk_dlrm_data_open(&s->d, paths, npaths, num_dense, num_cat, e);
+        if (!rc) rc = tk_host_alloc_pinned(c, (void **)&s->label, (size_t)B, e);
+        if (!rc) rc = tk_host_alloc_pinned(c, (void **)&s->dense, (size_t)B * num_dense * 4, e);
+        if (!rc) rc = tk_host_alloc_pinned(c, (void **)&s->cat, (size_t)B * num_cat * 4, e);
+    }
+    for (int w = 0; !rc && w < nworkers; w++) {
+        if (pthread_create(&sl[w].th, NULL, loader_main, &sl[w]) != 0)
+            rc = tk_err_set(e, TK_EIO, "dlrm loader: cannot start a thread");
+        else
+            sl[w].started = 1;
+    }
+    if (rc) {
+        tk_dlrm_loader_stop(l);
+        return rc;
+    }
+    *out = l;
+    return 0;
+}
+
+int tk_dlrm_loader_get(tk_dlrm_loader *l, int64_t step, uint8_t **label, int32_t **dense,
+                       int32_t **cat, tk_err *e) {
+    if (step < l->first || step >= l->last)
+        return tk_err_set(e, TK_EINTERNAL, "dlrm loader: step %lld outside [%lld, %lld)", (long long)step,
+                          (long long)l->first, (long long)l->last);
+    loader_slot *s = &l->slot[(step - l->first) % l->nw];
+    pthread_mutex_lock(&l->mu);
+    while (s->state == 0 || (s->state == 1 && s->step != step)) pthread_cond_wait(&l->ready, &l->mu);
+    int failed = s->state == 2;
+    if (failed) *e = s->err;
+    pthread_mutex_unlock(&l->mu);
+    if (failed) return e->code;
+    *label = s->label, *dense = s->dense, *cat = s->cat;
+    return 0;
+}
+
+void tk_dlrm_loader_put(tk_dlrm_loader *l, int64_t step) {
+    loader_slot *s = &l->slot[(step - l->first) % l->nw];
+    pthread_mutex_lock(&l->mu);
+    if (s->state == 1 && s->step == step) s->state = 0;
+    pthread_cond_broadcast(&l->work);
+    pthread_mutex_unlock(&l->mu);
+}
+
+void tk_dlrm_loader_stop(tk_dlrm_loader *l) {
+    if (!l) return;
+    pthread_mutex_lock(&l->mu);
+    l->stop = 1;
+    pthread_cond_broadcast(&l->work);
+    pthread_mutex_unlock(&l->mu);
+    for (int w = 0; w < l->nw; w++) {
+        loader_slot *s = &l->slot[w];
+        if (s->started) pthread_join(s->th, NULL);
+        tk_dlrm_data_close(s->d);
+        tk_host_free_pinned(l->c, s->label);
+        tk_host_free_pinned(l->c, s->dense);
+        tk_host_free_pinned(l->c, s->cat);
+    }
+    pthread_mutex_destroy(&l->mu);
+    pthread_cond_destroy(&l->ready);
+    pthread_cond_destroy(&l->work);
+    free(l->slot);
+    free(l);
 }

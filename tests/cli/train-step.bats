@@ -186,3 +186,35 @@ with safe_open(sys.argv[1], "np") as f:
     run python3 "$TK_ROOT/contrib/peers/dlrm.py" check big.safetensors
     [ "$status" -eq 0 ]
 }
+
+@test "train-step --precision: fp32 or tf32; the cpu backend computes in fp32 either way" {
+    run "${TS[@]}" --precision bf17
+    [ "$status" -eq 2 ]
+    [ "${lines[0]}" = "train-step: --precision: expected fp32 or tf32, got 'bf17'" ]
+    run "${TS[@]}" --set model.precision=fp64
+    [ "$status" -eq 3 ]
+    [[ "${lines[0]}" == "train-step: error: $CFG: \$.model.precision: expected \"fp32\" or \"tf32\""* ]]
+    run "${TS[@]}" --max-steps 2 --log-every 1 --eval-every 100000
+    [ "$status" -eq 1 ]
+    a=$(grep -o '"loss":[^,}]*' <<<"$output")
+    run "${TS[@]}" --max-steps 2 --log-every 1 --eval-every 100000 --precision tf32
+    [ "$status" -eq 1 ]
+    [[ "${lines[0]}" == *'"precision":"tf32"'* ]]
+    b=$(grep -o '"loss":[^,}]*' <<<"$output")
+    [ -n "$a" ] && [ "$a" = "$b" ]
+}
+
+@test "train-step --loader-threads: the same results with 1, 3 and 7 loader threads, across epochs" {
+    run train-step --loader-threads 0 -c x -t x -e x
+    [ "$status" -eq 2 ]
+    [[ "${lines[0]}" == "train-step: --loader-threads: "* ]]
+    # 15 steps an epoch: 20 steps cross an epoch boundary (the loader restarts at record 0).
+    for n in 1 3 7; do
+        run "${TS[@]}" --max-steps 20 --log-every 4 --eval-every 100000000 --max-epochs 2 --loader-threads $n
+        [ "$status" -eq 1 ]
+        grep -o '"loss":[^,}]*\|"auc":[^,}]*' <<<"$output" >out.$n
+    done
+    [ "$(wc -l <out.1)" -ge 6 ]
+    cmp out.1 out.3
+    cmp out.1 out.7
+}
