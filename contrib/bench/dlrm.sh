@@ -31,6 +31,9 @@ BIN=$ROOT/$BUILD/bin
 PY=${PYTHON:-python3}
 DATA=${DATA:-${TMPDIR:-/tmp}/trainkit-dlrm-bench}
 STEPS=${STEPS:-50}
+# train-step's GEMM precision on cuda: tf32 (fp32 activations, TF32 tensor cores; the peer uses
+# bf16 autocast) or fp32.
+PRECISION=${PRECISION:-tf32}
 FULL=${FULL:-1}
 CAPPED=${CAPPED:-1}
 AUTOTUNE=${AUTOTUNE:-0}
@@ -115,7 +118,7 @@ DATA_ARGS=(--train "$DATA/train" --eval "$DATA/eval")
 # ---- train-step: throughput from its progress lines (one per LOG_EVERY steps), first dropped ----
 ours() { # name tables(capped|full) table_dtype graphs(1|0)
     local name=$1 tables=$2 dtype=$3 graphs=$4
-    local args=(--backend "$BACKEND" --config share/workloads/dlrm/config.json
+    local args=(--backend "$BACKEND" --config share/workloads/dlrm/config.json --precision "$PRECISION"
                 --set "train.global_batch_size=$B" --set model.table_dtype="$dtype" "${OURS_SHAPE[@]}"
                 --max-steps "$STEPS" --log-every "$LOG_EVERY" --eval-every 1000000000000 "${DATA_ARGS[@]}")
     [ "$tables" = capped ] && args+=(--set "model.max_table_rows=$CAP")
