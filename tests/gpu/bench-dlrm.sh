@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The device measurements behind contrib/bench/notes-dlrm-gpu.md, in one invocation on the GPU
+# The device measurements behind contrib/bench/NOTES.md, in one invocation on the GPU
 # machine (builds nothing: make BUILD=... all first):
 #   1. make check-gpu's suite (tests/gpu/run);
 #   2. the DLRM step alone (test_dlrm_step step_throughput_bench: one batch resident on the GPU,
