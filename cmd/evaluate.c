@@ -14,6 +14,7 @@
 #include "ckpt/safetensors.h"
 #include "core/afile.h"
 #include "core/cli.h"
+#include "core/json_text.h"
 #include "core/jsonl.h"
 #include "core/progress.h"
 #include "workloads/dlrm.h"
@@ -197,7 +198,7 @@ static int follow(evaluator *ev, const options *o, tk_err *e) {
                  (int)(strlen(list[0].name) - 12), list[0].name);
         // The result file is written atomically: train-step never sees half a result.
         tk_afile af;
-        char *text = json_dumps(res, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+        char *text = tk_json_dumps_compact(res);
         rc = text ? tk_afile_open(&af, out, e) : tk_err_set(e, TK_EINTERNAL, "cannot serialize");
         if (!rc) {
             rc = tk_write_all(af.fp, text, strlen(text), out, e);

@@ -1,11 +1,13 @@
 #include "core/jsonl.h"
 
+#include "core/json_text.h"
+
 #include <errno.h>
 #include <stdlib.h>
 
 int tk_jsonl_emit(FILE *fp, json_t *obj, tk_err *e) {
     if (!obj) return tk_err_set(e, TK_EINTERNAL, "out of memory building a JSON object");
-    char *s = json_dumps(obj, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+    char *s = tk_json_dumps_compact(obj);
     json_decref(obj);
     if (!s) return tk_err_set(e, TK_EINTERNAL, "cannot serialize a JSON object");
     int bad = fputs(s, fp) < 0 || fputc('\n', fp) < 0 || fflush(fp) != 0;

@@ -13,7 +13,7 @@ extern "C" {
 
 // Write obj as one line and flush; takes ownership of obj (decref'd). Fails with TK_EIO.
 int tk_jsonl_emit(FILE *fp, json_t *obj, tk_err *e);
-// Doubles are written with 17 significant digits so they read back to the same value.
+// Doubles are written as the shortest text that reads back to the same value (json_text.h).
 
 #ifdef __cplusplus
 }

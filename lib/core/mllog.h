@@ -9,6 +9,8 @@
 
 #include <jansson.h>
 
+#include "core/json_text.h"
+
 #include "core/err.h"
 
 #ifdef __cplusplus
@@ -38,9 +40,6 @@ int tk_mllog_write(tk_mllog *log, const char *file, int line, const char *event_
 #define TK_MLLOG_END(log, key, value, meta, e)                                                    \
     tk_mllog_write((log), __FILE__, __LINE__, "INTERVAL_END", (key), (value), (meta), 0, (e))
 
-// Serialize v the way Python's json.dumps does (", " and ": " separators, repr() of floats,
-// keys in insertion order, non-ASCII escaped). Returns a malloc'd string or NULL.
-char *tk_json_dumps_py(const json_t *v);
 
 // Current wall-clock time in milliseconds since the epoch (what time_ms holds).
 long long tk_time_ms(void);

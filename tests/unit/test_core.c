@@ -170,3 +170,11 @@ TK_TEST(afile_disk_full_is_eio_and_leaves_nothing) {
     CHECK_EQ_INT(rc, TK_EIO);
     fclose(full);
 }
+
+TK_TEST(json_compact_for_json_lines) {
+    json_t *o = json_pack("{s:f,s:[i,s],s:n}", "target", 0.8025, "b", 1, "x", "c");
+    char *s = tk_json_dumps_compact(o);
+    CHECK_STR(s, "{\"target\":0.8025,\"b\":[1,\"x\"],\"c\":null}");
+    free(s);
+    json_decref(o);
+}

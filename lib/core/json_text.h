@@ -1,0 +1,22 @@
+// JSON text the way Python writes it: members in insertion order, non-ASCII escaped, and each
+// double as the shortest text that reads back to the same value (Python's repr: 0.8025, not
+// 0.80249999999999999). MLLOG lines use json.dumps' separators; JSON Lines output is compact.
+#ifndef TK_JSON_TEXT_H
+#define TK_JSON_TEXT_H
+
+#include <jansson.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// As Python's json.dumps(v): ", " and ": " separators. Returns a malloc'd string or NULL.
+char *tk_json_dumps_py(const json_t *v);
+// As json.dumps(v, separators=(",", ":")).
+char *tk_json_dumps_compact(const json_t *v);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
