@@ -156,10 +156,7 @@ int main(int argc, char **argv) {
         case O_AREAS: rc = parse_areas(optarg, areas, &e), have_areas = 1; break;
         case O_EMPTY: flags |= COCO_DT_ALLOW_EMPTY; break;
         case O_DROP: flags |= COCO_DT_DROP_UNKNOWN; break;
-        case 'h': help(); return tk_cli_close_stdout(&e) ? tk_cli_fail(prog, &e) : 0;
-        case 'V': tk_cli_version(prog); return tk_cli_close_stdout(&e) ? tk_cli_fail(prog, &e) : 0;
-        case ':': return tk_cli_usage_error(prog, usage, "option '%s' needs an argument", argv[optind - 1]);
-        default: return tk_cli_usage_error(prog, usage, "unknown option '%s'", argv[optind - 1]);
+        default: return tk_cli_common_option(prog, usage, help, c, argv);
         }
         if (rc) break;
     }

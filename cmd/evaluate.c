@@ -242,11 +242,7 @@ int main(int argc, char **argv) {
             break;
         case O_POLL: rc = tk_parse_f64(optarg, 0.001, 3600, "--poll", &o.poll, &e); break;
         case O_TIMEOUT: rc = tk_parse_f64(optarg, 0, 1e7, "--timeout", &o.timeout, &e); break;
-        case 'h': help(); return tk_cli_close_stdout(&e) ? tk_cli_fail(prog, &e) : 0;
-        case 'V': tk_cli_version(prog); return tk_cli_close_stdout(&e) ? tk_cli_fail(prog, &e) : 0;
-        case ':':
-            return tk_cli_usage_error(prog, usage, "option '%s' needs a value", argv[optind - 1]);
-        default: return tk_cli_usage_error(prog, usage, "unknown option '%s'", argv[optind - 1]);
+        default: return tk_cli_common_option(prog, usage, help, c, argv);
         }
         if (rc) return tk_cli_usage_error(prog, usage, "%s", e.what);
     }

@@ -354,10 +354,7 @@ int main(int argc, char **argv) {
             break;
         }
         case 'R': rules_opt = optarg; break;
-        case 'h': help(); return tk_cli_close_stdout(&e) ? tk_cli_fail(PROG, &e) : 0;
-        case 'V': tk_cli_version(PROG); return tk_cli_close_stdout(&e) ? tk_cli_fail(PROG, &e) : 0;
-        case ':': return tk_cli_usage_error(PROG, USAGE, "option '%s' needs a value", argv[optind - 1]);
-        default: return tk_cli_usage_error(PROG, USAGE, "unknown option '%s'", argv[optind - 1]);
+        default: return tk_cli_common_option(PROG, USAGE, help, opt, argv);
         }
     }
     if (optind >= argc) return tk_cli_usage_error(PROG, USAGE, "no %s given", score ? "directory" : "file");

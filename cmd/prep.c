@@ -405,10 +405,7 @@ int main(int argc, char **argv) {
             op.dict_files[op.ndict_files++] = optarg;
             op.mapping = CRITEO_DICTIONARY;
             break;
-        case 'h': help(); return tk_cli_close_stdout(&e) ? tk_cli_fail(prog, &e) : 0;
-        case 'V': tk_cli_version(prog); return tk_cli_close_stdout(&e) ? tk_cli_fail(prog, &e) : 0;
-        case ':': return tk_cli_usage_error(prog, usage, "option '%s' needs an argument", argv[optind - 1]);
-        default: return tk_cli_usage_error(prog, usage, "unknown option '%s'", argv[optind - 1]);
+        default: return tk_cli_common_option(prog, usage, help, c, argv);
         }
         if (rc) return tk_cli_usage_error(prog, usage, "%s", e.what);
     }

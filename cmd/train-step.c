@@ -593,11 +593,7 @@ int main(int argc, char **argv) {
             snprintf(precbuf, sizeof precbuf, "model.precision=%s", optarg);
             o.sets[o.nsets++] = precbuf;
             break;
-        case 'h': help(); return tk_cli_close_stdout(&e) ? tk_cli_fail(prog, &e) : 0;
-        case 'V': tk_cli_version(prog); return tk_cli_close_stdout(&e) ? tk_cli_fail(prog, &e) : 0;
-        case ':':
-            return tk_cli_usage_error(prog, usage, "option '%s' needs a value", argv[optind - 1]);
-        default: return tk_cli_usage_error(prog, usage, "unknown option '%s'", argv[optind - 1]);
+        default: return tk_cli_common_option(prog, usage, help, c, argv);
         }
         if (rc) return tk_cli_usage_error(prog, usage, "%s", e.what);
     }

@@ -1,6 +1,7 @@
 #include "core/cli.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -82,6 +83,17 @@ void tk_cli_version(const char *prog) {
 #else
     printf("built without CUDA (CPU backend only)\n");
 #endif
+}
+
+int tk_cli_common_option(const char *prog, const char *usage, void (*help)(void), int c,
+                         char *const *argv) {
+    tk_err e;
+    switch (c) {
+    case 'h': help(); return tk_cli_close_stdout(&e) ? tk_cli_fail(prog, &e) : 0;
+    case 'V': tk_cli_version(prog); return tk_cli_close_stdout(&e) ? tk_cli_fail(prog, &e) : 0;
+    case ':': return tk_cli_usage_error(prog, usage, "option '%s' needs a value", argv[optind - 1]);
+    default: return tk_cli_usage_error(prog, usage, "unknown option '%s'", argv[optind - 1]);
+    }
 }
 
 int tk_cli_close_stdout(tk_err *e) {

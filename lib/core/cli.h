@@ -28,6 +28,11 @@ int tk_cli_fail(const char *prog, const tk_err *e);
 // Print "PROG: <message>" and the short usage to stderr; return TK_EUSAGE (2).
 int tk_cli_usage_error(const char *prog, const char *usage, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+// The options every binary shares, for getopt_long's return value c (optstring starting with
+// ':'): -h/--help (help() to stdout, exit 0), -V/--version, a missing value (':') and an unknown
+// option. Returns the exit code main must return: 0, TK_EUSAGE, or TK_EIO if stdout failed.
+int tk_cli_common_option(const char *prog, const char *usage, void (*help)(void), int c,
+                         char *const *argv);
 // Print the version of trainkit and of the CUDA, cuDNN and NCCL it was built with, to stdout.
 void tk_cli_version(const char *prog);
 // Flush and close stdout; a failed write (disk full, closed pipe) becomes an error record (TK_EIO).
