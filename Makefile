@@ -38,7 +38,7 @@ LIB_SRC  := $(sort $(shell find lib -name '*.c') $(wildcard kernels/*.c))
 CU_SRC   := $(sort $(shell find lib -name '*.cu') $(wildcard kernels/*.cu))
 CMD_SRC  := $(sort $(wildcard cmd/*.c))
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
-GPU_SRC  := $(sort $(wildcard tests/gpu/test_*.c tests/gpu/test_*.cu))
+GPU_SRC  := $(sort $(wildcard tests/gpu/test_*.c tests/gpu/test_*.cu tests/gpu/multi/test_*.c))
 FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)

@@ -1,8 +1,14 @@
 // NCCL collectives (see comm.h). The communicator is non-blocking (ncclConfig_t.blocking = 0), so
 // that initialization and every wait can be bounded in time and a stuck communicator aborted.
+// NCCL's rules followed here: a call on a non-blocking communicator may return ncclInProgress,
+// and then ncclCommGetAsyncError is polled until it leaves ncclInProgress before anything else
+// is done with the communicator; an asynchronous error is fatal: the communicator is aborted (from
+// this thread, which is the one using it) and never touched again; pre-multiplied-sum operators
+// take their scalar in the element type, and stay alive while a captured graph may use them.
 #include "gpu/comm.h"
 
 #include <math.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,44 +19,99 @@
 #ifdef TK_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #include <nccl.h>
+
+#define TK_COMM_MAX_OPS 16
 #endif
 
 struct tk_comm {
     tk_ctx *ctx;
     int rank, world;
+    double timeout_s;
 #ifdef TK_HAVE_CUDA
     ncclComm_t nccl;
     int aborted;
+    // Pre-multiplied-sum operators, one per (type, scale), destroyed with the communicator: an
+    // operator used by a captured collective must outlive the graph.
+    struct { tk_dtype t; float scale; ncclRedOp_t op; } ops[TK_COMM_MAX_OPS];
+    int nops;
+    cudaEvent_t ev[TK_NSTREAMS]; // one per signaling stream (tk_comm_stream_wait)
+    cudaEvent_t ev_wait;         // tk_comm_wait
 #endif
 };
 
 int tk_comm_rank(const tk_comm *m) { return m->rank; }
 int tk_comm_world(const tk_comm *m) { return m->world; }
 
+double tk_comm_algbw(size_t bytes, double seconds) {
+    return seconds > 0 ? (double)bytes / seconds / 1e9 : 0;
+}
+
+double tk_comm_busbw(tk_coll k, size_t bytes, int world, double seconds) {
+    if (world < 1) return 0;
+    double f = (double)(world - 1) / world;
+    return tk_comm_algbw(bytes, seconds) * (k == TK_COLL_ALL_REDUCE ? 2 * f : f);
+}
+
 #ifdef TK_HAVE_CUDA
 static int nccl_fail(tk_comm *m, tk_err *e, ncclResult_t st, const char *what) {
     tk_err_set(e, TK_EDEVICE, "rank %d of %d: %s: %s", m->rank, m->world, what, ncclGetErrorString(st));
     tk_err_lib(e, "nccl", (int)st);
-    const char *last = ncclGetLastError(m->nccl);
+    const char *last = ncclGetLastError(NULL); // the comm argument is unused by NCCL
     if (last && *last) tk_err_hint(e, "%.200s", last);
     return TK_EDEVICE;
 }
 
-// Wait for a non-blocking NCCL call to leave ncclInProgress, bounded by deadline.
-static int nccl_settle(tk_comm *m, ncclResult_t st, double deadline, const char *what, tk_err *e) {
-    while (st == ncclInProgress) {
+// ncclCommAbort is blocking even on a non-blocking communicator; it stops the kernels of the
+// communicator (they poll its abort flag) and frees it.
+static void comm_abort(tk_comm *m) {
+    if (m->nccl && !m->aborted) ncclCommAbort(m->nccl);
+    m->aborted = 1;
+    m->nccl = NULL;
+}
+
+static int comm_usable(tk_comm *m, tk_err *e) {
+    if (!m->aborted) return 0;
+    tk_err_set(e, TK_EDEVICE, "rank %d of %d: the communicator was aborted after an earlier error",
+               m->rank, m->world);
+    return tk_err_hint(e, "a collective failed or timed out before; the run cannot continue");
+}
+
+// Between two polls of NCCL or CUDA state: spin (yielding the core) for the first 10 ms, since
+// an enqueue or a short collective settles within tens of microseconds and a sleep would add its
+// whole length to every call; after that, sleep 100 us so a long wait does not burn a core.
+static void poll_pause(double since) {
+    if (tk_now() - since < 0.010) {
+        sched_yield();
+        return;
+    }
+    struct timespec ts = {0, 100000};
+    nanosleep(&ts, NULL);
+}
+
+// Wait for a non-blocking NCCL call to leave ncclInProgress, bounded by the communicator's
+// timeout. An error that NCCL reports asynchronously is fatal: the communicator is aborted.
+// One returned synchronously (a bad argument) leaves it usable.
+static int nccl_settle(tk_comm *m, ncclResult_t st, const char *what, tk_err *e) {
+    if (st != ncclInProgress) return st == ncclSuccess ? 0 : nccl_fail(m, e, st, what);
+    double start = tk_now(), deadline = start + m->timeout_s;
+    for (;;) {
+        ncclResult_t async = ncclInProgress;
+        ncclResult_t q = ncclCommGetAsyncError(m->nccl, &async);
+        if (q != ncclSuccess) async = q;
+        if (async == ncclSuccess) return 0;
+        if (async != ncclInProgress) {
+            int rc = nccl_fail(m, e, async, what);
+            comm_abort(m);
+            return rc;
+        }
         if (tk_now() > deadline) {
-            ncclCommAbort(m->nccl);
-            m->aborted = 1;
-            tk_err_set(e, TK_EDEVICE, "rank %d of %d: %s did not complete in time; communicator aborted",
-                       m->rank, m->world, what);
+            comm_abort(m);
+            tk_err_set(e, TK_EDEVICE, "rank %d of %d: %s did not complete within %g s; communicator aborted",
+                       m->rank, m->world, what, m->timeout_s);
             return tk_err_hint(e, "a peer rank died or hangs; see its log");
         }
-        ncclResult_t async;
-        ncclCommGetAsyncError(m->nccl, &async);
-        st = async;
+        poll_pause(start);
     }
-    return st == ncclSuccess ? 0 : nccl_fail(m, e, st, what);
 }
 
 static int nccl_type(tk_dtype t, ncclDataType_t *out) {
@@ -64,6 +125,16 @@ static int nccl_type(tk_dtype t, ncclDataType_t *out) {
     }
     return -1;
 }
+
+static int cuda_fail(tk_comm *m, tk_err *e, cudaError_t st, const char *what) {
+    tk_err_set(e, TK_EDEVICE, "rank %d of %d: %s: %s", m->rank, m->world, what, cudaGetErrorString(st));
+    return tk_err_lib(e, "cuda", (int)st);
+}
+
+static int stream_ok(tk_comm *m, int stream, tk_err *e) {
+    if (stream >= 0 && stream < TK_NSTREAMS) return 0;
+    return tk_err_set(e, TK_EINTERNAL, "rank %d: no stream %d", m->rank, stream);
+}
 #endif
 
 int tk_comm_create(tk_ctx *c, const tk_rank_info *r, const char *rendezvous, double timeout_s,
@@ -74,6 +145,7 @@ int tk_comm_create(tk_ctx *c, const tk_rank_info *r, const char *rendezvous, dou
     m->ctx = c;
     m->rank = r->rank;
     m->world = r->world;
+    m->timeout_s = timeout_s > 0 ? timeout_s : 1;
     if (c->backend == TK_BACKEND_CPU) {
         if (r->world != 1) {
             free(m);
@@ -86,20 +158,20 @@ int tk_comm_create(tk_ctx *c, const tk_rank_info *r, const char *rendezvous, dou
 #ifdef TK_HAVE_CUDA
     ncclUniqueId id;
     memset(&id, 0, sizeof id);
-    if (r->world > 1) {
-        if (!rendezvous) {
+    if (r->world > 1 && !rendezvous) {
+        free(m);
+        return tk_err_set(e, TK_EUSAGE, "world size %d needs --rendezvous file:PATH or tcp:HOST:PORT",
+                          r->world);
+    }
+    if (r->rank == 0) {
+        ncclResult_t st = ncclGetUniqueId(&id);
+        if (st != ncclSuccess) {
+            int rc = nccl_fail(m, e, st, "ncclGetUniqueId failed");
             free(m);
-            return tk_err_set(e, TK_EUSAGE, "world size %d needs --rendezvous file:PATH or tcp:HOST:PORT",
-                              r->world);
+            return rc;
         }
-        if (r->rank == 0) {
-            ncclResult_t st = ncclGetUniqueId(&id);
-            if (st != ncclSuccess) {
-                int rc = nccl_fail(m, e, st, "ncclGetUniqueId failed");
-                free(m);
-                return rc;
-            }
-        }
+    }
+    if (r->world > 1) {
         size_t n = sizeof id;
         int rc = tk_rendezvous(rendezvous, r, &id, &n, timeout_s, e);
         if (!rc && n != sizeof id) rc = tk_err_set(e, TK_EDATA, "rendezvous %s: got %zu bytes, not an NCCL id", rendezvous, n);
@@ -107,19 +179,29 @@ int tk_comm_create(tk_ctx *c, const tk_rank_info *r, const char *rendezvous, dou
             free(m);
             return rc;
         }
-    } else {
-        ncclGetUniqueId(&id);
+    }
+    for (int i = 0; i < TK_NSTREAMS; i++) {
+        cudaError_t ce = cudaEventCreateWithFlags(&m->ev[i], cudaEventDisableTiming);
+        if (ce != cudaSuccess) {
+            cuda_fail(m, e, ce, "cannot create a CUDA event");
+            tk_comm_destroy(m);
+            return TK_EDEVICE;
+        }
+    }
+    cudaError_t ce = cudaEventCreateWithFlags(&m->ev_wait, cudaEventDisableTiming);
+    if (ce != cudaSuccess) {
+        cuda_fail(m, e, ce, "cannot create a CUDA event");
+        tk_comm_destroy(m);
+        return TK_EDEVICE;
     }
     ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
     cfg.blocking = 0;
     ncclResult_t st = ncclCommInitRankConfig(&m->nccl, r->world, id, r->rank, &cfg);
-    if (st != ncclSuccess && st != ncclInProgress) {
-        int rc = nccl_fail(m, e, st, "ncclCommInitRankConfig failed");
-        free(m);
-        return rc;
-    }
-    int rc = nccl_settle(m, st, tk_now() + timeout_s, "NCCL communicator initialization", e);
+    int rc = st == ncclSuccess || st == ncclInProgress
+                 ? nccl_settle(m, st, "NCCL communicator initialization", e)
+                 : nccl_fail(m, e, st, "ncclCommInitRankConfig failed");
     if (rc) {
+        comm_abort(m); // a half-made communicator is aborted, not destroyed
         tk_comm_destroy(m);
         return rc;
     }
@@ -127,7 +209,6 @@ int tk_comm_create(tk_ctx *c, const tk_rank_info *r, const char *rendezvous, dou
     return 0;
 #else
     (void)rendezvous;
-    (void)timeout_s;
     free(m);
     return tk_err_set(e, TK_EDEVICE, "built without CUDA");
 #endif
@@ -136,37 +217,47 @@ int tk_comm_create(tk_ctx *c, const tk_rank_info *r, const char *rendezvous, dou
 void tk_comm_destroy(tk_comm *m) {
     if (!m) return;
 #ifdef TK_HAVE_CUDA
-    if (m->nccl) {
-        if (!m->aborted) {
-            ncclResult_t st = ncclCommFinalize(m->nccl);
-            double deadline = tk_now() + 10;
-            while (st == ncclInProgress && tk_now() < deadline) ncclCommGetAsyncError(m->nccl, &st);
-            if (st == ncclSuccess) ncclCommDestroy(m->nccl);
-            else ncclCommAbort(m->nccl);
-        } else {
-            // ncclCommAbort already freed it.
+    if (m->nccl && !m->aborted) {
+        for (int i = 0; i < m->nops; i++) ncclRedOpDestroy(m->ops[i].op, m->nccl);
+        // Finalize flushes outstanding work and may need the peers; bounded, then abort.
+        ncclResult_t st = ncclCommFinalize(m->nccl);
+        double deadline = tk_now() + (m->timeout_s < 10 ? m->timeout_s : 10);
+        while (st == ncclInProgress && tk_now() < deadline) {
+            if (ncclCommGetAsyncError(m->nccl, &st) != ncclSuccess) break;
+            if (st == ncclInProgress) poll_pause(0); // since 0: no spinning, sleep between polls
         }
+        if (st == ncclSuccess) ncclCommDestroy(m->nccl);
+        else comm_abort(m);
     }
+    for (int i = 0; i < TK_NSTREAMS; i++)
+        if (m->ev[i]) cudaEventDestroy(m->ev[i]);
+    if (m->ev_wait) cudaEventDestroy(m->ev_wait);
 #endif
     free(m);
 }
 
+void *tk_comm_nccl(tk_comm *m) {
+#ifdef TK_HAVE_CUDA
+    return m->aborted ? NULL : (void *)m->nccl;
+#else
+    (void)m;
+    return NULL;
+#endif
+}
+
 // The cpu backend (world size 1): every collective is a scaled copy. Returns -1 on cuda.
 static int local_copy(tk_comm *m, const void *send, void *recv, size_t count, tk_dtype t, float scale,
-                      int stream, tk_err *e) {
-    if (m->ctx->backend == TK_BACKEND_CPU) {
-        if (scale != 1.0f && t == TK_F32) {
-            const float *s = send;
-            float *d = recv;
-            for (size_t i = 0; i < count; i++) d[i] = s[i] * scale;
-            return 0;
-        }
-        if (scale != 1.0f) return tk_err_set(e, TK_EINTERNAL, "scaled collective on %s (cpu)", tk_dtype_name(t));
-        if (send != recv) memmove(recv, send, count * tk_dtype_size(t));
+                      tk_err *e) {
+    if (m->ctx->backend != TK_BACKEND_CPU) return -1; // the cuda path runs NCCL even for one rank
+    if (scale != 1.0f && t == TK_F32) {
+        const float *s = send;
+        float *d = recv;
+        for (size_t i = 0; i < count; i++) d[i] = s[i] * scale;
         return 0;
     }
-    (void)stream;
-    return -1; // not handled here: the cuda path runs NCCL even for one rank
+    if (scale != 1.0f) return tk_err_set(e, TK_EINTERNAL, "scaled collective on %s (cpu)", tk_dtype_name(t));
+    if (send != recv) memmove(recv, send, count * tk_dtype_size(t));
+    return 0;
 }
 
 #ifdef TK_HAVE_CUDA
@@ -190,127 +281,173 @@ static uint16_t f32_to_f16(float f) {
     return sign | (uint16_t)(e16 << 10) | (uint16_t)mant;
 }
 
+// The reduction operator for sum * scale: ncclSum for 1, else a cached pre-multiplied sum whose
+// scalar (host immediate, in the element type) NCCL copies when the operator is created.
+static int sum_op(tk_comm *m, tk_dtype t, ncclDataType_t nt, float scale, ncclRedOp_t *op, tk_err *e) {
+    *op = ncclSum;
+    if (scale == 1.0f) return 0;
+    for (int i = 0; i < m->nops; i++)
+        if (m->ops[i].t == t && m->ops[i].scale == scale) {
+            *op = m->ops[i].op;
+            return 0;
+        }
+    if (m->nops == TK_COMM_MAX_OPS)
+        return tk_err_set(e, TK_EINTERNAL, "more than %d distinct collective scale factors", TK_COMM_MAX_OPS);
+    union { float f; uint16_t b; } sc;
+    if (t == TK_BF16) sc.b = f32_to_bf16(scale);
+    else if (t == TK_F16) sc.b = f32_to_f16(scale);
+    else if (t == TK_F32) sc.f = scale;
+    else return tk_err_set(e, TK_EINTERNAL, "scaled sum of integers (%s)", tk_dtype_name(t));
+    ncclResult_t st = ncclRedOpCreatePreMulSum(op, &sc, nt, ncclScalarHostImmediate, m->nccl);
+    TRY(nccl_settle(m, st, "ncclRedOpCreatePreMulSum", e));
+    m->ops[m->nops].t = t;
+    m->ops[m->nops].scale = scale;
+    m->ops[m->nops].op = *op;
+    m->nops++;
+    return 0;
+}
+
 static int scaled_sum(tk_comm *m, const void *send, void *recv, size_t count, tk_dtype t, float scale,
                       int stream, int scatter, tk_err *e) {
+    TRY(comm_usable(m, e));
+    TRY(stream_ok(m, stream, e));
     ncclDataType_t nt;
     if (nccl_type(t, &nt)) return tk_err_set(e, TK_EINTERNAL, "collective: bad dtype");
+    ncclRedOp_t op;
+    TRY(sum_op(m, t, nt, scale, &op, e));
     cudaStream_t s = (cudaStream_t)m->ctx->stream[stream];
-    ncclRedOp_t op = ncclSum;
-    int custom = scale != 1.0f;
-    if (custom) {
-        // The scalar has the element type (NCCL's rule for pre-multiplied sums).
-        union { float f; uint16_t b; } sc;
-        if (t == TK_BF16) sc.b = f32_to_bf16(scale);
-        else if (t == TK_F16) sc.b = f32_to_f16(scale);
-        else if (t == TK_F32) sc.f = scale;
-        else return tk_err_set(e, TK_EINTERNAL, "scaled sum of integers");
-        ncclResult_t st = ncclRedOpCreatePreMulSum(&op, &sc, nt, ncclScalarHostImmediate, m->nccl);
-        TRY(nccl_settle(m, st, tk_now() + 60, "ncclRedOpCreatePreMulSum", e));
-    }
     ncclResult_t st = scatter ? ncclReduceScatter(send, recv, count, nt, op, m->nccl, s)
                               : ncclAllReduce(send, recv, count, nt, op, m->nccl, s);
-    int rc = nccl_settle(m, st, tk_now() + 60, scatter ? "ncclReduceScatter" : "ncclAllReduce", e);
-    if (custom && !m->aborted) ncclRedOpDestroy(op, m->nccl);
-    return rc;
+    return nccl_settle(m, st, scatter ? "ncclReduceScatter" : "ncclAllReduce", e);
 }
 #endif
 
 int tk_allreduce_sum(tk_comm *m, const void *send, void *recv, size_t count, tk_dtype t, float scale,
                      int stream, tk_err *e) {
-    int rc = local_copy(m, send, recv, count, t, scale, stream, e);
+    int rc = local_copy(m, send, recv, count, t, scale, e);
     if (rc != -1) return rc;
 #ifdef TK_HAVE_CUDA
     return scaled_sum(m, send, recv, count, t, scale, stream, 0, e);
 #else
+    (void)stream;
     return TK_EINTERNAL;
 #endif
 }
 
 int tk_reduce_scatter_sum(tk_comm *m, const void *send, void *recv, size_t recv_count, tk_dtype t,
                           float scale, int stream, tk_err *e) {
-    int rc = local_copy(m, send, recv, recv_count, t, scale, stream, e);
+    int rc = local_copy(m, send, recv, recv_count, t, scale, e);
     if (rc != -1) return rc;
 #ifdef TK_HAVE_CUDA
     return scaled_sum(m, send, recv, recv_count, t, scale, stream, 1, e);
 #else
+    (void)stream;
     return TK_EINTERNAL;
 #endif
 }
 
 int tk_all_gather(tk_comm *m, const void *send, void *recv, size_t send_count, tk_dtype t, int stream,
                   tk_err *e) {
-    int rc = local_copy(m, send, recv, send_count, t, 1.0f, stream, e);
+    int rc = local_copy(m, send, recv, send_count, t, 1.0f, e);
     if (rc != -1) return rc;
 #ifdef TK_HAVE_CUDA
+    TRY(comm_usable(m, e));
+    TRY(stream_ok(m, stream, e));
     ncclDataType_t nt;
     if (nccl_type(t, &nt)) return tk_err_set(e, TK_EINTERNAL, "collective: bad dtype");
     ncclResult_t st = ncclAllGather(send, recv, send_count, nt, m->nccl, (cudaStream_t)m->ctx->stream[stream]);
-    return nccl_settle(m, st, tk_now() + 60, "ncclAllGather", e);
+    return nccl_settle(m, st, "ncclAllGather", e);
 #else
+    (void)stream;
     return TK_EINTERNAL;
 #endif
 }
 
 int tk_all_to_all(tk_comm *m, const void *send, void *recv, size_t count, tk_dtype t, int stream,
                   tk_err *e) {
-    int rc = local_copy(m, send, recv, count, t, 1.0f, stream, e);
+    int rc = local_copy(m, send, recv, count, t, 1.0f, e);
     if (rc != -1) return rc;
 #ifdef TK_HAVE_CUDA
+    TRY(comm_usable(m, e));
+    TRY(stream_ok(m, stream, e));
     ncclDataType_t nt;
     if (nccl_type(t, &nt)) return tk_err_set(e, TK_EINTERNAL, "collective: bad dtype");
-    // Grouped point-to-point: works on every NCCL 2.x, and NCCL runs the pairs concurrently.
+    // Grouped point-to-point: works on every NCCL 2.x, and NCCL runs the pairs concurrently. Calls
+    // inside a group only record the work; the group is always closed (an open group would
+    // swallow the next collective), and ncclGroupEnd is what may answer ncclInProgress.
     cudaStream_t s = (cudaStream_t)m->ctx->stream[stream];
     size_t bytes = count * tk_dtype_size(t);
-    ncclGroupStart();
-    for (int p = 0; p < m->world; p++) {
-        ncclSend((const char *)send + (size_t)p * bytes, count, nt, p, m->nccl, s);
-        ncclRecv((char *)recv + (size_t)p * bytes, count, nt, p, m->nccl, s);
+    ncclResult_t first = ncclGroupStart();
+    if (first != ncclSuccess) return nccl_fail(m, e, first, "ncclGroupStart");
+    for (int p = 0; p < m->world && first == ncclSuccess; p++) {
+        first = ncclSend((const char *)send + (size_t)p * bytes, count, nt, p, m->nccl, s);
+        if (first == ncclSuccess) first = ncclRecv((char *)recv + (size_t)p * bytes, count, nt, p, m->nccl, s);
     }
-    ncclResult_t st = ncclGroupEnd();
-    return nccl_settle(m, st, tk_now() + 60, "all-to-all", e);
+    // Settle the group first (the communicator must be idle again), then report a refused call.
+    rc = nccl_settle(m, ncclGroupEnd(), "all-to-all (ncclGroupEnd)", e);
+    if (!rc && first != ncclSuccess && first != ncclInProgress)
+        rc = nccl_fail(m, e, first, "all-to-all (ncclSend/ncclRecv)");
+    return rc;
 #else
+    (void)stream;
     return TK_EINTERNAL;
+#endif
+}
+
+int tk_comm_stream_wait(tk_comm *m, int waiter, int signaler, tk_err *e) {
+    if (m->ctx->backend == TK_BACKEND_CPU) return 0;
+#ifdef TK_HAVE_CUDA
+    TRY(stream_ok(m, waiter, e));
+    TRY(stream_ok(m, signaler, e));
+    if (waiter == signaler) return 0;
+    // cudaStreamWaitEvent takes the event's state at the time of the call, so one event per
+    // signaling stream can be recorded again right after; in capture both become graph edges.
+    cudaError_t st = cudaEventRecord(m->ev[signaler], (cudaStream_t)m->ctx->stream[signaler]);
+    if (st != cudaSuccess) return cuda_fail(m, e, st, "cudaEventRecord (stream handoff)");
+    st = cudaStreamWaitEvent((cudaStream_t)m->ctx->stream[waiter], m->ev[signaler], 0);
+    if (st != cudaSuccess) return cuda_fail(m, e, st, "cudaStreamWaitEvent (stream handoff)");
+    return 0;
+#else
+    (void)waiter;
+    (void)signaler;
+    (void)e;
+    return 0;
 #endif
 }
 
 int tk_comm_wait(tk_comm *m, int stream, double timeout_s, tk_err *e) {
     if (m->ctx->backend == TK_BACKEND_CPU) return 0;
 #ifdef TK_HAVE_CUDA
-    cudaEvent_t ev;
-    if (cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) != cudaSuccess)
-        return tk_err_set(e, TK_EDEVICE, "cannot create a CUDA event");
-    cudaEventRecord(ev, (cudaStream_t)m->ctx->stream[stream]);
-    double deadline = tk_now() + timeout_s;
-    int rc = 0;
-    while (1) {
-        cudaError_t q = cudaEventQuery(ev);
-        if (q == cudaSuccess) break;
-        if (q != cudaErrorNotReady) {
-            rc = tk_err_set(e, TK_EDEVICE, "rank %d: %s", m->rank, cudaGetErrorString(q));
-            tk_err_lib(e, "cuda", (int)q);
-            break;
-        }
+    TRY(comm_usable(m, e));
+    TRY(stream_ok(m, stream, e));
+    cudaStream_t s = (cudaStream_t)m->ctx->stream[stream];
+    enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+    if (m->ctx->capturing || (cudaStreamIsCapturing(s, &cap) == cudaSuccess && cap != cudaStreamCaptureStatusNone))
+        return tk_err_set(e, TK_EINTERNAL, "rank %d: tk_comm_wait inside CUDA graph capture; wait after the graph launch",
+                          m->rank);
+    cudaError_t q = cudaEventRecord(m->ev_wait, s);
+    if (q != cudaSuccess) return cuda_fail(m, e, q, "cudaEventRecord");
+    double start = tk_now(), deadline = start + timeout_s;
+    for (;;) {
+        q = cudaEventQuery(m->ev_wait);
+        if (q == cudaSuccess) return 0;
+        if (q != cudaErrorNotReady) return cuda_fail(m, e, q, "collective failed on the device");
         ncclResult_t async = ncclSuccess;
-        ncclCommGetAsyncError(m->nccl, &async);
+        ncclResult_t g = ncclCommGetAsyncError(m->nccl, &async);
+        if (g != ncclSuccess) async = g;
         if (async != ncclSuccess && async != ncclInProgress) {
-            rc = nccl_fail(m, e, async, "collective failed");
-            ncclCommAbort(m->nccl);
-            m->aborted = 1;
-            break;
+            int rc = nccl_fail(m, e, async, "collective failed; communicator aborted");
+            comm_abort(m);
+            return rc;
         }
         if (tk_now() > deadline) {
-            ncclCommAbort(m->nccl);
-            m->aborted = 1;
-            rc = tk_err_set(e, TK_EDEVICE, "rank %d of %d: collectives did not complete within %g s; communicator aborted",
-                            m->rank, m->world, timeout_s);
-            tk_err_hint(e, "a peer rank died or hangs; see its log");
-            break;
+            comm_abort(m);
+            tk_err_set(e, TK_EDEVICE, "rank %d of %d: collectives did not complete within %g s; communicator aborted",
+                       m->rank, m->world, timeout_s);
+            return tk_err_hint(e, "a peer rank died or hangs; see its log");
         }
-        struct timespec ts = {0, 1000000};
-        nanosleep(&ts, NULL);
+        poll_pause(start);
     }
-    cudaEventDestroy(ev);
-    return rc;
 #else
     (void)stream;
     (void)timeout_s;

@@ -17,7 +17,8 @@ typedef struct tk_comm tk_comm;
 // Make the communicator of this rank: rank 0 creates the NCCL unique id and hands it to the
 // others through the rendezvous (dist.h). Bounded by timeout_s: a rank that never arrives makes
 // every other rank fail with TK_EIO/TK_EDEVICE and a message, never hang. World size 1 needs no
-// rendezvous (spec may be NULL).
+// rendezvous (spec may be NULL). timeout_s also bounds each later call's wait for NCCL to accept
+// the work (a non-blocking communicator answers ncclInProgress until it has).
 int tk_comm_create(tk_ctx *c, const tk_rank_info *r, const char *rendezvous, double timeout_s,
                    tk_comm **out, tk_err *e);
 void tk_comm_destroy(tk_comm *m);
@@ -38,10 +39,32 @@ int tk_all_gather(tk_comm *m, const void *send, void *recv, size_t send_count, t
 int tk_all_to_all(tk_comm *m, const void *send, void *recv, size_t count, tk_dtype t, int stream,
                   tk_err *e);
 
+// Make stream `waiter` wait (on the device; the host never blocks) for the work queued on stream
+// `signaler` so far: an event recorded on signaler and waited on by waiter. This is how the
+// compute stream hands a gradient buffer to the comm stream and waits for the reduced result,
+// and it is capturable: inside tk_graph_begin/end (capture on the compute stream) a wait of the
+// comm stream on the compute stream forks the comm stream into the graph, and the reverse wait
+// joins it back (every forked stream must be joined before tk_graph_end). No-op on cpu.
+int tk_comm_stream_wait(tk_comm *m, int waiter, int signaler, tk_err *e);
+
 // Wait until the work queued on stream so far is done, at most timeout_s seconds, polling NCCL's
 // asynchronous error state meanwhile. A peer that died or hangs gives TK_EDEVICE and aborts the
-// communicator (so no later call can hang either).
+// communicator (so no later call can hang either). Never inside CUDA graph capture (a captured
+// collective cannot be waited for on the host): that is TK_EINTERNAL; wait after the launch.
+// After an abort every call on m fails with TK_EDEVICE; only tk_comm_destroy remains.
 int tk_comm_wait(tk_comm *m, int stream, double timeout_s, tk_err *e);
+
+// The ncclComm_t (cuda backend; NULL on cpu or after an abort), for benchmarks against NCCL.
+void *tk_comm_nccl(tk_comm *m);
+
+// Bandwidths in GB/s (1e9 bytes/s) with NCCL-tests' conventions. bytes is the size of the whole
+// array: the all-reduce buffer, the reduce-scatter input (world * recv_count elements), the
+// all-gather output, the all-to-all send buffer (world blocks). algbw = bytes / seconds;
+// busbw = algbw * 2(n-1)/n for all-reduce and algbw * (n-1)/n for the other three, which makes
+// busbw comparable with the link speed whatever n is (0 for world size 1).
+typedef enum { TK_COLL_ALL_REDUCE, TK_COLL_REDUCE_SCATTER, TK_COLL_ALL_GATHER, TK_COLL_ALL_TO_ALL } tk_coll;
+double tk_comm_algbw(size_t bytes, double seconds);
+double tk_comm_busbw(tk_coll k, size_t bytes, int world, double seconds);
 
 #ifdef __cplusplus
 }
