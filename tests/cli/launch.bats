@@ -76,3 +76,14 @@ L="$TK_ROOT/share/launch"
     [ $(((end - start) / 1000000)) -lt 3000 ]
     [[ "$output" != *"Terminated"* ]]
 }
+
+@test "launch: SIGINT (Ctrl-C) to launch reaches every rank" {
+    tmp=$(mktemp -d)
+    "$L" -n 2 -- sh -c "trap 'echo got >$tmp/\$RANK; exit 0' INT; sleep 30 & wait" &
+    lp=$!
+    sleep 0.5
+    kill -INT "$lp"
+    wait "$lp" || true
+    [ -f "$tmp/0" ] && [ -f "$tmp/1" ]
+    rm -rf "$tmp"
+}
