@@ -59,7 +59,7 @@ static void help(void) {
            "      --set KEY=VALUE     override any config key (dotted: optimizer.base_lr=2)\n"
            "      --log-every N       a progress line every N steps (default 100; 0 = none)\n"
            "      --no-graphs         run the cuda step eagerly (no CUDA graph)\n"
-           "      --precision P       the cuda GEMMs in fp32 or tf32 (model.precision)\n"
+           "      --precision P       the cuda MLPs in fp32, tf32 or bf16 (model.precision)\n"
            "      --threads N         OpenMP threads for the cpu backend\n"
            "      --loader-threads N  threads decoding training batches ahead (cuda 8, cpu 1)\n"
            "      --dump-step FILE    write one step's weights, batch, loss and gradients, exit\n"
@@ -587,8 +587,9 @@ int main(int argc, char **argv) {
         case O_PLATFORM: o.platform = optarg; platform_given = 1; break;
         case O_PROGRESS: o.progress = 1; break;
         case O_PRECISION:
-            if (strcmp(optarg, "fp32") != 0 && strcmp(optarg, "tf32") != 0)
-                return tk_cli_usage_error(prog, usage, "--precision: expected fp32 or tf32, got '%s'", optarg);
+            if (strcmp(optarg, "fp32") != 0 && strcmp(optarg, "tf32") != 0 && strcmp(optarg, "bf16") != 0)
+                return tk_cli_usage_error(prog, usage, "--precision: expected fp32, tf32 or bf16, got '%s'",
+                                          optarg);
             if (o.nsets >= MAX_SETS) return tk_cli_usage_error(prog, usage, "too many --set options");
             snprintf(precbuf, sizeof precbuf, "model.precision=%s", optarg);
             o.sets[o.nsets++] = precbuf;

@@ -18,7 +18,16 @@ int tk_bce_logits(tk_ctx *c, const float *logit, const uint8_t *label, int B, fl
                   double *acc, tk_err *e);
 int tk_bce_logits_ref(const float *logit, const uint8_t *label, int B, float *dlogit, double *acc,
                       tk_err *e);
+// The same with logit and dlogit in lt (TK_F32 or TK_BF16: the cuda backend's bf16 compute
+// path); the loss and the math stay fp64 as above, dlogit is rounded to lt. The reference
+// widens bf16 logits to f32, runs the f32 reference and rounds dlogit.
+int tk_bce_logits_act(tk_ctx *c, tk_dtype lt, const void *logit, const uint8_t *label, int B, void *dlogit,
+                      double *acc, tk_err *e);
+int tk_bce_logits_act_ref(tk_dtype lt, const void *logit, const uint8_t *label, int B, void *dlogit,
+                          double *acc, tk_err *e);
 #ifdef TK_HAVE_CUDA
+int tk_bce_logits_act_cuda(tk_ctx *c, tk_dtype lt, const void *logit, const uint8_t *label, int B,
+                           void *dlogit, double *acc, tk_err *e);
 int tk_bce_logits_cuda(tk_ctx *c, const float *logit, const uint8_t *label, int B, float *dlogit,
                        double *acc, tk_err *e);
 #endif

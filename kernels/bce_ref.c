@@ -1,7 +1,9 @@
 // CPU reference of kernels/bce.h.
 #include <math.h>
+#include <stdlib.h>
 
 #include "bce.h"
+#include "cast2d.h"
 
 int tk_bce_logits_ref(const float *logit, const uint8_t *label, int B, float *dlogit, double *acc,
                       tk_err *e) {
@@ -18,4 +20,18 @@ int tk_bce_logits_ref(const float *logit, const uint8_t *label, int B, float *dl
         acc[1] += 1;
     }
     return 0;
+}
+
+int tk_bce_logits_act_ref(tk_dtype lt, const void *logit, const uint8_t *label, int B, void *dlogit,
+                          double *acc, tk_err *e) {
+    if (lt == TK_F32) return tk_bce_logits_ref(logit, label, B, dlogit, acc, e);
+    if (lt != TK_BF16) return tk_err_set(e, TK_EINTERNAL, "bce_logits: logits in %s", tk_dtype_name(lt));
+    float *z = malloc((size_t)B * sizeof(float) + 1), *dz = malloc((size_t)B * sizeof(float) + 1);
+    int rc = !z || !dz ? tk_err_set(e, TK_EIO, "out of host memory") : 0;
+    if (!rc) rc = tk_cast2d_ref(logit, TK_BF16, B, z, TK_F32, B, 1, B, e);
+    if (!rc) rc = tk_bce_logits_ref(z, label, B, dlogit ? dz : NULL, acc, e);
+    if (!rc && dlogit) rc = tk_cast2d_ref(dz, TK_F32, B, dlogit, TK_BF16, B, 1, B, e);
+    free(z);
+    free(dz);
+    return rc;
 }

@@ -8,38 +8,47 @@
 
 constexpr int kThreads = 256;
 
+// Activations in f32 or bf16 (kernels/interaction.h, the _act variants); math in f32/fp64.
+__device__ __forceinline__ float ld_act(const float *p) { return *p; }
+__device__ __forceinline__ float ld_act(const __nv_bfloat16 *p) { return __bfloat162float(*p); }
+__device__ __forceinline__ void st_act(float *p, float v) { *p = v; }
+__device__ __forceinline__ void st_act(__nv_bfloat16 *p, float v) { *p = __float2bfloat16_rn(v); }
+
 // Shared memory: F rows of D+1 floats (the vectors), then (backward) the W gradients.
 static size_t smem_bytes(int F, int D, int W, int bwd) {
     return sizeof(float) * ((size_t)F * (D + 1) + (bwd ? (size_t)W : 0));
 }
 
-__device__ __forceinline__ void stage(const float *bot, const float *emb, int b, int T, int D, float *v) {
+template <typename TA>
+__device__ __forceinline__ void stage(const TA *bot, const float *emb, int b, int T, int D, float *v) {
     int F = T + 1;
     for (int k = threadIdx.x; k < F * D; k += blockDim.x) {
         int i = k / D, d = k % D;
-        v[i * (D + 1) + d] = i == 0 ? bot[(size_t)b * D + d] : emb[((size_t)b * T + i - 1) * D + d];
+        v[i * (D + 1) + d] = i == 0 ? ld_act(bot + (size_t)b * D + d) : emb[((size_t)b * T + i - 1) * D + d];
     }
 }
 
-// One warp stages a sample's F vectors: 16-byte loads, several in flight, when D % 4 == 0.
-__device__ __forceinline__ void stage_warp(const float *bot, const float *emb, int b, int T, int D, float *v,
+// One warp stages a sample's F vectors: the embeddings with 16-byte loads, several in flight,
+// when D % 4 == 0.
+template <typename TA>
+__device__ __forceinline__ void stage_warp(const TA *bot, const float *emb, int b, int T, int D, float *v,
                                            int lane) {
-    int F = T + 1;
-    if (D % 4 == 0 && (uintptr_t)bot % 16 == 0 && (uintptr_t)emb % 16 == 0) {
+    for (int d = lane; d < D; d += 32) v[d] = ld_act(bot + (size_t)b * D + d);
+    if (D % 4 == 0 && (uintptr_t)emb % 16 == 0) {
         int q = D / 4;
-        const float4 *b4 = (const float4 *)(bot + (size_t)b * D), *e4 = (const float4 *)(emb + (size_t)b * T * D);
+        const float4 *e4 = (const float4 *)(emb + (size_t)b * T * D);
 #pragma unroll 4
-        for (int k = lane; k < F * q; k += 32) {
-            int i = k / q, d = (k % q) * 4;
-            float4 x = i == 0 ? b4[k] : e4[k - q];
+        for (int k = lane; k < T * q; k += 32) {
+            int i = k / q + 1, d = (k % q) * 4;
+            float4 x = e4[k];
             float *r = v + i * (D + 1) + d;
             r[0] = x.x, r[1] = x.y, r[2] = x.z, r[3] = x.w;
         }
         return;
     }
-    for (int k = lane; k < F * D; k += 32) {
-        int i = k / D, d = k % D;
-        v[i * (D + 1) + d] = i == 0 ? bot[(size_t)b * D + d] : emb[((size_t)b * T + i - 1) * D + d];
+    for (int k = lane; k < T * D; k += 32) {
+        int i = k / D + 1, d = k % D;
+        v[i * (D + 1) + d] = emb[((size_t)b * T + i - 1) * D + d];
     }
 }
 
@@ -48,8 +57,9 @@ __device__ __forceinline__ void stage_warp(const float *bot, const float *emb, i
 // loads per 16 fp64 FMAs instead of 2 per 1. Every dot still sums d = 0, 1, ... in order.
 constexpr int kSpb = 4, kTile = 4;
 
+template <typename TA>
 __global__ static void __launch_bounds__(32 * kSpb)
-inter_fwd(const float *bot, const float *emb, int B, int T, int D, int W, float *out) {
+inter_fwd(const TA *bot, const float *emb, int B, int T, int D, int W, TA *out) {
     extern __shared__ float sm[];
     int F = T + 1, lane = threadIdx.x % 32, b = blockIdx.x * kSpb + threadIdx.x / 32;
     if (b >= B) return; // warps are independent: no block-wide barrier below
@@ -58,8 +68,8 @@ inter_fwd(const float *bot, const float *emb, int B, int T, int D, int W, float 
     float *v = sm + (size_t)(threadIdx.x / 32) * F * (D + 1);
     stage_warp(bot, emb, b, T, D, v, lane);
     __syncwarp();
-    float *o = out + (size_t)b * W;
-    for (int d = lane; d < D; d += 32) o[d] = v[d];
+    TA *o = out + (size_t)b * W;
+    for (int d = lane; d < D; d += 32) st_act(o + d, v[d]);
     int nt = (F + kTile - 1) / kTile, ntiles = nt * (nt + 1) / 2;
     for (int tile = lane; tile < ntiles; tile += 32) {
         int ti = (int)((sqrtf(8.0f * tile + 1.0f) - 1.0f) * 0.5f);
@@ -87,28 +97,28 @@ inter_fwd(const float *bot, const float *emb, int B, int T, int D, int W, float 
 #pragma unroll
             for (int y = 0; y < kTile; y++) {
                 int i = ti * kTile + x, j = tj * kTile + y;
-                if (i < F && j < i) o[D + i * (i - 1) / 2 + j] = (float)acc[x][y];
+                if (i < F && j < i) st_act(o + D + i * (i - 1) / 2 + j, (float)acc[x][y]);
             }
     }
-    for (int k = D + F * T / 2 + lane; k < W; k += 32) o[k] = 0;
+    for (int k = D + F * T / 2 + lane; k < W; k += 32) st_act(o + k, 0.0f);
 }
 
 // Backward for a compile-time F (the MLPerf model's 27): one thread per (sample, d) keeps the F
 // values v[.][d] and the F accumulators in registers and walks the pairs in the reference's
 // order (acc[i] += g v_j, then acc[j] += g v_i), reading each pair's gradient once from shared
 // memory (a broadcast).
-template <int F>
+template <int F, typename TA>
 __global__ static void __launch_bounds__(128)
-inter_bwd_fixed(const float *bot, const float *emb, const float *dout, int D, int W, int bot_relu, float *dbot,
+inter_bwd_fixed(const TA *bot, const float *emb, const TA *dout, int D, int W, int bot_relu, TA *dbot,
                 float *demb) {
     extern __shared__ double g[];
     constexpr int T = F - 1;
     int b = blockIdx.x;
-    for (int k = threadIdx.x; k < W; k += blockDim.x) g[k] = dout[(size_t)b * W + k];
+    for (int k = threadIdx.x; k < W; k += blockDim.x) g[k] = ld_act(dout + (size_t)b * W + k);
     __syncthreads();
     for (int d = threadIdx.x; d < D; d += blockDim.x) {
         double v[F], acc[F];
-        v[0] = bot[(size_t)b * D + d];
+        v[0] = ld_act(bot + (size_t)b * D + d);
 #pragma unroll
         for (int k = 1; k < F; k++) v[k] = emb[((size_t)b * T + k - 1) * D + d];
         acc[0] = g[d];
@@ -126,7 +136,7 @@ inter_bwd_fixed(const float *bot, const float *emb, const float *dout, int D, in
             // runs out of registers (spills); one row of pairs at a time stays in flight.
             asm volatile("" ::: "memory");
         }
-        dbot[(size_t)b * D + d] = bot_relu && v[0] <= 0 ? 0.0f : (float)acc[0];
+        st_act(dbot + (size_t)b * D + d, bot_relu && v[0] <= 0 ? 0.0f : (float)acc[0]);
 #pragma unroll
         for (int k = 1; k < F; k++) demb[((size_t)b * T + k - 1) * D + d] = (float)acc[k];
     }
@@ -135,14 +145,15 @@ inter_bwd_fixed(const float *bot, const float *emb, const float *dout, int D, in
 // Backward, any F: thread per (vector k, dimension d): acc = [k == 0] g[d] + sum over pairs containing k of
 // g[pair] * (the other vector)[d], in the reference's order (pairs (k, j) for j < k, then (i, k)
 // for i > k).
+template <typename TA>
 __global__ static void __launch_bounds__(kThreads)
-inter_bwd(const float *bot, const float *emb, const float *dout, int T, int D, int W, int bot_relu, float *dbot,
+inter_bwd(const TA *bot, const float *emb, const TA *dout, int T, int D, int W, int bot_relu, TA *dbot,
           float *demb) {
     extern __shared__ float v[];
     int b = blockIdx.x, F = T + 1;
     float *g = v + (size_t)F * (D + 1);
     stage(bot, emb, b, T, D, v);
-    for (int k = threadIdx.x; k < W; k += blockDim.x) g[k] = dout[(size_t)b * W + k];
+    for (int k = threadIdx.x; k < W; k += blockDim.x) g[k] = ld_act(dout + (size_t)b * W + k);
     __syncthreads();
     for (int kd = threadIdx.x; kd < F * D; kd += blockDim.x) {
         int k = kd / D, d = kd % D;
@@ -150,7 +161,7 @@ inter_bwd(const float *bot, const float *emb, const float *dout, int T, int D, i
         const float *gk = g + D + k * (k - 1) / 2;
         for (int j = 0; j < k; j++) acc += (double)gk[j] * (double)v[j * (D + 1) + d];
         for (int i = k + 1; i < F; i++) acc += (double)g[D + i * (i - 1) / 2 + k] * (double)v[i * (D + 1) + d];
-        if (k == 0) dbot[(size_t)b * D + d] = bot_relu && v[d] <= 0 ? 0.0f : (float)acc;
+        if (k == 0) st_act(dbot + (size_t)b * D + d, bot_relu && v[d] <= 0 ? 0.0f : (float)acc);
         else demb[((size_t)b * T + k - 1) * D + d] = (float)acc;
     }
 }
@@ -169,30 +180,58 @@ static int check_w(int T, int D, int W, const char *op, tk_err *e) {
     return tk_err_set(e, TK_EINTERNAL, "%s: output width %d < %d features", op, W, tk_interaction_width(T, D));
 }
 
-int tk_interaction_fwd_cuda(tk_ctx *c, const float *bot, const float *emb, int B, int T, int D,
-                            int W, float *out, tk_err *e) {
+template <typename TA>
+static int fwd_launch(tk_ctx *c, const TA *bot, const float *emb, int B, int T, int D, int W, TA *out, tk_err *e) {
     TRY(check_w(T, D, W, "interaction_fwd", e));
     if (B <= 0) return 0;
     size_t smem = kSpb * smem_bytes(T + 1, D, W, 0);
-    TRY(launch_check((const void *)inter_fwd, smem, "interaction_fwd", e));
-    inter_fwd<<<(B + kSpb - 1) / kSpb, 32 * kSpb, smem, tk_cu_stream(c)>>>(bot, emb, B, T, D, W, out);
+    TRY(launch_check((const void *)inter_fwd<TA>, smem, "interaction_fwd", e));
+    inter_fwd<TA><<<(B + kSpb - 1) / kSpb, 32 * kSpb, smem, tk_cu_stream(c)>>>(bot, emb, B, T, D, W, out);
     return tk_cu_check(e, "interaction_fwd");
 }
 
-int tk_interaction_bwd_cuda(tk_ctx *c, const float *bot, const float *emb, const float *dout,
-                            int B, int T, int D, int W, int bot_relu, float *dbot,
-                            float *demb, tk_err *e) {
+template <typename TA>
+static int bwd_launch(tk_ctx *c, const TA *bot, const float *emb, const TA *dout, int B, int T, int D, int W,
+                      int bot_relu, TA *dbot, float *demb, tk_err *e) {
     TRY(check_w(T, D, W, "interaction_bwd", e));
     if (B <= 0) return 0;
     cudaStream_t s = tk_cu_stream(c);
     if (T == 26) { // the MLPerf model
         size_t smem = sizeof(double) * (size_t)W;
-        TRY(launch_check((const void *)inter_bwd_fixed<27>, smem, "interaction_bwd", e));
-        inter_bwd_fixed<27><<<B, 128, smem, s>>>(bot, emb, dout, D, W, bot_relu, dbot, demb);
+        TRY(launch_check((const void *)inter_bwd_fixed<27, TA>, smem, "interaction_bwd", e));
+        inter_bwd_fixed<27, TA><<<B, 128, smem, s>>>(bot, emb, dout, D, W, bot_relu, dbot, demb);
         return tk_cu_check(e, "interaction_bwd");
     }
     size_t smem = smem_bytes(T + 1, D, W, 1);
-    TRY(launch_check((const void *)inter_bwd, smem, "interaction_bwd", e));
-    inter_bwd<<<B, kThreads, smem, s>>>(bot, emb, dout, T, D, W, bot_relu, dbot, demb);
+    TRY(launch_check((const void *)inter_bwd<TA>, smem, "interaction_bwd", e));
+    inter_bwd<TA><<<B, kThreads, smem, s>>>(bot, emb, dout, T, D, W, bot_relu, dbot, demb);
     return tk_cu_check(e, "interaction_bwd");
+}
+
+int tk_interaction_fwd_cuda(tk_ctx *c, const float *bot, const float *emb, int B, int T, int D,
+                            int W, float *out, tk_err *e) {
+    return fwd_launch(c, bot, emb, B, T, D, W, out, e);
+}
+
+int tk_interaction_bwd_cuda(tk_ctx *c, const float *bot, const float *emb, const float *dout,
+                            int B, int T, int D, int W, int bot_relu, float *dbot,
+                            float *demb, tk_err *e) {
+    return bwd_launch(c, bot, emb, dout, B, T, D, W, bot_relu, dbot, demb, e);
+}
+
+int tk_interaction_fwd_act_cuda(tk_ctx *c, tk_dtype act, const void *bot, const float *emb, int B, int T,
+                                int D, int W, void *out, tk_err *e) {
+    if (act == TK_F32) return fwd_launch(c, (const float *)bot, emb, B, T, D, W, (float *)out, e);
+    if (act != TK_BF16) return tk_err_set(e, TK_EINTERNAL, "interaction_fwd: activations in %s", tk_dtype_name(act));
+    return fwd_launch(c, (const __nv_bfloat16 *)bot, emb, B, T, D, W, (__nv_bfloat16 *)out, e);
+}
+
+int tk_interaction_bwd_act_cuda(tk_ctx *c, tk_dtype act, const void *bot, const float *emb,
+                                const void *dout, int B, int T, int D, int W, int bot_relu, void *dbot,
+                                float *demb, tk_err *e) {
+    if (act == TK_F32)
+        return bwd_launch(c, (const float *)bot, emb, (const float *)dout, B, T, D, W, bot_relu, (float *)dbot, demb, e);
+    if (act != TK_BF16) return tk_err_set(e, TK_EINTERNAL, "interaction_bwd: activations in %s", tk_dtype_name(act));
+    return bwd_launch(c, (const __nv_bfloat16 *)bot, emb, (const __nv_bfloat16 *)dout, B, T, D, W, bot_relu,
+                      (__nv_bfloat16 *)dbot, demb, e);
 }

@@ -35,7 +35,25 @@ int tk_interaction_bwd_ref(const float *bot, const float *emb, const float *dout
                            int D, int W, int bot_relu, float *dbot, float *demb,
                            tk_err *e);
 
+// The same ops with the activations in act (TK_F32 or TK_BF16, the cuda backend's bf16 compute
+// path): bot, out, dout and dbot are in act; emb and demb stay f32; the math inside is the f32
+// ops' (fp64 sums of fp32 products), rounded to act on output. The references convert bf16 to
+// f32, run the f32 reference and round the outputs (the specification of the bf16 variants).
+int tk_interaction_fwd_act(tk_ctx *c, tk_dtype act, const void *bot, const float *emb, int B, int T,
+                           int D, int W, void *out, tk_err *e);
+int tk_interaction_fwd_act_ref(tk_dtype act, const void *bot, const float *emb, int B, int T, int D,
+                               int W, void *out, tk_err *e);
+int tk_interaction_bwd_act(tk_ctx *c, tk_dtype act, const void *bot, const float *emb, const void *dout,
+                           int B, int T, int D, int W, int bot_relu, void *dbot, float *demb, tk_err *e);
+int tk_interaction_bwd_act_ref(tk_dtype act, const void *bot, const float *emb, const void *dout, int B,
+                               int T, int D, int W, int bot_relu, void *dbot, float *demb, tk_err *e);
+
 #ifdef TK_HAVE_CUDA
+int tk_interaction_fwd_act_cuda(tk_ctx *c, tk_dtype act, const void *bot, const float *emb, int B, int T,
+                                int D, int W, void *out, tk_err *e);
+int tk_interaction_bwd_act_cuda(tk_ctx *c, tk_dtype act, const void *bot, const float *emb,
+                                const void *dout, int B, int T, int D, int W, int bot_relu, void *dbot,
+                                float *demb, tk_err *e);
 int tk_interaction_fwd_cuda(tk_ctx *c, const float *bot, const float *emb, int B, int T, int D,
                             int W, float *out, tk_err *e);
 int tk_interaction_bwd_cuda(tk_ctx *c, const float *bot, const float *emb, const float *dout,

@@ -1,6 +1,8 @@
 // CPU reference of kernels/interaction.h (dot interaction, strictly lower triangle).
+#include <stdlib.h>
 #include <string.h>
 
+#include "cast2d.h"
 #include "interaction.h"
 
 static int check_w(int T, int D, int W, const char *op, tk_err *e) {
@@ -68,4 +70,38 @@ int tk_interaction_bwd_ref(const float *bot, const float *emb, const float *dout
             for (int d = 0; d < D; d++) demb[((size_t)b * T + i - 1) * D + d] = (float)acc[i][d];
     }
     return 0;
+}
+
+// bf16 (rows, cols) -> a new f32 array (NULL when out of memory).
+static float *widen(const void *x, int64_t rows, int64_t cols) {
+    float *f = malloc((size_t)(rows * cols) * sizeof(float) + 1);
+    if (f) tk_cast2d_ref(x, TK_BF16, cols, f, TK_F32, cols, rows, cols, NULL);
+    return f;
+}
+
+int tk_interaction_fwd_act_ref(tk_dtype act, const void *bot, const float *emb, int B, int T, int D,
+                               int W, void *out, tk_err *e) {
+    if (act == TK_F32) return tk_interaction_fwd_ref(bot, emb, B, T, D, W, out, e);
+    if (act != TK_BF16) return tk_err_set(e, TK_EINTERNAL, "interaction_fwd: activations in %s", tk_dtype_name(act));
+    float *fb = widen(bot, B, D), *fo = malloc((size_t)B * W * sizeof(float) + 1);
+    int rc = !fb || !fo ? tk_err_set(e, TK_EIO, "out of host memory") : 0;
+    if (!rc) rc = tk_interaction_fwd_ref(fb, emb, B, T, D, W, fo, e);
+    if (!rc) rc = tk_cast2d_ref(fo, TK_F32, W, out, TK_BF16, W, B, W, e);
+    free(fb);
+    free(fo);
+    return rc;
+}
+
+int tk_interaction_bwd_act_ref(tk_dtype act, const void *bot, const float *emb, const void *dout, int B,
+                               int T, int D, int W, int bot_relu, void *dbot, float *demb, tk_err *e) {
+    if (act == TK_F32) return tk_interaction_bwd_ref(bot, emb, dout, B, T, D, W, bot_relu, dbot, demb, e);
+    if (act != TK_BF16) return tk_err_set(e, TK_EINTERNAL, "interaction_bwd: activations in %s", tk_dtype_name(act));
+    float *fb = widen(bot, B, D), *fg = widen(dout, B, W), *fd = malloc((size_t)B * D * sizeof(float) + 1);
+    int rc = !fb || !fg || !fd ? tk_err_set(e, TK_EIO, "out of host memory") : 0;
+    if (!rc) rc = tk_interaction_bwd_ref(fb, emb, fg, B, T, D, W, bot_relu, fd, demb, e);
+    if (!rc) rc = tk_cast2d_ref(fd, TK_F32, D, dbot, TK_BF16, D, B, D, e);
+    free(fb);
+    free(fg);
+    free(fd);
+    return rc;
 }

@@ -31,9 +31,10 @@ BIN=$ROOT/$BUILD/bin
 PY=${PYTHON:-python3}
 DATA=${DATA:-${TMPDIR:-/tmp}/trainkit-dlrm-bench}
 STEPS=${STEPS:-50}
-# train-step's GEMM precision on cuda: tf32 (fp32 activations, TF32 tensor cores; the peer uses
-# bf16 autocast) or fp32.
-PRECISION=${PRECISION:-tf32}
+# train-step's MLP precision on cuda: bf16 (the default: bf16 activations and weight copies, fp32
+# accumulation and master weights, like the peer's bf16 autocast), tf32 (fp32 activations, TF32
+# tensor cores) or fp32. TINY=1 (cpu, the fp32 reference, which refuses bf16) defaults to tf32.
+PRECISION=${PRECISION:-}
 FULL=${FULL:-1}
 CAPPED=${CAPPED:-1}
 AUTOTUNE=${AUTOTUNE:-0}
@@ -52,14 +53,14 @@ die() { # code message
 if [ "$TINY" = 1 ]; then
     # The same script at a CPU-sized shape, to check its plumbing without a GPU.
     B=256 CAP=1000 STEPS=${STEPS_TINY:-6} LOG_EVERY=2 FULL=0 OURS_F32=0
-    BACKEND=cpu DTYPE=f32
+    BACKEND=cpu DTYPE=f32 PRECISION=${PRECISION:-tf32}
     OURS_SHAPE=(--set model.embedding_dim=16 --set 'model.bottom_mlp=[64,32,16]'
                 --set 'model.top_mlp=[64,32,1]' --set model.interaction_width=368)
     # shellcheck disable=SC2054 # the commas are dlrm_perf.py's list syntax
     PEER_SHAPE=(--device cpu --threads 2 --emb-dim 16 --bot 64,32,16 --top 64,32,1 --interaction-width 368)
     DATA=${DATA}-tiny
 else
-    BACKEND=cuda DTYPE=bf16
+    BACKEND=cuda DTYPE=bf16 PRECISION=${PRECISION:-bf16}
     OURS_SHAPE=(--set model.interaction_width=480)
     PEER_SHAPE=(--device cuda --interaction-width 480)
     if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then

@@ -1,9 +1,10 @@
-// Dispatch of the DLRM ops (kernels/{embedding,dense_log1p,interaction,bce,sgd,lr_schedule,auc}.h):
+// Dispatch of the DLRM ops (kernels/{cast2d,embedding,dense_log1p,interaction,bce,sgd,lr_schedule,auc}.h):
 // the cpu backend runs the reference (kernels/NAME_ref.c), the cuda backend the kernel
 // (kernels/NAME.cu) on the context's compute stream. Nothing here synchronizes or allocates, so
 // the calls can be captured in a CUDA graph.
 #include "auc.h"
 #include "bce.h"
+#include "cast2d.h"
 #include "dense_log1p.h"
 #include "embedding.h"
 #include "interaction.h"
@@ -64,6 +65,31 @@ int tk_bce_logits(tk_ctx *c, const float *logit, const uint8_t *label, int B, fl
                   double *acc, tk_err *e) {
     return TK_DISPATCH(c, tk_bce_logits_ref(logit, label, B, dlogit, acc, e),
                        tk_bce_logits_cuda(c, logit, label, B, dlogit, acc, e));
+}
+
+int tk_bce_logits_act(tk_ctx *c, tk_dtype lt, const void *logit, const uint8_t *label, int B, void *dlogit,
+                      double *acc, tk_err *e) {
+    return TK_DISPATCH(c, tk_bce_logits_act_ref(lt, logit, label, B, dlogit, acc, e),
+                       tk_bce_logits_act_cuda(c, lt, logit, label, B, dlogit, acc, e));
+}
+
+int tk_interaction_fwd_act(tk_ctx *c, tk_dtype act, const void *bot, const float *emb, int B, int T,
+                           int D, int W, void *out, tk_err *e) {
+    return TK_DISPATCH(c, tk_interaction_fwd_act_ref(act, bot, emb, B, T, D, W, out, e),
+                       tk_interaction_fwd_act_cuda(c, act, bot, emb, B, T, D, W, out, e));
+}
+
+int tk_interaction_bwd_act(tk_ctx *c, tk_dtype act, const void *bot, const float *emb, const void *dout,
+                           int B, int T, int D, int W, int bot_relu, void *dbot, float *demb, tk_err *e) {
+    return TK_DISPATCH(
+        c, tk_interaction_bwd_act_ref(act, bot, emb, dout, B, T, D, W, bot_relu, dbot, demb, e),
+        tk_interaction_bwd_act_cuda(c, act, bot, emb, dout, B, T, D, W, bot_relu, dbot, demb, e));
+}
+
+int tk_cast2d(tk_ctx *c, const void *src, tk_dtype st, int64_t sld, void *dst, tk_dtype dt, int64_t dld,
+              int64_t rows, int64_t cols, tk_err *e) {
+    return TK_DISPATCH(c, tk_cast2d_ref(src, st, sld, dst, dt, dld, rows, cols, e),
+                       tk_cast2d_cuda(c, src, st, sld, dst, dt, dld, rows, cols, e));
 }
 
 int tk_sgd_update(tk_ctx *c, float *w, const float *g, size_t n, const float *lr, void *copy,

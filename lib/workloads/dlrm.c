@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "bce.h"
+#include "cast2d.h"
 #include "ckpt/safetensors.h"
 #include "dense_log1p.h"
 #include "embedding.h"
@@ -16,6 +17,10 @@
 #define STAGE_BYTES ((size_t)16 << 20) // host staging for checkpoint I/O and initialization
 
 static size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
+
+// The bf16 path's first GEMM: the dense features padded to a multiple of 8 (13 -> 16), so rows
+// are 16-byte aligned for the tensor cores.
+static int kpad(int k) { return (k + 7) / 8 * 8; }
 
 static void layer_name(const tk_dlrm *m, int l, const char *what, char *buf, size_t n) {
     int top = l >= m->cfg.nbot;
@@ -30,6 +35,12 @@ int tk_dlrm_create(tk_dlrm **out, tk_ctx *c, const tk_dlrm_config *cfg, tk_err *
     m->cfg = *cfg;
     const int B = cfg->batch, T = cfg->num_tables, D = cfg->emb_dim;
     int rc = 0;
+    m->act = cfg->bf16 ? TK_BF16 : TK_F32;
+    if (cfg->bf16 && c->backend != TK_BACKEND_CUDA) {
+        rc = tk_err_set(e, TK_EUSAGE, "dlrm: precision bf16 needs the cuda backend");
+        tk_err_hint(e, "the cpu backend is the fp32 reference: use precision fp32 there");
+        goto fail;
+    }
     if (cfg->bot[cfg->nbot - 1] != D || cfg->top[cfg->ntop - 1] != 1 ||
         cfg->interaction_width < tk_interaction_width(T, D)) {
         rc = tk_err_set(e, TK_EUSAGE,
@@ -105,6 +116,13 @@ int tk_dlrm_create(tk_dlrm **out, tk_ctx *c, const tk_dlrm_config *cfg, tk_err *
         NEED((size_t)B * m->L[l].out * 4);           // y
         NEED(tk_gemm_aux_bytes(c, B, m->L[l].out)); // aux
     }
+    int kp = kpad(cfg->num_dense), o0 = m->L[0].out;
+    if (cfg->bf16) {
+        NEED(m->dense_n * 2);                        // wcopy
+        NEED((size_t)B * kp * 2);                    // x0p
+        NEED((size_t)o0 * kp * 2);                   // W0p
+        NEED((size_t)o0 * kp * 4);                   // dW0p
+    }
 #undef NEED
     if ((rc = tk_arena_init(c, &m->acts, act + 256, "activations", e))) goto fail;
     void *v[64];
@@ -136,6 +154,12 @@ int tk_dlrm_create(tk_dlrm **out, tk_ctx *c, const tk_dlrm_config *cfg, tk_err *
         m->L[l].aux = v[i++];
         m->L[l].x = l == 0 ? m->x0 : l == cfg->nbot ? m->inter : m->L[l - 1].y;
     }
+    if (cfg->bf16) {
+        m->wcopy = v[i++];
+        m->x0p = v[i++];
+        m->W0p = v[i++];
+        m->dW0p = v[i++];
+    }
     m->logit = m->L[m->nlayers - 1].y;
     if ((rc = tk_memset0(c, m->acts.base, m->acts.cap, TK_STREAM_COMPUTE, e))) goto fail;
     if ((rc = tk_memcpy_h2d(c, m->row_off, m->row_off_host, (size_t)(T + 1) * 8, TK_STREAM_COMPUTE, e)))
@@ -166,6 +190,20 @@ static float philox_normal(uint64_t seed, uint32_t stream, uint64_t i) {
 
 // A distinct Philox stream per tensor: id 0.. for the MLP tensors, 1000+t for table t.
 static uint32_t init_stream(int id) { return (uint32_t)TK_RNG_INIT | (uint32_t)(id + 1) << 8; }
+
+// The bf16 path: rewrite the compute copies (wcopy, W0p) from the fp32 master weights, after
+// anything but the SGD update (which writes wcopy itself) changed them.
+static int cast_w0p(tk_dlrm *m, tk_err *e) { // layer 0's weights, padded to K = 16, in bf16
+    const tk_dlrm_layer *L0 = &m->L[0];
+    return tk_cast2d(m->c, L0->W, TK_F32, L0->in, m->W0p, TK_BF16, kpad(L0->in), L0->out, L0->in, e);
+}
+
+static int refresh_copies(tk_dlrm *m, tk_err *e) {
+    if (!m->cfg.bf16) return 0;
+    TRY(tk_cast2d(m->c, m->dense_w, TK_F32, (int64_t)m->dense_n, m->wcopy, TK_BF16, (int64_t)m->dense_n, 1,
+                  (int64_t)m->dense_n, e));
+    return cast_w0p(m, e);
+}
 
 int tk_dlrm_init_weights(tk_dlrm *m, uint64_t seed, tk_err *e) {
     const tk_dlrm_config *cfg = &m->cfg;
@@ -202,6 +240,7 @@ int tk_dlrm_init_weights(tk_dlrm *m, uint64_t seed, tk_err *e) {
     }
     if (!rc) rc = tk_ctx_sync(m->c, e);
     free(h);
+    if (!rc) rc = refresh_copies(m, e);
     if (!rc) rc = tk_dlrm_write_step(m, 0, e);
     if (!rc) rc = tk_memset0(m->c, m->loss_acc, 16, TK_STREAM_COMPUTE, e);
     return rc;
@@ -215,21 +254,34 @@ int tk_dlrm_set_batch(tk_dlrm *m, const uint8_t *label, const int32_t *dense, co
     return tk_memcpy_h2d(m->c, m->in_cat, cat, (size_t)n * m->cfg.num_tables * 4, TK_STREAM_COMPUTE, e);
 }
 
-static int gemm(tk_dlrm *m, int M, int N, int K, int ta, int tb, const float *A, const float *B,
-                float *Dm, tk_epilogue epi, const float *bias, void *aux, float *bgrad, tk_err *e) {
-    tk_gemm_args g = {.M = M, .N = N, .K = K, .transa = ta, .transb = tb, .ab_type = TK_F32,
-                      .cd_type = TK_F32, .A = A, .B = B, .D = Dm, .alpha = 1, .beta = 0,
+// ab: the type of A and B (f32, or bf16 on the bf16 path); cd: of D and the bias.
+static int gemm(tk_dlrm *m, int M, int N, int K, int ta, int tb, const void *A, const void *B, tk_dtype ab,
+                void *Dm, tk_dtype cd, tk_epilogue epi, const void *bias, void *aux, float *bgrad, tk_err *e) {
+    tk_gemm_args g = {.M = M, .N = N, .K = K, .transa = ta, .transb = tb, .ab_type = ab,
+                      .cd_type = cd, .A = A, .B = B, .D = Dm, .alpha = 1, .beta = 0,
                       .epi = epi, .bias = bias, .aux = aux, .bgrad = bgrad,
                       .stream = TK_STREAM_COMPUTE, .tf32 = m->cfg.tf32};
     return tk_gemm(m->c, &g, e);
 }
 
+// The compute copy of a dense parameter: the fp32 master itself, or its bf16 copy.
+static const void *wc(const tk_dlrm *m, const float *p) {
+    return m->cfg.bf16 ? (const void *)(m->wcopy + (p - m->dense_w)) : (const void *)p;
+}
+
 static int mlp_forward(tk_dlrm *m, int l0, int l1, int n, float *last_out, tk_err *e) {
     for (int l = l0; l < l1; l++) {
         tk_dlrm_layer *L = &m->L[l];
-        float *y = l == m->nlayers - 1 && last_out ? last_out : L->y;
-        TRY(gemm(m, n, L->out, L->in, 0, 1, L->x, L->W, y, L->relu ? TK_EPI_RELU_BIAS : TK_EPI_BIAS,
-                 L->b, L->relu ? L->aux : NULL, NULL, e));
+        int last = l == m->nlayers - 1;
+        // On the bf16 path the logits are bf16 in L->y; an fp32 out (eval scores) gets a copy.
+        float *y = last && last_out && (!m->cfg.bf16 || last_out == m->logit) ? last_out : L->y;
+        const void *x = L->x, *W = wc(m, L->W);
+        int K = L->in;
+        if (l == 0 && m->cfg.bf16) x = m->x0p, W = m->W0p, K = kpad(L->in);
+        TRY(gemm(m, n, L->out, K, 0, 1, x, W, m->act, y, m->act, L->relu ? TK_EPI_RELU_BIAS : TK_EPI_BIAS,
+                 wc(m, L->b), L->relu ? L->aux : NULL, NULL, e));
+        if (last && last_out && y != last_out)
+            TRY(tk_cast2d(m->c, y, m->act, 1, last_out, TK_F32, 1, n, 1, e));
     }
     return 0;
 }
@@ -239,11 +291,14 @@ int tk_dlrm_forward(tk_dlrm *m, const int32_t *dense, const int32_t *cat, int n,
     const tk_dlrm_config *cfg = &m->cfg;
     tk_range_push("forward");
     TRY(tk_dense_log1p(m->c, dense, (int64_t)n * cfg->num_dense, m->x0, e));
+    if (cfg->bf16)
+        TRY(tk_cast2d(m->c, m->x0, TK_F32, cfg->num_dense, m->x0p, TK_BF16, kpad(cfg->num_dense), n,
+                      cfg->num_dense, e));
     TRY(mlp_forward(m, 0, cfg->nbot, n, NULL, e));
     TRY(tk_embedding_fwd(m->c, m->tables, cfg->table_dtype, m->row_off, cat, n, cfg->num_tables,
                          cfg->emb_dim, m->emb, e));
-    TRY(tk_interaction_fwd(m->c, m->L[cfg->nbot - 1].y, m->emb, n, cfg->num_tables, cfg->emb_dim,
-                           cfg->interaction_width, m->inter, e));
+    TRY(tk_interaction_fwd_act(m->c, m->act, m->L[cfg->nbot - 1].y, m->emb, n, cfg->num_tables, cfg->emb_dim,
+                               cfg->interaction_width, m->inter, e));
     TRY(mlp_forward(m, cfg->nbot, m->nlayers, n, out, e));
     tk_range_pop();
     return 0;
@@ -251,19 +306,26 @@ int tk_dlrm_forward(tk_dlrm *m, const int32_t *dense, const int32_t *cat, int n,
 
 // Backward through layers [l0, l1) (descending), starting from dy = the gradient of the
 // pre-activation of layer l1-1. The input gradient of layer l0 goes to dx0 (NULL: not needed).
-static int mlp_backward(tk_dlrm *m, int l0, int l1, const float *dy, float *dx0, tk_err *e) {
+// Weight and bias gradients are fp32 on every path.
+static int mlp_backward(tk_dlrm *m, int l0, int l1, const void *dy, void *dx0, tk_err *e) {
     const int B = m->cfg.batch;
     int pp = 0;
     for (int l = l1 - 1; l >= l0; l--) {
         tk_dlrm_layer *L = &m->L[l];
         // dW = dy^T @ x with the bias gradient fused (sum of dy over the batch).
-        TRY(gemm(m, L->out, L->in, B, 1, 0, dy, L->x, L->dW, TK_EPI_BGRADB, NULL, NULL, L->db, e));
+        if (l == 0 && m->cfg.bf16) { // K padded to 16: the gradient of the pad columns is dropped
+            int kp = kpad(L->in);
+            TRY(gemm(m, L->out, kp, B, 1, 0, dy, m->x0p, m->act, m->dW0p, TK_F32, TK_EPI_BGRADB, NULL, NULL, L->db, e));
+            TRY(tk_cast2d(m->c, m->dW0p, TK_F32, kp, L->dW, TK_F32, L->in, L->out, L->in, e));
+        } else {
+            TRY(gemm(m, L->out, L->in, B, 1, 0, dy, L->x, m->act, L->dW, TK_F32, TK_EPI_BGRADB, NULL, NULL, L->db, e));
+        }
         if (l == l0 && !dx0) break;
-        float *dx = l == l0 ? dx0 : m->dy[pp];
+        void *dx = l == l0 ? dx0 : m->dy[pp];
         // dx = dy @ W, times the ReLU mask of the layer below (its pre-activation gradient).
         int below_relu = l > l0;
-        TRY(gemm(m, B, L->in, L->out, 0, 0, dy, L->W, dx, below_relu ? TK_EPI_DRELU : TK_EPI_NONE,
-                 NULL, below_relu ? m->L[l - 1].aux : NULL, NULL, e));
+        TRY(gemm(m, B, L->in, L->out, 0, 0, dy, wc(m, L->W), m->act, dx, m->act,
+                 below_relu ? TK_EPI_DRELU : TK_EPI_NONE, NULL, below_relu ? m->L[l - 1].aux : NULL, NULL, e));
         dy = dx;
         pp ^= 1;
     }
@@ -276,16 +338,19 @@ int tk_dlrm_train_step(tk_dlrm *m, tk_err *e) {
     TRY(tk_lr_schedule(m->c, &cfg->lr, m->step, m->lr, e));
     TRY(tk_dlrm_forward(m, m->in_dense, m->in_cat, B, m->logit, e));
     tk_range_push("backward");
-    TRY(tk_bce_logits(m->c, m->logit, m->in_label, B, m->dlogit, m->loss_acc, e));
+    TRY(tk_bce_logits_act(m->c, m->act, m->logit, m->in_label, B, m->dlogit, m->loss_acc, e));
     TRY(mlp_backward(m, cfg->nbot, m->nlayers, m->dlogit, m->dinter, e));
-    TRY(tk_interaction_bwd(m->c, m->L[cfg->nbot - 1].y, m->emb, m->dinter, B, T, D,
-                           cfg->interaction_width, 1, m->dbot, m->demb, e));
+    TRY(tk_interaction_bwd_act(m->c, m->act, m->L[cfg->nbot - 1].y, m->emb, m->dinter, B, T, D,
+                               cfg->interaction_width, 1, m->dbot, m->demb, e));
     TRY(tk_embedding_bwd_sgd(m->c, m->tables, cfg->table_dtype, m->row_off, m->in_cat, B, T, D,
                              m->demb, m->lr, m->emb_ws, e));
     TRY(mlp_backward(m, 0, cfg->nbot, m->dbot, NULL, e));
     tk_range_pop();
     tk_range_push("sgd");
-    TRY(tk_sgd_update(m->c, m->dense_w, m->dense_g, m->dense_n, m->lr, NULL, TK_F32, e));
+    // The bf16 path: the update also writes the bf16 copy; layer 0's padded copy is re-cast.
+    TRY(tk_sgd_update(m->c, m->dense_w, m->dense_g, m->dense_n, m->lr, m->cfg.bf16 ? m->wcopy : NULL,
+                      m->cfg.bf16 ? TK_BF16 : TK_F32, e));
+    if (cfg->bf16) TRY(cast_w0p(m, e));
     tk_range_pop();
     return 0;
 }
@@ -430,6 +495,7 @@ int tk_dlrm_load(tk_dlrm *m, const char *path, json_t **meta, tk_err *e) {
         }
     }
     free(stage);
+    if (!rc) rc = refresh_copies(m, e);
     if (!rc && meta) *meta = json_incref(f->meta);
     tk_st_close(f);
     return rc;

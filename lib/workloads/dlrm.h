@@ -34,6 +34,10 @@ typedef struct tk_dlrm_config {
     tk_dtype table_dtype;                   // TK_F32 (cpu) or TK_BF16
     int tf32;                               // "precision": "tf32": the cuda backend's fp32 GEMMs
                                             // run on the tensor cores in TF32 (fp32 in/out)
+    int bf16;                               // "precision": "bf16" (cuda backend only): bf16
+                                            // activations and weight copies for the MLPs, the
+                                            // interaction and the loss input (fp32 accumulation,
+                                            // fp32 master weights and gradients)
     int batch;                              // global batch size
     tk_lr_sched lr;
     double target_auc;                      // 0.8025
@@ -90,6 +94,13 @@ typedef struct tk_dlrm {
     float *dy[2];                    // ping-pong (B, max width) for the MLP backward
     float *dinter, *dbot, *demb;
     void *emb_ws;
+    // The bf16 compute path (cfg.bf16; act = TK_BF16, else TK_F32): the activation buffers above
+    // (x, y, inter, logit, dlogit, dy, dinter, dbot) then hold bf16 values; the MLP reads the bf16
+    // copy of the dense parameters (wcopy, same offsets as dense_w, written by the SGD update);
+    // layer 0 runs with K padded to 16: x0p (B, 16), W0p (out, 16) bf16, dW0p (out, 16) f32.
+    tk_dtype act;
+    uint16_t *wcopy, *x0p, *W0p;
+    float *dW0p;
     // device scalars
     float *lr;
     int64_t *step;

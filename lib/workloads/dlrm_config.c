@@ -174,14 +174,17 @@ int tk_dlrm_config_from_json(json_t *root, const char *path, char *const *overri
         rc = cfg_bad(e, path, "model.table_dtype", "expected \"f32\" or \"bf16\"");
         goto out;
     }
-    // "precision": what the cuda backend computes the GEMMs in; absent = "fp32". (The cpu
-    // backend, the reference, computes in fp32 whatever this says.)
+    // "precision": what the cuda backend computes the MLPs in; absent = "fp32". (The cpu
+    // backend, the reference, computes in fp32: it accepts fp32 and tf32, and tk_dlrm_create
+    // refuses bf16 there.)
     json_t *pr = get_path(root, "model.precision");
     const char *prs = pr ? json_string_value(pr) : "fp32";
+    cfg->tf32 = cfg->bf16 = 0;
     if (prs && strcmp(prs, "fp32") == 0) cfg->tf32 = 0;
     else if (prs && strcmp(prs, "tf32") == 0) cfg->tf32 = 1;
+    else if (prs && strcmp(prs, "bf16") == 0) cfg->bf16 = 1;
     else {
-        rc = cfg_bad(e, path, "model.precision", "expected \"fp32\" or \"tf32\"");
+        rc = cfg_bad(e, path, "model.precision", "expected \"fp32\", \"tf32\" or \"bf16\"");
         goto out;
     }
     INT("train.global_batch_size", 1, 1 << 24, cfg->batch);

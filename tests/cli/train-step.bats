@@ -190,10 +190,14 @@ with safe_open(sys.argv[1], "np") as f:
 @test "train-step --precision: fp32 or tf32; the cpu backend computes in fp32 either way" {
     run "${TS[@]}" --precision bf17
     [ "$status" -eq 2 ]
-    [ "${lines[0]}" = "train-step: --precision: expected fp32 or tf32, got 'bf17'" ]
+    [ "${lines[0]}" = "train-step: --precision: expected fp32, tf32 or bf16, got 'bf17'" ]
     run "${TS[@]}" --set model.precision=fp64
     [ "$status" -eq 3 ]
-    [[ "${lines[0]}" == "train-step: error: $CFG: \$.model.precision: expected \"fp32\" or \"tf32\""* ]]
+    [[ "${lines[0]}" == "train-step: error: $CFG: \$.model.precision: expected \"fp32\", \"tf32\" or \"bf16\""* ]]
+    # bf16 compute is cuda-only: the cpu reference refuses it
+    run "${TS[@]}" --precision bf16 --max-steps 1
+    [ "$status" -eq 2 ]
+    [[ "${lines[0]}" == "train-step: error: dlrm: precision bf16 needs the cuda backend"* ]]
     run "${TS[@]}" --max-steps 2 --log-every 1 --eval-every 100000
     [ "$status" -eq 1 ]
     a=$(grep -o '"loss":[^,}]*' <<<"$output")

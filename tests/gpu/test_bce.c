@@ -41,3 +41,34 @@ TK_TEST(bce_random_and_extremes) {
     for (int i = 0; i < 4; i++) tk_free(gt_ctx_, dev[i]);
     free(z), free(dr), free(dg), free(u), free(y);
 }
+
+// The bf16 variant (logit and dlogit in bf16; fp64 loss) against its reference: dlogit within
+// 1e-2 relative (bf16), the loss within 1e-12 (the same fp64 math on the same bf16 logits).
+TK_TEST(bce_bf16_logits) {
+    const int B = 4099;
+    float *z = gt_host(4 * B), *u = gt_host(4 * B), *dr = gt_host(4 * B), *dg = gt_host(4 * B);
+    uint16_t *hz = gt_host(2 * B), *hdz = gt_host(2 * B);
+    uint8_t *y = gt_host(B);
+    gt_fill(z, B, -8, 8, 0), gt_fill(u, B, 0, 1, 0);
+    for (int b = 0; b < B; b++) y[b] = u[b] < 0.3f, hz[b] = tk_f32_to_bf16(z[b]);
+    double accr[2] = {0, 0}, accg[2];
+    tk_err e = {0};
+    if (tk_bce_logits_act_ref(TK_BF16, hz, y, B, hdz, accr, &e)) gt_die_("bce bf16 ref", &e);
+    for (int b = 0; b < B; b++) dr[b] = tk_bf16_to_f32(hdz[b]);
+    void *dz = gt_dev(2 * B), *dd = gt_dev(2 * B);
+    uint8_t *dy = gt_dev(B);
+    double *dacc = gt_dev(16), zero[2] = {0, 0};
+    gt_up_as(dz, z, B, TK_BF16), gt_up(dy, y, B), gt_up(dacc, zero, 16);
+    gt_poison(dd, 2 * B, 0xff);
+    CHECK_EQ_INT(tk_bce_logits_act(gt_ctx_, TK_BF16, dz, dy, B, dd, dacc, &e), 0);
+    CHECK_EQ_INT(gt_sync(&e), 0);
+    gt_down_as(dg, dd, B, TK_BF16), gt_down(accg, dacc, 16);
+    double derr = gt_relerr(dg, dr, B), lerr = fabs(accg[0] - accr[0]) / fabs(accr[0]);
+    printf("# table bce bf16 B %d: dlogit rel err %.1e (%zu differ), loss rel %.1e\n", B, derr, gt_ndiff(dg, dr, B), lerr);
+    CHECK(derr <= 1e-2);
+    CHECK(lerr <= 1e-12);
+    CHECK(accg[1] == 1);
+    void *dev[] = {dz, dd, dy, dacc};
+    for (int i = 0; i < 4; i++) tk_free(gt_ctx_, dev[i]);
+    free(z), free(u), free(dr), free(dg), free(hz), free(hdz), free(y);
+}

@@ -164,6 +164,24 @@ TK_TEST(config_errors_name_the_key) {
     CHECK_STR(e.where, "cfg: $.train.global_batch_size");
     char *bad3[] = {"model.table_sizes=\"data\""};
     CHECK_EQ_INT(make(&c, &m, bad3, 1, &e), TK_EDATA);
+    // "precision": fp32, tf32 or bf16; bf16 is cuda-only: the cpu reference refuses it (usage)
+    {
+        json_t *r = json_loads(CFG, 0, NULL);
+        tk_dlrm_config pc;
+        json_object_set_new(json_object_get(r, "model"), "precision", json_string("fp16"));
+        CHECK_EQ_INT(tk_dlrm_config_from_json(r, "cfg", NULL, 0, NULL, &pc, NULL, &e), TK_EDATA);
+        CHECK_STR(e.where, "cfg: $.model.precision");
+        json_object_set_new(json_object_get(r, "model"), "precision", json_string("bf16"));
+        CHECK_EQ_INT(tk_dlrm_config_from_json(r, "cfg", NULL, 0, NULL, &pc, NULL, &e), 0);
+        CHECK(pc.bf16 == 1 && pc.tf32 == 0);
+        tk_ctx *cpu = NULL;
+        CHECK_EQ_INT(tk_ctx_create(&cpu, TK_BACKEND_CPU, 0, &e), 0);
+        CHECK_EQ_INT(tk_dlrm_create(&m, cpu, &pc, &e), TK_EUSAGE);
+        CHECK_STR(e.what, "dlrm: precision bf16 needs the cuda backend");
+        CHECK(m == NULL);
+        tk_ctx_destroy(cpu);
+        json_decref(r);
+    }
     char *ok[] = {"model.table_sizes=[2,2,2]", "model.max_table_rows=1"};
     json_t *root = json_loads(CFG, 0, NULL), *eff = NULL;
     tk_dlrm_config cfg;

@@ -4,6 +4,7 @@
 
 #include "auc.h"
 #include "bce.h"
+#include "cast2d.h"
 #include "dense_log1p.h"
 #include "embedding.h"
 #include "gpu/philox.h"
@@ -253,4 +254,42 @@ TK_TEST(auc_matches_brute_force_with_ties) {
     CHECK_EQ_INT(tk_auc_ref(s, y, N, ws, &auc, &e), 0);
     CHECK_NEAR(auc, auc_brute(s, y, N), 1e-12);
     CHECK(auc > 0.5 && auc < 1);
+}
+
+// The bf16 variants' references: cast2d pads with zeros, drops columns and rounds to nearest
+// even; the bf16 interaction and BCE are the f32 ops on the widened inputs, rounded.
+TK_TEST(cast2d_and_bf16_variants) {
+    tk_err e = {0};
+    float src[2 * 3] = {1, 2, 3, 4, 1.00390625f, -6}, back[2 * 2];
+    uint16_t pad[2 * 4];
+    CHECK_EQ_INT(tk_cast2d_ref(src, TK_F32, 3, pad, TK_BF16, 4, 2, 3, &e), 0);
+    CHECK(pad[3] == 0 && pad[7] == 0 && pad[0] == 0x3f80 && pad[4] == 0x4080);
+    CHECK(pad[5] == 0x3f80); // 1 + 2^-8 is a tie: to even
+    CHECK_EQ_INT(tk_cast2d_ref(pad, TK_BF16, 4, back, TK_F32, 2, 2, 2, &e), 0);
+    CHECK(back[0] == 1 && back[1] == 2 && back[2] == 4 && back[3] == 1);
+    CHECK_EQ_INT(tk_cast2d_ref(src, TK_F32, 3, pad, TK_BF16, 2, 2, 3, &e), TK_EINTERNAL);
+    // interaction: B 2, T 2, D 3, W 7 (3 + 3 dots + 1 pad), values exact in bf16
+    enum { B = 2, T = 2, D = 3, W = 7 };
+    float bot[B * D], emb[B * T * D], out[B * W], dout[B * W], dbot[B * D], demb[B * T * D], demb2[B * T * D];
+    uint16_t hb[B * D], ho[B * W], hd[B * W], hdb[B * D];
+    for (int i = 0; i < B * D; i++) bot[i] = (float)(i % 5) - 2, hb[i] = tk_f32_to_bf16(bot[i]);
+    for (int i = 0; i < B * T * D; i++) emb[i] = (float)(i % 7) * 0.5f - 1;
+    for (int i = 0; i < B * W; i++) dout[i] = (float)(i % 3) - 1, hd[i] = tk_f32_to_bf16(dout[i]);
+    CHECK_EQ_INT(tk_interaction_fwd_ref(bot, emb, B, T, D, W, out, &e), 0);
+    CHECK_EQ_INT(tk_interaction_fwd_act_ref(TK_BF16, hb, emb, B, T, D, W, ho, &e), 0);
+    for (int i = 0; i < B * W; i++) CHECK(tk_bf16_to_f32(ho[i]) == out[i]);
+    CHECK_EQ_INT(tk_interaction_bwd_ref(bot, emb, dout, B, T, D, W, 1, dbot, demb, &e), 0);
+    CHECK_EQ_INT(tk_interaction_bwd_act_ref(TK_BF16, hb, emb, hd, B, T, D, W, 1, hdb, demb2, &e), 0);
+    for (int i = 0; i < B * D; i++) CHECK(tk_bf16_to_f32(hdb[i]) == dbot[i]);
+    CHECK(memcmp(demb, demb2, sizeof demb) == 0);
+    // BCE: bf16 logits give the f32 loss of the same values, dlogit rounded to bf16
+    float z[3] = {0.5f, -2, 3}, dz[3];
+    uint8_t y[3] = {1, 0, 0};
+    uint16_t hz[3], hdz[3];
+    for (int i = 0; i < 3; i++) hz[i] = tk_f32_to_bf16(z[i]);
+    double a1[2] = {0, 0}, a2[2] = {0, 0};
+    CHECK_EQ_INT(tk_bce_logits_ref(z, y, 3, dz, a1, &e), 0);
+    CHECK_EQ_INT(tk_bce_logits_act_ref(TK_BF16, hz, y, 3, hdz, a2, &e), 0);
+    CHECK(a1[0] == a2[0] && a2[1] == 1);
+    for (int i = 0; i < 3; i++) CHECK(hdz[i] == tk_f32_to_bf16(dz[i]));
 }

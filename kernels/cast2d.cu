@@ -1,0 +1,34 @@
+// CUDA side of kernels/cast2d.h: a grid-stride loop over the rows x dld destination elements.
+#include "cast2d.h"
+#include "cuda_util.cuh"
+
+__device__ __forceinline__ float tk_cvt_ld(const float *p) { return *p; }
+__device__ __forceinline__ float tk_cvt_ld(const __nv_bfloat16 *p) { return __bfloat162float(*p); }
+__device__ __forceinline__ void tk_cvt_st(float *p, float v) { *p = v; }
+__device__ __forceinline__ void tk_cvt_st(__nv_bfloat16 *p, float v) { *p = __float2bfloat16_rn(v); }
+
+template <typename S, typename D>
+__global__ static void cast2d_kernel(const S *src, int64_t sld, D *dst, int64_t dld, int64_t rows, int64_t cols) {
+    int64_t n = rows * dld;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t r = i / dld, k = i % dld;
+        tk_cvt_st(dst + i, k < cols ? tk_cvt_ld(src + r * sld + k) : 0.0f);
+    }
+}
+
+template <typename S>
+static void launch(const S *src, int64_t sld, void *dst, tk_dtype dt, int64_t dld, int64_t rows, int64_t cols,
+                   cudaStream_t s) {
+    unsigned blocks = tk_cu_blocks(rows * dld, 256);
+    if (dt == TK_F32) cast2d_kernel<<<blocks, 256, 0, s>>>(src, sld, (float *)dst, dld, rows, cols);
+    else cast2d_kernel<<<blocks, 256, 0, s>>>(src, sld, (__nv_bfloat16 *)dst, dld, rows, cols);
+}
+
+int tk_cast2d_cuda(tk_ctx *c, const void *src, tk_dtype st, int64_t sld, void *dst, tk_dtype dt, int64_t dld,
+                   int64_t rows, int64_t cols, tk_err *e) {
+    TRY(tk_cast2d_check(st, sld, dt, dld, rows, cols, e));
+    if (rows * dld == 0) return 0;
+    if (st == TK_F32) launch((const float *)src, sld, dst, dt, dld, rows, cols, tk_cu_stream(c));
+    else launch((const __nv_bfloat16 *)src, sld, dst, dt, dld, rows, cols, tk_cu_stream(c));
+    return tk_cu_check(e, "cast2d");
+}
