@@ -310,7 +310,7 @@ static int eval_group(eval_ctx *c, size_t gidx, scratch *s) {
         for (size_t j = 0; j < G; j++)
             if (s->gig[j]) s->gord[ng++] = (uint32_t)j;
         c->npig[gidx * N_AREA + a] = npig;
-        memset(s->gtm, 0, G * T);
+        if (G) memset(s->gtm, 0, G * T); // gtm is NULL for an image without GT
         for (int t = 0; t < T; t++) {
             uint8_t *gtm = s->gtm + (size_t)t * G;
             for (size_t d = 0; d < D; d++) {
