@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <math.h>
 #include <omp.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -192,17 +193,22 @@ int coco_seg_to_rle(const coco_store *st, const coco_seg *s, uint32_t h, uint32_
     }
 }
 
-// Group indices by image (counting sort, stable), then by category id within each image.
-typedef struct { const int64_t *cat_id; const int32_t *cat_of; } cat_ctx;
+// Group annotation indices by image (counting sort, stable), then by category id within each
+// image. GT and DT annotations are different structs, read in place: recs is the array, stride
+// its record size, img_off and cat_off the offsets of the two int32 index fields.
+#define FIELD(recs, stride, off, i) (*(const int32_t *)((const char *)(recs) + (size_t)(i) * (stride) + (off)))
+typedef struct { const int64_t *cat_id; const void *recs; size_t stride, cat_off; } cat_ctx;
 static int cmp_cat(uint32_t a, uint32_t b, const void *c) {
     const cat_ctx *x = c;
-    int64_t ka = x->cat_of[a] >= 0 ? x->cat_id[x->cat_of[a]] : INT64_MAX;
-    int64_t kb = x->cat_of[b] >= 0 ? x->cat_id[x->cat_of[b]] : INT64_MAX;
+    int32_t ca = FIELD(x->recs, x->stride, x->cat_off, a), cb = FIELD(x->recs, x->stride, x->cat_off, b);
+    int64_t ka = ca >= 0 ? x->cat_id[ca] : INT64_MAX;
+    int64_t kb = cb >= 0 ? x->cat_id[cb] : INT64_MAX;
     return ka < kb ? -1 : ka > kb;
 }
 
-static int group_by_image(size_t nimg, size_t n, const int32_t *img_of, const int32_t *cat_of,
-                          const int64_t *cat_id, size_t **start_out, uint32_t **order_out, tk_err *e) {
+static int group_by_image(size_t nimg, size_t n, const void *recs, size_t stride, size_t img_off,
+                          size_t cat_off, const int64_t *cat_id, size_t **start_out, uint32_t **order_out,
+                          tk_err *e) {
     size_t *start = calloc(nimg + 2, sizeof *start);
     uint32_t *order = malloc((n ? n : 1) * sizeof *order), *tmp = malloc((n ? n : 1) * sizeof *tmp);
     if (!start || !order || !tmp) {
@@ -211,10 +217,10 @@ static int group_by_image(size_t nimg, size_t n, const int32_t *img_of, const in
         free(tmp);
         return tk_err_errno(e, ENOMEM, "indexing annotations");
     }
-    for (size_t i = 0; i < n; i++) start[img_of[i] + 2]++;
+    for (size_t i = 0; i < n; i++) start[FIELD(recs, stride, img_off, i) + 2]++;
     for (size_t i = 0; i < nimg; i++) start[i + 2] += start[i + 1];
-    for (size_t i = 0; i < n; i++) order[start[img_of[i] + 1]++] = (uint32_t)i;
-    cat_ctx ctx = {cat_id, cat_of};
+    for (size_t i = 0; i < n; i++) order[start[FIELD(recs, stride, img_off, i) + 1]++] = (uint32_t)i;
+    cat_ctx ctx = {cat_id, recs, stride, cat_off};
     for (size_t i = 0; i < nimg; i++)
         coco_stable_sort(order + start[i], tmp, start[i + 1] - start[i], cmp_cat, &ctx);
     free(tmp);
@@ -460,17 +466,9 @@ int coco_gt_parse(char *buf, size_t len, const char *name, coco_gt **out, tk_err
     }
     coco_map_free(&ids);
     free(raw);
-    if (!rc) {
-        int32_t *img_of = malloc((gt->nanns + 1) * sizeof *img_of), *cat_of = malloc((gt->nanns + 1) * sizeof *cat_of);
-        if (!img_of || !cat_of) rc = tk_err_errno(e, ENOMEM, "%s", name);
-        for (size_t i = 0; !rc && i < gt->nanns; i++) {
-            img_of[i] = gt->anns[i].img;
-            cat_of[i] = gt->anns[i].cat;
-        }
-        if (!rc) rc = group_by_image(gt->nimg, gt->nanns, img_of, cat_of, gt->cat_id, &gt->img_start, &gt->by_img, e);
-        free(img_of);
-        free(cat_of);
-    }
+    if (!rc)
+        rc = group_by_image(gt->nimg, gt->nanns, gt->anns, sizeof(*gt->anns), offsetof(coco_gt_ann, img),
+                            offsetof(coco_gt_ann, cat), gt->cat_id, &gt->img_start, &gt->by_img, e);
     if (rc) {
         coco_gt_free(gt);
         return rc;
@@ -682,17 +680,9 @@ int coco_dt_parse(const coco_gt *gt, char *buf, size_t len, const char *name, in
             rc = rc ? rc : TK_EINTERNAL;
         }
     }
-    if (!rc) {
-        int32_t *img_of = malloc((dt->nanns + 1) * sizeof *img_of), *cat_of = malloc((dt->nanns + 1) * sizeof *cat_of);
-        if (!img_of || !cat_of) rc = tk_err_errno(e, ENOMEM, "%s", name);
-        for (size_t i = 0; !rc && i < dt->nanns; i++) {
-            img_of[i] = dt->anns[i].img;
-            cat_of[i] = dt->anns[i].cat;
-        }
-        if (!rc) rc = group_by_image(gt->nimg, dt->nanns, img_of, cat_of, gt->cat_id, &dt->img_start, &dt->by_img, e);
-        free(img_of);
-        free(cat_of);
-    }
+    if (!rc)
+        rc = group_by_image(gt->nimg, dt->nanns, dt->anns, sizeof(*dt->anns), offsetof(coco_dt_ann, img),
+                            offsetof(coco_dt_ann, cat), gt->cat_id, &dt->img_start, &dt->by_img, e);
     if (rc) {
         coco_dt_free(dt);
         return rc;
