@@ -135,6 +135,14 @@ static int stream_ok(tk_comm *m, int stream, tk_err *e) {
     if (stream >= 0 && stream < TK_NSTREAMS) return 0;
     return tk_err_set(e, TK_EINTERNAL, "rank %d: no stream %d", m->rank, stream);
 }
+
+// What every collective checks first: a usable communicator, a valid stream, an NCCL type.
+static int coll_begin(tk_comm *m, tk_dtype t, int stream, ncclDataType_t *nt, tk_err *e) {
+    TRY(comm_usable(m, e));
+    TRY(stream_ok(m, stream, e));
+    if (nccl_type(t, nt)) return tk_err_set(e, TK_EINTERNAL, "collective: bad dtype");
+    return 0;
+}
 #endif
 
 int tk_comm_create(tk_ctx *c, const tk_rank_info *r, const char *rendezvous, double timeout_s,
@@ -309,10 +317,8 @@ static int sum_op(tk_comm *m, tk_dtype t, ncclDataType_t nt, float scale, ncclRe
 
 static int scaled_sum(tk_comm *m, const void *send, void *recv, size_t count, tk_dtype t, float scale,
                       int stream, int scatter, tk_err *e) {
-    TRY(comm_usable(m, e));
-    TRY(stream_ok(m, stream, e));
     ncclDataType_t nt;
-    if (nccl_type(t, &nt)) return tk_err_set(e, TK_EINTERNAL, "collective: bad dtype");
+    TRY(coll_begin(m, t, stream, &nt, e));
     ncclRedOp_t op;
     TRY(sum_op(m, t, nt, scale, &op, e));
     cudaStream_t s = (cudaStream_t)m->ctx->stream[stream];
@@ -351,10 +357,8 @@ int tk_all_gather(tk_comm *m, const void *send, void *recv, size_t send_count, t
     int rc = local_copy(m, send, recv, send_count, t, 1.0f, e);
     if (rc != -1) return rc;
 #ifdef TK_HAVE_CUDA
-    TRY(comm_usable(m, e));
-    TRY(stream_ok(m, stream, e));
     ncclDataType_t nt;
-    if (nccl_type(t, &nt)) return tk_err_set(e, TK_EINTERNAL, "collective: bad dtype");
+    TRY(coll_begin(m, t, stream, &nt, e));
     ncclResult_t st = ncclAllGather(send, recv, send_count, nt, m->nccl, (cudaStream_t)m->ctx->stream[stream]);
     return nccl_settle(m, st, "ncclAllGather", e);
 #else
@@ -368,10 +372,8 @@ int tk_all_to_all(tk_comm *m, const void *send, void *recv, size_t count, tk_dty
     int rc = local_copy(m, send, recv, count, t, 1.0f, e);
     if (rc != -1) return rc;
 #ifdef TK_HAVE_CUDA
-    TRY(comm_usable(m, e));
-    TRY(stream_ok(m, stream, e));
     ncclDataType_t nt;
-    if (nccl_type(t, &nt)) return tk_err_set(e, TK_EINTERNAL, "collective: bad dtype");
+    TRY(coll_begin(m, t, stream, &nt, e));
     // Grouped point-to-point: works on every NCCL 2.x, and NCCL runs the pairs concurrently. Calls
     // inside a group only record the work; the group is always closed (an open group would
     // swallow the next collective), and ncclGroupEnd is what may answer ncclInProgress.
