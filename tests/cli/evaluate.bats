@@ -2,12 +2,10 @@
 # evaluate: one checkpoint (the same AUC train-step computed in process), corrupt checkpoints,
 # usage, and the --follow protocol with train-step --eval-dir.
 
+load dlrm_data
+
 setup_file() {
-    export OMP_WAIT_POLICY=passive # robust timings on a busy machine
-    cd "$BATS_FILE_TMPDIR"
-    prep synth criteo --days 2 --rows-per-day 4000 --seed 3 -o raw >/dev/null
-    prep criteo --max-ind-range 1024 -o train.tks raw/day_0
-    prep criteo --max-ind-range 1024 -o eval.tks raw/day_1
+    make_dlrm_data
 }
 
 setup() {

@@ -2,12 +2,10 @@
 # train-step: usage and exit codes, JSON Lines, checkpoints (safetensors, atomic, resume
 # bit-identical), corrupt checkpoints, NaN, full disks, the one-step dump against PyTorch.
 
+load dlrm_data
+
 setup_file() {
-    export OMP_WAIT_POLICY=passive # robust timings on a busy machine
-    cd "$BATS_FILE_TMPDIR"
-    prep synth criteo --days 2 --rows-per-day 4000 --seed 3 -o raw >/dev/null
-    prep criteo --max-ind-range 1024 -o train.tks raw/day_0
-    prep criteo --max-ind-range 1024 -o eval.tks raw/day_1
+    make_dlrm_data
 }
 
 setup() {
