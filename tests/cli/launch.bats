@@ -51,15 +51,20 @@ L="$TK_ROOT/share/launch"
     [[ "$output" == *"rank 0 (pid "*") was killed by signal 9"* ]]
 }
 
-@test "launch: SIGTERM to launch reaches every rank" {
+# Sends signal $1 to launch running 2 ranks that trap it; both ranks must have seen it.
+signal_reaches_ranks() {
     tmp=$(mktemp -d)
-    "$L" -n 2 -- sh -c "trap 'echo got >$tmp/\$RANK; exit 0' TERM; sleep 30 & wait" &
+    "$L" -n 2 -- sh -c "trap 'echo got >$tmp/\$RANK; exit 0' $1; sleep 30 & wait" &
     lp=$!
     sleep 0.5
-    kill -TERM "$lp"
+    kill "-$1" "$lp"
     wait "$lp" || true
     [ -f "$tmp/0" ] && [ -f "$tmp/1" ]
     rm -rf "$tmp"
+}
+
+@test "launch: SIGTERM to launch reaches every rank" {
+    signal_reaches_ranks TERM
 }
 
 @test "launch: status 1 (answer is no) does not stop the other ranks" {
@@ -78,12 +83,5 @@ L="$TK_ROOT/share/launch"
 }
 
 @test "launch: SIGINT (Ctrl-C) to launch reaches every rank" {
-    tmp=$(mktemp -d)
-    "$L" -n 2 -- sh -c "trap 'echo got >$tmp/\$RANK; exit 0' INT; sleep 30 & wait" &
-    lp=$!
-    sleep 0.5
-    kill -INT "$lp"
-    wait "$lp" || true
-    [ -f "$tmp/0" ] && [ -f "$tmp/1" ]
-    rm -rf "$tmp"
+    signal_reaches_ranks INT
 }
