@@ -172,6 +172,22 @@ __device__ __forceinline__ void apply_row(W *w, size_t base, int d, double rate,
     store_row(w, base + d, sgd1(load1(w, base + d), rate, sum));
 }
 
+// A lane's kAcc columns (d0 + a*32 + lane) of the gradient rows pos[lo..hi), summed in fp64 in
+// row order (the order the reference sums duplicates in).
+static __device__ __forceinline__ void sum_grad_rows(double acc[kAcc], const float *dout, const int32_t *pos,
+                                                     int64_t lo, int64_t hi, int D, int d0, int lane) {
+#pragma unroll
+    for (int a = 0; a < kAcc; a++) acc[a] = 0;
+    for (int64_t j = lo; j < hi; j++) {
+        const float *g = dout + (size_t)pos[j] * D;
+#pragma unroll
+        for (int a = 0; a < kAcc; a++) {
+            int d = d0 + a * 32 + lane;
+            if (d < D) acc[a] += g[d];
+        }
+    }
+}
+
 // Short runs: one warp per sorted position; the first of each run owns the row and sums its
 // gradients in sample order in fp64 (the reference's order exactly). Lane l holds dimensions
 // l, l+32, ... of a chunk of 32*kAcc dimensions.
@@ -190,15 +206,8 @@ __global__ static void bwd_apply_short(W *w, const uint64_t *keys, const int32_t
     int64_t end = short_run_end(keys, n, i);
     double rate = (double)*lr;
     for (int d0 = 0; d0 < D; d0 += 32 * kAcc) {
-        double acc[kAcc] = {};
-        for (int64_t j = i; j < end; j++) {
-            const float *g = dout + (size_t)pos[j] * D;
-#pragma unroll
-            for (int a = 0; a < kAcc; a++) {
-                int d = d0 + a * 32 + lane;
-                if (d < D) acc[a] += g[d];
-            }
-        }
+        double acc[kAcc];
+        sum_grad_rows(acc, dout, pos, i, end, D, d0, lane);
 #pragma unroll
         for (int a = 0; a < kAcc; a++) {
             int d = d0 + a * 32 + lane;
@@ -280,15 +289,8 @@ bwd_apply_long(W *w, const uint64_t *keys, const int32_t *pos, int64_t n, int D,
         int64_t len = end - head, lo = head + len * warp / nw, hi = head + len * (warp + 1) / nw;
         size_t base = (size_t)keys[head] * D;
         for (int d0 = 0; d0 < D; d0 += 32 * kAcc) {
-            double acc[kAcc] = {};
-            for (int64_t j = lo; j < hi; j++) {
-                const float *g = dout + (size_t)pos[j] * D;
-#pragma unroll
-                for (int a = 0; a < kAcc; a++) {
-                    int d = d0 + a * 32 + lane;
-                    if (d < D) acc[a] += g[d];
-                }
-            }
+            double acc[kAcc];
+            sum_grad_rows(acc, dout, pos, lo, hi, D, d0, lane);
 #pragma unroll
             for (int a = 0; a < kAcc; a++) part[warp][a * 32 + lane] = acc[a];
             __syncthreads();
