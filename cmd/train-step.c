@@ -265,6 +265,16 @@ static int log_preamble(run *r, tk_err *e) {
 
 // ---- the training loop ----
 
+// Takes decoded batch `step` from the loader and copies it into staging slot step % 2.
+static int stage_batch(run *r, tk_dlrm_loader *ld, int64_t step, tk_err *e) {
+    uint8_t *hl;
+    int32_t *hd, *hc;
+    TRY(tk_dlrm_loader_get(ld, step, &hl, &hd, &hc, e));
+    int rc = tk_dlrm_stage_batch(r->m, (int)(step & 1), hl, hd, hc, (int)r->B, e);
+    tk_dlrm_loader_put(ld, step);
+    return rc;
+}
+
 static int train(run *r, tk_err *e) {
     options *o = r->o;
     int use_graph = r->c->backend == TK_BACKEND_CUDA && !o->no_graphs;
@@ -280,7 +290,7 @@ static int train(run *r, tk_err *e) {
     tk_dlrm_loader *ld = NULL;
     int rc = tk_dlrm_loader_start(&ld, r->c, o->train, o->ntrain, cfg->num_dense, cfg->num_tables, cfg->table_rows,
                                   (int)B, r->steps_per_epoch, r->step, stop_at, nload, e);
-    int in_epoch = 0;
+    int in_epoch = 0, staged = 0;
     double tw = tk_now();
     int64_t sw = 0;
     while (!rc && r->step < stop_at && !r->reached) {
@@ -293,12 +303,12 @@ static int train(run *r, tk_err *e) {
             in_epoch = 1;
             if (rc) break;
         }
-        uint8_t *hl;
-        int32_t *hd, *hc;
-        rc = tk_dlrm_loader_get(ld, r->step, &hl, &hd, &hc, e);
-        if (!rc) rc = tk_dlrm_set_batch(r->m, hl, hd, hc, (int)B, e); // synchronous copies
-        if (!rc) tk_dlrm_loader_put(ld, r->step);
-        if (rc) break;
+        // Batch `step` sits in staging slot step % 2 (copied while the step before ran); the
+        // copy of the next batch starts right after this step is queued, so the host never
+        // waits for the compute stream here.
+        if (!staged && (rc = stage_batch(r, ld, r->step, e))) break;
+        if ((rc = tk_dlrm_use_batch(r->m, (int)(r->step & 1), e))) break;
+        staged = 0;
         if (use_graph) {
             if (!graph.valid) {
                 rc = tk_graph_begin(r->c, e);
@@ -310,6 +320,10 @@ static int train(run *r, tk_err *e) {
             rc = tk_dlrm_train_step(r->m, e);
         }
         if (rc) break;
+        if (r->step + 1 < stop_at) {
+            if ((rc = stage_batch(r, ld, r->step + 1, e))) break;
+            staged = 1;
+        }
         r->step++;
         sw++;
         tk_progress_update(&pr, (uint64_t)r->step);

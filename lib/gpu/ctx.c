@@ -245,6 +245,72 @@ COPY_FN(tk_memcpy_h2d, cudaMemcpyHostToDevice)
 COPY_FN(tk_memcpy_d2h, cudaMemcpyDeviceToHost)
 COPY_FN(tk_memcpy_d2d, cudaMemcpyDeviceToDevice)
 
+int tk_memcpy_h2d_async(tk_ctx *c, void *dst, const void *src, size_t bytes, int stream, tk_err *e) {
+    if (c->backend == TK_BACKEND_CPU) {
+        if (bytes) memmove(dst, src, bytes);
+        return 0;
+    }
+#ifdef TK_HAVE_CUDA
+    CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, (cudaStream_t)c->stream[stream]),
+             "cudaMemcpyAsync failed");
+    return 0;
+#else
+    (void)stream;
+    return tk_err_set(e, TK_EDEVICE, "built without CUDA");
+#endif
+}
+
+int tk_event_create(tk_ctx *c, tk_event *ev, tk_err *e) {
+    ev->ev = NULL;
+    if (c->backend == TK_BACKEND_CPU) return 0;
+#ifdef TK_HAVE_CUDA
+    cudaEvent_t x;
+    CUDA_TRY(cudaEventCreateWithFlags(&x, cudaEventDisableTiming), "cannot create a CUDA event");
+    ev->ev = x;
+    return 0;
+#else
+    return tk_err_set(e, TK_EDEVICE, "built without CUDA");
+#endif
+}
+
+void tk_event_destroy(tk_event *ev) {
+#ifdef TK_HAVE_CUDA
+    if (ev->ev) cudaEventDestroy((cudaEvent_t)ev->ev);
+#endif
+    ev->ev = NULL;
+}
+
+int tk_event_record(tk_ctx *c, tk_event *ev, int stream, tk_err *e) {
+    if (c->backend == TK_BACKEND_CPU || !ev->ev) return 0;
+#ifdef TK_HAVE_CUDA
+    CUDA_TRY(cudaEventRecord((cudaEvent_t)ev->ev, (cudaStream_t)c->stream[stream]), "cudaEventRecord failed");
+#else
+    (void)stream, (void)e;
+#endif
+    return 0;
+}
+
+int tk_event_wait(tk_ctx *c, int stream, tk_event *ev, tk_err *e) {
+    if (c->backend == TK_BACKEND_CPU || !ev->ev) return 0;
+#ifdef TK_HAVE_CUDA
+    CUDA_TRY(cudaStreamWaitEvent((cudaStream_t)c->stream[stream], (cudaEvent_t)ev->ev, 0),
+             "cudaStreamWaitEvent failed");
+#else
+    (void)stream, (void)e;
+#endif
+    return 0;
+}
+
+int tk_event_sync(tk_ctx *c, tk_event *ev, tk_err *e) {
+    if (c->backend == TK_BACKEND_CPU || !ev->ev) return 0;
+#ifdef TK_HAVE_CUDA
+    CUDA_TRY(cudaEventSynchronize((cudaEvent_t)ev->ev), "a copy or kernel failed");
+#else
+    (void)e;
+#endif
+    return 0;
+}
+
 int tk_memset0(tk_ctx *c, void *p, size_t bytes, int stream, tk_err *e) {
     (void)stream;
     if (c->backend == TK_BACKEND_CPU) {

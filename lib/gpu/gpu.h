@@ -54,6 +54,20 @@ int tk_memcpy_h2d(tk_ctx *c, void *dst, const void *src, size_t bytes, int strea
 int tk_memcpy_d2h(tk_ctx *c, void *dst, const void *src, size_t bytes, int stream, tk_err *e);
 int tk_memcpy_d2d(tk_ctx *c, void *dst, const void *src, size_t bytes, int stream, tk_err *e);
 int tk_memset0(tk_ctx *c, void *p, size_t bytes, int stream, tk_err *e);
+// The copies above return only when the host buffer may be reused (on cuda they wait for the
+// stream unless capturing). This one only enqueues: src must be pinned (tk_host_alloc_pinned)
+// and stay untouched until the stream has reached the copy (record an event after it and wait
+// for that event with tk_event_sync). On cpu it copies at once.
+int tk_memcpy_h2d_async(tk_ctx *c, void *dst, const void *src, size_t bytes, int stream, tk_err *e);
+
+// Events order work between streams without the host (cuda); on cpu every call is a no-op, since
+// cpu work is done when the call returns.
+typedef struct tk_event { void *ev; } tk_event;             // cudaEvent_t (timing disabled)
+int tk_event_create(tk_ctx *c, tk_event *ev, tk_err *e);
+void tk_event_destroy(tk_event *ev);
+int tk_event_record(tk_ctx *c, tk_event *ev, int stream, tk_err *e); // mark the stream's work so far
+int tk_event_wait(tk_ctx *c, int stream, tk_event *ev, tk_err *e);   // stream waits on the device
+int tk_event_sync(tk_ctx *c, tk_event *ev, tk_err *e);               // the host waits
 
 // Arenas: one allocation at start-up, bump-allocated views, stable addresses (so a captured
 // CUDA graph stays valid). Parameters and gradients each live in ONE flat arena so a

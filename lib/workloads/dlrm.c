@@ -164,6 +164,16 @@ int tk_dlrm_create(tk_dlrm **out, tk_ctx *c, const tk_dlrm_config *cfg, tk_err *
     if ((rc = tk_memset0(c, m->acts.base, m->acts.cap, TK_STREAM_COMPUTE, e))) goto fail;
     if ((rc = tk_memcpy_h2d(c, m->row_off, m->row_off_host, (size_t)(T + 1) * 8, TK_STREAM_COMPUTE, e)))
         goto fail;
+    for (int k = 0; k < 2; k++) {
+        struct tk_dlrm_stage *g = &m->stage[k];
+        size_t nd = (size_t)B * cfg->num_dense * 4, nc = (size_t)B * T * 4, nl = align256((size_t)B);
+        void *p;
+        if ((rc = tk_malloc(c, &p, nl + align256(nd) + nc, e))) goto fail;
+        g->label = p;
+        g->dense = (int32_t *)((char *)p + nl);
+        g->cat = (int32_t *)((char *)p + nl + align256(nd));
+        if ((rc = tk_event_create(c, &g->copied, e)) || (rc = tk_event_create(c, &g->taken, e))) goto fail;
+    }
     if ((rc = tk_ctx_sync(c, e))) goto fail;
     *out = m;
     return 0;
@@ -177,6 +187,11 @@ void tk_dlrm_destroy(tk_dlrm *m) {
     tk_arena_release(m->c, &m->params);
     tk_arena_release(m->c, &m->grads);
     tk_arena_release(m->c, &m->acts);
+    for (int k = 0; k < 2; k++) {
+        tk_event_destroy(&m->stage[k].copied);
+        tk_event_destroy(&m->stage[k].taken);
+        if (m->stage[k].label) tk_free(m->c, m->stage[k].label);
+    }
     free(m);
 }
 
@@ -252,6 +267,35 @@ int tk_dlrm_set_batch(tk_dlrm *m, const uint8_t *label, const int32_t *dense, co
     TRY(tk_memcpy_h2d(m->c, m->in_label, label, (size_t)n, TK_STREAM_COMPUTE, e));
     TRY(tk_memcpy_h2d(m->c, m->in_dense, dense, (size_t)n * m->cfg.num_dense * 4, TK_STREAM_COMPUTE, e));
     return tk_memcpy_h2d(m->c, m->in_cat, cat, (size_t)n * m->cfg.num_tables * 4, TK_STREAM_COMPUTE, e);
+}
+
+int tk_dlrm_stage_batch(tk_dlrm *m, int slot, const uint8_t *label, const int32_t *dense,
+                        const int32_t *cat, int n, tk_err *e) {
+    if (n > m->cfg.batch || slot < 0 || slot > 1)
+        return tk_err_set(e, TK_EINTERNAL, "dlrm: stage slot %d, batch of %d > %d", slot, n, m->cfg.batch);
+    struct tk_dlrm_stage *g = &m->stage[slot];
+    tk_ctx *c = m->c;
+    const int s = TK_STREAM_COPY;
+    TRY(tk_event_wait(c, s, &g->taken, e)); // the step before has moved the old contents out
+    TRY(tk_memcpy_h2d_async(c, g->label, label, (size_t)n, s, e));
+    TRY(tk_memcpy_h2d_async(c, g->dense, dense, (size_t)n * m->cfg.num_dense * 4, s, e));
+    TRY(tk_memcpy_h2d_async(c, g->cat, cat, (size_t)n * m->cfg.num_tables * 4, s, e));
+    TRY(tk_event_record(c, &g->copied, s, e));
+    g->n = n;
+    return tk_event_sync(c, &g->copied, e);
+}
+
+int tk_dlrm_use_batch(tk_dlrm *m, int slot, tk_err *e) {
+    if (slot < 0 || slot > 1) return tk_err_set(e, TK_EINTERNAL, "dlrm: stage slot %d", slot);
+    struct tk_dlrm_stage *g = &m->stage[slot];
+    tk_ctx *c = m->c;
+    const int s = TK_STREAM_COMPUTE;
+    size_t n = (size_t)g->n;
+    TRY(tk_event_wait(c, s, &g->copied, e));
+    TRY(tk_memcpy_d2d(c, m->in_label, g->label, n, s, e));
+    TRY(tk_memcpy_d2d(c, m->in_dense, g->dense, n * m->cfg.num_dense * 4, s, e));
+    TRY(tk_memcpy_d2d(c, m->in_cat, g->cat, n * m->cfg.num_tables * 4, s, e));
+    return tk_event_record(c, &g->taken, s, e);
 }
 
 // ab: the type of A and B (f32, or bf16 on the bf16 path); cd: of D and the bias.

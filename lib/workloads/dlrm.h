@@ -101,6 +101,14 @@ typedef struct tk_dlrm {
     tk_dtype act;
     uint16_t *wcopy, *x0p, *W0p;
     float *dW0p;
+    // Two staging slots for the asynchronous input path (tk_dlrm_stage_batch / _use_batch):
+    // filled on the copy stream while the compute stream trains on the batch before.
+    struct tk_dlrm_stage {
+        uint8_t *label;
+        int32_t *dense, *cat;
+        int n;
+        tk_event copied, taken;      // copy done (copy stream); contents taken (compute stream)
+    } stage[2];
     // device scalars
     float *lr;
     int64_t *step;
@@ -116,6 +124,16 @@ int tk_dlrm_init_weights(tk_dlrm *m, uint64_t seed, tk_err *e);
 // Copies n <= batch host records (label u8, dense i32 x13, cat i32 x26) into the input buffers.
 int tk_dlrm_set_batch(tk_dlrm *m, const uint8_t *label, const int32_t *dense, const int32_t *cat,
                       int n, tk_err *e);
+// The asynchronous input path of the training loop (host-to-device copies overlap compute):
+// stage_batch enqueues, on the copy stream, the copy of n records from PINNED host buffers into
+// staging slot (0 or 1), after the compute stream has taken what the slot held before, and
+// returns once the copy is done (the host buffers may then be reused; the compute stream is
+// never waited for). use_batch makes the slot's batch the input of the next step: the compute
+// stream waits for that copy and moves the batch into the input buffers (device to device), so
+// the step (and its CUDA graph) keeps reading stable addresses. On cpu both are plain copies.
+int tk_dlrm_stage_batch(tk_dlrm *m, int slot, const uint8_t *label, const int32_t *dense,
+                        const int32_t *cat, int n, tk_err *e);
+int tk_dlrm_use_batch(tk_dlrm *m, int slot, tk_err *e);
 // One training iteration on the full batch in the input buffers: lr schedule, forward, loss
 // (accumulated in m->loss_acc), backward, fused embedding update, SGD. No host reads.
 int tk_dlrm_train_step(tk_dlrm *m, tk_err *e);

@@ -3,26 +3,33 @@
 # (to the target AUC) -> evaluate the final checkpoint -> MLLOG log checked by log-check and
 # MLCommons' checker -> time-to-train.
 #
-#   share/workloads/dlrm/run.sh [-o DIR] [--days D] [--rows-per-day N] [--seed S]
-#                               [--config FILE] [--backend cpu|cuda|auto] [-- TRAIN-STEP OPTIONS]
+#   share/workloads/dlrm/run.sh [-o DIR] [--size tiny|mlperf] [--days D] [--rows-per-day N]
+#                               [--seed S] [--config FILE] [--max-ind-range N]
+#                               [--backend cpu|cuda|auto] [--reuse-data] [-- TRAIN-STEP OPTIONS]
 #
-# Defaults: the tiny configuration on 4 synthetic days of 100,000 rows (days 0-2 train, day 3
-# eval), the cpu backend unless a GPU is present and the cuda backend works. Exit status: that of
-# train-step (0 target reached, 1 not reached, ...), or 1 when a log check fails.
+# The backend: cuda when a GPU is present and the cuda backend works, else cpu (--backend).
+# --size tiny (the default on cpu): tiny.json on 4 synthetic days of 100,000 rows (days 0-2
+# train, day 3 eval). --size mlperf (the default on cuda): the MLPerf model shape at batch 65,536
+# in bf16 (synth-mlperf.json) on 24 days of 4,000,000 rows (days 0-22 train, day 23 eval), ids
+# hashed to 4,000,000 per table; needs ~40 GB of disk and ~35 GB of GPU memory. --reuse-data
+# keeps the prepared data of an earlier run with the same generator settings in DIR. Exit
+# status: that of train-step (0 target reached, 1 not reached, ...), or 1 when a log check fails.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
 out=${TMPDIR:-/tmp}/trainkit-dlrm
-days=4
-rows=100000
+size=
+days=
+rows=
 seed=1
-config=$here/tiny.json
+config=
 backend=auto
-max_ind_range=65536
+max_ind_range=
+reuse=0
 extra=()
 
-usage() { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
     case $1 in
     -o | --out) out=$2; shift 2 ;;
@@ -32,13 +39,13 @@ while [ $# -gt 0 ]; do
     --config) config=$2; shift 2 ;;
     --backend) backend=$2; shift 2 ;;
     --max-ind-range) max_ind_range=$2; shift 2 ;;
+    --size) size=$2; shift 2 ;;
+    --reuse-data) reuse=1; shift ;;
     -h | --help) usage; exit 0 ;;
     --) shift; extra=("$@"); break ;;
     *) echo "run.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
     esac
 done
-[ "$days" -ge 2 ] || { echo "run.sh: --days must be at least 2 (train days + an eval day)" >&2; exit 2; }
-
 # The binaries: $TK_BIN, the build next to this script, or PATH.
 bin=${TK_BIN:-$root/build/bin}
 [ -x "$bin/train-step" ] || bin=$(dirname "$(command -v train-step || echo ./train-step)")
@@ -53,28 +60,51 @@ t0=$(date +%s%N)
 mkdir -p "$out"
 step() { printf '%-10s %s\n' "$1" "$2" >&2; }
 
-step prep "synthetic Criteo days: $days x $rows rows (seed $seed)"
-rm -rf "$out/raw" "$out/shards" "$out/ckpt"
-"$bin/prep" synth criteo --days "$days" --rows-per-day "$rows" --seed "$seed" -o "$out/raw" >/dev/null
-train_days=()
-for ((d = 0; d < days - 1; d++)); do train_days+=("$out/raw/day_$d"); done
-eval_day=$out/raw/day_$((days - 1))
-# One mapping for both splits (modulo hashing, as the MLPerf reference's max_ind_range).
-"$bin/prep" criteo --max-ind-range "$max_ind_range" -o "$out/train.tks" "${train_days[@]}"
-"$bin/prep" criteo --max-ind-range "$max_ind_range" -o "$out/eval.tks" "$eval_day"
-step shard "train.tks -> 2 contiguous shards"
-"$bin/shard" -n 2 -o "$out/shards" "$out/train.tks" >/dev/null
-rm -f "$out/train.tks"
-
+# The backend first: it picks the default size.
 if [ "$backend" = auto ]; then
     backend=cpu
-    if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1 &&
-        "$bin/train-step" -c "$config" -t "$out/shards" --backend cuda \
-            --dump-step "$out/probe.safetensors" >/dev/null 2>&1; then
-        backend=cuda
+    probe=$(mktemp -d "${TMPDIR:-/tmp}/trainkit-probe.XXXXXX")
+    if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
+        # a few records through one cuda step proves the backend works here
+        "$bin/prep" synth criteo --days 1 --rows-per-day 1024 --seed 1 -o "$probe/raw" >/dev/null 2>&1 &&
+            "$bin/prep" criteo --max-ind-range 64 -o "$probe/p.tks" "$probe/raw/day_0" 2>/dev/null &&
+            "$bin/train-step" -c "$here/tiny.json" -t "$probe/p.tks" --backend cuda --set train.global_batch_size=256 \
+                --dump-step "$probe/probe.safetensors" >/dev/null 2>&1 && backend=cuda
     fi
-    rm -f "$out/probe.safetensors"
+    rm -rf "$probe"
 fi
+[ -n "$size" ] || { [ "$backend" = cuda ] && size=mlperf || size=tiny; }
+case $size in
+tiny) : "${days:=4}" "${rows:=100000}" "${config:=$here/tiny.json}" "${max_ind_range:=65536}" ;;
+mlperf) : "${days:=24}" "${rows:=4000000}" "${config:=$here/synth-mlperf.json}" "${max_ind_range:=4000000}" ;;
+*) echo "run.sh: --size must be tiny or mlperf" >&2; exit 2 ;;
+esac
+[ "$days" -ge 2 ] || { echo "run.sh: --days must be at least 2 (train days + an eval day)" >&2; exit 2; }
+
+# The data: generated, converted day by day in parallel (modulo hashing needs no shared
+# dictionary, so each day converts alone), the raw day deleted once converted, then the training
+# days cut into 2 contiguous shards. Kept for --reuse-data when the settings match.
+stamp="synth criteo days=$days rows=$rows seed=$seed max_ind_range=$max_ind_range"
+if [ "$reuse" = 1 ] && [ "$(cat "$out/data.stamp" 2>/dev/null)" = "$stamp" ]; then
+    step prep "reusing $out ($stamp)"
+else
+    step prep "synthetic Criteo days: $days x $rows rows (seed $seed), ids modulo $max_ind_range"
+    rm -rf "$out/raw" "$out/days" "$out/shards" "$out/eval.tks" "$out/data.stamp"
+    "$bin/prep" synth criteo --days "$days" --rows-per-day "$rows" --seed "$seed" -o "$out/raw" >/dev/null
+    mkdir -p "$out/days"
+    jobs=$(nproc 2>/dev/null || echo 2)
+    # shellcheck disable=SC2016 # expanded by the inner shell
+    seq 0 $((days - 1)) | xargs -P "$jobs" -I{} sh -c \
+        '"$1" criteo --max-ind-range "$2" -o "$3/days/day_$(printf %03d "$4").tks" "$3/raw/day_$4" && rm -f "$3/raw/day_$4"' \
+        sh "$bin/prep" "$max_ind_range" "$out" {}
+    mv "$out/days/day_$(printf %03d $((days - 1))).tks" "$out/eval.tks"
+    rm -rf "$out/raw"
+    step shard "days 0-$((days - 2)) -> 2 contiguous shards"
+    "$bin/shard" --cat "$out"/days/*.tks | "$bin/shard" -n 2 -o "$out/shards" - >/dev/null
+    rm -rf "$out/days"
+    echo "$stamp" >"$out/data.stamp"
+fi
+rm -rf "$out/ckpt"
 
 step train "train-step $(basename "$config") on $backend"
 rm -f "$out/dlrm.mllog"
