@@ -88,6 +88,8 @@ typedef struct run {
     int reached, eval_samples_logged;
     int64_t *pend;           // steps of checkpoints awaiting an external result, oldest first
     int npend, cap_pend;
+    double wait_loader, wait_copy; // seconds the loop waited for decoded batches / their copies,
+                                   // since the last progress line
 } run;
 
 static double epoch_num(const run *r, int64_t step) {
@@ -136,13 +138,15 @@ static int log_progress(run *r, double t0_window, int64_t steps_window, tk_err *
                    (long long)r->step);
         return tk_err_hint(e, "lower optimizer.base_lr or lengthen optimizer.warmup_steps");
     }
-    double dt = tk_now() - t0_window;
-    return emit(json_pack("{s:s, s:I, s:I, s:f, s:f, s:f, s:f}", "type", "progress", "step",
+    double dt = tk_now() - t0_window, per = steps_window > 0 ? 1e3 / (double)steps_window : 0;
+    json_t *o = json_pack("{s:s, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f}", "type", "progress", "step",
                           (json_int_t)r->step, "samples", (json_int_t)(r->step * r->B), "epoch",
                           epoch_num(r, r->step) - 1, "loss", loss, "lr",
                           tk_lr_at(&r->m->cfg.lr, r->step - 1), "samples_per_s",
-                          dt > 0 ? (double)(steps_window * r->B) / dt : 0.0),
-                e);
+                          dt > 0 ? (double)(steps_window * r->B) / dt : 0.0, "loader_wait_ms",
+                          r->wait_loader * per, "copy_wait_ms", r->wait_copy * per);
+    r->wait_loader = r->wait_copy = 0;
+    return emit(o, e);
 }
 
 static int record_eval(run *r, double auc, int64_t step, double secs, const char *ckpt, tk_err *e) {
@@ -269,9 +273,13 @@ static int log_preamble(run *r, tk_err *e) {
 static int stage_batch(run *r, tk_dlrm_loader *ld, int64_t step, tk_err *e) {
     uint8_t *hl;
     int32_t *hd, *hc;
+    double t0 = tk_now();
     TRY(tk_dlrm_loader_get(ld, step, &hl, &hd, &hc, e));
+    double t1 = tk_now();
     int rc = tk_dlrm_stage_batch(r->m, (int)(step & 1), hl, hd, hc, (int)r->B, e);
     tk_dlrm_loader_put(ld, step);
+    r->wait_loader += t1 - t0;
+    r->wait_copy += tk_now() - t1;
     return rc;
 }
 

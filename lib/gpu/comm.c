@@ -5,6 +5,7 @@
 // is done with the communicator; an asynchronous error is fatal: the communicator is aborted (from
 // this thread, which is the one using it) and never touched again; pre-multiplied-sum operators
 // take their scalar in the element type, and stay alive while a captured graph may use them.
+// The cpu backend runs world size 1 here and more ranks (on one host) through comm_shm.c.
 #include "gpu/comm.h"
 
 #include <math.h>
@@ -15,6 +16,7 @@
 #include <time.h>
 
 #include "core/progress.h"
+#include "gpu/comm_shm.h"
 
 #ifdef TK_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -27,6 +29,7 @@ struct tk_comm {
     tk_ctx *ctx;
     int rank, world;
     double timeout_s;
+    tk_shm *shm; // cpu backend, world size > 1
 #ifdef TK_HAVE_CUDA
     ncclComm_t nccl;
     int aborted;
@@ -155,10 +158,14 @@ int tk_comm_create(tk_ctx *c, const tk_rank_info *r, const char *rendezvous, dou
     m->world = r->world;
     m->timeout_s = timeout_s > 0 ? timeout_s : 1;
     if (c->backend == TK_BACKEND_CPU) {
-        if (r->world != 1) {
+        int rc = 0;
+        if (r->world > 1 && !rendezvous)
+            rc = tk_err_set(e, TK_EUSAGE, "world size %d needs --rendezvous file:PATH or tcp:HOST:PORT", r->world);
+        else if (r->world > 1)
+            rc = tk_shm_create(r, rendezvous, m->timeout_s, &m->shm, e);
+        if (rc) {
             free(m);
-            tk_err_set(e, TK_EUSAGE, "the cpu backend runs one rank, but the world size is %d", r->world);
-            return tk_err_hint(e, "use --backend cuda with one process per GPU");
+            return rc;
         }
         *out = m;
         return 0;
@@ -224,6 +231,7 @@ int tk_comm_create(tk_ctx *c, const tk_rank_info *r, const char *rendezvous, dou
 
 void tk_comm_destroy(tk_comm *m) {
     if (!m) return;
+    tk_shm_destroy(m->shm);
 #ifdef TK_HAVE_CUDA
     if (m->nccl && !m->aborted) {
         for (int i = 0; i < m->nops; i++) ncclRedOpDestroy(m->ops[i].op, m->nccl);
@@ -253,17 +261,17 @@ void *tk_comm_nccl(tk_comm *m) {
 #endif
 }
 
-// The cpu backend (world size 1): every collective is a scaled copy. Returns -1 on cuda.
-static int local_copy(tk_comm *m, const void *send, void *recv, size_t count, tk_dtype t, float scale,
-                      tk_err *e) {
+// The cpu backend: more ranks go through shared memory; for world size 1 every collective is a
+// copy, scaled as the shared-memory sum scales. Returns -1 on cuda.
+static int local_copy(tk_comm *m, tk_coll k, const void *send, void *recv, size_t count, tk_dtype t,
+                      float scale, tk_err *e) {
     if (m->ctx->backend != TK_BACKEND_CPU) return -1; // the cuda path runs NCCL even for one rank
-    if (scale != 1.0f && t == TK_F32) {
-        const float *s = send;
-        float *d = recv;
-        for (size_t i = 0; i < count; i++) d[i] = s[i] * scale;
+    if (m->shm) return tk_shm_collective(m->shm, k, send, recv, count, t, scale, e);
+    if (scale != 1.0f) {
+        TRY(tk_shm_sum_check(t, scale, e));
+        tk_shm_sum(t, scale, &send, 1, recv, count);
         return 0;
     }
-    if (scale != 1.0f) return tk_err_set(e, TK_EINTERNAL, "scaled collective on %s (cpu)", tk_dtype_name(t));
     if (send != recv) memmove(recv, send, count * tk_dtype_size(t));
     return 0;
 }
@@ -330,7 +338,7 @@ static int scaled_sum(tk_comm *m, const void *send, void *recv, size_t count, tk
 
 int tk_allreduce_sum(tk_comm *m, const void *send, void *recv, size_t count, tk_dtype t, float scale,
                      int stream, tk_err *e) {
-    int rc = local_copy(m, send, recv, count, t, scale, e);
+    int rc = local_copy(m, TK_COLL_ALL_REDUCE, send, recv, count, t, scale, e);
     if (rc != -1) return rc;
 #ifdef TK_HAVE_CUDA
     return scaled_sum(m, send, recv, count, t, scale, stream, 0, e);
@@ -342,7 +350,7 @@ int tk_allreduce_sum(tk_comm *m, const void *send, void *recv, size_t count, tk_
 
 int tk_reduce_scatter_sum(tk_comm *m, const void *send, void *recv, size_t recv_count, tk_dtype t,
                           float scale, int stream, tk_err *e) {
-    int rc = local_copy(m, send, recv, recv_count, t, scale, e);
+    int rc = local_copy(m, TK_COLL_REDUCE_SCATTER, send, recv, recv_count, t, scale, e);
     if (rc != -1) return rc;
 #ifdef TK_HAVE_CUDA
     return scaled_sum(m, send, recv, recv_count, t, scale, stream, 1, e);
@@ -354,7 +362,7 @@ int tk_reduce_scatter_sum(tk_comm *m, const void *send, void *recv, size_t recv_
 
 int tk_all_gather(tk_comm *m, const void *send, void *recv, size_t send_count, tk_dtype t, int stream,
                   tk_err *e) {
-    int rc = local_copy(m, send, recv, send_count, t, 1.0f, e);
+    int rc = local_copy(m, TK_COLL_ALL_GATHER, send, recv, send_count, t, 1.0f, e);
     if (rc != -1) return rc;
 #ifdef TK_HAVE_CUDA
     ncclDataType_t nt;
@@ -369,7 +377,7 @@ int tk_all_gather(tk_comm *m, const void *send, void *recv, size_t send_count, t
 
 int tk_all_to_all(tk_comm *m, const void *send, void *recv, size_t count, tk_dtype t, int stream,
                   tk_err *e) {
-    int rc = local_copy(m, send, recv, count, t, 1.0f, e);
+    int rc = local_copy(m, TK_COLL_ALL_TO_ALL, send, recv, count, t, 1.0f, e);
     if (rc != -1) return rc;
 #ifdef TK_HAVE_CUDA
     ncclDataType_t nt;

@@ -1,7 +1,12 @@
-// Collectives over NCCL for the cuda backend (one process per GPU), and their world-size-1
-// meaning on the cpu backend. Collectives run on a stream of the context (TK_STREAM_COMM by
-// convention) and can be captured inside the training CUDA graph. NCCL's headers stay in
-// lib/gpu/comm.c.
+// Collectives over NCCL for the cuda backend (one process per GPU). Collectives run on a stream
+// of the context (TK_STREAM_COMM by convention) and can be captured inside the training CUDA
+// graph. NCCL's headers stay in lib/gpu/comm.c.
+// The cpu backend runs several ranks too, as processes on ONE host (share/launch -n N) that share
+// a memory segment (lib/gpu/comm_shm.h): there every collective is done when the call returns
+// (streams are ignored, tk_comm_wait returns 0), sums go over ranks in rank order in fp32 so
+// every rank gets bitwise the same result, and a peer that died or hangs makes the call fail
+// with TK_EDEVICE within timeout_s (a dead peer within milliseconds), after which every call
+// fails. World size 1 on cpu: each collective is a (scaled) copy.
 #ifndef TK_COMM_H
 #define TK_COMM_H
 
@@ -18,7 +23,9 @@ typedef struct tk_comm tk_comm;
 // others through the rendezvous (dist.h). Bounded by timeout_s: a rank that never arrives makes
 // every other rank fail with TK_EIO/TK_EDEVICE and a message, never hang. World size 1 needs no
 // rendezvous (spec may be NULL). timeout_s also bounds each later call's wait for NCCL to accept
-// the work (a non-blocking communicator answers ncclInProgress until it has).
+// the work (a non-blocking communicator answers ncclInProgress until it has). On cpu, rank 0
+// hands the shared segment's name through the rendezvous instead, and timeout_s bounds every
+// wait for the peers.
 int tk_comm_create(tk_ctx *c, const tk_rank_info *r, const char *rendezvous, double timeout_s,
                    tk_comm **out, tk_err *e);
 void tk_comm_destroy(tk_comm *m);

@@ -7,8 +7,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/fastmod.h"
 #include "tks/tks.h"
 #include "workloads/dlrm_data.h"
+
+#define TK_DLRM_DATA_MAX_CAT 64
 
 struct tk_dlrm_data {
     int n;
@@ -186,6 +189,12 @@ int tk_dlrm_data_seek(tk_dlrm_data *d, uint64_t rec, tk_err *e) {
 int tk_dlrm_data_next(tk_dlrm_data *d, int n, const int64_t *rows, uint8_t *label,
                       int32_t *dense, int32_t *cat, int *got, tk_err *e) {
     int k = 0;
+    uint64_t mod_m[TK_DLRM_DATA_MAX_CAT];
+    if (d->num_cat > TK_DLRM_DATA_MAX_CAT) return tk_err_set(e, TK_EINTERNAL, "too many categorical features");
+    for (int f = 0; f < d->num_cat; f++) {
+        if (rows[f] < 1 || rows[f] > INT32_MAX) return tk_err_set(e, TK_EINTERNAL, "table of %lld rows", (long long)rows[f]);
+        mod_m[f] = tk_fastmod_m((uint32_t)rows[f]);
+    }
     while (k < n) {
         if (d->fpos == d->fn) {
             while (d->cur < d->n && d->frame >= tks_reader_nframes(d->r[d->cur])) {
@@ -204,17 +213,27 @@ int tk_dlrm_data_next(tk_dlrm_data *d, int n, const int64_t *rows, uint8_t *labe
                take * d->num_dense * 4);
         const int32_t *src = (int32_t *)d->cols[fi[2]] + d->fpos * d->num_cat;
         int32_t *dst = cat + (size_t)k * d->num_cat;
-        for (size_t i = 0; i < take * (size_t)d->num_cat; i++) {
-            int32_t id = src[i];
-            if (id < 0) {
-                tk_err_set(e, TK_EDATA, "categorical feature %d has a negative id %d",
-                           (int)(i % d->num_cat), id);
-                tk_err_where(e, "%s: record %llu", d->path[d->cur],
-                             (unsigned long long)(d->pos + i / d->num_cat - d->first[d->cur]));
-                return TK_EDATA;
+        // Folding is the loader's hot loop (1.7 M ids a batch of 65,536): one pass per record
+        // and feature with a multiply-shift modulo instead of a division per id (a division
+        // per id made decoding a batch take ~35 ms of one core).
+        int bad = 0;
+        for (size_t i = 0; i < take; i++) {
+            const int32_t *s = src + i * (size_t)d->num_cat;
+            int32_t *o = dst + i * (size_t)d->num_cat;
+            for (int f = 0; f < d->num_cat; f++) {
+                int32_t id = s[f];
+                bad |= id < 0;
+                uint32_t u = (uint32_t)id;
+                o[f] = u < (uint32_t)rows[f] ? id : (int32_t)tk_fastmod(u, mod_m[f], (uint32_t)rows[f]);
             }
-            int64_t r = rows[i % d->num_cat];
-            dst[i] = id < r ? id : (int32_t)(id % r);
+        }
+        if (bad) {
+            size_t i = 0;
+            while (src[i] >= 0) i++;
+            tk_err_set(e, TK_EDATA, "categorical feature %d has a negative id %d", (int)(i % d->num_cat), src[i]);
+            tk_err_where(e, "%s: record %llu", d->path[d->cur],
+                         (unsigned long long)(d->pos + i / d->num_cat - d->first[d->cur]));
+            return TK_EDATA;
         }
         for (size_t i = 0; i < take; i++)
             if (label[k + i] > 1) {
@@ -232,8 +251,6 @@ int tk_dlrm_data_next(tk_dlrm_data *d, int n, const int64_t *rows, uint8_t *labe
 }
 
 // ---- the parallel loader (see dlrm_data.h) ----
-
-#define TK_DLRM_DATA_MAX_CAT 64
 
 typedef struct {
     struct tk_dlrm_loader *l;

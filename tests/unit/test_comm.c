@@ -1,4 +1,5 @@
-// Collectives on the cpu backend: world size 1, where each is a (scaled) copy.
+// Collectives on the cpu backend: world size 1, where each is a (scaled) copy. More ranks
+// (shared memory) are tested by test_comm_shm.c.
 #include "gpu/comm.h"
 #include "tk_test.h"
 
@@ -23,19 +24,23 @@ TK_TEST(comm_cpu_world1_semantics) {
     CHECK_EQ_INT(tk_all_to_all(m, a, b, 3, TK_I32, TK_STREAM_COMM, &e), 0);
     CHECK(b[1] == 8);
     CHECK_EQ_INT(tk_allreduce_sum(m, a, b, 3, TK_I32, 3.0f, TK_STREAM_COMM, &e), TK_EINTERNAL);
+    // bf16 scales too (fp32 product, rounded once): 3 * 0.5 and 5 * 0.5 are exact in bf16.
+    uint16_t h[2] = {0x4040, 0x40a0}, g[2] = {0}; // 3.0, 5.0
+    CHECK_EQ_INT(tk_allreduce_sum(m, h, g, 2, TK_BF16, 0.5f, TK_STREAM_COMM, &e), 0);
+    CHECK(g[0] == 0x3fc0 && g[1] == 0x4020); // 1.5, 2.5
     CHECK_EQ_INT(tk_comm_wait(m, TK_STREAM_COMM, 1, &e), 0);
     tk_comm_destroy(m);
     tk_ctx_destroy(c);
 }
 
-TK_TEST(comm_cpu_refuses_world_2) {
+TK_TEST(comm_cpu_world_2_needs_a_rendezvous) {
     tk_ctx *c;
     tk_err e;
     CHECK_EQ_INT(tk_ctx_create(&c, TK_BACKEND_CPU, 0, &e), 0);
-    tk_rank_info r = {.rank = 0, .world = 2};
+    tk_rank_info r = {.rank = 1, .world = 2};
     tk_comm *m = NULL;
-    CHECK_EQ_INT(tk_comm_create(c, &r, "file:/tmp/x", 1, &m, &e), TK_EUSAGE);
+    CHECK_EQ_INT(tk_comm_create(c, &r, NULL, 1, &m, &e), TK_EUSAGE);
     CHECK(m == NULL);
-    CHECK_STR(e.what, "the cpu backend runs one rank, but the world size is 2");
+    CHECK_STR(e.what, "world size 2 needs --rendezvous file:PATH or tcp:HOST:PORT");
     tk_ctx_destroy(c);
 }

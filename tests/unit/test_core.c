@@ -1,11 +1,13 @@
 // Core helpers: error records, number parsing, Philox known answers, MLLOG/json formatting,
 // atomic files.
 #include <errno.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/afile.h"
 #include "core/cli.h"
 #include "core/err.h"
+#include "core/fastmod.h"
 #include "core/mllog.h"
 #include "gpu/philox.h"
 #include "tk_test.h"
@@ -77,6 +79,28 @@ TK_TEST(philox_uniform_range_and_mean) {
     }
     CHECK(lo >= 0.0f && hi < 1.0f);
     CHECK(fabs(s / 100000 - 0.5) < 0.005);
+}
+
+// tk_fastmod against the % operator: edge divisors and dividends, then random pairs (fresh per
+// run from the clock, printed) over the whole 32-bit range and the table sizes loaders use.
+TK_TEST(fastmod_equals_division) {
+    const uint32_t ds[] = {1, 2, 3, 7, 26, 1024, 65536, 4000000, 39884406, 40000000,
+                           0x7fffffffu, 0x80000000u, 0xfffffffeu, 0xffffffffu};
+    const uint32_t as[] = {0, 1, 2, 3, 25, 26, 27, 65535, 3999999, 4000000, 39999999,
+                           0x7fffffffu, 0x80000000u, 0xfffffffeu, 0xffffffffu};
+    int bad = 0;
+    for (size_t i = 0; i < sizeof ds / sizeof *ds; i++)
+        for (size_t j = 0; j < sizeof as / sizeof *as; j++)
+            bad += tk_fastmod(as[j], tk_fastmod_m(ds[i]), ds[i]) != as[j] % ds[i];
+    uint64_t seed = (uint64_t)time(NULL);
+    printf("# fastmod seed %llu\n", (unsigned long long)seed);
+    for (uint64_t i = 0; i < 2000000; i++) {
+        tk_philox_ctr r = tk_philox_draw(seed, TK_RNG_INIT, i);
+        uint32_t d = r.v[0] >> (r.v[2] % 32), a = r.v[1] >> (r.v[3] % 8);
+        if (d == 0) d = 1;
+        bad += tk_fastmod(a, tk_fastmod_m(d), d) != a % d;
+    }
+    CHECK(bad == 0);
 }
 
 static void check_py(int *tk_failed_, json_t *v, const char *want) {
