@@ -17,6 +17,8 @@
 #   FULL=0         skip the full-size runs       CAPPED=0    run only the full-size ones
 #   AUTOTUNE=1     also torch.compile with mode max-autotune-no-cudagraphs
 #   OURS_F32=0     skip train-step with fp32 tables at the capped shape
+#   OURS_ARGS=".." more train-step options for our runs (e.g. --loader-threads 12)
+#   PEERS=0        skip the PyTorch runs (no ratios: for quick looks at our own throughput)
 #   LOGDIR=DIR     keep every run's stdout/stderr and results.jsonl there (default: a temp dir,
 #                  kept and named when something fails)
 #   TINY=1         dry-run the plumbing on the CPU at a tiny shape (numbers meaningless)
@@ -38,6 +40,7 @@ PRECISION=${PRECISION:-}
 FULL=${FULL:-1}
 CAPPED=${CAPPED:-1}
 AUTOTUNE=${AUTOTUNE:-0}
+PEERS=${PEERS:-1}
 OURS_F32=${OURS_F32:-1}
 TINY=${TINY:-0}
 LOG_EVERY=10
@@ -121,7 +124,8 @@ ours() { # name tables(capped|full) table_dtype graphs(1|0)
     local name=$1 tables=$2 dtype=$3 graphs=$4
     local args=(--backend "$BACKEND" --config share/workloads/dlrm/config.json --precision "$PRECISION"
                 --set "train.global_batch_size=$B" --set model.table_dtype="$dtype" "${OURS_SHAPE[@]}"
-                --max-steps "$STEPS" --log-every "$LOG_EVERY" --eval-every 1000000000000 "${DATA_ARGS[@]}")
+                --max-steps "$STEPS" --log-every "$LOG_EVERY" --eval-every 1000000000000 "${DATA_ARGS[@]}"
+                ${OURS_ARGS:-})
     [ "$tables" = capped ] && args+=(--set "model.max_table_rows=$CAP")
     [ "$graphs" = 1 ] || args+=(--no-graphs)
     phase "$name: train-step ${args[*]}"
@@ -155,6 +159,8 @@ print(json.dumps({"type": "bench", "impl": name, "tables": tables, "table_dtype"
                   "graphs": graphs == "1", "backend": cfg["backend"], "batch": B, "rows_total": rows,
                   "iters": steps, "samples_per_s": round(steps * B / secs, 1),
                   "ms_per_iter_median": round(statistics.median(1e3 * t / n for n, t in win), 4),
+                  "loader_wait_ms": round(statistics.mean(p.get("loader_wait_ms", 0) for p in prog[1:]), 3),
+                  "copy_wait_ms": round(statistics.mean(p.get("copy_wait_ms", 0) for p in prog[1:]), 3),
                   "input": "shards read and decompressed by train-step's loop (included)"}))
 PY
         fail "$name" "no throughput in its output"
@@ -189,6 +195,7 @@ if [ "$CAPPED" = 1 ]; then
     ours trainkit-no-graphs capped "$DTYPE" 0
     [ "$OURS_F32" = 1 ] && ours trainkit-graphs-f32-tables capped f32 1
 
+  if [ "$PEERS" = 1 ]; then
     peer torch-eager 180 --mode eager --emb fused
     peer torch-eager-per-table 180 --mode eager --emb per-table
     # torch.compile with the embedding layout that was faster eagerly.
@@ -205,6 +212,7 @@ if [ "$CAPPED" = 1 ]; then
     fi
     [ "$AUTOTUNE" = 1 ] && peer torch-compile-autotune 300 --mode compile --emb "$LAYOUT" \
         --compile-mode max-autotune-no-cudagraphs
+  fi
 fi
 
 if [ "$FULL" = 1 ]; then
@@ -227,6 +235,10 @@ for r in rs:
     print(f"{r['impl']:<28} {t:<31} {r['samples_per_s']:>12,.0f} {r['ms_per_iter_median']:>9.2f} {ratio:>17}")
 if not ref:
     print("# no torch-compile result: no ratios")
+for r in rs:
+    if "loader_wait_ms" in r:
+        print(f"# {r['impl']}: the loop waited {r['loader_wait_ms']:.2f} ms/step for the loader, "
+              f"{r['copy_wait_ms']:.2f} ms/step for host-to-device copies")
 peer = [r for r in rs if r["impl"].startswith("torch")]
 if peer:
     p = peer[0]

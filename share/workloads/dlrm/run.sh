@@ -58,7 +58,7 @@ done
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 t0=$(date +%s%N)
 mkdir -p "$out"
-step() { printf '%-10s %s\n' "$1" "$2" >&2; }
+step() { printf '%-10s %s [%d s]\n' "$1" "$2" $((($(date +%s%N) - t0) / 1000000000)) >&2; }
 
 # The backend first: it picks the default size.
 if [ "$backend" = auto ]; then
