@@ -2,6 +2,7 @@
 // MLPerf-compliant MLLOG, JSON Lines on stdout, safetensors checkpoints and --resume.
 // See man/man1/train-step.1. Thin: the model is lib/workloads/dlrm.c.
 #include <errno.h>
+#include <stdarg.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -15,6 +16,8 @@
 #include "core/jsonl.h"
 #include "core/mllog.h"
 #include "core/progress.h"
+#include "dist/dist.h"
+#include "gpu/comm.h"
 #include "workloads/dlrm.h"
 #include "workloads/dlrm_data.h"
 
@@ -28,11 +31,11 @@ static const char *usage =
 
 typedef struct options {
     const char *config, *mllog, *ckpt_dir, *resume, *eval_dir, *dump, *backend;
-    const char *org, *platform;
+    const char *org, *platform, *rendezvous;
     char *train[MAX_PATHS], *eval[MAX_PATHS], *sets[MAX_SETS + 2];
     int ntrain, neval, nsets;
     int64_t ckpt_every, eval_every, max_steps, log_every, threads, loader_threads;
-    double eval_wait;
+    double eval_wait, comm_timeout;
     int no_graphs, progress;
 } options;
 
@@ -65,16 +68,38 @@ static void help(void) {
            "      --dump-step FILE    write one step's weights, batch, loss and gradients, exit\n"
            "      --submission-org S, --submission-platform S   MLLOG submission_* values\n"
            "      --progress          progress on stderr even when it is not a terminal\n"
+           "      --rendezvous SPEC   several ranks (share/launch -n N): how they meet, file:PATH\n"
+           "                          or tcp:HOST:PORT (required when WORLD_SIZE > 1)\n"
+           "      --comm-timeout SEC  several ranks: fail when the peers do not answer within\n"
+           "                          SEC seconds (default 300)\n"
            "  -h, --help              this help\n"
            "  -V, --version           versions of trainkit, CUDA, cuDNN, NCCL\n"
            "\nExit status: 0 target reached, 1 not reached, 2 usage, 3 bad input data, 4 I/O error,\n"
            "5 device error, 6 NaN/Inf loss, 70 internal error.\n");
 }
 
+// Several ranks (RANK/WORLD_SIZE...): only rank 0 writes stdout, the MLLOG and the progress
+// bar; usage errors too (every rank has the same arguments, so the same error); runtime errors
+// come from every rank, prefixed with it.
+static tk_rank_info g_ri = {.rank = 0, .world = 1};
+static char g_errprog[64] = "train-step";
+
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int usage_error(const char *fmt, ...) {
+    if (g_ri.rank != 0) return TK_EUSAGE;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return tk_cli_usage_error(prog, usage, "%s", msg);
+}
+
 // ---- run state ----
 typedef struct run {
     options *o;
     tk_ctx *c;
+    tk_comm *comm;
     tk_dlrm *m;
     tk_dlrm_data *train;
     tk_dlrm_evalset *es;
@@ -96,7 +121,13 @@ static double epoch_num(const run *r, int64_t step) {
     return 1.0 + (double)(step * r->B) / (double)r->epoch_samples;
 }
 
-static int emit(json_t *o, tk_err *e) { return tk_jsonl_emit(stdout, o, e); }
+static int emit(json_t *o, tk_err *e) {
+    if (g_ri.rank != 0) {
+        json_decref(o);
+        return 0;
+    }
+    return tk_jsonl_emit(stdout, o, e);
+}
 
 // JSON has no NaN: an undefined number (no evaluation yet, a one-class eval set) is null.
 static json_t *num(double v) { return isfinite(v) ? json_real(v) : json_null(); }
@@ -291,6 +322,7 @@ static int train(run *r, tk_err *e) {
     size_t B = (size_t)r->B;
     tk_progress pr;
     tk_progress_init(&pr, "train", "steps", (uint64_t)r->total_steps, o->progress);
+    if (g_ri.rank != 0) pr.on = 0;
     int64_t stop_at = o->max_steps > 0 && o->max_steps < r->total_steps ? o->max_steps : r->total_steps;
     // Loader threads decode the batches ahead into pinned buffers (the batches of the old
     // seek-at-each-epoch loop, bit for bit) while the device trains.
@@ -332,6 +364,10 @@ static int train(run *r, tk_err *e) {
             if ((rc = stage_batch(r, ld, r->step + 1, e))) break;
             staged = 1;
         }
+        // Several ranks: a peer that died leaves this step's collectives hanging, and every later
+        // host wait (a staging copy, a log point) would hang with them: wait here, bounded by
+        // --comm-timeout, once the next batch's copy is under way.
+        if (r->m->world > 1 && (rc = tk_dlrm_sync(r->m, e))) break;
         r->step++;
         sw++;
         tk_progress_update(&pr, (uint64_t)r->step);
@@ -394,7 +430,7 @@ static int run_main(options *o, tk_err *e) {
     int rc = tk_backend_parse(o->backend, &be, e);
     if (rc) return rc;
     // init_start comes first: everything below (context, data, model) is initialization.
-    if ((rc = tk_mllog_open(&r->log, o->mllog, 0, e))) return rc;
+    if ((rc = tk_mllog_open(&r->log, g_ri.rank == 0 ? o->mllog : NULL, g_ri.rank, e))) return rc;
     if ((rc = TK_MLLOG_EVENT(&r->log, "cache_clear", json_true(), NULL, e))) goto out;
     if ((rc = TK_MLLOG_START(&r->log, "init_start", NULL, NULL, e))) goto out;
     for (const char *const *d = (const char *const[]){o->ckpt_dir, o->eval_dir, NULL}; *d; d++)
@@ -402,8 +438,10 @@ static int run_main(options *o, tk_err *e) {
             rc = tk_err_errno(e, errno, "%s: cannot create the directory", *d);
             goto out;
         }
-    if ((rc = tk_ctx_create(&r->c, be, 0, e))) goto out;
+    // One process per GPU: rank i uses the i-th GPU of its host.
+    if ((rc = tk_ctx_create(&r->c, be, be == TK_BACKEND_CUDA ? g_ri.local_rank : 0, e))) goto out;
     if (o->threads > 0) r->c->threads = (int)o->threads;
+    if (g_ri.world > 1 && (rc = tk_comm_create(r->c, &g_ri, o->rendezvous, o->comm_timeout, &r->comm, e))) goto out;
     if ((rc = tk_dlrm_data_open(&r->train, o->train, o->ntrain, 13, 26, e))) goto out;
     tk_dlrm_config cfg;
     if ((rc = tk_dlrm_config_load(o->config, o->sets, o->nsets, tk_dlrm_data_meta(r->train), &cfg,
@@ -429,7 +467,7 @@ static int run_main(options *o, tk_err *e) {
     r->eval_every_steps = o->eval_every > 0 ? (o->eval_every + r->B - 1) / r->B
                                             : (r->steps_per_epoch + cfg.evals_per_epoch - 1) / cfg.evals_per_epoch;
     if (r->eval_every_steps < 1) r->eval_every_steps = 1;
-    if ((rc = tk_dlrm_create(&r->m, r->c, &cfg, e))) goto out;
+    if ((rc = tk_dlrm_create_dist(&r->m, r->c, &cfg, r->comm, o->comm_timeout, e))) goto out;
     if (o->resume) {
         json_t *meta = NULL;
         if ((rc = tk_dlrm_load(r->m, o->resume, &meta, e))) goto out;
@@ -467,14 +505,17 @@ static int run_main(options *o, tk_err *e) {
     }
     if (o->neval > 0 && (rc = tk_dlrm_evalset_load(r->m, o->eval, o->neval, &r->es, e))) goto out;
     {
-        json_t *c = json_pack("{s:s, s:s, s:s, s:O, s:I, s:I, s:I, s:I, s:I, s:I, s:b}", "type",
+        int64_t rows = 0; // all tables, whichever rank holds them
+        for (int t = 0; t < cfg.num_tables; t++) rows += cfg.table_rows[t];
+        json_t *c = json_pack("{s:s, s:s, s:s, s:O, s:I, s:I, s:I, s:I, s:I, s:I, s:b, s:i, s:i}", "type",
                               "config", "workload", "dlrm", "backend", tk_ctx_describe(r->c),
                               "config", r->cfg_json, "train_samples", (json_int_t)tk_dlrm_data_count(r->train),
                               "eval_samples", (json_int_t)(r->es ? r->es->n : 0), "steps_per_epoch",
                               (json_int_t)r->steps_per_epoch, "eval_every_steps", (json_int_t)r->eval_every_steps,
                               "start_step", (json_int_t)r->step, "params",
-                              (json_int_t)(r->m->dense_n + (size_t)r->m->rows_total * cfg.emb_dim),
-                              "graphs", be == TK_BACKEND_CUDA && !o->no_graphs);
+                              (json_int_t)(r->m->dense_n + (size_t)rows * cfg.emb_dim),
+                              "graphs", be == TK_BACKEND_CUDA && !o->no_graphs, "world_size", g_ri.world,
+                              "rank", g_ri.rank);
         if ((rc = emit(c, e))) goto out;
     }
     if ((rc = log_preamble(r, e))) goto out;
@@ -522,6 +563,7 @@ out:
     }
     tk_dlrm_evalset_free(r->m, r->es);
     tk_dlrm_destroy(r->m);
+    tk_comm_destroy(r->comm);
     tk_dlrm_data_close(r->train);
     json_decref(r->cfg_json);
     free(r->pend);
@@ -540,7 +582,7 @@ int main(int argc, char **argv) {
     enum {
         O_MLLOG = 256, O_CKDIR, O_CKEVERY, O_RESUME, O_EVERY, O_SEED, O_EPOCHS, O_STEPS, O_NOGRAPH,
         O_EVDIR, O_WAIT, O_DUMP, O_SET, O_LOGEVERY, O_THREADS, O_ORG, O_PLATFORM, O_PROGRESS,
-        O_PRECISION, O_LOADER
+        O_PRECISION, O_LOADER, O_RDV, O_CTIMEOUT
     };
     static const struct option longopts[] = {
         {"workload", required_argument, 0, 'w'}, {"config", required_argument, 0, 'c'},
@@ -557,25 +599,28 @@ int main(int argc, char **argv) {
         {"submission-platform", required_argument, 0, O_PLATFORM},
         {"progress", no_argument, 0, O_PROGRESS}, {"precision", required_argument, 0, O_PRECISION},
         {"loader-threads", required_argument, 0, O_LOADER},
+        {"rendezvous", required_argument, 0, O_RDV}, {"comm-timeout", required_argument, 0, O_CTIMEOUT},
         {"help", no_argument, 0, 'h'},
         {"version", no_argument, 0, 'V'},        {0, 0, 0, 0}};
-    static options o = {.backend = "auto", .log_every = 100, .eval_wait = 600, .org = "trainkit",
+    static options o = {.backend = "auto", .log_every = 100, .eval_wait = 600, .comm_timeout = 300, .org = "trainkit",
                         .platform = "1xcpu"};
     static char seedbuf[64], epochbuf[64], precbuf[64];
     tk_err e;
     tk_err_clear(&e);
     const char *workload = "dlrm";
     int c, rc = 0, platform_given = 0;
+    if (tk_rank_from_env(&g_ri, &e)) return tk_cli_usage_error(prog, usage, "%s", e.what);
+    if (g_ri.world > 1) snprintf(g_errprog, sizeof g_errprog, "%s: rank %d", prog, g_ri.rank);
     while ((c = getopt_long(argc, argv, ":w:c:t:e:b:hV", longopts, NULL)) != -1) {
         int64_t v;
         switch (c) {
         case 'w': workload = optarg; break;
         case 'c': o.config = optarg; break;
         case 't':
-            if (add_path(o.train, &o.ntrain, optarg)) return tk_cli_usage_error(prog, usage, "too many --train paths");
+            if (add_path(o.train, &o.ntrain, optarg)) return usage_error("too many --train paths");
             break;
         case 'e':
-            if (add_path(o.eval, &o.neval, optarg)) return tk_cli_usage_error(prog, usage, "too many --eval paths");
+            if (add_path(o.eval, &o.neval, optarg)) return usage_error("too many --eval paths");
             break;
         case 'b': o.backend = optarg; break;
         case O_MLLOG: o.mllog = optarg; break;
@@ -599,7 +644,7 @@ int main(int argc, char **argv) {
         case O_WAIT: rc = tk_parse_f64(optarg, 0, 1e7, "--eval-wait", &o.eval_wait, &e); break;
         case O_DUMP: o.dump = optarg; break;
         case O_SET:
-            if (o.nsets >= MAX_SETS) return tk_cli_usage_error(prog, usage, "too many --set options");
+            if (o.nsets >= MAX_SETS) return usage_error("too many --set options");
             o.sets[o.nsets++] = optarg;
             break;
         case O_LOGEVERY: rc = tk_parse_i64(optarg, 0, INT64_MAX, "--log-every", &o.log_every, &e); break;
@@ -608,39 +653,46 @@ int main(int argc, char **argv) {
         case O_ORG: o.org = optarg; break;
         case O_PLATFORM: o.platform = optarg; platform_given = 1; break;
         case O_PROGRESS: o.progress = 1; break;
+        case O_RDV: o.rendezvous = optarg; break;
+        case O_CTIMEOUT: rc = tk_parse_f64(optarg, 0.001, 1e7, "--comm-timeout", &o.comm_timeout, &e); break;
         case O_PRECISION:
             if (strcmp(optarg, "fp32") != 0 && strcmp(optarg, "tf32") != 0 && strcmp(optarg, "bf16") != 0)
-                return tk_cli_usage_error(prog, usage, "--precision: expected fp32, tf32 or bf16, got '%s'",
+                return usage_error("--precision: expected fp32, tf32 or bf16, got '%s'",
                                           optarg);
-            if (o.nsets >= MAX_SETS) return tk_cli_usage_error(prog, usage, "too many --set options");
+            if (o.nsets >= MAX_SETS) return usage_error("too many --set options");
             snprintf(precbuf, sizeof precbuf, "model.precision=%s", optarg);
             o.sets[o.nsets++] = precbuf;
             break;
         default: return tk_cli_common_option(prog, usage, help, c, argv);
         }
-        if (rc) return tk_cli_usage_error(prog, usage, "%s", e.what);
+        if (rc) return usage_error("%s", e.what);
     }
-    if (optind < argc) return tk_cli_usage_error(prog, usage, "unexpected argument '%s'", argv[optind]);
+    if (optind < argc) return usage_error("unexpected argument '%s'", argv[optind]);
     if (strcmp(workload, "dlrm") != 0)
-        return tk_cli_usage_error(prog, usage, "--workload: only 'dlrm' is implemented, got '%s'", workload);
-    if (!o.config) return tk_cli_usage_error(prog, usage, "--config is required");
-    if (o.ntrain == 0) return tk_cli_usage_error(prog, usage, "--train is required");
+        return usage_error("--workload: only 'dlrm' is implemented, got '%s'", workload);
+    if (!o.config) return usage_error("--config is required");
+    if (o.ntrain == 0) return usage_error("--train is required");
     if (!o.dump && o.neval == 0 && !o.eval_dir)
-        return tk_cli_usage_error(prog, usage, "--eval or --eval-dir is required");
+        return usage_error("--eval or --eval-dir is required");
     if (o.neval > 0 && o.eval_dir)
-        return tk_cli_usage_error(prog, usage, "--eval and --eval-dir are exclusive");
+        return usage_error("--eval and --eval-dir are exclusive");
     if (o.ckpt_every > 0 && !o.ckpt_dir)
-        return tk_cli_usage_error(prog, usage, "--ckpt-every needs --ckpt-dir");
+        return usage_error("--ckpt-every needs --ckpt-dir");
+    if (g_ri.world > 1 && !o.rendezvous)
+        return usage_error("--rendezvous is required with several ranks (WORLD_SIZE=%d)", g_ri.world);
+    if (g_ri.world > 1 && o.eval_dir)
+        return usage_error("--eval-dir is not supported with several ranks yet: use --eval");
+    if (g_ri.world > 1 && o.dump) return usage_error("--dump-step is not supported with several ranks yet");
     static char platform[160];
     if (!platform_given && strcmp(o.backend, "cpu") != 0 && tk_cuda_device_count() > 0) {
-        snprintf(platform, sizeof platform, "1xGPU");
+        snprintf(platform, sizeof platform, "%dxGPU", g_ri.world);
         o.platform = platform;
     }
     rc = run_main(&o, &e);
-    if (rc && rc != TK_NO) tk_cli_fail(prog, &e);
+    if (rc && rc != TK_NO) tk_cli_fail(g_errprog, &e);
     tk_err e2;
     if (tk_cli_close_stdout(&e2)) {
-        tk_cli_fail(prog, &e2);
+        tk_cli_fail(g_errprog, &e2);
         if (!rc || rc == TK_NO) rc = e2.code;
     }
     return rc;

@@ -14,13 +14,13 @@ __device__ __forceinline__ void st_dz(__nv_bfloat16 *p, float v) { *p = __float2
 
 template <typename TL>
 __global__ static void __launch_bounds__(kThreads)
-bce_kernel(const TL *logit, const uint8_t *label, int B, TL *dlogit, double *acc) {
+bce_kernel(const TL *logit, const uint8_t *label, int B, int N, TL *dlogit, double *acc) {
     __shared__ double part[kThreads];
     double sum = 0;
     for (int b = threadIdx.x; b < B; b += kThreads) {
         double z = ld_z(logit + b), y = label[b] ? 1.0 : 0.0;
         sum += fmax(z, 0.0) - z * y + log1p(exp(-fabs(z)));
-        if (dlogit) st_dz(dlogit + b, (float)((1.0 / (1.0 + exp(-z)) - y) / B));
+        if (dlogit) st_dz(dlogit + b, (float)((1.0 / (1.0 + exp(-z)) - y) / N));
     }
     part[threadIdx.x] = sum;
     __syncthreads();
@@ -29,7 +29,7 @@ bce_kernel(const TL *logit, const uint8_t *label, int B, TL *dlogit, double *acc
         __syncthreads();
     }
     if (threadIdx.x == 0 && acc && B > 0) {
-        acc[0] += part[0] / B;
+        acc[0] += part[0] / N;
         acc[1] += 1;
     }
 }
@@ -37,16 +37,25 @@ bce_kernel(const TL *logit, const uint8_t *label, int B, TL *dlogit, double *acc
 int tk_bce_logits_cuda(tk_ctx *c, const float *logit, const uint8_t *label, int B, float *dlogit,
                        double *acc, tk_err *e) {
     if (B <= 0) return 0;
-    bce_kernel<<<1, kThreads, 0, tk_cu_stream(c)>>>(logit, label, B, dlogit, acc);
+    bce_kernel<<<1, kThreads, 0, tk_cu_stream(c)>>>(logit, label, B, B, dlogit, acc);
+    return tk_cu_check(e, "bce_logits");
+}
+
+int tk_bce_logits_act_n_cuda(tk_ctx *c, tk_dtype lt, const void *logit, const uint8_t *label, int B, int N,
+                             void *dlogit, double *acc, tk_err *e) {
+    if (N < B) return tk_err_set(e, TK_EINTERNAL, "bce_logits: normalizer %d < batch %d", N, B);
+    if (lt != TK_F32 && lt != TK_BF16)
+        return tk_err_set(e, TK_EINTERNAL, "bce_logits: logits in %s", tk_dtype_name(lt));
+    if (B <= 0) return 0;
+    if (lt == TK_F32)
+        bce_kernel<<<1, kThreads, 0, tk_cu_stream(c)>>>((const float *)logit, label, B, N, (float *)dlogit, acc);
+    else
+        bce_kernel<<<1, kThreads, 0, tk_cu_stream(c)>>>((const __nv_bfloat16 *)logit, label, B, N,
+                                                        (__nv_bfloat16 *)dlogit, acc);
     return tk_cu_check(e, "bce_logits");
 }
 
 int tk_bce_logits_act_cuda(tk_ctx *c, tk_dtype lt, const void *logit, const uint8_t *label, int B,
                            void *dlogit, double *acc, tk_err *e) {
-    if (lt == TK_F32) return tk_bce_logits_cuda(c, (const float *)logit, label, B, (float *)dlogit, acc, e);
-    if (lt != TK_BF16) return tk_err_set(e, TK_EINTERNAL, "bce_logits: logits in %s", tk_dtype_name(lt));
-    if (B <= 0) return 0;
-    bce_kernel<<<1, kThreads, 0, tk_cu_stream(c)>>>((const __nv_bfloat16 *)logit, label, B, (__nv_bfloat16 *)dlogit,
-                                                    acc);
-    return tk_cu_check(e, "bce_logits");
+    return tk_bce_logits_act_n_cuda(c, lt, logit, label, B, B, dlogit, acc, e);
 }

@@ -25,7 +25,17 @@ int tk_bce_logits_act(tk_ctx *c, tk_dtype lt, const void *logit, const uint8_t *
                       double *acc, tk_err *e);
 int tk_bce_logits_act_ref(tk_dtype lt, const void *logit, const uint8_t *label, int B, void *dlogit,
                           double *acc, tk_err *e);
+// The same over B samples that are this rank's share of a global batch of N >= B samples (data
+// parallel training): dz_b = (sigmoid(z_b) - y_b) / N and acc[0] += (sum of the B losses) / N,
+// so the gradients of the ranks add up (a plain sum) to those of the whole batch, and so do
+// their acc[0]. N == B is tk_bce_logits_act.
+int tk_bce_logits_act_n(tk_ctx *c, tk_dtype lt, const void *logit, const uint8_t *label, int B, int N,
+                        void *dlogit, double *acc, tk_err *e);
+int tk_bce_logits_act_n_ref(tk_dtype lt, const void *logit, const uint8_t *label, int B, int N, void *dlogit,
+                            double *acc, tk_err *e);
 #ifdef TK_HAVE_CUDA
+int tk_bce_logits_act_n_cuda(tk_ctx *c, tk_dtype lt, const void *logit, const uint8_t *label, int B, int N,
+                             void *dlogit, double *acc, tk_err *e);
 int tk_bce_logits_act_cuda(tk_ctx *c, tk_dtype lt, const void *logit, const uint8_t *label, int B,
                            void *dlogit, double *acc, tk_err *e);
 int tk_bce_logits_cuda(tk_ctx *c, const float *logit, const uint8_t *label, int B, float *dlogit,

@@ -245,6 +245,26 @@ COPY_FN(tk_memcpy_h2d, cudaMemcpyHostToDevice)
 COPY_FN(tk_memcpy_d2h, cudaMemcpyDeviceToHost)
 COPY_FN(tk_memcpy_d2d, cudaMemcpyDeviceToDevice)
 
+int tk_memcpy2d(tk_ctx *c, void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                size_t height, int stream, tk_err *e) {
+    if (width > dpitch || width > spitch)
+        return tk_err_set(e, TK_EINTERNAL, "memcpy2d: width %zu > pitch (%zu, %zu)", width, dpitch, spitch);
+    if (!width || !height) return 0;
+    if (c->backend == TK_BACKEND_CPU) {
+        for (size_t i = 0; i < height; i++) memcpy((char *)dst + i * dpitch, (const char *)src + i * spitch, width);
+        return 0;
+    }
+#ifdef TK_HAVE_CUDA
+    CUDA_TRY(cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, cudaMemcpyDeviceToDevice,
+                               (cudaStream_t)c->stream[stream]),
+             "cudaMemcpy2DAsync failed");
+    return 0;
+#else
+    (void)stream;
+    return tk_err_set(e, TK_EDEVICE, "built without CUDA");
+#endif
+}
+
 int tk_memcpy_h2d_async(tk_ctx *c, void *dst, const void *src, size_t bytes, int stream, tk_err *e) {
     if (c->backend == TK_BACKEND_CPU) {
         if (bytes) memmove(dst, src, bytes);

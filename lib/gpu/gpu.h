@@ -54,6 +54,12 @@ int tk_memcpy_h2d(tk_ctx *c, void *dst, const void *src, size_t bytes, int strea
 int tk_memcpy_d2h(tk_ctx *c, void *dst, const void *src, size_t bytes, int stream, tk_err *e);
 int tk_memcpy_d2d(tk_ctx *c, void *dst, const void *src, size_t bytes, int stream, tk_err *e);
 int tk_memset0(tk_ctx *c, void *p, size_t bytes, int stream, tk_err *e);
+// Strided copy within the backend's memory (device to device): rows of width bytes, from rows
+// spaced spitch bytes apart to rows spaced dpitch apart (pitches >= width). The re-layouts of
+// the distributed DLRM (the all-to-all buffers) are such copies. Enqueued only (capturable in a
+// CUDA graph); on cpu it copies at once. Source and destination must not overlap.
+int tk_memcpy2d(tk_ctx *c, void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                size_t height, int stream, tk_err *e);
 // The copies above return only when the host buffer may be reused (on cuda they wait for the
 // stream unless capturing). This one only enqueues: src must be pinned (tk_host_alloc_pinned)
 // and stay untouched until the stream has reached the copy (record an event after it and wait

@@ -28,6 +28,11 @@ static void layer_name(const tk_dlrm *m, int l, const char *what, char *buf, siz
 }
 
 int tk_dlrm_create(tk_dlrm **out, tk_ctx *c, const tk_dlrm_config *cfg, tk_err *e) {
+    return tk_dlrm_create_dist(out, c, cfg, NULL, 0, e);
+}
+
+int tk_dlrm_create_dist(tk_dlrm **out, tk_ctx *c, const tk_dlrm_config *cfg, tk_comm *comm, double timeout_s,
+                        tk_err *e) {
     *out = NULL;
     tk_dlrm *m = calloc(1, sizeof *m);
     if (!m) return tk_err_set(e, TK_EIO, "out of host memory");
@@ -36,6 +41,22 @@ int tk_dlrm_create(tk_dlrm **out, tk_ctx *c, const tk_dlrm_config *cfg, tk_err *
     const int B = cfg->batch, T = cfg->num_tables, D = cfg->emb_dim;
     int rc = 0;
     m->act = cfg->bf16 ? TK_BF16 : TK_F32;
+    m->world = comm ? tk_comm_world(comm) : 1;
+    m->rank = comm ? tk_comm_rank(comm) : 0;
+    m->comm = m->world > 1 ? comm : NULL;
+    m->comm_timeout = timeout_s > 0 ? timeout_s : 300;
+    const int Wr = m->world;
+    if (B % Wr != 0) {
+        rc = tk_err_set(e, TK_EUSAGE, "dlrm: the global batch (%d) must be a multiple of the world size (%d)", B, Wr);
+        tk_err_hint(e, "set train.global_batch_size to a multiple of %d", Wr);
+        goto fail;
+    }
+    m->b = B / Wr;
+    m->tm = (T + Wr - 1) / Wr;
+    m->t0 = m->rank * m->tm;
+    m->tn = m->t0 >= T ? 0 : (T - m->t0 < m->tm ? T - m->t0 : m->tm);
+    if (m->t0 > T) m->t0 = T;
+    const int b = m->b, tn = m->tn, tm = m->tm;
     if (cfg->bf16 && c->backend != TK_BACKEND_CUDA) {
         rc = tk_err_set(e, TK_EUSAGE, "dlrm: precision bf16 needs the cuda backend");
         tk_err_hint(e, "the cpu backend is the fp32 reference: use precision fp32 there");
@@ -65,8 +86,8 @@ int tk_dlrm_create(tk_dlrm **out, tk_ctx *c, const tk_dlrm_config *cfg, tk_err *
     for (int l = 0; l < m->nlayers; l++)
         dense_bytes += align256((size_t)m->L[l].in * m->L[l].out * 4) + align256((size_t)m->L[l].out * 4);
     m->row_off_host[0] = 0;
-    for (int t = 0; t < T; t++) m->row_off_host[t + 1] = m->row_off_host[t] + cfg->table_rows[t];
-    m->rows_total = m->row_off_host[T];
+    for (int t = 0; t < tn; t++) m->row_off_host[t + 1] = m->row_off_host[t] + cfg->table_rows[m->t0 + t];
+    m->rows_total = m->row_off_host[tn];
     size_t table_bytes = (size_t)m->rows_total * D * tk_dtype_size(cfg->table_dtype);
 
     TRY(tk_arena_init(c, &m->params, dense_bytes + align256(table_bytes) + 256, "params", e));
@@ -99,29 +120,39 @@ int tk_dlrm_create(tk_dlrm **out, tk_ctx *c, const tk_dlrm_config *cfg, tk_err *
     NEED((size_t)B);                                 // in_label
     NEED((size_t)B * cfg->num_dense * 4);            // in_dense
     NEED((size_t)B * T * 4);                         // in_cat
-    NEED((size_t)B * cfg->num_dense * 4);            // x0
-    NEED((size_t)B * T * D * 4);                     // emb
-    NEED((size_t)B * W * 4);                         // inter
-    NEED((size_t)B * 4);                             // logit
-    NEED((size_t)B * 4);                             // dlogit
-    NEED((size_t)B * maxw * 4);                      // dy[0]
-    NEED((size_t)B * maxw * 4);                      // dy[1]
-    NEED((size_t)B * W * 4);                         // dinter
-    NEED((size_t)B * D * 4);                         // dbot
-    NEED((size_t)B * T * D * 4);                     // demb
-    NEED(tk_embedding_bwd_ws_bytes(c->backend, B, T)); // emb_ws
-    NEED((size_t)(T + 1) * 8);                       // row_off
+    NEED((size_t)b * cfg->num_dense * 4);            // x0
+    NEED((size_t)b * T * D * 4);                     // emb
+    NEED((size_t)b * W * 4);                         // inter
+    NEED((size_t)b * 4);                             // logit
+    NEED((size_t)b * 4);                             // dlogit
+    NEED((size_t)b * maxw * 4);                      // dy[0]
+    NEED((size_t)b * maxw * 4);                      // dy[1]
+    NEED((size_t)b * W * 4);                         // dinter
+    NEED((size_t)b * D * 4);                         // dbot
+    NEED((size_t)b * T * D * 4);                     // demb
+    NEED(tk_embedding_bwd_ws_bytes(c->backend, B, tn)); // emb_ws (the owned tables, all B samples)
+    NEED((size_t)(tn + 1) * 8);                      // row_off
     NEED(64);                                        // scalars: lr, step, loss_acc[2], auc
     for (int l = 0; l < m->nlayers; l++) {
-        NEED((size_t)B * m->L[l].out * 4);           // y
-        NEED(tk_gemm_aux_bytes(c, B, m->L[l].out)); // aux
+        NEED((size_t)b * m->L[l].out * 4);           // y
+        NEED(tk_gemm_aux_bytes(c, b, m->L[l].out)); // aux
     }
     int kp = kpad(cfg->num_dense), o0 = m->L[0].out;
     if (cfg->bf16) {
         NEED(m->dense_n * 2);                        // wcopy
-        NEED((size_t)B * kp * 2);                    // x0p
+        NEED((size_t)b * kp * 2);                    // x0p
         NEED((size_t)o0 * kp * 2);                   // W0p
         NEED((size_t)o0 * kp * 4);                   // dW0p
+    }
+    if (Wr > 1) {
+        NEED((size_t)B * tn * 4);                    // cat_own
+        NEED((size_t)B * tn * D * 4);                // emb_own
+        NEED((size_t)B * tm * D * 4);                // a2a_send
+        NEED((size_t)B * tm * D * 4);                // a2a_recv
+        NEED((size_t)b * cfg->num_dense * 4);        // ev_dense
+        NEED((size_t)b * 4);                         // ev_logit
+        NEED((size_t)B * 4);                         // ev_score
+        NEED((size_t)Wr * 16);                       // acc_all
     }
 #undef NEED
     if ((rc = tk_arena_init(c, &m->acts, act + 256, "activations", e))) goto fail;
@@ -160,9 +191,19 @@ int tk_dlrm_create(tk_dlrm **out, tk_ctx *c, const tk_dlrm_config *cfg, tk_err *
         m->W0p = v[i++];
         m->dW0p = v[i++];
     }
+    if (Wr > 1) {
+        m->cat_own = v[i++];
+        m->emb_own = v[i++];
+        m->a2a_send = v[i++];
+        m->a2a_recv = v[i++];
+        m->ev_dense = v[i++];
+        m->ev_logit = v[i++];
+        m->ev_score = v[i++];
+        m->acc_all = v[i++];
+    }
     m->logit = m->L[m->nlayers - 1].y;
     if ((rc = tk_memset0(c, m->acts.base, m->acts.cap, TK_STREAM_COMPUTE, e))) goto fail;
-    if ((rc = tk_memcpy_h2d(c, m->row_off, m->row_off_host, (size_t)(T + 1) * 8, TK_STREAM_COMPUTE, e)))
+    if ((rc = tk_memcpy_h2d(c, m->row_off, m->row_off_host, (size_t)(tn + 1) * 8, TK_STREAM_COMPUTE, e)))
         goto fail;
     for (int k = 0; k < 2; k++) {
         struct tk_dlrm_stage *g = &m->stage[k];
@@ -236,10 +277,13 @@ int tk_dlrm_init_weights(tk_dlrm *m, uint64_t seed, tk_err *e) {
     // Tables, a staging buffer at a time.
     const int D = cfg->emb_dim;
     size_t esz = tk_dtype_size(cfg->table_dtype), chunk = STAGE_BYTES / esz / (size_t)D * (size_t)D;
-    for (int t = 0; !rc && t < cfg->num_tables; t++) {
+    // Table t of the model is this rank's table t - t0: its values come from the Philox stream of
+    // the GLOBAL table index, so they are the one-rank model's whatever the world size.
+    for (int lt = 0; !rc && lt < m->tn; lt++) {
+        int t = m->t0 + lt;
         size_t n = (size_t)cfg->table_rows[t] * D;
         double a = sqrt(1.0 / (double)cfg->table_rows[t]);
-        char *dst = (char *)m->tables + (size_t)m->row_off_host[t] * D * esz;
+        char *dst = (char *)m->tables + (size_t)m->row_off_host[lt] * D * esz;
         for (size_t off = 0; !rc && off < n; off += chunk) {
             size_t k = n - off < chunk ? n - off : chunk;
             rc = tk_ctx_sync(m->c, e); // the previous chunk's copy has left the staging buffer
@@ -330,29 +374,100 @@ static int mlp_forward(tk_dlrm *m, int l0, int l1, int n, float *last_out, tk_er
     return 0;
 }
 
+// ---- several ranks: the embedding exchange ----
+
+static int owned(const tk_dlrm *m, int rank) { // tables owned by rank
+    int t0 = rank * m->tm, T = m->cfg.num_tables;
+    return t0 >= T ? 0 : (T - t0 < m->tm ? T - t0 : m->tm);
+}
+
+// Looks up the owned tables for the n samples of cat (n, T) (all ranks' samples, rank j's being
+// [j*bl, (j+1)*bl); rows past n are padding with id 0), lays them out [j][bl][tm][D] in a2a_send
+// and starts the all-to-all on the comm stream. The compute stream is free meanwhile.
+static int exchange_fwd_start(tk_dlrm *m, const int32_t *cat, int n, int bl, tk_err *e) {
+    tk_ctx *c = m->c;
+    const int T = m->cfg.num_tables, D = m->cfg.emb_dim, tn = m->tn, tm = m->tm, rows = m->world * bl;
+    const int s = TK_STREAM_COMPUTE;
+    if (tn > 0) {
+        TRY(tk_memcpy2d(c, m->cat_own, (size_t)tn * 4, cat + m->t0, (size_t)T * 4, (size_t)tn * 4, (size_t)n, s, e));
+        if (n < rows) TRY(tk_memset0(c, m->cat_own + (size_t)n * tn, (size_t)(rows - n) * tn * 4, s, e));
+        float *dst = tn == tm ? m->a2a_send : m->emb_own;
+        TRY(tk_embedding_fwd(c, m->tables, m->cfg.table_dtype, m->row_off, m->cat_own, rows, tn, D, dst, e));
+        // A rank with fewer tables than tm leaves the last slots of each sample alone: zero since
+        // tk_dlrm_create, and no rank ever reads them.
+        if (tn < tm)
+            TRY(tk_memcpy2d(c, m->a2a_send, (size_t)tm * D * 4, m->emb_own, (size_t)tn * D * 4, (size_t)tn * D * 4,
+                            (size_t)rows, s, e));
+    }
+    TRY(tk_comm_stream_wait(m->comm, TK_STREAM_COMM, s, e));
+    return tk_all_to_all(m->comm, m->a2a_send, m->a2a_recv, (size_t)bl * tm * D, TK_F32, TK_STREAM_COMM, e);
+}
+
+// Joins the all-to-all and moves the received [i][bl][tm][D] into emb (bl, T, D).
+static int exchange_fwd_finish(tk_dlrm *m, int bl, tk_err *e) {
+    const int T = m->cfg.num_tables, D = m->cfg.emb_dim, tm = m->tm;
+    TRY(tk_comm_stream_wait(m->comm, TK_STREAM_COMPUTE, TK_STREAM_COMM, e));
+    for (int i = 0; i < m->world; i++) {
+        int ti = owned(m, i);
+        if (ti > 0)
+            TRY(tk_memcpy2d(m->c, m->emb + (size_t)i * tm * D, (size_t)T * D * 4, m->a2a_recv + (size_t)i * bl * tm * D,
+                            (size_t)tm * D * 4, (size_t)ti * D * 4, (size_t)bl, TK_STREAM_COMPUTE, e));
+    }
+    return 0;
+}
+
+// The forward of bl local rows: dense (bl, num_dense) this rank's samples; cat (n, T) all ranks'.
+static int forward_rows(tk_dlrm *m, const int32_t *dense, const int32_t *cat, int n, int bl, float *out,
+                        tk_err *e) {
+    const tk_dlrm_config *cfg = &m->cfg;
+    tk_range_push("forward");
+    if (m->world > 1) TRY(exchange_fwd_start(m, cat, n, bl, e));
+    TRY(tk_dense_log1p(m->c, dense, (int64_t)bl * cfg->num_dense, m->x0, e));
+    if (cfg->bf16)
+        TRY(tk_cast2d(m->c, m->x0, TK_F32, cfg->num_dense, m->x0p, TK_BF16, kpad(cfg->num_dense), bl,
+                      cfg->num_dense, e));
+    TRY(mlp_forward(m, 0, cfg->nbot, bl, NULL, e));
+    if (m->world > 1)
+        TRY(exchange_fwd_finish(m, bl, e));
+    else
+        TRY(tk_embedding_fwd(m->c, m->tables, cfg->table_dtype, m->row_off, cat, bl, cfg->num_tables,
+                             cfg->emb_dim, m->emb, e));
+    TRY(tk_interaction_fwd_act(m->c, m->act, m->L[cfg->nbot - 1].y, m->emb, bl, cfg->num_tables, cfg->emb_dim,
+                               cfg->interaction_width, m->inter, e));
+    TRY(mlp_forward(m, cfg->nbot, m->nlayers, bl, out, e));
+    tk_range_pop();
+    return 0;
+}
+
 int tk_dlrm_forward(tk_dlrm *m, const int32_t *dense, const int32_t *cat, int n, float *out,
                     tk_err *e) {
     const tk_dlrm_config *cfg = &m->cfg;
-    tk_range_push("forward");
-    TRY(tk_dense_log1p(m->c, dense, (int64_t)n * cfg->num_dense, m->x0, e));
-    if (cfg->bf16)
-        TRY(tk_cast2d(m->c, m->x0, TK_F32, cfg->num_dense, m->x0p, TK_BF16, kpad(cfg->num_dense), n,
-                      cfg->num_dense, e));
-    TRY(mlp_forward(m, 0, cfg->nbot, n, NULL, e));
-    TRY(tk_embedding_fwd(m->c, m->tables, cfg->table_dtype, m->row_off, cat, n, cfg->num_tables,
-                         cfg->emb_dim, m->emb, e));
-    TRY(tk_interaction_fwd_act(m->c, m->act, m->L[cfg->nbot - 1].y, m->emb, n, cfg->num_tables, cfg->emb_dim,
-                               cfg->interaction_width, m->inter, e));
-    TRY(mlp_forward(m, cfg->nbot, m->nlayers, n, out, e));
-    tk_range_pop();
-    return 0;
+    if (n > cfg->batch || n < 0) return tk_err_set(e, TK_EINTERNAL, "dlrm: forward of %d > %d samples", n, cfg->batch);
+    if (m->world > 1) {
+        // Rank r's share of the n samples: [r*bl, r*bl + nr); the rows up to bl are padding (zero
+        // features), computed and dropped, so every rank runs the same shapes in lockstep.
+        const int W = m->world, bl = (n + W - 1) / W, nd = cfg->num_dense;
+        int nr = n - m->rank * bl;
+        nr = nr < 0 ? 0 : nr > bl ? bl : nr;
+        if (bl == 0) return 0;
+        TRY(tk_memset0(m->c, m->ev_dense, (size_t)bl * nd * 4, TK_STREAM_COMPUTE, e));
+        if (nr > 0)
+            TRY(tk_memcpy_d2d(m->c, m->ev_dense, dense + (size_t)m->rank * bl * nd, (size_t)nr * nd * 4,
+                              TK_STREAM_COMPUTE, e));
+        TRY(forward_rows(m, m->ev_dense, cat, n, bl, m->ev_logit, e));
+        TRY(tk_comm_stream_wait(m->comm, TK_STREAM_COMM, TK_STREAM_COMPUTE, e));
+        TRY(tk_all_gather(m->comm, m->ev_logit, m->ev_score, (size_t)bl, TK_F32, TK_STREAM_COMM, e));
+        TRY(tk_comm_stream_wait(m->comm, TK_STREAM_COMPUTE, TK_STREAM_COMM, e));
+        return tk_memcpy_d2d(m->c, out, m->ev_score, (size_t)n * 4, TK_STREAM_COMPUTE, e);
+    }
+    return forward_rows(m, dense, cat, n, n, out, e);
 }
 
 // Backward through layers [l0, l1) (descending), starting from dy = the gradient of the
 // pre-activation of layer l1-1. The input gradient of layer l0 goes to dx0 (NULL: not needed).
 // Weight and bias gradients are fp32 on every path.
 static int mlp_backward(tk_dlrm *m, int l0, int l1, const void *dy, void *dx0, tk_err *e) {
-    const int B = m->cfg.batch;
+    const int B = m->b; // this rank's rows
     int pp = 0;
     for (int l = l1 - 1; l >= l0; l--) {
         tk_dlrm_layer *L = &m->L[l];
@@ -376,11 +491,69 @@ static int mlp_backward(tk_dlrm *m, int l0, int l1, const void *dy, void *dx0, t
     return 0;
 }
 
+// The step over several ranks (see tk_dlrm_create_dist). Stream use: the all-to-alls and the
+// all-reduces run on the comm stream, forked from and joined back into the compute stream with
+// tk_comm_stream_wait, so the whole step is one capturable sequence.
+static int train_step_dist(tk_dlrm *m, tk_err *e) {
+    const tk_dlrm_config *cfg = &m->cfg;
+    const int B = cfg->batch, T = cfg->num_tables, D = cfg->emb_dim, b = m->b, tm = m->tm, tn = m->tn;
+    const int CS = TK_STREAM_COMPUTE, CM = TK_STREAM_COMM;
+    tk_ctx *c = m->c;
+    TRY(tk_lr_schedule(c, &cfg->lr, m->step, m->lr, e));
+    TRY(forward_rows(m, m->in_dense + (size_t)m->rank * b * cfg->num_dense, m->in_cat, B, b, m->logit, e));
+    tk_range_push("backward");
+    // dlogit = (sigmoid - y) / B: this rank's samples' share of the global mean's gradient.
+    TRY(tk_bce_logits_act_n(c, m->act, m->logit, m->in_label + (size_t)m->rank * b, b, B, m->dlogit,
+                            m->loss_acc, e));
+    TRY(mlp_backward(m, cfg->nbot, m->nlayers, m->dlogit, m->dinter, e));
+    // The top MLP's gradients are final: all-reduce their span while the rest of the backward runs.
+    float *top_g = m->L[cfg->nbot].dW;
+    size_t nbot_g = (size_t)(top_g - m->dense_g), ntop_g = m->dense_n - nbot_g;
+    TRY(tk_comm_stream_wait(m->comm, CM, CS, e));
+    TRY(tk_allreduce_sum(m->comm, top_g, top_g, ntop_g, TK_F32, 1.0f, CM, e));
+    TRY(tk_interaction_bwd_act(c, m->act, m->L[cfg->nbot - 1].y, m->emb, m->dinter, b, T, D,
+                               cfg->interaction_width, 1, m->dbot, m->demb, e));
+    // demb (b, T, D) -> [owner i][b][tm][D], back to the tables' owners.
+    for (int i = 0; i < m->world; i++) {
+        int ti = owned(m, i);
+        if (ti > 0)
+            TRY(tk_memcpy2d(c, m->a2a_send + (size_t)i * b * tm * D, (size_t)tm * D * 4, m->demb + (size_t)i * tm * D,
+                            (size_t)T * D * 4, (size_t)ti * D * 4, (size_t)b, CS, e));
+    }
+    TRY(tk_comm_stream_wait(m->comm, CM, CS, e));
+    TRY(tk_all_to_all(m->comm, m->a2a_send, m->a2a_recv, (size_t)b * tm * D, TK_F32, CM, e));
+    TRY(mlp_backward(m, 0, cfg->nbot, m->dbot, NULL, e));
+    // Join (the top all-reduce and the all-to-all), then the bottom span's all-reduce overlaps
+    // the sparse update.
+    TRY(tk_comm_stream_wait(m->comm, CS, CM, e));
+    TRY(tk_comm_stream_wait(m->comm, CM, CS, e));
+    TRY(tk_allreduce_sum(m->comm, m->dense_g, m->dense_g, nbot_g, TK_F32, 1.0f, CM, e));
+    if (tn > 0) { // a2a_recv is (B, tm, D): the gradients of the owned tables' vectors, all B samples
+        const float *g = m->a2a_recv;
+        if (tn < tm) {
+            TRY(tk_memcpy2d(c, m->emb_own, (size_t)tn * D * 4, m->a2a_recv, (size_t)tm * D * 4, (size_t)tn * D * 4,
+                            (size_t)B, CS, e));
+            g = m->emb_own;
+        }
+        TRY(tk_embedding_bwd_sgd(c, m->tables, cfg->table_dtype, m->row_off, m->cat_own, B, tn, D, g, m->lr,
+                                 m->emb_ws, e));
+    }
+    TRY(tk_comm_stream_wait(m->comm, CS, CM, e));
+    tk_range_pop();
+    tk_range_push("sgd");
+    TRY(tk_sgd_update(c, m->dense_w, m->dense_g, m->dense_n, m->lr, cfg->bf16 ? m->wcopy : NULL,
+                      cfg->bf16 ? TK_BF16 : TK_F32, e));
+    if (cfg->bf16) TRY(cast_w0p(m, e));
+    tk_range_pop();
+    return 0;
+}
+
 int tk_dlrm_train_step(tk_dlrm *m, tk_err *e) {
+    if (m->world > 1) return train_step_dist(m, e);
     const tk_dlrm_config *cfg = &m->cfg;
     const int B = cfg->batch, T = cfg->num_tables, D = cfg->emb_dim;
     TRY(tk_lr_schedule(m->c, &cfg->lr, m->step, m->lr, e));
-    TRY(tk_dlrm_forward(m, m->in_dense, m->in_cat, B, m->logit, e));
+    TRY(forward_rows(m, m->in_dense, m->in_cat, B, B, m->logit, e));
     tk_range_push("backward");
     TRY(tk_bce_logits_act(m->c, m->act, m->logit, m->in_label, B, m->dlogit, m->loss_acc, e));
     TRY(mlp_backward(m, cfg->nbot, m->nlayers, m->dlogit, m->dinter, e));
@@ -399,9 +572,30 @@ int tk_dlrm_train_step(tk_dlrm *m, tk_err *e) {
     return 0;
 }
 
+int tk_dlrm_sync(tk_dlrm *m, tk_err *e) {
+    if (m->world > 1) TRY(tk_comm_wait(m->comm, TK_STREAM_COMPUTE, m->comm_timeout, e));
+    return tk_ctx_sync(m->c, e);
+}
+
 int tk_dlrm_read_loss(tk_dlrm *m, double *mean_loss, int reset, tk_err *e) {
     double acc[2];
-    TRY(tk_memcpy_d2h(m->c, acc, m->loss_acc, sizeof acc, TK_STREAM_COMPUTE, e));
+    if (m->world > 1) {
+        // Each rank accumulated (its samples' loss sum) / B per step: the ranks' accumulators add
+        // up to the global mean's. Gathered as bytes (no fp64 sum in the collectives) and summed
+        // here in rank order, so every rank logs the same value.
+        double all[2 * 1024];
+        if (m->world > 1024) return tk_err_set(e, TK_EINTERNAL, "dlrm: world size %d > 1024", m->world);
+        TRY(tk_comm_stream_wait(m->comm, TK_STREAM_COMM, TK_STREAM_COMPUTE, e));
+        TRY(tk_all_gather(m->comm, m->loss_acc, m->acc_all, 16, TK_U8, TK_STREAM_COMM, e));
+        TRY(tk_comm_stream_wait(m->comm, TK_STREAM_COMPUTE, TK_STREAM_COMM, e));
+        TRY(tk_dlrm_sync(m, e));
+        TRY(tk_memcpy_d2h(m->c, all, m->acc_all, (size_t)m->world * 16, TK_STREAM_COMPUTE, e));
+        acc[0] = 0;
+        acc[1] = all[1];
+        for (int i = 0; i < m->world; i++) acc[0] += all[2 * i];
+    } else {
+        TRY(tk_memcpy_d2h(m->c, acc, m->loss_acc, sizeof acc, TK_STREAM_COMPUTE, e));
+    }
     TRY(tk_ctx_sync(m->c, e));
     *mean_loss = acc[1] > 0 ? acc[0] / acc[1] : NAN;
     if (reset) TRY(tk_memset0(m->c, m->loss_acc, sizeof acc, TK_STREAM_COMPUTE, e));
@@ -409,6 +603,7 @@ int tk_dlrm_read_loss(tk_dlrm *m, double *mean_loss, int reset, tk_err *e) {
 }
 
 int tk_dlrm_read_step(tk_dlrm *m, int64_t *step, tk_err *e) {
+    TRY(tk_dlrm_sync(m, e));
     TRY(tk_memcpy_d2h(m->c, step, m->step, 8, TK_STREAM_COMPUTE, e));
     return tk_ctx_sync(m->c, e);
 }
@@ -424,6 +619,7 @@ typedef struct {
     tk_st_tensor t;
     const void *src;   // data
     int dev;           // src is in the backend's memory (staged through the host)
+    int owner;         // the rank holding the data (several ranks; src is NULL on the others)
 } ck_entry;
 
 #define MAX_ENTRIES (4 * TK_DLRM_MAX_LAYERS + TK_DLRM_MAX_TABLES + 16)
@@ -437,29 +633,37 @@ static void set2(tk_st_tensor *t, const char *name, tk_dtype dt, int ndim, int64
     t->shape[1] = d1;
 }
 
-// The model's parameter tensors in checkpoint order (data pointers into params).
-static int param_entries(const tk_dlrm *m, ck_entry *ent) {
+// The model's parameter tensors in checkpoint order (data pointers into params): the dense ones
+// and this rank's tables (all tables when all = 1, with NULL data for the other ranks' ones).
+static int entries(const tk_dlrm *m, ck_entry *ent, int all) {
     int n = 0;
     char name[128];
     for (int l = 0; l < m->nlayers; l++) {
         layer_name(m, l, "weight", name, sizeof name);
         set2(&ent[n].t, name, TK_F32, 2, m->L[l].out, m->L[l].in);
         ent[n].src = m->L[l].W;
+        ent[n].owner = 0;
         ent[n++].dev = 1;
         layer_name(m, l, "bias", name, sizeof name);
         set2(&ent[n].t, name, TK_F32, 1, m->L[l].out, 0);
         ent[n].src = m->L[l].b;
+        ent[n].owner = 0;
         ent[n++].dev = 1;
     }
     size_t esz = tk_dtype_size(m->cfg.table_dtype);
     for (int t = 0; t < m->cfg.num_tables; t++) {
+        int lt = t - m->t0, mine = lt >= 0 && lt < m->tn;
+        if (!mine && !all) continue;
         snprintf(name, sizeof name, "emb.%d.weight", t);
         set2(&ent[n].t, name, m->cfg.table_dtype, 2, m->cfg.table_rows[t], m->cfg.emb_dim);
-        ent[n].src = (const char *)m->tables + (size_t)m->row_off_host[t] * m->cfg.emb_dim * esz;
+        ent[n].src = mine ? (const char *)m->tables + (size_t)m->row_off_host[lt] * m->cfg.emb_dim * esz : NULL;
+        ent[n].owner = t / m->tm;
         ent[n++].dev = 1;
     }
     return n;
 }
+
+static int param_entries(const tk_dlrm *m, ck_entry *ent) { return entries(m, ent, 0); }
 
 static int write_entries(tk_dlrm *m, const char *path, const ck_entry *ent, int n,
                          const json_t *meta, tk_err *e) {
@@ -475,7 +679,7 @@ static int write_entries(tk_dlrm *m, const char *path, const ck_entry *ent, int 
     int rc = tk_st_writer_open(&w, path, t, n, meta, e);
     free(t);
     for (int i = 0; !rc && i < n; i++) {
-        uint64_t nb = tk_st_nbytes(&t[i]);
+        uint64_t nb = tk_st_nbytes(&ent[i].t);
         for (uint64_t off = 0; !rc && off < nb; off += STAGE_BYTES) {
             size_t k = nb - off < STAGE_BYTES ? (size_t)(nb - off) : STAGE_BYTES;
             const char *src = (const char *)ent[i].src + off;
@@ -495,7 +699,83 @@ static int write_entries(tk_dlrm *m, const char *path, const ck_entry *ent, int 
     return tk_st_writer_commit(w, e);
 }
 
+#define CK_CHUNK ((size_t)4 << 20) // bytes of a table a rank sends to rank 0 at a time
+
+// Several ranks: rank 0 writes; a table of rank s != 0 reaches it in chunks of CK_CHUNK bytes
+// through all-gathers (every rank takes part, only block s is used: the collectives have no
+// point-to-point send), so the memory needed is (W + 1) chunks whatever the table sizes. A local
+// I/O error on rank 0 does not stop the collective sequence (the peers would be left waiting):
+// the ranks agree on the outcome at the end.
+static int save_dist(tk_dlrm *m, const char *path, const json_t *meta, tk_err *e) {
+    tk_ctx *c = m->c;
+    const int W = m->world, r = m->rank, CS = TK_STREAM_COMPUTE;
+    ck_entry ent[MAX_ENTRIES];
+    int n = entries(m, ent, 1);
+    tk_err le;
+    tk_err_clear(&le);
+    int lrc = 0; // a local failure (rank 0's file), reported after the agreement
+    char *stage = malloc(CK_CHUNK);
+    tk_st_tensor *t = calloc((size_t)n + 1, sizeof *t);
+    if (!stage || !t) lrc = tk_err_set(&le, TK_EIO, "out of host memory");
+    char *dbuf = NULL;
+    int rc = tk_malloc(c, (void **)&dbuf, CK_CHUNK * (size_t)(W + 1), e);
+    if (rc) {
+        free(stage);
+        free(t);
+        return rc;
+    }
+    char *send = dbuf, *recv = dbuf + CK_CHUNK;
+    tk_st_writer *w = NULL;
+    if (r == 0 && !lrc) {
+        for (int i = 0; i < n; i++) t[i] = ent[i].t;
+        lrc = tk_st_writer_open(&w, path, t, n, meta, &le);
+    }
+    for (int i = 0; !rc && i < n; i++) {
+        uint64_t nb = tk_st_nbytes(&ent[i].t);
+        int s = ent[i].owner;
+        if (s == 0 && r != 0) continue; // rank 0 has it: nothing to exchange
+        for (uint64_t off = 0; !rc && off < nb; off += CK_CHUNK) {
+            size_t k = nb - off < CK_CHUNK ? (size_t)(nb - off) : CK_CHUNK;
+            const char *src = (const char *)ent[i].src + off;
+            if (s != 0) {
+                if (r == s) rc = tk_memcpy_d2d(c, send, src, k, CS, e);
+                if (!rc) rc = tk_all_gather(m->comm, send, recv, k, TK_U8, CS, e);
+                src = recv + (size_t)s * k;
+            }
+            if (!rc && r == 0 && !lrc) {
+                rc = tk_dlrm_sync(m, e);
+                if (!rc) lrc = tk_memcpy_d2h(c, stage, src, k, CS, &le);
+                if (!lrc) lrc = tk_ctx_sync(c, &le);
+                if (!lrc) lrc = tk_st_writer_put(w, stage, k, &le);
+            }
+        }
+    }
+    if (w) {
+        if (rc || lrc) tk_st_writer_abort(w);
+        else lrc = tk_st_writer_commit(w, &le);
+    }
+    // Agree on the outcome: every rank returns an error when one failed.
+    int32_t st = lrc ? 1 : 0, all[1024];
+    if (!rc && W > 1024) rc = tk_err_set(e, TK_EINTERNAL, "dlrm: world size %d > 1024", W);
+    if (!rc) rc = tk_memcpy_h2d(c, send, &st, 4, CS, e);
+    if (!rc) rc = tk_all_gather(m->comm, send, recv, 1, TK_I32, CS, e);
+    if (!rc) rc = tk_dlrm_sync(m, e);
+    if (!rc) rc = tk_memcpy_d2h(c, all, recv, (size_t)W * 4, CS, e);
+    tk_free(c, dbuf);
+    free(stage);
+    free(t);
+    if (rc) return rc;
+    if (lrc) {
+        *e = le;
+        return lrc;
+    }
+    for (int i = 0; i < W; i++)
+        if (all[i]) return tk_err_set(e, TK_EIO, "rank %d failed to write the checkpoint %s", i, path);
+    return 0;
+}
+
 int tk_dlrm_save(tk_dlrm *m, const char *path, const json_t *meta, tk_err *e) {
+    if (m->world > 1) return save_dist(m, path, meta, e);
     ck_entry ent[MAX_ENTRIES];
     int n = param_entries(m, ent);
     return write_entries(m, path, ent, n, meta, e);
@@ -546,6 +826,7 @@ int tk_dlrm_load(tk_dlrm *m, const char *path, json_t **meta, tk_err *e) {
 }
 
 int tk_dlrm_dump_step(tk_dlrm *m, const char *path, tk_err *e) {
+    if (m->world > 1) return tk_err_set(e, TK_EUSAGE, "dlrm: the step dump is not supported with several ranks yet");
     const tk_dlrm_config *cfg = &m->cfg;
     const int B = cfg->batch, T = cfg->num_tables, D = cfg->emb_dim;
     ck_entry ent[MAX_ENTRIES * 2];

@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "core/err.h"
+#include "gpu/comm.h"
 #include "gpu/gpu.h"
 #include "lr_schedule.h"
 
@@ -78,10 +79,23 @@ typedef struct tk_dlrm {
     tk_dlrm_layer L[2 * TK_DLRM_MAX_LAYERS];
     float *dense_w, *dense_g;        // the flat dense span of params / grads
     size_t dense_n;                  // floats in the span (including alignment gaps, kept 0)
-    void *tables;                    // all tables, (sum rows, D) in table_dtype
-    int64_t rows_total;
-    int64_t *row_off;                // (T+1) device
+    void *tables;                    // this rank's tables, (sum rows, D) in table_dtype
+    int64_t rows_total;              // rows of this rank's tables
+    int64_t *row_off;                // (tn+1) device: offsets of the owned tables in `tables`
     int64_t row_off_host[TK_DLRM_MAX_TABLES + 1];
+    // Hybrid parallelism over W ranks (tk_dlrm_create_dist; see "Several ranks" below). One rank:
+    // comm NULL, world 1, b = batch, t0 = 0, tm = tn = T, and the step is the single-rank one.
+    tk_comm *comm;
+    double comm_timeout;             // seconds: bound of every host wait for the peers
+    int rank, world;
+    int b;                           // rows of the dense part on this rank: batch / world
+    int t0, tm, tn;                  // owned tables [t0, t0 + tn); tm = ceil(T / W) slots a rank
+    int32_t *cat_own;                // (B, tn) the ids of the owned tables for all B samples
+    float *emb_own;                  // (B, tn, D) when tn < tm (else a2a_send is used directly)
+    float *a2a_send, *a2a_recv;      // (W, b, tm, D): [peer][sample][table slot][D]
+    int32_t *ev_dense;               // (b, num_dense) this rank's share of an eval batch
+    float *ev_logit, *ev_score;      // (b) this rank's eval logits; (B) all ranks' (gathered)
+    double *acc_all;                 // (W, 2) the ranks' loss accumulators (gathered)
     // batch inputs (device): the loader copies each batch here (stable addresses for graphs)
     uint8_t *in_label;               // (B)
     int32_t *in_dense;               // (B, 13) raw counts
@@ -117,6 +131,28 @@ typedef struct tk_dlrm {
 } tk_dlrm;
 
 int tk_dlrm_create(tk_dlrm **m, tk_ctx *c, const tk_dlrm_config *cfg, tk_err *e);
+// Several ranks (hybrid parallelism as in NVIDIA's MLPerf DLRM): comm of world W (NULL or W = 1:
+// tk_dlrm_create). The global batch B = cfg.batch must be a multiple of W (else TK_EUSAGE);
+// b = B / W. The tables are model parallel: with Tm = ceil(T / W), rank r owns the contiguous
+// block [r*Tm, min(T, (r+1)*Tm)) and allocates only those (the last ranks own fewer, possibly
+// none). The MLPs are data parallel: every rank holds the same dense weights.
+// Every rank gets the WHOLE global batch in its input buffers (same data order as one rank):
+// rank r trains the MLPs on samples [r*b, (r+1)*b), and looks up its tables for all B samples.
+// Forward: lookup -> send buffer [dest rank j][b][Tm][D] (the B samples in order are exactly
+// dest-major) -> all-to-all (on the comm stream, overlapping the bottom MLP) -> [src rank i][b]
+// [Tm][D] -> (b, T, D) in global table order (strided copies). Slots of tables a rank does not
+// have (T % W != 0) are zero and never read. The loss gradient is normalized by B (not b), so the
+// dense gradients are plain sums over ranks (all-reduced in two spans, the top MLP's while the
+// interaction and bottom MLP backward run, then the bottom MLP's) and the looked-up vectors'
+// gradients go back by the reverse all-to-all to their table's owner, which applies the fused
+// sparse update for its tables over all B samples. The results equal one rank's up to the order
+// of fp32 sums (not bitwise). Every function below is then collective: all ranks call it in the
+// same order. timeout_s bounds every host wait for the peers.
+int tk_dlrm_create_dist(tk_dlrm **m, tk_ctx *c, const tk_dlrm_config *cfg, tk_comm *comm, double timeout_s,
+                        tk_err *e);
+// The host waits (at most comm_timeout) until the work queued so far is done; a dead or hung
+// peer gives TK_EDEVICE instead of a hang. One rank: tk_ctx_sync.
+int tk_dlrm_sync(tk_dlrm *m, tk_err *e);
 void tk_dlrm_destroy(tk_dlrm *m);
 // MLPerf reference initialization from Philox(seed): embeddings U(-sqrt(1/rows), sqrt(1/rows));
 // weights N(0, sqrt(2/(in+out))); biases N(0, sqrt(1/out)). Zeroes the step counter.
@@ -138,14 +174,20 @@ int tk_dlrm_use_batch(tk_dlrm *m, int slot, tk_err *e);
 // (accumulated in m->loss_acc), backward, fused embedding update, SGD. No host reads.
 int tk_dlrm_train_step(tk_dlrm *m, tk_err *e);
 // Forward only on n <= batch samples of device inputs (dense, cat), logits into out (n) device.
+// Several ranks: dense and cat hold all n samples on every rank; rank r computes the MLPs for its
+// share [r*bl, (r+1)*bl) with bl = ceil(n / W), and every rank gets all n logits in out.
 int tk_dlrm_forward(tk_dlrm *m, const int32_t *dense, const int32_t *cat, int n, float *out,
                     tk_err *e);
-// Host reads (log points only): mean loss since the last reset, and the update counter.
+// Host reads (log points only): mean loss since the last reset (several ranks: the global mean,
+// the ranks' accumulators gathered and summed in rank order), and the update counter.
 int tk_dlrm_read_loss(tk_dlrm *m, double *mean_loss, int reset, tk_err *e);
 int tk_dlrm_read_step(tk_dlrm *m, int64_t *step, tk_err *e);
 int tk_dlrm_write_step(tk_dlrm *m, int64_t step, tk_err *e);
 
 // Checkpoints (man/man5/trainkit-checkpoint.5). meta: object of strings (borrowed).
+// Several ranks: the file is the one-rank file; rank 0 writes it (the other ranks' tables reach it
+// through all-gathers of bounded chunks), every rank returns the same status. Loading: every
+// rank reads the dense weights and its own tables, so a file loads under any world size.
 int tk_dlrm_save(tk_dlrm *m, const char *path, const json_t *meta, tk_err *e);
 // Loads weights; *meta (may be NULL) gets a new reference to the file's metadata.
 int tk_dlrm_load(tk_dlrm *m, const char *path, json_t **meta, tk_err *e);
@@ -153,7 +195,7 @@ int tk_dlrm_load(tk_dlrm *m, const char *path, json_t **meta, tk_err *e);
 // (same names as a checkpoint), the batch ("batch.label" U8, "batch.dense" I32, "batch.cat" I32),
 // "loss" F32 [1], "grad.<param>" F32 for the dense parameters and "grad.emb_out" F32 (B, T, D)
 // (the gradient w.r.t. the looked-up vectors: the tables' gradient is never formed).
-// Runs the step on the batch already in the input buffers (so it updates the model).
+// Runs the step on the batch already in the input buffers (so it updates the model). One rank only.
 int tk_dlrm_dump_step(tk_dlrm *m, const char *path, tk_err *e);
 
 // The evaluation set, read once and cached in the backend's memory (MLPerf allows caching it).

@@ -63,7 +63,10 @@ int tk_dlrm_evaluate(tk_dlrm *m, tk_dlrm_evalset *es, double *auc, tk_err *e) {
         TRY(tk_dlrm_forward(m, es->dense + off * cfg->num_dense, es->cat + off * cfg->num_tables, n,
                             es->score + off, e));
     }
+    // Several ranks: every rank holds all the scores (tk_dlrm_forward gathers them) and all the
+    // labels, so every rank computes the same exact AUC.
     TRY(tk_auc(m->c, es->score, es->label, es->n, es->ws, m->auc, e));
+    TRY(tk_dlrm_sync(m, e)); // bounded wait for the gathers before a blocking copy
     TRY(tk_memcpy_d2h(m->c, auc, m->auc, sizeof *auc, TK_STREAM_COMPUTE, e));
     tk_range_pop();
     return tk_ctx_sync(m->c, e);

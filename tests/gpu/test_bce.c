@@ -72,3 +72,47 @@ TK_TEST(bce_bf16_logits) {
     for (int i = 0; i < 4; i++) tk_free(gt_ctx_, dev[i]);
     free(z), free(u), free(dr), free(dg), free(hz), free(hdz), free(y);
 }
+
+// The variant normalized by a global batch N > B (one rank's share of a distributed batch):
+// dlogit within 1 ulp of the reference, the loss (sum / N) within 1e-13; fp32 and bf16 logits.
+TK_TEST(bce_normalized_share) {
+    const int B = 1500, N = 4 * 1500;
+    float *z = gt_host(4 * B), *u = gt_host(4 * B), *dr = gt_host(4 * B), *dg = gt_host(4 * B);
+    uint8_t *y = gt_host(B);
+    gt_fill(z, B, -8, 8, 0), gt_fill(u, B, 0, 1, 0);
+    for (int b = 0; b < B; b++) y[b] = u[b] < 0.3f;
+    tk_err e = {0};
+    double accr[2] = {0, 0}, accg[2];
+    if (tk_bce_logits_act_n_ref(TK_F32, z, y, B, N, dr, accr, &e)) gt_die_("bce_n ref", &e);
+    float *dz = gt_dev(4 * B), *dd = gt_dev(4 * B);
+    uint8_t *dy = gt_dev(B);
+    double *dacc = gt_dev(16), zero[2] = {0, 0};
+    gt_up(dz, z, 4 * B), gt_up(dy, y, B), gt_up(dacc, zero, 16);
+    CHECK_EQ_INT(tk_bce_logits_act_n(gt_ctx_, TK_F32, dz, dy, B, N, dd, dacc, &e), 0);
+    CHECK_EQ_INT(gt_sync(&e), 0);
+    gt_down(dg, dd, 4 * B), gt_down(accg, dacc, 16);
+    int64_t ulps = gt_max_ulps(dg, dr, B);
+    double lerr = fabs(accg[0] - accr[0]) / fabs(accr[0]);
+    printf("# table bce share B %d of N %d: dlogit max ulps %lld, loss rel %.1e\n", B, N, (long long)ulps, lerr);
+    CHECK(ulps <= 1);
+    CHECK(lerr <= 1e-13);
+    CHECK(accg[1] == 1);
+    // an independent value: the gradient of sample 5 is (sigmoid(z) - y) / N
+    CHECK(fabs(dg[5] - (1.0 / (1.0 + exp(-(double)z[5])) - y[5]) / N) <= 1e-7 / N);
+    // bf16 logits: the same kernel template, dlogit rounded to bf16
+    uint16_t *hz = gt_host(2 * B), *hdz = gt_host(2 * B);
+    for (int b = 0; b < B; b++) hz[b] = tk_f32_to_bf16(z[b]);
+    accr[0] = accr[1] = 0;
+    if (tk_bce_logits_act_n_ref(TK_BF16, hz, y, B, N, hdz, accr, &e)) gt_die_("bce_n bf16 ref", &e);
+    for (int b = 0; b < B; b++) dr[b] = tk_bf16_to_f32(hdz[b]);
+    void *bz = gt_dev(2 * B), *bd = gt_dev(2 * B);
+    gt_up_as(bz, z, B, TK_BF16), gt_up(dacc, zero, 16);
+    CHECK_EQ_INT(tk_bce_logits_act_n(gt_ctx_, TK_BF16, bz, dy, B, N, bd, dacc, &e), 0);
+    CHECK_EQ_INT(gt_sync(&e), 0);
+    gt_down_as(dg, bd, B, TK_BF16), gt_down(accg, dacc, 16);
+    CHECK(gt_relerr(dg, dr, B) <= 1e-2);
+    CHECK(fabs(accg[0] - accr[0]) <= 1e-12 * fabs(accr[0]));
+    void *dev[] = {dz, dd, dy, dacc, bz, bd};
+    for (int i = 0; i < 6; i++) tk_free(gt_ctx_, dev[i]);
+    free(z), free(u), free(dr), free(dg), free(y), free(hz), free(hdz);
+}

@@ -7,6 +7,8 @@
 #      survivor must find out by itself and exit nonzero with a clear error within 60 s
 #   4. a rank SIGKILLs itself, ranks started without a launcher: the same
 #   5. a rank SIGKILLs itself under share/launch: launch reports it and stops the survivor
+#   6. the hybrid-parallel DLRM (tests/gpu/multi/test_dlrm_dist.sh: 2 ranks vs 1 rank with
+#      train-step, graphs vs eager, the scaling table), when BUILD has bin/train-step
 # and prints a results table last. Exit 0 when every step passed. NRANKS=N (default 2),
 # COMM_TIMEOUT=S (the survivors' wait bound, default 20). NCCL_NVLS_ENABLE=0 (NVLink multicast
 # off) is set here, whatever the caller had.
@@ -67,9 +69,9 @@ for how in file tcp; do
 done
 bwline=$(grep -E '^0: # bw +[0-9]' "$tmp/tcp" | tail -1)
 if grep -q ': ok - rank 0: all-reduce bus bandwidth within 10%' "$tmp/tcp"; then p=1; else p=0; fi
-worst=$(grep -oE 'worst ours/raw busbw [0-9.]+' "$tmp/tcp" | awk '{print $4}')
+worst=$(grep -oE 'worst ours/raw busbw [0-9.]+ from 16 MiB up \([0-9.]+ from 1 MiB' "$tmp/tcp" | awk '{gsub(/[(]/, ""); print $4 " from 16 MiB up (" $9 " from 1 MiB)"}')
 set -- $bwline
-result "all-reduce busbw, ours vs raw NCCL" $p "worst ratio ${worst:-?} over 1 MiB..1 GiB; at ${4:-?} B: ours ${9:-?} GB/s, raw ${8:-?} GB/s"
+result "all-reduce busbw, ours vs raw NCCL" $p "worst ratio ${worst:-?}; at ${4:-?} B: ours ${9:-?} GB/s, raw ${8:-?} GB/s"
 
 # 3. a rank exits with status 1: share/launch leaves the survivor to find out by itself
 echo "== rank 1 exits mid-run (status 1), under launch: the survivor must fail within 60 s"
@@ -115,6 +117,17 @@ tdie=$(grep -oE 'at epoch [0-9.]+' "$tmp/c" | awk '{print $3}')
 el=$(secs "$tdie" "$tend")
 [ -n "$tdie" ] && [ "$rc" -eq 137 ] && lt60 "$el" && grep -q 'launch: rank 1 (pid [0-9]*) was killed by signal 9' "$tmp/c" && p=1 || p=0
 result "rank 1 SIGKILL, launch" $p "launch exit $rc, all ranks gone $el s after the kill"
+
+# 6. DLRM over 2 ranks (TAP from its own script; its '# table' line is shown in the results)
+if [ -x "$BUILD/bin/train-step" ]; then
+    echo "== DLRM, 2 ranks vs 1 rank and the scaling: tests/gpu/multi/test_dlrm_dist.sh"
+    BUILD=$BUILD timeout -k 5 1500 tests/gpu/multi/test_dlrm_dist.sh >"$tmp/d" 2>&1
+    rc=$?
+    show "$tmp/d"
+    ok=$(grep -c '^ok ' "$tmp/d") bad=$(grep -c '^not ok ' "$tmp/d")
+    [ "$rc" -eq 0 ] && [ "$ok" -gt 0 ] && [ "$bad" -eq 0 ] && p=1 || p=0
+    result "DLRM 2 ranks (train-step)" $p "$ok ok, $bad not ok; $(grep -m1 '^# table' "$tmp/d" | sed 's/^# table //')"
+fi
 
 echo
 echo "== results ($N ranks, NCCL_NVLS_ENABLE=0)"

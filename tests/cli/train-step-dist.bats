@@ -1,0 +1,191 @@
+#!/usr/bin/env bats
+# train-step over several ranks on the cpu backend (share/launch -n N, shared-memory collectives):
+# the hybrid-parallel step (tables model parallel, MLPs data parallel) against one rank on the
+# same data and the same global batch. Not bitwise: the sums over ranks (dense gradients, the
+# loss) are ordered differently, so losses, AUCs and weights agree within 1e-5 relative (fp32).
+
+load dlrm_data
+
+setup_file() {
+    make_dlrm_data
+}
+
+setup() {
+    cd "$BATS_TEST_TMPDIR"
+    export OMP_WAIT_POLICY=passive OMP_NUM_THREADS=1 # ranks share 2 cores: no spinning threads
+    D=$BATS_FILE_TMPDIR
+    L=$TK_ROOT/share/launch
+    CFG=$TK_ROOT/share/workloads/dlrm/tiny.json
+    # 240 = a multiple of 2 and 3; 16 steps an epoch on 4000 rows. T = 26 tables: 13 + 13 on 2
+    # ranks, 9 + 9 + 8 on 3 (T % 3 != 0: the last rank has fewer tables, padding slots).
+    TS=(train-step -c "$CFG" -t "$D/train.tks" -e "$D/eval.tks" -b cpu --set train.global_batch_size=240
+        --log-every 1 --eval-every 1200)
+}
+
+teardown() { # ranks started by hand by a test that failed early
+    for p in ${p0:-} ${p1:-}; do kill -KILL "$p" 2>/dev/null || true; done
+}
+
+# The losses (every progress line) and AUCs (every eval line, then the result's) of a JSONL file.
+metrics() {
+    python3 -c '
+import json, sys
+for line in open(sys.argv[1]):
+    o = json.loads(line)
+    if o["type"] == "progress": print("loss", o["step"], repr(o["loss"]))
+    elif o["type"] == "eval": print("auc", o["step"], repr(o["auc"]))
+    elif o["type"] == "result": print("final", o["steps"], repr(o["auc"]))
+' "$1"
+}
+
+# Same keys and steps, values within rel (relative).
+agree() { # file-a file-b rel
+    python3 -c '
+import sys
+a = [l.split() for l in open(sys.argv[1])]
+b = [l.split() for l in open(sys.argv[2])]
+rel = float(sys.argv[3])
+assert len(a) == len(b) and len(a) > 0, (len(a), len(b))
+worst = 0.0
+for x, y in zip(a, b):
+    assert x[:2] == y[:2], (x, y)
+    u, v = float(x[2]), float(y[2])
+    worst = max(worst, abs(u - v) / max(abs(u), 1e-30))
+print("worst relative difference %.2e over %d values" % (worst, len(a)))
+sys.exit(0 if worst <= rel else 1)
+' "$1" "$2" "$3"
+}
+
+# Two safetensors files hold the same tensors (names, dtypes, shapes) and every tensor agrees
+# within rel of its largest magnitude. A reader of the format (8-byte header length, JSON
+# header, data) on numpy alone.
+ckpt_agree() { # a b rel
+    python3 -c '
+import json, struct, sys
+import numpy as np
+def load(p):
+    raw = open(p, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    h = json.loads(raw[8:8 + n])
+    h.pop("__metadata__", None)
+    out = {}
+    for k, t in h.items():
+        assert t["dtype"] == "F32", t["dtype"]
+        s, e = t["data_offsets"]
+        out[k] = np.frombuffer(raw[8 + n + s:8 + n + e], dtype="<f4").reshape(t["shape"])
+    return out
+a, b, rel = load(sys.argv[1]), load(sys.argv[2]), float(sys.argv[3])
+assert sorted(a) == sorted(b), (sorted(a), sorted(b))
+worst = 0.0
+for k in a:
+    assert a[k].shape == b[k].shape, k
+    scale = max(float(np.abs(a[k]).max()), 1e-30)
+    worst = max(worst, float(np.abs(a[k].astype(np.float64) - b[k]).max()) / scale)
+print("%d tensors, worst relative difference %.2e" % (len(a), worst))
+sys.exit(0 if worst <= rel else 1)
+' "$1" "$2" "$3"
+}
+
+@test "train-step: several ranks need --rendezvous; a global batch not divisible by the world is a usage error" {
+    run "$L" -n 2 -- "${TS[@]}" --max-steps 1
+    [ "$status" -eq 2 ]
+    # rank 0 reports it, once
+    [ "$(grep -c -- '--rendezvous is required with several ranks (WORLD_SIZE=2)' <<<"$output")" -eq 1 ]
+    [[ "${lines[0]}" == "train-step: --rendezvous is required with several ranks (WORLD_SIZE=2)" ]]
+    run "$L" -n 7 -- "${TS[@]}" --max-steps 1 --rendezvous "file:$PWD/rdv"
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"the global batch (240) must be a multiple of the world size (7)"* ]]
+    [[ "$output" == *"train-step: rank 0: error: "* ]]
+    run env RANK=0 WORLD_SIZE=2 "${TS[@]}" --max-steps 1 --rendezvous "file:$PWD/rdv2" --comm-timeout 0
+    [ "$status" -eq 2 ]
+    [[ "${lines[0]}" == "train-step: --comm-timeout: expected "* ]]
+}
+
+@test "train-step: 2 and 3 ranks train like 1 rank (losses, AUC, checkpoints within 1e-5)" {
+    run "${TS[@]}" --max-steps 12 --ckpt-dir c1 --mllog one.mllog
+    [ "$status" -eq 1 ]
+    printf '%s\n' "$output" >one.jsonl
+    metrics one.jsonl >one.m
+    [ "$(grep -c '^loss' one.m)" -eq 12 ]
+    [ "$(grep -c '^auc' one.m)" -eq 3 ] # steps 5, 10, 12
+    for n in 2 3; do
+        run "$L" -n $n -- "${TS[@]}" --max-steps 12 --ckpt-dir c$n --mllog w$n.mllog --rendezvous "file:$PWD/rdv$n"
+        [ "$status" -eq 1 ]
+        printf '%s\n' "$output" >w$n.jsonl
+        # only rank 0 writes stdout and the MLLOG
+        [ "$(grep -c '"type":"config"' w$n.jsonl)" -eq 1 ]
+        [[ "$(head -1 w$n.jsonl)" == *'"world_size":'$n',"rank":0}' ]]
+        [ "$(grep -c run_start w$n.mllog)" -eq 1 ]
+        [ "$(wc -l <w$n.mllog)" -eq "$(wc -l <one.mllog)" ]
+        metrics w$n.jsonl >w$n.m
+        run agree one.m w$n.m 1e-5
+        echo "$output"
+        [ "$status" -eq 0 ]
+        run ckpt_agree c1/step-12.safetensors c$n/step-12.safetensors 1e-5
+        echo "$output"
+        [ "$status" -eq 0 ]
+    done
+    # the comparison can fail: another global batch gives other losses
+    run "$L" -n 2 -- "${TS[@]}" --max-steps 12 --rendezvous "file:$PWD/rdvx" --set train.global_batch_size=120
+    printf '%s\n' "$output" >x.jsonl
+    metrics x.jsonl >x.m
+    run agree one.m x.m 1e-5
+    [ "$status" -ne 0 ]
+}
+
+@test "train-step: a 2-rank checkpoint resumes under 1 rank, a 1-rank one under 3 ranks" {
+    run "${TS[@]}" --max-steps 10 --ckpt-dir one
+    [ "$status" -eq 1 ]
+    printf '%s\n' "$output" >one.jsonl
+    metrics one.jsonl | grep -E '^(loss|auc) ([6-9]|10) ' >one.m
+    # W=2 writes step 5; W=1 continues to step 10
+    run "$L" -n 2 -- "${TS[@]}" --max-steps 5 --ckpt-dir two --rendezvous "file:$PWD/rdv1"
+    [ "$status" -eq 1 ]
+    run "${TS[@]}" --max-steps 10 --ckpt-dir a --resume two/step-5.safetensors
+    [ "$status" -eq 1 ]
+    [[ "${lines[0]}" == *'"start_step":5,'* ]]
+    printf '%s\n' "$output" >a.jsonl
+    metrics a.jsonl | grep -E '^(loss|auc) ' >a.m
+    run agree one.m a.m 1e-5
+    echo "$output"
+    [ "$status" -eq 0 ]
+    run ckpt_agree one/step-10.safetensors a/step-10.safetensors 1e-5
+    echo "$output"
+    [ "$status" -eq 0 ]
+    # W=1 writes step 5; W=3 continues to step 10
+    run "${TS[@]}" --max-steps 5 --ckpt-dir onefive
+    [ "$status" -eq 1 ]
+    run "$L" -n 3 -- "${TS[@]}" --max-steps 10 --ckpt-dir b --resume onefive/step-5.safetensors --rendezvous "file:$PWD/rdv2"
+    [ "$status" -eq 1 ]
+    printf '%s\n' "$output" >b.jsonl
+    metrics b.jsonl | grep -E '^(loss|auc) ' >b.m
+    run agree one.m b.m 1e-5
+    echo "$output"
+    [ "$status" -eq 0 ]
+    run ckpt_agree one/step-10.safetensors b/step-10.safetensors 1e-5
+    echo "$output"
+    [ "$status" -eq 0 ]
+}
+
+@test "train-step: when one rank is killed the other exits nonzero within the timeout" {
+    # Ranks started by hand (share/launch would stop the survivor itself): the survivor must
+    # notice on its own, through the collectives.
+    export TK_RUN_ID=kill-test-$$
+    common=("${TS[@]}" --max-epochs 1000 --rendezvous "file:$PWD/rdv" --comm-timeout 20)
+    RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 "${common[@]}" >r0.out 2>r0.err &
+    p0=$!
+    RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 "${common[@]}" >r1.out 2>r1.err &
+    p1=$!
+    for _ in $(seq 200); do grep -q '"type":"progress","step":3,' r0.out 2>/dev/null && break; sleep 0.05; done
+    grep -q '"type":"progress"' r0.out
+    [ ! -s r1.out ] # rank 1 writes no stdout
+    kill -KILL $p1
+    t0=$SECONDS
+    rc=0
+    wait $p0 || rc=$?
+    wait $p1 || true
+    cat r0.err
+    [ "$rc" -eq 5 ] # device (communication) error
+    [ $((SECONDS - t0)) -lt 15 ]
+    grep -q '^train-step: rank 0: error: ' r0.err
+}

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Hybrid-parallel DLRM on 2 GPUs (train-step under share/launch, NCCL, CUDA graphs), TAP:
+#   1. 2 ranks vs 1 rank, same data and global batch, fp32: losses and AUCs within 1e-4 relative
+#   2. the same with --precision bf16: within 2e-2
+#   3. 2 ranks with --no-graphs give the same numbers as with graphs, to 1e-6 (the capture of the
+#      whole distributed step, collectives included)
+#   4. scaling: samples/s of 1 rank at per-GPU batch b and of 2 ranks at global batch 2b (the
+#      MLPerf model sizes, tables from the data), the ratio in a '# table' line
+# Run from the repository root with binaries built elsewhere: BUILD=dir tests/gpu/multi/test_dlrm_dist.sh
+# (tests/gpu/multi/run.sh runs it too). B_GPU=b (default 16384), STEPS (default 60), PREC
+# (precision of the scaling runs, default bf16). Skips with fewer than 2 GPUs.
+set -u
+cd "$(dirname "$0")/../../.." || exit 4
+BIN=$PWD/${BUILD:-build}/bin
+L=$PWD/share/launch
+BG=${B_GPU:-16384}
+STEPS=${STEPS:-60}
+PREC=${PREC:-bf16}
+GPU=${TK_TEST_BACKEND:-cuda} # cpu: a dry run of this script's plumbing (bf16 runs in fp32 there)
+export NCCL_NVLS_ENABLE=0
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+if [ "$GPU" = cuda ] && [ "${ngpu:-0}" -lt 2 ]; then
+    echo "1..0 # SKIP needs 2 GPUs ($ngpu visible)"
+    exit 0
+fi
+[ -x "$BIN/train-step" ] || { echo "Bail out! $BIN/train-step not built"; exit 1; }
+W=$(mktemp -d)
+trap 'rm -rf "$W"' EXIT
+echo "1..4"
+echo "# $(date -u '+%F %T UTC') $(hostname)"
+nvidia-smi -L 2>/dev/null | sed 's/^/# /'
+rows=$(((STEPS + 2) * 2 * BG))
+[ "$rows" -ge 120000 ] || rows=120000
+"$BIN/prep" synth criteo --days 1 --rows-per-day "$rows" --seed 5 -o "$W/raw" >/dev/null &&
+    "$BIN/prep" criteo --max-ind-range 100000 -o "$W/train.tks" "$W/raw/day_0" >/dev/null &&
+    "$BIN/prep" synth criteo --days 1 --rows-per-day 60000 --seed 6 -o "$W/rawe" >/dev/null &&
+    "$BIN/prep" criteo --max-ind-range 100000 -o "$W/eval.tks" "$W/rawe/day_0" >/dev/null || {
+    echo "Bail out! prep failed"
+    exit 1
+}
+
+ts() { # name nranks config args...
+    local name=$1 n=$2 cfg=$3
+    shift 3
+    local cmd=("$BIN/train-step" -c "$cfg" -t "$W/train.tks" -e "$W/eval.tks" --backend "$GPU"
+        --set target.auc=0.9999 "$@")
+    if [ "$n" -gt 1 ]; then
+        timeout -k 5 500 "$L" -n "$n" -- "${cmd[@]}" --rendezvous "file:$W/rdv-$name" --comm-timeout 60 \
+            >"$W/$name.jsonl" 2>"$W/$name.err"
+    else
+        timeout -k 5 500 "${cmd[@]}" >"$W/$name.jsonl" 2>"$W/$name.err"
+    fi
+    local rc=$?
+    if [ "$rc" -gt 1 ]; then
+        echo "# $name: exit $rc: $(tail -3 "$W/$name.err" | tr '\n' ' ')"
+        return 1
+    fi
+    sed -n 's/^{"type":"\(progress\|eval\)".*"step":\([0-9]*\).*"\(loss\|auc\)":\([^,}]*\).*/\1 \2 \4/p' \
+        "$W/$name.jsonl" >"$W/$name.vals"
+}
+
+# worst relative difference of the values of two .vals files with the same keys
+worst() {
+    paste -d' ' "$1" "$2" | awk '{ if ($1 != $4 || $2 != $5) { bad = 1 } d = $3 - $6; if (d < 0) d = -d;
+        r = d / ($3 < 0 ? -$3 : $3); if (r > m) m = r } END { if (bad || NR == 0) print "inf"; else printf "%.3g", m + 0 }'
+}
+
+compare() { # test-number description a b tolerance
+    local n=$1 what=$2 a=$3 b=$4 tol=$5 w
+    if [ -s "$W/$a.vals" ] && [ "$(wc -l <"$W/$a.vals")" = "$(wc -l <"$W/$b.vals")" ]; then
+        w=$(worst "$W/$a.vals" "$W/$b.vals")
+        if awk -v w="$w" -v t="$tol" 'BEGIN { exit !(w != "inf" && w <= t) }'; then
+            echo "ok $n - $what: $(wc -l <"$W/$a.vals") losses/AUCs, worst rel diff $w <= $tol"
+            return
+        fi
+        echo "not ok $n - $what: worst rel diff $w > $tol"
+    else
+        echo "not ok $n - $what: runs failed or logged different steps"
+    fi
+    diff "$W/$a.vals" "$W/$b.vals" | head -6 | sed 's/^/# /'
+}
+
+tiny=$PWD/share/workloads/dlrm/tiny.json
+common=(--set train.global_batch_size=4096 --max-steps 24 --log-every 4 --eval-every 49152)
+ts one 1 "$tiny" "${common[@]}" ; ts two 2 "$tiny" "${common[@]}"
+compare 1 "2 ranks vs 1 rank, fp32, global batch 4096" one two 1e-4
+bf=bf16
+[ "$GPU" = cuda ] || bf=fp32
+ts oneb 1 "$tiny" "${common[@]}" --precision $bf ; ts twob 2 "$tiny" "${common[@]}" --precision $bf
+compare 2 "2 ranks vs 1 rank, bf16" oneb twob 2e-2
+ts twoeager 2 "$tiny" "${common[@]}" --no-graphs
+compare 3 "2 ranks, CUDA graphs vs --no-graphs" two twoeager 1e-6
+
+# Scaling: the MLPerf architecture (embedding dim 128, 13-512-256-128 / 1024-1024-512-256-1),
+# tables from the data (100,000 rows at most). samples/s: the median of the progress lines after
+# the first (which includes the graph capture).
+full=$PWD/share/workloads/dlrm/config.json
+sc=(--set model.table_sizes=data --set model.max_table_rows=100000 --precision "$([ "$GPU" = cuda ] && echo "$PREC" || echo fp32)" --max-steps "$STEPS"
+    --log-every 10 --eval-every 1000000000)
+rate() {
+    sed -n 's/^{"type":"progress".*"samples_per_s":\([0-9.e+]*\).*/\1/p' "$W/$1.jsonl" | tail -n +2 | sort -g |
+        awk '{ v[NR] = $1 } END { if (NR == 0) print 0; else print v[int((NR + 1) / 2)] }'
+}
+if ts s1 1 "$full" "${sc[@]}" --set train.global_batch_size="$BG" &&
+    ts s2 2 "$full" "${sc[@]}" --set train.global_batch_size=$((2 * BG)); then
+    r1=$(rate s1) r2=$(rate s2)
+    ratio=$(awk -v a="$r1" -v b="$r2" 'BEGIN { if (a > 0) printf "%.2f", b / a; else print "nan" }')
+    echo "# table dlrm scaling ($PREC): 1 GPU batch $BG: $r1 samples/s; 2 GPUs global batch $((2 * BG)): $r2 samples/s; ratio $ratio (ideal 2)"
+    if awk -v a="$r1" -v b="$r2" 'BEGIN { exit !(a > 0 && b > 0) }'; then
+        echo "ok 4 - scaling measured: 2 GPUs / 1 GPU = $ratio"
+    else
+        echo "not ok 4 - scaling: no samples/s in the progress lines"
+    fi
+else
+    echo "not ok 4 - scaling runs failed"
+fi
