@@ -9,6 +9,7 @@
 #   5. a rank SIGKILLs itself under share/launch: launch reports it and stops the survivor
 #   6. the hybrid-parallel DLRM (tests/gpu/multi/test_dlrm_dist.sh: 2 ranks vs 1 rank with
 #      train-step, graphs vs eager, the scaling table), when BUILD has bin/train-step
+#   7. train-step on GPU 0 with evaluate --follow on GPU 1 (tests/gpu/multi/test_eval_gpu.sh)
 # and prints a results table last. Exit 0 when every step passed. NRANKS=N (default 2),
 # COMM_TIMEOUT=S (the survivors' wait bound, default 20). NCCL_NVLS_ENABLE=0 (NVLink multicast
 # off) is set here, whatever the caller had.
@@ -127,6 +128,17 @@ if [ -x "$BUILD/bin/train-step" ]; then
     ok=$(grep -c '^ok ' "$tmp/d") bad=$(grep -c '^not ok ' "$tmp/d")
     [ "$rc" -eq 0 ] && [ "$ok" -gt 0 ] && [ "$bad" -eq 0 ] && p=1 || p=0
     result "DLRM 2 ranks (train-step)" $p "$ok ok, $bad not ok; $(grep -m1 '^# table' "$tmp/d" | sed 's/^# table //')"
+fi
+
+# 7. training on GPU 0, evaluate --follow on GPU 1 (the dedicated evaluation GPU)
+if [ -x "$BUILD/bin/evaluate" ]; then
+    echo "== dedicated evaluation GPU: tests/gpu/multi/test_eval_gpu.sh"
+    BUILD=$BUILD timeout -k 5 600 tests/gpu/multi/test_eval_gpu.sh >"$tmp/g" 2>&1
+    rc=$?
+    show "$tmp/g"
+    ok=$(grep -c '^ok ' "$tmp/g") bad=$(grep -c '^not ok ' "$tmp/g")
+    [ "$rc" -eq 0 ] && [ "$ok" -gt 0 ] && [ "$bad" -eq 0 ] && p=1 || p=0
+    result "dedicated evaluation GPU" $p "$ok ok, $bad not ok"
 fi
 
 echo
