@@ -8,6 +8,7 @@ setup_file() {
     TK_BIN="$TK_BIN" "$TK_ROOT/share/workloads/dlrm/run.sh" -o "$OUT" --backend cpu \
         >"$BATS_FILE_TMPDIR/stdout" 2>"$BATS_FILE_TMPDIR/stderr"
     echo $? >"$BATS_FILE_TMPDIR/rc"
+    cp "$OUT/train.jsonl" "$BATS_FILE_TMPDIR/one.jsonl"
 }
 
 @test "run.sh reaches the target and prints the time-to-train" {
@@ -45,5 +46,22 @@ setup_file() {
     [ "$status" -eq 2 ]
     [ "${lines[0]}" = "run.sh: unknown option '--frobnicate'" ]
     run "$TK_ROOT/share/workloads/dlrm/run.sh" --days 1
+    [ "$status" -eq 2 ]
+}
+
+@test "run.sh --gpus 2 (two ranks on the cpu, hybrid-parallel): same AUCs as one rank, --reuse-data" {
+    TK_BIN="$TK_BIN" run "$TK_ROOT/share/workloads/dlrm/run.sh" -o "$OUT" --backend cpu --reuse-data --gpus 2
+    echo "$output" >&3
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"prep       reusing $OUT"* ]]
+    [[ "$output" == *"2 ranks (share/launch)"* ]]
+    [[ "${lines[-1]}" == "dlrm: reached=true "*"checks=ok"* ]]
+    grep -q '"world_size":2' "$OUT/train.jsonl"
+    # every evaluation of the 1-rank run (kept from setup_file) against the 2-rank one: 1e-5 rel
+    paste -d' ' <(sed -n 's/.*"type":"eval".*"auc":\([^,]*\),.*/\1/p' "$BATS_FILE_TMPDIR/one.jsonl") \
+        <(sed -n 's/.*"type":"eval".*"auc":\([^,]*\),.*/\1/p' "$OUT/train.jsonl") >"$BATS_TEST_TMPDIR/auc"
+    [ "$(wc -l <"$BATS_TEST_TMPDIR/auc")" -ge 1 ]
+    awk '{d = $1 - $2; if (d < 0) d = -d; if (d > 1e-5 * $1 || NF != 2) bad = 1} END {exit bad}' "$BATS_TEST_TMPDIR/auc"
+    run "$TK_ROOT/share/workloads/dlrm/run.sh" --gpus 0
     [ "$status" -eq 2 ]
 }

@@ -5,15 +5,18 @@
 #
 #   share/workloads/dlrm/run.sh [-o DIR] [--size tiny|mlperf] [--days D] [--rows-per-day N]
 #                               [--seed S] [--config FILE] [--max-ind-range N]
-#                               [--backend cpu|cuda|auto] [--reuse-data] [-- TRAIN-STEP OPTIONS]
+#                               [--backend cpu|cuda|auto] [--gpus N] [--reuse-data]
+#                               [-- TRAIN-STEP OPTIONS]
 #
 # The backend: cuda when a GPU is present and the cuda backend works, else cpu (--backend).
 # --size tiny (the default on cpu): tiny.json on 4 synthetic days of 100,000 rows (days 0-2
 # train, day 3 eval). --size mlperf (the default on cuda): the MLPerf model shape at batch 65,536
 # in bf16 (synth-mlperf.json) on 24 days of 4,000,000 rows (days 0-22 train, day 23 eval), ids
 # hashed to 4,000,000 per table; needs ~40 GB of disk and ~35 GB of GPU memory. --reuse-data
-# keeps the prepared data of an earlier run with the same generator settings in DIR. Exit
-# status: that of train-step (0 target reached, 1 not reached, ...), or 1 when a log check fails.
+# keeps the prepared data of an earlier run with the same generator settings in DIR. --gpus N
+# trains hybrid-parallel on N local GPUs (N ranks under share/launch, same global batch; on cpu,
+# N processes). Exit status: that of train-step (0 target reached, 1 not reached, ...), or 1
+# when a log check fails.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -27,9 +30,10 @@ config=
 backend=auto
 max_ind_range=
 reuse=0
+gpus=1
 extra=()
 
-usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
     case $1 in
     -o | --out) out=$2; shift 2 ;;
@@ -41,6 +45,7 @@ while [ $# -gt 0 ]; do
     --max-ind-range) max_ind_range=$2; shift 2 ;;
     --size) size=$2; shift 2 ;;
     --reuse-data) reuse=1; shift ;;
+    --gpus) gpus=$2; shift 2 ;;
     -h | --help) usage; exit 0 ;;
     --) shift; extra=("$@"); break ;;
     *) echo "run.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
@@ -80,6 +85,7 @@ mlperf) : "${days:=24}" "${rows:=4000000}" "${config:=$here/synth-mlperf.json}" 
 *) echo "run.sh: --size must be tiny or mlperf" >&2; exit 2 ;;
 esac
 [ "$days" -ge 2 ] || { echo "run.sh: --days must be at least 2 (train days + an eval day)" >&2; exit 2; }
+[[ "$gpus" =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: --gpus must be a positive number" >&2; exit 2; }
 
 # The data: generated, converted day by day in parallel (modulo hashing needs no shared
 # dictionary, so each day converts alone), the raw day deleted once converted, then the training
@@ -112,11 +118,17 @@ else
 fi
 rm -rf "$out/ckpt"
 
-step train "train-step $(basename "$config") on $backend"
-rm -f "$out/dlrm.mllog"
+step train "train-step $(basename "$config") on $backend$([ "$gpus" -gt 1 ] && echo ", $gpus ranks (share/launch)")"
+rm -f "$out/dlrm.mllog" "$out/rdv"
 set +e
-"$bin/train-step" -c "$config" -t "$out/shards" -e "$out/eval.tks" --backend "$backend" \
-    --mllog "$out/dlrm.mllog" --ckpt-dir "$out/ckpt" --log-every 0 "${extra[@]}" >"$out/train.jsonl"
+train=("$bin/train-step" -c "$config" -t "$out/shards" -e "$out/eval.tks" --backend "$backend"
+    --mllog "$out/dlrm.mllog" --ckpt-dir "$out/ckpt" --log-every 0 "${extra[@]}")
+if [ "$gpus" -gt 1 ]; then
+    # Same global batch as on one GPU (so the same convergence), split over the ranks.
+    "$root/share/launch" -n "$gpus" -- "${train[@]}" --rendezvous "file:$out/rdv" >"$out/train.jsonl"
+else
+    "${train[@]}" >"$out/train.jsonl"
+fi
 rc=$?
 set -e
 [ "$rc" -le 1 ] || { echo "run.sh: train-step failed (exit $rc)" >&2; exit "$rc"; }
