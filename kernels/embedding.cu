@@ -5,6 +5,9 @@
 // An index out of range gives a zero row (the loader validates every batch; the reference
 // reports TK_EDATA).
 //
+// The lookup output and the backward's gradient may be f32 or bf16 (the bf16 compute path);
+// gradient values are widened to f32 exactly, so the sums below do not depend on that type.
+//
 // Backward fused with SGD, deterministic, sort-based: every (sample, table) pair becomes a key,
 // its global row (row_off[t] + idx), with its position b*T + t as the value; a stable radix sort
 // (CUB) groups duplicate rows and keeps them in sample order; then each distinct row's gradients
@@ -32,6 +35,15 @@ __device__ __forceinline__ float4 load4(const __nv_bfloat16 *w, size_t i) {
 }
 __device__ __forceinline__ float load1(const float *w, size_t i) { return w[i]; }
 __device__ __forceinline__ float load1(const __nv_bfloat16 *w, size_t i) { return __bfloat162float(w[i]); }
+// Lookup output in f32 or bf16 (a bf16 table's value round-trips through f32 exactly).
+__device__ __forceinline__ void store4(float *o, size_t i, float4 v) { *(float4 *)(o + i) = v; }
+__device__ __forceinline__ void store4(__nv_bfloat16 *o, size_t i, float4 v) {
+    __nv_bfloat16 r[4] = {__float2bfloat16_rn(v.x), __float2bfloat16_rn(v.y), __float2bfloat16_rn(v.z),
+                          __float2bfloat16_rn(v.w)};
+    *(uint2 *)(o + i) = *(const uint2 *)r;
+}
+__device__ __forceinline__ void store1(float *o, size_t i, float v) { o[i] = v; }
+__device__ __forceinline__ void store1(__nv_bfloat16 *o, size_t i, float v) { o[i] = __float2bfloat16_rn(v); }
 
 // Row of (b, t) or -1.
 __device__ __forceinline__ int64_t global_row(const int64_t *row_off, const int32_t *idx, int64_t bt, int T) {
@@ -40,27 +52,27 @@ __device__ __forceinline__ int64_t global_row(const int64_t *row_off, const int3
     return r >= 0 && r < rows ? lo + r : -1;
 }
 
-template <typename W>
+template <typename W, typename O>
 __global__ static void emb_fwd_vec4(const W *w, const int64_t *row_off, const int32_t *idx, int64_t n4, int T, int D,
-                                    float *out) {
+                                    O *out) {
     int q = D / 4;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += (int64_t)gridDim.x * blockDim.x) {
         int64_t bt = i / q;
         int d = (int)(i % q) * 4;
         int64_t row = global_row(row_off, idx, bt, T);
         float4 v = row >= 0 ? load4(w, (size_t)row * D + d) : make_float4(0, 0, 0, 0);
-        *(float4 *)(out + (size_t)bt * D + d) = v;
+        store4(out, (size_t)bt * D + d, v);
     }
 }
 
-template <typename W>
+template <typename W, typename O>
 __global__ static void emb_fwd_scalar(const W *w, const int64_t *row_off, const int32_t *idx, int64_t n, int T, int D,
-                                      float *out) {
+                                      O *out) {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         int64_t bt = i / D;
         int d = (int)(i % D);
         int64_t row = global_row(row_off, idx, bt, T);
-        out[i] = row >= 0 ? load1(w, (size_t)row * D + d) : 0.0f;
+        store1(out, (size_t)i, row >= 0 ? load1(w, (size_t)row * D + d) : 0.0f);
     }
 }
 
@@ -69,22 +81,36 @@ static int check_type(tk_dtype t, const char *op, tk_err *e) {
     return tk_err_set(e, TK_EINTERNAL, "%s: table dtype %s not supported (F32 or BF16)", op, tk_dtype_name(t));
 }
 
-int tk_embedding_fwd_cuda(tk_ctx *c, const void *w, tk_dtype wtype, const int64_t *row_off,
-                          const int32_t *idx, int B, int T, int D, float *out, tk_err *e) {
+template <typename W, typename O>
+static void fwd_launch(const W *w, const int64_t *row_off, const int32_t *idx, int64_t n, int T, int D, O *out,
+                       cudaStream_t s) {
+    // 4 elements a thread: 16- or 8-byte rows loads (f32 / bf16 table), 16- or 8-byte stores.
+    size_t walign = sizeof(W) * 4, oalign = sizeof(O) * 4;
+    if (D % 4 == 0 && (uintptr_t)w % walign == 0 && (uintptr_t)out % oalign == 0)
+        emb_fwd_vec4<<<tk_cu_blocks(n / 4, 256), 256, 0, s>>>(w, row_off, idx, n / 4, T, D, out);
+    else
+        emb_fwd_scalar<<<tk_cu_blocks(n, 256), 256, 0, s>>>(w, row_off, idx, n, T, D, out);
+}
+
+int tk_embedding_fwd_act_cuda(tk_ctx *c, const void *w, tk_dtype wtype, const int64_t *row_off,
+                              const int32_t *idx, int B, int T, int D, void *out, tk_dtype otype,
+                              tk_err *e) {
     TRY(check_type(wtype, "embedding_fwd", e));
+    TRY(check_type(otype, "embedding_fwd (output)", e));
     int64_t n = (int64_t)B * T * D;
     if (n <= 0) return 0;
     cudaStream_t s = tk_cu_stream(c);
-    size_t align = wtype == TK_BF16 ? 8 : 16;
-    int vec = D % 4 == 0 && (uintptr_t)w % align == 0 && (uintptr_t)out % 16 == 0;
-    if (vec && wtype == TK_BF16)
-        emb_fwd_vec4<<<tk_cu_blocks(n / 4, 256), 256, 0, s>>>((const __nv_bfloat16 *)w, row_off, idx, n / 4, T, D, out);
-    else if (vec)
-        emb_fwd_vec4<<<tk_cu_blocks(n / 4, 256), 256, 0, s>>>((const float *)w, row_off, idx, n / 4, T, D, out);
-    else if (wtype == TK_BF16)
-        emb_fwd_scalar<<<tk_cu_blocks(n, 256), 256, 0, s>>>((const __nv_bfloat16 *)w, row_off, idx, n, T, D, out);
-    else
-        emb_fwd_scalar<<<tk_cu_blocks(n, 256), 256, 0, s>>>((const float *)w, row_off, idx, n, T, D, out);
+    const __nv_bfloat16 *wb = (const __nv_bfloat16 *)w;
+    const float *wf = (const float *)w;
+    if (otype == TK_BF16) {
+        __nv_bfloat16 *o = (__nv_bfloat16 *)out;
+        if (wtype == TK_BF16) fwd_launch(wb, row_off, idx, n, T, D, o, s);
+        else fwd_launch(wf, row_off, idx, n, T, D, o, s);
+    } else {
+        float *o = (float *)out;
+        if (wtype == TK_BF16) fwd_launch(wb, row_off, idx, n, T, D, o, s);
+        else fwd_launch(wf, row_off, idx, n, T, D, o, s);
+    }
     return tk_cu_check(e, "embedding_fwd");
 }
 
@@ -174,16 +200,17 @@ __device__ __forceinline__ void apply_row(W *w, size_t base, int d, double rate,
 
 // A lane's kAcc columns (d0 + a*32 + lane) of the gradient rows pos[lo..hi), summed in fp64 in
 // row order (the order the reference sums duplicates in).
-static __device__ __forceinline__ void sum_grad_rows(double acc[kAcc], const float *dout, const int32_t *pos,
+template <typename G>
+static __device__ __forceinline__ void sum_grad_rows(double acc[kAcc], const G *dout, const int32_t *pos,
                                                      int64_t lo, int64_t hi, int D, int d0, int lane) {
 #pragma unroll
     for (int a = 0; a < kAcc; a++) acc[a] = 0;
     for (int64_t j = lo; j < hi; j++) {
-        const float *g = dout + (size_t)pos[j] * D;
+        const G *g = dout + (size_t)pos[j] * D;
 #pragma unroll
         for (int a = 0; a < kAcc; a++) {
             int d = d0 + a * 32 + lane;
-            if (d < D) acc[a] += g[d];
+            if (d < D) acc[a] += load1(g, d);
         }
     }
 }
@@ -191,9 +218,9 @@ static __device__ __forceinline__ void sum_grad_rows(double acc[kAcc], const flo
 // Short runs: one warp per sorted position; the first of each run owns the row and sums its
 // gradients in sample order in fp64 (the reference's order exactly). Lane l holds dimensions
 // l, l+32, ... of a chunk of 32*kAcc dimensions.
-template <typename W>
+template <typename W, typename G>
 __global__ static void bwd_apply_short(W *w, const uint64_t *keys, const int32_t *pos, int64_t n, int D,
-                                       const float *dout, const float *lr, int64_t *longs, int *nlong) {
+                                       const G *dout, const float *lr, int64_t *longs, int *nlong) {
     int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     int lane = threadIdx.x % 32;
     if (i >= n) return;
@@ -234,9 +261,9 @@ __device__ __forceinline__ void apply_row4(__nv_bfloat16 *w, size_t i, double ra
 // The same with 8 lanes per sorted position (4 rows in flight per warp), 16-byte gradient loads
 // and vector row updates, when D % 4 == 0: each lane sums 4 consecutive dimensions of every 32.
 // Same sums, same order, same result.
-template <typename W>
+template <typename W, typename G>
 __global__ static void bwd_apply_short4(W *w, const uint64_t *keys, const int32_t *pos, int64_t n, int D,
-                                        const float *dout, const float *lr, int64_t *longs, int *nlong) {
+                                        const G *dout, const float *lr, int64_t *longs, int *nlong) {
     int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 8;
     int sub = threadIdx.x % 8;
     if (i >= n) return;
@@ -251,12 +278,12 @@ __global__ static void bwd_apply_short4(W *w, const uint64_t *keys, const int32_
     for (int d0 = 0; d0 < D; d0 += 32 * kAcc) {
         double acc[kAcc][4] = {};
         for (int64_t j = i; j < end; j++) {
-            const float *g = dout + (size_t)pos[j] * D;
+            const G *g = dout + (size_t)pos[j] * D;
 #pragma unroll
             for (int a = 0; a < kAcc; a++) {
                 int d = d0 + (a * 8 + sub) * 4;
                 if (d < D) {
-                    float4 x = *(const float4 *)(g + d);
+                    float4 x = load4(g, d);
                     acc[a][0] += x.x, acc[a][1] += x.y, acc[a][2] += x.z, acc[a][3] += x.w;
                 }
             }
@@ -274,9 +301,9 @@ __global__ static void bwd_apply_short4(W *w, const uint64_t *keys, const int32_
 // deterministic (whichever block takes a run), though not the reference's order (results may
 // differ from it in the last bit).
 constexpr int kLongBlocks = 264; // two per H100 SM
-template <typename W>
+template <typename W, typename G>
 __global__ static void __launch_bounds__(kLongThreads)
-bwd_apply_long(W *w, const uint64_t *keys, const int32_t *pos, int64_t n, int D, const float *dout, const float *lr,
+bwd_apply_long(W *w, const uint64_t *keys, const int32_t *pos, int64_t n, int D, const G *dout, const float *lr,
                const int64_t *longs, const int *nlong) {
     __shared__ int64_t end;
     __shared__ double part[kLongThreads / 32][32 * kAcc];
@@ -304,10 +331,23 @@ bwd_apply_long(W *w, const uint64_t *keys, const int32_t *pos, int64_t n, int D,
     }
 }
 
-int tk_embedding_bwd_sgd_cuda(tk_ctx *c, void *w, tk_dtype wtype, const int64_t *row_off,
-                              const int32_t *idx, int B, int T, int D, const float *dout,
-                              const float *lr, void *ws, tk_err *e) {
+// The apply kernels for a table type W and a gradient type G (16-byte gradient loads for f32,
+// 8-byte for bf16 in the vector path).
+template <typename W, typename G>
+static void apply_launch(W *w, const BwdWs &l, int64_t n, int D, const G *dout, const float *lr, cudaStream_t s) {
+    unsigned blocks = (unsigned)((n * 32 + 255) / 256), blocks4 = (unsigned)((n * 8 + 255) / 256);
+    if (D % 4 == 0 && (uintptr_t)dout % (4 * sizeof(G)) == 0 && (uintptr_t)w % 16 == 0)
+        bwd_apply_short4<<<blocks4, 256, 0, s>>>(w, l.keys_out, l.pos_out, n, D, dout, lr, l.longs, l.nlong);
+    else
+        bwd_apply_short<<<blocks, 256, 0, s>>>(w, l.keys_out, l.pos_out, n, D, dout, lr, l.longs, l.nlong);
+    bwd_apply_long<<<kLongBlocks, kLongThreads, 0, s>>>(w, l.keys_out, l.pos_out, n, D, dout, lr, l.longs, l.nlong);
+}
+
+int tk_embedding_bwd_sgd_act_cuda(tk_ctx *c, void *w, tk_dtype wtype, const int64_t *row_off,
+                                  const int32_t *idx, int B, int T, int D, const void *dout,
+                                  tk_dtype gtype, const float *lr, void *ws, tk_err *e) {
     TRY(check_type(wtype, "embedding_bwd_sgd", e));
+    TRY(check_type(gtype, "embedding_bwd_sgd (gradient)", e));
     int64_t n = (int64_t)B * T;
     if (n <= 0 || D <= 0) return 0;
     if (n > INT32_MAX) return tk_err_set(e, TK_EINTERNAL, "embedding_bwd_sgd: %lld lookups in one batch", (long long)n);
@@ -319,24 +359,16 @@ int tk_embedding_bwd_sgd_cuda(tk_ctx *c, void *w, tk_dtype wtype, const int64_t 
                     cub::DeviceRadixSort::SortPairs(l.temp, l.temp_bytes, l.keys_in, l.keys_out, l.pos_in, l.pos_out,
                                                     (int)n, 0, kKeyBits, s)));
     TRY(tk_cu_check(e, "embedding_bwd_sgd", cudaMemsetAsync(l.nlong, 0, sizeof(int), s)));
-    unsigned blocks = (unsigned)((n * 32 + 255) / 256), blocks4 = (unsigned)((n * 8 + 255) / 256);
-    int vec = D % 4 == 0 && (uintptr_t)dout % 16 == 0 && (uintptr_t)w % 16 == 0;
-    if (wtype == TK_BF16 && vec) {
-        bwd_apply_short4<<<blocks4, 256, 0, s>>>((__nv_bfloat16 *)w, l.keys_out, l.pos_out, n, D, dout, lr, l.longs,
-                                                 l.nlong);
-    } else if (vec) {
-        bwd_apply_short4<<<blocks4, 256, 0, s>>>((float *)w, l.keys_out, l.pos_out, n, D, dout, lr, l.longs, l.nlong);
-    } else if (wtype == TK_BF16) {
-        bwd_apply_short<<<blocks, 256, 0, s>>>((__nv_bfloat16 *)w, l.keys_out, l.pos_out, n, D, dout, lr, l.longs,
-                                               l.nlong);
+    const __nv_bfloat16 *gb = (const __nv_bfloat16 *)dout;
+    const float *gf = (const float *)dout;
+    if (wtype == TK_BF16) {
+        __nv_bfloat16 *wb = (__nv_bfloat16 *)w;
+        if (gtype == TK_BF16) apply_launch(wb, l, n, D, gb, lr, s);
+        else apply_launch(wb, l, n, D, gf, lr, s);
     } else {
-        bwd_apply_short<<<blocks, 256, 0, s>>>((float *)w, l.keys_out, l.pos_out, n, D, dout, lr, l.longs, l.nlong);
+        float *wf = (float *)w;
+        if (gtype == TK_BF16) apply_launch(wf, l, n, D, gb, lr, s);
+        else apply_launch(wf, l, n, D, gf, lr, s);
     }
-    if (wtype == TK_BF16)
-        bwd_apply_long<<<kLongBlocks, kLongThreads, 0, s>>>((__nv_bfloat16 *)w, l.keys_out, l.pos_out, n, D, dout, lr,
-                                                            l.longs, l.nlong);
-    else
-        bwd_apply_long<<<kLongBlocks, kLongThreads, 0, s>>>((float *)w, l.keys_out, l.pos_out, n, D, dout, lr, l.longs,
-                                                            l.nlong);
     return tk_cu_check(e, "embedding_bwd_sgd (apply)");
 }

@@ -20,6 +20,14 @@ int tk_embedding_fwd(tk_ctx *c, const void *w, tk_dtype wtype, const int64_t *ro
                      const int32_t *idx, int B, int T, int D, float *out, tk_err *e);
 int tk_embedding_fwd_ref(const void *w, tk_dtype wtype, const int64_t *row_off,
                          const int32_t *idx, int B, int T, int D, float *out, tk_err *e);
+// The same with the output in otype (TK_F32 or TK_BF16; the bf16 compute path keeps the
+// looked-up vectors, their gradient and the all-to-all buffers in bf16, halving their traffic).
+// A bf16 table gives a bf16 output exactly; an f32 table's values are rounded to nearest even.
+int tk_embedding_fwd_act(tk_ctx *c, const void *w, tk_dtype wtype, const int64_t *row_off,
+                         const int32_t *idx, int B, int T, int D, void *out, tk_dtype otype, tk_err *e);
+int tk_embedding_fwd_act_ref(const void *w, tk_dtype wtype, const int64_t *row_off,
+                             const int32_t *idx, int B, int T, int D, void *out, tk_dtype otype,
+                             tk_err *e);
 
 // Workspace bytes tk_embedding_bwd_sgd needs for a batch of B x T indices (sort scratch).
 size_t tk_embedding_bwd_ws_bytes(tk_backend b, int B, int T);
@@ -32,14 +40,23 @@ int tk_embedding_bwd_sgd(tk_ctx *c, void *w, tk_dtype wtype, const int64_t *row_
 int tk_embedding_bwd_sgd_ref(void *w, tk_dtype wtype, const int64_t *row_off, const int32_t *idx,
                              int B, int T, int D, const float *dout, const float *lr, void *ws,
                              tk_err *e);
+// The same with dout in gtype (TK_F32 or TK_BF16): only the loads change (each gradient value
+// is widened to fp32 exactly); the sums and the update are the f32 variant's.
+int tk_embedding_bwd_sgd_act(tk_ctx *c, void *w, tk_dtype wtype, const int64_t *row_off,
+                             const int32_t *idx, int B, int T, int D, const void *dout,
+                             tk_dtype gtype, const float *lr, void *ws, tk_err *e);
+int tk_embedding_bwd_sgd_act_ref(void *w, tk_dtype wtype, const int64_t *row_off,
+                                 const int32_t *idx, int B, int T, int D, const void *dout,
+                                 tk_dtype gtype, const float *lr, void *ws, tk_err *e);
 
 #ifdef TK_HAVE_CUDA
 size_t tk_embedding_bwd_ws_bytes_cuda(int B, int T);
-int tk_embedding_fwd_cuda(tk_ctx *c, const void *w, tk_dtype wtype, const int64_t *row_off,
-                          const int32_t *idx, int B, int T, int D, float *out, tk_err *e);
-int tk_embedding_bwd_sgd_cuda(tk_ctx *c, void *w, tk_dtype wtype, const int64_t *row_off,
-                              const int32_t *idx, int B, int T, int D, const float *dout,
-                              const float *lr, void *ws, tk_err *e);
+int tk_embedding_fwd_act_cuda(tk_ctx *c, const void *w, tk_dtype wtype, const int64_t *row_off,
+                              const int32_t *idx, int B, int T, int D, void *out, tk_dtype otype,
+                              tk_err *e);
+int tk_embedding_bwd_sgd_act_cuda(tk_ctx *c, void *w, tk_dtype wtype, const int64_t *row_off,
+                                  const int32_t *idx, int B, int T, int D, const void *dout,
+                                  tk_dtype gtype, const float *lr, void *ws, tk_err *e);
 #endif
 
 #ifdef __cplusplus

@@ -17,22 +17,32 @@ static int check_type(tk_dtype t, const char *op, tk_err *e) {
 
 int tk_embedding_fwd_ref(const void *w, tk_dtype wtype, const int64_t *row_off,
                          const int32_t *idx, int B, int T, int D, float *out, tk_err *e) {
+    return tk_embedding_fwd_act_ref(w, wtype, row_off, idx, B, T, D, out, TK_F32, e);
+}
+
+int tk_embedding_fwd_act_ref(const void *w, tk_dtype wtype, const int64_t *row_off,
+                             const int32_t *idx, int B, int T, int D, void *out, tk_dtype otype,
+                             tk_err *e) {
     TRY(check_type(wtype, "embedding_fwd", e));
+    TRY(check_type(otype, "embedding_fwd (output)", e));
     int bad = -1;
 #pragma omp parallel for schedule(static)
     for (int b = 0; b < B; b++) {
         for (int t = 0; t < T; t++) {
             int64_t rows = row_off[t + 1] - row_off[t];
             int32_t r = idx[(size_t)b * T + t];
-            float *o = out + ((size_t)b * T + t) * D;
-            if (r < 0 || r >= rows) {
+            size_t o = ((size_t)b * T + t) * D;
+            int ok = r >= 0 && r < rows;
+            if (!ok) {
 #pragma omp critical
                 bad = b * T + t;
-                for (int d = 0; d < D; d++) o[d] = 0;
-                continue;
             }
-            size_t base = (size_t)(row_off[t] + r) * D;
-            for (int d = 0; d < D; d++) o[d] = emb_load(w, wtype, base + d);
+            size_t base = ok ? (size_t)(row_off[t] + r) * D : 0;
+            for (int d = 0; d < D; d++) {
+                float v = ok ? emb_load(w, wtype, base + d) : 0.0f;
+                if (otype == TK_BF16) ((uint16_t *)out)[o + d] = tk_f32_to_bf16(v);
+                else ((float *)out)[o + d] = v;
+            }
         }
     }
     if (bad >= 0)
@@ -49,7 +59,14 @@ static int cmp_u64(const void *a, const void *b) {
 int tk_embedding_bwd_sgd_ref(void *w, tk_dtype wtype, const int64_t *row_off, const int32_t *idx,
                              int B, int T, int D, const float *dout, const float *lr, void *ws,
                              tk_err *e) {
+    return tk_embedding_bwd_sgd_act_ref(w, wtype, row_off, idx, B, T, D, dout, TK_F32, lr, ws, e);
+}
+
+int tk_embedding_bwd_sgd_act_ref(void *w, tk_dtype wtype, const int64_t *row_off,
+                                 const int32_t *idx, int B, int T, int D, const void *dout,
+                                 tk_dtype gtype, const float *lr, void *ws, tk_err *e) {
     TRY(check_type(wtype, "embedding_bwd_sgd", e));
+    TRY(check_type(gtype, "embedding_bwd_sgd (gradient)", e));
     uint64_t *keys = ws; // per table: B keys (row << 32 | sample), sorted: groups of equal rows
     double rate = *lr;
     int bad = -1;
@@ -73,8 +90,8 @@ int tk_embedding_bwd_sgd_ref(void *w, tk_dtype wtype, const int64_t *row_off, co
             uint32_t r = (uint32_t)(k[i] >> 32);
             for (int d = 0; d < D; d++) acc[d] = 0;
             for (; i < n && (uint32_t)(k[i] >> 32) == r; i++) {
-                const float *g = dout + ((size_t)(uint32_t)k[i] * T + t) * D;
-                for (int d = 0; d < D; d++) acc[d] += g[d];
+                size_t g = ((size_t)(uint32_t)k[i] * T + t) * D;
+                for (int d = 0; d < D; d++) acc[d] += emb_load(dout, gtype, g + d);
             }
             size_t base = (size_t)(row_off[t] + r) * D;
             if (wtype == TK_BF16) {

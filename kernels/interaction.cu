@@ -8,11 +8,19 @@
 
 constexpr int kThreads = 256;
 
-// Activations in f32 or bf16 (kernels/interaction.h, the _act variants); math in f32/fp64.
+// Activations (bot, emb, out, dout, dbot, demb) in f32 or bf16 (kernels/interaction.h, the _act
+// variants); math in f32/fp64.
 __device__ __forceinline__ float ld_act(const float *p) { return *p; }
 __device__ __forceinline__ float ld_act(const __nv_bfloat16 *p) { return __bfloat162float(*p); }
 __device__ __forceinline__ void st_act(float *p, float v) { *p = v; }
 __device__ __forceinline__ void st_act(__nv_bfloat16 *p, float v) { *p = __float2bfloat16_rn(v); }
+// Four consecutive values (16-byte aligned f32, 8-byte aligned bf16) with one load.
+__device__ __forceinline__ float4 ld_act4(const float *p) { return *(const float4 *)p; }
+__device__ __forceinline__ float4 ld_act4(const __nv_bfloat16 *p) {
+    uint2 u = *(const uint2 *)p;
+    return make_float4(__uint_as_float(u.x << 16), __uint_as_float(u.x & 0xffff0000u), __uint_as_float(u.y << 16),
+                       __uint_as_float(u.y & 0xffff0000u));
+}
 
 // Shared memory: F rows of D+1 floats (the vectors), then (backward) the W gradients.
 static size_t smem_bytes(int F, int D, int W, int bwd) {
@@ -20,27 +28,27 @@ static size_t smem_bytes(int F, int D, int W, int bwd) {
 }
 
 template <typename TA>
-__device__ __forceinline__ void stage(const TA *bot, const float *emb, int b, int T, int D, float *v) {
+__device__ __forceinline__ void stage(const TA *bot, const TA *emb, int b, int T, int D, float *v) {
     int F = T + 1;
     for (int k = threadIdx.x; k < F * D; k += blockDim.x) {
         int i = k / D, d = k % D;
-        v[i * (D + 1) + d] = i == 0 ? ld_act(bot + (size_t)b * D + d) : emb[((size_t)b * T + i - 1) * D + d];
+        v[i * (D + 1) + d] = ld_act(i == 0 ? bot + (size_t)b * D + d : emb + ((size_t)b * T + i - 1) * D + d);
     }
 }
 
-// One warp stages a sample's F vectors: the embeddings with 16-byte loads, several in flight,
-// when D % 4 == 0.
+// One warp stages a sample's F vectors: the embeddings with 16-byte (f32) or 8-byte (bf16)
+// loads, several in flight, when D % 4 == 0.
 template <typename TA>
-__device__ __forceinline__ void stage_warp(const TA *bot, const float *emb, int b, int T, int D, float *v,
+__device__ __forceinline__ void stage_warp(const TA *bot, const TA *emb, int b, int T, int D, float *v,
                                            int lane) {
     for (int d = lane; d < D; d += 32) v[d] = ld_act(bot + (size_t)b * D + d);
-    if (D % 4 == 0 && (uintptr_t)emb % 16 == 0) {
+    if (D % 4 == 0 && (uintptr_t)emb % (4 * sizeof(TA)) == 0) {
         int q = D / 4;
-        const float4 *e4 = (const float4 *)(emb + (size_t)b * T * D);
+        const TA *e4 = emb + (size_t)b * T * D;
 #pragma unroll 4
         for (int k = lane; k < T * q; k += 32) {
             int i = k / q + 1, d = (k % q) * 4;
-            float4 x = e4[k];
+            float4 x = ld_act4(e4 + (size_t)k * 4);
             float *r = v + i * (D + 1) + d;
             r[0] = x.x, r[1] = x.y, r[2] = x.z, r[3] = x.w;
         }
@@ -48,7 +56,7 @@ __device__ __forceinline__ void stage_warp(const TA *bot, const float *emb, int 
     }
     for (int k = lane; k < T * D; k += 32) {
         int i = k / D + 1, d = k % D;
-        v[i * (D + 1) + d] = emb[((size_t)b * T + i - 1) * D + d];
+        v[i * (D + 1) + d] = ld_act(emb + ((size_t)b * T + i - 1) * D + d);
     }
 }
 
@@ -59,7 +67,7 @@ constexpr int kSpb = 4, kTile = 4;
 
 template <typename TA>
 __global__ static void __launch_bounds__(32 * kSpb)
-inter_fwd(const TA *bot, const float *emb, int B, int T, int D, int W, TA *out) {
+inter_fwd(const TA *bot, const TA *emb, int B, int T, int D, int W, TA *out) {
     extern __shared__ float sm[];
     int F = T + 1, lane = threadIdx.x % 32, b = blockIdx.x * kSpb + threadIdx.x / 32;
     if (b >= B) return; // warps are independent: no block-wide barrier below
@@ -109,8 +117,8 @@ inter_fwd(const TA *bot, const float *emb, int B, int T, int D, int W, TA *out) 
 // memory (a broadcast).
 template <int F, typename TA>
 __global__ static void __launch_bounds__(128)
-inter_bwd_fixed(const TA *bot, const float *emb, const TA *dout, int D, int W, int bot_relu, TA *dbot,
-                float *demb) {
+inter_bwd_fixed(const TA *bot, const TA *emb, const TA *dout, int D, int W, int bot_relu, TA *dbot,
+                TA *demb) {
     extern __shared__ double g[];
     constexpr int T = F - 1;
     int b = blockIdx.x;
@@ -120,7 +128,7 @@ inter_bwd_fixed(const TA *bot, const float *emb, const TA *dout, int D, int W, i
         double v[F], acc[F];
         v[0] = ld_act(bot + (size_t)b * D + d);
 #pragma unroll
-        for (int k = 1; k < F; k++) v[k] = emb[((size_t)b * T + k - 1) * D + d];
+        for (int k = 1; k < F; k++) v[k] = ld_act(emb + ((size_t)b * T + k - 1) * D + d);
         acc[0] = g[d];
 #pragma unroll
         for (int k = 1; k < F; k++) acc[k] = 0;
@@ -138,7 +146,7 @@ inter_bwd_fixed(const TA *bot, const float *emb, const TA *dout, int D, int W, i
         }
         st_act(dbot + (size_t)b * D + d, bot_relu && v[0] <= 0 ? 0.0f : (float)acc[0]);
 #pragma unroll
-        for (int k = 1; k < F; k++) demb[((size_t)b * T + k - 1) * D + d] = (float)acc[k];
+        for (int k = 1; k < F; k++) st_act(demb + ((size_t)b * T + k - 1) * D + d, (float)acc[k]);
     }
 }
 
@@ -147,8 +155,8 @@ inter_bwd_fixed(const TA *bot, const float *emb, const TA *dout, int D, int W, i
 // for i > k).
 template <typename TA>
 __global__ static void __launch_bounds__(kThreads)
-inter_bwd(const TA *bot, const float *emb, const TA *dout, int T, int D, int W, int bot_relu, TA *dbot,
-          float *demb) {
+inter_bwd(const TA *bot, const TA *emb, const TA *dout, int T, int D, int W, int bot_relu, TA *dbot,
+          TA *demb) {
     extern __shared__ float v[];
     int b = blockIdx.x, F = T + 1;
     float *g = v + (size_t)F * (D + 1);
@@ -162,7 +170,7 @@ inter_bwd(const TA *bot, const float *emb, const TA *dout, int T, int D, int W, 
         for (int j = 0; j < k; j++) acc += (double)gk[j] * (double)v[j * (D + 1) + d];
         for (int i = k + 1; i < F; i++) acc += (double)g[D + i * (i - 1) / 2 + k] * (double)v[i * (D + 1) + d];
         if (k == 0) st_act(dbot + (size_t)b * D + d, bot_relu && v[d] <= 0 ? 0.0f : (float)acc);
-        else demb[((size_t)b * T + k - 1) * D + d] = (float)acc;
+        else st_act(demb + ((size_t)b * T + k - 1) * D + d, (float)acc);
     }
 }
 
@@ -181,7 +189,7 @@ static int check_w(int T, int D, int W, const char *op, tk_err *e) {
 }
 
 template <typename TA>
-static int fwd_launch(tk_ctx *c, const TA *bot, const float *emb, int B, int T, int D, int W, TA *out, tk_err *e) {
+static int fwd_launch(tk_ctx *c, const TA *bot, const TA *emb, int B, int T, int D, int W, TA *out, tk_err *e) {
     TRY(check_w(T, D, W, "interaction_fwd", e));
     if (B <= 0) return 0;
     size_t smem = kSpb * smem_bytes(T + 1, D, W, 0);
@@ -191,8 +199,8 @@ static int fwd_launch(tk_ctx *c, const TA *bot, const float *emb, int B, int T, 
 }
 
 template <typename TA>
-static int bwd_launch(tk_ctx *c, const TA *bot, const float *emb, const TA *dout, int B, int T, int D, int W,
-                      int bot_relu, TA *dbot, float *demb, tk_err *e) {
+static int bwd_launch(tk_ctx *c, const TA *bot, const TA *emb, const TA *dout, int B, int T, int D, int W,
+                      int bot_relu, TA *dbot, TA *demb, tk_err *e) {
     TRY(check_w(T, D, W, "interaction_bwd", e));
     if (B <= 0) return 0;
     cudaStream_t s = tk_cu_stream(c);
@@ -219,19 +227,21 @@ int tk_interaction_bwd_cuda(tk_ctx *c, const float *bot, const float *emb, const
     return bwd_launch(c, bot, emb, dout, B, T, D, W, bot_relu, dbot, demb, e);
 }
 
-int tk_interaction_fwd_act_cuda(tk_ctx *c, tk_dtype act, const void *bot, const float *emb, int B, int T,
+int tk_interaction_fwd_act_cuda(tk_ctx *c, tk_dtype act, const void *bot, const void *emb, int B, int T,
                                 int D, int W, void *out, tk_err *e) {
-    if (act == TK_F32) return fwd_launch(c, (const float *)bot, emb, B, T, D, W, (float *)out, e);
+    if (act == TK_F32)
+        return fwd_launch(c, (const float *)bot, (const float *)emb, B, T, D, W, (float *)out, e);
     if (act != TK_BF16) return tk_err_set(e, TK_EINTERNAL, "interaction_fwd: activations in %s", tk_dtype_name(act));
-    return fwd_launch(c, (const __nv_bfloat16 *)bot, emb, B, T, D, W, (__nv_bfloat16 *)out, e);
+    return fwd_launch(c, (const __nv_bfloat16 *)bot, (const __nv_bfloat16 *)emb, B, T, D, W, (__nv_bfloat16 *)out, e);
 }
 
-int tk_interaction_bwd_act_cuda(tk_ctx *c, tk_dtype act, const void *bot, const float *emb,
+int tk_interaction_bwd_act_cuda(tk_ctx *c, tk_dtype act, const void *bot, const void *emb,
                                 const void *dout, int B, int T, int D, int W, int bot_relu, void *dbot,
-                                float *demb, tk_err *e) {
+                                void *demb, tk_err *e) {
     if (act == TK_F32)
-        return bwd_launch(c, (const float *)bot, emb, (const float *)dout, B, T, D, W, bot_relu, (float *)dbot, demb, e);
+        return bwd_launch(c, (const float *)bot, (const float *)emb, (const float *)dout, B, T, D, W, bot_relu,
+                          (float *)dbot, (float *)demb, e);
     if (act != TK_BF16) return tk_err_set(e, TK_EINTERNAL, "interaction_bwd: activations in %s", tk_dtype_name(act));
-    return bwd_launch(c, (const __nv_bfloat16 *)bot, emb, (const __nv_bfloat16 *)dout, B, T, D, W, bot_relu,
-                      (__nv_bfloat16 *)dbot, demb, e);
+    return bwd_launch(c, (const __nv_bfloat16 *)bot, (const __nv_bfloat16 *)emb, (const __nv_bfloat16 *)dout, B, T,
+                      D, W, bot_relu, (__nv_bfloat16 *)dbot, (__nv_bfloat16 *)demb, e);
 }

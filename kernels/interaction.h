@@ -36,24 +36,26 @@ int tk_interaction_bwd_ref(const float *bot, const float *emb, const float *dout
                            tk_err *e);
 
 // The same ops with the activations in act (TK_F32 or TK_BF16, the cuda backend's bf16 compute
-// path): bot, out, dout and dbot are in act; emb and demb stay f32; the math inside is the f32
-// ops' (fp64 sums of fp32 products), rounded to act on output. The references convert bf16 to
-// f32, run the f32 reference and round the outputs (the specification of the bf16 variants).
-int tk_interaction_fwd_act(tk_ctx *c, tk_dtype act, const void *bot, const float *emb, int B, int T,
+// path): bot, emb, out, dout, dbot and demb are all in act (the bf16 path keeps the looked-up
+// vectors and their gradient in bf16 too, halving their memory and all-to-all traffic); the math
+// inside is the f32 ops' (fp64 sums of fp32 products, every bf16 input widened exactly), the
+// result rounded to f32 and then to act on output. The references convert bf16 to f32, run the
+// f32 reference and round the outputs (the specification of the bf16 variants).
+int tk_interaction_fwd_act(tk_ctx *c, tk_dtype act, const void *bot, const void *emb, int B, int T,
                            int D, int W, void *out, tk_err *e);
-int tk_interaction_fwd_act_ref(tk_dtype act, const void *bot, const float *emb, int B, int T, int D,
+int tk_interaction_fwd_act_ref(tk_dtype act, const void *bot, const void *emb, int B, int T, int D,
                                int W, void *out, tk_err *e);
-int tk_interaction_bwd_act(tk_ctx *c, tk_dtype act, const void *bot, const float *emb, const void *dout,
-                           int B, int T, int D, int W, int bot_relu, void *dbot, float *demb, tk_err *e);
-int tk_interaction_bwd_act_ref(tk_dtype act, const void *bot, const float *emb, const void *dout, int B,
-                               int T, int D, int W, int bot_relu, void *dbot, float *demb, tk_err *e);
+int tk_interaction_bwd_act(tk_ctx *c, tk_dtype act, const void *bot, const void *emb, const void *dout,
+                           int B, int T, int D, int W, int bot_relu, void *dbot, void *demb, tk_err *e);
+int tk_interaction_bwd_act_ref(tk_dtype act, const void *bot, const void *emb, const void *dout, int B,
+                               int T, int D, int W, int bot_relu, void *dbot, void *demb, tk_err *e);
 
 #ifdef TK_HAVE_CUDA
-int tk_interaction_fwd_act_cuda(tk_ctx *c, tk_dtype act, const void *bot, const float *emb, int B, int T,
+int tk_interaction_fwd_act_cuda(tk_ctx *c, tk_dtype act, const void *bot, const void *emb, int B, int T,
                                 int D, int W, void *out, tk_err *e);
-int tk_interaction_bwd_act_cuda(tk_ctx *c, tk_dtype act, const void *bot, const float *emb,
+int tk_interaction_bwd_act_cuda(tk_ctx *c, tk_dtype act, const void *bot, const void *emb,
                                 const void *dout, int B, int T, int D, int W, int bot_relu, void *dbot,
-                                float *demb, tk_err *e);
+                                void *demb, tk_err *e);
 int tk_interaction_fwd_cuda(tk_ctx *c, const float *bot, const float *emb, int B, int T, int D,
                             int W, float *out, tk_err *e);
 int tk_interaction_bwd_cuda(tk_ctx *c, const float *bot, const float *emb, const float *dout,

@@ -79,29 +79,35 @@ static float *widen(const void *x, int64_t rows, int64_t cols) {
     return f;
 }
 
-int tk_interaction_fwd_act_ref(tk_dtype act, const void *bot, const float *emb, int B, int T, int D,
+int tk_interaction_fwd_act_ref(tk_dtype act, const void *bot, const void *emb, int B, int T, int D,
                                int W, void *out, tk_err *e) {
     if (act == TK_F32) return tk_interaction_fwd_ref(bot, emb, B, T, D, W, out, e);
     if (act != TK_BF16) return tk_err_set(e, TK_EINTERNAL, "interaction_fwd: activations in %s", tk_dtype_name(act));
-    float *fb = widen(bot, B, D), *fo = malloc((size_t)B * W * sizeof(float) + 1);
-    int rc = !fb || !fo ? tk_err_set(e, TK_EIO, "out of host memory") : 0;
-    if (!rc) rc = tk_interaction_fwd_ref(fb, emb, B, T, D, W, fo, e);
+    float *fb = widen(bot, B, D), *fe = widen(emb, (int64_t)B * T, D), *fo = malloc((size_t)B * W * sizeof(float) + 1);
+    int rc = !fb || !fe || !fo ? tk_err_set(e, TK_EIO, "out of host memory") : 0;
+    if (!rc) rc = tk_interaction_fwd_ref(fb, fe, B, T, D, W, fo, e);
     if (!rc) rc = tk_cast2d_ref(fo, TK_F32, W, out, TK_BF16, W, B, W, e);
     free(fb);
+    free(fe);
     free(fo);
     return rc;
 }
 
-int tk_interaction_bwd_act_ref(tk_dtype act, const void *bot, const float *emb, const void *dout, int B,
-                               int T, int D, int W, int bot_relu, void *dbot, float *demb, tk_err *e) {
+int tk_interaction_bwd_act_ref(tk_dtype act, const void *bot, const void *emb, const void *dout, int B,
+                               int T, int D, int W, int bot_relu, void *dbot, void *demb, tk_err *e) {
     if (act == TK_F32) return tk_interaction_bwd_ref(bot, emb, dout, B, T, D, W, bot_relu, dbot, demb, e);
     if (act != TK_BF16) return tk_err_set(e, TK_EINTERNAL, "interaction_bwd: activations in %s", tk_dtype_name(act));
-    float *fb = widen(bot, B, D), *fg = widen(dout, B, W), *fd = malloc((size_t)B * D * sizeof(float) + 1);
-    int rc = !fb || !fg || !fd ? tk_err_set(e, TK_EIO, "out of host memory") : 0;
-    if (!rc) rc = tk_interaction_bwd_ref(fb, emb, fg, B, T, D, W, bot_relu, fd, demb, e);
+    int64_t ne = (int64_t)B * T;
+    float *fb = widen(bot, B, D), *fe = widen(emb, ne, D), *fg = widen(dout, B, W);
+    float *fd = malloc((size_t)B * D * sizeof(float) + 1), *fde = malloc((size_t)(ne * D) * sizeof(float) + 1);
+    int rc = !fb || !fe || !fg || !fd || !fde ? tk_err_set(e, TK_EIO, "out of host memory") : 0;
+    if (!rc) rc = tk_interaction_bwd_ref(fb, fe, fg, B, T, D, W, bot_relu, fd, fde, e);
     if (!rc) rc = tk_cast2d_ref(fd, TK_F32, D, dbot, TK_BF16, D, B, D, e);
+    if (!rc) rc = tk_cast2d_ref(fde, TK_F32, D, demb, TK_BF16, D, ne, D, e);
     free(fb);
+    free(fe);
     free(fg);
     free(fd);
+    free(fde);
     return rc;
 }

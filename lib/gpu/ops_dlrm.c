@@ -21,10 +21,15 @@
          : (ref_call))
 #endif
 
+int tk_embedding_fwd_act(tk_ctx *c, const void *w, tk_dtype wtype, const int64_t *row_off,
+                         const int32_t *idx, int B, int T, int D, void *out, tk_dtype otype, tk_err *e) {
+    return TK_DISPATCH(c, tk_embedding_fwd_act_ref(w, wtype, row_off, idx, B, T, D, out, otype, e),
+                       tk_embedding_fwd_act_cuda(c, w, wtype, row_off, idx, B, T, D, out, otype, e));
+}
+
 int tk_embedding_fwd(tk_ctx *c, const void *w, tk_dtype wtype, const int64_t *row_off,
                      const int32_t *idx, int B, int T, int D, float *out, tk_err *e) {
-    return TK_DISPATCH(c, tk_embedding_fwd_ref(w, wtype, row_off, idx, B, T, D, out, e),
-                       tk_embedding_fwd_cuda(c, w, wtype, row_off, idx, B, T, D, out, e));
+    return tk_embedding_fwd_act(c, w, wtype, row_off, idx, B, T, D, out, TK_F32, e);
 }
 
 size_t tk_embedding_bwd_ws_bytes(tk_backend b, int B, int T) {
@@ -35,12 +40,18 @@ size_t tk_embedding_bwd_ws_bytes(tk_backend b, int B, int T) {
     return (size_t)B * (size_t)T * sizeof(uint64_t);
 }
 
+int tk_embedding_bwd_sgd_act(tk_ctx *c, void *w, tk_dtype wtype, const int64_t *row_off,
+                             const int32_t *idx, int B, int T, int D, const void *dout,
+                             tk_dtype gtype, const float *lr, void *ws, tk_err *e) {
+    return TK_DISPATCH(
+        c, tk_embedding_bwd_sgd_act_ref(w, wtype, row_off, idx, B, T, D, dout, gtype, lr, ws, e),
+        tk_embedding_bwd_sgd_act_cuda(c, w, wtype, row_off, idx, B, T, D, dout, gtype, lr, ws, e));
+}
+
 int tk_embedding_bwd_sgd(tk_ctx *c, void *w, tk_dtype wtype, const int64_t *row_off,
                          const int32_t *idx, int B, int T, int D, const float *dout,
                          const float *lr, void *ws, tk_err *e) {
-    return TK_DISPATCH(
-        c, tk_embedding_bwd_sgd_ref(w, wtype, row_off, idx, B, T, D, dout, lr, ws, e),
-        tk_embedding_bwd_sgd_cuda(c, w, wtype, row_off, idx, B, T, D, dout, lr, ws, e));
+    return tk_embedding_bwd_sgd_act(c, w, wtype, row_off, idx, B, T, D, dout, TK_F32, lr, ws, e);
 }
 
 int tk_dense_log1p(tk_ctx *c, const int32_t *x, int64_t n, float *y, tk_err *e) {
@@ -73,14 +84,14 @@ int tk_bce_logits_act(tk_ctx *c, tk_dtype lt, const void *logit, const uint8_t *
                        tk_bce_logits_act_cuda(c, lt, logit, label, B, dlogit, acc, e));
 }
 
-int tk_interaction_fwd_act(tk_ctx *c, tk_dtype act, const void *bot, const float *emb, int B, int T,
+int tk_interaction_fwd_act(tk_ctx *c, tk_dtype act, const void *bot, const void *emb, int B, int T,
                            int D, int W, void *out, tk_err *e) {
     return TK_DISPATCH(c, tk_interaction_fwd_act_ref(act, bot, emb, B, T, D, W, out, e),
                        tk_interaction_fwd_act_cuda(c, act, bot, emb, B, T, D, W, out, e));
 }
 
-int tk_interaction_bwd_act(tk_ctx *c, tk_dtype act, const void *bot, const float *emb, const void *dout,
-                           int B, int T, int D, int W, int bot_relu, void *dbot, float *demb, tk_err *e) {
+int tk_interaction_bwd_act(tk_ctx *c, tk_dtype act, const void *bot, const void *emb, const void *dout,
+                           int B, int T, int D, int W, int bot_relu, void *dbot, void *demb, tk_err *e) {
     return TK_DISPATCH(
         c, tk_interaction_bwd_act_ref(act, bot, emb, dout, B, T, D, W, bot_relu, dbot, demb, e),
         tk_interaction_bwd_act_cuda(c, act, bot, emb, dout, B, T, D, W, bot_relu, dbot, demb, e));

@@ -113,7 +113,7 @@ int tk_dlrm_create_dist(tk_dlrm **out, tk_ctx *c, const tk_dlrm_config *cfg, tk_
 
     // Activations, inputs, workspaces and device scalars.
     size_t W = (size_t)cfg->interaction_width;
-    size_t act = 0;
+    size_t act = 0, es = tk_dtype_size(m->act); // es: bytes of an element of emb, demb and the exchange
     size_t sizes[64];
     int ns = 0;
 #define NEED(bytes) (sizes[ns++] = (bytes), act += align256(bytes))
@@ -121,7 +121,7 @@ int tk_dlrm_create_dist(tk_dlrm **out, tk_ctx *c, const tk_dlrm_config *cfg, tk_
     NEED((size_t)B * cfg->num_dense * 4);            // in_dense
     NEED((size_t)B * T * 4);                         // in_cat
     NEED((size_t)b * cfg->num_dense * 4);            // x0
-    NEED((size_t)b * T * D * 4);                     // emb
+    NEED((size_t)b * T * D * es);                    // emb
     NEED((size_t)b * W * 4);                         // inter
     NEED((size_t)b * 4);                             // logit
     NEED((size_t)b * 4);                             // dlogit
@@ -129,7 +129,7 @@ int tk_dlrm_create_dist(tk_dlrm **out, tk_ctx *c, const tk_dlrm_config *cfg, tk_
     NEED((size_t)b * maxw * 4);                      // dy[1]
     NEED((size_t)b * W * 4);                         // dinter
     NEED((size_t)b * D * 4);                         // dbot
-    NEED((size_t)b * T * D * 4);                     // demb
+    NEED((size_t)b * T * D * es);                    // demb
     NEED(tk_embedding_bwd_ws_bytes(c->backend, B, tn)); // emb_ws (the owned tables, all B samples)
     NEED((size_t)(tn + 1) * 8);                      // row_off
     NEED(64);                                        // scalars: lr, step, loss_acc[2], auc
@@ -146,9 +146,9 @@ int tk_dlrm_create_dist(tk_dlrm **out, tk_ctx *c, const tk_dlrm_config *cfg, tk_
     }
     if (Wr > 1) {
         NEED((size_t)B * tn * 4);                    // cat_own
-        NEED((size_t)B * tn * D * 4);                // emb_own
-        NEED((size_t)B * tm * D * 4);                // a2a_send
-        NEED((size_t)B * tm * D * 4);                // a2a_recv
+        NEED((size_t)B * tn * D * es);               // emb_own
+        NEED((size_t)B * tm * D * es);               // a2a_send
+        NEED((size_t)B * tm * D * es);               // a2a_recv
         NEED((size_t)b * cfg->num_dense * 4);        // ev_dense
         NEED((size_t)b * 4);                         // ev_logit
         NEED((size_t)B * 4);                         // ev_score
@@ -388,30 +388,34 @@ static int exchange_fwd_start(tk_dlrm *m, const int32_t *cat, int n, int bl, tk_
     tk_ctx *c = m->c;
     const int T = m->cfg.num_tables, D = m->cfg.emb_dim, tn = m->tn, tm = m->tm, rows = m->world * bl;
     const int s = TK_STREAM_COMPUTE;
+    const size_t es = tk_dtype_size(m->act); // the vectors travel in act (bf16 halves the exchange)
     if (tn > 0) {
         TRY(tk_memcpy2d(c, m->cat_own, (size_t)tn * 4, cat + m->t0, (size_t)T * 4, (size_t)tn * 4, (size_t)n, s, e));
         if (n < rows) TRY(tk_memset0(c, m->cat_own + (size_t)n * tn, (size_t)(rows - n) * tn * 4, s, e));
-        float *dst = tn == tm ? m->a2a_send : m->emb_own;
-        TRY(tk_embedding_fwd(c, m->tables, m->cfg.table_dtype, m->row_off, m->cat_own, rows, tn, D, dst, e));
+        void *dst = tn == tm ? m->a2a_send : m->emb_own;
+        TRY(tk_embedding_fwd_act(c, m->tables, m->cfg.table_dtype, m->row_off, m->cat_own, rows, tn, D, dst, m->act,
+                                 e));
         // A rank with fewer tables than tm leaves the last slots of each sample alone: zero since
         // tk_dlrm_create, and no rank ever reads them.
         if (tn < tm)
-            TRY(tk_memcpy2d(c, m->a2a_send, (size_t)tm * D * 4, m->emb_own, (size_t)tn * D * 4, (size_t)tn * D * 4,
+            TRY(tk_memcpy2d(c, m->a2a_send, (size_t)tm * D * es, m->emb_own, (size_t)tn * D * es, (size_t)tn * D * es,
                             (size_t)rows, s, e));
     }
     TRY(tk_comm_stream_wait(m->comm, TK_STREAM_COMM, s, e));
-    return tk_all_to_all(m->comm, m->a2a_send, m->a2a_recv, (size_t)bl * tm * D, TK_F32, TK_STREAM_COMM, e);
+    return tk_all_to_all(m->comm, m->a2a_send, m->a2a_recv, (size_t)bl * tm * D, m->act, TK_STREAM_COMM, e);
 }
 
 // Joins the all-to-all and moves the received [i][bl][tm][D] into emb (bl, T, D).
 static int exchange_fwd_finish(tk_dlrm *m, int bl, tk_err *e) {
     const int T = m->cfg.num_tables, D = m->cfg.emb_dim, tm = m->tm;
+    const size_t es = tk_dtype_size(m->act);
     TRY(tk_comm_stream_wait(m->comm, TK_STREAM_COMPUTE, TK_STREAM_COMM, e));
     for (int i = 0; i < m->world; i++) {
         int ti = owned(m, i);
         if (ti > 0)
-            TRY(tk_memcpy2d(m->c, m->emb + (size_t)i * tm * D, (size_t)T * D * 4, m->a2a_recv + (size_t)i * bl * tm * D,
-                            (size_t)tm * D * 4, (size_t)ti * D * 4, (size_t)bl, TK_STREAM_COMPUTE, e));
+            TRY(tk_memcpy2d(m->c, (char *)m->emb + (size_t)i * tm * D * es, (size_t)T * D * es,
+                            (char *)m->a2a_recv + (size_t)i * bl * tm * D * es, (size_t)tm * D * es,
+                            (size_t)ti * D * es, (size_t)bl, TK_STREAM_COMPUTE, e));
     }
     return 0;
 }
@@ -430,8 +434,8 @@ static int forward_rows(tk_dlrm *m, const int32_t *dense, const int32_t *cat, in
     if (m->world > 1)
         TRY(exchange_fwd_finish(m, bl, e));
     else
-        TRY(tk_embedding_fwd(m->c, m->tables, cfg->table_dtype, m->row_off, cat, bl, cfg->num_tables,
-                             cfg->emb_dim, m->emb, e));
+        TRY(tk_embedding_fwd_act(m->c, m->tables, cfg->table_dtype, m->row_off, cat, bl, cfg->num_tables,
+                                 cfg->emb_dim, m->emb, m->act, e));
     TRY(tk_interaction_fwd_act(m->c, m->act, m->L[cfg->nbot - 1].y, m->emb, bl, cfg->num_tables, cfg->emb_dim,
                                cfg->interaction_width, m->inter, e));
     TRY(mlp_forward(m, cfg->nbot, m->nlayers, bl, out, e));
@@ -498,6 +502,7 @@ static int train_step_dist(tk_dlrm *m, tk_err *e) {
     const tk_dlrm_config *cfg = &m->cfg;
     const int B = cfg->batch, T = cfg->num_tables, D = cfg->emb_dim, b = m->b, tm = m->tm, tn = m->tn;
     const int CS = TK_STREAM_COMPUTE, CM = TK_STREAM_COMM;
+    const size_t es = tk_dtype_size(m->act); // demb and the exchange buffers are in act
     tk_ctx *c = m->c;
     TRY(tk_lr_schedule(c, &cfg->lr, m->step, m->lr, e));
     TRY(forward_rows(m, m->in_dense + (size_t)m->rank * b * cfg->num_dense, m->in_cat, B, b, m->logit, e));
@@ -517,11 +522,12 @@ static int train_step_dist(tk_dlrm *m, tk_err *e) {
     for (int i = 0; i < m->world; i++) {
         int ti = owned(m, i);
         if (ti > 0)
-            TRY(tk_memcpy2d(c, m->a2a_send + (size_t)i * b * tm * D, (size_t)tm * D * 4, m->demb + (size_t)i * tm * D,
-                            (size_t)T * D * 4, (size_t)ti * D * 4, (size_t)b, CS, e));
+            TRY(tk_memcpy2d(c, (char *)m->a2a_send + (size_t)i * b * tm * D * es, (size_t)tm * D * es,
+                            (char *)m->demb + (size_t)i * tm * D * es, (size_t)T * D * es, (size_t)ti * D * es,
+                            (size_t)b, CS, e));
     }
     TRY(tk_comm_stream_wait(m->comm, CM, CS, e));
-    TRY(tk_all_to_all(m->comm, m->a2a_send, m->a2a_recv, (size_t)b * tm * D, TK_F32, CM, e));
+    TRY(tk_all_to_all(m->comm, m->a2a_send, m->a2a_recv, (size_t)b * tm * D, m->act, CM, e));
     TRY(mlp_backward(m, 0, cfg->nbot, m->dbot, NULL, e));
     // Join (the top all-reduce and the all-to-all), then the bottom span's all-reduce overlaps
     // the sparse update.
@@ -529,14 +535,14 @@ static int train_step_dist(tk_dlrm *m, tk_err *e) {
     TRY(tk_comm_stream_wait(m->comm, CM, CS, e));
     TRY(tk_allreduce_sum(m->comm, m->dense_g, m->dense_g, nbot_g, TK_F32, 1.0f, CM, e));
     if (tn > 0) { // a2a_recv is (B, tm, D): the gradients of the owned tables' vectors, all B samples
-        const float *g = m->a2a_recv;
+        const void *g = m->a2a_recv;
         if (tn < tm) {
-            TRY(tk_memcpy2d(c, m->emb_own, (size_t)tn * D * 4, m->a2a_recv, (size_t)tm * D * 4, (size_t)tn * D * 4,
+            TRY(tk_memcpy2d(c, m->emb_own, (size_t)tn * D * es, m->a2a_recv, (size_t)tm * D * es, (size_t)tn * D * es,
                             (size_t)B, CS, e));
             g = m->emb_own;
         }
-        TRY(tk_embedding_bwd_sgd(c, m->tables, cfg->table_dtype, m->row_off, m->cat_own, B, tn, D, g, m->lr,
-                                 m->emb_ws, e));
+        TRY(tk_embedding_bwd_sgd_act(c, m->tables, cfg->table_dtype, m->row_off, m->cat_own, B, tn, D, g, m->act,
+                                     m->lr, m->emb_ws, e));
     }
     TRY(tk_comm_stream_wait(m->comm, CS, CM, e));
     tk_range_pop();
@@ -559,8 +565,8 @@ int tk_dlrm_train_step(tk_dlrm *m, tk_err *e) {
     TRY(mlp_backward(m, cfg->nbot, m->nlayers, m->dlogit, m->dinter, e));
     TRY(tk_interaction_bwd_act(m->c, m->act, m->L[cfg->nbot - 1].y, m->emb, m->dinter, B, T, D,
                                cfg->interaction_width, 1, m->dbot, m->demb, e));
-    TRY(tk_embedding_bwd_sgd(m->c, m->tables, cfg->table_dtype, m->row_off, m->in_cat, B, T, D,
-                             m->demb, m->lr, m->emb_ws, e));
+    TRY(tk_embedding_bwd_sgd_act(m->c, m->tables, cfg->table_dtype, m->row_off, m->in_cat, B, T, D,
+                                 m->demb, m->act, m->lr, m->emb_ws, e));
     TRY(mlp_backward(m, 0, cfg->nbot, m->dbot, NULL, e));
     tk_range_pop();
     tk_range_push("sgd");
@@ -868,10 +874,28 @@ int tk_dlrm_dump_step(tk_dlrm *m, const char *path, tk_err *e) {
         set2(&ent[n].t, name, TK_F32, 1, m->L[l].out, 0), ent[n].src = m->L[l].db, ent[n++].dev = 1;
     }
     ent[n].t = (tk_st_tensor){.name = "grad.emb_out", .dtype = TK_F32, .ndim = 3, .shape = {B, T, D}};
-    ent[n].src = m->demb, ent[n++].dev = 1;
+    ent[n].src = m->demb, ent[n].dev = 1;
+    // The bf16 path keeps demb in bf16: the dump's format is F32, so widen it (exactly) on the host.
+    float *demb32 = NULL;
+    if (!rc && m->act == TK_BF16) {
+        size_t ne = (size_t)B * T * D;
+        demb32 = malloc(ne * sizeof(float) + 1);
+        if (!demb32) rc = tk_err_set(e, TK_EIO, "out of host memory");
+        if (!rc) rc = tk_memcpy_d2h(m->c, demb32, m->demb, ne * 2, TK_STREAM_COMPUTE, e);
+        if (!rc) rc = tk_ctx_sync(m->c, e);
+        // In place from the back: element i (2 bytes at 2i) becomes 4 bytes at 4i >= 2i.
+        for (size_t i = ne; !rc && i-- > 0;) {
+            uint16_t h;
+            memcpy(&h, (const char *)demb32 + 2 * i, 2);
+            demb32[i] = tk_bf16_to_f32(h);
+        }
+        ent[n].src = demb32, ent[n].dev = 0;
+    }
+    n++;
     json_t *meta = json_pack("{s:s, s:s}", "format", "trainkit-step-dump-1", "workload", "dlrm");
     if (!rc) rc = write_entries(m, path, ent, n, meta, e);
     json_decref(meta);
+    free(demb32);
     free(snap);
     free(loss);
     return rc;

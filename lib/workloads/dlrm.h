@@ -37,8 +37,10 @@ typedef struct tk_dlrm_config {
                                             // run on the tensor cores in TF32 (fp32 in/out)
     int bf16;                               // "precision": "bf16" (cuda backend only): bf16
                                             // activations and weight copies for the MLPs, the
-                                            // interaction and the loss input (fp32 accumulation,
-                                            // fp32 master weights and gradients)
+                                            // interaction, the looked-up vectors and their
+                                            // gradients (also in the all-to-all) and the loss
+                                            // input (fp32 accumulation, fp32 master weights and
+                                            // dense gradients)
     int batch;                              // global batch size
     tk_lr_sched lr;
     double target_auc;                      // 0.8025
@@ -91,8 +93,9 @@ typedef struct tk_dlrm {
     int b;                           // rows of the dense part on this rank: batch / world
     int t0, tm, tn;                  // owned tables [t0, t0 + tn); tm = ceil(T / W) slots a rank
     int32_t *cat_own;                // (B, tn) the ids of the owned tables for all B samples
-    float *emb_own;                  // (B, tn, D) when tn < tm (else a2a_send is used directly)
-    float *a2a_send, *a2a_recv;      // (W, b, tm, D): [peer][sample][table slot][D]
+    // The exchange buffers hold values of type act (f32, or bf16 on the bf16 path), as emb/demb.
+    void *emb_own;                   // (B, tn, D) when tn < tm (else a2a_send is used directly)
+    void *a2a_send, *a2a_recv;       // (W, b, tm, D): [peer][sample][table slot][D]
     int32_t *ev_dense;               // (b, num_dense) this rank's share of an eval batch
     float *ev_logit, *ev_score;      // (b) this rank's eval logits; (B) all ranks' (gathered)
     double *acc_all;                 // (W, 2) the ranks' loss accumulators (gathered)
@@ -102,14 +105,16 @@ typedef struct tk_dlrm {
     int32_t *in_cat;                 // (B, 26) ids in [0, table_rows)
     // activations and gradients (device)
     float *x0;                       // (B, 13) log1p(dense)
-    float *emb;                      // (B, T, D)
+    void *emb;                       // (B, T, D) in act (the lookup output)
     float *inter;                    // (B, W)
     float *logit, *dlogit;           // (B)
     float *dy[2];                    // ping-pong (B, max width) for the MLP backward
-    float *dinter, *dbot, *demb;
+    float *dinter, *dbot;
+    void *demb;                      // (B, T, D) in act
     void *emb_ws;
     // The bf16 compute path (cfg.bf16; act = TK_BF16, else TK_F32): the activation buffers above
-    // (x, y, inter, logit, dlogit, dy, dinter, dbot) then hold bf16 values; the MLP reads the bf16
+    // (x, y, emb, inter, logit, dlogit, dy, dinter, dbot, demb, and the exchange buffers of
+    // several ranks) then hold bf16 values; the MLP reads the bf16
     // copy of the dense parameters (wcopy, same offsets as dense_w, written by the SGD update);
     // layer 0 runs with K padded to 16: x0p (B, 16), W0p (out, 16) bf16, dW0p (out, 16) f32.
     tk_dtype act;
@@ -194,7 +199,8 @@ int tk_dlrm_load(tk_dlrm *m, const char *path, json_t **meta, tk_err *e);
 // Writes the named tensors of one step for contrib/peers/dlrm.py: the weights BEFORE the step
 // (same names as a checkpoint), the batch ("batch.label" U8, "batch.dense" I32, "batch.cat" I32),
 // "loss" F32 [1], "grad.<param>" F32 for the dense parameters and "grad.emb_out" F32 (B, T, D)
-// (the gradient w.r.t. the looked-up vectors: the tables' gradient is never formed).
+// (the gradient w.r.t. the looked-up vectors: the tables' gradient is never formed; widened from
+// bf16 on the bf16 path, where the model holds it in bf16).
 // Runs the step on the batch already in the input buffers (so it updates the model). One rank only.
 int tk_dlrm_dump_step(tk_dlrm *m, const char *path, tk_err *e);
 

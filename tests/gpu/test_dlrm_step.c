@@ -334,12 +334,15 @@ static void bench_fn(void *p) {
     case 0: rc = tk_graph_launch(m->c, a->g, &e); break;
     case 1: rc = tk_dlrm_train_step(m, &e); break;
     case 2: rc = tk_dlrm_forward(m, m->in_dense, m->in_cat, B, m->logit, &e); break;
-    case 3: rc = tk_embedding_fwd(m->c, m->tables, c->table_dtype, m->row_off, m->in_cat, B, T, D, m->emb, &e); break;
-    case 4: rc = tk_interaction_fwd(m->c, m->L[c->nbot - 1].y, m->emb, B, T, D, c->interaction_width, m->inter, &e); break;
-    case 5: rc = tk_interaction_bwd(m->c, m->L[c->nbot - 1].y, m->emb, m->dinter, B, T, D, c->interaction_width, 1,
-                                    m->dbot, m->demb, &e); break;
-    case 6: rc = tk_embedding_bwd_sgd(m->c, m->tables, c->table_dtype, m->row_off, m->in_cat, B, T, D, m->demb, m->lr,
-                                      m->emb_ws, &e); break;
+    // emb, demb and the activations are in m->act (f32, or bf16 on the bf16 path)
+    case 3: rc = tk_embedding_fwd_act(m->c, m->tables, c->table_dtype, m->row_off, m->in_cat, B, T, D, m->emb, m->act,
+                                      &e); break;
+    case 4: rc = tk_interaction_fwd_act(m->c, m->act, m->L[c->nbot - 1].y, m->emb, B, T, D, c->interaction_width,
+                                        m->inter, &e); break;
+    case 5: rc = tk_interaction_bwd_act(m->c, m->act, m->L[c->nbot - 1].y, m->emb, m->dinter, B, T, D,
+                                        c->interaction_width, 1, m->dbot, m->demb, &e); break;
+    case 6: rc = tk_embedding_bwd_sgd_act(m->c, m->tables, c->table_dtype, m->row_off, m->in_cat, B, T, D, m->demb,
+                                          m->act, m->lr, m->emb_ws, &e); break;
     case 7: rc = tk_sgd_update(m->c, m->dense_w, m->dense_g, m->dense_n, m->lr, NULL, TK_F32, &e); break;
     case 8: rc = tk_dense_log1p(m->c, m->in_dense, (int64_t)B * c->num_dense, m->x0, &e); break;
     case 9: rc = tk_bce_logits(m->c, m->logit, m->in_label, B, m->dlogit, m->loss_acc, &e); break;

@@ -1,9 +1,10 @@
 // kernels/embedding.cu against kernels/embedding_ref.c: the lookup of all tables in one launch
 // and the backward fused with SGD, fp32 and bf16 tables, vector and scalar paths (D = 128, 36,
 // 13), skewed indices so rows repeat within a batch (1- and 3-row tables: runs longer than 64,
-// the block-summed path), random and small-integer inputs. The lookup matches bit for bit; the
-// update bit for bit on small integers and within 1 ulp of the table type on random inputs (rows
-// seen more than 64 times are summed in another, fixed, order).
+// the block-summed path), random and small-integer inputs, the lookup output and its gradient in
+// f32 or bf16 (the bf16 compute path: tk_embedding_fwd_act / tk_embedding_bwd_sgd_act). The
+// lookup matches bit for bit; the update bit for bit on small integers and within 1 ulp of the
+// table type on random inputs (rows seen more than 64 times are summed in another, fixed, order).
 // TK_OPS_BENCH=1 also times the MLPerf-shaped batch (65536 x 26 lookups of 128).
 #include "embedding.h"
 #include "gpu_test.h"
@@ -12,6 +13,7 @@ typedef struct {
     int B, T, D;
     tk_dtype wt;
     int ints;
+    tk_dtype ot; // the lookup output's and the gradient's type
 } ecase;
 
 // Table sizes from 1 row (every sample hits it) to thousands.
@@ -54,6 +56,7 @@ static int emb_case(const ecase *k, const char *label) {
     const int B = k->B, T = k->T, D = k->D;
     int64_t *off = make_offsets(T);
     size_t rows = (size_t)off[T], nw = rows * D, nout = (size_t)B * T * D, es = tk_dtype_size(k->wt);
+    size_t os = tk_dtype_size(k->ot);
     float *w0 = gt_host(4 * nw), *dout = gt_host(4 * nout), *outr = gt_host(4 * nout), *outg = gt_host(4 * nout);
     int32_t *idx = gt_host(4 * (size_t)B * T);
     make_idx(idx, B, T, off);
@@ -61,25 +64,42 @@ static int emb_case(const ecase *k, const char *label) {
     gt_fill(dout, nout, k->ints ? -3 : -1, k->ints ? 3 : 1, k->ints);
     float lr = k->ints ? 0.25f : 0.0371f;
     void *wr = to_table(w0, nw, k->wt), *wg = gt_host(es * nw);
+    void *gin = to_table(dout, nout, k->ot); // the gradient in its type (both sides read these bytes)
+    void *ohr = gt_host(os * nout), *ohg = gt_host(os * nout);
     tk_err e = {0};
     int bad = 0;
 
     // forward
-    if (tk_embedding_fwd_ref(wr, k->wt, off, idx, B, T, D, outr, &e)) gt_die_("embedding_fwd_ref", &e);
+    if (tk_embedding_fwd_act_ref(wr, k->wt, off, idx, B, T, D, ohr, k->ot, &e)) gt_die_("embedding_fwd_ref", &e);
     void *dw = gt_dev(es * nw), *doff = gt_dev(8 * (size_t)(T + 1)), *didx = gt_dev(4 * (size_t)B * T);
-    void *dout_d = gt_dev(4 * nout), *dres = gt_dev(4 * nout), *dlr = gt_dev(4);
+    void *dout_d = gt_dev(os * nout), *dres = gt_dev(os * nout), *dlr = gt_dev(4);
     gt_up(dw, wr, es * nw), gt_up(doff, off, 8 * (size_t)(T + 1)), gt_up(didx, idx, 4 * (size_t)B * T);
-    gt_up(dout_d, dout, 4 * nout), gt_up(dlr, &lr, 4);
-    gt_poison(dres, 4 * nout, 0xff);
-    if (tk_embedding_fwd(gt_ctx_, dw, k->wt, doff, didx, B, T, D, dres, &e) || gt_sync(&e)) gt_die_("embedding_fwd", &e);
-    gt_down(outg, dres, 4 * nout);
+    gt_up(dout_d, gin, os * nout), gt_up(dlr, &lr, 4);
+    gt_poison(dres, os * nout, 0xff);
+    if (tk_embedding_fwd_act(gt_ctx_, dw, k->wt, doff, didx, B, T, D, dres, k->ot, &e) || gt_sync(&e))
+        gt_die_("embedding_fwd", &e);
+    gt_down(ohg, dres, os * nout);
+    for (size_t i = 0; i < nout; i++) {
+        outr[i] = k->ot == TK_BF16 ? tk_bf16_to_f32(((uint16_t *)ohr)[i]) : ((float *)ohr)[i];
+        outg[i] = k->ot == TK_BF16 ? tk_bf16_to_f32(((uint16_t *)ohg)[i]) : ((float *)ohg)[i];
+    }
     size_t dfwd = gt_ndiff(outg, outr, nout);
+    // The output is the looked-up row (rounded to the output type): checks the reference too.
+    size_t wrong = 0;
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int d = 0; d < D; d++) {
+                float v = w0[(size_t)(off[t] + idx[b * T + t]) * D + d];
+                if (k->wt == TK_BF16 || k->ot == TK_BF16) v = tk_bf16_to_f32(tk_f32_to_bf16(v));
+                wrong += !(outr[((size_t)b * T + t) * D + d] == v);
+            }
 
     // backward + SGD
     void *wsr = gt_host(tk_embedding_bwd_ws_bytes(TK_BACKEND_CPU, B, T));
     void *wsd = gt_dev(tk_embedding_bwd_ws_bytes(TK_BACKEND_CUDA, B, T));
-    if (tk_embedding_bwd_sgd_ref(wr, k->wt, off, idx, B, T, D, dout, &lr, wsr, &e)) gt_die_("embedding_bwd_sgd_ref", &e);
-    if (tk_embedding_bwd_sgd(gt_ctx_, dw, k->wt, doff, didx, B, T, D, dout_d, dlr, wsd, &e) || gt_sync(&e))
+    if (tk_embedding_bwd_sgd_act_ref(wr, k->wt, off, idx, B, T, D, gin, k->ot, &lr, wsr, &e))
+        gt_die_("embedding_bwd_sgd_ref", &e);
+    if (tk_embedding_bwd_sgd_act(gt_ctx_, dw, k->wt, doff, didx, B, T, D, dout_d, k->ot, dlr, wsd, &e) || gt_sync(&e))
         gt_die_("embedding_bwd_sgd", &e);
     gt_down(wg, dw, es * nw);
     size_t dbwd = 0, touched = 0;
@@ -92,28 +112,31 @@ static int emb_case(const ecase *k, const char *label) {
         dbwd += !(a == r);
         touched += r != w0[i];
     }
-    bad = dfwd != 0 || (k->ints ? dbwd != 0 : ulps > 1) || touched == 0;
-    printf("# table embedding %-6s B %4d T %d D %3d %-4s fwd differing %zu; bwd differing %zu, max %lld ulp "
-           "(of %zu, %zu updated)\n", label, B, T, D, tk_dtype_name(k->wt), dfwd, dbwd, (long long)ulps, nw, touched);
+    bad = dfwd != 0 || wrong != 0 || (k->ints ? dbwd != 0 : ulps > 1) || touched == 0;
+    printf("# table embedding %-6s B %4d T %d D %3d %-4s out/grad %-4s fwd differing %zu (wrong %zu); bwd differing "
+           "%zu, max %lld ulp (of %zu, %zu updated)\n", label, B, T, D, tk_dtype_name(k->wt), tk_dtype_name(k->ot),
+           dfwd, wrong, dbwd, (long long)ulps, nw, touched);
     void *dev[] = {dw, doff, didx, dout_d, dres, dlr, wsd};
     for (int i = 0; i < 7; i++) tk_free(gt_ctx_, dev[i]);
     free(off), free(w0), free(dout), free(outr), free(outg), free(idx), free(wr), free(wg), free(wsr);
+    free(gin), free(ohr), free(ohg);
     return bad;
 }
 
 TK_TEST(embedding_random) {
     int Ds[] = {128, 36, 13};
     for (int d = 0; d < 3; d++)
-        for (int t = 0; t < 2; t++) {
-            ecase k = {512, 7, Ds[d], t ? TK_BF16 : TK_F32, 0};
-            CHECK_EQ_INT(emb_case(&k, "random"), 0);
-        }
+        for (int t = 0; t < 2; t++)
+            for (int o = 0; o < 2; o++) {
+                ecase k = {512, 7, Ds[d], t ? TK_BF16 : TK_F32, 0, o ? TK_BF16 : TK_F32};
+                CHECK_EQ_INT(emb_case(&k, "random"), 0);
+            }
 }
 
 TK_TEST(embedding_ints_exact) {
-    ecase k1 = {300, 7, 128, TK_BF16, 1}, k2 = {300, 5, 13, TK_F32, 1};
-    CHECK_EQ_INT(emb_case(&k1, "ints"), 0);
-    CHECK_EQ_INT(emb_case(&k2, "ints"), 0);
+    ecase ks[] = {{300, 7, 128, TK_BF16, 1, TK_F32}, {300, 5, 13, TK_F32, 1, TK_F32},
+                  {300, 7, 128, TK_BF16, 1, TK_BF16}, {300, 5, 13, TK_F32, 1, TK_BF16}};
+    for (int i = 0; i < 4; i++) CHECK_EQ_INT(emb_case(&ks[i], "ints"), 0);
 }
 
 TK_TEST(embedding_bad_index_gives_zero_row) {
@@ -172,13 +195,15 @@ TK_TEST(embedding_bwd_graph_equals_eager) {
 typedef struct {
     void *w, *off, *idx, *out, *dout, *lr, *ws;
     int B, T, D, bwd;
+    tk_dtype ot;
 } ebench;
 
 static void ebench_run(void *p) {
     ebench *b = p;
     tk_err e = {0};
-    int rc = b->bwd ? tk_embedding_bwd_sgd(gt_ctx_, b->w, TK_BF16, b->off, b->idx, b->B, b->T, b->D, b->dout, b->lr, b->ws, &e)
-                    : tk_embedding_fwd(gt_ctx_, b->w, TK_BF16, b->off, b->idx, b->B, b->T, b->D, b->out, &e);
+    int rc = b->bwd ? tk_embedding_bwd_sgd_act(gt_ctx_, b->w, TK_BF16, b->off, b->idx, b->B, b->T, b->D, b->dout, b->ot,
+                                               b->lr, b->ws, &e)
+                    : tk_embedding_fwd_act(gt_ctx_, b->w, TK_BF16, b->off, b->idx, b->B, b->T, b->D, b->out, b->ot, &e);
     if (rc) gt_die_("embedding bench", &e);
 }
 
@@ -195,13 +220,17 @@ TK_TEST(embedding_bench) {
     gt_fill(u, (size_t)B * T, 0, 1, 0);
     for (size_t i = 0; i < (size_t)B * T; i++) idx[i] = (int32_t)((double)u[i] * u[i] * u[i] * (R - 1));
     ebench b = {gt_dev(2 * (size_t)R * T * D), gt_dev(sizeof off), gt_dev(4 * (size_t)B * T), gt_dev(4 * (size_t)B * T * D),
-                gt_dev(4 * (size_t)B * T * D), gt_dev(4), gt_dev(tk_embedding_bwd_ws_bytes(TK_BACKEND_CUDA, B, T)), B, T, D, 0};
+                gt_dev(4 * (size_t)B * T * D), gt_dev(4), gt_dev(tk_embedding_bwd_ws_bytes(TK_BACKEND_CUDA, B, T)), B, T, D, 0, TK_F32};
     float lr = 1e-6f;
     gt_up(b.off, off, sizeof off), gt_up(b.idx, idx, 4 * (size_t)B * T), gt_up(b.lr, &lr, 4);
     gt_poison(b.w, 2 * (size_t)R * T * D, 0x3c); // bf16 0x3c3c = 0.0115
     gt_poison(b.dout, 4 * (size_t)B * T * D, 0x3c);
     double f = gt_time_ms(ebench_run, &b, 11);
+    b.ot = TK_BF16;
+    double fh = gt_time_ms(ebench_run, &b, 11);
     b.bwd = 1;
+    double gh = gt_time_ms(ebench_run, &b, 11);
+    b.ot = TK_F32;
     double g = gt_time_ms(ebench_run, &b, 11);
     for (size_t i = 0; i < (size_t)B * T; i++) idx[i] = (int32_t)((double)u[i] * (R - 1)); // uniform: few repeats
     gt_up(b.idx, idx, 4 * (size_t)B * T);
@@ -210,6 +239,7 @@ TK_TEST(embedding_bench) {
     printf("# table bench embedding fwd  B 65536 T 26 D 128 bf16: %.3f ms (%.0f GB/s of rows read + out written)\n", f,
            bytes_f / f / 1e6);
     printf("# table bench embedding bwd+sgd: skewed rows (u^3) %.3f ms, uniform rows %.3f ms\n", g, g2);
+    printf("# table bench embedding bf16 out/grad: fwd %.3f ms, bwd+sgd (skewed) %.3f ms\n", fh, gh);
     void *dev[] = {b.w, b.off, b.idx, b.out, b.dout, b.lr, b.ws};
     for (int i = 0; i < 7; i++) tk_free(gt_ctx_, dev[i]);
     free(idx), free(u);

@@ -59,6 +59,45 @@ TK_TEST(embedding_bwd_sgd_duplicates_accumulate) {
     CHECK(tk_bf16_to_f32(wb[6]) == -10.5f && tk_bf16_to_f32(wb[7]) == -12.0f);
 }
 
+// The bf16 compute path's variants: the lookup written in bf16 (a bf16 table copies exactly, an
+// f32 one rounds to nearest even) and the update reading a bf16 gradient (widened exactly, so it
+// equals the f32 update on the same values, bit for bit).
+TK_TEST(embedding_bf16_output_and_gradient) {
+    tk_err e = {0};
+    int64_t off[3] = {0, 3, 5};
+    int32_t idx[3 * 2] = {1, 0, 1, 0, 2, 1}; // table 0 row 1 twice
+    enum { D = 3, N = 3 * 2 * D };
+    // f32 table: 1 + 2^-8 is a tie (to even: 1), 1 + 3*2^-8 is one too (to even: 1 + 2^-6), -3.5 is exact.
+    float w[5 * D];
+    for (int i = 0; i < 5 * D; i++) w[i] = (i % 3 == 0) ? 1.00390625f : (i % 3 == 1) ? 1.01171875f : -3.5f - i;
+    uint16_t out[N], wb[5 * D];
+    CHECK_EQ_INT(tk_embedding_fwd_act_ref(w, TK_F32, off, idx, 3, 2, D, out, TK_BF16, &e), 0);
+    // sample 2, table 1 -> buffer row 3 + 1 = 4: (1, 1.015625, -3.5 - 14)
+    CHECK(tk_bf16_to_f32(out[(2 * 2 + 1) * D + 0]) == 1.0f);
+    CHECK(tk_bf16_to_f32(out[(2 * 2 + 1) * D + 1]) == 1.015625f);
+    CHECK(tk_bf16_to_f32(out[(2 * 2 + 1) * D + 2]) == -17.5f);
+    for (int i = 0; i < 5 * D; i++) wb[i] = (uint16_t)(0x3f00 + 7 * i); // arbitrary bf16 patterns
+    CHECK_EQ_INT(tk_embedding_fwd_act_ref(wb, TK_BF16, off, idx, 3, 2, D, out, TK_BF16, &e), 0);
+    for (int b = 0; b < 3; b++)
+        for (int t = 0; t < 2; t++)
+            for (int d = 0; d < D; d++)
+                CHECK(out[(b * 2 + t) * D + d] == wb[(off[t] + idx[b * 2 + t]) * D + d]);
+    CHECK_EQ_INT(tk_embedding_fwd_act_ref(wb, TK_BF16, off, idx, 3, 2, D, out, TK_I32, &e), TK_EINTERNAL);
+    // Backward: a bf16 gradient of random values against the f32 update of the same (widened) values.
+    float g32[N], lr = 0.3f, wa[5 * D], wf[5 * D];
+    uint16_t g16[N];
+    for (int i = 0; i < N; i++) g16[i] = tk_f32_to_bf16(urand(700 + i)), g32[i] = tk_bf16_to_f32(g16[i]);
+    for (int i = 0; i < 5 * D; i++) wa[i] = wf[i] = urand(800 + i);
+    uint64_t ws[3 * 2];
+    CHECK_EQ_INT(tk_embedding_bwd_sgd_act_ref(wa, TK_F32, off, idx, 3, 2, D, g16, TK_BF16, &lr, ws, &e), 0);
+    CHECK_EQ_INT(tk_embedding_bwd_sgd_ref(wf, TK_F32, off, idx, 3, 2, D, g32, &lr, ws, &e), 0);
+    CHECK(memcmp(wa, wf, sizeof wa) == 0);
+    // and by hand: table 0 row 1 (buffer row 1) gets -lr * (g[s0,t0] + g[s1,t0]) in fp64
+    for (int d = 0; d < D; d++)
+        CHECK(wa[D + d] == (float)((double)urand(800 + D + d) - (double)lr * ((double)g32[d] + g32[2 * D + d])));
+    CHECK(wa[0] == urand(800)); // row 0 of table 0 is never looked up
+}
+
 TK_TEST(dense_log1p_values) {
     int32_t x[4] = {0, 1, -5, 100};
     float y[4];
@@ -270,18 +309,31 @@ TK_TEST(cast2d_and_bf16_variants) {
     CHECK_EQ_INT(tk_cast2d_ref(src, TK_F32, 3, pad, TK_BF16, 2, 2, 3, &e), TK_EINTERNAL);
     // interaction: B 2, T 2, D 3, W 7 (3 + 3 dots + 1 pad), values exact in bf16
     enum { B = 2, T = 2, D = 3, W = 7 };
-    float bot[B * D], emb[B * T * D], out[B * W], dout[B * W], dbot[B * D], demb[B * T * D], demb2[B * T * D];
-    uint16_t hb[B * D], ho[B * W], hd[B * W], hdb[B * D];
+    float bot[B * D], emb[B * T * D], out[B * W], dout[B * W], dbot[B * D], demb[B * T * D];
+    uint16_t hb[B * D], he[B * T * D], ho[B * W], hd[B * W], hdb[B * D], hde[B * T * D];
     for (int i = 0; i < B * D; i++) bot[i] = (float)(i % 5) - 2, hb[i] = tk_f32_to_bf16(bot[i]);
-    for (int i = 0; i < B * T * D; i++) emb[i] = (float)(i % 7) * 0.5f - 1;
+    for (int i = 0; i < B * T * D; i++) emb[i] = (float)(i % 7) * 0.5f - 1, he[i] = tk_f32_to_bf16(emb[i]);
     for (int i = 0; i < B * W; i++) dout[i] = (float)(i % 3) - 1, hd[i] = tk_f32_to_bf16(dout[i]);
     CHECK_EQ_INT(tk_interaction_fwd_ref(bot, emb, B, T, D, W, out, &e), 0);
-    CHECK_EQ_INT(tk_interaction_fwd_act_ref(TK_BF16, hb, emb, B, T, D, W, ho, &e), 0);
+    CHECK_EQ_INT(tk_interaction_fwd_act_ref(TK_BF16, hb, he, B, T, D, W, ho, &e), 0);
     for (int i = 0; i < B * W; i++) CHECK(tk_bf16_to_f32(ho[i]) == out[i]);
     CHECK_EQ_INT(tk_interaction_bwd_ref(bot, emb, dout, B, T, D, W, 1, dbot, demb, &e), 0);
-    CHECK_EQ_INT(tk_interaction_bwd_act_ref(TK_BF16, hb, emb, hd, B, T, D, W, 1, hdb, demb2, &e), 0);
+    CHECK_EQ_INT(tk_interaction_bwd_act_ref(TK_BF16, hb, he, hd, B, T, D, W, 1, hdb, hde, &e), 0);
     for (int i = 0; i < B * D; i++) CHECK(tk_bf16_to_f32(hdb[i]) == dbot[i]);
-    CHECK(memcmp(demb, demb2, sizeof demb) == 0);
+    for (int i = 0; i < B * T * D; i++) CHECK(tk_bf16_to_f32(hde[i]) == demb[i]); // small sums: exact
+    // Random embeddings (not exact in bf16): the bf16 variant is the f32 op on the widened
+    // vectors, its outputs rounded to nearest even.
+    float ew[B * T * D], bw[B * D], gw[B * W];
+    for (int i = 0; i < B * T * D; i++) he[i] = tk_f32_to_bf16(urand(900 + i)), ew[i] = tk_bf16_to_f32(he[i]);
+    for (int i = 0; i < B * D; i++) hb[i] = tk_f32_to_bf16(urand(950 + i)), bw[i] = tk_bf16_to_f32(hb[i]);
+    for (int i = 0; i < B * W; i++) hd[i] = tk_f32_to_bf16(urand(990 + i)), gw[i] = tk_bf16_to_f32(hd[i]);
+    CHECK_EQ_INT(tk_interaction_fwd_ref(bw, ew, B, T, D, W, out, &e), 0);
+    CHECK_EQ_INT(tk_interaction_fwd_act_ref(TK_BF16, hb, he, B, T, D, W, ho, &e), 0);
+    for (int i = 0; i < B * W; i++) CHECK(ho[i] == tk_f32_to_bf16(out[i]));
+    CHECK_EQ_INT(tk_interaction_bwd_ref(bw, ew, gw, B, T, D, W, 0, dbot, demb, &e), 0);
+    CHECK_EQ_INT(tk_interaction_bwd_act_ref(TK_BF16, hb, he, hd, B, T, D, W, 0, hdb, hde, &e), 0);
+    for (int i = 0; i < B * D; i++) CHECK(hdb[i] == tk_f32_to_bf16(dbot[i]));
+    for (int i = 0; i < B * T * D; i++) CHECK(hde[i] == tk_f32_to_bf16(demb[i]));
     // BCE: bf16 logits give the f32 loss of the same values, dlogit rounded to bf16
     float z[3] = {0.5f, -2, 3}, dz[3];
     uint8_t y[3] = {1, 0, 0};
