@@ -4,7 +4,7 @@
 #   1. make check-gpu's suite (tests/gpu/run);
 #   2. the DLRM step alone (test_dlrm_step step_throughput_bench: one batch resident on the GPU,
 #      no loader) at the capped shape (global batch 65,536, tables capped at 4,000,000 rows, bf16
-#      tables), fp32 and tf32 GEMMs, graph and eager, with the non-GEMM ops timed alone; then at
+#      tables), fp32, tf32 and bf16 (--precision), graph and eager, with the non-GEMM ops timed alone; then at
 #      the full table sizes (187.8 M rows) in tf32;
 #   3. train-step end to end (loader included) at the capped shape on 2.7 M synthetic rows:
 #      tf32 with graphs and 8 loader threads (the default), 1 loader thread, tf32 --no-graphs,

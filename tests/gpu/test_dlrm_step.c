@@ -320,7 +320,7 @@ TK_TEST(step_graph_vs_eager_identical_bf16_compute) { CHECK_EQ_INT(graph_vs_eage
 // TK_BENCH_CAP rows (default 4,000,000: 24.1 M rows, 6.2 GB in bf16), bf16 tables, one random
 // batch already on the device (no data loader): samples/s of the whole step replayed as a CUDA
 // graph and run eagerly, and the time of the step's non-GEMM ops run alone (the rest is GEMMs).
-//   TK_BENCH=1 [TK_BENCH_CAP=rows] [TK_BENCH_BATCH=B] [TK_BENCH_PRECISION=fp32|tf32]
+//   TK_BENCH=1 [TK_BENCH_CAP=rows] [TK_BENCH_BATCH=B] [TK_BENCH_PRECISION=fp32|tf32|bf16]
 //       build/tests/gpu/test_dlrm_step step_throughput_bench
 typedef struct { tk_dlrm *m; tk_graph *g; int which; } bench_arg;
 static void bench_fn(void *p) {
@@ -343,16 +343,19 @@ static void bench_fn(void *p) {
                                         c->interaction_width, 1, m->dbot, m->demb, &e); break;
     case 6: rc = tk_embedding_bwd_sgd_act(m->c, m->tables, c->table_dtype, m->row_off, m->in_cat, B, T, D, m->demb,
                                           m->act, m->lr, m->emb_ws, &e); break;
-    case 7: rc = tk_sgd_update(m->c, m->dense_w, m->dense_g, m->dense_n, m->lr, NULL, TK_F32, &e); break;
+    case 7: rc = tk_sgd_update(m->c, m->dense_w, m->dense_g, m->dense_n, m->lr, c->bf16 ? m->wcopy : NULL,
+                               c->bf16 ? TK_BF16 : TK_F32, &e); break;
     case 8: rc = tk_dense_log1p(m->c, m->in_dense, (int64_t)B * c->num_dense, m->x0, &e); break;
-    case 9: rc = tk_bce_logits(m->c, m->logit, m->in_label, B, m->dlogit, m->loss_acc, &e); break;
+    case 9: rc = tk_bce_logits_act(m->c, m->act, m->logit, m->in_label, B, m->dlogit, m->loss_acc, &e); break;
     }
     if (rc) gt_die_("bench op", &e);
 }
 
+static const char *const bench_prec[] = {"fp32", "tf32", "bf16"};
 static void bench_one(int prec, char *o1, char *o2, int *tk_failed_) {
-    char *ov[] = {o1, o2, "model.table_dtype=bf16", "model.interaction_width=480",
-                  prec ? "model.precision=tf32" : "model.precision=fp32"};
+    char o3[32];
+    snprintf(o3, sizeof o3, "model.precision=%s", bench_prec[prec]);
+    char *ov[] = {o1, o2, "model.table_dtype=bf16", "model.interaction_width=480", o3};
     tk_dlrm_config cfg;
     tk_err e = {0};
     if (tk_dlrm_config_load("share/workloads/dlrm/config.json", ov, 5, NULL, &cfg, NULL, &e))
@@ -373,7 +376,7 @@ static void bench_one(int prec, char *o1, char *o2, int *tk_failed_) {
     }
     int64_t rows = m->rows_total;
     for (int w = 0; w < 10; w++) {
-        printf("# table dlrm bench %s B %d rows %lld bf16 tables: %-18s %8.3f ms", prec ? "tf32" : "fp32", cfg.batch,
+        printf("# table dlrm bench %s B %d rows %lld bf16 tables: %-18s %8.3f ms", bench_prec[prec], cfg.batch,
                (long long)rows, names[w], ms[w]);
         if (w < 2) printf("  %.0f samples/s", cfg.batch / (ms[w] * 1e-3));
         printf("\n");
@@ -393,7 +396,7 @@ TK_TEST(step_throughput_bench) {
     char o1[64], o2[64];
     snprintf(o1, sizeof o1, "model.max_table_rows=%s", cap && *cap ? cap : "4000000");
     snprintf(o2, sizeof o2, "train.global_batch_size=%s", bs && *bs ? bs : "65536");
-    const char *only = getenv("TK_BENCH_PRECISION"); // fp32 or tf32 (default: both)
-    for (int prec = 0; prec < 2; prec++)
-        if (!only || !*only || strcmp(only, prec ? "tf32" : "fp32") == 0) bench_one(prec, o1, o2, tk_failed_);
+    const char *only = getenv("TK_BENCH_PRECISION"); // fp32, tf32 or bf16 (default: all three)
+    for (int prec = 0; prec < 3; prec++)
+        if (!only || !*only || strcmp(only, bench_prec[prec]) == 0) bench_one(prec, o1, o2, tk_failed_);
 }
