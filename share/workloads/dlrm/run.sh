@@ -3,7 +3,7 @@
 # (to the target AUC) -> evaluate the final checkpoint -> MLLOG log checked by log-check and
 # MLCommons' checker -> time-to-train.
 #
-#   share/workloads/dlrm/run.sh [-o DIR] [--size tiny|mlperf] [--days D] [--rows-per-day N]
+#   share/workloads/dlrm/run.sh [-o DIR] [--size tiny|mlperf|mlperf-full] [--days D] [--rows-per-day N]
 #                               [--seed S] [--config FILE] [--max-ind-range N]
 #                               [--backend cpu|cuda|auto] [--gpus N] [--reuse-data]
 #                               [-- TRAIN-STEP OPTIONS]
@@ -12,7 +12,9 @@
 # --size tiny (the default on cpu): tiny.json on 4 synthetic days of 100,000 rows (days 0-2
 # train, day 3 eval). --size mlperf (the default on cuda): the MLPerf model shape at batch 65,536
 # in bf16 (synth-mlperf.json) on 24 days of 4,000,000 rows (days 0-22 train, day 23 eval), ids
-# hashed to 4,000,000 per table; needs ~40 GB of disk and ~35 GB of GPU memory. --reuse-data
+# hashed to 4,000,000 per table; needs ~40 GB of disk and ~35 GB of GPU memory. --size
+# mlperf-full: the same data hashed to 40,000,000 and the full MLPerf table sizes (187.8 M rows,
+# synth-mlperf-full.json; ~60 GB of disk with its 48 GB checkpoint, ~60 GB of GPU memory). --reuse-data
 # keeps the prepared data of an earlier run with the same generator settings in DIR. --gpus N
 # trains hybrid-parallel on N local GPUs (N ranks under share/launch, same global batch; on cpu,
 # N processes). Exit status: that of train-step (0 target reached, 1 not reached, ...), or 1
@@ -33,7 +35,7 @@ reuse=0
 gpus=1
 extra=()
 
-usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
     case $1 in
     -o | --out) out=$2; shift 2 ;;
@@ -82,7 +84,8 @@ fi
 case $size in
 tiny) : "${days:=4}" "${rows:=100000}" "${config:=$here/tiny.json}" "${max_ind_range:=65536}" ;;
 mlperf) : "${days:=24}" "${rows:=4000000}" "${config:=$here/synth-mlperf.json}" "${max_ind_range:=4000000}" ;;
-*) echo "run.sh: --size must be tiny or mlperf" >&2; exit 2 ;;
+mlperf-full) : "${days:=24}" "${rows:=4000000}" "${config:=$here/synth-mlperf-full.json}" "${max_ind_range:=40000000}" ;;
+*) echo "run.sh: --size must be tiny, mlperf or mlperf-full" >&2; exit 2 ;;
 esac
 [ "$days" -ge 2 ] || { echo "run.sh: --days must be at least 2 (train days + an eval day)" >&2; exit 2; }
 [[ "$gpus" =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: --gpus must be a positive number" >&2; exit 2; }
@@ -90,6 +93,8 @@ esac
 # The data: generated, converted day by day in parallel (modulo hashing needs no shared
 # dictionary, so each day converts alone), the raw day deleted once converted, then the training
 # days cut into 2 contiguous shards. Kept for --reuse-data when the settings match.
+# An earlier run's checkpoints go first: at --size mlperf-full one is 48 GB.
+rm -rf "$out/ckpt"
 stamp="synth criteo days=$days rows=$rows seed=$seed max_ind_range=$max_ind_range"
 if [ "$reuse" = 1 ] && [ "$(cat "$out/data.stamp" 2>/dev/null)" = "$stamp" ]; then
     step prep "reusing $out ($stamp)"
@@ -116,7 +121,6 @@ else
     fi
     echo "$stamp" >"$out/data.stamp"
 fi
-rm -rf "$out/ckpt"
 
 step train "train-step $(basename "$config") on $backend$([ "$gpus" -gt 1 ] && echo ", $gpus ranks (share/launch)")"
 rm -f "$out/dlrm.mllog" "$out/rdv"
