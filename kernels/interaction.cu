@@ -22,41 +22,54 @@ __device__ __forceinline__ float4 ld_act4(const __nv_bfloat16 *p) {
                        __uint_as_float(u.y & 0xffff0000u));
 }
 
+// Element offset of the vector of (sample b, table t) in the grouped layout (interaction.h): the
+// groups [t / G][B][G][D] one after the other; G = T is (B, T, D).
+__device__ __forceinline__ size_t emb_at(int b, int t, int B, int G, int D) {
+    int g = t / G;
+    return (((size_t)g * B + b) * G + (t - g * G)) * (size_t)D;
+}
+
 // Shared memory: F rows of D+1 floats (the vectors), then (backward) the W gradients.
 static size_t smem_bytes(int F, int D, int W, int bwd) {
     return sizeof(float) * ((size_t)F * (D + 1) + (bwd ? (size_t)W : 0));
 }
 
 template <typename TA>
-__device__ __forceinline__ void stage(const TA *bot, const TA *emb, int b, int T, int D, float *v) {
+__device__ __forceinline__ void stage(const TA *bot, const TA *emb, int b, int B, int T, int G, int D, float *v) {
     int F = T + 1;
     for (int k = threadIdx.x; k < F * D; k += blockDim.x) {
         int i = k / D, d = k % D;
-        v[i * (D + 1) + d] = ld_act(i == 0 ? bot + (size_t)b * D + d : emb + ((size_t)b * T + i - 1) * D + d);
+        v[i * (D + 1) + d] = ld_act(i == 0 ? bot + (size_t)b * D + d : emb + emb_at(b, i - 1, B, G, D) + d);
     }
 }
 
 // One warp stages a sample's F vectors: the embeddings with 16-byte (f32) or 8-byte (bf16)
-// loads, several in flight, when D % 4 == 0.
+// loads, several in flight, when D % 4 == 0 and emb is 4-element aligned (every vector then is:
+// its offset is a multiple of D in any grouping). A group's vectors of the sample are one
+// contiguous run (G = T: a single run, the plain layout's loop).
 template <typename TA>
-__device__ __forceinline__ void stage_warp(const TA *bot, const TA *emb, int b, int T, int D, float *v,
-                                           int lane) {
+__device__ __forceinline__ void stage_warp(const TA *bot, const TA *emb, int b, int B, int T, int G, int D,
+                                           float *v, int lane) {
     for (int d = lane; d < D; d += 32) v[d] = ld_act(bot + (size_t)b * D + d);
     if (D % 4 == 0 && (uintptr_t)emb % (4 * sizeof(TA)) == 0) {
         int q = D / 4;
-        const TA *e4 = emb + (size_t)b * T * D;
+        for (int t0 = 0; t0 < T; t0 += G) {
+            int n = min(G, T - t0);
+            const TA *e4 = emb + emb_at(b, t0, B, G, D);
+            float *v0 = v + (t0 + 1) * (D + 1);
 #pragma unroll 4
-        for (int k = lane; k < T * q; k += 32) {
-            int i = k / q + 1, d = (k % q) * 4;
-            float4 x = ld_act4(e4 + (size_t)k * 4);
-            float *r = v + i * (D + 1) + d;
-            r[0] = x.x, r[1] = x.y, r[2] = x.z, r[3] = x.w;
+            for (int k = lane; k < n * q; k += 32) {
+                int i = k / q, d = (k % q) * 4;
+                float4 x = ld_act4(e4 + (size_t)k * 4);
+                float *r = v0 + i * (D + 1) + d;
+                r[0] = x.x, r[1] = x.y, r[2] = x.z, r[3] = x.w;
+            }
         }
         return;
     }
     for (int k = lane; k < T * D; k += 32) {
-        int i = k / D + 1, d = k % D;
-        v[i * (D + 1) + d] = ld_act(emb + ((size_t)b * T + i - 1) * D + d);
+        int t = k / D, d = k - t * D;
+        v[(t + 1) * (D + 1) + d] = ld_act(emb + emb_at(b, t, B, G, D) + d);
     }
 }
 
@@ -67,14 +80,14 @@ constexpr int kSpb = 4, kTile = 4;
 
 template <typename TA>
 __global__ static void __launch_bounds__(32 * kSpb)
-inter_fwd(const TA *bot, const TA *emb, int B, int T, int D, int W, TA *out) {
+inter_fwd(const TA *bot, const TA *emb, int B, int T, int G, int D, int W, TA *out) {
     extern __shared__ float sm[];
     int F = T + 1, lane = threadIdx.x % 32, b = blockIdx.x * kSpb + threadIdx.x / 32;
     if (b >= B) return; // warps are independent: no block-wide barrier below
     // (Staging as fp64 to save the conversions in the loop below halves the samples an SM holds
     // and measured slower on H100: 2.06 ms against 1.22 ms at batch 65536.)
     float *v = sm + (size_t)(threadIdx.x / 32) * F * (D + 1);
-    stage_warp(bot, emb, b, T, D, v, lane);
+    stage_warp(bot, emb, b, B, T, G, D, v, lane);
     __syncwarp();
     TA *o = out + (size_t)b * W;
     for (int d = lane; d < D; d += 32) st_act(o + d, v[d]);
@@ -114,21 +127,28 @@ inter_fwd(const TA *bot, const TA *emb, int B, int T, int D, int W, TA *out) {
 // Backward for a compile-time F (the MLPerf model's 27): one thread per (sample, d) keeps the F
 // values v[.][d] and the F accumulators in registers and walks the pairs in the reference's
 // order (acc[i] += g v_j, then acc[j] += g v_i), reading each pair's gradient once from shared
-// memory (a broadcast).
+// memory (a broadcast). In the grouped layout a sample's vectors are contiguous G at a time: the
+// walk over them steps D, plus the gap to the next group after every G-th (no division in the
+// unrolled loops; G = T never takes the gap).
 template <int F, typename TA>
 __global__ static void __launch_bounds__(128)
-inter_bwd_fixed(const TA *bot, const TA *emb, const TA *dout, int D, int W, int bot_relu, TA *dbot,
-                TA *demb) {
+inter_bwd_fixed(const TA *bot, const TA *emb, const TA *dout, int B, int G, int D, int W, int bot_relu,
+                TA *dbot, TA *demb) {
     extern __shared__ double g[];
-    constexpr int T = F - 1;
     int b = blockIdx.x;
+    const size_t first = (size_t)b * G * D, gap = (size_t)(B - 1) * G * D; // table 0's vector; group gap
     for (int k = threadIdx.x; k < W; k += blockDim.x) g[k] = ld_act(dout + (size_t)b * W + k);
     __syncthreads();
     for (int d = threadIdx.x; d < D; d += blockDim.x) {
         double v[F], acc[F];
         v[0] = ld_act(bot + (size_t)b * D + d);
+        const TA *p = emb + first + d;
 #pragma unroll
-        for (int k = 1; k < F; k++) v[k] = ld_act(emb + ((size_t)b * T + k - 1) * D + d);
+        for (int k = 1, j = 0; k < F; k++) {
+            v[k] = ld_act(p);
+            p += D;
+            if (++j == G) j = 0, p += gap;
+        }
         acc[0] = g[d];
 #pragma unroll
         for (int k = 1; k < F; k++) acc[k] = 0;
@@ -145,8 +165,13 @@ inter_bwd_fixed(const TA *bot, const TA *emb, const TA *dout, int D, int W, int 
             asm volatile("" ::: "memory");
         }
         st_act(dbot + (size_t)b * D + d, bot_relu && v[0] <= 0 ? 0.0f : (float)acc[0]);
+        TA *q = demb + first + d;
 #pragma unroll
-        for (int k = 1; k < F; k++) st_act(demb + ((size_t)b * T + k - 1) * D + d, (float)acc[k]);
+        for (int k = 1, j = 0; k < F; k++) {
+            st_act(q, (float)acc[k]);
+            q += D;
+            if (++j == G) j = 0, q += gap;
+        }
     }
 }
 
@@ -155,12 +180,12 @@ inter_bwd_fixed(const TA *bot, const TA *emb, const TA *dout, int D, int W, int 
 // for i > k).
 template <typename TA>
 __global__ static void __launch_bounds__(kThreads)
-inter_bwd(const TA *bot, const TA *emb, const TA *dout, int T, int D, int W, int bot_relu, TA *dbot,
-          TA *demb) {
+inter_bwd(const TA *bot, const TA *emb, const TA *dout, int B, int T, int G, int D, int W, int bot_relu,
+          TA *dbot, TA *demb) {
     extern __shared__ float v[];
     int b = blockIdx.x, F = T + 1;
     float *g = v + (size_t)F * (D + 1);
-    stage(bot, emb, b, T, D, v);
+    stage(bot, emb, b, B, T, G, D, v);
     for (int k = threadIdx.x; k < W; k += blockDim.x) g[k] = ld_act(dout + (size_t)b * W + k);
     __syncthreads();
     for (int kd = threadIdx.x; kd < F * D; kd += blockDim.x) {
@@ -170,7 +195,7 @@ inter_bwd(const TA *bot, const TA *emb, const TA *dout, int T, int D, int W, int
         for (int j = 0; j < k; j++) acc += (double)gk[j] * (double)v[j * (D + 1) + d];
         for (int i = k + 1; i < F; i++) acc += (double)g[D + i * (i - 1) / 2 + k] * (double)v[i * (D + 1) + d];
         if (k == 0) st_act(dbot + (size_t)b * D + d, bot_relu && v[d] <= 0 ? 0.0f : (float)acc);
-        else st_act(demb + ((size_t)b * T + k - 1) * D + d, (float)acc);
+        else st_act(demb + emb_at(b, k - 1, B, G, D) + d, (float)acc);
     }
 }
 
@@ -183,65 +208,68 @@ static int launch_check(const void *fn, size_t smem, const char *op, tk_err *e) 
     return 0;
 }
 
-static int check_w(int T, int D, int W, const char *op, tk_err *e) {
+static int check_args(int T, int G, int D, int W, const char *op, tk_err *e) {
+    if (G < 1 || G > T) return tk_err_set(e, TK_EINTERNAL, "%s: group of %d tables, not in [1, %d]", op, G, T);
     if (W >= tk_interaction_width(T, D)) return 0;
     return tk_err_set(e, TK_EINTERNAL, "%s: output width %d < %d features", op, W, tk_interaction_width(T, D));
 }
 
 template <typename TA>
-static int fwd_launch(tk_ctx *c, const TA *bot, const TA *emb, int B, int T, int D, int W, TA *out, tk_err *e) {
-    TRY(check_w(T, D, W, "interaction_fwd", e));
+static int fwd_launch(tk_ctx *c, const TA *bot, const TA *emb, int B, int T, int G, int D, int W, TA *out,
+                      tk_err *e) {
+    TRY(check_args(T, G, D, W, "interaction_fwd", e));
     if (B <= 0) return 0;
     size_t smem = kSpb * smem_bytes(T + 1, D, W, 0);
     TRY(launch_check((const void *)inter_fwd<TA>, smem, "interaction_fwd", e));
-    inter_fwd<TA><<<(B + kSpb - 1) / kSpb, 32 * kSpb, smem, tk_cu_stream(c)>>>(bot, emb, B, T, D, W, out);
+    inter_fwd<TA><<<(B + kSpb - 1) / kSpb, 32 * kSpb, smem, tk_cu_stream(c)>>>(bot, emb, B, T, G, D, W, out);
     return tk_cu_check(e, "interaction_fwd");
 }
 
 template <typename TA>
-static int bwd_launch(tk_ctx *c, const TA *bot, const TA *emb, const TA *dout, int B, int T, int D, int W,
-                      int bot_relu, TA *dbot, TA *demb, tk_err *e) {
-    TRY(check_w(T, D, W, "interaction_bwd", e));
+static int bwd_launch(tk_ctx *c, const TA *bot, const TA *emb, const TA *dout, int B, int T, int G, int D,
+                      int W, int bot_relu, TA *dbot, TA *demb, tk_err *e) {
+    TRY(check_args(T, G, D, W, "interaction_bwd", e));
     if (B <= 0) return 0;
     cudaStream_t s = tk_cu_stream(c);
     if (T == 26) { // the MLPerf model
         size_t smem = sizeof(double) * (size_t)W;
         TRY(launch_check((const void *)inter_bwd_fixed<27, TA>, smem, "interaction_bwd", e));
-        inter_bwd_fixed<27, TA><<<B, 128, smem, s>>>(bot, emb, dout, D, W, bot_relu, dbot, demb);
+        inter_bwd_fixed<27, TA><<<B, 128, smem, s>>>(bot, emb, dout, B, G, D, W, bot_relu, dbot, demb);
         return tk_cu_check(e, "interaction_bwd");
     }
     size_t smem = smem_bytes(T + 1, D, W, 1);
     TRY(launch_check((const void *)inter_bwd<TA>, smem, "interaction_bwd", e));
-    inter_bwd<TA><<<B, kThreads, smem, s>>>(bot, emb, dout, T, D, W, bot_relu, dbot, demb);
+    inter_bwd<TA><<<B, kThreads, smem, s>>>(bot, emb, dout, B, T, G, D, W, bot_relu, dbot, demb);
     return tk_cu_check(e, "interaction_bwd");
 }
 
 int tk_interaction_fwd_cuda(tk_ctx *c, const float *bot, const float *emb, int B, int T, int D,
                             int W, float *out, tk_err *e) {
-    return fwd_launch(c, bot, emb, B, T, D, W, out, e);
+    return fwd_launch(c, bot, emb, B, T, T, D, W, out, e);
 }
 
 int tk_interaction_bwd_cuda(tk_ctx *c, const float *bot, const float *emb, const float *dout,
                             int B, int T, int D, int W, int bot_relu, float *dbot,
                             float *demb, tk_err *e) {
-    return bwd_launch(c, bot, emb, dout, B, T, D, W, bot_relu, dbot, demb, e);
+    return bwd_launch(c, bot, emb, dout, B, T, T, D, W, bot_relu, dbot, demb, e);
 }
 
 int tk_interaction_fwd_act_cuda(tk_ctx *c, tk_dtype act, const void *bot, const void *emb, int B, int T,
-                                int D, int W, void *out, tk_err *e) {
+                                int G, int D, int W, void *out, tk_err *e) {
     if (act == TK_F32)
-        return fwd_launch(c, (const float *)bot, (const float *)emb, B, T, D, W, (float *)out, e);
+        return fwd_launch(c, (const float *)bot, (const float *)emb, B, T, G, D, W, (float *)out, e);
     if (act != TK_BF16) return tk_err_set(e, TK_EINTERNAL, "interaction_fwd: activations in %s", tk_dtype_name(act));
-    return fwd_launch(c, (const __nv_bfloat16 *)bot, (const __nv_bfloat16 *)emb, B, T, D, W, (__nv_bfloat16 *)out, e);
+    return fwd_launch(c, (const __nv_bfloat16 *)bot, (const __nv_bfloat16 *)emb, B, T, G, D, W,
+                      (__nv_bfloat16 *)out, e);
 }
 
 int tk_interaction_bwd_act_cuda(tk_ctx *c, tk_dtype act, const void *bot, const void *emb,
-                                const void *dout, int B, int T, int D, int W, int bot_relu, void *dbot,
-                                void *demb, tk_err *e) {
+                                const void *dout, int B, int T, int G, int D, int W, int bot_relu,
+                                void *dbot, void *demb, tk_err *e) {
     if (act == TK_F32)
-        return bwd_launch(c, (const float *)bot, (const float *)emb, (const float *)dout, B, T, D, W, bot_relu,
+        return bwd_launch(c, (const float *)bot, (const float *)emb, (const float *)dout, B, T, G, D, W, bot_relu,
                           (float *)dbot, (float *)demb, e);
     if (act != TK_BF16) return tk_err_set(e, TK_EINTERNAL, "interaction_bwd: activations in %s", tk_dtype_name(act));
     return bwd_launch(c, (const __nv_bfloat16 *)bot, (const __nv_bfloat16 *)emb, (const __nv_bfloat16 *)dout, B, T,
-                      D, W, bot_relu, (__nv_bfloat16 *)dbot, (__nv_bfloat16 *)demb, e);
+                      G, D, W, bot_relu, (__nv_bfloat16 *)dbot, (__nv_bfloat16 *)demb, e);
 }

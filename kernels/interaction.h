@@ -1,4 +1,6 @@
 // CHANGED 05:43 UTC: tk_interaction_bwd* take int bot_relu instead of const uint8_t *bot_mask.
+// CHANGED: tk_interaction_{fwd,bwd}_act* take int G (tables a group of emb/demb) after T; G = T
+// is the old (B, T, D) layout.
 // DLRM dot interaction (MLPerf reference interact_features, arch_interaction_op="dot",
 // arch_interaction_itself=False). The F = T+1 vectors v_0 = bottom-MLP output, v_1..v_T = the
 // embeddings are dotted pairwise; the strictly lower triangle, in the reference's order
@@ -41,21 +43,36 @@ int tk_interaction_bwd_ref(const float *bot, const float *emb, const float *dout
 // inside is the f32 ops' (fp64 sums of fp32 products, every bf16 input widened exactly), the
 // result rounded to f32 and then to act on output. The references convert bf16 to f32, run the
 // f32 reference and round the outputs (the specification of the bf16 variants).
-int tk_interaction_fwd_act(tk_ctx *c, tk_dtype act, const void *bot, const void *emb, int B, int T,
+//
+// emb and demb are in the grouped layout with G tables a group (1 <= G <= T): the vector of
+// (sample b, table t) starts at element ((t / G) * B + b) * G * D + (t % G) * D, i.e. the
+// groups [g][B][G][D] one after the other. G = T is the plain (B, T, D). Several ranks
+// (lib/workloads/dlrm.c) pass G = tm and the all-to-all buffer [source rank][b][tm][D] as it is;
+// when T % G != 0 the last group has G slots a sample but only T % G tables: the slots of
+// t >= T are never read (emb) nor written (demb). The vector loads need D % 4 == 0 and emb
+// aligned to 4 elements (else a slower path with scalar loads is taken; results are the same).
+int tk_interaction_fwd_act(tk_ctx *c, tk_dtype act, const void *bot, const void *emb, int B, int T, int G,
                            int D, int W, void *out, tk_err *e);
-int tk_interaction_fwd_act_ref(tk_dtype act, const void *bot, const void *emb, int B, int T, int D,
+int tk_interaction_fwd_act_ref(tk_dtype act, const void *bot, const void *emb, int B, int T, int G, int D,
                                int W, void *out, tk_err *e);
 int tk_interaction_bwd_act(tk_ctx *c, tk_dtype act, const void *bot, const void *emb, const void *dout,
-                           int B, int T, int D, int W, int bot_relu, void *dbot, void *demb, tk_err *e);
+                           int B, int T, int G, int D, int W, int bot_relu, void *dbot, void *demb,
+                           tk_err *e);
 int tk_interaction_bwd_act_ref(tk_dtype act, const void *bot, const void *emb, const void *dout, int B,
-                               int T, int D, int W, int bot_relu, void *dbot, void *demb, tk_err *e);
+                               int T, int G, int D, int W, int bot_relu, void *dbot, void *demb,
+                               tk_err *e);
+
+// Elements of an emb / demb of B samples in the grouped layout (the unused slots included).
+static inline size_t tk_interaction_emb_elems(int B, int T, int G, int D) {
+    return (size_t)((T + G - 1) / G) * (size_t)B * (size_t)G * (size_t)D;
+}
 
 #ifdef TK_HAVE_CUDA
 int tk_interaction_fwd_act_cuda(tk_ctx *c, tk_dtype act, const void *bot, const void *emb, int B, int T,
-                                int D, int W, void *out, tk_err *e);
+                                int G, int D, int W, void *out, tk_err *e);
 int tk_interaction_bwd_act_cuda(tk_ctx *c, tk_dtype act, const void *bot, const void *emb,
-                                const void *dout, int B, int T, int D, int W, int bot_relu, void *dbot,
-                                void *demb, tk_err *e);
+                                const void *dout, int B, int T, int G, int D, int W, int bot_relu,
+                                void *dbot, void *demb, tk_err *e);
 int tk_interaction_fwd_cuda(tk_ctx *c, const float *bot, const float *emb, int B, int T, int D,
                             int W, float *out, tk_err *e);
 int tk_interaction_bwd_cuda(tk_ctx *c, const float *bot, const float *emb, const float *dout,

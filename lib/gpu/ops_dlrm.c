@@ -84,17 +84,18 @@ int tk_bce_logits_act(tk_ctx *c, tk_dtype lt, const void *logit, const uint8_t *
                        tk_bce_logits_act_cuda(c, lt, logit, label, B, dlogit, acc, e));
 }
 
-int tk_interaction_fwd_act(tk_ctx *c, tk_dtype act, const void *bot, const void *emb, int B, int T,
+int tk_interaction_fwd_act(tk_ctx *c, tk_dtype act, const void *bot, const void *emb, int B, int T, int G,
                            int D, int W, void *out, tk_err *e) {
-    return TK_DISPATCH(c, tk_interaction_fwd_act_ref(act, bot, emb, B, T, D, W, out, e),
-                       tk_interaction_fwd_act_cuda(c, act, bot, emb, B, T, D, W, out, e));
+    return TK_DISPATCH(c, tk_interaction_fwd_act_ref(act, bot, emb, B, T, G, D, W, out, e),
+                       tk_interaction_fwd_act_cuda(c, act, bot, emb, B, T, G, D, W, out, e));
 }
 
 int tk_interaction_bwd_act(tk_ctx *c, tk_dtype act, const void *bot, const void *emb, const void *dout,
-                           int B, int T, int D, int W, int bot_relu, void *dbot, void *demb, tk_err *e) {
+                           int B, int T, int G, int D, int W, int bot_relu, void *dbot, void *demb,
+                           tk_err *e) {
     return TK_DISPATCH(
-        c, tk_interaction_bwd_act_ref(act, bot, emb, dout, B, T, D, W, bot_relu, dbot, demb, e),
-        tk_interaction_bwd_act_cuda(c, act, bot, emb, dout, B, T, D, W, bot_relu, dbot, demb, e));
+        c, tk_interaction_bwd_act_ref(act, bot, emb, dout, B, T, G, D, W, bot_relu, dbot, demb, e),
+        tk_interaction_bwd_act_cuda(c, act, bot, emb, dout, B, T, G, D, W, bot_relu, dbot, demb, e));
 }
 
 int tk_cast2d(tk_ctx *c, const void *src, tk_dtype st, int64_t sld, void *dst, tk_dtype dt, int64_t dld,

@@ -121,7 +121,6 @@ int tk_dlrm_create_dist(tk_dlrm **out, tk_ctx *c, const tk_dlrm_config *cfg, tk_
     NEED((size_t)B * cfg->num_dense * 4);            // in_dense
     NEED((size_t)B * T * 4);                         // in_cat
     NEED((size_t)b * cfg->num_dense * 4);            // x0
-    NEED((size_t)b * T * D * es);                    // emb
     NEED((size_t)b * W * 4);                         // inter
     NEED((size_t)b * 4);                             // logit
     NEED((size_t)b * 4);                             // dlogit
@@ -129,7 +128,6 @@ int tk_dlrm_create_dist(tk_dlrm **out, tk_ctx *c, const tk_dlrm_config *cfg, tk_
     NEED((size_t)b * maxw * 4);                      // dy[1]
     NEED((size_t)b * W * 4);                         // dinter
     NEED((size_t)b * D * 4);                         // dbot
-    NEED((size_t)b * T * D * es);                    // demb
     NEED(tk_embedding_bwd_ws_bytes(c->backend, B, tn)); // emb_ws (the owned tables, all B samples)
     NEED((size_t)(tn + 1) * 8);                      // row_off
     NEED(64);                                        // scalars: lr, step, loss_acc[2], auc
@@ -143,6 +141,10 @@ int tk_dlrm_create_dist(tk_dlrm **out, tk_ctx *c, const tk_dlrm_config *cfg, tk_
         NEED((size_t)b * kp * 2);                    // x0p
         NEED((size_t)o0 * kp * 2);                   // W0p
         NEED((size_t)o0 * kp * 4);                   // dW0p
+    }
+    if (Wr == 1) { // several ranks use the exchange buffers instead (grouped layout, G = tm)
+        NEED((size_t)b * T * D * es);                // emb
+        NEED((size_t)b * T * D * es);                // demb
     }
     if (Wr > 1) {
         NEED((size_t)B * tn * 4);                    // cat_own
@@ -164,7 +166,6 @@ int tk_dlrm_create_dist(tk_dlrm **out, tk_ctx *c, const tk_dlrm_config *cfg, tk_
     m->in_dense = v[i++];
     m->in_cat = v[i++];
     m->x0 = v[i++];
-    m->emb = v[i++];
     m->inter = v[i++];
     m->logit = v[i++];
     m->dlogit = v[i++];
@@ -172,7 +173,6 @@ int tk_dlrm_create_dist(tk_dlrm **out, tk_ctx *c, const tk_dlrm_config *cfg, tk_
     m->dy[1] = v[i++];
     m->dinter = v[i++];
     m->dbot = v[i++];
-    m->demb = v[i++];
     m->emb_ws = v[i++];
     m->row_off = v[i++];
     char *s = v[i++];
@@ -190,6 +190,10 @@ int tk_dlrm_create_dist(tk_dlrm **out, tk_ctx *c, const tk_dlrm_config *cfg, tk_
         m->x0p = v[i++];
         m->W0p = v[i++];
         m->dW0p = v[i++];
+    }
+    if (Wr == 1) {
+        m->emb = v[i++];
+        m->demb = v[i++];
     }
     if (Wr > 1) {
         m->cat_own = v[i++];
@@ -376,11 +380,6 @@ static int mlp_forward(tk_dlrm *m, int l0, int l1, int n, float *last_out, tk_er
 
 // ---- several ranks: the embedding exchange ----
 
-static int owned(const tk_dlrm *m, int rank) { // tables owned by rank
-    int t0 = rank * m->tm, T = m->cfg.num_tables;
-    return t0 >= T ? 0 : (T - t0 < m->tm ? T - t0 : m->tm);
-}
-
 // Looks up the owned tables for the n samples of cat (n, T) (all ranks' samples, rank j's being
 // [j*bl, (j+1)*bl); rows past n are padding with id 0), lays them out [j][bl][tm][D] in a2a_send
 // and starts the all-to-all on the comm stream. The compute stream is free meanwhile.
@@ -405,19 +404,11 @@ static int exchange_fwd_start(tk_dlrm *m, const int32_t *cat, int n, int bl, tk_
     return tk_all_to_all(m->comm, m->a2a_send, m->a2a_recv, (size_t)bl * tm * D, m->act, TK_STREAM_COMM, e);
 }
 
-// Joins the all-to-all and moves the received [i][bl][tm][D] into emb (bl, T, D).
-static int exchange_fwd_finish(tk_dlrm *m, int bl, tk_err *e) {
-    const int T = m->cfg.num_tables, D = m->cfg.emb_dim, tm = m->tm;
-    const size_t es = tk_dtype_size(m->act);
-    TRY(tk_comm_stream_wait(m->comm, TK_STREAM_COMPUTE, TK_STREAM_COMM, e));
-    for (int i = 0; i < m->world; i++) {
-        int ti = owned(m, i);
-        if (ti > 0)
-            TRY(tk_memcpy2d(m->c, (char *)m->emb + (size_t)i * tm * D * es, (size_t)T * D * es,
-                            (char *)m->a2a_recv + (size_t)i * bl * tm * D * es, (size_t)tm * D * es,
-                            (size_t)ti * D * es, (size_t)bl, TK_STREAM_COMPUTE, e));
-    }
-    return 0;
+// Joins the all-to-all. The received [src rank i][bl][tm][D] is the interaction's emb as it is:
+// the grouped layout with G = tm tables a group (kernels/interaction.h), table t of sample s at
+// group t / tm (its owner), slot t % tm, so no re-layout into (bl, T, D) is needed.
+static int exchange_fwd_finish(tk_dlrm *m, tk_err *e) {
+    return tk_comm_stream_wait(m->comm, TK_STREAM_COMPUTE, TK_STREAM_COMM, e);
 }
 
 // The forward of bl local rows: dense (bl, num_dense) this rank's samples; cat (n, T) all ranks'.
@@ -432,12 +423,13 @@ static int forward_rows(tk_dlrm *m, const int32_t *dense, const int32_t *cat, in
                       cfg->num_dense, e));
     TRY(mlp_forward(m, 0, cfg->nbot, bl, NULL, e));
     if (m->world > 1)
-        TRY(exchange_fwd_finish(m, bl, e));
+        TRY(exchange_fwd_finish(m, e));
     else
         TRY(tk_embedding_fwd_act(m->c, m->tables, cfg->table_dtype, m->row_off, cat, bl, cfg->num_tables,
                                  cfg->emb_dim, m->emb, m->act, e));
-    TRY(tk_interaction_fwd_act(m->c, m->act, m->L[cfg->nbot - 1].y, m->emb, bl, cfg->num_tables, cfg->emb_dim,
-                               cfg->interaction_width, m->inter, e));
+    // Several ranks: the received buffer, grouped by tm; one rank: emb (tm = T, the plain layout).
+    TRY(tk_interaction_fwd_act(m->c, m->act, m->L[cfg->nbot - 1].y, m->world > 1 ? m->a2a_recv : m->emb, bl,
+                               cfg->num_tables, m->tm, cfg->emb_dim, cfg->interaction_width, m->inter, e));
     TRY(mlp_forward(m, cfg->nbot, m->nlayers, bl, out, e));
     tk_range_pop();
     return 0;
@@ -516,16 +508,10 @@ static int train_step_dist(tk_dlrm *m, tk_err *e) {
     size_t nbot_g = (size_t)(top_g - m->dense_g), ntop_g = m->dense_n - nbot_g;
     TRY(tk_comm_stream_wait(m->comm, CM, CS, e));
     TRY(tk_allreduce_sum(m->comm, top_g, top_g, ntop_g, TK_F32, 1.0f, CM, e));
-    TRY(tk_interaction_bwd_act(c, m->act, m->L[cfg->nbot - 1].y, m->emb, m->dinter, b, T, D,
-                               cfg->interaction_width, 1, m->dbot, m->demb, e));
-    // demb (b, T, D) -> [owner i][b][tm][D], back to the tables' owners.
-    for (int i = 0; i < m->world; i++) {
-        int ti = owned(m, i);
-        if (ti > 0)
-            TRY(tk_memcpy2d(c, (char *)m->a2a_send + (size_t)i * b * tm * D * es, (size_t)tm * D * es,
-                            (char *)m->demb + (size_t)i * tm * D * es, (size_t)T * D * es, (size_t)ti * D * es,
-                            (size_t)b, CS, e));
-    }
+    // emb is the forward's a2a_recv [src i][b][tm][D]; demb goes straight to a2a_send in the same
+    // grouped layout, [owner i][b][tm][D], ready for the all-to-all back to the tables' owners.
+    TRY(tk_interaction_bwd_act(c, m->act, m->L[cfg->nbot - 1].y, m->a2a_recv, m->dinter, b, T, tm, D,
+                               cfg->interaction_width, 1, m->dbot, m->a2a_send, e));
     TRY(tk_comm_stream_wait(m->comm, CM, CS, e));
     TRY(tk_all_to_all(m->comm, m->a2a_send, m->a2a_recv, (size_t)b * tm * D, m->act, CM, e));
     TRY(mlp_backward(m, 0, cfg->nbot, m->dbot, NULL, e));
@@ -563,7 +549,7 @@ int tk_dlrm_train_step(tk_dlrm *m, tk_err *e) {
     tk_range_push("backward");
     TRY(tk_bce_logits_act(m->c, m->act, m->logit, m->in_label, B, m->dlogit, m->loss_acc, e));
     TRY(mlp_backward(m, cfg->nbot, m->nlayers, m->dlogit, m->dinter, e));
-    TRY(tk_interaction_bwd_act(m->c, m->act, m->L[cfg->nbot - 1].y, m->emb, m->dinter, B, T, D,
+    TRY(tk_interaction_bwd_act(m->c, m->act, m->L[cfg->nbot - 1].y, m->emb, m->dinter, B, T, T, D,
                                cfg->interaction_width, 1, m->dbot, m->demb, e));
     TRY(tk_embedding_bwd_sgd_act(m->c, m->tables, cfg->table_dtype, m->row_off, m->in_cat, B, T, D,
                                  m->demb, m->act, m->lr, m->emb_ws, e));

@@ -95,7 +95,8 @@ typedef struct tk_dlrm {
     int32_t *cat_own;                // (B, tn) the ids of the owned tables for all B samples
     // The exchange buffers hold values of type act (f32, or bf16 on the bf16 path), as emb/demb.
     void *emb_own;                   // (B, tn, D) when tn < tm (else a2a_send is used directly)
-    void *a2a_send, *a2a_recv;       // (W, b, tm, D): [peer][sample][table slot][D]
+    void *a2a_send, *a2a_recv;       // (W, b, tm, D): [peer][sample][table slot][D]; the interaction
+                                     // reads recv as emb and writes demb to send (G = tm grouping)
     int32_t *ev_dense;               // (b, num_dense) this rank's share of an eval batch
     float *ev_logit, *ev_score;      // (b) this rank's eval logits; (B) all ranks' (gathered)
     double *acc_all;                 // (W, 2) the ranks' loss accumulators (gathered)
@@ -105,12 +106,12 @@ typedef struct tk_dlrm {
     int32_t *in_cat;                 // (B, 26) ids in [0, table_rows)
     // activations and gradients (device)
     float *x0;                       // (B, 13) log1p(dense)
-    void *emb;                       // (B, T, D) in act (the lookup output)
+    void *emb;                       // (B, T, D) in act (the lookup output); one rank only (else NULL)
     float *inter;                    // (B, W)
     float *logit, *dlogit;           // (B)
     float *dy[2];                    // ping-pong (B, max width) for the MLP backward
     float *dinter, *dbot;
-    void *demb;                      // (B, T, D) in act
+    void *demb;                      // (B, T, D) in act; one rank only (else NULL)
     void *emb_ws;
     // The bf16 compute path (cfg.bf16; act = TK_BF16, else TK_F32): the activation buffers above
     // (x, y, emb, inter, logit, dlogit, dy, dinter, dbot, demb, and the exchange buffers of
@@ -145,8 +146,10 @@ int tk_dlrm_create(tk_dlrm **m, tk_ctx *c, const tk_dlrm_config *cfg, tk_err *e)
 // rank r trains the MLPs on samples [r*b, (r+1)*b), and looks up its tables for all B samples.
 // Forward: lookup -> send buffer [dest rank j][b][Tm][D] (the B samples in order are exactly
 // dest-major) -> all-to-all (on the comm stream, overlapping the bottom MLP) -> [src rank i][b]
-// [Tm][D] -> (b, T, D) in global table order (strided copies). Slots of tables a rank does not
-// have (T % W != 0) are zero and never read. The loss gradient is normalized by B (not b), so the
+// [Tm][D], which the interaction reads as it is (kernels/interaction.h's grouped layout with
+// G = Tm: rank i's block is table group i, in global table order), and whose backward writes the
+// vectors' gradients in the same layout straight into the send buffer. Slots of tables a rank
+// does not have (T % W != 0) are zero and never read. The loss gradient is normalized by B (not b), so the
 // dense gradients are plain sums over ranks (all-reduced in two spans, the top MLP's while the
 // interaction and bottom MLP backward run, then the bottom MLP's) and the looked-up vectors'
 // gradients go back by the reverse all-to-all to their table's owner, which applies the fused

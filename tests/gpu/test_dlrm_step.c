@@ -337,9 +337,9 @@ static void bench_fn(void *p) {
     // emb, demb and the activations are in m->act (f32, or bf16 on the bf16 path)
     case 3: rc = tk_embedding_fwd_act(m->c, m->tables, c->table_dtype, m->row_off, m->in_cat, B, T, D, m->emb, m->act,
                                       &e); break;
-    case 4: rc = tk_interaction_fwd_act(m->c, m->act, m->L[c->nbot - 1].y, m->emb, B, T, D, c->interaction_width,
+    case 4: rc = tk_interaction_fwd_act(m->c, m->act, m->L[c->nbot - 1].y, m->emb, B, T, T, D, c->interaction_width,
                                         m->inter, &e); break;
-    case 5: rc = tk_interaction_bwd_act(m->c, m->act, m->L[c->nbot - 1].y, m->emb, m->dinter, B, T, D,
+    case 5: rc = tk_interaction_bwd_act(m->c, m->act, m->L[c->nbot - 1].y, m->emb, m->dinter, B, T, T, D,
                                         c->interaction_width, 1, m->dbot, m->demb, &e); break;
     case 6: rc = tk_embedding_bwd_sgd_act(m->c, m->tables, c->table_dtype, m->row_off, m->in_cat, B, T, D, m->demb,
                                           m->act, m->lr, m->emb_ws, &e); break;

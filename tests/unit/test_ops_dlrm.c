@@ -1,6 +1,8 @@
 // The DLRM reference ops (kernels/*_ref.c): small exact cases, finite-difference gradients, and
 // AUC against a brute-force pairwise count.
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "auc.h"
 #include "bce.h"
@@ -169,6 +171,92 @@ TK_TEST(interaction_bwd_finite_differences) {
     for (int i = 0; i < B * D; i++) CHECK(dbot2[i] == (bot[i] > 0 ? dbot[i] : 0.0f));
 }
 
+// Offset of (sample b, table t) in the grouped layout of kernels/interaction.h, written out here
+// independently of the references.
+static size_t grouped_at(int b, int t, int B, int G, int D) {
+    return (size_t)(t / G) * B * G * D + (size_t)b * G * D + (size_t)(t % G) * D;
+}
+
+// One (B, T, G, D) case in act (f32 or bf16): the vectors permuted into the grouped layout give
+// the plain layout's outputs bit for bit, demb lands in the grouped slots, and the unused slots
+// of the last group are neither read (NaN there) nor written (a sentinel stays).
+static void grouped_case(int *tk_failed_, tk_dtype act, int B, int T, int G, int D, uint64_t seed) {
+    int failed_before = *tk_failed_; // to name this case only when it fails
+    *tk_failed_ = 0;
+    const int W = tk_interaction_width(T, D) + 1;
+    const size_t es = tk_dtype_size(act), ne = (size_t)B * T * D, ng = tk_interaction_emb_elems(B, T, G, D);
+    CHECK(ng == (size_t)((T + G - 1) / G) * B * G * D);
+    char *bot = malloc((size_t)B * D * es), *dout = malloc((size_t)B * W * es);
+    char *emb = malloc(ne * es), *embg = malloc(ng * es), *demb = malloc(ne * es), *dembg = malloc(ng * es);
+    char *out = malloc((size_t)B * W * es), *outg = malloc((size_t)B * W * es);
+    char *dbot = malloc((size_t)B * D * es), *dbotg = malloc((size_t)B * D * es);
+    // Random values (rounded to bf16 on the bf16 path): the sums round, so equal bits need the
+    // same products summed in the same order.
+#define PUT(buf, i, v)                                                                             \
+    do {                                                                                           \
+        float v_ = (v);                                                                            \
+        if (act == TK_BF16) ((uint16_t *)(buf))[i] = tk_f32_to_bf16(v_);                          \
+        else ((float *)(buf))[i] = v_;                                                             \
+    } while (0)
+    for (int i = 0; i < B * D; i++) PUT(bot, i, urand(seed + i));
+    for (int i = 0; i < B * W; i++) PUT(dout, i, urand(seed + 10000 + i));
+    for (size_t i = 0; i < ng; i++) PUT(embg, i, NAN); // the unused slots stay NaN
+    memset(dembg, 0x5a, ng * es);
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int d = 0; d < D; d++) {
+                size_t i = ((size_t)b * T + t) * D + d;
+                PUT(emb, i, urand(seed + 20000 + i));
+                memcpy(embg + (grouped_at(b, t, B, G, D) + d) * es, emb + i * es, es);
+            }
+#undef PUT
+    tk_err e;
+    CHECK_EQ_INT(tk_interaction_fwd_act_ref(act, bot, emb, B, T, T, D, W, out, &e), 0);
+    CHECK_EQ_INT(tk_interaction_fwd_act_ref(act, bot, embg, B, T, G, D, W, outg, &e), 0);
+    CHECK(memcmp(out, outg, (size_t)B * W * es) == 0);
+    CHECK_EQ_INT(tk_interaction_bwd_act_ref(act, bot, emb, dout, B, T, T, D, W, 1, dbot, demb, &e), 0);
+    CHECK_EQ_INT(tk_interaction_bwd_act_ref(act, bot, embg, dout, B, T, G, D, W, 1, dbotg, dembg, &e), 0);
+    CHECK(memcmp(dbot, dbotg, (size_t)B * D * es) == 0);
+    int bad = 0, touched = 0;
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            bad += memcmp(demb + ((size_t)b * T + t) * D * es, dembg + grouped_at(b, t, B, G, D) * es,
+                          (size_t)D * es) != 0;
+    for (int b = 0; b < B; b++) // the last group's unused slots
+        for (int t = T; t < (T + G - 1) / G * G; t++)
+            for (size_t k = 0; k < (size_t)D * es; k++)
+                touched += (unsigned char)dembg[grouped_at(b, t, B, G, D) * es + k] != 0x5a;
+    CHECK_EQ_INT(bad, 0);
+    CHECK_EQ_INT(touched, 0);
+    // A finite output everywhere: no NaN of the unused slots leaked in.
+    int nan = 0;
+    for (int i = 0; i < B * W; i++)
+        nan += isnan(act == TK_BF16 ? tk_bf16_to_f32(((uint16_t *)outg)[i]) : ((float *)outg)[i]);
+    CHECK_EQ_INT(nan, 0);
+    if (*tk_failed_) printf("#   case %s B %d T %d G %d D %d\n", tk_dtype_name(act), B, T, G, D);
+    *tk_failed_ |= failed_before;
+    free(bot), free(dout), free(emb), free(embg), free(demb), free(dembg);
+    free(out), free(outg), free(dbot), free(dbotg);
+}
+
+TK_TEST(interaction_grouped_layout_equals_plain) {
+    // (B, T, G, D): the MLPerf T = 26 split as 2, 3 (26 = 9+9+8: T % G != 0), 4 and 8 ranks
+    // would split it (tm = 13, 9, 7, 4), one table a group, and G = T (the plain layout itself).
+    static const int cases[][4] = {{3, 26, 13, 8}, {3, 26, 9, 8}, {2, 26, 7, 4}, {2, 26, 4, 4},
+                                   {2, 5, 1, 4},   {3, 5, 2, 3},  {2, 4, 4, 4}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
+        for (int a = 0; a < 2; a++)
+            grouped_case(tk_failed_, a ? TK_BF16 : TK_F32, cases[k][0], cases[k][1], cases[k][2], cases[k][3],
+                         1000000 * (k + 1));
+    // G outside [1, T] is refused.
+    float x[64] = {0}, y[64];
+    tk_err e;
+    CHECK_EQ_INT(tk_interaction_fwd_act_ref(TK_F32, x, x, 1, 2, 0, 2, 6, y, &e), TK_EINTERNAL);
+    CHECK_STR(e.what, "interaction_fwd: group of 0 tables, not in [1, 2]");
+    CHECK_EQ_INT(tk_interaction_bwd_act_ref(TK_F32, x, x, x, 1, 2, 3, 2, 6, 0, y, y + 8, &e), TK_EINTERNAL);
+    CHECK_EQ_INT(tk_interaction_bwd_act_ref(TK_BF16, x, x, x, 1, 2, 3, 2, 6, 0, y, y + 8, &e), TK_EINTERNAL);
+}
+
 TK_TEST(bce_values_and_gradient) {
     float z[4] = {0, 100, -100, 1.5f}, dz[4];
     uint8_t y[4] = {1, 0, 0, 1};
@@ -315,10 +403,10 @@ TK_TEST(cast2d_and_bf16_variants) {
     for (int i = 0; i < B * T * D; i++) emb[i] = (float)(i % 7) * 0.5f - 1, he[i] = tk_f32_to_bf16(emb[i]);
     for (int i = 0; i < B * W; i++) dout[i] = (float)(i % 3) - 1, hd[i] = tk_f32_to_bf16(dout[i]);
     CHECK_EQ_INT(tk_interaction_fwd_ref(bot, emb, B, T, D, W, out, &e), 0);
-    CHECK_EQ_INT(tk_interaction_fwd_act_ref(TK_BF16, hb, he, B, T, D, W, ho, &e), 0);
+    CHECK_EQ_INT(tk_interaction_fwd_act_ref(TK_BF16, hb, he, B, T, T, D, W, ho, &e), 0);
     for (int i = 0; i < B * W; i++) CHECK(tk_bf16_to_f32(ho[i]) == out[i]);
     CHECK_EQ_INT(tk_interaction_bwd_ref(bot, emb, dout, B, T, D, W, 1, dbot, demb, &e), 0);
-    CHECK_EQ_INT(tk_interaction_bwd_act_ref(TK_BF16, hb, he, hd, B, T, D, W, 1, hdb, hde, &e), 0);
+    CHECK_EQ_INT(tk_interaction_bwd_act_ref(TK_BF16, hb, he, hd, B, T, T, D, W, 1, hdb, hde, &e), 0);
     for (int i = 0; i < B * D; i++) CHECK(tk_bf16_to_f32(hdb[i]) == dbot[i]);
     for (int i = 0; i < B * T * D; i++) CHECK(tk_bf16_to_f32(hde[i]) == demb[i]); // small sums: exact
     // Random embeddings (not exact in bf16): the bf16 variant is the f32 op on the widened
@@ -328,10 +416,10 @@ TK_TEST(cast2d_and_bf16_variants) {
     for (int i = 0; i < B * D; i++) hb[i] = tk_f32_to_bf16(urand(950 + i)), bw[i] = tk_bf16_to_f32(hb[i]);
     for (int i = 0; i < B * W; i++) hd[i] = tk_f32_to_bf16(urand(990 + i)), gw[i] = tk_bf16_to_f32(hd[i]);
     CHECK_EQ_INT(tk_interaction_fwd_ref(bw, ew, B, T, D, W, out, &e), 0);
-    CHECK_EQ_INT(tk_interaction_fwd_act_ref(TK_BF16, hb, he, B, T, D, W, ho, &e), 0);
+    CHECK_EQ_INT(tk_interaction_fwd_act_ref(TK_BF16, hb, he, B, T, T, D, W, ho, &e), 0);
     for (int i = 0; i < B * W; i++) CHECK(ho[i] == tk_f32_to_bf16(out[i]));
     CHECK_EQ_INT(tk_interaction_bwd_ref(bw, ew, gw, B, T, D, W, 0, dbot, demb, &e), 0);
-    CHECK_EQ_INT(tk_interaction_bwd_act_ref(TK_BF16, hb, he, hd, B, T, D, W, 0, hdb, hde, &e), 0);
+    CHECK_EQ_INT(tk_interaction_bwd_act_ref(TK_BF16, hb, he, hd, B, T, T, D, W, 0, hdb, hde, &e), 0);
     for (int i = 0; i < B * D; i++) CHECK(hdb[i] == tk_f32_to_bf16(dbot[i]));
     for (int i = 0; i < B * T * D; i++) CHECK(hde[i] == tk_f32_to_bf16(demb[i]));
     // BCE: bf16 logits give the f32 loss of the same values, dlogit rounded to bf16
