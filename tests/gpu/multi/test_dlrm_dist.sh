@@ -8,7 +8,8 @@
 #      MLPerf model sizes, tables from the data), the ratio in a '# table' line
 # Run from the repository root with binaries built elsewhere: BUILD=dir tests/gpu/multi/test_dlrm_dist.sh
 # (tests/gpu/multi/run.sh runs it too). B_GPU=b (default 16384), STEPS (default 60), PREC
-# (precision of the scaling runs, default bf16). Skips with fewer than 2 GPUs.
+# (precision of the scaling runs, default bf16), SCALE_ARGS (more train-step options for them).
+# Skips with fewer than 2 GPUs.
 set -u
 cd "$(dirname "$0")/../../.." || exit 4
 BIN=$PWD/${BUILD:-build}/bin
@@ -97,6 +98,9 @@ compare 3 "2 ranks, CUDA graphs vs --no-graphs" two twoeager 1e-6
 full=$PWD/share/workloads/dlrm/config.json
 sc=(--set model.table_sizes=data --set model.max_table_rows=100000 --precision "$([ "$GPU" = cuda ] && echo "$PREC" || echo fp32)" --max-steps "$STEPS"
     --log-every 10 --eval-every 1000000000)
+# SCALE_ARGS: more train-step options for the two scaling runs (e.g. --loader-threads 14)
+# shellcheck disable=SC2206 # words on purpose
+sc+=(${SCALE_ARGS:-})
 rate() {
     sed -n 's/^{"type":"progress".*"samples_per_s":\([0-9.e+]*\).*/\1/p' "$W/$1.jsonl" | tail -n +2 | sort -g |
         awk '{ v[NR] = $1 } END { if (NR == 0) print 0; else print v[int((NR + 1) / 2)] }'
