@@ -133,6 +133,25 @@ sys.exit(0 if worst <= rel else 1)
     [ "$status" -ne 0 ]
 }
 
+# resume_agree NAME CKPT CMD...: CMD run to step 10 resuming from CKPT (a step-5 checkpoint),
+# checkpoints in NAME/, must start at step 5 and log the losses/AUCs of steps 6-10 and write the
+# step-10 checkpoint of the uninterrupted run (one.m, one/), to 1e-5.
+resume_agree() {
+    local name=$1 ckpt=$2
+    shift 2
+    run "$@" --max-steps 10 --ckpt-dir "$name" --resume "$ckpt"
+    [ "$status" -eq 1 ]
+    printf '%s\n' "$output" >"$name.jsonl"
+    grep -q '"start_step":5,' "$name.jsonl"
+    metrics "$name.jsonl" | grep -E '^(loss|auc) ' >"$name.m"
+    run agree one.m "$name.m" 1e-5
+    echo "$output"
+    [ "$status" -eq 0 ]
+    run ckpt_agree one/step-10.safetensors "$name/step-10.safetensors" 1e-5
+    echo "$output"
+    [ "$status" -eq 0 ]
+}
+
 @test "train-step: a 2-rank checkpoint resumes under 1 rank, a 1-rank one under 3 ranks" {
     run "${TS[@]}" --max-steps 10 --ckpt-dir one
     [ "$status" -eq 1 ]
@@ -141,30 +160,11 @@ sys.exit(0 if worst <= rel else 1)
     # W=2 writes step 5; W=1 continues to step 10
     run "$L" -n 2 -- "${TS[@]}" --max-steps 5 --ckpt-dir two --rendezvous "file:$PWD/rdv1"
     [ "$status" -eq 1 ]
-    run "${TS[@]}" --max-steps 10 --ckpt-dir a --resume two/step-5.safetensors
-    [ "$status" -eq 1 ]
-    [[ "${lines[0]}" == *'"start_step":5,'* ]]
-    printf '%s\n' "$output" >a.jsonl
-    metrics a.jsonl | grep -E '^(loss|auc) ' >a.m
-    run agree one.m a.m 1e-5
-    echo "$output"
-    [ "$status" -eq 0 ]
-    run ckpt_agree one/step-10.safetensors a/step-10.safetensors 1e-5
-    echo "$output"
-    [ "$status" -eq 0 ]
+    resume_agree a two/step-5.safetensors "${TS[@]}"
     # W=1 writes step 5; W=3 continues to step 10
     run "${TS[@]}" --max-steps 5 --ckpt-dir onefive
     [ "$status" -eq 1 ]
-    run "$L" -n 3 -- "${TS[@]}" --max-steps 10 --ckpt-dir b --resume onefive/step-5.safetensors --rendezvous "file:$PWD/rdv2"
-    [ "$status" -eq 1 ]
-    printf '%s\n' "$output" >b.jsonl
-    metrics b.jsonl | grep -E '^(loss|auc) ' >b.m
-    run agree one.m b.m 1e-5
-    echo "$output"
-    [ "$status" -eq 0 ]
-    run ckpt_agree one/step-10.safetensors b/step-10.safetensors 1e-5
-    echo "$output"
-    [ "$status" -eq 0 ]
+    resume_agree b onefive/step-5.safetensors "$L" -n 3 -- "${TS[@]}" --rendezvous "file:$PWD/rdv2"
 }
 
 @test "train-step: when one rank is killed the other exits nonzero within the timeout" {

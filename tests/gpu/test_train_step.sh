@@ -9,6 +9,7 @@
 set -u
 cd "$(dirname "$0")/../.." || exit 4
 BIN=$PWD/${BUILD:-build}/bin
+. tests/gpu/lib.sh
 GPU=${TK_TEST_BACKEND:-cuda} # cpu: a dry run of this script's plumbing
 if [ "$GPU" = cuda ] && ! { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q "^GPU "; }; then
     echo "1..0 # SKIP no GPU"
@@ -17,12 +18,7 @@ fi
 W=$(mktemp -d)
 trap "rm -rf $W" EXIT
 echo "1..3"
-"$BIN/prep" synth criteo --days 2 --rows-per-day 60000 --seed 5 -o "$W/raw" >/dev/null &&
-    "$BIN/prep" criteo --max-ind-range 20000 -o "$W/train.tks" "$W/raw/day_0" &&
-    "$BIN/prep" criteo --max-ind-range 20000 -o "$W/eval.tks" "$W/raw/day_1" || {
-    echo "Bail out! prep failed"
-    exit 1
-}
+small_data "$W" 60000 5 20000
 cfg=$PWD/share/workloads/dlrm/tiny.json
 ts() { # name backend args...
     local name=$1 be=$2

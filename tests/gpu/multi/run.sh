@@ -119,26 +119,28 @@ el=$(secs "$tdie" "$tend")
 [ -n "$tdie" ] && [ "$rc" -eq 137 ] && lt60 "$el" && grep -q 'launch: rank 1 (pid [0-9]*) was killed by signal 9' "$tmp/c" && p=1 || p=0
 result "rank 1 SIGKILL, launch" $p "launch exit $rc, all ranks gone $el s after the kill"
 
-# 6. DLRM over 2 ranks (TAP from its own script; its '# table' line is shown in the results)
+# Steps 6 and 7 run a TAP script of their own: tap_step NAME SCRIPT TIMEOUT shows its output and
+# reports it as one result, with the script's first '# table' line (a measurement) as detail.
+tap_step() {
+    BUILD=$BUILD timeout -k 5 "$3" "$2" >"$tmp/tap" 2>&1
+    local rc=$? ok bad p sc
+    show "$tmp/tap"
+    ok=$(grep -c '^ok ' "$tmp/tap") bad=$(grep -c '^not ok ' "$tmp/tap")
+    sc=$(grep -m1 '^# table' "$tmp/tap" | sed 's/^# table //')
+    [ "$rc" -eq 0 ] && [ "$ok" -gt 0 ] && [ "$bad" -eq 0 ] && p=1 || p=0
+    result "$1" $p "$ok ok, $bad not ok${sc:+; $sc}"
+}
+
+# 6. DLRM over 2 ranks (its '# table' line, the scaling, is shown in the results)
 if [ -x "$BUILD/bin/train-step" ]; then
     echo "== DLRM, 2 ranks vs 1 rank and the scaling: tests/gpu/multi/test_dlrm_dist.sh"
-    BUILD=$BUILD timeout -k 5 1500 tests/gpu/multi/test_dlrm_dist.sh >"$tmp/d" 2>&1
-    rc=$?
-    show "$tmp/d"
-    ok=$(grep -c '^ok ' "$tmp/d") bad=$(grep -c '^not ok ' "$tmp/d")
-    [ "$rc" -eq 0 ] && [ "$ok" -gt 0 ] && [ "$bad" -eq 0 ] && p=1 || p=0
-    result "DLRM 2 ranks (train-step)" $p "$ok ok, $bad not ok; $(grep -m1 '^# table' "$tmp/d" | sed 's/^# table //')"
+    tap_step "DLRM 2 ranks (train-step)" tests/gpu/multi/test_dlrm_dist.sh 1500
 fi
 
 # 7. training on GPU 0, evaluate --follow on GPU 1 (the dedicated evaluation GPU)
 if [ -x "$BUILD/bin/evaluate" ]; then
     echo "== dedicated evaluation GPU: tests/gpu/multi/test_eval_gpu.sh"
-    BUILD=$BUILD timeout -k 5 600 tests/gpu/multi/test_eval_gpu.sh >"$tmp/g" 2>&1
-    rc=$?
-    show "$tmp/g"
-    ok=$(grep -c '^ok ' "$tmp/g") bad=$(grep -c '^not ok ' "$tmp/g")
-    [ "$rc" -eq 0 ] && [ "$ok" -gt 0 ] && [ "$bad" -eq 0 ] && p=1 || p=0
-    result "dedicated evaluation GPU" $p "$ok ok, $bad not ok"
+    tap_step "dedicated evaluation GPU" tests/gpu/multi/test_eval_gpu.sh 600
 fi
 
 echo

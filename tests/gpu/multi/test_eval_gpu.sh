@@ -12,6 +12,7 @@
 set -u
 cd "$(dirname "$0")/../../.." || exit 4
 BIN=$PWD/${BUILD:-build}/bin
+. tests/gpu/lib.sh
 GPU=${TK_TEST_BACKEND:-cuda} # cpu: a dry run of the plumbing
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 if [ "$GPU" = cuda ] && [ "${ngpu:-0}" -lt 2 ]; then
@@ -21,12 +22,7 @@ fi
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
 echo "1..3"
-"$BIN/prep" synth criteo --days 2 --rows-per-day 100000 --seed 1 -o "$W/raw" >/dev/null &&
-    "$BIN/prep" criteo --max-ind-range 65536 -o "$W/train.tks" "$W/raw/day_0" &&
-    "$BIN/prep" criteo --max-ind-range 65536 -o "$W/eval.tks" "$W/raw/day_1" || {
-    echo "Bail out! prep failed"
-    exit 1
-}
+small_data "$W" 100000 1 65536
 mkdir -p "$W/ev"
 CUDA_VISIBLE_DEVICES=1 timeout -k 5 300 "$BIN/evaluate" --follow "$W/ev" --eval "$W/eval.tks" -b "$GPU" \
     --target 0.8025 --poll 0.05 >"$W/follow.jsonl" 2>"$W/follow.err" &
