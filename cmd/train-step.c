@@ -36,7 +36,7 @@ typedef struct options {
     int ntrain, neval, nsets;
     int64_t ckpt_every, eval_every, max_steps, log_every, threads, loader_threads;
     double eval_wait, comm_timeout;
-    int no_graphs, progress;
+    int no_graphs, progress, profile;
 } options;
 
 static void help(void) {
@@ -62,6 +62,8 @@ static void help(void) {
            "      --set KEY=VALUE     override any config key (dotted: optimizer.base_lr=2)\n"
            "      --log-every N       a progress line every N steps (default 100; 0 = none)\n"
            "      --no-graphs         run the cuda step eagerly (no CUDA graph)\n"
+           "      --profile           time the step's phases (eager, the host waits for each\n"
+           "                          step); a \"profile\" line of mean ms per phase at the end\n"
            "      --precision P       the cuda MLPs in fp32, tf32 or bf16 (model.precision)\n"
            "      --threads N         OpenMP threads for the cpu backend\n"
            "      --loader-threads N  threads decoding training batches ahead (cuda 8, cpu 1)\n"
@@ -316,7 +318,7 @@ static int stage_batch(run *r, tk_dlrm_loader *ld, int64_t step, tk_err *e) {
 
 static int train(run *r, tk_err *e) {
     options *o = r->o;
-    int use_graph = r->c->backend == TK_BACKEND_CUDA && !o->no_graphs;
+    int use_graph = r->c->backend == TK_BACKEND_CUDA && !o->no_graphs && !o->profile;
     tk_graph graph = {0};
     const tk_dlrm_config *cfg = &r->m->cfg;
     size_t B = (size_t)r->B;
@@ -332,7 +334,7 @@ static int train(run *r, tk_err *e) {
                                   (int)B, r->steps_per_epoch, r->step, stop_at, nload, e);
     int in_epoch = 0, staged = 0;
     double tw = tk_now();
-    int64_t sw = 0;
+    int64_t sw = 0, nprof = 0;
     while (!rc && r->step < stop_at && !r->reached) {
         int64_t ep = r->step / r->steps_per_epoch;
         if (!in_epoch) {
@@ -368,6 +370,9 @@ static int train(run *r, tk_err *e) {
         // host wait (a staging copy, a log point) would hang with them: wait here, bounded by
         // --comm-timeout, once the next batch's copy is under way.
         if (r->m->world > 1 && (rc = tk_dlrm_sync(r->m, e))) break;
+        // --profile: the step's phase times, the first step of the run (warm-up) dropped
+        if (o->profile && ((rc = tk_dlrm_sync(r->m, e)) || (rc = tk_dlrm_profile_add(r->m, nprof++ > 0, e))))
+            break;
         r->step++;
         sw++;
         tk_progress_update(&pr, (uint64_t)r->step);
@@ -468,6 +473,7 @@ static int run_main(options *o, tk_err *e) {
                                             : (r->steps_per_epoch + cfg.evals_per_epoch - 1) / cfg.evals_per_epoch;
     if (r->eval_every_steps < 1) r->eval_every_steps = 1;
     if ((rc = tk_dlrm_create_dist(&r->m, r->c, &cfg, r->comm, o->comm_timeout, e))) goto out;
+    if (o->profile && (rc = tk_dlrm_profile_start(r->m, e))) goto out;
     if (o->resume) {
         json_t *meta = NULL;
         if ((rc = tk_dlrm_load(r->m, o->resume, &meta, e))) goto out;
@@ -548,6 +554,16 @@ static int run_main(options *o, tk_err *e) {
                             (json_int_t)(r->step * r->B), "epochs", (double)(r->step * r->B) / (double)r->epoch_samples,
                             "samples_per_s", tt > 0 ? (double)(done * r->B) / tt : 0.0);
     tk_err e2;
+    json_t *prof = tk_dlrm_profile_json(r->m);
+    if (prof) {
+        json_t *line = json_pack("{s:s}", "type", "profile");
+        json_object_update(line, prof);
+        json_decref(prof);
+        if (emit(line, &e2) && !rc) {
+            *e = e2;
+            rc = e2.code;
+        }
+    }
     if (emit(res, &e2) && !rc) {
         *e = e2;
         rc = e2.code;
@@ -582,7 +598,7 @@ int main(int argc, char **argv) {
     enum {
         O_MLLOG = 256, O_CKDIR, O_CKEVERY, O_RESUME, O_EVERY, O_SEED, O_EPOCHS, O_STEPS, O_NOGRAPH,
         O_EVDIR, O_WAIT, O_DUMP, O_SET, O_LOGEVERY, O_THREADS, O_ORG, O_PLATFORM, O_PROGRESS,
-        O_PRECISION, O_LOADER, O_RDV, O_CTIMEOUT
+        O_PRECISION, O_LOADER, O_RDV, O_CTIMEOUT, O_PROFILE
     };
     static const struct option longopts[] = {
         {"workload", required_argument, 0, 'w'}, {"config", required_argument, 0, 'c'},
@@ -592,6 +608,7 @@ int main(int argc, char **argv) {
         {"resume", required_argument, 0, O_RESUME}, {"eval-every", required_argument, 0, O_EVERY},
         {"seed", required_argument, 0, O_SEED},  {"max-epochs", required_argument, 0, O_EPOCHS},
         {"max-steps", required_argument, 0, O_STEPS}, {"no-graphs", no_argument, 0, O_NOGRAPH},
+        {"profile", no_argument, 0, O_PROFILE},
         {"eval-dir", required_argument, 0, O_EVDIR}, {"eval-wait", required_argument, 0, O_WAIT},
         {"dump-step", required_argument, 0, O_DUMP}, {"set", required_argument, 0, O_SET},
         {"log-every", required_argument, 0, O_LOGEVERY}, {"threads", required_argument, 0, O_THREADS},
@@ -640,6 +657,7 @@ int main(int argc, char **argv) {
             break;
         case O_STEPS: rc = tk_parse_i64(optarg, 1, INT64_MAX, "--max-steps", &o.max_steps, &e); break;
         case O_NOGRAPH: o.no_graphs = 1; break;
+        case O_PROFILE: o.profile = 1; break;
         case O_EVDIR: o.eval_dir = optarg; break;
         case O_WAIT: rc = tk_parse_f64(optarg, 0, 1e7, "--eval-wait", &o.eval_wait, &e); break;
         case O_DUMP: o.dump = optarg; break;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/progress.h"
 #include "gpu/gpu.h"
 
 #ifdef TK_HAVE_CUDA
@@ -280,13 +281,34 @@ int tk_memcpy_h2d_async(tk_ctx *c, void *dst, const void *src, size_t bytes, int
 #endif
 }
 
-int tk_event_create(tk_ctx *c, tk_event *ev, tk_err *e) {
+static int event_create(tk_ctx *c, tk_event *ev, int timed, tk_err *e) {
     ev->ev = NULL;
+    ev->t = 0;
     if (c->backend == TK_BACKEND_CPU) return 0;
 #ifdef TK_HAVE_CUDA
     cudaEvent_t x;
-    CUDA_TRY(cudaEventCreateWithFlags(&x, cudaEventDisableTiming), "cannot create a CUDA event");
+    CUDA_TRY(cudaEventCreateWithFlags(&x, timed ? cudaEventDefault : cudaEventDisableTiming),
+             "cannot create a CUDA event");
     ev->ev = x;
+    return 0;
+#else
+    (void)timed;
+    return tk_err_set(e, TK_EDEVICE, "built without CUDA");
+#endif
+}
+
+int tk_event_create(tk_ctx *c, tk_event *ev, tk_err *e) { return event_create(c, ev, 0, e); }
+int tk_event_create_timed(tk_ctx *c, tk_event *ev, tk_err *e) { return event_create(c, ev, 1, e); }
+
+int tk_event_elapsed_ms(tk_ctx *c, const tk_event *from, const tk_event *to, double *ms, tk_err *e) {
+    if (c->backend == TK_BACKEND_CPU || !from->ev || !to->ev) {
+        *ms = (to->t - from->t) * 1e3;
+        return 0;
+    }
+#ifdef TK_HAVE_CUDA
+    float f = 0;
+    CUDA_TRY(cudaEventElapsedTime(&f, (cudaEvent_t)from->ev, (cudaEvent_t)to->ev), "cudaEventElapsedTime failed");
+    *ms = f;
     return 0;
 #else
     return tk_err_set(e, TK_EDEVICE, "built without CUDA");
@@ -301,7 +323,10 @@ void tk_event_destroy(tk_event *ev) {
 }
 
 int tk_event_record(tk_ctx *c, tk_event *ev, int stream, tk_err *e) {
-    if (c->backend == TK_BACKEND_CPU || !ev->ev) return 0;
+    if (c->backend == TK_BACKEND_CPU || !ev->ev) {
+        ev->t = tk_now();
+        return 0;
+    }
 #ifdef TK_HAVE_CUDA
     CUDA_TRY(cudaEventRecord((cudaEvent_t)ev->ev, (cudaStream_t)c->stream[stream]), "cudaEventRecord failed");
 #else

@@ -68,8 +68,15 @@ int tk_memcpy_h2d_async(tk_ctx *c, void *dst, const void *src, size_t bytes, int
 
 // Events order work between streams without the host (cuda); on cpu every call is a no-op, since
 // cpu work is done when the call returns.
-typedef struct tk_event { void *ev; } tk_event;             // cudaEvent_t (timing disabled)
+typedef struct tk_event {
+    void *ev; // cudaEvent_t (timing disabled, unless made by tk_event_create_timed)
+    double t; // cpu: the host clock (tk_now) at the last record
+} tk_event;
 int tk_event_create(tk_ctx *c, tk_event *ev, tk_err *e);
+// An event that can be timed: tk_event_elapsed_ms gives the time between two such events once
+// both have completed (after a sync); on cpu the host time between the two records.
+int tk_event_create_timed(tk_ctx *c, tk_event *ev, tk_err *e);
+int tk_event_elapsed_ms(tk_ctx *c, const tk_event *from, const tk_event *to, double *ms, tk_err *e);
 void tk_event_destroy(tk_event *ev);
 int tk_event_record(tk_ctx *c, tk_event *ev, int stream, tk_err *e); // mark the stream's work so far
 int tk_event_wait(tk_ctx *c, int stream, tk_event *ev, tk_err *e);   // stream waits on the device

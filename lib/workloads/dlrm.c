@@ -227,6 +227,85 @@ fail:
     return rc;
 }
 
+// ---- per-phase timing (tk_dlrm_profile_start) ----
+
+#define PROF_MAX 40
+struct tk_dlrm_prof {
+    tk_event ev[PROF_MAX];
+    const char *name[PROF_MAX]; // the phase a mark ends; NULL: a mark that only starts one
+    int stream[PROF_MAX];
+    int n, in_step;             // marks of the current step; inside tk_dlrm_train_step
+    const char *phase[PROF_MAX]; // the phases in the order they first ran, their totals
+    double total[PROF_MAX];
+    int phases, steps;
+};
+
+static void prof_free(tk_dlrm *m) {
+    if (!m->prof) return;
+    for (int k = 0; k < PROF_MAX; k++) tk_event_destroy(&m->prof->ev[k]);
+    free(m->prof);
+    m->prof = NULL;
+}
+
+int tk_dlrm_profile_start(tk_dlrm *m, tk_err *e) {
+    if (m->prof) return 0;
+    if (!(m->prof = calloc(1, sizeof *m->prof))) return tk_err_set(e, TK_EIO, "dlrm: out of host memory");
+    for (int k = 0; k < PROF_MAX; k++)
+        if (tk_event_create_timed(m->c, &m->prof->ev[k], e)) {
+            prof_free(m);
+            return e->code;
+        }
+    return 0;
+}
+
+// Marks the end of phase `name` (NULL: the start of the next one) on `stream`.
+static int prof_mark(tk_dlrm *m, const char *name, int stream, tk_err *e) {
+    struct tk_dlrm_prof *P = m->prof;
+    if (!P || !P->in_step || m->c->capturing || P->n >= PROF_MAX) return 0;
+    P->name[P->n] = name;
+    P->stream[P->n] = stream;
+    return tk_event_record(m->c, &P->ev[P->n++], stream, e);
+}
+
+static void prof_step(tk_dlrm *m, int begin) {
+    if (m->prof) {
+        m->prof->in_step = begin;
+        if (begin) m->prof->n = 0;
+    }
+}
+
+int tk_dlrm_profile_add(tk_dlrm *m, int keep, tk_err *e) {
+    struct tk_dlrm_prof *P = m->prof;
+    if (!P) return 0;
+    for (int k = 0; keep && k < P->n; k++) {
+        if (!P->name[k]) continue;
+        int j = k - 1;
+        while (j >= 0 && P->stream[j] != P->stream[k]) j--;
+        if (j < 0) continue;
+        double ms;
+        TRY(tk_event_elapsed_ms(m->c, &P->ev[j], &P->ev[k], &ms, e));
+        int f = 0;
+        while (f < P->phases && strcmp(P->phase[f], P->name[k]) != 0) f++;
+        if (f == P->phases) {
+            if (f == PROF_MAX) continue;
+            P->phase[P->phases++] = P->name[k];
+        }
+        P->total[f] += ms;
+    }
+    if (keep && P->n > 0) P->steps++;
+    P->n = 0;
+    return 0;
+}
+
+json_t *tk_dlrm_profile_json(const tk_dlrm *m) {
+    const struct tk_dlrm_prof *P = m->prof;
+    if (!P) return NULL;
+    json_t *ms = json_object();
+    for (int f = 0; f < P->phases; f++)
+        json_object_set_new(ms, P->phase[f], json_real(P->steps ? P->total[f] / P->steps : 0));
+    return json_pack("{s:i, s:o}", "steps", P->steps, "ms", ms);
+}
+
 void tk_dlrm_destroy(tk_dlrm *m) {
     if (!m) return;
     tk_arena_release(m->c, &m->params);
@@ -237,6 +316,7 @@ void tk_dlrm_destroy(tk_dlrm *m) {
         tk_event_destroy(&m->stage[k].taken);
         if (m->stage[k].label) tk_free(m->c, m->stage[k].label);
     }
+    prof_free(m);
     free(m);
 }
 
@@ -400,8 +480,11 @@ static int exchange_fwd_start(tk_dlrm *m, const int32_t *cat, int n, int bl, tk_
             TRY(tk_memcpy2d(c, m->a2a_send, (size_t)tm * D * es, m->emb_own, (size_t)tn * D * es, (size_t)tn * D * es,
                             (size_t)rows, s, e));
     }
+    TRY(prof_mark(m, "lookup", s, e));
     TRY(tk_comm_stream_wait(m->comm, TK_STREAM_COMM, s, e));
-    return tk_all_to_all(m->comm, m->a2a_send, m->a2a_recv, (size_t)bl * tm * D, m->act, TK_STREAM_COMM, e);
+    TRY(prof_mark(m, NULL, TK_STREAM_COMM, e));
+    TRY(tk_all_to_all(m->comm, m->a2a_send, m->a2a_recv, (size_t)bl * tm * D, m->act, TK_STREAM_COMM, e));
+    return prof_mark(m, "a2a_fwd", TK_STREAM_COMM, e);
 }
 
 // Joins the all-to-all. The received [src rank i][bl][tm][D] is the interaction's emb as it is:
@@ -422,15 +505,21 @@ static int forward_rows(tk_dlrm *m, const int32_t *dense, const int32_t *cat, in
         TRY(tk_cast2d(m->c, m->x0, TK_F32, cfg->num_dense, m->x0p, TK_BF16, kpad(cfg->num_dense), bl,
                       cfg->num_dense, e));
     TRY(mlp_forward(m, 0, cfg->nbot, bl, NULL, e));
-    if (m->world > 1)
+    TRY(prof_mark(m, "bottom_fwd", TK_STREAM_COMPUTE, e));
+    if (m->world > 1) {
         TRY(exchange_fwd_finish(m, e));
-    else
+        TRY(prof_mark(m, "wait_a2a_fwd", TK_STREAM_COMPUTE, e));
+    } else {
         TRY(tk_embedding_fwd_act(m->c, m->tables, cfg->table_dtype, m->row_off, cat, bl, cfg->num_tables,
                                  cfg->emb_dim, m->emb, m->act, e));
+        TRY(prof_mark(m, "lookup", TK_STREAM_COMPUTE, e));
+    }
     // Several ranks: the received buffer, grouped by tm; one rank: emb (tm = T, the plain layout).
     TRY(tk_interaction_fwd_act(m->c, m->act, m->L[cfg->nbot - 1].y, m->world > 1 ? m->a2a_recv : m->emb, bl,
                                cfg->num_tables, m->tm, cfg->emb_dim, cfg->interaction_width, m->inter, e));
+    TRY(prof_mark(m, "interaction_fwd", TK_STREAM_COMPUTE, e));
     TRY(mlp_forward(m, cfg->nbot, m->nlayers, bl, out, e));
+    TRY(prof_mark(m, "top_fwd", TK_STREAM_COMPUTE, e));
     tk_range_pop();
     return 0;
 }
@@ -503,23 +592,33 @@ static int train_step_dist(tk_dlrm *m, tk_err *e) {
     TRY(tk_bce_logits_act_n(c, m->act, m->logit, m->in_label + (size_t)m->rank * b, b, B, m->dlogit,
                             m->loss_acc, e));
     TRY(mlp_backward(m, cfg->nbot, m->nlayers, m->dlogit, m->dinter, e));
+    TRY(prof_mark(m, "top_bwd", CS, e));
     // The top MLP's gradients are final: all-reduce their span while the rest of the backward runs.
     float *top_g = m->L[cfg->nbot].dW;
     size_t nbot_g = (size_t)(top_g - m->dense_g), ntop_g = m->dense_n - nbot_g;
     TRY(tk_comm_stream_wait(m->comm, CM, CS, e));
+    TRY(prof_mark(m, NULL, CM, e));
     TRY(tk_allreduce_sum(m->comm, top_g, top_g, ntop_g, TK_F32, 1.0f, CM, e));
+    TRY(prof_mark(m, "allreduce_top", CM, e));
     // emb is the forward's a2a_recv [src i][b][tm][D]; demb goes straight to a2a_send in the same
     // grouped layout, [owner i][b][tm][D], ready for the all-to-all back to the tables' owners.
     TRY(tk_interaction_bwd_act(c, m->act, m->L[cfg->nbot - 1].y, m->a2a_recv, m->dinter, b, T, tm, D,
                                cfg->interaction_width, 1, m->dbot, m->a2a_send, e));
+    TRY(prof_mark(m, "interaction_bwd", CS, e));
     TRY(tk_comm_stream_wait(m->comm, CM, CS, e));
+    TRY(prof_mark(m, NULL, CM, e));
     TRY(tk_all_to_all(m->comm, m->a2a_send, m->a2a_recv, (size_t)b * tm * D, m->act, CM, e));
+    TRY(prof_mark(m, "a2a_bwd", CM, e));
     TRY(mlp_backward(m, 0, cfg->nbot, m->dbot, NULL, e));
+    TRY(prof_mark(m, "bottom_bwd", CS, e));
     // Join (the top all-reduce and the all-to-all), then the bottom span's all-reduce overlaps
     // the sparse update.
     TRY(tk_comm_stream_wait(m->comm, CS, CM, e));
+    TRY(prof_mark(m, "wait_comm", CS, e));
     TRY(tk_comm_stream_wait(m->comm, CM, CS, e));
+    TRY(prof_mark(m, NULL, CM, e));
     TRY(tk_allreduce_sum(m->comm, m->dense_g, m->dense_g, nbot_g, TK_F32, 1.0f, CM, e));
+    TRY(prof_mark(m, "allreduce_bottom", CM, e));
     if (tn > 0) { // a2a_recv is (B, tm, D): the gradients of the owned tables' vectors, all B samples
         const void *g = m->a2a_recv;
         if (tn < tm) {
@@ -530,18 +629,20 @@ static int train_step_dist(tk_dlrm *m, tk_err *e) {
         TRY(tk_embedding_bwd_sgd_act(c, m->tables, cfg->table_dtype, m->row_off, m->cat_own, B, tn, D, g, m->act,
                                      m->lr, m->emb_ws, e));
     }
+    TRY(prof_mark(m, "embedding_bwd_sgd", CS, e));
     TRY(tk_comm_stream_wait(m->comm, CS, CM, e));
+    TRY(prof_mark(m, "wait_allreduce_bottom", CS, e));
     tk_range_pop();
     tk_range_push("sgd");
     TRY(tk_sgd_update(c, m->dense_w, m->dense_g, m->dense_n, m->lr, cfg->bf16 ? m->wcopy : NULL,
                       cfg->bf16 ? TK_BF16 : TK_F32, e));
     if (cfg->bf16) TRY(cast_w0p(m, e));
+    TRY(prof_mark(m, "dense_sgd", CS, e));
     tk_range_pop();
     return 0;
 }
 
-int tk_dlrm_train_step(tk_dlrm *m, tk_err *e) {
-    if (m->world > 1) return train_step_dist(m, e);
+static int train_step_one(tk_dlrm *m, tk_err *e) {
     const tk_dlrm_config *cfg = &m->cfg;
     const int B = cfg->batch, T = cfg->num_tables, D = cfg->emb_dim;
     TRY(tk_lr_schedule(m->c, &cfg->lr, m->step, m->lr, e));
@@ -549,19 +650,32 @@ int tk_dlrm_train_step(tk_dlrm *m, tk_err *e) {
     tk_range_push("backward");
     TRY(tk_bce_logits_act(m->c, m->act, m->logit, m->in_label, B, m->dlogit, m->loss_acc, e));
     TRY(mlp_backward(m, cfg->nbot, m->nlayers, m->dlogit, m->dinter, e));
+    TRY(prof_mark(m, "top_bwd", TK_STREAM_COMPUTE, e));
     TRY(tk_interaction_bwd_act(m->c, m->act, m->L[cfg->nbot - 1].y, m->emb, m->dinter, B, T, T, D,
                                cfg->interaction_width, 1, m->dbot, m->demb, e));
+    TRY(prof_mark(m, "interaction_bwd", TK_STREAM_COMPUTE, e));
     TRY(tk_embedding_bwd_sgd_act(m->c, m->tables, cfg->table_dtype, m->row_off, m->in_cat, B, T, D,
                                  m->demb, m->act, m->lr, m->emb_ws, e));
+    TRY(prof_mark(m, "embedding_bwd_sgd", TK_STREAM_COMPUTE, e));
     TRY(mlp_backward(m, 0, cfg->nbot, m->dbot, NULL, e));
+    TRY(prof_mark(m, "bottom_bwd", TK_STREAM_COMPUTE, e));
     tk_range_pop();
     tk_range_push("sgd");
     // The bf16 path: the update also writes the bf16 copy; layer 0's padded copy is re-cast.
     TRY(tk_sgd_update(m->c, m->dense_w, m->dense_g, m->dense_n, m->lr, m->cfg.bf16 ? m->wcopy : NULL,
                       m->cfg.bf16 ? TK_BF16 : TK_F32, e));
     if (cfg->bf16) TRY(cast_w0p(m, e));
+    TRY(prof_mark(m, "dense_sgd", TK_STREAM_COMPUTE, e));
     tk_range_pop();
     return 0;
+}
+
+int tk_dlrm_train_step(tk_dlrm *m, tk_err *e) {
+    prof_step(m, 1);
+    int rc = prof_mark(m, NULL, TK_STREAM_COMPUTE, e);
+    if (!rc) rc = m->world > 1 ? train_step_dist(m, e) : train_step_one(m, e);
+    prof_step(m, 0);
+    return rc;
 }
 
 int tk_dlrm_sync(tk_dlrm *m, tk_err *e) {

@@ -134,6 +134,7 @@ typedef struct tk_dlrm {
     int64_t *step;
     double *loss_acc;                // [sum of batch losses, batches]
     double *auc;
+    struct tk_dlrm_prof *prof;       // per-phase step timing (tk_dlrm_profile_start); NULL: off
 } tk_dlrm;
 
 int tk_dlrm_create(tk_dlrm **m, tk_ctx *c, const tk_dlrm_config *cfg, tk_err *e);
@@ -186,6 +187,20 @@ int tk_dlrm_train_step(tk_dlrm *m, tk_err *e);
 // share [r*bl, (r+1)*bl) with bl = ceil(n / W), and every rank gets all n logits in out.
 int tk_dlrm_forward(tk_dlrm *m, const int32_t *dense, const int32_t *cat, int n, float *out,
                     tk_err *e);
+// Where the step's time goes: after tk_dlrm_profile_start, every tk_dlrm_train_step run eagerly
+// (a step captured into a CUDA graph records nothing) records timed events between its phases on
+// the compute stream ("lookup", "bottom_fwd", "wait_a2a_fwd", "interaction_fwd", "top_fwd",
+// "top_bwd", "interaction_bwd", "bottom_bwd", "wait_comm", "embedding_bwd_sgd", ...: each the time
+// since the mark before it on that stream, so the compute phases add up to the step) and around
+// each collective on the comm stream ("a2a_fwd", "allreduce_top", "a2a_bwd", "allreduce_bottom").
+// A "wait_*" phase is the compute stream waiting for the comm stream: communication not hidden.
+// tk_dlrm_profile_add, once the step has completed (tk_dlrm_sync), adds the step's times to the
+// totals when keep is nonzero (0: a warm-up step, dropped); tk_dlrm_profile_json gives
+// {"steps": n, "ms": {phase: mean ms per step, ...}} in the order the phases first ran (a new
+// reference; NULL when off).
+int tk_dlrm_profile_start(tk_dlrm *m, tk_err *e);
+int tk_dlrm_profile_add(tk_dlrm *m, int keep, tk_err *e);
+json_t *tk_dlrm_profile_json(const tk_dlrm *m);
 // Host reads (log points only): mean loss since the last reset (several ranks: the global mean,
 // the ranks' accumulators gathered and summed in rank order), and the update counter.
 int tk_dlrm_read_loss(tk_dlrm *m, double *mean_loss, int reset, tk_err *e);

@@ -189,3 +189,33 @@ resume_agree() {
     [ $((SECONDS - t0)) -lt 15 ]
     grep -q '^train-step: rank 0: error: ' r0.err
 }
+
+# The phases of a --profile line, one per line: NAME MS (jq).
+phases() { jq -r 'select(.type == "profile") | .ms | to_entries[] | "\(.key) \(.value)"' "$1"; }
+
+@test "train-step --profile: mean ms per phase, the exchange and the waits on 2 ranks, same results" {
+    run "${TS[@]}" --max-steps 6 --profile
+    [ "$status" -eq 1 ]
+    printf '%s\n' "$output" >one.jsonl
+    [ "$(jq -r 'select(.type == "profile") | .steps' one.jsonl)" = 5 ] # the first step is warm-up
+    phases one.jsonl >one.p
+    cat one.p
+    [ "$(cut -d' ' -f1 one.p | tr '\n' ' ')" = "bottom_fwd lookup interaction_fwd top_fwd top_bwd interaction_bwd embedding_bwd_sgd bottom_bwd dense_sgd " ]
+    awk '{ if (!($2 >= 0)) exit 1 }' one.p
+    awk '{ s += $2 } END { exit !(s > 0) }' one.p
+    run "$L" -n 2 -- "${TS[@]}" --max-steps 6 --profile --rendezvous "file:$PWD/rdv"
+    [ "$status" -eq 1 ]
+    printf '%s\n' "$output" >two.jsonl
+    phases two.jsonl >two.p
+    cat two.p
+    for p in lookup a2a_fwd wait_a2a_fwd allreduce_top a2a_bwd wait_comm allreduce_bottom wait_allreduce_bottom \
+        embedding_bwd_sgd dense_sgd; do
+        grep -q "^$p " two.p
+    done
+    [ "$(grep -c '"type":"profile"' two.jsonl)" -eq 1 ] # rank 0 only
+    # profiling changes nothing computed
+    run "$L" -n 2 -- "${TS[@]}" --max-steps 6 --rendezvous "file:$PWD/rdv2"
+    [ "$status" -eq 1 ]
+    printf '%s\n' "$output" >plain.jsonl
+    diff <(metrics two.jsonl) <(metrics plain.jsonl)
+}
