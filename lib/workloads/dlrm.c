@@ -145,8 +145,7 @@ int tk_dlrm_create_dist(tk_dlrm **out, tk_ctx *c, const tk_dlrm_config *cfg, tk_
     if (Wr == 1) { // several ranks use the exchange buffers instead (grouped layout, G = tm)
         NEED((size_t)b * T * D * es);                // emb
         NEED((size_t)b * T * D * es);                // demb
-    }
-    if (Wr > 1) {
+    } else {
         NEED((size_t)B * tn * 4);                    // cat_own
         NEED((size_t)B * tn * D * es);               // emb_own
         NEED((size_t)B * tm * D * es);               // a2a_send
@@ -194,8 +193,7 @@ int tk_dlrm_create_dist(tk_dlrm **out, tk_ctx *c, const tk_dlrm_config *cfg, tk_
     if (Wr == 1) {
         m->emb = v[i++];
         m->demb = v[i++];
-    }
-    if (Wr > 1) {
+    } else {
         m->cat_own = v[i++];
         m->emb_own = v[i++];
         m->a2a_send = v[i++];
@@ -487,13 +485,6 @@ static int exchange_fwd_start(tk_dlrm *m, const int32_t *cat, int n, int bl, tk_
     return prof_mark(m, "a2a_fwd", TK_STREAM_COMM, e);
 }
 
-// Joins the all-to-all. The received [src rank i][bl][tm][D] is the interaction's emb as it is:
-// the grouped layout with G = tm tables a group (kernels/interaction.h), table t of sample s at
-// group t / tm (its owner), slot t % tm, so no re-layout into (bl, T, D) is needed.
-static int exchange_fwd_finish(tk_dlrm *m, tk_err *e) {
-    return tk_comm_stream_wait(m->comm, TK_STREAM_COMPUTE, TK_STREAM_COMM, e);
-}
-
 // The forward of bl local rows: dense (bl, num_dense) this rank's samples; cat (n, T) all ranks'.
 static int forward_rows(tk_dlrm *m, const int32_t *dense, const int32_t *cat, int n, int bl, float *out,
                         tk_err *e) {
@@ -507,7 +498,10 @@ static int forward_rows(tk_dlrm *m, const int32_t *dense, const int32_t *cat, in
     TRY(mlp_forward(m, 0, cfg->nbot, bl, NULL, e));
     TRY(prof_mark(m, "bottom_fwd", TK_STREAM_COMPUTE, e));
     if (m->world > 1) {
-        TRY(exchange_fwd_finish(m, e));
+        // Join the all-to-all. The received [src rank i][bl][tm][D] is the interaction's emb as it
+        // is: the grouped layout with G = tm tables a group (kernels/interaction.h), table t of
+        // sample s at group t / tm (its owner), slot t % tm; no re-layout into (bl, T, D).
+        TRY(tk_comm_stream_wait(m->comm, TK_STREAM_COMPUTE, TK_STREAM_COMM, e));
         TRY(prof_mark(m, "wait_a2a_fwd", TK_STREAM_COMPUTE, e));
     } else {
         TRY(tk_embedding_fwd_act(m->c, m->tables, cfg->table_dtype, m->row_off, cat, bl, cfg->num_tables,
