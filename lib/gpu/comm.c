@@ -11,6 +11,7 @@
 #include <math.h>
 #include <sched.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -375,29 +376,78 @@ int tk_all_gather(tk_comm *m, const void *send, void *recv, size_t send_count, t
 #endif
 }
 
+#ifdef TK_HAVE_CUDA
+// Block p of an all-to-all: counts[p] elements, or count for every block when counts is NULL
+// (tk_all_to_all); blocks are packed in rank order.
+static size_t block(const size_t *counts, size_t count, int p) { return counts ? counts[p] : count; }
+
+// Both all-to-alls: grouped point-to-point, which works on every NCCL 2.x, and NCCL runs the
+// pairs concurrently. The block to itself is a copy on the stream, after the group: NCCL would
+// copy it too, through its own kernel. A zero count makes no call (no message).
+static int all_to_all_nccl(tk_comm *m, const void *send, const size_t *send_counts, void *recv,
+                           const size_t *recv_counts, size_t count, tk_dtype t, int stream, tk_err *e) {
+    ncclDataType_t nt;
+    TRY(coll_begin(m, t, stream, &nt, e));
+    int me = m->rank;
+    // The one pair of the count contract this rank sees whole; the others NCCL cannot check.
+    TRY(tk_shm_counts_check(me, m->world, me, me, block(send_counts, count, me), block(recv_counts, count, me), e));
+    cudaStream_t s = (cudaStream_t)m->ctx->stream[stream];
+    size_t es = tk_dtype_size(t), so = 0, ro = 0, self_so = 0, self_ro = 0;
+    // Calls inside a group only record the work; the group is always closed (an open group would
+    // swallow the next collective), and ncclGroupEnd is what may answer ncclInProgress.
+    ncclResult_t first = ncclGroupStart();
+    if (first != ncclSuccess) return nccl_fail(m, e, first, "ncclGroupStart");
+    for (int p = 0; p < m->world && first == ncclSuccess; p++) {
+        size_t sn = block(send_counts, count, p), rn = block(recv_counts, count, p);
+        if (p == me) {
+            self_so = so, self_ro = ro;
+        } else {
+            if (sn) first = ncclSend((const char *)send + so * es, sn, nt, p, m->nccl, s);
+            if (rn && first == ncclSuccess) first = ncclRecv((char *)recv + ro * es, rn, nt, p, m->nccl, s);
+        }
+        so += sn, ro += rn;
+    }
+    // Settle the group first (the communicator must be idle again), then report a refused call.
+    const char *name = send_counts ? "all-to-allv" : "all-to-all";
+    char what[48];
+    snprintf(what, sizeof what, "%s (ncclGroupEnd)", name);
+    int rc = nccl_settle(m, ncclGroupEnd(), what, e);
+    if (!rc && first != ncclSuccess && first != ncclInProgress) {
+        snprintf(what, sizeof what, "%s (ncclSend/ncclRecv)", name);
+        rc = nccl_fail(m, e, first, what);
+    }
+    size_t self = block(send_counts, count, me) * es;
+    if (!rc && self) {
+        cudaError_t ce = cudaMemcpyAsync((char *)recv + self_ro * es, (const char *)send + self_so * es, self,
+                                         cudaMemcpyDeviceToDevice, s);
+        snprintf(what, sizeof what, "%s (copy of the own block)", name);
+        if (ce != cudaSuccess) rc = cuda_fail(m, e, ce, what);
+    }
+    return rc;
+}
+#endif
+
 int tk_all_to_all(tk_comm *m, const void *send, void *recv, size_t count, tk_dtype t, int stream,
                   tk_err *e) {
     int rc = local_copy(m, TK_COLL_ALL_TO_ALL, send, recv, count, t, 1.0f, e);
     if (rc != -1) return rc;
 #ifdef TK_HAVE_CUDA
-    ncclDataType_t nt;
-    TRY(coll_begin(m, t, stream, &nt, e));
-    // Grouped point-to-point: works on every NCCL 2.x, and NCCL runs the pairs concurrently. Calls
-    // inside a group only record the work; the group is always closed (an open group would
-    // swallow the next collective), and ncclGroupEnd is what may answer ncclInProgress.
-    cudaStream_t s = (cudaStream_t)m->ctx->stream[stream];
-    size_t bytes = count * tk_dtype_size(t);
-    ncclResult_t first = ncclGroupStart();
-    if (first != ncclSuccess) return nccl_fail(m, e, first, "ncclGroupStart");
-    for (int p = 0; p < m->world && first == ncclSuccess; p++) {
-        first = ncclSend((const char *)send + (size_t)p * bytes, count, nt, p, m->nccl, s);
-        if (first == ncclSuccess) first = ncclRecv((char *)recv + (size_t)p * bytes, count, nt, p, m->nccl, s);
+    return all_to_all_nccl(m, send, NULL, recv, NULL, count, t, stream, e);
+#else
+    (void)stream;
+    return TK_EINTERNAL;
+#endif
+}
+
+int tk_all_to_allv(tk_comm *m, const void *send, const size_t *send_counts, void *recv, const size_t *recv_counts,
+                   tk_dtype t, int stream, tk_err *e) {
+    if (m->ctx->backend == TK_BACKEND_CPU) {
+        if (m->shm) return tk_shm_all_to_allv(m->shm, send, send_counts, recv, recv_counts, t, e);
+        TRY(tk_shm_counts_check(0, 1, 0, 0, send_counts[0], recv_counts[0], e)); // world size 1: a copy
+        return local_copy(m, TK_COLL_ALL_TO_ALL, send, recv, send_counts[0], t, 1.0f, e);
     }
-    // Settle the group first (the communicator must be idle again), then report a refused call.
-    rc = nccl_settle(m, ncclGroupEnd(), "all-to-all (ncclGroupEnd)", e);
-    if (!rc && first != ncclSuccess && first != ncclInProgress)
-        rc = nccl_fail(m, e, first, "all-to-all (ncclSend/ncclRecv)");
-    return rc;
+#ifdef TK_HAVE_CUDA
+    return all_to_all_nccl(m, send, send_counts, recv, recv_counts, 0, t, stream, e);
 #else
     (void)stream;
     return TK_EINTERNAL;

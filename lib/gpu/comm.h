@@ -7,6 +7,8 @@
 // every rank gets bitwise the same result, and a peer that died or hangs makes the call fail
 // with TK_EDEVICE within timeout_s (a dead peer within milliseconds), after which every call
 // fails. World size 1 on cpu: each collective is a (scaled) copy.
+// The collectives: tk_allreduce_sum, tk_reduce_scatter_sum, tk_all_gather, tk_all_to_all (equal
+// blocks) and tk_all_to_allv (a count per pair of ranks, given on the host).
 #ifndef TK_COMM_H
 #define TK_COMM_H
 
@@ -45,6 +47,15 @@ int tk_all_gather(tk_comm *m, const void *send, void *recv, size_t send_count, t
 // Block j of send (count elements) goes to rank j; block i of recv comes from rank i.
 int tk_all_to_all(tk_comm *m, const void *send, void *recv, size_t count, tk_dtype t, int stream,
                   tk_err *e);
+// Variable all-to-all (all_to_allv): rank j receives send_counts[j] elements of this rank's send, taken from
+// offset sum_{k<j} send_counts[k] (blocks packed in rank order); recv gets recv_counts[i] elements from rank i
+// at offset sum_{k<i} recv_counts[k]. send_counts and recv_counts are HOST arrays of world entries; rank i's
+// send_counts[j] must equal rank j's recv_counts[i] (the cpu backend checks and fails with TK_EINTERNAL naming
+// both ranks; NCCL cannot check). Zero counts are allowed (no message). On cuda: ncclGroupStart, ncclSend/ncclRecv
+// per peer with a nonzero count, ncclGroupEnd; the block to itself is a device-to-device copy on the same stream.
+// Capturable in a CUDA graph, but a captured graph replays the counts it was captured with.
+int tk_all_to_allv(tk_comm *m, const void *send, const size_t *send_counts, void *recv, const size_t *recv_counts,
+                   tk_dtype t, int stream, tk_err *e);
 
 // Make stream `waiter` wait (on the device; the host never blocks) for the work queued on stream
 // `signaler` so far: an event recorded on signaler and waited on by waiter. This is how the
@@ -66,10 +77,17 @@ void *tk_comm_nccl(tk_comm *m);
 
 // Bandwidths in GB/s (1e9 bytes/s) with NCCL-tests' conventions. bytes is the size of the whole
 // array: the all-reduce buffer, the reduce-scatter input (world * recv_count elements), the
-// all-gather output, the all-to-all send buffer (world blocks). algbw = bytes / seconds;
-// busbw = algbw * 2(n-1)/n for all-reduce and algbw * (n-1)/n for the other three, which makes
-// busbw comparable with the link speed whatever n is (0 for world size 1).
-typedef enum { TK_COLL_ALL_REDUCE, TK_COLL_REDUCE_SCATTER, TK_COLL_ALL_GATHER, TK_COLL_ALL_TO_ALL } tk_coll;
+// all-gather output, the all-to-all send buffer (world blocks; for all_to_allv this rank's, the
+// sum of send_counts). algbw = bytes / seconds; busbw = algbw * 2(n-1)/n for all-reduce and
+// algbw * (n-1)/n for the others, which makes busbw comparable with the link speed whatever n is
+// (0 for world size 1; for all_to_allv exact only when the blocks are equal).
+typedef enum {
+    TK_COLL_ALL_REDUCE,
+    TK_COLL_REDUCE_SCATTER,
+    TK_COLL_ALL_GATHER,
+    TK_COLL_ALL_TO_ALL,
+    TK_COLL_ALL_TO_ALLV
+} tk_coll;
 double tk_comm_algbw(size_t bytes, double seconds);
 double tk_comm_busbw(tk_coll k, size_t bytes, int world, double seconds);
 

@@ -78,6 +78,7 @@ static const char *coll_name(int k) {
     case TK_COLL_REDUCE_SCATTER: return "reduce-scatter";
     case TK_COLL_ALL_GATHER: return "all-gather";
     case TK_COLL_ALL_TO_ALL: return "all-to-all";
+    case TK_COLL_ALL_TO_ALLV: return "all-to-allv";
     }
     return "communicator creation";
 }
@@ -237,7 +238,9 @@ static int barrier(tk_shm *s, const char *what, tk_err *e) {
                 pid_t pid = atomic_load_explicit(&s->ranks[j].pid, memory_order_acquire);
                 if (!pid || s->ranks[j].pidns != s->pidns) continue;
                 if (atomic_load_explicit(&s->ranks[j].gen, memory_order_acquire) >= s->gen) continue;
-                if (pid_dead(pid)) {
+                // Its count again after the death: a rank may arrive, fail a check that every rank
+                // fails alike (check_same) and exit while this one looks.
+                if (pid_dead(pid) && atomic_load_explicit(&s->ranks[j].gen, memory_order_acquire) < s->gen) {
                     give_up(s);
                     tk_err_set(e, TK_EDEVICE, "rank %d of %d: %s: rank %d (pid %d) exited", s->rank, s->world,
                                what, j, (int)pid);
@@ -523,13 +526,70 @@ static int check_same(tk_shm *s, const char *what, tk_err *e) {
     return 0;
 }
 
+int tk_shm_counts_check(int rank, int world, int src, int dst, size_t sent, size_t expected, tk_err *e) {
+    if (sent == expected) return 0;
+    tk_err_set(e, TK_EINTERNAL,
+               "rank %d of %d: all-to-allv counts differ: rank %d sends %zu elements to rank %d, which expects %zu",
+               rank, world, src, sent, dst, expected);
+    return tk_err_hint(e, "rank %d's send_counts[%d] must equal rank %d's recv_counts[%d]", src, dst, dst, src);
+}
+
 // memcpy, but an empty call may pass NULL buffers.
 static void copy(void *dst, const void *src, size_t n) {
     if (n) memcpy(dst, src, n);
 }
 
-int tk_shm_collective(tk_shm *s, tk_coll k, const void *send, void *recv, size_t count, tk_dtype t,
-                      float scale, tk_err *e) {
+// Block j of an all-to-all(v) or of a reduce-scatter's input: counts[j] elements, or count for
+// every block when counts is NULL; blocks are packed in rank order.
+static size_t block(const size_t *counts, size_t count, size_t j) { return counts ? counts[j] : count; }
+
+// The elements of a block of n that the round starting at element off moves, per at most.
+static size_t chunk(size_t n, size_t off, size_t per) { return n <= off ? 0 : n - off < per ? n - off : per; }
+
+// Total of counts[0..W-1] in bytes; 1 when it overflows.
+static int bytes_total(const size_t *counts, size_t W, size_t es, size_t *out) {
+    size_t n = 0;
+    for (size_t j = 0; j < W; j++) {
+        if (counts[j] > SIZE_MAX / es - n) return 1;
+        n += counts[j];
+    }
+    *out = n * es;
+    return 0;
+}
+
+// An all-to-allv's first round carries no data: every rank puts its send and recv counts in its
+// slot (2 * world of them fit: a slot holds at least 64 bytes per rank), so after the barrier
+// every rank reads the whole count matrix, checks every pair of the contract in the same order
+// (every rank fails alike, as in check_same) and takes the largest block, which sets the number
+// of data rounds on every rank alike.
+static int counts_round(tk_shm *s, const size_t *send_counts, const size_t *recv_counts, size_t *largest,
+                        tk_err *e) {
+    const char *what = coll_name(TK_COLL_ALL_TO_ALLV);
+    size_t W = (size_t)s->world;
+    uint64_t *mine = (uint64_t *)slot_ptr(s, s->rank);
+    for (size_t j = 0; j < W; j++) mine[j] = send_counts[j], mine[W + j] = recv_counts[j];
+    TRY(barrier(s, what, e));
+    TRY(check_same(s, what, e));
+    *largest = 0;
+    for (size_t i = 0; i < W; i++)
+        for (size_t j = 0; j < W; j++) {
+            uint64_t sent = ((const uint64_t *)slot_ptr(s, (int)i))[j];
+            uint64_t expected = ((const uint64_t *)slot_ptr(s, (int)j))[W + i];
+            int rc = tk_shm_counts_check(s->rank, s->world, (int)i, (int)j, sent, expected, e);
+            if (rc) {
+                s->broken = 1; // not marked in the segment: see check_same
+                return rc;
+            }
+            if (sent > *largest) *largest = sent;
+        }
+    s->round++;
+    return 0;
+}
+
+// Every collective. send_counts and recv_counts: the all-to-allv's (else NULL, and count is the
+// per-rank count of tk_shm_collective).
+static int collective(tk_shm *s, tk_coll k, const void *send, const size_t *send_counts, void *recv,
+                      const size_t *recv_counts, size_t count, tk_dtype t, float scale, tk_err *e) {
     const char *what = coll_name(k);
     if (s->broken) {
         tk_err_set(e, TK_EDEVICE, "rank %d of %d: the communicator was aborted after an earlier error", s->rank,
@@ -537,12 +597,15 @@ int tk_shm_collective(tk_shm *s, tk_coll k, const void *send, void *recv, size_t
         return tk_err_hint(e, "a collective failed or timed out before; the run cannot continue");
     }
     int rc = 0;
-    int reduce = k == TK_COLL_ALL_REDUCE || k == TK_COLL_REDUCE_SCATTER;
-    size_t es = (unsigned)t <= TK_U8 ? tk_dtype_size(t) : 0, W = (size_t)s->world;
+    int reduce = k == TK_COLL_ALL_REDUCE || k == TK_COLL_REDUCE_SCATTER, v = k == TK_COLL_ALL_TO_ALLV;
+    size_t es = (unsigned)t <= TK_U8 ? tk_dtype_size(t) : 0, W = (size_t)s->world, total;
     if (!es) rc = tk_err_set(e, TK_EINTERNAL, "%s: bad dtype %d", what, (int)t);
+    else if (v != (send_counts != NULL)) rc = tk_err_set(e, TK_EINTERNAL, "%s: counts %s", what, v ? "missing" : "given");
     else if (reduce) rc = tk_shm_sum_check(t, scale, e);
     else if (scale != 1.0f) rc = tk_err_set(e, TK_EINTERNAL, "%s with a scale", what);
-    if (!rc && count > SIZE_MAX / (W * es)) rc = tk_err_set(e, TK_EINTERNAL, "%s: count %zu overflows", what, count);
+    if (!rc && !v && count > SIZE_MAX / (W * es)) rc = tk_err_set(e, TK_EINTERNAL, "%s: count %zu overflows", what, count);
+    if (!rc && v && (bytes_total(send_counts, W, es, &total) || bytes_total(recv_counts, W, es, &total)))
+        rc = tk_err_set(e, TK_EINTERNAL, "%s: counts overflow", what);
     if (rc) { // a bad call on one rank would leave the others waiting: make them give up now
         give_up(s);
         return rc;
@@ -551,11 +614,12 @@ int tk_shm_collective(tk_shm *s, tk_coll k, const void *send, void *recv, size_t
     memcpy(&sb, &scale, 4);
     uint64_t *desc = s->ranks[s->rank].desc[s->seq & 1];
     desc[0] = (uint64_t)k, desc[1] = (uint64_t)t, desc[2] = count, desc[3] = sb;
+    if (v) TRY(counts_round(s, send_counts, recv_counts, &count, e)); // count: the largest block
 
     // Elements per block per round: a whole slot, or a world-th of it when every rank's slot
     // holds one block for each rank.
     size_t per = (k == TK_COLL_ALL_REDUCE || k == TK_COLL_ALL_GATHER) ? s->slot / es : s->slot / (W * es);
-    size_t rounds = count ? (count + per - 1) / per : 1; // even an empty call meets the others
+    size_t rounds = count ? (count + per - 1) / per : !v; // even an empty call meets the others
     const unsigned char *in = send;
     unsigned char *outp = recv;
     for (size_t rd = 0; rd < rounds; rd++, s->round++) {
@@ -563,11 +627,12 @@ int tk_shm_collective(tk_shm *s, tk_coll k, const void *send, void *recv, size_t
         unsigned char *mine = slot_ptr(s, s->rank);
         if (k == TK_COLL_ALL_REDUCE || k == TK_COLL_ALL_GATHER) {
             copy(mine, in + off * es, c * es);
-        } else {
-            for (size_t j = 0; j < W; j++) copy(mine + j * per * es, in + (j * count + off) * es, c * es);
+        } else { // block j (its part of this round) to the j-th world-th of the slot
+            for (size_t j = 0, at = 0; j < W; at += block(send_counts, count, j), j++)
+                copy(mine + j * per * es, in + (at + off) * es, chunk(block(send_counts, count, j), off, per) * es);
         }
         TRY(barrier(s, what, e));
-        if (rd == 0) TRY(check_same(s, what, e));
+        if (rd == 0 && !v) TRY(check_same(s, what, e)); // the all-to-allv's counts round checked it
         switch (k) {
         case TK_COLL_ALL_REDUCE: {
             // Rank r reduces part r of the round into its own slot (nobody else reads that part
@@ -590,11 +655,23 @@ int tk_shm_collective(tk_shm *s, tk_coll k, const void *send, void *recv, size_t
             for (size_t j = 0; j < W; j++) copy(outp + (j * count + off) * es, slot_ptr(s, (int)j), c * es);
             break;
         case TK_COLL_ALL_TO_ALL:
-            for (size_t j = 0; j < W; j++)
-                copy(outp + (j * count + off) * es, slot_ptr(s, (int)j) + (size_t)s->rank * per * es, c * es);
+        case TK_COLL_ALL_TO_ALLV: // this rank's world-th of every rank's slot to block j of recv
+            for (size_t j = 0, at = 0; j < W; at += block(recv_counts, count, j), j++)
+                copy(outp + (at + off) * es, slot_ptr(s, (int)j) + (size_t)s->rank * per * es,
+                     chunk(block(recv_counts, count, j), off, per) * es);
             break;
         }
     }
     s->seq++;
     return 0;
+}
+
+int tk_shm_collective(tk_shm *s, tk_coll k, const void *send, void *recv, size_t count, tk_dtype t,
+                      float scale, tk_err *e) {
+    return collective(s, k, send, NULL, recv, NULL, count, t, scale, e);
+}
+
+int tk_shm_all_to_allv(tk_shm *s, const void *send, const size_t *send_counts, void *recv,
+                       const size_t *recv_counts, tk_dtype t, tk_err *e) {
+    return collective(s, TK_COLL_ALL_TO_ALLV, send, send_counts, recv, recv_counts, 0, t, 1.0f, e);
 }

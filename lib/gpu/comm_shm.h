@@ -7,7 +7,9 @@
 // Collectives run synchronously on the calling thread: each rank copies its send data into its
 // slot of the segment, all ranks meet at a barrier, each reads (and reduces) what it needs.
 // Messages larger than a slot go through in rounds. Slots are double-buffered, so a round needs
-// one barrier (two for an all-reduce). Sums go over ranks in rank order 0..W-1, in fp32 for
+// one barrier (two for an all-reduce); an all-to-allv first makes a round of counts: every rank
+// sees every rank's counts, so all check the count contract alike and agree on the number of
+// rounds (its largest block's). Sums go over ranks in rank order 0..W-1, in fp32 for
 // F32, BF16 and F16 (one rounding at the end for the 16-bit types), each input multiplied by the
 // scale first (NCCL's pre-multiplied sum); every element is reduced by exactly one rank, so every
 // rank gets bitwise the same result.
@@ -33,9 +35,17 @@ void tk_shm_destroy(tk_shm *s);
 
 // One collective with comm.h's contract; count is the per-rank count that comm.h gives for k
 // (all-reduce: count; reduce-scatter: recv_count; all-gather: send_count; all-to-all: count).
-// scale must be 1 for the all-gather and the all-to-all.
+// scale must be 1 for the all-gather and the all-to-all. Not for TK_COLL_ALL_TO_ALLV (below).
 int tk_shm_collective(tk_shm *s, tk_coll k, const void *send, void *recv, size_t count, tk_dtype t,
                       float scale, tk_err *e);
+
+// All-to-allv with comm.h's contract (tk_all_to_allv), the count contract included: when any
+// pair of ranks breaks it, every rank fails alike with TK_EINTERNAL.
+int tk_shm_all_to_allv(tk_shm *s, const void *send, const size_t *send_counts, void *recv,
+                       const size_t *recv_counts, tk_dtype t, tk_err *e);
+// 0 when rank src sends as many elements to rank dst (sent) as rank dst expects from it
+// (expected), else TK_EINTERNAL naming both; rank and world (the caller's) lead the message.
+int tk_shm_counts_check(int rank, int world, int src, int dst, size_t sent, size_t expected, tk_err *e);
 
 // 0 when sums of t with this scale are supported (integers: scale 1 only, wrapping), else
 // TK_EINTERNAL with a message.

@@ -2,8 +2,10 @@
 // processes that meet through a file: rendezvous in a temporary directory, run collectives, and
 // write what they received to files; the parent recomputes every expected element on its own
 // (exact integer sums for small-integer data, the documented rank-order fp32 sum for random data)
-// and compares bytes. Failure cases: a peer that exits, is killed, hangs, never joins, or calls
-// another collective; every one must end in an error within seconds, never a hang. After each run
+// and compares bytes; an all-to-allv's values encode (source, destination, index), so every
+// element received is checked to be the right one from the right rank. Failure cases: a peer that exits, is killed, hangs, never joins, or calls
+// another collective or breaks the all-to-allv count contract; every one must end in an error
+// within seconds, never a hang. After each run
 // no segment of that run may be left in /dev/shm.
 #include <dirent.h>
 #include <errno.h>
@@ -32,6 +34,7 @@ typedef struct {
     float scale;
     int random;  // 0: small integers (exact results), 1: random values
     int inplace; // all-reduce with send == recv
+    int pattern; // all-to-allv: the counts (vcount)
 } ccase;
 
 #define MAX_CASES 256
@@ -62,12 +65,44 @@ static uint16_t f_bf16(float f) { // round to nearest even (finite values only i
     return (uint16_t)((u + 0x7fff + lsb) >> 16);
 }
 
+// All-to-allv counts: elements rank src sends to rank dst, in pattern p.
+static size_t vcount(int p, int world, int src, int dst) {
+    switch (p) {
+    case 0: return (size_t)((src * 5 + dst * 3 + 1) % 4) * 7;                // mixed, zeros among them
+    case 1: return src == dst ? 0 : 1 + (size_t)src * 300 + (size_t)dst * 70; // no own block; > a 512-byte slot
+    case 2: return src == world - 1 && dst == 0 ? 2500 : src == dst ? 3 : 0;  // one large pair, the rest tiny
+    case 3: return 0;                                                         // nothing at all
+    case 4: return src == 1 && dst == 0 ? ((size_t)9 << 20) / 8 + 5 : 1000;   // more than a default slot (i64)
+    }
+    return 0;
+}
+// Sum of vcount over the sends (send = 1) or the receives of rank r, up to peer `upto` (excluded).
+static size_t vsum(int p, int world, int r, int send, int upto) {
+    size_t n = 0;
+    for (int j = 0; j < upto; j++) n += send ? vcount(p, world, r, j) : vcount(p, world, j, r);
+    return n;
+}
+
 static size_t esize(tk_dtype t) { return t == TK_F32 || t == TK_I32 ? 4 : t == TK_I64 ? 8 : t == TK_U8 ? 1 : 2; }
 
-// Input element i of rank r for case ci, stored at p.
-static void input(int ci, int r, size_t i, void *p) {
-    const ccase *c = &g_cases[ci];
-    uint64_t h = draw(ci, r, i);
+// Element idx of the block that rank src sends to rank dst in all-to-allv case ci: src, dst and
+// idx in plain sight for I64, hashed into the narrower types.
+static uint64_t vvalue(int ci, int src, int dst, size_t idx) {
+    uint64_t x = (uint64_t)src << 56 | (uint64_t)dst << 48 | (uint64_t)ci << 32 | idx;
+    return g_cases[ci].t == TK_I64 ? x : mix(x);
+}
+
+// Element i of rank r's send (send = 1) or recv in all-to-allv pattern p is element *idx of the
+// block to (from) rank *peer.
+static void vlocate(int p, int world, int r, int send, size_t i, int *peer, size_t *idx) {
+    int j = 0;
+    size_t at = 0;
+    for (size_t n; i >= at + (n = send ? vcount(p, world, r, j) : vcount(p, world, j, r)); j++) at += n;
+    *peer = j, *idx = i - at;
+}
+
+// The value of hash h in case ci's type, stored at p.
+static void store(const ccase *c, uint64_t h, void *p) {
     float f = c->random ? (float)((double)(h >> 40) / (double)(1u << 23) - 1.0) : (float)((int)(h % 17) - 8);
     switch (c->t) {
     case TK_F32: memcpy(p, &f, 4); break;
@@ -77,6 +112,19 @@ static void input(int ci, int r, size_t i, void *p) {
     case TK_I64: memcpy(p, &h, 8); break;
     case TK_U8: *(uint8_t *)p = (uint8_t)h; break;
     }
+}
+
+// Element i of rank r's send for case ci, stored at p.
+static void input(int ci, int r, int world, size_t i, void *p) {
+    const ccase *c = &g_cases[ci];
+    if (c->k != TK_COLL_ALL_TO_ALLV) {
+        store(c, draw(ci, r, i), p);
+        return;
+    }
+    int dst;
+    size_t idx;
+    vlocate(c->pattern, world, r, 1, i, &dst, &idx);
+    store(c, vvalue(ci, r, dst, idx), p);
 }
 
 static float as_float(tk_dtype t, const void *p) {
@@ -95,7 +143,7 @@ static void expect_sum(int ci, int world, size_t i, void *p) {
         uint64_t s = 0; // wrapping sums, truncated to the type below
         for (int r = 0; r < world; r++) {
             memset(x, 0, 8);
-            input(ci, r, i, x);
+            input(ci, r, world, i, x);
             uint64_t v = 0;
             memcpy(&v, x, esize(c->t)); // little-endian host
             s += v;
@@ -107,14 +155,14 @@ static void expect_sum(int ci, int world, size_t i, void *p) {
     if (!c->random) { // small integers: the exact value, then converted (exact in every type)
         long sum = 0;
         for (int r = 0; r < world; r++) {
-            input(ci, r, i, x);
+            input(ci, r, world, i, x);
             sum += lrintf(as_float(c->t, x));
         }
         v = (float)((double)sum * c->scale);
     } else { // the contract: fp32, each input times the scale, summed in rank order
         v = 0;
         for (int r = 0; r < world; r++) {
-            input(ci, r, i, x);
+            input(ci, r, world, i, x);
             float y = as_float(c->t, x) * c->scale;
             v = r ? v + y : y;
         }
@@ -124,10 +172,13 @@ static void expect_sum(int ci, int world, size_t i, void *p) {
     else { _Float16 h = (_Float16)v; memcpy(p, &h, 2); }
 }
 
-static size_t in_count(const ccase *c, int world) {
+// Elements of rank r's send and recv.
+static size_t in_count(const ccase *c, int world, int r) {
+    if (c->k == TK_COLL_ALL_TO_ALLV) return vsum(c->pattern, world, r, 1, world);
     return c->k == TK_COLL_ALL_REDUCE || c->k == TK_COLL_ALL_GATHER ? c->count : (size_t)world * c->count;
 }
-static size_t out_count(const ccase *c, int world) {
+static size_t out_count(const ccase *c, int world, int r) {
+    if (c->k == TK_COLL_ALL_TO_ALLV) return vsum(c->pattern, world, r, 0, world);
     return c->k == TK_COLL_ALL_REDUCE || c->k == TK_COLL_REDUCE_SCATTER ? c->count : (size_t)world * c->count;
 }
 
@@ -138,13 +189,23 @@ static void expect(int ci, int world, int q, size_t o, void *p) {
     switch (c->k) {
     case TK_COLL_ALL_REDUCE: expect_sum(ci, world, o, p); break;
     case TK_COLL_REDUCE_SCATTER: expect_sum(ci, world, (size_t)q * n + o, p); break;
-    case TK_COLL_ALL_GATHER: input(ci, (int)(o / n), o % n, p); break;
-    case TK_COLL_ALL_TO_ALL: input(ci, (int)(o / n), (size_t)q * n + o % n, p); break;
+    case TK_COLL_ALL_GATHER: input(ci, (int)(o / n), world, o % n, p); break;
+    case TK_COLL_ALL_TO_ALL: input(ci, (int)(o / n), world, (size_t)q * n + o % n, p); break;
+    case TK_COLL_ALL_TO_ALLV: {
+        int src;
+        size_t idx;
+        vlocate(c->pattern, world, q, 0, o, &src, &idx);
+        store(c, vvalue(ci, src, q, idx), p);
+        break;
+    }
     }
 }
 
 static void add_case(tk_coll k, tk_dtype t, size_t count, float scale, int random, int inplace) {
-    if (g_ncases < MAX_CASES) g_cases[g_ncases++] = (ccase){k, t, count, scale, random, inplace};
+    if (g_ncases < MAX_CASES) g_cases[g_ncases++] = (ccase){k, t, count, scale, random, inplace, 0};
+}
+static void add_vcase(tk_dtype t, int pattern) {
+    if (g_ncases < MAX_CASES) g_cases[g_ncases++] = (ccase){TK_COLL_ALL_TO_ALLV, t, 0, 1.0f, 1, 0, pattern};
 }
 
 // ---- ranks ----------------------------------------------------------------------------------
@@ -248,12 +309,15 @@ static int rank_cases(int rank, int world, void *arg) {
     if (!f) return 11;
     for (int ci = 0; ci < g_ncases; ci++) {
         const ccase *cc = &g_cases[ci];
-        size_t es = esize(cc->t), ni = in_count(cc, world), no = out_count(cc, world);
+        size_t es = esize(cc->t), ni = in_count(cc, world, rank), no = out_count(cc, world, rank);
         unsigned char *in = malloc(ni * es + 1), *out = malloc(no * es + 1);
-        for (size_t i = 0; i < ni; i++) input(ci, rank, i, in + i * es);
+        for (size_t i = 0; i < ni; i++) input(ci, rank, world, i, in + i * es);
         memset(out, 0xa5, no * es); // garbage where nothing was written
         int rc = 0;
-        void *sp = cc->count ? in : NULL, *rp = cc->count ? out : NULL; // empty calls may pass NULL
+        void *sp = ni ? in : NULL, *rp = no ? out : NULL; // empty calls may pass NULL
+        size_t sc[8], rcn[8];
+        for (int j = 0; j < world; j++)
+            sc[j] = vcount(cc->pattern, world, rank, j), rcn[j] = vcount(cc->pattern, world, j, rank);
         switch (cc->k) {
         case TK_COLL_ALL_REDUCE:
             if (cc->inplace) memcpy(out, in, ni * es);
@@ -264,6 +328,7 @@ static int rank_cases(int rank, int world, void *arg) {
             break;
         case TK_COLL_ALL_GATHER: rc = tk_all_gather(m, sp, rp, cc->count, cc->t, TK_STREAM_COMM, &e); break;
         case TK_COLL_ALL_TO_ALL: rc = tk_all_to_all(m, sp, rp, cc->count, cc->t, TK_STREAM_COMM, &e); break;
+        case TK_COLL_ALL_TO_ALLV: rc = tk_all_to_allv(m, sp, sc, rp, rcn, cc->t, TK_STREAM_COMM, &e); break;
         }
         if (!rc) rc = tk_comm_wait(m, TK_STREAM_COMM, 1, &e);
         if (rc) {
@@ -300,9 +365,11 @@ static int check_cases(int world, const char *slot_bytes) {
     }
     for (int ci = 0; ci < g_ncases && !bad; ci++) {
         const ccase *cc = &g_cases[ci];
-        size_t es = esize(cc->t), no = out_count(cc, world);
-        unsigned char *got = malloc(no * es + 1), *first = malloc(no * es + 1), want[8];
+        size_t es = esize(cc->t), nmax = 0;
+        for (int q = 0; q < world; q++) nmax = out_count(cc, world, q) > nmax ? out_count(cc, world, q) : nmax;
+        unsigned char *got = malloc(nmax * es + 1), *first = malloc(nmax * es + 1), want[8];
         for (int q = 0; q < world && !bad; q++) {
+            size_t no = out_count(cc, world, q);
             if (fread(got, es, no, f[q]) != no) {
                 printf("# short output of rank %d\n", q);
                 bad = 1;
@@ -313,8 +380,8 @@ static int check_cases(int world, const char *slot_bytes) {
                 if (memcmp(got + o * es, want, es) != 0) {
                     uint64_t g = 0, w = 0;
                     memcpy(&g, got + o * es, es), memcpy(&w, want, es);
-                    printf("# world %d case %d (coll %d, dtype %s, count %zu, scale %g, %s%s): rank %d element %zu is 0x%llx, want 0x%llx\n",
-                           world, ci, (int)cc->k, tk_dtype_name(cc->t), cc->count, cc->scale,
+                    printf("# world %d case %d (coll %d, dtype %s, count %zu, pattern %d, scale %g, %s%s): rank %d element %zu is 0x%llx, want 0x%llx\n",
+                           world, ci, (int)cc->k, tk_dtype_name(cc->t), cc->count, cc->pattern, cc->scale,
                            cc->random ? "random" : "small integers", cc->inplace ? ", in place" : "", q, o,
                            (unsigned long long)g, (unsigned long long)w);
                     bad = 1;
@@ -400,12 +467,31 @@ TK_TEST(comm_shm_random_data_rank_order) {
     for (int w = 2; w <= 4; w++) CHECK_EQ_INT(check_cases(w, "4096"), 0);
 }
 
+TK_TEST(comm_shm_all_to_allv) {
+    setup();
+    g_ncases = 0;
+    // Each pattern in three element sizes, between other collectives on the same communicator
+    // (the counts round must leave the slots' alternation in step).
+    const tk_dtype ts[] = {TK_I64, TK_U8, TK_BF16};
+    for (int p = 0; p < 4; p++)
+        for (int d = 0; d < 3; d++) {
+            add_vcase(ts[d], p);
+            add_case(d == 1 ? TK_COLL_ALL_REDUCE : TK_COLL_ALL_TO_ALL, TK_I64, 33, 1.0f, 0, 0);
+        }
+    add_vcase(TK_I64, 1);
+    add_vcase(TK_I64, 3); // back to back: nothing between an empty call and the next
+    add_vcase(TK_I64, 0);
+    // 512-byte slots: pattern 1's blocks (up to 1041 elements) take up to 66 rounds.
+    for (int w = 2; w <= 4; w++) CHECK_EQ_INT(check_cases(w, "512"), 0);
+}
+
 TK_TEST(comm_shm_default_slot_large_message) {
     setup();
     g_ncases = 0;
     // 12 MiB + 4 bytes: more than one default slot (8 MiB for 2 ranks).
     add_case(TK_COLL_ALL_REDUCE, TK_F32, ((size_t)3 << 20) + 1, 0.5f, 0, 1);
     add_case(TK_COLL_ALL_GATHER, TK_U8, ((size_t)9 << 20) + 3, 1.0f, 0, 0);
+    add_vcase(TK_I64, 4); // rank 1 to rank 0: 9 MiB + 40 bytes
     CHECK_EQ_INT(check_cases(2, NULL), 0);
 }
 
@@ -549,6 +635,62 @@ TK_TEST(comm_shm_peer_never_joins) {
 TK_TEST(comm_shm_mismatched_calls) {
     setup();
     CHECK_EQ_INT(check_failure(2, (fcase){1, 4, 10, 3, NULL}, status_0), 0);
+}
+
+// mode 0: every rank makes an all-to-allv that works (pattern 0), then one where the last rank
+// expects one element more from rank 0 than rank 0 sends it. mode 1: rank 1 calls tk_all_to_all
+// where the others call tk_all_to_allv. Every rank, involved or not, must fail at once with
+// TK_EINTERNAL and the same message, and later calls with TK_EDEVICE.
+static int rank_vmismatch(int rank, int world, void *arg) {
+    int mode = *(const int *)arg;
+    tk_ctx *c;
+    tk_comm *m;
+    tk_err e = {0};
+    if (open_comm(rank, world, 10, &c, &m, &e)) return say_err(rank, "create", &e), 10;
+    int64_t in[128] = {0}, out[128];
+    size_t sc[8], rcn[8];
+    for (int j = 0; j < world; j++) sc[j] = vcount(0, world, rank, j), rcn[j] = vcount(0, world, j, rank);
+    if (tk_all_to_allv(m, in, sc, out, rcn, TK_I64, TK_STREAM_COMM, &e)) return say_err(rank, "first all-to-allv", &e), 11;
+    char want[160];
+    if (mode == 0) {
+        size_t n = vcount(0, world, 0, world - 1);
+        if (rank == world - 1) rcn[0]++;
+        snprintf(want, sizeof want,
+                 "rank %d of %d: all-to-allv counts differ: rank 0 sends %zu elements to rank %d, which expects %zu",
+                 rank, world, n, world - 1, n + 1);
+    } else {
+        snprintf(want, sizeof want, "rank %d of %d: collectives differ", rank, world);
+    }
+    double t0 = tk_now();
+    int rc = mode == 1 && rank == 1 ? tk_all_to_all(m, in, out, 5, TK_I64, TK_STREAM_COMM, &e)
+                                    : tk_all_to_allv(m, in, sc, out, rcn, TK_I64, TK_STREAM_COMM, &e);
+    double dt = tk_now() - t0;
+    if (rc != TK_EINTERNAL || strncmp(e.what, want, strlen(want)) || dt > 3) {
+        say_err(rank, "unexpected result", &e);
+        printf("# rank %d: rc %d after %.2f s; wanted rc %d and \"%s\"\n", rank, rc, dt, TK_EINTERNAL, want);
+        return 1;
+    }
+    printf("# rank %d: failed as expected after %.2f s: %s\n", rank, dt, e.what);
+    rc = tk_all_to_allv(m, in, sc, out, rcn, TK_I64, TK_STREAM_COMM, &e);
+    if (rc != TK_EDEVICE || !strstr(e.what, "aborted")) return say_err(rank, "call after a failure", &e), 1;
+    tk_comm_destroy(m);
+    tk_ctx_destroy(c);
+    return 0;
+}
+
+static int check_vmismatch(int world, int mode) {
+    new_run();
+    int st[8], bad = 0;
+    if (run_ranks(world, rank_vmismatch, &mode, 30, -1, st)) return 1;
+    for (int r = 0; r < world; r++)
+        if (!exited(st[r], 0)) printf("# mode %d, world %d: rank %d ended with status 0x%x\n", mode, world, r, st[r]), bad = 1;
+    return bad || leftovers();
+}
+
+TK_TEST(comm_shm_all_to_allv_count_contract) {
+    setup();
+    for (int w = 2; w <= 4; w++) CHECK_EQ_INT(check_vmismatch(w, 0), 0); // world 2: sends 0, expects 1
+    for (int w = 2; w <= 3; w++) CHECK_EQ_INT(check_vmismatch(w, 1), 0);
 }
 
 TK_TEST(comm_shm_bad_slot_size) {

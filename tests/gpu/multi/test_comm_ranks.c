@@ -91,17 +91,30 @@ static void tap(int ok, const char *fmt, const char *detail) {
 // Small whole numbers (exact in bf16 and after halving), different on every rank and element.
 static float val(int rank, size_t i) { return (float)((int)((i * 7 + (size_t)rank * 3) % 13) - 4); }
 
-typedef enum { K_ALLREDUCE, K_REDUCE_SCATTER, K_ALL_GATHER, K_ALL_TO_ALL } kind;
+typedef enum { K_ALLREDUCE, K_REDUCE_SCATTER, K_ALL_GATHER, K_ALL_TO_ALL, K_ALL_TO_ALLV } kind;
 typedef struct {
     const char *name;
     kind k;
     tk_dtype t;
     float scale;
     size_t count;            // the count argument of the call
+    int pattern;             // all-to-allv: the counts (vcount)
     size_t nsend, nrecv;     // elements
+    size_t *send_counts, *recv_counts; // all-to-allv: host, world entries
     void *send, *recv;       // device
     void *want;              // host, nrecv elements of type t
 } coll_case;
+
+// All-to-allv counts: elements rank src sends to rank dst (below 10000: see the values), in
+// pattern p, each with zero counts and the own block in another role.
+static size_t vcount(int p, int src, int dst) {
+    switch (p) {
+    case 0: return 1000 + (size_t)src * 100 + (size_t)dst * 10; // every block, the own one included, differs
+    case 1: return src == dst ? 0 : 3001 + (size_t)src;          // no own block
+    case 2: return src < dst ? 4099 : src == dst ? 17 : 0;       // nothing to lower ranks, a small own block
+    }
+    return 0;
+}
 
 static void put(void *buf, tk_dtype t, size_t i, double v) {
     if (t == TK_F32) ((float *)buf)[i] = (float)v;
@@ -115,26 +128,45 @@ static void case_init(coll_case *c) {
     size_t es = tk_dtype_size(c->t);
     c->nsend = c->k == K_REDUCE_SCATTER || c->k == K_ALL_TO_ALL ? c->count * W : c->count;
     c->nrecv = c->k == K_ALL_GATHER || c->k == K_ALL_TO_ALL ? c->count * W : c->count;
-    void *h = malloc(c->nsend * es);
-    c->want = malloc(c->nrecv * es);
-    if (!h || !c->want) abort();
-    for (size_t i = 0; i < c->nsend; i++) {
-        double v = c->k == K_ALL_TO_ALL ? me * 1000000.0 + (double)(i / c->count) * 10000 + (double)(i % c->count)
-                   : c->k == K_ALL_GATHER ? me * 100000.0 + (double)i
-                                          : val(me, i);
-        put(h, c->t, i, v);
-    }
-    for (size_t i = 0; i < c->nrecv; i++) {
-        double v = 0;
-        if (c->k == K_ALLREDUCE || c->k == K_REDUCE_SCATTER) {
-            size_t src = c->k == K_REDUCE_SCATTER ? (size_t)me * c->count + i : i;
-            for (int r = 0; r < W; r++) v += (double)c->scale * val(r, src);
-        } else if (c->k == K_ALL_GATHER) {
-            v = (double)(i / c->count) * 100000.0 + (double)(i % c->count);
-        } else { // block j of recv is block `me` of rank j's send
-            v = (double)(i / c->count) * 1000000.0 + me * 10000.0 + (double)(i % c->count);
+    if (c->k == K_ALL_TO_ALLV) {
+        c->send_counts = malloc((size_t)W * sizeof(size_t));
+        c->recv_counts = malloc((size_t)W * sizeof(size_t));
+        if (!c->send_counts || !c->recv_counts) abort();
+        c->nsend = c->nrecv = 0;
+        for (int j = 0; j < W; j++) {
+            c->send_counts[j] = vcount(c->pattern, me, j), c->nsend += c->send_counts[j];
+            c->recv_counts[j] = vcount(c->pattern, j, me), c->nrecv += c->recv_counts[j];
         }
-        put(c->want, c->t, i, v);
+    }
+    void *h = malloc(c->nsend * es + 1);
+    c->want = malloc(c->nrecv * es + 1);
+    if (!h || !c->want) abort();
+    if (c->k == K_ALL_TO_ALLV) { // element k of the block from src to dst: src * 1e6 + dst * 1e4 + k
+        size_t i = 0;
+        for (int j = 0; j < W; j++)
+            for (size_t k = 0; k < c->send_counts[j]; k++) put(h, c->t, i++, me * 1000000.0 + j * 10000.0 + (double)k);
+        i = 0;
+        for (int j = 0; j < W; j++)
+            for (size_t k = 0; k < c->recv_counts[j]; k++) put(c->want, c->t, i++, j * 1000000.0 + me * 10000.0 + (double)k);
+    } else {
+        for (size_t i = 0; i < c->nsend; i++) {
+            double v = c->k == K_ALL_TO_ALL ? me * 1000000.0 + (double)(i / c->count) * 10000 + (double)(i % c->count)
+                       : c->k == K_ALL_GATHER ? me * 100000.0 + (double)i
+                                              : val(me, i);
+            put(h, c->t, i, v);
+        }
+        for (size_t i = 0; i < c->nrecv; i++) {
+            double v = 0;
+            if (c->k == K_ALLREDUCE || c->k == K_REDUCE_SCATTER) {
+                size_t src = c->k == K_REDUCE_SCATTER ? (size_t)me * c->count + i : i;
+                for (int r = 0; r < W; r++) v += (double)c->scale * val(r, src);
+            } else if (c->k == K_ALL_GATHER) {
+                v = (double)(i / c->count) * 100000.0 + (double)(i % c->count);
+            } else { // block j of recv is block `me` of rank j's send
+                v = (double)(i / c->count) * 1000000.0 + me * 10000.0 + (double)(i % c->count);
+            }
+            put(c->want, c->t, i, v);
+        }
     }
     cuda_check(cudaMalloc(&c->send, c->nsend * es), "cudaMalloc");
     cuda_check(cudaMalloc(&c->recv, c->nrecv * es), "cudaMalloc");
@@ -150,6 +182,8 @@ static int case_enqueue(coll_case *c, int stream, tk_err *e) {
     case K_REDUCE_SCATTER: return tk_reduce_scatter_sum(M, c->send, c->recv, c->count, c->t, c->scale, stream, e);
     case K_ALL_GATHER: return tk_all_gather(M, c->send, c->recv, c->count, c->t, stream, e);
     case K_ALL_TO_ALL: return tk_all_to_all(M, c->send, c->recv, c->count, c->t, stream, e);
+    case K_ALL_TO_ALLV:
+        return tk_all_to_allv(M, c->send, c->send_counts, c->recv, c->recv_counts, c->t, stream, e);
     }
     return TK_EINTERNAL;
 }
@@ -190,6 +224,9 @@ static void run_checks(double timeout) {
         {.name = "reduce-scatter bf16 scale 0.5", .k = K_REDUCE_SCATTER, .t = TK_BF16, .scale = 0.5f, .count = 2053},
         {.name = "all-gather i32", .k = K_ALL_GATHER, .t = TK_I32, .count = 5003},
         {.name = "all-to-all i32", .k = K_ALL_TO_ALL, .t = TK_I32, .count = 3001},
+        {.name = "all-to-allv i32, every block differs", .k = K_ALL_TO_ALLV, .t = TK_I32, .pattern = 0},
+        {.name = "all-to-allv f32, no own block", .k = K_ALL_TO_ALLV, .t = TK_F32, .pattern = 1},
+        {.name = "all-to-allv i32, zeros to lower ranks", .k = K_ALL_TO_ALLV, .t = TK_I32, .pattern = 2},
     };
     int n = (int)(sizeof cs / sizeof cs[0]);
     for (int i = 0; i < n; i++) case_init(&cs[i]);
@@ -230,7 +267,7 @@ static void run_checks(double timeout) {
     tk_graph_destroy(&g);
     for (int i = 0; i < n; i++) {
         cudaFree(cs[i].send), cudaFree(cs[i].recv);
-        free(cs[i].want);
+        free(cs[i].want), free(cs[i].send_counts), free(cs[i].recv_counts);
     }
 }
 

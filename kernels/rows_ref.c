@@ -1,0 +1,44 @@
+// CPU reference of kernels/rows.h.
+#include <string.h>
+
+#include "rows.h"
+#include "sgd.h" // tk_f32_to_bf16, tk_bf16_to_f32
+
+int tk_rows_copy_ref(const void *src, tk_dtype st, const int32_t *spos, void *dst, tk_dtype dt,
+                     const int32_t *dpos, int64_t n, int D, tk_err *e) {
+    TRY(tk_rows_copy_check(st, dt, n, D, e));
+    size_t ss = tk_dtype_size(st), ds = tk_dtype_size(dt);
+#pragma omp parallel for schedule(static)
+    for (int64_t k = 0; k < n; k++) {
+        int64_t s = (spos ? spos[k] : k) * (int64_t)D, d = (dpos ? dpos[k] : k) * (int64_t)D;
+        if (st == dt) {
+            memcpy((char *)dst + d * ds, (const char *)src + s * ss, (size_t)D * ss);
+            continue;
+        }
+        for (int64_t c = 0; c < D; c++)
+            if (dt == TK_BF16) ((uint16_t *)dst)[d + c] = tk_f32_to_bf16(((const float *)src)[s + c]);
+            else ((float *)dst)[d + c] = tk_bf16_to_f32(((const uint16_t *)src)[s + c]);
+    }
+    return 0;
+}
+
+int tk_rows_segsum_ref(const void *src, tk_dtype st, const int32_t *pos, const int32_t *seg_off,
+                       const int32_t *seg_row, int nseg, int D, float *dst, tk_err *e) {
+    TRY(tk_rows_segsum_check(st, nseg, D, e));
+    // Dynamic: one segment can hold most of the items (a very frequent row).
+#pragma omp parallel for schedule(dynamic, 16)
+    for (int g = 0; g < nseg; g++) {
+        float *out = dst + (int64_t)seg_row[g] * D;
+        for (int c = 0; c < D; c++) out[c] = 0.0f;
+        // Items outer, columns inner (a row at a time), which keeps each column's adds in item
+        // order: the order the cuda kernel uses.
+        for (int32_t k = seg_off[g]; k < seg_off[g + 1]; k++) {
+            int64_t s = (int64_t)pos[k] * D;
+            if (st == TK_F32)
+                for (int c = 0; c < D; c++) out[c] += ((const float *)src)[s + c];
+            else
+                for (int c = 0; c < D; c++) out[c] += tk_bf16_to_f32(((const uint16_t *)src)[s + c]);
+        }
+    }
+    return 0;
+}
