@@ -35,8 +35,9 @@ typedef struct options {
     char *train[MAX_PATHS], *eval[MAX_PATHS], *sets[MAX_SETS + 2];
     int ntrain, neval, nsets;
     int64_t ckpt_every, eval_every, max_steps, log_every, threads, loader_threads;
+    int64_t hybrid_max_rows, hybrid_stat_batches;
     double eval_wait, comm_timeout;
-    int no_graphs, progress, profile;
+    int no_graphs, progress, profile, hybrid;
 } options;
 
 static void help(void) {
@@ -74,6 +75,10 @@ static void help(void) {
            "                          or tcp:HOST:PORT (required when WORLD_SIZE > 1)\n"
            "      --comm-timeout SEC  several ranks: fail when the peers do not answer within\n"
            "                          SEC seconds (default 300)\n"
+           "      --hybrid-embedding  several ranks: replicate the tables' most used rows on every\n"
+           "                          rank (all-reduced) and exchange only the rest (eager steps)\n"
+           "      --hybrid-max-rows N     ... at most N replicated rows (default 1048576)\n"
+           "      --hybrid-stat-batches N ... chosen from the first N training batches (default 20)\n"
            "  -h, --help              this help\n"
            "  -V, --version           versions of trainkit, CUDA, cuDNN, NCCL\n"
            "\nExit status: 0 target reached, 1 not reached, 2 usage, 3 bad input data, 4 I/O error,\n"
@@ -88,7 +93,12 @@ static char g_errprog[64] = "train-step";
 
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int usage_error(const char *fmt, ...) {
-    if (g_ri.rank != 0) return TK_EUSAGE;
+    // The other ranks exit silently, but not at once: under share/launch the first rank to exit
+    // nonzero gets the others stopped, and rank 0 must have printed the error by then.
+    if (g_ri.rank != 0) {
+        usleep(1000000);
+        return TK_EUSAGE;
+    }
     char msg[1024];
     va_list ap;
     va_start(ap, fmt);
@@ -250,6 +260,27 @@ static int poll_results(run *r, double wait_s, tk_err *e) {
     return 0;
 }
 
+// Several ranks: rank 0 alone reads the evaluator's results (they appear at any moment, so ranks
+// reading on their own could see different ones) and the others take its outcome: the target
+// reached or not, or its error. Rank 0 may wait up to wait_s for a result before it joins.
+static int poll_agreed(run *r, double wait_s, tk_err *e) {
+    int rc = g_ri.rank == 0 ? poll_results(r, wait_s, e) : 0;
+    if (g_ri.world == 1) return rc;
+    int64_t all[TK_DLRM_MAX_WORLD];
+    tk_err ge;
+    tk_err_clear(&ge);
+    int grc = tk_dlrm_gather_word(r->m, (int64_t)rc << 1 | r->reached, all, wait_s + r->o->comm_timeout, &ge);
+    if (rc) return rc;
+    if (grc) {
+        *e = ge;
+        return grc;
+    }
+    if (all[0] >> 1)
+        return tk_err_set(e, (int)(all[0] >> 1), "rank 0 failed to read an evaluation result (its error says why)");
+    r->reached = (int)(all[0] & 1);
+    return 0;
+}
+
 static int eval_point(run *r, tk_err *e) {
     if (r->es) return eval_inprocess(r, e);
     char path[4200];
@@ -261,7 +292,7 @@ static int eval_point(run *r, tk_err *e) {
         r->cap_pend = r->cap_pend * 2 + 16;
     }
     r->pend[r->npend++] = r->step;
-    return poll_results(r, 0, e);
+    return poll_agreed(r, 0, e);
 }
 
 // ---- MLLOG preamble ----
@@ -302,6 +333,37 @@ static int log_preamble(run *r, tk_err *e) {
 
 // ---- the training loop ----
 
+// --hybrid-embedding: the replicated rows are chosen from the first batches of the training data
+// (every rank reads the same ones, so every rank chooses the same rows).
+static int hybrid_setup(run *r, tk_err *e) {
+    const tk_dlrm_config *cfg = &r->m->cfg;
+    const int T = cfg->num_tables;
+    int64_t want = r->o->hybrid_stat_batches * r->B, have = (int64_t)tk_dlrm_data_count(r->train);
+    int64_t n = want < have ? want : have, got_all = 0;
+    uint8_t *hl = malloc((size_t)r->B);
+    int32_t *hd = malloc((size_t)r->B * cfg->num_dense * 4), *cat = malloc((size_t)n * T * 4);
+    int rc = !hl || !hd || !cat ? tk_err_set(e, TK_EIO, "out of host memory") : 0;
+    if (!rc) rc = tk_dlrm_data_seek(r->train, 0, e);
+    while (!rc && got_all < n) {
+        int k = n - got_all < r->B ? (int)(n - got_all) : (int)r->B, got = 0;
+        rc = tk_dlrm_data_next(r->train, k, cfg->table_rows, hl, hd, cat + got_all * T, &got, e);
+        if (!rc && got == 0) break;
+        got_all += got;
+    }
+    double t0 = tk_now();
+    if (!rc) rc = tk_dlrm_hybrid_setup(r->m, cat, got_all, r->o->hybrid_max_rows, e);
+    if (!rc) {
+        json_t *h = tk_dlrm_hybrid_json(r->m);
+        rc = emit(json_pack("{s:s, s:I, s:f, s:o}", "type", "hybrid_embedding", "stat_samples", (json_int_t)got_all,
+                            "setup_s", tk_now() - t0, "rows", h ? h : json_null()),
+                  e);
+    }
+    free(hl);
+    free(hd);
+    free(cat);
+    return rc;
+}
+
 // Takes decoded batch `step` from the loader and copies it into staging slot step % 2.
 static int stage_batch(run *r, tk_dlrm_loader *ld, int64_t step, tk_err *e) {
     uint8_t *hl;
@@ -318,7 +380,7 @@ static int stage_batch(run *r, tk_dlrm_loader *ld, int64_t step, tk_err *e) {
 
 static int train(run *r, tk_err *e) {
     options *o = r->o;
-    int use_graph = r->c->backend == TK_BACKEND_CUDA && !o->no_graphs && !o->profile;
+    int use_graph = r->c->backend == TK_BACKEND_CUDA && !o->no_graphs && !o->profile && !o->hybrid;
     tk_graph graph = {0};
     const tk_dlrm_config *cfg = &r->m->cfg;
     size_t B = (size_t)r->B;
@@ -399,7 +461,7 @@ static int train(run *r, tk_err *e) {
     }
     tk_progress_end(&pr, (uint64_t)r->step);
     // Out-of-process evaluation: wait for the results still pending.
-    if (!rc && r->o->eval_dir && !r->reached) rc = poll_results(r, o->eval_wait, e);
+    if (!rc && r->o->eval_dir && !r->reached) rc = poll_agreed(r, o->eval_wait, e);
     if (graph.valid) tk_graph_destroy(&graph);
     tk_dlrm_loader_stop(ld);
     return rc;
@@ -509,6 +571,7 @@ static int run_main(options *o, tk_err *e) {
         if (!rc) rc = emit(json_pack("{s:s, s:s, s:I}", "type", "dump", "path", o->dump, "step", (json_int_t)r->step), e);
         goto out;
     }
+    if (o->hybrid && (rc = hybrid_setup(r, e))) goto out;
     if (o->neval > 0 && (rc = tk_dlrm_evalset_load(r->m, o->eval, o->neval, &r->es, e))) goto out;
     {
         int64_t rows = 0; // all tables, whichever rank holds them
@@ -520,7 +583,7 @@ static int run_main(options *o, tk_err *e) {
                               (json_int_t)r->steps_per_epoch, "eval_every_steps", (json_int_t)r->eval_every_steps,
                               "start_step", (json_int_t)r->step, "params",
                               (json_int_t)(r->m->dense_n + (size_t)rows * cfg.emb_dim),
-                              "graphs", be == TK_BACKEND_CUDA && !o->no_graphs, "world_size", g_ri.world,
+                              "graphs", be == TK_BACKEND_CUDA && !o->no_graphs && !o->hybrid, "world_size", g_ri.world,
                               "rank", g_ri.rank);
         if ((rc = emit(c, e))) goto out;
     }
@@ -553,6 +616,8 @@ static int run_main(options *o, tk_err *e) {
                             "time_to_train_s", tt, "steps", (json_int_t)r->step, "samples",
                             (json_int_t)(r->step * r->B), "epochs", (double)(r->step * r->B) / (double)r->epoch_samples,
                             "samples_per_s", tt > 0 ? (double)(done * r->B) / tt : 0.0);
+    json_t *hy = tk_dlrm_hybrid_json(r->m);
+    if (hy) json_object_set_new(res, "hybrid_embedding", hy);
     tk_err e2;
     json_t *prof = tk_dlrm_profile_json(r->m);
     if (prof) {
@@ -570,7 +635,7 @@ static int run_main(options *o, tk_err *e) {
     }
     if (!rc && !r->reached) rc = TK_NO;
 out:
-    if (o->eval_dir) {
+    if (o->eval_dir && g_ri.rank == 0) {
         tk_err e3;
         if (write_stop_file(o->eval_dir, &e3) && (rc == 0 || rc == TK_NO)) {
             *e = e3;
@@ -598,7 +663,7 @@ int main(int argc, char **argv) {
     enum {
         O_MLLOG = 256, O_CKDIR, O_CKEVERY, O_RESUME, O_EVERY, O_SEED, O_EPOCHS, O_STEPS, O_NOGRAPH,
         O_EVDIR, O_WAIT, O_DUMP, O_SET, O_LOGEVERY, O_THREADS, O_ORG, O_PLATFORM, O_PROGRESS,
-        O_PRECISION, O_LOADER, O_RDV, O_CTIMEOUT, O_PROFILE
+        O_PRECISION, O_LOADER, O_RDV, O_CTIMEOUT, O_PROFILE, O_HYBRID, O_HYROWS, O_HYSTAT
     };
     static const struct option longopts[] = {
         {"workload", required_argument, 0, 'w'}, {"config", required_argument, 0, 'c'},
@@ -617,10 +682,12 @@ int main(int argc, char **argv) {
         {"progress", no_argument, 0, O_PROGRESS}, {"precision", required_argument, 0, O_PRECISION},
         {"loader-threads", required_argument, 0, O_LOADER},
         {"rendezvous", required_argument, 0, O_RDV}, {"comm-timeout", required_argument, 0, O_CTIMEOUT},
+        {"hybrid-embedding", no_argument, 0, O_HYBRID}, {"hybrid-max-rows", required_argument, 0, O_HYROWS},
+        {"hybrid-stat-batches", required_argument, 0, O_HYSTAT},
         {"help", no_argument, 0, 'h'},
         {"version", no_argument, 0, 'V'},        {0, 0, 0, 0}};
     static options o = {.backend = "auto", .log_every = 100, .eval_wait = 600, .comm_timeout = 300, .org = "trainkit",
-                        .platform = "1xcpu"};
+                        .platform = "1xcpu", .hybrid_max_rows = 1 << 20, .hybrid_stat_batches = 20};
     static char seedbuf[64], epochbuf[64], precbuf[64];
     tk_err e;
     tk_err_clear(&e);
@@ -672,6 +739,13 @@ int main(int argc, char **argv) {
         case O_PLATFORM: o.platform = optarg; platform_given = 1; break;
         case O_PROGRESS: o.progress = 1; break;
         case O_RDV: o.rendezvous = optarg; break;
+        case O_HYBRID: o.hybrid = 1; break;
+        case O_HYROWS:
+            rc = tk_parse_i64(optarg, 0, 1 << 30, "--hybrid-max-rows", &o.hybrid_max_rows, &e);
+            break;
+        case O_HYSTAT:
+            rc = tk_parse_i64(optarg, 1, 100000, "--hybrid-stat-batches", &o.hybrid_stat_batches, &e);
+            break;
         case O_CTIMEOUT: rc = tk_parse_f64(optarg, 0.001, 1e7, "--comm-timeout", &o.comm_timeout, &e); break;
         case O_PRECISION:
             if (strcmp(optarg, "fp32") != 0 && strcmp(optarg, "tf32") != 0 && strcmp(optarg, "bf16") != 0)
@@ -698,9 +772,9 @@ int main(int argc, char **argv) {
         return usage_error("--ckpt-every needs --ckpt-dir");
     if (g_ri.world > 1 && !o.rendezvous)
         return usage_error("--rendezvous is required with several ranks (WORLD_SIZE=%d)", g_ri.world);
-    if (g_ri.world > 1 && o.eval_dir)
-        return usage_error("--eval-dir is not supported with several ranks yet: use --eval");
     if (g_ri.world > 1 && o.dump) return usage_error("--dump-step is not supported with several ranks yet");
+    if (o.hybrid && g_ri.world < 2)
+        return usage_error("--hybrid-embedding needs several ranks (share/launch -n N); one rank has no exchange");
     static char platform[160];
     if (!platform_given && strcmp(o.backend, "cpu") != 0 && tk_cuda_device_count() > 0) {
         snprintf(platform, sizeof platform, "%dxGPU", g_ri.world);

@@ -11,8 +11,10 @@
 #include "embedding.h"
 #include "gpu/philox.h"
 #include "interaction.h"
+#include "rows.h"
 #include "sgd.h"
 #include "workloads/dlrm.h"
+#include "workloads/dlrm_hybrid.h"
 
 #define STAGE_BYTES ((size_t)16 << 20) // host staging for checkpoint I/O and initialization
 
@@ -154,6 +156,7 @@ int tk_dlrm_create_dist(tk_dlrm **out, tk_ctx *c, const tk_dlrm_config *cfg, tk_
         NEED((size_t)b * 4);                         // ev_logit
         NEED((size_t)B * 4);                         // ev_score
         NEED((size_t)Wr * 16);                       // acc_all
+        NEED((size_t)(Wr + 1) * 8);                  // word_all
     }
 #undef NEED
     if ((rc = tk_arena_init(c, &m->acts, act + 256, "activations", e))) goto fail;
@@ -202,6 +205,7 @@ int tk_dlrm_create_dist(tk_dlrm **out, tk_ctx *c, const tk_dlrm_config *cfg, tk_
         m->ev_logit = v[i++];
         m->ev_score = v[i++];
         m->acc_all = v[i++];
+        m->word_all = v[i++];
     }
     m->logit = m->L[m->nlayers - 1].y;
     if ((rc = tk_memset0(c, m->acts.base, m->acts.cap, TK_STREAM_COMPUTE, e))) goto fail;
@@ -315,6 +319,7 @@ void tk_dlrm_destroy(tk_dlrm *m) {
         if (m->stage[k].label) tk_free(m->c, m->stage[k].label);
     }
     prof_free(m);
+    tk_dlrm_hybrid_destroy(m);
     free(m);
 }
 
@@ -384,6 +389,7 @@ int tk_dlrm_init_weights(tk_dlrm *m, uint64_t seed, tk_err *e) {
     if (!rc) rc = refresh_copies(m, e);
     if (!rc) rc = tk_dlrm_write_step(m, 0, e);
     if (!rc) rc = tk_memset0(m->c, m->loss_acc, 16, TK_STREAM_COMPUTE, e);
+    if (!rc) rc = tk_dlrm_hybrid_refresh(m, e);
     return rc;
 }
 
@@ -392,7 +398,15 @@ int tk_dlrm_set_batch(tk_dlrm *m, const uint8_t *label, const int32_t *dense, co
     if (n > m->cfg.batch) return tk_err_set(e, TK_EINTERNAL, "dlrm: batch of %d > %d", n, m->cfg.batch);
     TRY(tk_memcpy_h2d(m->c, m->in_label, label, (size_t)n, TK_STREAM_COMPUTE, e));
     TRY(tk_memcpy_h2d(m->c, m->in_dense, dense, (size_t)n * m->cfg.num_dense * 4, TK_STREAM_COMPUTE, e));
-    return tk_memcpy_h2d(m->c, m->in_cat, cat, (size_t)n * m->cfg.num_tables * 4, TK_STREAM_COMPUTE, e);
+    TRY(tk_memcpy_h2d(m->c, m->in_cat, cat, (size_t)n * m->cfg.num_tables * 4, TK_STREAM_COMPUTE, e));
+    if (!m->hy) return 0;
+    if (n != m->cfg.batch) return tk_err_set(e, TK_EINTERNAL, "dlrm: the hybrid embedding plans whole batches");
+    tk_dlrm_hplan *P = &m->hy->plan[0];
+    if (P->has_done) TRY(tk_event_sync(m->c, &P->done, e));
+    TRY(tk_dlrm_hybrid_plan(m, 0, cat, e));
+    TRY(tk_memcpy_h2d(m->c, P->d, P->h, P->used * 4, TK_STREAM_COMPUTE, e));
+    m->hy->cur = 0;
+    return 0;
 }
 
 int tk_dlrm_stage_batch(tk_dlrm *m, int slot, const uint8_t *label, const int32_t *dense,
@@ -403,6 +417,13 @@ int tk_dlrm_stage_batch(tk_dlrm *m, int slot, const uint8_t *label, const int32_
     tk_ctx *c = m->c;
     const int s = TK_STREAM_COPY;
     TRY(tk_event_wait(c, s, &g->taken, e)); // the step before has moved the old contents out
+    if (m->hy) { // the slot's exchange plan: built on the host while the device trains
+        tk_dlrm_hplan *P = &m->hy->plan[slot];
+        if (n != m->cfg.batch) return tk_err_set(e, TK_EINTERNAL, "dlrm: the hybrid embedding plans whole batches");
+        TRY(tk_dlrm_hybrid_plan(m, slot, cat, e));
+        if (P->has_done) TRY(tk_event_wait(c, s, &P->done, e)); // the step that read it is over
+        TRY(tk_memcpy_h2d_async(c, P->d, P->h, P->used * 4, s, e));
+    }
     TRY(tk_memcpy_h2d_async(c, g->label, label, (size_t)n, s, e));
     TRY(tk_memcpy_h2d_async(c, g->dense, dense, (size_t)n * m->cfg.num_dense * 4, s, e));
     TRY(tk_memcpy_h2d_async(c, g->cat, cat, (size_t)n * m->cfg.num_tables * 4, s, e));
@@ -421,6 +442,7 @@ int tk_dlrm_use_batch(tk_dlrm *m, int slot, tk_err *e) {
     TRY(tk_memcpy_d2d(c, m->in_label, g->label, n, s, e));
     TRY(tk_memcpy_d2d(c, m->in_dense, g->dense, n * m->cfg.num_dense * 4, s, e));
     TRY(tk_memcpy_d2d(c, m->in_cat, g->cat, n * m->cfg.num_tables * 4, s, e));
+    if (m->hy) m->hy->cur = slot; // the step reads the slot's plan in place (no graph: no fixed address)
     return tk_event_record(c, &g->taken, s, e);
 }
 
@@ -485,12 +507,47 @@ static int exchange_fwd_start(tk_dlrm *m, const int32_t *cat, int n, int bl, tk_
     return prof_mark(m, "a2a_fwd", TK_STREAM_COMM, e);
 }
 
+// The plan's vector counts as element counts for tk_all_to_allv: fwd gives the forward's send and
+// receive counts, !fwd the backward's (the same pairs, reversed).
+static void hybrid_counts(const tk_dlrm *m, int fwd, size_t *send, size_t *recv) {
+    const tk_dlrm_hplan *P = &m->hy->plan[m->hy->cur];
+    for (int j = 0; j < m->world; j++) {
+        send[j] = (fwd ? P->send_cnt[j] : P->recv_cnt[j]) * (size_t)m->cfg.emb_dim;
+        recv[j] = (fwd ? P->recv_cnt[j] : P->send_cnt[j]) * (size_t)m->cfg.emb_dim;
+    }
+}
+
+// The hybrid embedding's forward exchange (lib/workloads/dlrm_hybrid.h): the infrequent uses of
+// the owned tables are looked up packed, peer-major, into a2a_send and go by the variable
+// all-to-all into hy->pack; meanwhile the frequent uses of this rank's samples are looked up in the
+// replica straight into their places in the grouped layout (a2a_recv). forward_rows' join then
+// scatters the received vectors to theirs.
+static int hybrid_fwd_start(tk_dlrm *m, tk_err *e) {
+    tk_ctx *c = m->c;
+    tk_dlrm_hybrid *h = m->hy;
+    const tk_dlrm_hplan *P = &h->plan[h->cur];
+    const int D = m->cfg.emb_dim, s = TK_STREAM_COMPUTE;
+    const tk_dtype td = m->cfg.table_dtype;
+    size_t sc[TK_HY_MAX_WORLD], rc[TK_HY_MAX_WORLD];
+    hybrid_counts(m, 1, sc, rc);
+    TRY(tk_rows_copy(c, m->tables, td, P->d + P->o_send_rows, m->a2a_send, m->act, NULL, P->n_send, D, e));
+    TRY(prof_mark(m, "lookup", s, e));
+    TRY(tk_comm_stream_wait(m->comm, TK_STREAM_COMM, s, e));
+    TRY(prof_mark(m, NULL, TK_STREAM_COMM, e));
+    TRY(tk_all_to_allv(m->comm, m->a2a_send, sc, h->pack, rc, m->act, TK_STREAM_COMM, e));
+    TRY(prof_mark(m, "a2a_fwd", TK_STREAM_COMM, e));
+    TRY(tk_rows_copy(c, h->fr, td, P->d + P->o_frow, m->a2a_recv, m->act, P->d + P->o_fpos, P->n_freq, D, e));
+    return prof_mark(m, "lookup_frequent", s, e);
+}
+
 // The forward of bl local rows: dense (bl, num_dense) this rank's samples; cat (n, T) all ranks'.
-static int forward_rows(tk_dlrm *m, const int32_t *dense, const int32_t *cat, int n, int bl, float *out,
-                        tk_err *e) {
+// hybrid: the training step's forward with the hybrid embedding (the batch's plan; n = B, bl = b).
+static int forward_rows(tk_dlrm *m, const int32_t *dense, const int32_t *cat, int n, int bl, int hybrid,
+                        float *out, tk_err *e) {
     const tk_dlrm_config *cfg = &m->cfg;
     tk_range_push("forward");
-    if (m->world > 1) TRY(exchange_fwd_start(m, cat, n, bl, e));
+    if (hybrid) TRY(hybrid_fwd_start(m, e));
+    else if (m->world > 1) TRY(exchange_fwd_start(m, cat, n, bl, e));
     TRY(tk_dense_log1p(m->c, dense, (int64_t)bl * cfg->num_dense, m->x0, e));
     if (cfg->bf16)
         TRY(tk_cast2d(m->c, m->x0, TK_F32, cfg->num_dense, m->x0p, TK_BF16, kpad(cfg->num_dense), bl,
@@ -503,6 +560,12 @@ static int forward_rows(tk_dlrm *m, const int32_t *dense, const int32_t *cat, in
         // sample s at group t / tm (its owner), slot t % tm; no re-layout into (bl, T, D).
         TRY(tk_comm_stream_wait(m->comm, TK_STREAM_COMPUTE, TK_STREAM_COMM, e));
         TRY(prof_mark(m, "wait_a2a_fwd", TK_STREAM_COMPUTE, e));
+        if (hybrid) { // the received infrequent vectors to their places
+            const tk_dlrm_hplan *P = &m->hy->plan[m->hy->cur];
+            TRY(tk_rows_copy(m->c, m->hy->pack, m->act, NULL, m->a2a_recv, m->act, P->d + P->o_recv_pos, P->n_recv,
+                             cfg->emb_dim, e));
+            TRY(prof_mark(m, "scatter", TK_STREAM_COMPUTE, e));
+        }
     } else {
         TRY(tk_embedding_fwd_act(m->c, m->tables, cfg->table_dtype, m->row_off, cat, bl, cfg->num_tables,
                                  cfg->emb_dim, m->emb, m->act, e));
@@ -533,13 +596,13 @@ int tk_dlrm_forward(tk_dlrm *m, const int32_t *dense, const int32_t *cat, int n,
         if (nr > 0)
             TRY(tk_memcpy_d2d(m->c, m->ev_dense, dense + (size_t)m->rank * bl * nd, (size_t)nr * nd * 4,
                               TK_STREAM_COMPUTE, e));
-        TRY(forward_rows(m, m->ev_dense, cat, n, bl, m->ev_logit, e));
+        TRY(forward_rows(m, m->ev_dense, cat, n, bl, 0, m->ev_logit, e));
         TRY(tk_comm_stream_wait(m->comm, TK_STREAM_COMM, TK_STREAM_COMPUTE, e));
         TRY(tk_all_gather(m->comm, m->ev_logit, m->ev_score, (size_t)bl, TK_F32, TK_STREAM_COMM, e));
         TRY(tk_comm_stream_wait(m->comm, TK_STREAM_COMPUTE, TK_STREAM_COMM, e));
         return tk_memcpy_d2d(m->c, out, m->ev_score, (size_t)n * 4, TK_STREAM_COMPUTE, e);
     }
-    return forward_rows(m, dense, cat, n, n, out, e);
+    return forward_rows(m, dense, cat, n, n, 0, out, e);
 }
 
 // Backward through layers [l0, l1) (descending), starting from dy = the gradient of the
@@ -580,7 +643,11 @@ static int train_step_dist(tk_dlrm *m, tk_err *e) {
     const size_t es = tk_dtype_size(m->act); // demb and the exchange buffers are in act
     tk_ctx *c = m->c;
     TRY(tk_lr_schedule(c, &cfg->lr, m->step, m->lr, e));
-    TRY(forward_rows(m, m->in_dense + (size_t)m->rank * b * cfg->num_dense, m->in_cat, B, b, m->logit, e));
+    tk_dlrm_hybrid *h = m->hy;
+    if (h && h->cur < 0) return tk_err_set(e, TK_EINTERNAL, "dlrm: hybrid step without a planned batch");
+    const tk_dlrm_hplan *P = h ? &h->plan[h->cur] : NULL;
+    TRY(forward_rows(m, m->in_dense + (size_t)m->rank * b * cfg->num_dense, m->in_cat, B, b, h != NULL, m->logit,
+                     e));
     tk_range_push("backward");
     // dlogit = (sigmoid - y) / B: this rank's samples' share of the global mean's gradient.
     TRY(tk_bce_logits_act_n(c, m->act, m->logit, m->in_label + (size_t)m->rank * b, b, B, m->dlogit,
@@ -599,10 +666,32 @@ static int train_step_dist(tk_dlrm *m, tk_err *e) {
     TRY(tk_interaction_bwd_act(c, m->act, m->L[cfg->nbot - 1].y, m->a2a_recv, m->dinter, b, T, tm, D,
                                cfg->interaction_width, 1, m->dbot, m->a2a_send, e));
     TRY(prof_mark(m, "interaction_bwd", CS, e));
-    TRY(tk_comm_stream_wait(m->comm, CM, CS, e));
-    TRY(prof_mark(m, NULL, CM, e));
-    TRY(tk_all_to_all(m->comm, m->a2a_send, m->a2a_recv, (size_t)b * tm * D, m->act, CM, e));
-    TRY(prof_mark(m, "a2a_bwd", CM, e));
+    if (h) {
+        // Infrequent: the gradients packed owner-major (the forward's receive order) go back to the
+        // owners, into emb_own (free in this mode) in their send order. Frequent: summed per replica
+        // row over this rank's samples, then over the ranks.
+        size_t sc[TK_HY_MAX_WORLD], rc[TK_HY_MAX_WORLD];
+        hybrid_counts(m, 0, sc, rc);
+        TRY(tk_rows_copy(c, m->a2a_send, m->act, P->d + P->o_recv_pos, h->pack, m->act, NULL, P->n_recv, D, e));
+        TRY(prof_mark(m, "gather", CS, e));
+        TRY(tk_comm_stream_wait(m->comm, CM, CS, e));
+        TRY(prof_mark(m, NULL, CM, e));
+        TRY(tk_all_to_allv(m->comm, h->pack, sc, m->emb_own, rc, m->act, CM, e));
+        TRY(prof_mark(m, "a2a_bwd", CM, e));
+        TRY(tk_memset0(c, h->dfr, (size_t)h->nf * D * 4, CS, e));
+        TRY(tk_rows_segsum(c, m->a2a_send, m->act, P->d + P->o_fpos, P->d + P->o_seg_off, P->d + P->o_seg_row,
+                           P->nseg, D, h->dfr, e));
+        TRY(prof_mark(m, "frequent_sum", CS, e));
+        TRY(tk_comm_stream_wait(m->comm, CM, CS, e));
+        TRY(prof_mark(m, NULL, CM, e));
+        TRY(tk_allreduce_sum(m->comm, h->dfr, h->dfr, (size_t)h->nf * D, TK_F32, 1.0f, CM, e));
+        TRY(prof_mark(m, "allreduce_frequent", CM, e));
+    } else {
+        TRY(tk_comm_stream_wait(m->comm, CM, CS, e));
+        TRY(prof_mark(m, NULL, CM, e));
+        TRY(tk_all_to_all(m->comm, m->a2a_send, m->a2a_recv, (size_t)b * tm * D, m->act, CM, e));
+        TRY(prof_mark(m, "a2a_bwd", CM, e));
+    }
     TRY(mlp_backward(m, 0, cfg->nbot, m->dbot, NULL, e));
     TRY(prof_mark(m, "bottom_bwd", CS, e));
     // Join (the top all-reduce and the all-to-all), then the bottom span's all-reduce overlaps
@@ -613,7 +702,18 @@ static int train_step_dist(tk_dlrm *m, tk_err *e) {
     TRY(prof_mark(m, NULL, CM, e));
     TRY(tk_allreduce_sum(m->comm, m->dense_g, m->dense_g, nbot_g, TK_F32, 1.0f, CM, e));
     TRY(prof_mark(m, "allreduce_bottom", CM, e));
-    if (tn > 0) { // a2a_recv is (B, tm, D): the gradients of the owned tables' vectors, all B samples
+    if (h) {
+        // The owned tables' infrequent rows, one list over the concatenated tables; the replica
+        // with the all-reduced sums (every rank alike); the owners' frequent rows back to the tables.
+        const tk_dtype td = cfg->table_dtype;
+        if (P->n_send > 0)
+            TRY(tk_embedding_bwd_sgd_act(c, m->tables, td, h->own_off, P->d + P->o_send_rows, (int)P->n_send, 1, D,
+                                         m->emb_own, m->act, m->lr, h->ws_own, e));
+        if (h->nf > 0)
+            TRY(tk_embedding_bwd_sgd_act(c, h->fr, td, h->fr_off, h->fr_ident, (int)h->nf, 1, D, h->dfr, TK_F32, m->lr,
+                                         h->ws_fr, e));
+        TRY(tk_rows_copy(c, h->fr, td, h->own_f, m->tables, td, h->own_rows, h->nf_own, D, e));
+    } else if (tn > 0) { // a2a_recv is (B, tm, D): the gradients of the owned tables' vectors, all B samples
         const void *g = m->a2a_recv;
         if (tn < tm) {
             TRY(tk_memcpy2d(c, m->emb_own, (size_t)tn * D * es, m->a2a_recv, (size_t)tm * D * es, (size_t)tn * D * es,
@@ -633,6 +733,10 @@ static int train_step_dist(tk_dlrm *m, tk_err *e) {
     if (cfg->bf16) TRY(cast_w0p(m, e));
     TRY(prof_mark(m, "dense_sgd", CS, e));
     tk_range_pop();
+    if (h) { // the plan's device arrays are free for the batch after next
+        TRY(tk_event_record(c, &h->plan[h->cur].done, CS, e));
+        h->plan[h->cur].has_done = 1;
+    }
     return 0;
 }
 
@@ -640,7 +744,7 @@ static int train_step_one(tk_dlrm *m, tk_err *e) {
     const tk_dlrm_config *cfg = &m->cfg;
     const int B = cfg->batch, T = cfg->num_tables, D = cfg->emb_dim;
     TRY(tk_lr_schedule(m->c, &cfg->lr, m->step, m->lr, e));
-    TRY(forward_rows(m, m->in_dense, m->in_cat, B, B, m->logit, e));
+    TRY(forward_rows(m, m->in_dense, m->in_cat, B, B, 0, m->logit, e));
     tk_range_push("backward");
     TRY(tk_bce_logits_act(m->c, m->act, m->logit, m->in_label, B, m->dlogit, m->loss_acc, e));
     TRY(mlp_backward(m, cfg->nbot, m->nlayers, m->dlogit, m->dinter, e));
@@ -683,8 +787,9 @@ int tk_dlrm_read_loss(tk_dlrm *m, double *mean_loss, int reset, tk_err *e) {
         // Each rank accumulated (its samples' loss sum) / B per step: the ranks' accumulators add
         // up to the global mean's. Gathered as bytes (no fp64 sum in the collectives) and summed
         // here in rank order, so every rank logs the same value.
-        double all[2 * 1024];
-        if (m->world > 1024) return tk_err_set(e, TK_EINTERNAL, "dlrm: world size %d > 1024", m->world);
+        double all[2 * TK_DLRM_MAX_WORLD];
+        if (m->world > TK_DLRM_MAX_WORLD)
+            return tk_err_set(e, TK_EINTERNAL, "dlrm: world size %d > %d", m->world, TK_DLRM_MAX_WORLD);
         TRY(tk_comm_stream_wait(m->comm, TK_STREAM_COMM, TK_STREAM_COMPUTE, e));
         TRY(tk_all_gather(m->comm, m->loss_acc, m->acc_all, 16, TK_U8, TK_STREAM_COMM, e));
         TRY(tk_comm_stream_wait(m->comm, TK_STREAM_COMPUTE, TK_STREAM_COMM, e));
@@ -855,12 +960,8 @@ static int save_dist(tk_dlrm *m, const char *path, const json_t *meta, tk_err *e
         else lrc = tk_st_writer_commit(w, &le);
     }
     // Agree on the outcome: every rank returns an error when one failed.
-    int32_t st = lrc ? 1 : 0, all[1024];
-    if (!rc && W > 1024) rc = tk_err_set(e, TK_EINTERNAL, "dlrm: world size %d > 1024", W);
-    if (!rc) rc = tk_memcpy_h2d(c, send, &st, 4, CS, e);
-    if (!rc) rc = tk_all_gather(m->comm, send, recv, 1, TK_I32, CS, e);
-    if (!rc) rc = tk_dlrm_sync(m, e);
-    if (!rc) rc = tk_memcpy_d2h(c, all, recv, (size_t)W * 4, CS, e);
+    int64_t all[TK_DLRM_MAX_WORLD];
+    if (!rc) rc = tk_dlrm_gather_word(m, lrc ? 1 : 0, all, 0, e);
     tk_free(c, dbuf);
     free(stage);
     free(t);
@@ -872,6 +973,21 @@ static int save_dist(tk_dlrm *m, const char *path, const json_t *meta, tk_err *e
     for (int i = 0; i < W; i++)
         if (all[i]) return tk_err_set(e, TK_EIO, "rank %d failed to write the checkpoint %s", i, path);
     return 0;
+}
+
+int tk_dlrm_gather_word(tk_dlrm *m, int64_t mine, int64_t *all, double timeout_s, tk_err *e) {
+    if (m->world == 1) {
+        all[0] = mine;
+        return 0;
+    }
+    if (m->world > TK_DLRM_MAX_WORLD)
+        return tk_err_set(e, TK_EINTERNAL, "dlrm: world size %d > %d", m->world, TK_DLRM_MAX_WORLD);
+    const int CS = TK_STREAM_COMPUTE;
+    TRY(tk_memcpy_h2d(m->c, m->word_all, &mine, 8, CS, e));
+    TRY(tk_all_gather(m->comm, m->word_all, m->word_all + 1, 8, TK_U8, CS, e));
+    TRY(tk_comm_wait(m->comm, CS, timeout_s > 0 ? timeout_s : m->comm_timeout, e));
+    TRY(tk_memcpy_d2h(m->c, all, m->word_all + 1, (size_t)m->world * 8, CS, e));
+    return tk_ctx_sync(m->c, e);
 }
 
 int tk_dlrm_save(tk_dlrm *m, const char *path, const json_t *meta, tk_err *e) {
@@ -920,6 +1036,7 @@ int tk_dlrm_load(tk_dlrm *m, const char *path, json_t **meta, tk_err *e) {
     }
     free(stage);
     if (!rc) rc = refresh_copies(m, e);
+    if (!rc) rc = tk_dlrm_hybrid_refresh(m, e); // collective; a rank that failed above is missed within the timeout
     if (!rc && meta) *meta = json_incref(f->meta);
     tk_st_close(f);
     return rc;

@@ -23,6 +23,7 @@
 
 #define TK_DLRM_MAX_TABLES 64
 #define TK_DLRM_MAX_LAYERS 8
+#define TK_DLRM_MAX_WORLD 1024
 
 typedef struct tk_dlrm_config {
     int num_dense;                          // 13
@@ -100,6 +101,7 @@ typedef struct tk_dlrm {
     int32_t *ev_dense;               // (b, num_dense) this rank's share of an eval batch
     float *ev_logit, *ev_score;      // (b) this rank's eval logits; (B) all ranks' (gathered)
     double *acc_all;                 // (W, 2) the ranks' loss accumulators (gathered)
+    int64_t *word_all;               // (1 + W) tk_dlrm_gather_word: this rank's word, then all ranks'
     // batch inputs (device): the loader copies each batch here (stable addresses for graphs)
     uint8_t *in_label;               // (B)
     int32_t *in_dense;               // (B, 13) raw counts
@@ -135,6 +137,7 @@ typedef struct tk_dlrm {
     double *loss_acc;                // [sum of batch losses, batches]
     double *auc;
     struct tk_dlrm_prof *prof;       // per-phase step timing (tk_dlrm_profile_start); NULL: off
+    struct tk_dlrm_hybrid *hy;       // the hybrid embedding (tk_dlrm_hybrid_setup); NULL: off
 } tk_dlrm;
 
 int tk_dlrm_create(tk_dlrm **m, tk_ctx *c, const tk_dlrm_config *cfg, tk_err *e);
@@ -162,6 +165,10 @@ int tk_dlrm_create_dist(tk_dlrm **m, tk_ctx *c, const tk_dlrm_config *cfg, tk_co
 // The host waits (at most comm_timeout) until the work queued so far is done; a dead or hung
 // peer gives TK_EDEVICE instead of a hang. One rank: tk_ctx_sync.
 int tk_dlrm_sync(tk_dlrm *m, tk_err *e);
+// all (world entries, host) = every rank's `mine`, in rank order: how the ranks agree on a host
+// decision (a write's outcome, rank 0's reading of an evaluation result). The host wait is bounded
+// by timeout_s (<= 0: the communicator's timeout). One rank: all[0] = mine.
+int tk_dlrm_gather_word(tk_dlrm *m, int64_t mine, int64_t *all, double timeout_s, tk_err *e);
 void tk_dlrm_destroy(tk_dlrm *m);
 // MLPerf reference initialization from Philox(seed): embeddings U(-sqrt(1/rows), sqrt(1/rows));
 // weights N(0, sqrt(2/(in+out))); biases N(0, sqrt(1/out)). Zeroes the step counter.
@@ -201,6 +208,23 @@ int tk_dlrm_forward(tk_dlrm *m, const int32_t *dense, const int32_t *cat, int n,
 int tk_dlrm_profile_start(tk_dlrm *m, tk_err *e);
 int tk_dlrm_profile_add(tk_dlrm *m, int keep, tk_err *e);
 json_t *tk_dlrm_profile_json(const tk_dlrm *m);
+// The hybrid embedding (several ranks; lib/workloads/dlrm_hybrid.h has the design). Collective:
+// every rank passes the same n samples' ids cat (n, T) host, folded into the tables (the first
+// batches of the training data), from which the replicated rows are chosen (at most max_rows).
+// Refreshes the replica from the tables; tk_dlrm_init_weights and tk_dlrm_load refresh it again.
+// From then on tk_dlrm_stage_batch / tk_dlrm_set_batch plan each batch's exchange on the host and
+// tk_dlrm_train_step uses the plan; such a step cannot be captured in a CUDA graph (the exchange's
+// counts change every batch). Evaluation and checkpoints read the tables, whole at every step end.
+int tk_dlrm_hybrid_setup(tk_dlrm *m, const int32_t *cat, int64_t n, int64_t max_rows, tk_err *e);
+int tk_dlrm_hybrid_refresh(tk_dlrm *m, tk_err *e);
+// Plans the exchange of the global batch cat (B, T) host into plan slot (0 or 1): host arrays only.
+int tk_dlrm_hybrid_plan(tk_dlrm *m, int slot, const int32_t *cat, tk_err *e);
+void tk_dlrm_hybrid_destroy(tk_dlrm *m);
+// {"frequent_rows", "frequent_rows_own", "min_uses_per_batch", "batches", "a2a_bytes_per_step",
+// "allreduce_bytes_per_step", "plain_a2a_bytes_per_step", "saved_fraction", "plan_ms_per_batch"}: this rank's bytes sent
+// per step, averaged over the batches it planned, against the plain exchange's (NULL when off).
+json_t *tk_dlrm_hybrid_json(const tk_dlrm *m);
+
 // Host reads (log points only): mean loss since the last reset (several ranks: the global mean,
 // the ranks' accumulators gathered and summed in rank order), and the update counter.
 int tk_dlrm_read_loss(tk_dlrm *m, double *mean_loss, int reset, tk_err *e);

@@ -86,6 +86,16 @@ sys.exit(0 if worst <= rel else 1)
 ' "$1" "$2" "$3"
 }
 
+# trained_alike METRICS-A METRICS-B CKPT-A CKPT-B: the same losses/AUCs and weights within 1e-5.
+trained_alike() {
+    run agree "$1" "$2" 1e-5
+    echo "$output"
+    [ "$status" -eq 0 ]
+    run ckpt_agree "$3" "$4" 1e-5
+    echo "$output"
+    [ "$status" -eq 0 ]
+}
+
 @test "train-step: several ranks need --rendezvous; a global batch not divisible by the world is a usage error" {
     run "$L" -n 2 -- "${TS[@]}" --max-steps 1
     [ "$status" -eq 2 ]
@@ -118,12 +128,7 @@ sys.exit(0 if worst <= rel else 1)
         [ "$(grep -c run_start w$n.mllog)" -eq 1 ]
         [ "$(wc -l <w$n.mllog)" -eq "$(wc -l <one.mllog)" ]
         metrics w$n.jsonl >w$n.m
-        run agree one.m w$n.m 1e-5
-        echo "$output"
-        [ "$status" -eq 0 ]
-        run ckpt_agree c1/step-12.safetensors c$n/step-12.safetensors 1e-5
-        echo "$output"
-        [ "$status" -eq 0 ]
+        trained_alike one.m w$n.m c1/step-12.safetensors c$n/step-12.safetensors
     done
     # the comparison can fail: another global batch gives other losses
     run "$L" -n 2 -- "${TS[@]}" --max-steps 12 --rendezvous "file:$PWD/rdvx" --set train.global_batch_size=120
@@ -131,6 +136,80 @@ sys.exit(0 if worst <= rel else 1)
     metrics x.jsonl >x.m
     run agree one.m x.m 1e-5
     [ "$status" -ne 0 ]
+}
+
+@test "train-step --hybrid-embedding: 2 and 3 ranks train like 1 rank, and send fewer bytes" {
+    run "${TS[@]}" --max-steps 12 --ckpt-dir c1 --hybrid-embedding
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"--hybrid-embedding needs several ranks"* ]]
+    run "${TS[@]}" --max-steps 12 --ckpt-dir c1
+    [ "$status" -eq 1 ]
+    printf '%s\n' "$output" >one.jsonl
+    metrics one.jsonl >one.m
+    for n in 2 3; do
+        # --hybrid-stat-batches 4: statistics from 960 samples (rows used >= 4 times there are frequent)
+        run "$L" -n $n -- "${TS[@]}" --max-steps 12 --ckpt-dir h$n --rendezvous "file:$PWD/rdv$n" \
+            --hybrid-embedding --hybrid-stat-batches 4
+        [ "$status" -eq 1 ]
+        printf '%s\n' "$output" >h$n.jsonl
+        metrics h$n.jsonl >h$n.m
+        # the tables in the checkpoint hold the replicated rows' updates too
+        trained_alike one.m h$n.m c1/step-12.safetensors h$n/step-12.safetensors
+        # Traffic of rank 0 per step: the plain exchange sends (n-1) blocks of b x tm vectors of
+        # D = 16 floats each way; the hybrid one fewer, plus the replica's ring all-reduce.
+        python3 - "$n" h$n.jsonl <<'PY'
+import json, sys
+n = int(sys.argv[1])
+lines = [json.loads(l) for l in open(sys.argv[2])]
+setup = [o for o in lines if o["type"] == "hybrid_embedding"][0]["rows"]
+h = [o for o in lines if o["type"] == "result"][0]["hybrid_embedding"]
+b, T, D = 240 // n, 26, 16
+tm = -(-T // n)
+plain = 2 * (n - 1) * b * tm * D * 4
+print(setup, h)
+assert 0 < setup["frequent_rows"] == h["frequent_rows"] and h["batches"] == 12
+assert h["plain_a2a_bytes_per_step"] == plain, (h["plain_a2a_bytes_per_step"], plain)
+assert abs(h["allreduce_bytes_per_step"] - 2 * (n - 1) / n * h["frequent_rows"] * D * 4) < 1e-6
+assert 0 < h["a2a_bytes_per_step"] < plain
+assert abs(h["saved_fraction"] - (1 - (h["a2a_bytes_per_step"] + h["allreduce_bytes_per_step"]) / plain)) < 1e-9
+assert h["saved_fraction"] > 0.2, h["saved_fraction"]
+PY
+    done
+}
+
+@test "train-step --eval-dir: 2 ranks train while evaluate --follow evaluates; rank 0's reading is every rank's" {
+    # target 0.4: the AUC of step 5 on this data (0.411) reaches it, those of steps 10 and 12 do not
+    run "${TS[@]}" --max-steps 5 --set target.auc=0.4
+    [ "$status" -eq 0 ]
+    auc5=$(grep '"type":"eval"' <<<"$output" | python3 -c 'import json,sys; print(json.loads(sys.stdin.readline())["auc"])')
+    mkdir ev
+    evaluate --follow ev --eval "$D/eval.tks" -b cpu --poll 0.05 >follow.jsonl 2>follow.err &
+    pid=$!
+    TSD=(train-step -c "$CFG" -t "$D/train.tks" -b cpu --set train.global_batch_size=240 --log-every 0
+         --eval-every 1200 --max-steps 12 --set target.auc=0.4)
+    run "$L" -n 2 -- "${TSD[@]}" --eval-dir ev --eval-wait 60 --rendezvous "file:$PWD/rdv"
+    wait "$pid"
+    [ "$status" -eq 0 ]
+    [ -f ev/STOP ]
+    [ "$(grep -c '"type":"result"' <<<"$output")" -eq 1 ]
+    [[ "$(grep '"type":"result"' <<<"$output")" == *'"reached":true,"status":"success"'* ]]
+    # the evaluator's AUC of the 2-rank step-5 checkpoint is the 1-rank in-process one
+    python3 - "$auc5" follow.jsonl <<'PY'
+import json, sys
+want = float(sys.argv[1])
+got = [json.loads(l) for l in open(sys.argv[2])]
+a = [o["auc"] for o in got if o["step"] == 5][0]
+print(want, a)
+assert abs(a - want) <= 1e-5 * abs(want)
+PY
+    # rank 0 cannot read a result: every rank fails with its status (3: bad data)
+    mkdir bad
+    echo '{}' >bad/step-5.eval.json
+    run "$L" -n 2 -- "${TSD[@]}" --eval-dir bad --eval-wait 1 --rendezvous "file:$PWD/rdvb"
+    echo "$output"
+    [ "$status" -eq 3 ]
+    [[ "$output" == *"rank 0: error: bad/step-5.eval.json: line 1: \$.auc: expected a number"* ]]
+    [[ "$output" == *"rank 1: error: rank 0 failed to read an evaluation result"* ]]
 }
 
 # resume_agree NAME CKPT CMD...: CMD run to step 10 resuming from CKPT (a step-5 checkpoint),
@@ -144,12 +223,7 @@ resume_agree() {
     printf '%s\n' "$output" >"$name.jsonl"
     grep -q '"start_step":5,' "$name.jsonl"
     metrics "$name.jsonl" | grep -E '^(loss|auc) ' >"$name.m"
-    run agree one.m "$name.m" 1e-5
-    echo "$output"
-    [ "$status" -eq 0 ]
-    run ckpt_agree one/step-10.safetensors "$name/step-10.safetensors" 1e-5
-    echo "$output"
-    [ "$status" -eq 0 ]
+    trained_alike one.m "$name.m" one/step-10.safetensors "$name/step-10.safetensors"
 }
 
 @test "train-step: a 2-rank checkpoint resumes under 1 rank, a 1-rank one under 3 ranks" {
