@@ -92,11 +92,14 @@ static tk_rank_info g_ri = {.rank = 0, .world = 1};
 static char g_errprog[64] = "train-step";
 
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+// A rank failing because of rank 0's error (which rank 0 reports) exits, but not at once: under
+// share/launch the first rank to exit nonzero gets the others stopped, and rank 0 must have
+// printed its message by then.
+static void after_rank0(void) { usleep(1000000); }
+
 static int usage_error(const char *fmt, ...) {
-    // The other ranks exit silently, but not at once: under share/launch the first rank to exit
-    // nonzero gets the others stopped, and rank 0 must have printed the error by then.
     if (g_ri.rank != 0) {
-        usleep(1000000);
+        after_rank0();
         return TK_EUSAGE;
     }
     char msg[1024];
@@ -275,8 +278,10 @@ static int poll_agreed(run *r, double wait_s, tk_err *e) {
         *e = ge;
         return grc;
     }
-    if (all[0] >> 1)
+    if (all[0] >> 1) {
+        after_rank0();
         return tk_err_set(e, (int)(all[0] >> 1), "rank 0 failed to read an evaluation result (its error says why)");
+    }
     r->reached = (int)(all[0] & 1);
     return 0;
 }

@@ -9,6 +9,7 @@
 #include "embedding.h"
 #include "interaction.h"
 #include "lr_schedule.h"
+#include "hybrid_plan.h"
 #include "rows.h"
 #include "sgd.h"
 
@@ -139,4 +140,8 @@ int tk_auc(tk_ctx *c, const float *score, const uint8_t *label, int64_t n, void 
            tk_err *e) {
     return TK_DISPATCH(c, tk_auc_ref(score, label, n, ws, auc, e),
                        tk_auc_cuda(c, score, label, n, ws, auc, e));
+}
+
+int tk_hybrid_plan(tk_ctx *c, const tk_hybrid_plan_args *a, tk_err *e) {
+    return TK_DISPATCH(c, tk_hybrid_plan_ref(a, e), tk_hybrid_plan_cuda(c, a, e));
 }

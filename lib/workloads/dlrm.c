@@ -403,8 +403,7 @@ int tk_dlrm_set_batch(tk_dlrm *m, const uint8_t *label, const int32_t *dense, co
     if (n != m->cfg.batch) return tk_err_set(e, TK_EINTERNAL, "dlrm: the hybrid embedding plans whole batches");
     tk_dlrm_hplan *P = &m->hy->plan[0];
     if (P->has_done) TRY(tk_event_sync(m->c, &P->done, e));
-    TRY(tk_dlrm_hybrid_plan(m, 0, cat, e));
-    TRY(tk_memcpy_h2d(m->c, P->d, P->h, P->used * 4, TK_STREAM_COMPUTE, e));
+    TRY(tk_dlrm_hybrid_plan(m, 0, m->in_cat, TK_STREAM_COMPUTE, e));
     m->hy->cur = 0;
     return 0;
 }
@@ -417,16 +416,15 @@ int tk_dlrm_stage_batch(tk_dlrm *m, int slot, const uint8_t *label, const int32_
     tk_ctx *c = m->c;
     const int s = TK_STREAM_COPY;
     TRY(tk_event_wait(c, s, &g->taken, e)); // the step before has moved the old contents out
-    if (m->hy) { // the slot's exchange plan: built on the host while the device trains
-        tk_dlrm_hplan *P = &m->hy->plan[slot];
-        if (n != m->cfg.batch) return tk_err_set(e, TK_EINTERNAL, "dlrm: the hybrid embedding plans whole batches");
-        TRY(tk_dlrm_hybrid_plan(m, slot, cat, e));
-        if (P->has_done) TRY(tk_event_wait(c, s, &P->done, e)); // the step that read it is over
-        TRY(tk_memcpy_h2d_async(c, P->d, P->h, P->used * 4, s, e));
-    }
     TRY(tk_memcpy_h2d_async(c, g->label, label, (size_t)n, s, e));
     TRY(tk_memcpy_h2d_async(c, g->dense, dense, (size_t)n * m->cfg.num_dense * 4, s, e));
     TRY(tk_memcpy_h2d_async(c, g->cat, cat, (size_t)n * m->cfg.num_tables * 4, s, e));
+    if (m->hy) { // the slot's exchange plan, computed on the copy stream while the device trains
+        tk_dlrm_hplan *P = &m->hy->plan[slot];
+        if (n != m->cfg.batch) return tk_err_set(e, TK_EINTERNAL, "dlrm: the hybrid embedding plans whole batches");
+        if (P->has_done) TRY(tk_event_wait(c, s, &P->done, e)); // the step that read it is over
+        TRY(tk_dlrm_hybrid_plan(m, slot, g->cat, s, e));
+    }
     TRY(tk_event_record(c, &g->copied, s, e));
     g->n = n;
     return tk_event_sync(c, &g->copied, e);
@@ -507,13 +505,19 @@ static int exchange_fwd_start(tk_dlrm *m, const int32_t *cat, int n, int bl, tk_
     return prof_mark(m, "a2a_fwd", TK_STREAM_COMM, e);
 }
 
+// A region of the current batch's plan (kernels/hybrid_plan.h), and its sizes.
+static const int32_t *hp(const tk_dlrm *m, int region) { return m->hy->plan[m->hy->cur].d + m->hy->off[region]; }
+static int64_t hp_n(const tk_dlrm *m, int which) { // 0 n_send, 1 n_recv, 2 n_freq, 3 nseg
+    return m->hy->plan[m->hy->cur].counts[2 * m->world + which];
+}
+
 // The plan's vector counts as element counts for tk_all_to_allv: fwd gives the forward's send and
 // receive counts, !fwd the backward's (the same pairs, reversed).
 static void hybrid_counts(const tk_dlrm *m, int fwd, size_t *send, size_t *recv) {
-    const tk_dlrm_hplan *P = &m->hy->plan[m->hy->cur];
-    for (int j = 0; j < m->world; j++) {
-        send[j] = (fwd ? P->send_cnt[j] : P->recv_cnt[j]) * (size_t)m->cfg.emb_dim;
-        recv[j] = (fwd ? P->recv_cnt[j] : P->send_cnt[j]) * (size_t)m->cfg.emb_dim;
+    const int64_t *k = m->hy->plan[m->hy->cur].counts, W = m->world;
+    for (int j = 0; j < W; j++) {
+        send[j] = (size_t)(fwd ? k[j] : k[W + j]) * (size_t)m->cfg.emb_dim;
+        recv[j] = (size_t)(fwd ? k[W + j] : k[j]) * (size_t)m->cfg.emb_dim;
     }
 }
 
@@ -525,18 +529,17 @@ static void hybrid_counts(const tk_dlrm *m, int fwd, size_t *send, size_t *recv)
 static int hybrid_fwd_start(tk_dlrm *m, tk_err *e) {
     tk_ctx *c = m->c;
     tk_dlrm_hybrid *h = m->hy;
-    const tk_dlrm_hplan *P = &h->plan[h->cur];
     const int D = m->cfg.emb_dim, s = TK_STREAM_COMPUTE;
     const tk_dtype td = m->cfg.table_dtype;
     size_t sc[TK_HY_MAX_WORLD], rc[TK_HY_MAX_WORLD];
     hybrid_counts(m, 1, sc, rc);
-    TRY(tk_rows_copy(c, m->tables, td, P->d + P->o_send_rows, m->a2a_send, m->act, NULL, P->n_send, D, e));
+    TRY(tk_rows_copy(c, m->tables, td, hp(m, TK_HP_SEND_ROWS), m->a2a_send, m->act, NULL, hp_n(m, 0), D, e));
     TRY(prof_mark(m, "lookup", s, e));
     TRY(tk_comm_stream_wait(m->comm, TK_STREAM_COMM, s, e));
     TRY(prof_mark(m, NULL, TK_STREAM_COMM, e));
     TRY(tk_all_to_allv(m->comm, m->a2a_send, sc, h->pack, rc, m->act, TK_STREAM_COMM, e));
     TRY(prof_mark(m, "a2a_fwd", TK_STREAM_COMM, e));
-    TRY(tk_rows_copy(c, h->fr, td, P->d + P->o_frow, m->a2a_recv, m->act, P->d + P->o_fpos, P->n_freq, D, e));
+    TRY(tk_rows_copy(c, h->fr, td, hp(m, TK_HP_FROW), m->a2a_recv, m->act, hp(m, TK_HP_FPOS), hp_n(m, 2), D, e));
     return prof_mark(m, "lookup_frequent", s, e);
 }
 
@@ -561,8 +564,7 @@ static int forward_rows(tk_dlrm *m, const int32_t *dense, const int32_t *cat, in
         TRY(tk_comm_stream_wait(m->comm, TK_STREAM_COMPUTE, TK_STREAM_COMM, e));
         TRY(prof_mark(m, "wait_a2a_fwd", TK_STREAM_COMPUTE, e));
         if (hybrid) { // the received infrequent vectors to their places
-            const tk_dlrm_hplan *P = &m->hy->plan[m->hy->cur];
-            TRY(tk_rows_copy(m->c, m->hy->pack, m->act, NULL, m->a2a_recv, m->act, P->d + P->o_recv_pos, P->n_recv,
+            TRY(tk_rows_copy(m->c, m->hy->pack, m->act, NULL, m->a2a_recv, m->act, hp(m, TK_HP_RECV_POS), hp_n(m, 1),
                              cfg->emb_dim, e));
             TRY(prof_mark(m, "scatter", TK_STREAM_COMPUTE, e));
         }
@@ -645,7 +647,6 @@ static int train_step_dist(tk_dlrm *m, tk_err *e) {
     TRY(tk_lr_schedule(c, &cfg->lr, m->step, m->lr, e));
     tk_dlrm_hybrid *h = m->hy;
     if (h && h->cur < 0) return tk_err_set(e, TK_EINTERNAL, "dlrm: hybrid step without a planned batch");
-    const tk_dlrm_hplan *P = h ? &h->plan[h->cur] : NULL;
     TRY(forward_rows(m, m->in_dense + (size_t)m->rank * b * cfg->num_dense, m->in_cat, B, b, h != NULL, m->logit,
                      e));
     tk_range_push("backward");
@@ -672,15 +673,15 @@ static int train_step_dist(tk_dlrm *m, tk_err *e) {
         // row over this rank's samples, then over the ranks.
         size_t sc[TK_HY_MAX_WORLD], rc[TK_HY_MAX_WORLD];
         hybrid_counts(m, 0, sc, rc);
-        TRY(tk_rows_copy(c, m->a2a_send, m->act, P->d + P->o_recv_pos, h->pack, m->act, NULL, P->n_recv, D, e));
+        TRY(tk_rows_copy(c, m->a2a_send, m->act, hp(m, TK_HP_RECV_POS), h->pack, m->act, NULL, hp_n(m, 1), D, e));
         TRY(prof_mark(m, "gather", CS, e));
         TRY(tk_comm_stream_wait(m->comm, CM, CS, e));
         TRY(prof_mark(m, NULL, CM, e));
         TRY(tk_all_to_allv(m->comm, h->pack, sc, m->emb_own, rc, m->act, CM, e));
         TRY(prof_mark(m, "a2a_bwd", CM, e));
         TRY(tk_memset0(c, h->dfr, (size_t)h->nf * D * 4, CS, e));
-        TRY(tk_rows_segsum(c, m->a2a_send, m->act, P->d + P->o_fpos, P->d + P->o_seg_off, P->d + P->o_seg_row,
-                           P->nseg, D, h->dfr, e));
+        TRY(tk_rows_segsum(c, m->a2a_send, m->act, hp(m, TK_HP_FPOS), hp(m, TK_HP_SEG_OFF), hp(m, TK_HP_SEG_ROW),
+                           (int)hp_n(m, 3), D, h->dfr, e));
         TRY(prof_mark(m, "frequent_sum", CS, e));
         TRY(tk_comm_stream_wait(m->comm, CM, CS, e));
         TRY(prof_mark(m, NULL, CM, e));
@@ -706,8 +707,8 @@ static int train_step_dist(tk_dlrm *m, tk_err *e) {
         // The owned tables' infrequent rows, one list over the concatenated tables; the replica
         // with the all-reduced sums (every rank alike); the owners' frequent rows back to the tables.
         const tk_dtype td = cfg->table_dtype;
-        if (P->n_send > 0)
-            TRY(tk_embedding_bwd_sgd_act(c, m->tables, td, h->own_off, P->d + P->o_send_rows, (int)P->n_send, 1, D,
+        if (hp_n(m, 0) > 0)
+            TRY(tk_embedding_bwd_sgd_act(c, m->tables, td, h->own_off, hp(m, TK_HP_SEND_ROWS), (int)hp_n(m, 0), 1, D,
                                          m->emb_own, m->act, m->lr, h->ws_own, e));
         if (h->nf > 0)
             TRY(tk_embedding_bwd_sgd_act(c, h->fr, td, h->fr_off, h->fr_ident, (int)h->nf, 1, D, h->dfr, TK_F32, m->lr,

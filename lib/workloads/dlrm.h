@@ -217,11 +217,13 @@ json_t *tk_dlrm_profile_json(const tk_dlrm *m);
 // counts change every batch). Evaluation and checkpoints read the tables, whole at every step end.
 int tk_dlrm_hybrid_setup(tk_dlrm *m, const int32_t *cat, int64_t n, int64_t max_rows, tk_err *e);
 int tk_dlrm_hybrid_refresh(tk_dlrm *m, tk_err *e);
-// Plans the exchange of the global batch cat (B, T) host into plan slot (0 or 1): host arrays only.
-int tk_dlrm_hybrid_plan(tk_dlrm *m, int slot, const int32_t *cat, tk_err *e);
+// Plans the exchange of the global batch cat (B, T) (device) into plan slot (0 or 1) on stream,
+// and waits for its counts (the host needs them to queue the exchange).
+int tk_dlrm_hybrid_plan(tk_dlrm *m, int slot, const int32_t *cat, int stream, tk_err *e);
 void tk_dlrm_hybrid_destroy(tk_dlrm *m);
 // {"frequent_rows", "frequent_rows_own", "min_uses_per_batch", "batches", "a2a_bytes_per_step",
-// "allreduce_bytes_per_step", "plain_a2a_bytes_per_step", "saved_fraction", "plan_ms_per_batch"}: this rank's bytes sent
+// "allreduce_bytes_per_step", "plain_a2a_bytes_per_step", "saved_fraction", "plan_ms_per_batch"
+// (host time from queuing a batch's plan to having its counts)}: this rank's bytes sent
 // per step, averaged over the batches it planned, against the plain exchange's (NULL when off).
 json_t *tk_dlrm_hybrid_json(const tk_dlrm *m);
 

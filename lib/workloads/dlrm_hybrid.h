@@ -24,32 +24,27 @@
 
 #define TK_HY_MAX_WORLD 64
 
-// One batch's exchange plan: host arrays (pinned) built by tk_dlrm_hybrid_plan, and their device
-// copy. Row numbers are int32: positions in the grouped exchange layout ([owner][b][tm] vectors),
-// rows of this rank's tables (concatenated), rows of the replica.
+// One batch's exchange plan (kernels/hybrid_plan.h), per staging slot: the arrays on the device,
+// the counts copied back to the host.
 typedef struct tk_dlrm_hplan {
-    int32_t *h, *d;              // one host and one device allocation holding the arrays below
-    size_t cap;                  // int32 entries of each
-    size_t used;                 // int32 entries of this plan (copied to d)
-    size_t send_cnt[TK_HY_MAX_WORLD]; // vectors this rank sends peer j (fwd; received back in bwd)
-    size_t recv_cnt[TK_HY_MAX_WORLD]; // vectors it receives from owner i
-    int64_t n_send, n_recv, n_freq;
-    int nseg;
-    // offsets into h / d of: send_rows (n_send): owned-table rows looked up for peer j's samples,
-    // peer-major, then sample, then table; recv_pos (n_recv): where each received vector goes in the
-    // grouped layout; fpos / frow (n_freq): this rank's frequent uses sorted by replica row, their
-    // positions and replica rows; seg_off (nseg + 1) / seg_row (nseg): the runs of equal replica rows.
-    size_t o_send_rows, o_recv_pos, o_fpos, o_frow, o_seg_off, o_seg_row;
+    int32_t *d;                  // the plan's regions (tk_hybrid_plan_layout), device
+    int64_t *dcounts;            // (2W + 4) device
+    int64_t counts[2 * TK_HY_MAX_WORLD + 4]; // host copy: send_cnt[W], recv_cnt[W], n_send, n_recv, n_freq, nseg
     tk_event done;               // recorded after the step that read d (compute stream)
     int has_done;                // done has been recorded at least once
 } tk_dlrm_hplan;
 
+enum { TK_HP_SEND_ROWS, TK_HP_RECV_POS, TK_HP_FPOS, TK_HP_FROW, TK_HP_SEG_ROW, TK_HP_SEG_OFF, TK_HP_TOTAL };
+
 typedef struct tk_dlrm_hybrid {
     int64_t nf, nf_own;          // replica rows; of them, rows of this rank's tables
     int64_t fbase[TK_DLRM_MAX_TABLES + 1]; // replica rows of table t: [fbase[t], fbase[t+1])
-    uint64_t *hset[TK_DLRM_MAX_TABLES];    // per table: hash set id -> replica row (NULL: none)
-    int hbits[TK_DLRM_MAX_TABLES];         // log2 of its slots
     double min_uses;             // the threshold in uses per global batch
+    // The frequent rows' hash sets (kernels/hybrid_plan.h), on the device: hset, hoff (T), hbits
+    // (T), fbase (T).
+    uint64_t *hset;
+    int64_t *hoff, *dfbase;
+    int32_t *hbits;
     void *fr;                    // (nf, D) table dtype, device: the replica
     float *dfr;                  // (nf, D) f32: this rank's sums, then all ranks' (all-reduced)
     int32_t *fr_ident;           // (nf) 0..nf-1: the replica update's indices
@@ -57,15 +52,15 @@ typedef struct tk_dlrm_hybrid {
     int64_t *own_off;            // {0, rows_total}: this rank's tables as one table
     int32_t *own_f, *own_rows;   // (nf_own): replica rows of this rank's tables, and their table rows
     void *ws_fr, *ws_own;        // tk_embedding_bwd_sgd workspaces (nf x 1; B*tn x 1)
+    void *ws_plan;               // tk_hybrid_plan's workspace (one plan at a time)
     void *pack;                  // (b T, D) act: infrequent vectors received (fwd) / sent back (bwd)
+    size_t off[7];               // tk_hybrid_plan_layout of this rank
     tk_dlrm_hplan plan[2];       // per staging slot
-    int32_t *fidx;               // (B, T) host scratch of tk_dlrm_hybrid_plan: replica row or -1
-    int32_t *fscratch, *fcount;  // (2 b T) its frequent uses before sorting; (nf + 1) its counts
     int cur;                     // the slot of the batch in the input buffers (-1: none planned)
-    // traffic of this rank, summed over the batches it planned (tk_dlrm_hybrid_traffic)
+    // traffic of this rank, summed over the batches it planned (tk_dlrm_hybrid_json)
     int64_t batches;
     double a2a_bytes, a2a_bytes_plain, ar_bytes;
-    double plan_s;               // host seconds spent planning
+    double plan_s;               // host seconds from queuing a plan to having its counts
 } tk_dlrm_hybrid;
 
 #endif

@@ -105,7 +105,8 @@ trained_alike() {
     run "$L" -n 7 -- "${TS[@]}" --max-steps 1 --rendezvous "file:$PWD/rdv"
     [ "$status" -eq 2 ]
     [[ "$output" == *"the global batch (240) must be a multiple of the world size (7)"* ]]
-    [[ "$output" == *"train-step: rank 0: error: "* ]]
+    # every rank finds it; whichever exits first gets the others stopped before they print
+    [[ "$output" == *"train-step: rank "[0-6]": error: dlrm: the global batch"* ]]
     run env RANK=0 WORLD_SIZE=2 "${TS[@]}" --max-steps 1 --rendezvous "file:$PWD/rdv2" --comm-timeout 0
     [ "$status" -eq 2 ]
     [[ "${lines[0]}" == "train-step: --comm-timeout: expected "* ]]
@@ -202,14 +203,27 @@ a = [o["auc"] for o in got if o["step"] == 5][0]
 print(want, a)
 assert abs(a - want) <= 1e-5 * abs(want)
 PY
-    # rank 0 cannot read a result: every rank fails with its status (3: bad data)
+    # rank 0 cannot read a result: every rank fails with its status (3: bad data); rank 0 says why
+    # (rank 1, told so, waits a second before it exits, and launch stops it once rank 0 is gone)
     mkdir bad
     echo '{}' >bad/step-5.eval.json
     run "$L" -n 2 -- "${TSD[@]}" --eval-dir bad --eval-wait 1 --rendezvous "file:$PWD/rdvb"
     echo "$output"
     [ "$status" -eq 3 ]
     [[ "$output" == *"rank 0: error: bad/step-5.eval.json: line 1: \$.auc: expected a number"* ]]
-    [[ "$output" == *"rank 1: error: rank 0 failed to read an evaluation result"* ]]
+    # without launch (one run id shared by hand), rank 1 exits by itself with the same status and
+    # message
+    export TK_RUN_ID=bad2-$$
+    mkdir bad2
+    echo '{}' >bad2/step-5.eval.json
+    RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 "${TSD[@]}" --eval-dir bad2 --eval-wait 1 --rendezvous "file:$PWD/rdvc" \
+        >r1.out 2>r1.err &
+    p1=$!
+    run env RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 "${TSD[@]}" --eval-dir bad2 --eval-wait 1 --rendezvous "file:$PWD/rdvc"
+    [ "$status" -eq 3 ]
+    wait "$p1" || r1=$?
+    [ "${r1:-0}" -eq 3 ]
+    grep -q "rank 1: error: rank 0 failed to read an evaluation result" r1.err
 }
 
 # resume_agree NAME CKPT CMD...: CMD run to step 10 resuming from CKPT (a step-5 checkpoint),

@@ -10,6 +10,8 @@
 #include "dense_log1p.h"
 #include "embedding.h"
 #include "gpu/philox.h"
+#include "hybrid_plan.h"
+#include "hybrid_plan_case.h"
 #include "interaction.h"
 #include "lr_schedule.h"
 #include "rows.h"
@@ -538,4 +540,57 @@ TK_TEST(rows_bad_arguments) {
     CHECK_EQ_INT(tk_rows_segsum_ref(x, TK_F32, NULL, off, row, 1, -3, x, &e), TK_EINTERNAL);
     CHECK_STR(e.what, "rows_segsum: bad shape nseg 1 D -3 (want nseg >= 0, D > 0)");
     CHECK_EQ_INT(tk_rows_segsum_ref(x, TK_F32, NULL, off, row, -1, 1, x, &e), TK_EINTERNAL);
+}
+
+// kernels/hybrid_plan_ref.c on the batch worked out by hand in hybrid_plan_case.h (the same case
+// runs on the device in tests/gpu/test_hybrid_plan.c), directly and through the dispatch.
+TK_TEST(hybrid_plan_exact) {
+    tk_err e = {0};
+    uint64_t hset[32];
+    hpc_sets(hset);
+    CHECK_EQ_INT(tk_hset_find(hset, hpc_hoff, hpc_hbits, hpc_fbase, 0, 1), 1);
+    CHECK_EQ_INT(tk_hset_find(hset, hpc_hoff, hpc_hbits, hpc_fbase, 0, 0), -1);
+    CHECK_EQ_INT(tk_hset_find(hset, hpc_hoff, hpc_hbits, hpc_fbase, 1, 1), -1);
+    CHECK_EQ_INT(tk_hset_find(hset, hpc_hoff, hpc_hbits, hpc_fbase, 2, 4), 3);
+    tk_ctx *c;
+    CHECK_EQ_INT(tk_ctx_create(&c, TK_BACKEND_CPU, 0, &e), 0);
+    for (int r = 0; r < 2; r++)
+        for (int via = 0; via < 2; via++) { // the reference, then the dispatch on a cpu context
+            size_t off[7];
+            tk_hybrid_plan_layout(4, 3, 2, r, 2, off);
+            CHECK_EQ_INT(off[1], r ? 4 : 8); // B*tn
+            CHECK_EQ_INT(off[6], off[1] + 5 * 6 + 1); // four regions of b*T, seg_off b*T + 1
+            int32_t out[64], ws[64];
+            int64_t counts[8];
+            CHECK(tk_hybrid_plan_ws_bytes(TK_BACKEND_CPU, 4, 3, 2, 4) <= sizeof ws);
+            memset(out, 0xff, sizeof out), memset(counts, 0xff, sizeof counts);
+            tk_hybrid_plan_args a = {.B = 4, .T = 3, .W = 2, .rank = r, .tm = 2, .cat = hpc_cat, .hset = hset,
+                                     .hoff = hpc_hoff, .hbits = hpc_hbits, .fbase = hpc_fbase,
+                                     .own_off = r ? hpc_own1 : hpc_own0, .nf = 4, .out = out, .counts = counts,
+                                     .ws = ws};
+            CHECK_EQ_INT(via ? tk_hybrid_plan(c, &a, &e) : tk_hybrid_plan_ref(&a, &e), 0);
+            CHECK_EQ_INT(hpc_mismatches(r, out, off, counts), 0);
+        }
+    tk_ctx_destroy(c);
+}
+
+TK_TEST(hybrid_plan_bad_shape) {
+    tk_err e = {0};
+    int tn = -1;
+    tk_hybrid_plan_args a = {.B = 5, .T = 3, .W = 2, .rank = 0, .tm = 2, .nf = 4};
+    CHECK_EQ_INT(tk_hybrid_plan_check(&a, &tn, &e), TK_EINTERNAL);
+    CHECK_STR(e.what, "hybrid_plan: bad shape B 5 T 3 W 2 rank 0 tm 2 nf 4");
+    CHECK_EQ_INT(tk_hybrid_plan_ref(&a, &e), TK_EINTERNAL); // checked before anything is read
+    a.B = 4, a.tm = 1; // 2 ranks of 1 table cannot hold 3
+    CHECK_EQ_INT(tk_hybrid_plan_check(&a, &tn, &e), TK_EINTERNAL);
+    a.tm = 2, a.rank = 2;
+    CHECK_EQ_INT(tk_hybrid_plan_check(&a, &tn, &e), TK_EINTERNAL);
+    a.rank = 0, a.B = -4;
+    CHECK_EQ_INT(tk_hybrid_plan_check(&a, &tn, &e), TK_EINTERNAL);
+    a.B = 4, a.rank = 1;
+    CHECK_EQ_INT(tk_hybrid_plan_check(&a, &tn, &e), 0);
+    CHECK_EQ_INT(tn, 1);
+    a.T = 1; // rank 1 of 2 owns no table
+    CHECK_EQ_INT(tk_hybrid_plan_check(&a, &tn, &e), 0);
+    CHECK_EQ_INT(tn, 0);
 }
