@@ -429,14 +429,15 @@ static int train(run *r, tk_err *e) {
             rc = tk_dlrm_train_step(r->m, e);
         }
         if (rc) break;
+        // Several ranks: a peer that died leaves the steps' collectives hanging, and every later
+        // host wait would hang with them: wait, bounded by --comm-timeout, for the step before
+        // this one (this one runs meanwhile). Staging the next batch waits for nothing later: its
+        // slot and plan were last read by that step.
+        if ((rc = tk_dlrm_sync_lagged(r->m, e))) break;
         if (r->step + 1 < stop_at) {
             if ((rc = stage_batch(r, ld, r->step + 1, e))) break;
             staged = 1;
         }
-        // Several ranks: a peer that died leaves this step's collectives hanging, and every later
-        // host wait (a staging copy, a log point) would hang with them: wait here, bounded by
-        // --comm-timeout, once the next batch's copy is under way.
-        if (r->m->world > 1 && (rc = tk_dlrm_sync(r->m, e))) break;
         // --profile: the step's phase times, the first step of the run (warm-up) dropped
         if (o->profile && ((rc = tk_dlrm_sync(r->m, e)) || (rc = tk_dlrm_profile_add(r->m, nprof++ > 0, e))))
             break;

@@ -40,6 +40,8 @@ struct tk_comm {
     int nops;
     cudaEvent_t ev[TK_NSTREAMS]; // one per signaling stream (tk_comm_stream_wait)
     cudaEvent_t ev_wait;         // tk_comm_wait
+    cudaEvent_t ev_lag[2];       // tk_comm_wait_lagged: the marks of its last two calls
+    int lag_next, lag_set[2];    // the event its next call records; which have been recorded
 #endif
 };
 
@@ -204,11 +206,14 @@ int tk_comm_create(tk_ctx *c, const tk_rank_info *r, const char *rendezvous, dou
             return TK_EDEVICE;
         }
     }
-    cudaError_t ce = cudaEventCreateWithFlags(&m->ev_wait, cudaEventDisableTiming);
-    if (ce != cudaSuccess) {
-        cuda_fail(m, e, ce, "cannot create a CUDA event");
-        tk_comm_destroy(m);
-        return TK_EDEVICE;
+    cudaEvent_t *more[3] = {&m->ev_wait, &m->ev_lag[0], &m->ev_lag[1]};
+    for (int i = 0; i < 3; i++) {
+        cudaError_t ce = cudaEventCreateWithFlags(more[i], cudaEventDisableTiming);
+        if (ce != cudaSuccess) {
+            cuda_fail(m, e, ce, "cannot create a CUDA event");
+            tk_comm_destroy(m);
+            return TK_EDEVICE;
+        }
     }
     ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
     cfg.blocking = 0;
@@ -249,6 +254,8 @@ void tk_comm_destroy(tk_comm *m) {
     for (int i = 0; i < TK_NSTREAMS; i++)
         if (m->ev[i]) cudaEventDestroy(m->ev[i]);
     if (m->ev_wait) cudaEventDestroy(m->ev_wait);
+    for (int i = 0; i < 2; i++)
+        if (m->ev_lag[i]) cudaEventDestroy(m->ev_lag[i]);
 #endif
     free(m);
 }
@@ -475,21 +482,24 @@ int tk_comm_stream_wait(tk_comm *m, int waiter, int signaler, tk_err *e) {
 #endif
 }
 
-int tk_comm_wait(tk_comm *m, int stream, double timeout_s, tk_err *e) {
-    if (m->ctx->backend == TK_BACKEND_CPU) return 0;
 #ifdef TK_HAVE_CUDA
+// The checks of both waits: a usable communicator, a valid stream, no capture under way.
+static int wait_usable(tk_comm *m, int stream, cudaStream_t *s, tk_err *e) {
     TRY(comm_usable(m, e));
     TRY(stream_ok(m, stream, e));
-    cudaStream_t s = (cudaStream_t)m->ctx->stream[stream];
+    *s = (cudaStream_t)m->ctx->stream[stream];
     enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
-    if (m->ctx->capturing || (cudaStreamIsCapturing(s, &cap) == cudaSuccess && cap != cudaStreamCaptureStatusNone))
+    if (m->ctx->capturing || (cudaStreamIsCapturing(*s, &cap) == cudaSuccess && cap != cudaStreamCaptureStatusNone))
         return tk_err_set(e, TK_EINTERNAL, "rank %d: tk_comm_wait inside CUDA graph capture; wait after the graph launch",
                           m->rank);
-    cudaError_t q = cudaEventRecord(m->ev_wait, s);
-    if (q != cudaSuccess) return cuda_fail(m, e, q, "cudaEventRecord");
+    return 0;
+}
+
+// Poll ev until it completes, NCCL reports an error, or timeout_s passes (both abort).
+static int wait_event(tk_comm *m, cudaEvent_t ev, double timeout_s, tk_err *e) {
     double start = tk_now(), deadline = start + timeout_s;
     for (;;) {
-        q = cudaEventQuery(m->ev_wait);
+        cudaError_t q = cudaEventQuery(ev);
         if (q == cudaSuccess) return 0;
         if (q != cudaErrorNotReady) return cuda_fail(m, e, q, "collective failed on the device");
         ncclResult_t async = ncclSuccess;
@@ -508,10 +518,36 @@ int tk_comm_wait(tk_comm *m, int stream, double timeout_s, tk_err *e) {
         }
         poll_pause(start);
     }
+}
+#endif
+
+// Record a mark on stream and wait for it (lagged: for the previous lagged call's mark).
+static int wait_mark(tk_comm *m, int stream, int lagged, double timeout_s, tk_err *e) {
+    if (m->ctx->backend == TK_BACKEND_CPU) return 0;
+#ifdef TK_HAVE_CUDA
+    cudaStream_t s;
+    TRY(wait_usable(m, stream, &s, e));
+    const int k = m->lag_next, prev = 1 - k;
+    cudaEvent_t mark = lagged ? m->ev_lag[k] : m->ev_wait;
+    cudaError_t q = cudaEventRecord(mark, s);
+    if (q != cudaSuccess) return cuda_fail(m, e, q, "cudaEventRecord");
+    if (!lagged) return wait_event(m, mark, timeout_s, e);
+    m->lag_set[k] = 1;
+    m->lag_next = prev;
+    return m->lag_set[prev] ? wait_event(m, m->ev_lag[prev], timeout_s, e) : 0;
 #else
     (void)stream;
+    (void)lagged;
     (void)timeout_s;
     (void)e;
     return 0;
 #endif
+}
+
+int tk_comm_wait(tk_comm *m, int stream, double timeout_s, tk_err *e) {
+    return wait_mark(m, stream, 0, timeout_s, e);
+}
+
+int tk_comm_wait_lagged(tk_comm *m, int stream, double timeout_s, tk_err *e) {
+    return wait_mark(m, stream, 1, timeout_s, e);
 }

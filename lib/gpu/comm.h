@@ -71,6 +71,11 @@ int tk_comm_stream_wait(tk_comm *m, int waiter, int signaler, tk_err *e);
 // collective cannot be waited for on the host): that is TK_EINTERNAL; wait after the launch.
 // After an abort every call on m fails with TK_EDEVICE; only tk_comm_destroy remains.
 int tk_comm_wait(tk_comm *m, int stream, double timeout_s, tk_err *e);
+// The same wait one call behind: marks the work queued on stream so far, then waits (bounded and
+// checked as tk_comm_wait) for the work up to the previous call's mark (nothing on the first
+// call). Called once a step after queuing it, the host queues step n + 1 while the device runs
+// step n, and a dead peer is still found within a step plus timeout_s.
+int tk_comm_wait_lagged(tk_comm *m, int stream, double timeout_s, tk_err *e);
 
 // The ncclComm_t (cuda backend; NULL on cpu or after an abort), for benchmarks against NCCL.
 void *tk_comm_nccl(tk_comm *m);

@@ -782,6 +782,10 @@ int tk_dlrm_sync(tk_dlrm *m, tk_err *e) {
     return tk_ctx_sync(m->c, e);
 }
 
+int tk_dlrm_sync_lagged(tk_dlrm *m, tk_err *e) {
+    return m->world > 1 ? tk_comm_wait_lagged(m->comm, TK_STREAM_COMPUTE, m->comm_timeout, e) : 0;
+}
+
 int tk_dlrm_read_loss(tk_dlrm *m, double *mean_loss, int reset, tk_err *e) {
     double acc[2];
     if (m->world > 1) {

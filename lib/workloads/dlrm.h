@@ -165,6 +165,9 @@ int tk_dlrm_create_dist(tk_dlrm **m, tk_ctx *c, const tk_dlrm_config *cfg, tk_co
 // The host waits (at most comm_timeout) until the work queued so far is done; a dead or hung
 // peer gives TK_EDEVICE instead of a hang. One rank: tk_ctx_sync.
 int tk_dlrm_sync(tk_dlrm *m, tk_err *e);
+// The same one call behind (tk_comm_wait_lagged): after queuing step n, waits for step n - 1, so
+// the host queues step n + 1 while the device runs step n. One rank: nothing to wait for.
+int tk_dlrm_sync_lagged(tk_dlrm *m, tk_err *e);
 // all (world entries, host) = every rank's `mine`, in rank order: how the ranks agree on a host
 // decision (a write's outcome, rank 0's reading of an evaluation result). The host wait is bounded
 // by timeout_s (<= 0: the communicator's timeout). One rank: all[0] = mine.

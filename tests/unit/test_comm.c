@@ -34,6 +34,7 @@ TK_TEST(comm_cpu_world1_semantics) {
     CHECK_EQ_INT(tk_allreduce_sum(m, h, g, 2, TK_BF16, 0.5f, TK_STREAM_COMM, &e), 0);
     CHECK(g[0] == 0x3fc0 && g[1] == 0x4020); // 1.5, 2.5
     CHECK_EQ_INT(tk_comm_wait(m, TK_STREAM_COMM, 1, &e), 0);
+    CHECK_EQ_INT(tk_comm_wait_lagged(m, TK_STREAM_COMM, 1, &e), 0);
     tk_comm_destroy(m);
     tk_ctx_destroy(c);
 }

@@ -237,6 +237,14 @@ static void run_checks(double timeout) {
         if (case_enqueue(&cs[i], TK_STREAM_COMM, &e) || tk_comm_wait(M, TK_STREAM_COMM, timeout, &e)) die(&e);
         case_verify(&cs[i], "eager");
     }
+    // Queued back to back, each call of tk_comm_wait_lagged waiting for the collective before.
+    for (int i = 0; i < n; i++) poison(&cs[i]);
+    for (int i = 0; i < n; i++) {
+        if (case_enqueue(&cs[i], TK_STREAM_COMM, &e) || tk_comm_wait_lagged(M, TK_STREAM_COMM, timeout, &e)) die(&e);
+        if (i > 0) case_verify(&cs[i - 1], "lagged wait");
+    }
+    if (tk_comm_wait(M, TK_STREAM_COMM, timeout, &e)) die(&e);
+    case_verify(&cs[n - 1], "lagged wait");
     // In-place all-reduce (send == recv).
     {
         coll_case *c = &cs[0];
@@ -256,6 +264,8 @@ static void run_checks(double timeout) {
         if (case_enqueue(&cs[i], TK_STREAM_COMM, &e)) die(&e);
     tk_err we = {0};
     tap(tk_comm_wait(M, TK_STREAM_COMM, timeout, &we) == TK_EINTERNAL, "tk_comm_wait refuses inside capture", we.what);
+    tap(tk_comm_wait_lagged(M, TK_STREAM_COMM, timeout, &we) == TK_EINTERNAL, "tk_comm_wait_lagged refuses inside capture",
+        we.what);
     if (tk_comm_stream_wait(M, TK_STREAM_COMPUTE, TK_STREAM_COMM, &e) || tk_graph_end(C, &g, &e)) die(&e);
     for (int rep = 1; rep <= 2; rep++) {
         for (int i = 0; i < n; i++) poison(&cs[i]);
