@@ -76,7 +76,8 @@ static void help(void) {
            "      --comm-timeout SEC  several ranks: fail when the peers do not answer within\n"
            "                          SEC seconds (default 300)\n"
            "      --hybrid-embedding  several ranks: replicate the tables' most used rows on every\n"
-           "                          rank (all-reduced) and exchange only the rest (eager steps)\n"
+           "                          rank (all-reduced) and exchange only the rest (eager steps;\n"
+           "                          no effect with one rank)\n"
            "      --hybrid-max-rows N     ... at most N replicated rows (default 1048576)\n"
            "      --hybrid-stat-batches N ... chosen from the first N training batches (default 20)\n"
            "  -h, --help              this help\n"
@@ -779,8 +780,10 @@ int main(int argc, char **argv) {
     if (g_ri.world > 1 && !o.rendezvous)
         return usage_error("--rendezvous is required with several ranks (WORLD_SIZE=%d)", g_ri.world);
     if (g_ri.world > 1 && o.dump) return usage_error("--dump-step is not supported with several ranks yet");
-    if (o.hybrid && g_ri.world < 2)
-        return usage_error("--hybrid-embedding needs several ranks (share/launch -n N); one rank has no exchange");
+    if (o.hybrid && g_ri.world < 2) { // one rank has no exchange: the same command scales from 1 GPU
+        fprintf(stderr, "train-step: note: --hybrid-embedding has no effect with one rank (every table is local)\n");
+        o.hybrid = 0;
+    }
     static char platform[160];
     if (!platform_given && strcmp(o.backend, "cpu") != 0 && tk_cuda_device_count() > 0) {
         snprintf(platform, sizeof platform, "%dxGPU", g_ri.world);
