@@ -6,6 +6,9 @@
 #      whole distributed step, collectives included)
 #   4. scaling: samples/s of 1 rank at per-GPU batch b and of 2 ranks at global batch 2b (the
 #      MLPerf model sizes, tables from the data), the ratio in a '# table' line
+#   5. 2 ranks with --hybrid-embedding (eager, plans on the device) vs 1 rank, fp32: within 1e-4
+#   6. scaling with --hybrid-embedding: the 2-rank samples/s against test 4's 1 rank, and the
+#      traffic (bytes per step, saved fraction, plan time) in a '# table' line
 # Run from the repository root with binaries built elsewhere: BUILD=dir tests/gpu/multi/test_dlrm_dist.sh
 # (tests/gpu/multi/run.sh runs it too). B_GPU=b (default 16384), STEPS (default 60), PREC
 # (precision of the scaling runs, default bf16), SCALE_ARGS (more train-step options for them).
@@ -27,7 +30,7 @@ fi
 [ -x "$BIN/train-step" ] || { echo "Bail out! $BIN/train-step not built"; exit 1; }
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
-echo "1..4"
+echo "1..6"
 echo "# $(date -u '+%F %T UTC') $(hostname)"
 nvidia-smi -L 2>/dev/null | sed 's/^/# /'
 rows=$(((STEPS + 2) * 2 * BG))
@@ -91,6 +94,8 @@ ts oneb 1 "$tiny" "${common[@]}" --precision $bf ; ts twob 2 "$tiny" "${common[@
 compare 2 "2 ranks vs 1 rank, bf16" oneb twob 2e-2
 ts twoeager 2 "$tiny" "${common[@]}" --no-graphs
 compare 3 "2 ranks, CUDA graphs vs --no-graphs" two twoeager 1e-6
+ts twohy 2 "$tiny" "${common[@]}" --hybrid-embedding --hybrid-stat-batches 4
+compare 5 "2 ranks --hybrid-embedding vs 1 rank, fp32" one twohy 1e-4
 
 # Scaling: the MLPerf architecture (embedding dim 128, 13-512-256-128 / 1024-1024-512-256-1),
 # tables from the data (100,000 rows at most). samples/s: the median of the progress lines after
@@ -117,4 +122,18 @@ if ts s1 1 "$full" "${sc[@]}" --set train.global_batch_size="$BG" &&
     fi
 else
     echo "not ok 4 - scaling runs failed"
+    r1=0
+fi
+if ts s2h 2 "$full" "${sc[@]}" --set train.global_batch_size=$((2 * BG)) --hybrid-embedding; then
+    r2h=$(rate s2h)
+    ratio=$(awk -v a="$r1" -v b="$r2h" 'BEGIN { if (a > 0) printf "%.2f", b / a; else print "nan" }')
+    hy=$(sed -n 's/^{"type":"result".*"hybrid_embedding":{\([^}]*\)}.*/\1/p' "$W/s2h.jsonl")
+    echo "# table dlrm scaling ($PREC), hybrid embedding: 2 GPUs global batch $((2 * BG)): $r2h samples/s; ratio $ratio to 1 GPU; $hy"
+    if [ -n "$hy" ] && awk -v b="$r2h" 'BEGIN { exit !(b > 0) }'; then
+        echo "ok 6 - hybrid scaling measured: 2 GPUs / 1 GPU = $ratio"
+    else
+        echo "not ok 6 - hybrid scaling: no samples/s or no traffic in the result"
+    fi
+else
+    echo "not ok 6 - hybrid scaling run failed"
 fi
