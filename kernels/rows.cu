@@ -57,8 +57,9 @@ template <> struct Move<uint16_t, float, 8> { // 16 bytes in, 32 out; element 0 
 // moves chunks x, x + TPR, ... of rows y + blockIdx.x * rows_per_block + grid stride.
 template <typename S, typename T, int V>
 __global__ static void rows_copy_kernel(const S *__restrict__ src, const int32_t *__restrict__ spos,
-                                        T *__restrict__ dst, const int32_t *__restrict__ dpos, int64_t n, int ld,
-                                        int w) {
+                                        T *__restrict__ dst, const int32_t *__restrict__ dpos, int64_t n,
+                                        const int64_t *__restrict__ dn, int ld, int w) {
+    n = tk_rows_cap(n, dn);
     for (int64_t k = (int64_t)blockIdx.x * blockDim.y + threadIdx.y; k < n; k += (int64_t)gridDim.x * blockDim.y) {
         const S *s = src + (spos ? (int64_t)spos[k] : k) * ld;
         T *d = dst + (dpos ? (int64_t)dpos[k] : k) * ld;
@@ -74,30 +75,30 @@ static int rows_tpr(int64_t w) {
 }
 
 template <typename S, typename T, int V>
-static void launch_copy(const void *src, const int32_t *spos, void *dst, const int32_t *dpos, int64_t n, int ld,
-                        cudaStream_t s) {
+static void launch_copy(const void *src, const int32_t *spos, void *dst, const int32_t *dpos, int64_t n,
+                        const int64_t *dn, int ld, cudaStream_t s) {
     int tpr = rows_tpr(ld / V), rpb = 256 / tpr;
     rows_copy_kernel<S, T, V><<<tk_cu_blocks(n, rpb), dim3(tpr, rpb), 0, s>>>((const S *)src, spos, (T *)dst, dpos,
-                                                                              n, ld, ld / V);
+                                                                              n, dn, ld, ld / V);
 }
 
 int tk_rows_copy_cuda(tk_ctx *c, const void *src, tk_dtype st, const int32_t *spos, void *dst, tk_dtype dt,
-                      const int32_t *dpos, int64_t n, int D, tk_err *e) {
+                      const int32_t *dpos, int64_t n, const int64_t *dn, int D, tk_err *e) {
     TRY(tk_rows_copy_check(st, dt, n, D, e));
     if (n == 0) return 0;
     cudaStream_t s = tk_cu_stream(c);
     int al16 = (uintptr_t)src % 16 == 0 && (uintptr_t)dst % 16 == 0;
     if (st == dt) {
         int64_t bytes = (int64_t)D * (int64_t)tk_dtype_size(st);
-        if (al16 && bytes % 16 == 0) launch_copy<uint4, uint4, 1>(src, spos, dst, dpos, n, (int)(bytes / 16), s);
-        else if (st == TK_F32) launch_copy<float, float, 1>(src, spos, dst, dpos, n, D, s);
-        else launch_copy<uint16_t, uint16_t, 1>(src, spos, dst, dpos, n, D, s);
+        if (al16 && bytes % 16 == 0) launch_copy<uint4, uint4, 1>(src, spos, dst, dpos, n, dn, (int)(bytes / 16), s);
+        else if (st == TK_F32) launch_copy<float, float, 1>(src, spos, dst, dpos, n, dn, D, s);
+        else launch_copy<uint16_t, uint16_t, 1>(src, spos, dst, dpos, n, dn, D, s);
     } else if (st == TK_F32) {
-        if (al16 && D % 8 == 0) launch_copy<float, uint16_t, 8>(src, spos, dst, dpos, n, D, s);
-        else launch_copy<float, uint16_t, 1>(src, spos, dst, dpos, n, D, s);
+        if (al16 && D % 8 == 0) launch_copy<float, uint16_t, 8>(src, spos, dst, dpos, n, dn, D, s);
+        else launch_copy<float, uint16_t, 1>(src, spos, dst, dpos, n, dn, D, s);
     } else {
-        if (al16 && D % 8 == 0) launch_copy<uint16_t, float, 8>(src, spos, dst, dpos, n, D, s);
-        else launch_copy<uint16_t, float, 1>(src, spos, dst, dpos, n, D, s);
+        if (al16 && D % 8 == 0) launch_copy<uint16_t, float, 8>(src, spos, dst, dpos, n, dn, D, s);
+        else launch_copy<uint16_t, float, 1>(src, spos, dst, dpos, n, dn, D, s);
     }
     return tk_cu_check(e, "rows_copy");
 }
@@ -121,7 +122,9 @@ __device__ __forceinline__ float rows_ld(const uint16_t *p) { return __uint_as_f
 template <typename S, int U>
 __global__ static void rows_segsum_kernel(const S *__restrict__ src, const int32_t *__restrict__ pos,
                                           const int32_t *__restrict__ seg_off, const int32_t *__restrict__ seg_row,
-                                          int nseg, int D, float *__restrict__ dst) {
+                                          int nseg, const int64_t *__restrict__ dnseg, int D,
+                                          float *__restrict__ dst) {
+    nseg = (int)tk_rows_cap(nseg, dnseg);
     int lane = threadIdx.x & 31, wpb = blockDim.x / 32;
     int64_t nwork = (int64_t)nseg * ((D + 31) / 32);
     for (int64_t j = (int64_t)blockIdx.x * wpb + threadIdx.x / 32; j < nwork; j += (int64_t)gridDim.x * wpb) {
@@ -162,16 +165,16 @@ __global__ static void rows_segsum_kernel(const S *__restrict__ src, const int32
 
 template <typename S>
 static void launch_segsum(const void *src, const int32_t *pos, const int32_t *seg_off, const int32_t *seg_row,
-                          int nseg, int D, float *dst, cudaStream_t s) {
+                          int nseg, const int64_t *dnseg, int D, float *dst, cudaStream_t s) {
     unsigned blocks = tk_cu_blocks((int64_t)nseg * ((D + 31) / 32), 8);
-    rows_segsum_kernel<S, ROWS_U><<<blocks, 256, 0, s>>>((const S *)src, pos, seg_off, seg_row, nseg, D, dst);
+    rows_segsum_kernel<S, ROWS_U><<<blocks, 256, 0, s>>>((const S *)src, pos, seg_off, seg_row, nseg, dnseg, D, dst);
 }
 
 int tk_rows_segsum_cuda(tk_ctx *c, const void *src, tk_dtype st, const int32_t *pos, const int32_t *seg_off,
-                        const int32_t *seg_row, int nseg, int D, float *dst, tk_err *e) {
+                        const int32_t *seg_row, int nseg, const int64_t *dnseg, int D, float *dst, tk_err *e) {
     TRY(tk_rows_segsum_check(st, nseg, D, e));
     if (nseg == 0) return 0;
-    if (st == TK_F32) launch_segsum<float>(src, pos, seg_off, seg_row, nseg, D, dst, tk_cu_stream(c));
-    else launch_segsum<uint16_t>(src, pos, seg_off, seg_row, nseg, D, dst, tk_cu_stream(c));
+    if (st == TK_F32) launch_segsum<float>(src, pos, seg_off, seg_row, nseg, dnseg, D, dst, tk_cu_stream(c));
+    else launch_segsum<uint16_t>(src, pos, seg_off, seg_row, nseg, dnseg, D, dst, tk_cu_stream(c));
     return tk_cu_check(e, "rows_segsum");
 }

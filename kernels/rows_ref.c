@@ -5,8 +5,9 @@
 #include "sgd.h" // tk_f32_to_bf16, tk_bf16_to_f32
 
 int tk_rows_copy_ref(const void *src, tk_dtype st, const int32_t *spos, void *dst, tk_dtype dt,
-                     const int32_t *dpos, int64_t n, int D, tk_err *e) {
+                     const int32_t *dpos, int64_t n, const int64_t *dn, int D, tk_err *e) {
     TRY(tk_rows_copy_check(st, dt, n, D, e));
+    n = tk_rows_cap(n, dn);
     size_t ss = tk_dtype_size(st), ds = tk_dtype_size(dt);
 #pragma omp parallel for schedule(static)
     for (int64_t k = 0; k < n; k++) {
@@ -23,8 +24,9 @@ int tk_rows_copy_ref(const void *src, tk_dtype st, const int32_t *spos, void *ds
 }
 
 int tk_rows_segsum_ref(const void *src, tk_dtype st, const int32_t *pos, const int32_t *seg_off,
-                       const int32_t *seg_row, int nseg, int D, float *dst, tk_err *e) {
+                       const int32_t *seg_row, int nseg, const int64_t *dnseg, int D, float *dst, tk_err *e) {
     TRY(tk_rows_segsum_check(st, nseg, D, e));
+    nseg = (int)tk_rows_cap(nseg, dnseg);
     // Dynamic: one segment can hold most of the items (a very frequent row).
 #pragma omp parallel for schedule(dynamic, 16)
     for (int g = 0; g < nseg; g++) {

@@ -107,15 +107,15 @@ int tk_cast2d(tk_ctx *c, const void *src, tk_dtype st, int64_t sld, void *dst, t
 }
 
 int tk_rows_copy(tk_ctx *c, const void *src, tk_dtype st, const int32_t *spos, void *dst, tk_dtype dt,
-                 const int32_t *dpos, int64_t n, int D, tk_err *e) {
-    return TK_DISPATCH(c, tk_rows_copy_ref(src, st, spos, dst, dt, dpos, n, D, e),
-                       tk_rows_copy_cuda(c, src, st, spos, dst, dt, dpos, n, D, e));
+                 const int32_t *dpos, int64_t n, const int64_t *dn, int D, tk_err *e) {
+    return TK_DISPATCH(c, tk_rows_copy_ref(src, st, spos, dst, dt, dpos, n, dn, D, e),
+                       tk_rows_copy_cuda(c, src, st, spos, dst, dt, dpos, n, dn, D, e));
 }
 
 int tk_rows_segsum(tk_ctx *c, const void *src, tk_dtype st, const int32_t *pos, const int32_t *seg_off,
-                   const int32_t *seg_row, int nseg, int D, float *dst, tk_err *e) {
-    return TK_DISPATCH(c, tk_rows_segsum_ref(src, st, pos, seg_off, seg_row, nseg, D, dst, e),
-                       tk_rows_segsum_cuda(c, src, st, pos, seg_off, seg_row, nseg, D, dst, e));
+                   const int32_t *seg_row, int nseg, const int64_t *dnseg, int D, float *dst, tk_err *e) {
+    return TK_DISPATCH(c, tk_rows_segsum_ref(src, st, pos, seg_off, seg_row, nseg, dnseg, D, dst, e),
+                       tk_rows_segsum_cuda(c, src, st, pos, seg_off, seg_row, nseg, dnseg, D, dst, e));
 }
 
 int tk_sgd_update(tk_ctx *c, float *w, const float *g, size_t n, const float *lr, void *copy,

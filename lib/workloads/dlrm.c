@@ -533,13 +533,13 @@ static int hybrid_fwd_start(tk_dlrm *m, tk_err *e) {
     const tk_dtype td = m->cfg.table_dtype;
     size_t sc[TK_HY_MAX_WORLD], rc[TK_HY_MAX_WORLD];
     hybrid_counts(m, 1, sc, rc);
-    TRY(tk_rows_copy(c, m->tables, td, hp(m, TK_HP_SEND_ROWS), m->a2a_send, m->act, NULL, hp_n(m, 0), D, e));
+    TRY(tk_rows_copy(c, m->tables, td, hp(m, TK_HP_SEND_ROWS), m->a2a_send, m->act, NULL, hp_n(m, 0), NULL, D, e));
     TRY(prof_mark(m, "lookup", s, e));
     TRY(tk_comm_stream_wait(m->comm, TK_STREAM_COMM, s, e));
     TRY(prof_mark(m, NULL, TK_STREAM_COMM, e));
     TRY(tk_all_to_allv(m->comm, m->a2a_send, sc, h->pack, rc, m->act, TK_STREAM_COMM, e));
     TRY(prof_mark(m, "a2a_fwd", TK_STREAM_COMM, e));
-    TRY(tk_rows_copy(c, h->fr, td, hp(m, TK_HP_FROW), m->a2a_recv, m->act, hp(m, TK_HP_FPOS), hp_n(m, 2), D, e));
+    TRY(tk_rows_copy(c, h->fr, td, hp(m, TK_HP_FROW), m->a2a_recv, m->act, hp(m, TK_HP_FPOS), hp_n(m, 2), NULL, D, e));
     return prof_mark(m, "lookup_frequent", s, e);
 }
 
@@ -564,7 +564,7 @@ static int forward_rows(tk_dlrm *m, const int32_t *dense, const int32_t *cat, in
         TRY(tk_comm_stream_wait(m->comm, TK_STREAM_COMPUTE, TK_STREAM_COMM, e));
         TRY(prof_mark(m, "wait_a2a_fwd", TK_STREAM_COMPUTE, e));
         if (hybrid) { // the received infrequent vectors to their places
-            TRY(tk_rows_copy(m->c, m->hy->pack, m->act, NULL, m->a2a_recv, m->act, hp(m, TK_HP_RECV_POS), hp_n(m, 1),
+            TRY(tk_rows_copy(m->c, m->hy->pack, m->act, NULL, m->a2a_recv, m->act, hp(m, TK_HP_RECV_POS), hp_n(m, 1), NULL,
                              cfg->emb_dim, e));
             TRY(prof_mark(m, "scatter", TK_STREAM_COMPUTE, e));
         }
@@ -673,7 +673,7 @@ static int train_step_dist(tk_dlrm *m, tk_err *e) {
         // row over this rank's samples, then over the ranks.
         size_t sc[TK_HY_MAX_WORLD], rc[TK_HY_MAX_WORLD];
         hybrid_counts(m, 0, sc, rc);
-        TRY(tk_rows_copy(c, m->a2a_send, m->act, hp(m, TK_HP_RECV_POS), h->pack, m->act, NULL, hp_n(m, 1), D, e));
+        TRY(tk_rows_copy(c, m->a2a_send, m->act, hp(m, TK_HP_RECV_POS), h->pack, m->act, NULL, hp_n(m, 1), NULL, D, e));
         TRY(prof_mark(m, "gather", CS, e));
         TRY(tk_comm_stream_wait(m->comm, CM, CS, e));
         TRY(prof_mark(m, NULL, CM, e));
@@ -681,7 +681,7 @@ static int train_step_dist(tk_dlrm *m, tk_err *e) {
         TRY(prof_mark(m, "a2a_bwd", CM, e));
         TRY(tk_memset0(c, h->dfr, (size_t)h->nf * D * 4, CS, e));
         TRY(tk_rows_segsum(c, m->a2a_send, m->act, hp(m, TK_HP_FPOS), hp(m, TK_HP_SEG_OFF), hp(m, TK_HP_SEG_ROW),
-                           (int)hp_n(m, 3), D, h->dfr, e));
+                           (int)hp_n(m, 3), NULL, D, h->dfr, e));
         TRY(prof_mark(m, "frequent_sum", CS, e));
         TRY(tk_comm_stream_wait(m->comm, CM, CS, e));
         TRY(prof_mark(m, NULL, CM, e));
@@ -713,7 +713,7 @@ static int train_step_dist(tk_dlrm *m, tk_err *e) {
         if (h->nf > 0)
             TRY(tk_embedding_bwd_sgd_act(c, h->fr, td, h->fr_off, h->fr_ident, (int)h->nf, 1, D, h->dfr, TK_F32, m->lr,
                                          h->ws_fr, e));
-        TRY(tk_rows_copy(c, h->fr, td, h->own_f, m->tables, td, h->own_rows, h->nf_own, D, e));
+        TRY(tk_rows_copy(c, h->fr, td, h->own_f, m->tables, td, h->own_rows, h->nf_own, NULL, D, e));
     } else if (tn > 0) { // a2a_recv is (B, tm, D): the gradients of the owned tables' vectors, all B samples
         const void *g = m->a2a_recv;
         if (tn < tm) {

@@ -247,7 +247,7 @@ int tk_dlrm_hybrid_refresh(tk_dlrm *m, tk_err *e) {
     const int D = m->cfg.emb_dim;
     const tk_dtype td = m->cfg.table_dtype;
     TRY(tk_memset0(m->c, h->fr, (size_t)h->nf * D * tk_dtype_size(td), TK_STREAM_COMPUTE, e));
-    TRY(tk_rows_copy(m->c, m->tables, td, h->own_rows, h->fr, td, h->own_f, h->nf_own, D, e));
+    TRY(tk_rows_copy(m->c, m->tables, td, h->own_rows, h->fr, td, h->own_f, h->nf_own, NULL, D, e));
     TRY(tk_comm_stream_wait(m->comm, TK_STREAM_COMM, TK_STREAM_COMPUTE, e));
     TRY(tk_allreduce_sum(m->comm, h->fr, h->fr, (size_t)h->nf * D, td, 1.0f, TK_STREAM_COMM, e));
     TRY(tk_comm_stream_wait(m->comm, TK_STREAM_COMPUTE, TK_STREAM_COMM, e));

@@ -54,13 +54,13 @@ static int copy_case(tk_dtype st, tk_dtype dt, int64_t n, int D, int gather, int
     void *hr = gt_host(nd * ds), *hg = gt_host(nd * ds);
     memset(hr, 0xff, nd * ds);
     tk_err e = {0};
-    if (tk_rows_copy_ref((char *)hs + off * ss, st, spos, (char *)hr + off * ds, dt, dpos, n, D, &e))
+    if (tk_rows_copy_ref((char *)hs + off * ss, st, spos, (char *)hr + off * ds, dt, dpos, n, NULL, D, &e))
         gt_die_("rows_copy ref", &e);
     void *s = gt_dev(ns * ss), *d = gt_dev(nd * ds);
     int32_t *sp = dev_i32(spos, n), *dp = dev_i32(dpos, n);
     gt_up(s, hs, ns * ss);
     gt_poison(d, nd * ds, 0xff);
-    if (tk_rows_copy(gt_ctx_, (char *)s + off * ss, st, sp, (char *)d + off * ds, dt, dp, n, D, &e) || gt_sync(&e))
+    if (tk_rows_copy(gt_ctx_, (char *)s + off * ss, st, sp, (char *)d + off * ds, dt, dp, n, NULL, D, &e) || gt_sync(&e))
         gt_die_("rows_copy cuda", &e);
     gt_down(hg, d, nd * ds);
     int bad = memcmp(hg, hr, nd * ds) != 0;
@@ -111,14 +111,14 @@ static int segsum_case(tk_dtype st, int nseg, int D, int hot, int R, int off) {
     float *hr = gt_host(4 * nd), *hg = gt_host(4 * nd);
     memset(hr, 0xff, 4 * nd);
     tk_err e = {0};
-    if (tk_rows_segsum_ref((char *)hs + off * ss, st, pos, seg_off, seg_row, nseg, D, hr + off, &e))
+    if (tk_rows_segsum_ref((char *)hs + off * ss, st, pos, seg_off, seg_row, nseg, NULL, D, hr + off, &e))
         gt_die_("rows_segsum ref", &e);
     void *s = gt_dev(ns * ss);
     float *d = gt_dev(4 * nd);
     int32_t *dpos = dev_i32(pos, m), *doff = dev_i32(seg_off, nseg + 1), *drow = dev_i32(seg_row, nseg);
     gt_up(s, hs, ns * ss);
     gt_poison(d, 4 * nd, 0xff);
-    if (tk_rows_segsum(gt_ctx_, (char *)s + off * ss, st, dpos, doff, drow, nseg, D, d + off, &e) || gt_sync(&e))
+    if (tk_rows_segsum(gt_ctx_, (char *)s + off * ss, st, dpos, doff, drow, nseg, NULL, D, d + off, &e) || gt_sync(&e))
         gt_die_("rows_segsum cuda", &e);
     gt_down(hg, d, 4 * nd);
     int bad = memcmp(hg, hr, 4 * nd) != 0;
@@ -152,7 +152,7 @@ TK_TEST(rows_exact) {
     int32_t *dsp = dev_i32(sp, 2), *ddp = dev_i32(dp, 2);
     gt_up(s, src, sizeof src);
     gt_poison(d, sizeof out, 0);
-    CHECK_EQ_INT(tk_rows_copy(gt_ctx_, s, TK_F32, dsp, d, TK_F32, ddp, 2, 3, &e), 0);
+    CHECK_EQ_INT(tk_rows_copy(gt_ctx_, s, TK_F32, dsp, d, TK_F32, ddp, 2, NULL, 3, &e), 0);
     gt_down(out, d, sizeof out);
     float want[12] = {0, 0, 0, 30, 31, 32, 0, 0, 0, 10, 11, 12};
     for (int i = 0; i < 12; i++) CHECK(out[i] == want[i]);
@@ -160,7 +160,7 @@ TK_TEST(rows_exact) {
     float v[4] = {1.005859375f, 1.00390625f, 1.01171875f, -2.5f};
     uint16_t hb[4];
     gt_up(s, v, sizeof v);
-    CHECK_EQ_INT(tk_rows_copy(gt_ctx_, s, TK_F32, NULL, d, TK_BF16, NULL, 1, 4, &e), 0);
+    CHECK_EQ_INT(tk_rows_copy(gt_ctx_, s, TK_F32, NULL, d, TK_BF16, NULL, 1, NULL, 4, &e), 0);
     gt_down(hb, d, sizeof hb);
     CHECK(hb[0] == 0x3f81 && hb[1] == 0x3f80 && hb[2] == 0x3f82 && hb[3] == 0xc020);
     // segments: row 2 = rows 4 + 1 + 1 of (r, 10r), row 0 empty, row 5 = rows 0 + 3 + 2; and
@@ -172,28 +172,50 @@ TK_TEST(rows_exact) {
     gt_up(s, sv, sizeof sv);
     float *d2 = gt_dev(sizeof so);
     gt_poison(d2, sizeof so, 0);
-    CHECK_EQ_INT(tk_rows_segsum(gt_ctx_, s, TK_F32, dpos, doff, drow, 3, 2, d2, &e), 0);
+    CHECK_EQ_INT(tk_rows_segsum(gt_ctx_, s, TK_F32, dpos, doff, drow, 3, NULL, 2, d2, &e), 0);
     gt_down(so, d2, sizeof so);
     float wseg[12] = {0, 0, 0, 0, 6, 60, 0, 0, 0, 0, 5, 50};
     for (int i = 0; i < 12; i++) CHECK(so[i] == wseg[i]);
     float big[3] = {1e8f, 1, -1e8f}, one = 0;
     int32_t bp[4] = {0, 1, 2, 1}, boff[2] = {0, 4};
     gt_up(s, big, sizeof big), gt_up(dpos, bp, sizeof bp), gt_up(doff, boff, sizeof boff);
-    CHECK_EQ_INT(tk_rows_segsum(gt_ctx_, s, TK_F32, dpos, doff, drow + 1, 1, 1, d2, &e), 0); // into row 0
+    CHECK_EQ_INT(tk_rows_segsum(gt_ctx_, s, TK_F32, dpos, doff, drow + 1, 1, NULL, 1, d2, &e), 0); // into row 0
     gt_down(&one, d2, 4);
     CHECK(one == 1);
-    void *p[] = {s, d, dsp, ddp, dpos, doff, drow, d2};
-    for (int i = 0; i < 8; i++) tk_free(gt_ctx_, p[i]);
+    // counts read on the device: rows_copy of 2 with *dn = 1 moves the first row only; segsum of
+    // 3 segments with *dnseg = 2 writes rows 2 and 0, not 5; a negative count moves nothing
+    int64_t cnt[3] = {1, 2, -4};
+    int64_t *dcnt = gt_dev(sizeof cnt);
+    gt_up(dcnt, cnt, sizeof cnt);
+    gt_up(s, src, sizeof src);
+    gt_poison(d, sizeof out, 0);
+    CHECK_EQ_INT(tk_rows_copy(gt_ctx_, s, TK_F32, dsp, d, TK_F32, ddp, 2, dcnt, 3, &e), 0);
+    gt_down(out, d, sizeof out);
+    for (int i = 0; i < 12; i++) CHECK(out[i] == (i >= 9 ? want[i] : 0));
+    gt_poison(d, sizeof out, 0);
+    CHECK_EQ_INT(tk_rows_copy(gt_ctx_, s, TK_F32, dsp, d, TK_F32, ddp, 2, dcnt + 2, 3, &e), 0);
+    gt_down(out, d, sizeof out);
+    for (int i = 0; i < 12; i++) CHECK(out[i] == 0);
+    gt_up(s, sv, sizeof sv), gt_up(dpos, pos, sizeof pos), gt_up(doff, off, sizeof off);
+    gt_poison(d2, sizeof so, 0xff); // NaN
+    CHECK_EQ_INT(tk_rows_segsum(gt_ctx_, s, TK_F32, dpos, doff, drow, 3, dcnt + 1, 2, d2, &e), 0);
+    gt_down(so, d2, sizeof so);
+    for (int i = 0; i < 12; i++) { // rows 0 and 2 written; 1, 3, 4 and 5 untouched (still NaN)
+        int written = i < 2 || (i >= 4 && i < 6);
+        CHECK(written ? so[i] == wseg[i] : so[i] != so[i]);
+    }
+    void *p[] = {s, d, dsp, ddp, dpos, doff, drow, d2, dcnt};
+    for (int i = 0; i < 9; i++) tk_free(gt_ctx_, p[i]);
 }
 
 TK_TEST(rows_bad_arguments) {
     tk_err e = {0};
-    CHECK_EQ_INT(tk_rows_copy(gt_ctx_, NULL, TK_F16, NULL, NULL, TK_F32, NULL, 1, 4, &e), TK_EINTERNAL);
-    CHECK_EQ_INT(tk_rows_copy(gt_ctx_, NULL, TK_F32, NULL, NULL, TK_F32, NULL, 1, 0, &e), TK_EINTERNAL);
-    CHECK_EQ_INT(tk_rows_copy(gt_ctx_, NULL, TK_F32, NULL, NULL, TK_F32, NULL, 0, 4, &e), 0); // no-op
-    CHECK_EQ_INT(tk_rows_segsum(gt_ctx_, NULL, TK_I32, NULL, NULL, NULL, 1, 4, NULL, &e), TK_EINTERNAL);
-    CHECK_EQ_INT(tk_rows_segsum(gt_ctx_, NULL, TK_F32, NULL, NULL, NULL, -1, 4, NULL, &e), TK_EINTERNAL);
-    CHECK_EQ_INT(tk_rows_segsum(gt_ctx_, NULL, TK_F32, NULL, NULL, NULL, 0, 4, NULL, &e), 0); // no-op
+    CHECK_EQ_INT(tk_rows_copy(gt_ctx_, NULL, TK_F16, NULL, NULL, TK_F32, NULL, 1, NULL, 4, &e), TK_EINTERNAL);
+    CHECK_EQ_INT(tk_rows_copy(gt_ctx_, NULL, TK_F32, NULL, NULL, TK_F32, NULL, 1, NULL, 0, &e), TK_EINTERNAL);
+    CHECK_EQ_INT(tk_rows_copy(gt_ctx_, NULL, TK_F32, NULL, NULL, TK_F32, NULL, 0, NULL, 4, &e), 0); // no-op
+    CHECK_EQ_INT(tk_rows_segsum(gt_ctx_, NULL, TK_I32, NULL, NULL, NULL, 1, NULL, 4, NULL, &e), TK_EINTERNAL);
+    CHECK_EQ_INT(tk_rows_segsum(gt_ctx_, NULL, TK_F32, NULL, NULL, NULL, -1, NULL, 4, NULL, &e), TK_EINTERNAL);
+    CHECK_EQ_INT(tk_rows_segsum(gt_ctx_, NULL, TK_F32, NULL, NULL, NULL, 0, NULL, 4, NULL, &e), 0); // no-op
 }
 
 // Time of the step-sized cases (median of 11): rows moved, and the hot segment's latency.
@@ -201,8 +223,8 @@ struct rbench { void *s, *d; int32_t *pos, *off, *row; tk_dtype st, dt; int64_t 
 static void rbench_run(void *a) {
     struct rbench *b = a;
     tk_err e = {0};
-    int rc = b->seg ? tk_rows_segsum(gt_ctx_, b->s, b->st, b->pos, b->off, b->row, b->nseg, 128, b->d, &e)
-                    : tk_rows_copy(gt_ctx_, b->s, b->st, b->pos, b->d, b->dt, NULL, b->n, 128, &e);
+    int rc = b->seg ? tk_rows_segsum(gt_ctx_, b->s, b->st, b->pos, b->off, b->row, b->nseg, NULL, 128, b->d, &e)
+                    : tk_rows_copy(gt_ctx_, b->s, b->st, b->pos, b->d, b->dt, NULL, b->n, NULL, 128, &e);
     if (rc) gt_die_("rows bench", &e);
 }
 

@@ -444,30 +444,42 @@ TK_TEST(rows_copy_exact) {
     float src[4 * 3], dst[4 * 3];
     for (int r = 0; r < 4; r++) src[3 * r] = 10.0f * r, src[3 * r + 1] = 10.0f * r + 1, src[3 * r + 2] = 10.0f * r + 2;
     int32_t gath[3] = {3, 0, 3}; // repeats are fine on the source side
-    CHECK_EQ_INT(tk_rows_copy_ref(src, TK_F32, gath, dst, TK_F32, NULL, 3, 3, &e), 0);
+    CHECK_EQ_INT(tk_rows_copy_ref(src, TK_F32, gath, dst, TK_F32, NULL, 3, NULL, 3, &e), 0);
     float want_g[9] = {30, 31, 32, 0, 1, 2, 30, 31, 32};
     for (int i = 0; i < 9; i++) CHECK(dst[i] == want_g[i]);
     int32_t scat[2] = {2, 0};
     for (int i = 0; i < 12; i++) dst[i] = -1;
-    CHECK_EQ_INT(tk_rows_copy_ref(src, TK_F32, NULL, dst, TK_F32, scat, 2, 3, &e), 0);
+    CHECK_EQ_INT(tk_rows_copy_ref(src, TK_F32, NULL, dst, TK_F32, scat, 2, NULL, 3, &e), 0);
     float want_s[12] = {10, 11, 12, -1, -1, -1, 0, 1, 2, -1, -1, -1};
     for (int i = 0; i < 12; i++) CHECK(dst[i] == want_s[i]);
     int32_t sp[2] = {1, 3}, dp[2] = {3, 1};
     for (int i = 0; i < 12; i++) dst[i] = -1;
-    CHECK_EQ_INT(tk_rows_copy_ref(src, TK_F32, sp, dst, TK_F32, dp, 2, 3, &e), 0);
+    CHECK_EQ_INT(tk_rows_copy_ref(src, TK_F32, sp, dst, TK_F32, dp, 2, NULL, 3, &e), 0);
     float want_b[12] = {-1, -1, -1, 30, 31, 32, -1, -1, -1, 10, 11, 12};
     for (int i = 0; i < 12; i++) CHECK(dst[i] == want_b[i]);
     for (int i = 0; i < 12; i++) dst[i] = -1;
-    CHECK_EQ_INT(tk_rows_copy_ref(src, TK_F32, NULL, dst, TK_F32, NULL, 2, 3, &e), 0);
+    CHECK_EQ_INT(tk_rows_copy_ref(src, TK_F32, NULL, dst, TK_F32, NULL, 2, NULL, 3, &e), 0);
     float want_n[12] = {0, 1, 2, 10, 11, 12, -1, -1, -1, -1, -1, -1};
     for (int i = 0; i < 12; i++) CHECK(dst[i] == want_n[i]);
     // the same through the dispatch on a cpu context
     tk_ctx *c;
     CHECK_EQ_INT(tk_ctx_create(&c, TK_BACKEND_CPU, 0, &e), 0);
     for (int i = 0; i < 12; i++) dst[i] = -1;
-    CHECK_EQ_INT(tk_rows_copy(c, src, TK_F32, sp, dst, TK_F32, dp, 2, 3, &e), 0);
+    CHECK_EQ_INT(tk_rows_copy(c, src, TK_F32, sp, dst, TK_F32, dp, 2, NULL, 3, &e), 0);
     for (int i = 0; i < 12; i++) CHECK(dst[i] == want_b[i]);
-    CHECK_EQ_INT(tk_rows_copy(c, src, TK_F32, NULL, NULL, TK_F32, NULL, 0, 3, &e), 0); // n == 0: no-op
+    CHECK_EQ_INT(tk_rows_copy(c, src, TK_F32, NULL, NULL, TK_F32, NULL, 0, NULL, 3, &e), 0); // n == 0: no-op
+    // a count read when the op runs: min(n, max(*dn, 0)) rows
+    int64_t dn[4] = {1, -2, 7, 0};
+    int rows_moved[4] = {1, 0, 2, 0};
+    for (int k = 0; k < 4; k++) {
+        for (int i = 0; i < 12; i++) dst[i] = -1;
+        CHECK_EQ_INT(tk_rows_copy(c, src, TK_F32, sp, dst, TK_F32, dp, 2, &dn[k], 3, &e), 0);
+        // row dp[0] = 3 gets src row 1 once one row moves, row dp[1] = 1 gets src row 3 with two
+        for (int i = 0; i < 3; i++) {
+            CHECK(dst[9 + i] == (rows_moved[k] >= 1 ? want_b[9 + i] : -1));
+            CHECK(dst[3 + i] == (rows_moved[k] >= 2 ? want_b[3 + i] : -1));
+        }
+    }
     tk_ctx_destroy(c);
 }
 
@@ -481,15 +493,15 @@ TK_TEST(rows_copy_types) {
     float src[4] = {1.005859375f, 1.00390625f, 1.01171875f, -2.5f};
     uint16_t hb[2 * 2];
     int32_t sp[2] = {1, 0};
-    CHECK_EQ_INT(tk_rows_copy_ref(src, TK_F32, sp, hb, TK_BF16, NULL, 2, 2, &e), 0);
+    CHECK_EQ_INT(tk_rows_copy_ref(src, TK_F32, sp, hb, TK_BF16, NULL, 2, NULL, 2, &e), 0);
     CHECK(hb[0] == 0x3f82 && hb[1] == 0xc020 && hb[2] == 0x3f81 && hb[3] == 0x3f80);
     uint16_t bs[4] = {0x3f81, 0xc020, 0x4040, 0x0000};
     float back[2 * 2];
     int32_t dp[2] = {1, 0};
-    CHECK_EQ_INT(tk_rows_copy_ref(bs, TK_BF16, NULL, back, TK_F32, dp, 2, 2, &e), 0);
+    CHECK_EQ_INT(tk_rows_copy_ref(bs, TK_BF16, NULL, back, TK_F32, dp, 2, NULL, 2, &e), 0);
     CHECK(back[0] == 3 && back[1] == 0 && back[2] == 1.0078125f && back[3] == -2.5f);
     uint16_t nan[2] = {0x7f81, 0xffc1}, nan2[2] = {0, 0};
-    CHECK_EQ_INT(tk_rows_copy_ref(nan, TK_BF16, NULL, nan2, TK_BF16, NULL, 1, 2, &e), 0);
+    CHECK_EQ_INT(tk_rows_copy_ref(nan, TK_BF16, NULL, nan2, TK_BF16, NULL, 1, NULL, 2, &e), 0);
     CHECK(nan2[0] == 0x7f81 && nan2[1] == 0xffc1);
 }
 
@@ -505,41 +517,49 @@ TK_TEST(rows_segsum_exact) {
     // row 2 = rows 4 + 1 + 1 = (6, 60); row 0 = empty = (0, 0); row 5 = rows 0 + 3 + 2 = (5, 50)
     float want[12] = {0, 0, -7, -7, 6, 60, -7, -7, -7, -7, 5, 50};
     for (int i = 0; i < 12; i++) dst[i] = -7;
-    CHECK_EQ_INT(tk_rows_segsum_ref(src, TK_F32, pos, off, row, 3, 2, dst, &e), 0);
+    CHECK_EQ_INT(tk_rows_segsum_ref(src, TK_F32, pos, off, row, 3, NULL, 2, dst, &e), 0);
     for (int i = 0; i < 12; i++) CHECK(dst[i] == want[i]);
     for (int i = 0; i < 12; i++) dst[i] = -7;
-    CHECK_EQ_INT(tk_rows_segsum_ref(hb, TK_BF16, pos, off, row, 3, 2, dst, &e), 0);
+    CHECK_EQ_INT(tk_rows_segsum_ref(hb, TK_BF16, pos, off, row, 3, NULL, 2, dst, &e), 0);
     for (int i = 0; i < 12; i++) CHECK(dst[i] == want[i]);
     // Item order, left to right: ((1e8 + 1) - 1e8) + 1 = 1 (1e8 + 1 rounds back to 1e8); a
     // pairwise or right-to-left sum of the same items gives 0.
     float big[3] = {1e8f, 1, -1e8f}, one = 0;
     int32_t bp[4] = {0, 1, 2, 1}, boff[2] = {0, 4}, brow[1] = {0};
-    CHECK_EQ_INT(tk_rows_segsum_ref(big, TK_F32, bp, boff, brow, 1, 1, &one, &e), 0);
+    CHECK_EQ_INT(tk_rows_segsum_ref(big, TK_F32, bp, boff, brow, 1, NULL, 1, &one, &e), 0);
     CHECK(one == 1);
     tk_ctx *c;
     CHECK_EQ_INT(tk_ctx_create(&c, TK_BACKEND_CPU, 0, &e), 0);
     for (int i = 0; i < 12; i++) dst[i] = -7;
-    CHECK_EQ_INT(tk_rows_segsum(c, src, TK_F32, pos, off, row, 3, 2, dst, &e), 0);
+    CHECK_EQ_INT(tk_rows_segsum(c, src, TK_F32, pos, off, row, 3, NULL, 2, dst, &e), 0);
     for (int i = 0; i < 12; i++) CHECK(dst[i] == want[i]);
-    CHECK_EQ_INT(tk_rows_segsum(c, NULL, TK_F32, NULL, NULL, NULL, 0, 2, NULL, &e), 0); // nseg == 0: no-op
+    CHECK_EQ_INT(tk_rows_segsum(c, NULL, TK_F32, NULL, NULL, NULL, 0, NULL, 2, NULL, &e), 0); // nseg == 0: no-op
+    // dnseg = 2 of 3: rows 2 and 0 written, row 5 left alone; -1: none
+    int64_t two = 2, neg = -1;
+    for (int i = 0; i < 12; i++) dst[i] = -7;
+    CHECK_EQ_INT(tk_rows_segsum(c, src, TK_F32, pos, off, row, 3, &two, 2, dst, &e), 0);
+    for (int i = 0; i < 12; i++) CHECK(dst[i] == (i >= 10 ? -7 : want[i]));
+    for (int i = 0; i < 12; i++) dst[i] = -7;
+    CHECK_EQ_INT(tk_rows_segsum(c, src, TK_F32, pos, off, row, 3, &neg, 2, dst, &e), 0);
+    for (int i = 0; i < 12; i++) CHECK(dst[i] == -7);
     tk_ctx_destroy(c);
 }
 
 TK_TEST(rows_bad_arguments) {
     tk_err e = {0};
     float x[4] = {0};
-    CHECK_EQ_INT(tk_rows_copy_ref(x, TK_I32, NULL, x, TK_F32, NULL, 1, 1, &e), TK_EINTERNAL);
+    CHECK_EQ_INT(tk_rows_copy_ref(x, TK_I32, NULL, x, TK_F32, NULL, 1, NULL, 1, &e), TK_EINTERNAL);
     CHECK_STR(e.what, "rows_copy: unsupported types I32 -> F32");
-    CHECK_EQ_INT(tk_rows_copy_ref(x, TK_F32, NULL, x, TK_F16, NULL, 1, 1, &e), TK_EINTERNAL);
-    CHECK_EQ_INT(tk_rows_copy_ref(x, TK_F32, NULL, x, TK_F32, NULL, 1, 0, &e), TK_EINTERNAL);
+    CHECK_EQ_INT(tk_rows_copy_ref(x, TK_F32, NULL, x, TK_F16, NULL, 1, NULL, 1, &e), TK_EINTERNAL);
+    CHECK_EQ_INT(tk_rows_copy_ref(x, TK_F32, NULL, x, TK_F32, NULL, 1, NULL, 0, &e), TK_EINTERNAL);
     CHECK_STR(e.what, "rows_copy: bad shape n 1 D 0 (want n >= 0, D > 0)");
-    CHECK_EQ_INT(tk_rows_copy_ref(x, TK_F32, NULL, x, TK_F32, NULL, -1, 4, &e), TK_EINTERNAL);
+    CHECK_EQ_INT(tk_rows_copy_ref(x, TK_F32, NULL, x, TK_F32, NULL, -1, NULL, 4, &e), TK_EINTERNAL);
     int32_t off[2] = {0, 0}, row[1] = {0};
-    CHECK_EQ_INT(tk_rows_segsum_ref(x, TK_F16, NULL, off, row, 1, 1, x, &e), TK_EINTERNAL);
+    CHECK_EQ_INT(tk_rows_segsum_ref(x, TK_F16, NULL, off, row, 1, NULL, 1, x, &e), TK_EINTERNAL);
     CHECK_STR(e.what, "rows_segsum: unsupported source type F16");
-    CHECK_EQ_INT(tk_rows_segsum_ref(x, TK_F32, NULL, off, row, 1, -3, x, &e), TK_EINTERNAL);
+    CHECK_EQ_INT(tk_rows_segsum_ref(x, TK_F32, NULL, off, row, 1, NULL, -3, x, &e), TK_EINTERNAL);
     CHECK_STR(e.what, "rows_segsum: bad shape nseg 1 D -3 (want nseg >= 0, D > 0)");
-    CHECK_EQ_INT(tk_rows_segsum_ref(x, TK_F32, NULL, off, row, -1, 1, x, &e), TK_EINTERNAL);
+    CHECK_EQ_INT(tk_rows_segsum_ref(x, TK_F32, NULL, off, row, -1, NULL, 1, x, &e), TK_EINTERNAL);
 }
 
 // kernels/hybrid_plan_ref.c on the batch worked out by hand in hybrid_plan_case.h (the same case
