@@ -238,3 +238,87 @@ int tk_hybrid_plan_cuda(tk_ctx *c, const tk_hybrid_plan_args *a, tk_err *e) {
                                                     a->counts, W);
     return tk_cu_check(e, "hybrid_plan (runs)");
 }
+
+// ---- the exchange matrix and the fixed-size layout ----
+
+namespace {
+
+// Each block counts into shared counters (W*W <= 4096), then adds them to mat.
+__global__ void xcount_kernel(const int32_t *cat, const uint64_t *hset, const int64_t *hoff, const int32_t *hbits,
+                              const int64_t *fbase, int64_t B, int T, int W, int tm, int64_t b,
+                              unsigned long long *mat) {
+    extern __shared__ unsigned int xc_sh[];
+    for (int i = threadIdx.x; i < W * W; i += blockDim.x) xc_sh[i] = 0;
+    __syncthreads();
+    const int64_t n = B * T;
+    for (int64_t u = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; u < n; u += (int64_t)gridDim.x * blockDim.x) {
+        int64_t s = u / T;
+        int t = (int)(u - s * T);
+        if (tk_hset_find(hset, hoff, hbits, fbase, t, cat[u]) < 0) atomicAdd(&xc_sh[(t / tm) * W + (int)(s / b)], 1u);
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < W * W; i += blockDim.x)
+        if (xc_sh[i]) atomicAdd(&mat[i], (unsigned long long)xc_sh[i]);
+}
+
+__global__ void fixed_send_kernel(const int32_t *send_rows, const int64_t *counts, int W, int64_t cap,
+                                  int32_t pad_row, int32_t *send_pad) {
+    const int64_t n = (int64_t)W * cap;
+    for (int64_t x = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; x < n; x += (int64_t)gridDim.x * blockDim.x) {
+        int j = (int)(x / cap);
+        int64_t q = x - j * cap, from = 0;
+        for (int p = 0; p < j; p++) from += counts[p];
+        send_pad[x] = q < counts[j] ? send_rows[from + q] : pad_row;
+    }
+}
+
+__global__ void fixed_recv_kernel(const int64_t *counts, int W, int64_t cap, int64_t nmax, int32_t *recv_src) {
+    const int64_t n = min(counts[2 * W + 1], nmax);
+    for (int64_t x = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; x < n; x += (int64_t)gridDim.x * blockDim.x) {
+        int64_t from = 0;
+        int i = 0;
+        while (i < W - 1 && x >= from + counts[W + i]) from += counts[W + i++];
+        int64_t q = x - from;
+        recv_src[x] = q < cap ? (int32_t)(i * cap + q) : -1;
+    }
+}
+
+} // namespace
+
+static int plan_stream(tk_ctx *c, const tk_hybrid_plan_args *a, cudaStream_t *s, tk_err *e) {
+    if (a->stream < 0 || a->stream >= TK_NSTREAMS || !c->stream[a->stream])
+        return tk_err_set(e, TK_EINTERNAL, "hybrid_plan: no stream %d", a->stream);
+    *s = (cudaStream_t)c->stream[a->stream];
+    return 0;
+}
+
+int tk_hybrid_exchange_counts_cuda(tk_ctx *c, const tk_hybrid_plan_args *a, int64_t *mat, tk_err *e) {
+    int tn;
+    TRY(tk_hybrid_plan_check(a, &tn, e));
+    cudaStream_t s = nullptr;
+    TRY(plan_stream(c, a, &s, e));
+    const int W = a->W;
+    if (W > 64) return tk_err_set(e, TK_EINTERNAL, "hybrid_exchange_counts: %d ranks (at most 64: shared counters)", W);
+    TRY(tk_cu_check(e, "hybrid_exchange_counts (memset)", cudaMemsetAsync(mat, 0, (size_t)W * W * 8, s)));
+    const int64_t n = (int64_t)a->B * a->T;
+    if (n == 0) return 0;
+    xcount_kernel<<<tk_cu_blocks(n, 256 * 8), 256, (size_t)W * W * 4, s>>>(
+        a->cat, a->hset, a->hoff, a->hbits, a->fbase, a->B, a->T, W, a->tm, a->B / W, (unsigned long long *)mat);
+    return tk_cu_check(e, "hybrid_exchange_counts");
+}
+
+int tk_hybrid_plan_fixed_cuda(tk_ctx *c, const tk_hybrid_plan_args *a, int64_t cap, int32_t pad_row,
+                              int32_t *send_pad, int32_t *recv_src, tk_err *e) {
+    TRY(tk_hybrid_plan_fixed_check(a, cap, e));
+    cudaStream_t s = nullptr;
+    TRY(plan_stream(c, a, &s, e));
+    const int W = a->W;
+    size_t off[7];
+    tk_hybrid_plan_layout(a->B, a->T, W, a->rank, a->tm, off);
+    const int64_t nsend = (int64_t)W * cap, bT = (int64_t)(a->B / W) * a->T;
+    if (nsend > 0)
+        fixed_send_kernel<<<tk_cu_blocks(nsend, 256), 256, 0, s>>>(a->out + off[0], a->counts, W, cap, pad_row, send_pad);
+    TRY(tk_cu_check(e, "hybrid_plan_fixed (send)"));
+    if (bT > 0) fixed_recv_kernel<<<tk_cu_blocks(bT, 256), 256, 0, s>>>(a->counts, W, cap, bT, recv_src);
+    return tk_cu_check(e, "hybrid_plan_fixed (recv)");
+}

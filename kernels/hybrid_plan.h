@@ -75,11 +75,35 @@ void tk_hybrid_plan_layout(int B, int T, int W, int rank, int tm, size_t off[7])
 size_t tk_hybrid_plan_ws_bytes(tk_backend be, int B, int T, int W, int64_t nf);
 int tk_hybrid_plan(tk_ctx *c, const tk_hybrid_plan_args *a, tk_err *e);
 int tk_hybrid_plan_ref(const tk_hybrid_plan_args *a, tk_err *e);
+// The exchange matrix of the whole batch, the same on every rank: mat[i*W + j] = the infrequent
+// uses of owner i's tables by rank j's samples = the vectors i sends j forward (and j returns in
+// the backward); rank r's plan has send_cnt[j] = mat[r*W + j] and recv_cnt[i] = mat[i*W + r].
+// Reads a's shape, cat and hash sets (rank, own_off, out, counts, ws unused). mat: W*W int64,
+// device (host on cpu); on a->stream (cuda).
+int tk_hybrid_exchange_counts(tk_ctx *c, const tk_hybrid_plan_args *a, int64_t *mat, tk_err *e);
+int tk_hybrid_exchange_counts_ref(const tk_hybrid_plan_args *a, int64_t *mat, tk_err *e);
+
+// A finished plan (a->out, a->counts, as tk_hybrid_plan left them) laid out for the fixed-size
+// exchange of cap vectors per rank pair, on a->stream: send_pad (W*cap): block j holds
+// send_rows' part for peer j, then pad_row up to cap; recv_src (b*T, the first n_recv written):
+// where the k-th received vector (recv_pos order) sits in the fixed receive buffer, i*cap + its
+// place in owner i's part. Meant for plans whose counts are all <= cap; a longer part is cut at
+// cap (send_pad) and its places past cap are -1 (recv_src). Counts are read where they lie
+// (device on cuda).
+int tk_hybrid_plan_fixed(tk_ctx *c, const tk_hybrid_plan_args *a, int64_t cap, int32_t pad_row, int32_t *send_pad,
+                         int32_t *recv_src, tk_err *e);
+int tk_hybrid_plan_fixed_ref(const tk_hybrid_plan_args *a, int64_t cap, int32_t pad_row, int32_t *send_pad,
+                             int32_t *recv_src, tk_err *e);
+
 // The argument checks shared by both sides; *tn gets the number of owned tables.
 int tk_hybrid_plan_check(const tk_hybrid_plan_args *a, int *tn, tk_err *e);
+int tk_hybrid_plan_fixed_check(const tk_hybrid_plan_args *a, int64_t cap, tk_err *e);
 #ifdef TK_HAVE_CUDA
 size_t tk_hybrid_plan_ws_bytes_cuda(int B, int T, int W, int64_t nf);
 int tk_hybrid_plan_cuda(tk_ctx *c, const tk_hybrid_plan_args *a, tk_err *e);
+int tk_hybrid_exchange_counts_cuda(tk_ctx *c, const tk_hybrid_plan_args *a, int64_t *mat, tk_err *e);
+int tk_hybrid_plan_fixed_cuda(tk_ctx *c, const tk_hybrid_plan_args *a, int64_t cap, int32_t pad_row,
+                              int32_t *send_pad, int32_t *recv_src, tk_err *e);
 #endif
 
 #undef TK_HP_HD

@@ -99,3 +99,43 @@ int tk_hybrid_plan_ref(const tk_hybrid_plan_args *a, tk_err *e) {
     a->counts[2 * W + 3] = nseg;
     return 0;
 }
+
+int tk_hybrid_exchange_counts_ref(const tk_hybrid_plan_args *a, int64_t *mat, tk_err *e) {
+    int tn;
+    TRY(tk_hybrid_plan_check(a, &tn, e));
+    const int T = a->T, W = a->W, tm = a->tm;
+    const int64_t b = a->B / W;
+    memset(mat, 0, (size_t)W * W * sizeof *mat);
+    for (int64_t s = 0; s < a->B; s++)
+        for (int t = 0; t < T; t++)
+            if (tk_hset_find(a->hset, a->hoff, a->hbits, a->fbase, t, a->cat[s * T + t]) < 0)
+                mat[(int64_t)(t / tm) * W + s / b]++;
+    return 0;
+}
+
+// The argument checks of tk_hybrid_plan_fixed (both sides).
+int tk_hybrid_plan_fixed_check(const tk_hybrid_plan_args *a, int64_t cap, tk_err *e) {
+    int tn;
+    TRY(tk_hybrid_plan_check(a, &tn, e));
+    if (cap < 0 || cap > (int64_t)(a->B / a->W) * a->tm || (int64_t)a->W * cap > INT32_MAX)
+        return tk_err_set(e, TK_EINTERNAL, "hybrid_plan_fixed: capacity %lld outside [0, b*tm = %lld]", (long long)cap,
+                          (long long)(a->B / a->W) * a->tm);
+    return 0;
+}
+
+int tk_hybrid_plan_fixed_ref(const tk_hybrid_plan_args *a, int64_t cap, int32_t pad_row, int32_t *send_pad,
+                             int32_t *recv_src, tk_err *e) {
+    TRY(tk_hybrid_plan_fixed_check(a, cap, e));
+    const int W = a->W;
+    size_t off[7];
+    tk_hybrid_plan_layout(a->B, a->T, W, a->rank, a->tm, off);
+    const int32_t *send_rows = a->out + off[0];
+    int64_t from = 0, k = 0;
+    for (int j = 0; j < W; j++) {
+        for (int64_t q = 0; q < cap; q++) send_pad[j * cap + q] = q < a->counts[j] ? send_rows[from + q] : pad_row;
+        from += a->counts[j];
+    }
+    for (int i = 0; i < W; i++)
+        for (int64_t q = 0; q < a->counts[W + i]; q++) recv_src[k++] = q < cap ? (int32_t)(i * cap + q) : -1;
+    return 0;
+}

@@ -145,3 +145,13 @@ int tk_auc(tk_ctx *c, const float *score, const uint8_t *label, int64_t n, void 
 int tk_hybrid_plan(tk_ctx *c, const tk_hybrid_plan_args *a, tk_err *e) {
     return TK_DISPATCH(c, tk_hybrid_plan_ref(a, e), tk_hybrid_plan_cuda(c, a, e));
 }
+
+int tk_hybrid_exchange_counts(tk_ctx *c, const tk_hybrid_plan_args *a, int64_t *mat, tk_err *e) {
+    return TK_DISPATCH(c, tk_hybrid_exchange_counts_ref(a, mat, e), tk_hybrid_exchange_counts_cuda(c, a, mat, e));
+}
+
+int tk_hybrid_plan_fixed(tk_ctx *c, const tk_hybrid_plan_args *a, int64_t cap, int32_t pad_row, int32_t *send_pad,
+                         int32_t *recv_src, tk_err *e) {
+    return TK_DISPATCH(c, tk_hybrid_plan_fixed_ref(a, cap, pad_row, send_pad, recv_src, e),
+                       tk_hybrid_plan_fixed_cuda(c, a, cap, pad_row, send_pad, recv_src, e));
+}

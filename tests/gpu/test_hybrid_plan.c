@@ -3,8 +3,9 @@
 // sizes, some with no frequent rows (hbits 0), some with every row frequent, the others a random
 // subset holding most of the head; B in {240, 4096, 65536}, T in {26, 5, 1}, every W in
 // {1, 2, 3, 4, 8} dividing B and every rank (ranks 0 and W - 1 of W = 2 and 8 for B = 65536).
-// Every int32 of the six regions up to its count and all 2W + 4 counts must match; the outputs
-// and the workspace are poisoned first. Then the hand-made case of tests/unit/test_ops_dlrm.c, and
+// Every int32 of the six regions up to its count and all 2W + 4 counts must match, and so must
+// the exchange matrix and the fixed-size layout (at the capacity that fits and at half of it);
+// the outputs and the workspace are poisoned first. Then the hand-made case of tests/unit/test_ops_dlrm.c, and
 // the time of a step-sized plan (B = 65536, T = 26, W = 2).
 #include "gpu_test.h"
 #include "hybrid_plan.h"
@@ -156,6 +157,34 @@ static int64_t plan_case(const batch *h, int rank, int stream) {
     if (!bad)
         for (int g = 0; g < 6; g++)
             for (int64_t k = 0; k < len[g]; k++) bad += go[off[g] + k] != ro[off[g] + k];
+    // The exchange matrix, and the fixed layout at the capacity that fits the whole exchange and
+    // at half of it (parts cut), both sides.
+    const int W = h->W;
+    int64_t *rm = gt_host(8 * (size_t)W * W), *gm = gt_host(8 * (size_t)W * W), *dm = gt_dev(8 * (size_t)W * W);
+    gt_poison(dm, 8 * (size_t)W * W, 0xff);
+    if (tk_hybrid_exchange_counts_ref(&a, rm, &e) || tk_hybrid_exchange_counts(gt_ctx_, &d.a, dm, &e) || gt_sync(&e))
+        gt_die_("hybrid_exchange_counts", &e);
+    gt_down(gm, dm, 8 * (size_t)W * W);
+    int64_t cap = 0;
+    for (int k = 0; k < W * W; k++) bad += gm[k] != rm[k], cap = rm[k] > cap ? rm[k] : cap;
+    int64_t bT = (int64_t)(h->B / W) * h->T;
+    for (int half = 0; half < 2; half++) {
+        int64_t cp = half ? cap / 2 : cap;
+        size_t ns = (size_t)(W * cp + 1) * 4, nr = (size_t)(bT + 1) * 4;
+        int32_t *rs = gt_host(ns), *rr = gt_host(nr), *gs = gt_host(ns), *gr = gt_host(nr);
+        int32_t *ds = gt_dev(ns), *dr = gt_dev(nr);
+        gt_poison(ds, ns, 0xff), gt_poison(dr, nr, 0xff);
+        if (tk_hybrid_plan_fixed_ref(&a, cp, 7, rs, rr, &e) || tk_hybrid_plan_fixed(gt_ctx_, &d.a, cp, 7, ds, dr, &e) ||
+            gt_sync(&e))
+            gt_die_("hybrid_plan_fixed", &e);
+        gt_down(gs, ds, ns), gt_down(gr, dr, nr);
+        for (int64_t k = 0; k < W * cp; k++) bad += gs[k] != rs[k];
+        for (int64_t k = 0; k < rc[2 * W + 1]; k++) bad += gr[k] != rr[k];
+        tk_free(gt_ctx_, ds), tk_free(gt_ctx_, dr);
+        free(rs), free(rr), free(gs), free(gr);
+    }
+    tk_free(gt_ctx_, dm);
+    free(rm), free(gm);
     printf("# table hybrid_plan B %d T %d W %d rank %d nf %lld: send %lld recv %lld freq %lld nseg %lld: %s\n", h->B,
            h->T, h->W, rank, (long long)h->nf, (long long)rc[2 * h->W], (long long)rc[2 * h->W + 1],
            (long long)rc[2 * h->W + 2], (long long)rc[2 * h->W + 3], bad ? "DIFFER" : "identical");
@@ -201,6 +230,17 @@ TK_TEST(hybrid_plan_exact) {
         gt_down(out, d.a.out, 4 * d.off[6]);
         gt_down(counts, d.a.counts, sizeof counts);
         CHECK_EQ_INT(hpc_mismatches(r, out, d.off, counts), 0);
+        int64_t mat[4], *dmat = gt_dev(sizeof mat);
+        CHECK_EQ_INT(tk_hybrid_exchange_counts(gt_ctx_, &d.a, dmat, &e), 0);
+        gt_down(mat, dmat, sizeof mat);
+        for (int k = 0; k < 4; k++) CHECK_EQ_INT(mat[k], hpc_mat[k]);
+        int32_t send_pad[6], recv_src[3], *dsend = gt_dev(sizeof send_pad), *drecv = gt_dev(sizeof recv_src);
+        for (int cap = 1; cap <= 3; cap += 2) {
+            CHECK_EQ_INT(tk_hybrid_plan_fixed(gt_ctx_, &d.a, cap, 9, dsend, drecv, &e), 0);
+            gt_down(send_pad, dsend, sizeof send_pad), gt_down(recv_src, drecv, sizeof recv_src);
+            CHECK_EQ_INT(hpc_fixed_mismatches(r, cap, send_pad, recv_src), 0);
+        }
+        tk_free(gt_ctx_, dmat), tk_free(gt_ctx_, dsend), tk_free(gt_ctx_, drecv);
         dev_free(&d);
     }
 }

@@ -41,6 +41,25 @@ static const int32_t *const hpc_want[2][6] = {
     {hpc_w0_send, hpc_w0_recv, hpc_w0_fpos, hpc_w0_frow, hpc_w0_srow, hpc_w0_soff},
     {hpc_w1_send, hpc_w1_recv, hpc_w1_fpos, hpc_w1_frow, hpc_w1_srow, hpc_w1_soff}};
 
+// The exchange matrix (tk_hybrid_exchange_counts): infrequent uses of owner 0's tables (table 1)
+// by rank 0 (s0, s1) and rank 1 (s2, s3), of owner 1's (table 2) by rank 0 (none: ids 4 and 0
+// are frequent) and rank 1 (s2's id 2).
+static const int64_t hpc_mat[4] = {2, 2, 0, 1};
+// tk_hybrid_plan_fixed with pad_row 9: per rank, capacity 3 (everything fits) and 1 (cut).
+static const int32_t hpc_fx_send3[2][6] = {{6, 4, 9, 5, 6, 9}, {9, 9, 9, 2, 9, 9}};
+static const int32_t hpc_fx_recv3[2][3] = {{0, 1}, {0, 1, 3}};
+static const int32_t hpc_fx_send1[2][2] = {{6, 5}, {9, 2}};
+static const int32_t hpc_fx_recv1[2][3] = {{0, -1}, {0, -1, 1}};
+
+// How many entries of rank r's fixed layout at capacity cap (3 or 1) differ from the above.
+static int hpc_fixed_mismatches(int r, int cap, const int32_t *send_pad, const int32_t *recv_src) {
+    const int32_t *ws = cap == 3 ? hpc_fx_send3[r] : hpc_fx_send1[r], *wr = cap == 3 ? hpc_fx_recv3[r] : hpc_fx_recv1[r];
+    int bad = 0;
+    for (int k = 0; k < 2 * cap; k++) bad += send_pad[k] != ws[k];
+    for (int64_t k = 0; k < hpc_counts[r][5]; k++) bad += recv_src[k] != wr[k];
+    return bad;
+}
+
 // The length of each of the six regions, from the counts of a plan over W ranks.
 static void hpc_region_len(const int64_t *counts, int W, int64_t len[6]) {
     len[0] = counts[2 * W], len[1] = counts[2 * W + 1], len[2] = len[3] = counts[2 * W + 2];

@@ -590,8 +590,100 @@ TK_TEST(hybrid_plan_exact) {
                                      .ws = ws};
             CHECK_EQ_INT(via ? tk_hybrid_plan(c, &a, &e) : tk_hybrid_plan_ref(&a, &e), 0);
             CHECK_EQ_INT(hpc_mismatches(r, out, off, counts), 0);
+            int64_t mat[4];
+            memset(mat, 0xff, sizeof mat);
+            CHECK_EQ_INT(via ? tk_hybrid_exchange_counts(c, &a, mat, &e) : tk_hybrid_exchange_counts_ref(&a, mat, &e), 0);
+            for (int k = 0; k < 4; k++) CHECK_EQ_INT(mat[k], hpc_mat[k]);
+            for (int cap = 1; cap <= 3; cap += 2) {
+                int32_t send_pad[6], recv_src[6];
+                memset(send_pad, 0x7f, sizeof send_pad), memset(recv_src, 0x7f, sizeof recv_src);
+                CHECK_EQ_INT(via ? tk_hybrid_plan_fixed(c, &a, cap, 9, send_pad, recv_src, &e)
+                                 : tk_hybrid_plan_fixed_ref(&a, cap, 9, send_pad, recv_src, &e),
+                             0);
+                CHECK_EQ_INT(hpc_fixed_mismatches(r, cap, send_pad, recv_src), 0);
+            }
+            // capacities past b*tm (the plain exchange's block) are refused
+            CHECK_EQ_INT(tk_hybrid_plan_fixed_ref(&a, 5, 9, NULL, NULL, &e), TK_EINTERNAL);
+            CHECK_STR(e.what, "hybrid_plan_fixed: capacity 5 outside [0, b*tm = 4]");
         }
     tk_ctx_destroy(c);
+}
+
+static uint64_t hp_rand(uint64_t *x) { // splitmix64
+    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+// Random batches (ids from a skewed draw over small tables, random frequent sets): the plan of
+// every rank against the exchange matrix, two separate computations that must agree: rank r
+// sends mat[r][j] to peer j and receives mat[i][r] from owner i; and the send parts lie in
+// send_pad in order, padded with pad_row.
+TK_TEST(hybrid_plan_matrix_agrees) {
+    tk_err e = {0};
+    uint64_t rnd = 12345;
+    for (int round = 0; round < 40; round++) {
+        const int Ws[4] = {2, 3, 4, 5};
+        int W = Ws[round % 4], T = 1 + (int)(hp_rand(&rnd) % 9), b = 1 + (int)(hp_rand(&rnd) % 13);
+        int B = W * b, tm = (T + W - 1) / W;
+        int64_t rows[9], hoff[9], fbase[9], nf = 0, nslots = 0;
+        int32_t hbits[9];
+        for (int t = 0; t < T; t++) {
+            rows[t] = 1 + (int64_t)(hp_rand(&rnd) % 20);
+            hbits[t] = (int32_t)(hp_rand(&rnd) % 3 ? 6 : 0); // 64 slots, or no frequent rows
+            hoff[t] = nslots, nslots += hbits[t] ? 64 : 0;
+        }
+        uint64_t *hset = calloc((size_t)(nslots ? nslots : 1), 8);
+        for (int t = 0; t < T; t++) {
+            fbase[t] = nf;
+            if (!hbits[t]) continue;
+            uint32_t local = 0;
+            for (int32_t id = 0; id < rows[t]; id++)
+                if (hp_rand(&rnd) % 3 == 0) hpc_hset_add(hset + hoff[t], 6, id, local++);
+            nf += local;
+        }
+        int32_t *cat = malloc((size_t)B * T * 4);
+        for (int64_t u = 0; u < (int64_t)B * T; u++) {
+            int64_t r0 = rows[u % T], x = (int64_t)(hp_rand(&rnd) % (uint64_t)r0);
+            cat[u] = (int32_t)(hp_rand(&rnd) % 2 ? x * x / r0 : x); // skewed toward small ids
+        }
+        int64_t *mat = malloc((size_t)W * W * 8);
+        tk_hybrid_plan_args a = {.B = B, .T = T, .W = W, .tm = tm, .cat = cat, .hset = hset, .hoff = hoff,
+                                 .hbits = hbits, .fbase = fbase, .nf = nf};
+        CHECK_EQ_INT(tk_hybrid_exchange_counts_ref(&a, mat, &e), 0);
+        int64_t total = 0;
+        for (int k = 0; k < W * W; k++) total += mat[k];
+        for (int r = 0; r < W; r++) {
+            size_t off[7];
+            tk_hybrid_plan_layout(B, T, W, r, tm, off);
+            int64_t own_off[10] = {0};
+            for (int lt = 0; lt < tm && r * tm + lt < T; lt++) own_off[lt + 1] = own_off[lt] + rows[r * tm + lt];
+            int32_t *out = malloc(off[6] * 4), *ws = malloc(tk_hybrid_plan_ws_bytes(TK_BACKEND_CPU, B, T, W, nf));
+            int64_t counts[2 * 5 + 4];
+            a.rank = r, a.own_off = own_off, a.out = out, a.counts = counts, a.ws = ws;
+            CHECK_EQ_INT(tk_hybrid_plan_ref(&a, &e), 0);
+            for (int j = 0; j < W; j++) {
+                CHECK_EQ_INT(counts[j], mat[r * W + j]);
+                CHECK_EQ_INT(counts[W + j], mat[j * W + r]);
+            }
+            int64_t cap = 0, sent = 0; // the largest part of the whole exchange: everything fits
+            for (int k = 0; k < W * W; k++) cap = mat[k] > cap ? mat[k] : cap;
+            for (int j = 0; j < W; j++) sent += counts[j];
+            CHECK_EQ_INT(sent, counts[2 * W]);
+            int32_t *send_pad = malloc((size_t)(W * cap + 1) * 4), *recv_src = malloc((size_t)(b * T + 1) * 4);
+            CHECK_EQ_INT(tk_hybrid_plan_fixed_ref(&a, cap, -7, send_pad, recv_src, &e), 0);
+            for (int j = 0, from = 0; j < W; from += (int)counts[j], j++)
+                for (int64_t q = 0; q < cap; q++)
+                    CHECK_EQ_INT(send_pad[j * cap + q], q < counts[j] ? out[off[0] + from + q] : -7);
+            // recv_src: owner i's part at i*cap, i*cap + 1, ...
+            for (int i = 0, k = 0; i < W; i++)
+                for (int64_t q = 0; q < counts[W + i]; q++, k++) CHECK_EQ_INT(recv_src[k], i * cap + q);
+            free(out), free(ws), free(send_pad), free(recv_src);
+        }
+        CHECK(total <= (int64_t)B * T);
+        free(hset), free(cat), free(mat);
+    }
 }
 
 TK_TEST(hybrid_plan_bad_shape) {
