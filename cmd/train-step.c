@@ -35,7 +35,7 @@ typedef struct options {
     char *train[MAX_PATHS], *eval[MAX_PATHS], *sets[MAX_SETS + 2];
     int ntrain, neval, nsets;
     int64_t ckpt_every, eval_every, max_steps, log_every, threads, loader_threads;
-    int64_t hybrid_max_rows, hybrid_stat_batches;
+    int64_t hybrid_max_rows, hybrid_stat_batches, hybrid_capacity;
     double eval_wait, comm_timeout;
     int no_graphs, progress, profile, hybrid;
 } options;
@@ -76,10 +76,12 @@ static void help(void) {
            "      --comm-timeout SEC  several ranks: fail when the peers do not answer within\n"
            "                          SEC seconds (default 300)\n"
            "      --hybrid-embedding  several ranks: replicate the tables' most used rows on every\n"
-           "                          rank (all-reduced) and exchange only the rest (eager steps;\n"
-           "                          no effect with one rank)\n"
+           "                          rank (all-reduced) and exchange only the rest (no effect\n"
+           "                          with one rank)\n"
            "      --hybrid-max-rows N     ... at most N replicated rows (default 1048576)\n"
            "      --hybrid-stat-batches N ... chosen from the first N training batches (default 20)\n"
+           "      --hybrid-capacity auto|N ... vectors a rank pair of the fixed-size exchange (CUDA\n"
+           "                          graphs; a batch that does not fit goes eagerly, exact); 0: none\n"
            "  -h, --help              this help\n"
            "  -V, --version           versions of trainkit, CUDA, cuDNN, NCCL\n"
            "\nExit status: 0 target reached, 1 not reached, 2 usage, 3 bad input data, 4 I/O error,\n"
@@ -357,7 +359,7 @@ static int hybrid_setup(run *r, tk_err *e) {
         got_all += got;
     }
     double t0 = tk_now();
-    if (!rc) rc = tk_dlrm_hybrid_setup(r->m, cat, got_all, r->o->hybrid_max_rows, e);
+    if (!rc) rc = tk_dlrm_hybrid_setup(r->m, cat, got_all, r->o->hybrid_max_rows, r->o->hybrid_capacity, e);
     if (!rc) {
         json_t *h = tk_dlrm_hybrid_json(r->m);
         rc = emit(json_pack("{s:s, s:I, s:f, s:o}", "type", "hybrid_embedding", "stat_samples", (json_int_t)got_all,
@@ -386,8 +388,9 @@ static int stage_batch(run *r, tk_dlrm_loader *ld, int64_t step, tk_err *e) {
 
 static int train(run *r, tk_err *e) {
     options *o = r->o;
-    int use_graph = r->c->backend == TK_BACKEND_CUDA && !o->no_graphs && !o->profile && !o->hybrid;
-    tk_graph graph = {0};
+    int use_graph = r->c->backend == TK_BACKEND_CUDA && !o->no_graphs && !o->profile;
+    // One graph; with the hybrid embedding one per staging slot (its step reads the slot's plan).
+    tk_graph graph[2] = {{0}};
     const tk_dlrm_config *cfg = &r->m->cfg;
     size_t B = (size_t)r->B;
     tk_progress pr;
@@ -419,13 +422,15 @@ static int train(run *r, tk_err *e) {
         if (!staged && (rc = stage_batch(r, ld, r->step, e))) break;
         if ((rc = tk_dlrm_use_batch(r->m, (int)(r->step & 1), e))) break;
         staged = 0;
-        if (use_graph) {
-            if (!graph.valid) {
+        if (use_graph && tk_dlrm_capturable(r->m)) { // (a hybrid batch that does not fit: eagerly)
+            tk_graph *g = &graph[o->hybrid ? r->step & 1 : 0];
+            if (!g->valid) {
                 rc = tk_graph_begin(r->c, e);
                 if (!rc) rc = tk_dlrm_train_step(r->m, e);
-                if (!rc) rc = tk_graph_end(r->c, &graph, e);
+                if (!rc) rc = tk_graph_end(r->c, g, e);
             }
-            if (!rc) rc = tk_graph_launch(r->c, &graph, e);
+            if (!rc) rc = tk_graph_launch(r->c, g, e);
+            if (!rc) rc = tk_dlrm_step_queued(r->m, e);
         } else {
             rc = tk_dlrm_train_step(r->m, e);
         }
@@ -469,7 +474,8 @@ static int train(run *r, tk_err *e) {
     tk_progress_end(&pr, (uint64_t)r->step);
     // Out-of-process evaluation: wait for the results still pending.
     if (!rc && r->o->eval_dir && !r->reached) rc = poll_agreed(r, o->eval_wait, e);
-    if (graph.valid) tk_graph_destroy(&graph);
+    for (int k = 0; k < 2; k++)
+        if (graph[k].valid) tk_graph_destroy(&graph[k]);
     tk_dlrm_loader_stop(ld);
     return rc;
 }
@@ -590,7 +596,7 @@ static int run_main(options *o, tk_err *e) {
                               (json_int_t)r->steps_per_epoch, "eval_every_steps", (json_int_t)r->eval_every_steps,
                               "start_step", (json_int_t)r->step, "params",
                               (json_int_t)(r->m->dense_n + (size_t)rows * cfg.emb_dim),
-                              "graphs", be == TK_BACKEND_CUDA && !o->no_graphs && !o->hybrid, "world_size", g_ri.world,
+                              "graphs", be == TK_BACKEND_CUDA && !o->no_graphs, "world_size", g_ri.world,
                               "rank", g_ri.rank);
         if ((rc = emit(c, e))) goto out;
     }
@@ -670,7 +676,7 @@ int main(int argc, char **argv) {
     enum {
         O_MLLOG = 256, O_CKDIR, O_CKEVERY, O_RESUME, O_EVERY, O_SEED, O_EPOCHS, O_STEPS, O_NOGRAPH,
         O_EVDIR, O_WAIT, O_DUMP, O_SET, O_LOGEVERY, O_THREADS, O_ORG, O_PLATFORM, O_PROGRESS,
-        O_PRECISION, O_LOADER, O_RDV, O_CTIMEOUT, O_PROFILE, O_HYBRID, O_HYROWS, O_HYSTAT
+        O_PRECISION, O_LOADER, O_RDV, O_CTIMEOUT, O_PROFILE, O_HYBRID, O_HYROWS, O_HYSTAT, O_HYCAP
     };
     static const struct option longopts[] = {
         {"workload", required_argument, 0, 'w'}, {"config", required_argument, 0, 'c'},
@@ -690,11 +696,12 @@ int main(int argc, char **argv) {
         {"loader-threads", required_argument, 0, O_LOADER},
         {"rendezvous", required_argument, 0, O_RDV}, {"comm-timeout", required_argument, 0, O_CTIMEOUT},
         {"hybrid-embedding", no_argument, 0, O_HYBRID}, {"hybrid-max-rows", required_argument, 0, O_HYROWS},
-        {"hybrid-stat-batches", required_argument, 0, O_HYSTAT},
+        {"hybrid-stat-batches", required_argument, 0, O_HYSTAT}, {"hybrid-capacity", required_argument, 0, O_HYCAP},
         {"help", no_argument, 0, 'h'},
         {"version", no_argument, 0, 'V'},        {0, 0, 0, 0}};
     static options o = {.backend = "auto", .log_every = 100, .eval_wait = 600, .comm_timeout = 300, .org = "trainkit",
-                        .platform = "1xcpu", .hybrid_max_rows = 1 << 20, .hybrid_stat_batches = 20};
+                        .platform = "1xcpu", .hybrid_max_rows = 1 << 20, .hybrid_stat_batches = 20,
+                        .hybrid_capacity = -1};
     static char seedbuf[64], epochbuf[64], precbuf[64];
     tk_err e;
     tk_err_clear(&e);
@@ -752,6 +759,10 @@ int main(int argc, char **argv) {
             break;
         case O_HYSTAT:
             rc = tk_parse_i64(optarg, 1, 100000, "--hybrid-stat-batches", &o.hybrid_stat_batches, &e);
+            break;
+        case O_HYCAP:
+            if (strcmp(optarg, "auto") == 0) o.hybrid_capacity = -1;
+            else rc = tk_parse_i64(optarg, 0, INT32_MAX, "--hybrid-capacity", &o.hybrid_capacity, &e);
             break;
         case O_CTIMEOUT: rc = tk_parse_f64(optarg, 0.001, 1e7, "--comm-timeout", &o.comm_timeout, &e); break;
         case O_PRECISION:

@@ -90,7 +90,8 @@ int tk_dlrm_create_dist(tk_dlrm **out, tk_ctx *c, const tk_dlrm_config *cfg, tk_
     m->row_off_host[0] = 0;
     for (int t = 0; t < tn; t++) m->row_off_host[t + 1] = m->row_off_host[t] + cfg->table_rows[m->t0 + t];
     m->rows_total = m->row_off_host[tn];
-    size_t table_bytes = (size_t)m->rows_total * D * tk_dtype_size(cfg->table_dtype);
+    // one scratch row past the last table: the hybrid embedding's fixed exchange pads with it
+    size_t table_bytes = (size_t)(m->rows_total + 1) * D * tk_dtype_size(cfg->table_dtype);
 
     TRY(tk_arena_init(c, &m->params, dense_bytes + align256(table_bytes) + 256, "params", e));
     if ((rc = tk_arena_init(c, &m->grads, dense_bytes + 256, "grads", e))) goto fail;
@@ -521,6 +522,54 @@ static void hybrid_counts(const tk_dlrm *m, int fwd, size_t *send, size_t *recv)
     }
 }
 
+// The current batch's exchange as the step's kernels see it (lib/workloads/dlrm_hybrid.h): exact,
+// every size from the host; or fixed, cap vectors a rank pair and the other sizes read on the
+// device by kernels launched at capacity (so a CUDA graph replays it for any batch that fits).
+typedef struct {
+    int fixed;
+    const int32_t *send_rows; // the owned rows looked up for the peers, in send order
+    int64_t n_send;           // n_send, or W cap (the pads look up the scratch row)
+    const int32_t *recv_src;  // fixed: where each received vector sits in pack (NULL: in order)
+    int64_t n_recv, n_freq, nseg;   // the host counts, or the capacity b*T with
+    const int64_t *dn_recv, *dn_freq, *dn_seg; // the device counts (fixed; NULL when exact)
+    void *grads;              // where the backward's gradients for send_rows arrive
+} hx_view;
+
+static hx_view hybrid_view(const tk_dlrm *m) {
+    const tk_dlrm_hybrid *h = m->hy;
+    const tk_dlrm_hplan *P = &h->plan[h->cur];
+    const int64_t *dc = P->dcounts + 2 * m->world;
+    if (P->fixed) {
+        int64_t bT = (int64_t)m->b * m->cfg.num_tables;
+        return (hx_view){.fixed = 1, .send_rows = P->send_pad, .n_send = (int64_t)m->world * h->cap,
+                         .recv_src = P->recv_src, .n_recv = bT, .n_freq = bT, .nseg = bT, .dn_recv = dc + 1,
+                         .dn_freq = dc + 2, .dn_seg = dc + 3, .grads = h->gown};
+    }
+    return (hx_view){.send_rows = hp(m, TK_HP_SEND_ROWS), .n_send = hp_n(m, 0), .n_recv = hp_n(m, 1),
+                     .n_freq = hp_n(m, 2), .nseg = hp_n(m, 3), .grads = m->emb_own};
+}
+
+// The all-to-all of the current batch's infrequent vectors (fwd) or their gradients (!fwd), on
+// the comm stream: cap a pair (fixed) or the plan's counts.
+static int hybrid_a2a(tk_dlrm *m, int fwd, const void *send, void *recv, tk_err *e) {
+    if (m->hy->plan[m->hy->cur].fixed)
+        return tk_all_to_all(m->comm, send, recv, (size_t)m->hy->cap * m->cfg.emb_dim, m->act, TK_STREAM_COMM, e);
+    size_t sc[TK_HY_MAX_WORLD], rc[TK_HY_MAX_WORLD];
+    hybrid_counts(m, fwd, sc, rc);
+    return tk_all_to_allv(m->comm, send, sc, recv, rc, m->act, TK_STREAM_COMM, e);
+}
+
+int tk_dlrm_capturable(const tk_dlrm *m) { return !m->hy || (m->hy->cur >= 0 && m->hy->plan[m->hy->cur].fixed); }
+
+int tk_dlrm_step_queued(tk_dlrm *m, tk_err *e) {
+    tk_dlrm_hybrid *h = m->hy;
+    if (!h || h->cur < 0) return 0;
+    TRY(tk_event_record(m->c, &h->plan[h->cur].done, TK_STREAM_COMPUTE, e));
+    h->plan[h->cur].has_done = 1;
+    return 0;
+}
+
+
 // The hybrid embedding's forward exchange (lib/workloads/dlrm_hybrid.h): the infrequent uses of
 // the owned tables are looked up packed, peer-major, into a2a_send and go by the variable
 // all-to-all into hy->pack; meanwhile the frequent uses of this rank's samples are looked up in the
@@ -531,15 +580,15 @@ static int hybrid_fwd_start(tk_dlrm *m, tk_err *e) {
     tk_dlrm_hybrid *h = m->hy;
     const int D = m->cfg.emb_dim, s = TK_STREAM_COMPUTE;
     const tk_dtype td = m->cfg.table_dtype;
-    size_t sc[TK_HY_MAX_WORLD], rc[TK_HY_MAX_WORLD];
-    hybrid_counts(m, 1, sc, rc);
-    TRY(tk_rows_copy(c, m->tables, td, hp(m, TK_HP_SEND_ROWS), m->a2a_send, m->act, NULL, hp_n(m, 0), NULL, D, e));
+    const hx_view x = hybrid_view(m);
+    TRY(tk_rows_copy(c, m->tables, td, x.send_rows, m->a2a_send, m->act, NULL, x.n_send, NULL, D, e));
     TRY(prof_mark(m, "lookup", s, e));
     TRY(tk_comm_stream_wait(m->comm, TK_STREAM_COMM, s, e));
     TRY(prof_mark(m, NULL, TK_STREAM_COMM, e));
-    TRY(tk_all_to_allv(m->comm, m->a2a_send, sc, h->pack, rc, m->act, TK_STREAM_COMM, e));
+    TRY(hybrid_a2a(m, 1, m->a2a_send, h->pack, e));
     TRY(prof_mark(m, "a2a_fwd", TK_STREAM_COMM, e));
-    TRY(tk_rows_copy(c, h->fr, td, hp(m, TK_HP_FROW), m->a2a_recv, m->act, hp(m, TK_HP_FPOS), hp_n(m, 2), NULL, D, e));
+    TRY(tk_rows_copy(c, h->fr, td, hp(m, TK_HP_FROW), m->a2a_recv, m->act, hp(m, TK_HP_FPOS), x.n_freq, x.dn_freq, D,
+                     e));
     return prof_mark(m, "lookup_frequent", s, e);
 }
 
@@ -564,8 +613,9 @@ static int forward_rows(tk_dlrm *m, const int32_t *dense, const int32_t *cat, in
         TRY(tk_comm_stream_wait(m->comm, TK_STREAM_COMPUTE, TK_STREAM_COMM, e));
         TRY(prof_mark(m, "wait_a2a_fwd", TK_STREAM_COMPUTE, e));
         if (hybrid) { // the received infrequent vectors to their places
-            TRY(tk_rows_copy(m->c, m->hy->pack, m->act, NULL, m->a2a_recv, m->act, hp(m, TK_HP_RECV_POS), hp_n(m, 1), NULL,
-                             cfg->emb_dim, e));
+            const hx_view x = hybrid_view(m);
+            TRY(tk_rows_copy(m->c, m->hy->pack, m->act, x.recv_src, m->a2a_recv, m->act, hp(m, TK_HP_RECV_POS), x.n_recv,
+                             x.dn_recv, cfg->emb_dim, e));
             TRY(prof_mark(m, "scatter", TK_STREAM_COMPUTE, e));
         }
     } else {
@@ -668,20 +718,20 @@ static int train_step_dist(tk_dlrm *m, tk_err *e) {
                                cfg->interaction_width, 1, m->dbot, m->a2a_send, e));
     TRY(prof_mark(m, "interaction_bwd", CS, e));
     if (h) {
-        // Infrequent: the gradients packed owner-major (the forward's receive order) go back to the
-        // owners, into emb_own (free in this mode) in their send order. Frequent: summed per replica
-        // row over this rank's samples, then over the ranks.
-        size_t sc[TK_HY_MAX_WORLD], rc[TK_HY_MAX_WORLD];
-        hybrid_counts(m, 0, sc, rc);
-        TRY(tk_rows_copy(c, m->a2a_send, m->act, hp(m, TK_HP_RECV_POS), h->pack, m->act, NULL, hp_n(m, 1), NULL, D, e));
+        // Infrequent: the gradients laid out as the forward received their vectors go back to the
+        // owners (into emb_own, free in this mode, or gown), in their send order. Frequent: summed
+        // per replica row over this rank's samples, then over the ranks.
+        const hx_view x = hybrid_view(m);
+        TRY(tk_rows_copy(c, m->a2a_send, m->act, hp(m, TK_HP_RECV_POS), h->pack, m->act, x.recv_src, x.n_recv, x.dn_recv,
+                         D, e));
         TRY(prof_mark(m, "gather", CS, e));
         TRY(tk_comm_stream_wait(m->comm, CM, CS, e));
         TRY(prof_mark(m, NULL, CM, e));
-        TRY(tk_all_to_allv(m->comm, h->pack, sc, m->emb_own, rc, m->act, CM, e));
+        TRY(hybrid_a2a(m, 0, h->pack, x.grads, e));
         TRY(prof_mark(m, "a2a_bwd", CM, e));
         TRY(tk_memset0(c, h->dfr, (size_t)h->nf * D * 4, CS, e));
         TRY(tk_rows_segsum(c, m->a2a_send, m->act, hp(m, TK_HP_FPOS), hp(m, TK_HP_SEG_OFF), hp(m, TK_HP_SEG_ROW),
-                           (int)hp_n(m, 3), NULL, D, h->dfr, e));
+                           (int)x.nseg, x.dn_seg, D, h->dfr, e));
         TRY(prof_mark(m, "frequent_sum", CS, e));
         TRY(tk_comm_stream_wait(m->comm, CM, CS, e));
         TRY(prof_mark(m, NULL, CM, e));
@@ -707,9 +757,10 @@ static int train_step_dist(tk_dlrm *m, tk_err *e) {
         // The owned tables' infrequent rows, one list over the concatenated tables; the replica
         // with the all-reduced sums (every rank alike); the owners' frequent rows back to the tables.
         const tk_dtype td = cfg->table_dtype;
-        if (hp_n(m, 0) > 0)
-            TRY(tk_embedding_bwd_sgd_act(c, m->tables, td, h->own_off, hp(m, TK_HP_SEND_ROWS), (int)hp_n(m, 0), 1, D,
-                                         m->emb_own, m->act, m->lr, h->ws_own, e));
+        const hx_view x = hybrid_view(m);
+        if (x.n_send > 0) // fixed: the pads' gradients update the scratch row
+            TRY(tk_embedding_bwd_sgd_act(c, m->tables, td, h->own_off, x.send_rows, (int)x.n_send, 1, D, x.grads,
+                                         m->act, m->lr, h->ws_own, e));
         if (h->nf > 0)
             TRY(tk_embedding_bwd_sgd_act(c, h->fr, td, h->fr_off, h->fr_ident, (int)h->nf, 1, D, h->dfr, TK_F32, m->lr,
                                          h->ws_fr, e));
@@ -734,10 +785,8 @@ static int train_step_dist(tk_dlrm *m, tk_err *e) {
     if (cfg->bf16) TRY(cast_w0p(m, e));
     TRY(prof_mark(m, "dense_sgd", CS, e));
     tk_range_pop();
-    if (h) { // the plan's device arrays are free for the batch after next
-        TRY(tk_event_record(c, &h->plan[h->cur].done, CS, e));
-        h->plan[h->cur].has_done = 1;
-    }
+    // the plan's device arrays are free for the batch after next (a captured step: after its launch)
+    if (!c->capturing) TRY(tk_dlrm_step_queued(m, e));
     return 0;
 }
 

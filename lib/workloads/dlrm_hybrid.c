@@ -83,6 +83,7 @@ static void hybrid_free(tk_dlrm *m) {
     if (!h) return;
     for (int k = 0; k < 2; k++) tk_event_destroy(&h->plan[k].done);
     if (h->fr) tk_free(m->c, h->fr);
+    if (h->xbuf) tk_free(m->c, h->xbuf);
     free(h);
     m->hy = NULL;
 }
@@ -103,7 +104,7 @@ static int hybrid_alloc(tk_dlrm *m, const cand *rows, tk_err *e) {
     tk_dlrm_hybrid *h = m->hy;
     const tk_dlrm_config *cfg = &m->cfg;
     const int D = cfg->emb_dim, T = cfg->num_tables, W = m->world;
-    const size_t es = tk_dtype_size(m->act), ts = tk_dtype_size(cfg->table_dtype);
+    const size_t ts = tk_dtype_size(cfg->table_dtype);
     const int64_t nf = h->nf, B = cfg->batch;
     // The hash sets, built on the host.
     int64_t hoff[TK_DLRM_MAX_TABLES], nhs = 0;
@@ -124,18 +125,17 @@ static int hybrid_alloc(tk_dlrm *m, const cand *rows, tk_err *e) {
         (size_t)h->nf_own * 4,                                                        // own_f
         (size_t)h->nf_own * 4,                                                        // own_rows
         tk_embedding_bwd_ws_bytes(m->c->backend, (int)(nf > 0 ? nf : 1), 1),          // ws_fr
-        tk_embedding_bwd_ws_bytes(m->c->backend, (int)(B * (m->tn > 0 ? m->tn : 1)), 1), // ws_own
+        tk_embedding_bwd_ws_bytes(m->c->backend, (int)(B * m->tm), 1),               // ws_own (B*tm >= W*cap)
         tk_hybrid_plan_ws_bytes(m->c->backend, (int)B, T, W, nf),                      // ws_plan
-        (size_t)m->b * T * D * es,                                                    // pack
         (size_t)(nhs ? nhs : 1) * 8,                                                  // hset
         (size_t)T * 8,                                                                // hoff
         (size_t)T * 8,                                                                // dfbase
         (size_t)T * 4,                                                                // hbits
         h->off[TK_HP_TOTAL] * 4, h->off[TK_HP_TOTAL] * 4,                             // plan[0..1].d
-        (size_t)(2 * W + 4) * 8, (size_t)(2 * W + 4) * 8,                             // plan[0..1].dcounts
+        (size_t)(2 * W + 4 + W * W) * 8, (size_t)(2 * W + 4 + W * W) * 8,             // plan[0..1].dcounts
     };
     void **dst[] = {&h->fr, (void **)&h->dfr, (void **)&h->fr_ident, (void **)&h->fr_off, (void **)&h->own_off,
-                    (void **)&h->own_f, (void **)&h->own_rows, &h->ws_fr, &h->ws_own, &h->ws_plan, &h->pack,
+                    (void **)&h->own_f, (void **)&h->own_rows, &h->ws_fr, &h->ws_own, &h->ws_plan,
                     (void **)&h->hset, (void **)&h->hoff, (void **)&h->dfbase, (void **)&h->hbits,
                     (void **)&h->plan[0].d, (void **)&h->plan[1].d, (void **)&h->plan[0].dcounts,
                     (void **)&h->plan[1].dcounts};
@@ -173,7 +173,7 @@ static int hybrid_alloc(tk_dlrm *m, const cand *rows, tk_err *e) {
         while (set[i]) i = (i + 1) & mask;
         set[i] = (uint64_t)(uint32_t)(rows[f].id + 1) << 32 | (uint32_t)(f - h->fbase[t]);
     }
-    int64_t offs[4] = {0, nf, 0, m->rows_total};
+    int64_t offs[4] = {0, nf, 0, m->rows_total + 1}; // the owned tables and the scratch row
     int rc = tk_memcpy_h2d(m->c, h->fr_ident, ident, (size_t)nf * 4, TK_STREAM_COMPUTE, e);
     if (!rc) rc = tk_memcpy_h2d(m->c, h->own_f, own_f, (size_t)h->nf_own * 4, TK_STREAM_COMPUTE, e);
     if (!rc) rc = tk_memcpy_h2d(m->c, h->own_rows, own_rows, (size_t)h->nf_own * 4, TK_STREAM_COMPUTE, e);
@@ -183,6 +183,9 @@ static int hybrid_alloc(tk_dlrm *m, const cand *rows, tk_err *e) {
     if (!rc) rc = tk_memcpy_h2d(m->c, h->hoff, hoff, (size_t)T * 8, TK_STREAM_COMPUTE, e);
     if (!rc) rc = tk_memcpy_h2d(m->c, h->dfbase, h->fbase, (size_t)T * 8, TK_STREAM_COMPUTE, e);
     if (!rc) rc = tk_memcpy_h2d(m->c, h->hbits, hbits, (size_t)T * 4, TK_STREAM_COMPUTE, e);
+    // the scratch row past the last table (dlrm.c allocates it): the fixed exchange's padding
+    const size_t rb = (size_t)D * ts;
+    if (!rc) rc = tk_memset0(m->c, (char *)m->tables + (size_t)m->rows_total * rb, rb, TK_STREAM_COMPUTE, e);
     if (!rc) rc = tk_ctx_sync(m->c, e);
     free(hb);
     free(hs);
@@ -190,13 +193,72 @@ static int hybrid_alloc(tk_dlrm *m, const cand *rows, tk_err *e) {
     return rc;
 }
 
-int tk_dlrm_hybrid_setup(tk_dlrm *m, const int32_t *cat, int64_t n, int64_t max_rows, tk_err *e) {
+// The buffers that depend on the capacity, one allocation.
+static int hybrid_alloc_exchange(tk_dlrm *m, tk_err *e) {
+    tk_dlrm_hybrid *h = m->hy;
+    const int D = m->cfg.emb_dim, W = m->world;
+    const size_t es = tk_dtype_size(m->act), bT = (size_t)m->b * m->cfg.num_tables, wc = (size_t)W * h->cap;
+    size_t sz[] = {(bT > wc ? bT : wc) * D * es, wc * D * es, wc * 4, wc * 4, bT * 4, bT * 4};
+    void **dst[] = {&h->pack, &h->gown, (void **)&h->plan[0].send_pad, (void **)&h->plan[1].send_pad,
+                    (void **)&h->plan[0].recv_src, (void **)&h->plan[1].recv_src};
+    size_t total = 0;
+    for (int k = 0; k < 6; k++) total += align256(sz[k] ? sz[k] : 1);
+    char *p;
+    TRY(tk_malloc(m->c, (void **)&p, total, e));
+    h->xbuf = p;
+    for (int k = 0; k < 6; k++) {
+        *dst[k] = p;
+        p += align256(sz[k] ? sz[k] : 1);
+    }
+    return 0;
+}
+
+// The plan arguments of this rank for the global batch cat (device) on stream, into slot's plan.
+static tk_hybrid_plan_args plan_args(const tk_dlrm *m, int slot, const int32_t *cat, int stream) {
+    const tk_dlrm_hybrid *h = m->hy;
+    return (tk_hybrid_plan_args){.B = m->cfg.batch, .T = m->cfg.num_tables, .W = m->world, .rank = m->rank,
+                                 .tm = m->tm, .cat = cat, .hset = h->hset, .hoff = h->hoff, .hbits = h->hbits,
+                                 .fbase = h->dfbase, .own_off = m->row_off, .nf = h->nf, .out = h->plan[slot].d,
+                                 .counts = h->plan[slot].dcounts, .ws = h->ws_plan, .stream = stream};
+}
+
+// The fixed exchange's capacity: given (clamped to b*tm), or -1: the largest pair count of the
+// exchange matrices of the whole batches among the n statistics samples, plus 5% and 32, rounded
+// up to 32 (clamped to b*tm, where the fixed exchange is the plain one's size).
+static int choose_capacity(tk_dlrm *m, const int32_t *cat, int64_t n, int64_t capacity, tk_err *e) {
+    tk_dlrm_hybrid *h = m->hy;
+    const int T = m->cfg.num_tables, W = m->world;
+    const int64_t B = m->cfg.batch, full = (int64_t)m->b * m->tm;
+    if (capacity >= 0) {
+        h->cap = capacity < full ? capacity : full;
+        return 0;
+    }
+    int64_t most = -1;
+    for (int64_t s0 = 0; s0 + B <= n; s0 += B) {
+        TRY(tk_memcpy_h2d(m->c, m->in_cat, cat + s0 * T, (size_t)B * T * 4, TK_STREAM_COMPUTE, e));
+        tk_hybrid_plan_args a = plan_args(m, 0, m->in_cat, TK_STREAM_COMPUTE);
+        int64_t *dmat = h->plan[0].dcounts + 2 * W + 4, *mat = h->plan[0].counts;
+        TRY(tk_hybrid_exchange_counts(m->c, &a, dmat, e));
+        TRY(tk_memcpy_d2h(m->c, mat, dmat, (size_t)W * W * 8, TK_STREAM_COMPUTE, e));
+        for (int k = 0; k < W * W; k++) most = mat[k] > most ? mat[k] : most;
+    }
+    if (most < 0) { // fewer samples than a batch: the plain size always fits
+        h->cap = full;
+        return 0;
+    }
+    int64_t cap = (most + most / 20 + 32 + 31) / 32 * 32;
+    h->cap = cap < full ? cap : full;
+    return 0;
+}
+
+int tk_dlrm_hybrid_setup(tk_dlrm *m, const int32_t *cat, int64_t n, int64_t max_rows, int64_t capacity,
+                         tk_err *e) {
     const tk_dlrm_config *cfg = &m->cfg;
     const int T = cfg->num_tables, W = m->world;
     if (W < 2) return tk_err_set(e, TK_EUSAGE, "dlrm: the hybrid embedding needs several ranks (world size %d)", W);
     if (W > TK_HY_MAX_WORLD)
         return tk_err_set(e, TK_EUSAGE, "dlrm: the hybrid embedding supports at most %d ranks", TK_HY_MAX_WORLD);
-    if (m->rows_total > INT32_MAX) // the plan's rows of the owned tables are int32
+    if (m->rows_total >= INT32_MAX) // the plan's rows of the owned tables (and the scratch row) are int32
         return tk_err_set(e, TK_EUSAGE, "dlrm: the hybrid embedding needs at most %d rows of tables a rank (%lld)",
                           INT32_MAX, (long long)m->rows_total);
     if (n <= 0 || max_rows < 0) return tk_err_set(e, TK_EUSAGE, "dlrm: hybrid embedding statistics need samples");
@@ -234,6 +296,8 @@ int tk_dlrm_hybrid_setup(tk_dlrm *m, const int32_t *cat, int64_t n, int64_t max_
     h->fbase[T] = nc;
     if (!rc) rc = hybrid_alloc(m, c, e);
     free(c);
+    if (!rc) rc = choose_capacity(m, cat, n, capacity, e);
+    if (!rc) rc = hybrid_alloc_exchange(m, e);
     if (!rc) rc = tk_dlrm_hybrid_refresh(m, e);
     if (rc) hybrid_free(m);
     return rc;
@@ -259,23 +323,35 @@ int tk_dlrm_hybrid_refresh(tk_dlrm *m, tk_err *e) {
 int tk_dlrm_hybrid_plan(tk_dlrm *m, int slot, const int32_t *cat, int stream, tk_err *e) {
     tk_dlrm_hybrid *h = m->hy;
     tk_dlrm_hplan *P = &h->plan[slot];
-    const int T = m->cfg.num_tables, W = m->world, b = m->b, tm = m->tm, r = m->rank;
+    const int W = m->world, b = m->b, tm = m->tm, r = m->rank;
     double t_start = tk_now();
-    tk_hybrid_plan_args a = {.B = m->cfg.batch, .T = T, .W = W, .rank = r, .tm = tm, .cat = cat, .hset = h->hset,
-                             .hoff = h->hoff, .hbits = h->hbits, .fbase = h->dfbase, .own_off = m->row_off,
-                             .nf = h->nf, .out = P->d, .counts = P->dcounts, .ws = h->ws_plan, .stream = stream};
+    tk_hybrid_plan_args a = plan_args(m, slot, cat, stream);
+    const int nc = 2 * W + 4;
     TRY(tk_hybrid_plan(m->c, &a, e));
-    TRY(tk_memcpy_d2h(m->c, P->counts, P->dcounts, (size_t)(2 * W + 4) * 8, stream, e)); // waits for the plan
+    TRY(tk_hybrid_exchange_counts(m->c, &a, P->dcounts + nc, e));
+    if (h->cap > 0) TRY(tk_hybrid_plan_fixed(m->c, &a, h->cap, (int32_t)m->rows_total, P->send_pad, P->recv_src, e));
+    // the counts and the matrix (waits for the plan)
+    TRY(tk_memcpy_d2h(m->c, P->counts, P->dcounts, (size_t)(nc + W * W) * 8, stream, e));
+    // Two computations of this rank's counts: the plan's and the whole batch's matrix.
+    const int64_t *mat = P->counts + nc;
+    int64_t most = 0;
+    for (int j = 0; j < W; j++)
+        if (P->counts[j] != mat[r * W + j] || P->counts[W + j] != mat[j * W + r])
+            return tk_err_set(e, TK_EINTERNAL, "dlrm: rank %d: the hybrid plan's counts disagree with the exchange matrix",
+                              r);
+    for (int k = 0; k < W * W; k++) most = mat[k] > most ? mat[k] : most;
+    P->fixed = h->cap > 0 && most <= h->cap; // the same decision on every rank: the matrix is
     // Traffic of this rank (bytes it sends): vectors to other ranks forward, gradients back, and
     // its share of the replica gradient's ring all-reduce; against the plain exchange's blocks.
     const double vb = (double)m->cfg.emb_dim * (double)tk_dtype_size(m->act);
     double a2a = 0;
     for (int j = 0; j < W; j++)
-        if (j != r) a2a += (double)P->counts[j] + (double)P->counts[W + j];
+        if (j != r) a2a += P->fixed ? 2.0 * (double)h->cap : (double)P->counts[j] + (double)P->counts[W + j];
     h->a2a_bytes += a2a * vb;
     h->a2a_bytes_plain += 2.0 * (W - 1) * (double)b * tm * vb;
     h->ar_bytes += 2.0 * (W - 1) / W * (double)h->nf * m->cfg.emb_dim * 4;
     h->batches++;
+    h->fixed_batches += P->fixed;
     h->plan_s += tk_now() - t_start;
     return 0;
 }
@@ -285,9 +361,10 @@ json_t *tk_dlrm_hybrid_json(const tk_dlrm *m) {
     if (!h) return NULL;
     double n = h->batches > 0 ? (double)h->batches : 1, plain = h->a2a_bytes_plain / n;
     double hy = (h->a2a_bytes + h->ar_bytes) / n;
-    return json_pack("{s:I, s:I, s:f, s:I, s:f, s:f, s:f, s:f, s:f}", "frequent_rows", (json_int_t)h->nf,
-                     "frequent_rows_own", (json_int_t)h->nf_own, "min_uses_per_batch", h->min_uses, "batches",
-                     (json_int_t)h->batches, "a2a_bytes_per_step", h->a2a_bytes / n, "allreduce_bytes_per_step",
+    return json_pack("{s:I, s:I, s:f, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f}", "frequent_rows", (json_int_t)h->nf,
+                     "frequent_rows_own", (json_int_t)h->nf_own, "min_uses_per_batch", h->min_uses, "capacity",
+                     (json_int_t)h->cap, "batches", (json_int_t)h->batches, "fixed_batches",
+                     (json_int_t)h->fixed_batches, "a2a_bytes_per_step", h->a2a_bytes / n, "allreduce_bytes_per_step",
                      h->ar_bytes / n, "plain_a2a_bytes_per_step", plain, "saved_fraction",
                      plain > 0 ? 1.0 - hy / plain : 0.0, "plan_ms_per_batch", h->plan_s / n * 1e3);
 }

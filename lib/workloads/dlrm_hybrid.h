@@ -17,6 +17,17 @@
 // at every step boundary: evaluation, checkpoints and the plain exchange read them unchanged.
 // Updates are the tables' own (tk_embedding_bwd_sgd over the replica with the all-reduced sums), so
 // the result equals one rank's up to the order of fp32 sums, as the plain exchange does.
+//
+// Two ways to exchange a batch's infrequent vectors. Exact: per-peer counts the host reads back
+// from the plan, a variable all-to-all, every kernel sized on the host; no CUDA graph can hold it.
+// Fixed: cap vectors for every rank pair, cap chosen once from the statistics batches (the largest
+// pair count seen, plus 5% and 32); lookups past a pair's count read, and their updates land in,
+// a scratch row past the last table (never looked up otherwise), and every other size is a
+// count the kernels read on the device. A step is fixed when its whole exchange matrix (every
+// pair's count, tk_hybrid_exchange_counts, the same on every rank) fits cap, and then it is the
+// same sequence of kernels and collectives every time: one CUDA graph per staging slot. Both ways
+// add the same gradients in the same order (the scratch row is apart), so they train alike bit
+// for bit; a batch that does not fit runs exact, eagerly.
 #ifndef TK_WORKLOADS_DLRM_HYBRID_H
 #define TK_WORKLOADS_DLRM_HYBRID_H
 
@@ -28,8 +39,11 @@
 // the counts copied back to the host.
 typedef struct tk_dlrm_hplan {
     int32_t *d;                  // the plan's regions (tk_hybrid_plan_layout), device
-    int64_t *dcounts;            // (2W + 4) device
-    int64_t counts[2 * TK_HY_MAX_WORLD + 4]; // host copy: send_cnt[W], recv_cnt[W], n_send, n_recv, n_freq, nseg
+    int64_t *dcounts;            // (2W + 4) device, then the exchange matrix (W*W)
+    // host copy: send_cnt[W], recv_cnt[W], n_send, n_recv, n_freq, nseg, then the matrix
+    int64_t counts[2 * TK_HY_MAX_WORLD + 4 + TK_HY_MAX_WORLD * TK_HY_MAX_WORLD];
+    int32_t *send_pad, *recv_src; // the fixed layout (tk_hybrid_plan_fixed): W*cap, b*T; device
+    int fixed;                   // the batch goes by the fixed exchange (its matrix fits cap)
     tk_event done;               // recorded after the step that read d (compute stream)
     int has_done;                // done has been recorded at least once
 } tk_dlrm_hplan;
@@ -49,16 +63,19 @@ typedef struct tk_dlrm_hybrid {
     float *dfr;                  // (nf, D) f32: this rank's sums, then all ranks' (all-reduced)
     int32_t *fr_ident;           // (nf) 0..nf-1: the replica update's indices
     int64_t *fr_off;             // {0, nf}: the replica as one table
-    int64_t *own_off;            // {0, rows_total}: this rank's tables as one table
+    int64_t *own_off;            // {0, rows_total + 1}: this rank's tables and the scratch row as one table
     int32_t *own_f, *own_rows;   // (nf_own): replica rows of this rank's tables, and their table rows
-    void *ws_fr, *ws_own;        // tk_embedding_bwd_sgd workspaces (nf x 1; B*tn x 1)
+    void *ws_fr, *ws_own;        // tk_embedding_bwd_sgd workspaces (nf x 1; B*tm x 1)
     void *ws_plan;               // tk_hybrid_plan's workspace (one plan at a time)
-    void *pack;                  // (b T, D) act: infrequent vectors received (fwd) / sent back (bwd)
+    int64_t cap;                 // vectors a rank pair in the fixed exchange (0: exact only)
+    void *xbuf;                  // the allocation of the buffers below (they depend on cap)
+    void *pack;                  // (max(b T, W cap), D) act: infrequent vectors received (fwd) / sent back (bwd)
+    void *gown;                  // (W cap, D) act: the fixed backward's gradients for the owned rows
     size_t off[7];               // tk_hybrid_plan_layout of this rank
     tk_dlrm_hplan plan[2];       // per staging slot
     int cur;                     // the slot of the batch in the input buffers (-1: none planned)
     // traffic of this rank, summed over the batches it planned (tk_dlrm_hybrid_json)
-    int64_t batches;
+    int64_t batches, fixed_batches;
     double a2a_bytes, a2a_bytes_plain, ar_bytes;
     double plan_s;               // host seconds from queuing a plan to having its counts
 } tk_dlrm_hybrid;

@@ -139,7 +139,37 @@ trained_alike() {
     [ "$status" -ne 0 ]
 }
 
+# traffic_ok N FILE: the traffic a hybrid run of N ranks reports for rank 0 per step. The plain
+# exchange sends (N-1) blocks of b x tm vectors of D = 16 floats each way; the exact hybrid one
+# only the infrequent uses (fewer), the fixed one `capacity` vectors a peer each way; both add the
+# replica's ring all-reduce.
+traffic_ok() {
+    python3 - "$1" "$2" <<'PY'
+import json, sys
+n = int(sys.argv[1])
+lines = [json.loads(l) for l in open(sys.argv[2])]
+setup = [o for o in lines if o["type"] == "hybrid_embedding"][0]["rows"]
+h = [o for o in lines if o["type"] == "result"][0]["hybrid_embedding"]
+b, T, D = 240 // n, 26, 16
+tm = -(-T // n)
+plain = 2 * (n - 1) * b * tm * D * 4
+print(h)
+assert 0 < setup["frequent_rows"] == h["frequent_rows"] and h["batches"] == 12
+assert h["plain_a2a_bytes_per_step"] == plain, (h["plain_a2a_bytes_per_step"], plain)
+assert abs(h["allreduce_bytes_per_step"] - 2 * (n - 1) / n * h["frequent_rows"] * D * 4) < 1e-6
+assert abs(h["saved_fraction"] - (1 - (h["a2a_bytes_per_step"] + h["allreduce_bytes_per_step"]) / plain)) < 1e-9
+if h["fixed_batches"] == 12:
+    assert 0 < h["capacity"] < b * tm, h
+    assert h["a2a_bytes_per_step"] == 2 * (n - 1) * h["capacity"] * D * 4, h
+    assert h["saved_fraction"] > 0.1, h["saved_fraction"]
+else:  # exact exchanges only
+    assert h["fixed_batches"] == 0 and 0 < h["a2a_bytes_per_step"] < plain, h
+    assert h["saved_fraction"] > 0.2, h["saved_fraction"]
+PY
+}
+
 @test "train-step --hybrid-embedding: 2 and 3 ranks train like 1 rank, and send fewer bytes" {
+    # (the capacity chosen from the statistics batches fits every batch here: fixed exchanges)
     # one rank: no effect (a note), so it trains the plain way
     "${TS[@]}" --max-steps 12 --ckpt-dir c1 --hybrid-embedding >one.jsonl 2>one.err || st=$?
     [ "${st:-0}" -eq 1 ]
@@ -155,26 +185,39 @@ trained_alike() {
         metrics h$n.jsonl >h$n.m
         # the tables in the checkpoint hold the replicated rows' updates too
         trained_alike one.m h$n.m c1/step-12.safetensors h$n/step-12.safetensors
-        # Traffic of rank 0 per step: the plain exchange sends (n-1) blocks of b x tm vectors of
-        # D = 16 floats each way; the hybrid one fewer, plus the replica's ring all-reduce.
-        python3 - "$n" h$n.jsonl <<'PY'
-import json, sys
-n = int(sys.argv[1])
-lines = [json.loads(l) for l in open(sys.argv[2])]
-setup = [o for o in lines if o["type"] == "hybrid_embedding"][0]["rows"]
-h = [o for o in lines if o["type"] == "result"][0]["hybrid_embedding"]
-b, T, D = 240 // n, 26, 16
-tm = -(-T // n)
-plain = 2 * (n - 1) * b * tm * D * 4
-print(setup, h)
-assert 0 < setup["frequent_rows"] == h["frequent_rows"] and h["batches"] == 12
-assert h["plain_a2a_bytes_per_step"] == plain, (h["plain_a2a_bytes_per_step"], plain)
-assert abs(h["allreduce_bytes_per_step"] - 2 * (n - 1) / n * h["frequent_rows"] * D * 4) < 1e-6
-assert 0 < h["a2a_bytes_per_step"] < plain
-assert abs(h["saved_fraction"] - (1 - (h["a2a_bytes_per_step"] + h["allreduce_bytes_per_step"]) / plain)) < 1e-9
-assert h["saved_fraction"] > 0.2, h["saved_fraction"]
-PY
+        traffic_ok "$n" h$n.jsonl
     done
+}
+
+@test "train-step --hybrid-capacity: exact, fixed and mixed exchanges train alike bit for bit" {
+    # 2 ranks: 580 fits 4 of the 12 batches, 3 ranks: 300 fits 10 (auto: all; 0: none)
+    for nc in 2:580 3:300; do
+        n=${nc%:*} mid=${nc#*:}
+        for cap in 0 auto "$mid"; do
+            run "$L" -n "$n" -- "${TS[@]}" --max-steps 12 --ckpt-dir "c$n-$cap" --rendezvous "file:$PWD/rdv$n-$cap" \
+                --hybrid-embedding --hybrid-stat-batches 4 --hybrid-capacity "$cap"
+            [ "$status" -eq 1 ]
+            printf '%s\n' "$output" >"h$n-$cap.jsonl"
+            metrics "h$n-$cap.jsonl" >"h$n-$cap.m"
+            jq -r 'select(.type == "result") | .hybrid_embedding | "\(.capacity) \(.fixed_batches) \(.batches)"' \
+                "h$n-$cap.jsonl" >"h$n-$cap.fixed"
+        done
+        read -r cap0 fixed0 batches <"h$n-0.fixed"
+        read -r capa fixeda _ <"h$n-auto.fixed"
+        read -r capm fixedm _ <"h$n-$mid.fixed"
+        echo "$n ranks: capacity 0: $fixed0, auto $capa: $fixeda, $capm: $fixedm of $batches batches fixed"
+        [ "$cap0" -eq 0 ] && [ "$fixed0" -eq 0 ] && [ "$fixeda" -eq "$batches" ] && [ "$capm" -eq "$mid" ]
+        [ "$fixedm" -gt 0 ] && [ "$fixedm" -lt "$batches" ]
+        traffic_ok "$n" "h$n-0.jsonl"
+        traffic_ok "$n" "h$n-auto.jsonl"
+        for cap in auto "$mid"; do
+            cmp "h$n-0.m" "h$n-$cap.m"
+            cmp "c$n-0/step-12.safetensors" "c$n-$cap/step-12.safetensors"
+        done
+    done
+    run "${TS[@]}" --max-steps 1 --hybrid-embedding --hybrid-capacity -5
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"--hybrid-capacity"* ]]
 }
 
 @test "train-step --eval-dir: 2 ranks train while evaluate --follow evaluates; rank 0's reading is every rank's" {

@@ -6,7 +6,10 @@
 #      whole distributed step, collectives included)
 #   4. scaling: samples/s of 1 rank at per-GPU batch b and of 2 ranks at global batch 2b (the
 #      MLPerf model sizes, tables from the data), the ratio in a '# table' line
-#   5. 2 ranks with --hybrid-embedding (eager, plans on the device) vs 1 rank, fp32: within 1e-4
+#   5. 2 ranks with --hybrid-embedding (plans on the device, fixed exchange in CUDA graphs) vs
+#      1 rank, fp32: within 1e-4
+#   7. the same with --hybrid-capacity 0 (exact exchanges, eager) and with a capacity that fits only
+#      some batches: the same numbers as test 5, exactly
 #   6. scaling with --hybrid-embedding: the 2-rank samples/s against test 4's 1 rank, and the
 #      traffic (bytes per step, saved fraction, plan time) in a '# table' line
 # Run from the repository root with binaries built elsewhere: BUILD=dir tests/gpu/multi/test_dlrm_dist.sh
@@ -30,7 +33,7 @@ fi
 [ -x "$BIN/train-step" ] || { echo "Bail out! $BIN/train-step not built"; exit 1; }
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
-echo "1..6"
+echo "1..7"
 echo "# $(date -u '+%F %T UTC') $(hostname)"
 nvidia-smi -L 2>/dev/null | sed 's/^/# /'
 rows=$(((STEPS + 2) * 2 * BG))
@@ -96,6 +99,13 @@ ts twoeager 2 "$tiny" "${common[@]}" --no-graphs
 compare 3 "2 ranks, CUDA graphs vs --no-graphs" two twoeager 1e-6
 ts twohy 2 "$tiny" "${common[@]}" --hybrid-embedding --hybrid-stat-batches 4
 compare 5 "2 ranks --hybrid-embedding vs 1 rank, fp32" one twohy 1e-4
+ts twohy0 2 "$tiny" "${common[@]}" --hybrid-embedding --hybrid-stat-batches 4 --hybrid-capacity 0
+ts twohym 2 "$tiny" "${common[@]}" --hybrid-embedding --hybrid-stat-batches 4 --hybrid-capacity 9000
+fixed() { sed -n 's/^{"type":"result".*"fixed_batches":\([0-9]*\).*/\1/p' "$W/$1.jsonl"; }
+echo "# fixed batches: auto $(fixed twohy), 0: $(fixed twohy0), 9000: $(fixed twohym) of 24"
+cat "$W/twohy0.vals" "$W/twohy0.vals" >"$W/twohy00.vals"
+cat "$W/twohy.vals" "$W/twohym.vals" >"$W/twohyam.vals"
+compare 7 "2 ranks hybrid: fixed (graphs) and mixed vs exact exchanges" twohy00 twohyam 0
 
 # Scaling: the MLPerf architecture (embedding dim 128, 13-512-256-128 / 1024-1024-512-256-1),
 # tables from the data (100,000 rows at most). samples/s: the median of the progress lines after
