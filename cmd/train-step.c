@@ -391,6 +391,7 @@ static int train(run *r, tk_err *e) {
     int use_graph = r->c->backend == TK_BACKEND_CUDA && !o->no_graphs && !o->profile;
     // One graph; with the hybrid embedding one per staging slot (its step reads the slot's plan).
     tk_graph graph[2] = {{0}};
+    int64_t graph_key[2] = {0, 0}; // tk_dlrm_capture_key of each
     const tk_dlrm_config *cfg = &r->m->cfg;
     size_t B = (size_t)r->B;
     tk_progress pr;
@@ -423,8 +424,14 @@ static int train(run *r, tk_err *e) {
         if ((rc = tk_dlrm_use_batch(r->m, (int)(r->step & 1), e))) break;
         staged = 0;
         if (use_graph && tk_dlrm_capturable(r->m)) { // (a hybrid batch that does not fit: eagerly)
-            tk_graph *g = &graph[o->hybrid ? r->step & 1 : 0];
+            int k = o->hybrid ? (int)(r->step & 1) : 0;
+            tk_graph *g = &graph[k];
+            if (g->valid && graph_key[k] != tk_dlrm_capture_key(r->m)) { // made again, once its last launch is done
+                if ((rc = tk_dlrm_sync(r->m, e))) break;
+                tk_graph_destroy(g);
+            }
             if (!g->valid) {
+                graph_key[k] = tk_dlrm_capture_key(r->m);
                 rc = tk_graph_begin(r->c, e);
                 if (!rc) rc = tk_dlrm_train_step(r->m, e);
                 if (!rc) rc = tk_graph_end(r->c, g, e);

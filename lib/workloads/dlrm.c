@@ -541,7 +541,7 @@ static hx_view hybrid_view(const tk_dlrm *m) {
     const int64_t *dc = P->dcounts + 2 * m->world;
     if (P->fixed) {
         int64_t bT = (int64_t)m->b * m->cfg.num_tables;
-        return (hx_view){.fixed = 1, .send_rows = P->send_pad, .n_send = (int64_t)m->world * h->cap,
+        return (hx_view){.fixed = 1, .send_rows = P->send_pad, .n_send = (int64_t)m->world * P->cap,
                          .recv_src = P->recv_src, .n_recv = bT, .n_freq = bT, .nseg = bT, .dn_recv = dc + 1,
                          .dn_freq = dc + 2, .dn_seg = dc + 3, .grads = h->gown};
     }
@@ -553,13 +553,16 @@ static hx_view hybrid_view(const tk_dlrm *m) {
 // the comm stream: cap a pair (fixed) or the plan's counts.
 static int hybrid_a2a(tk_dlrm *m, int fwd, const void *send, void *recv, tk_err *e) {
     if (m->hy->plan[m->hy->cur].fixed)
-        return tk_all_to_all(m->comm, send, recv, (size_t)m->hy->cap * m->cfg.emb_dim, m->act, TK_STREAM_COMM, e);
+        return tk_all_to_all(m->comm, send, recv, (size_t)m->hy->plan[m->hy->cur].cap * m->cfg.emb_dim, m->act,
+                             TK_STREAM_COMM, e);
     size_t sc[TK_HY_MAX_WORLD], rc[TK_HY_MAX_WORLD];
     hybrid_counts(m, fwd, sc, rc);
     return tk_all_to_allv(m->comm, send, sc, recv, rc, m->act, TK_STREAM_COMM, e);
 }
 
 int tk_dlrm_capturable(const tk_dlrm *m) { return !m->hy || (m->hy->cur >= 0 && m->hy->plan[m->hy->cur].fixed); }
+
+int64_t tk_dlrm_capture_key(const tk_dlrm *m) { return m->hy && m->hy->cur >= 0 ? m->hy->plan[m->hy->cur].cap : 0; }
 
 int tk_dlrm_step_queued(tk_dlrm *m, tk_err *e) {
     tk_dlrm_hybrid *h = m->hy;

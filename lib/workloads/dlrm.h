@@ -216,7 +216,8 @@ json_t *tk_dlrm_profile_json(const tk_dlrm *m);
 // batches of the training data), from which the replicated rows are chosen (at most max_rows).
 // Refreshes the replica from the tables; tk_dlrm_init_weights and tk_dlrm_load refresh it again.
 // capacity: vectors a rank pair of the fixed exchange (clamped to b*tm, the plain exchange's
-// block), -1: chosen from those batches' exchange matrices, 0: every batch exact. From then on
+// block), -1: chosen from those batches' exchange matrices and grown when a batch does not fit,
+// 0: every batch exact. From then on
 // tk_dlrm_stage_batch / tk_dlrm_set_batch plan each batch's exchange on the device and
 // tk_dlrm_train_step uses the plan; a batch whose exchange fits the capacity can be captured in a
 // CUDA graph (tk_dlrm_capturable). Evaluation and checkpoints read the tables, whole at every
@@ -227,6 +228,9 @@ int tk_dlrm_hybrid_setup(tk_dlrm *m, const int32_t *cat, int64_t n, int64_t max_
 // graph: always without the hybrid embedding; with it, when the batch goes by the fixed exchange.
 // Such a graph is the step of that staging slot (the hybrid step reads the slot's plan in place).
 int tk_dlrm_capturable(const tk_dlrm *m);
+// What such a graph depends on beyond the slot: a graph made for another key must be made again
+// (the hybrid embedding's capacity, which may grow; 0 without it).
+int64_t tk_dlrm_capture_key(const tk_dlrm *m);
 // After queuing a step that tk_dlrm_train_step did not queue itself (a CUDA graph's launch): marks
 // the slot's plan free for the batch after next. (tk_dlrm_train_step does it when not capturing.)
 int tk_dlrm_step_queued(tk_dlrm *m, tk_err *e);
@@ -235,7 +239,7 @@ int tk_dlrm_hybrid_refresh(tk_dlrm *m, tk_err *e);
 // and waits for its counts (the host needs them to queue the exchange).
 int tk_dlrm_hybrid_plan(tk_dlrm *m, int slot, const int32_t *cat, int stream, tk_err *e);
 void tk_dlrm_hybrid_destroy(tk_dlrm *m);
-// {"frequent_rows", "frequent_rows_own", "min_uses_per_batch", "capacity", "batches",
+// {"frequent_rows", "frequent_rows_own", "min_uses_per_batch", "capacity", "capacity_growths", "batches",
 // "fixed_batches", "a2a_bytes_per_step",
 // "allreduce_bytes_per_step", "plain_a2a_bytes_per_step", "saved_fraction", "plan_ms_per_batch"
 // (host time from queuing a batch's plan to having its counts)}: this rank's bytes sent

@@ -197,7 +197,7 @@ static int hybrid_alloc(tk_dlrm *m, const cand *rows, tk_err *e) {
 static int hybrid_alloc_exchange(tk_dlrm *m, tk_err *e) {
     tk_dlrm_hybrid *h = m->hy;
     const int D = m->cfg.emb_dim, W = m->world;
-    const size_t es = tk_dtype_size(m->act), bT = (size_t)m->b * m->cfg.num_tables, wc = (size_t)W * h->cap;
+    const size_t es = tk_dtype_size(m->act), bT = (size_t)m->b * m->cfg.num_tables, wc = (size_t)W * h->cap_max;
     size_t sz[] = {(bT > wc ? bT : wc) * D * es, wc * D * es, wc * 4, wc * 4, bT * 4, bT * 4};
     void **dst[] = {&h->pack, &h->gown, (void **)&h->plan[0].send_pad, (void **)&h->plan[1].send_pad,
                     (void **)&h->plan[0].recv_src, (void **)&h->plan[1].recv_src};
@@ -222,15 +222,23 @@ static tk_hybrid_plan_args plan_args(const tk_dlrm *m, int slot, const int32_t *
                                  .counts = h->plan[slot].dcounts, .ws = h->ws_plan, .stream = stream};
 }
 
-// The fixed exchange's capacity: given (clamped to b*tm), or -1: the largest pair count of the
-// exchange matrices of the whole batches among the n statistics samples, plus 5% and 32, rounded
-// up to 32 (clamped to b*tm, where the fixed exchange is the plain one's size).
+// The capacity that fits a largest pair count of `most`: plus 5% and 32, rounded up to 32, at
+// most b*tm (where the fixed exchange is the plain one's size).
+static int64_t capacity_for(const tk_dlrm *m, int64_t most) {
+    const int64_t full = (int64_t)m->b * m->tm, cap = (most + most / 20 + 32 + 31) / 32 * 32;
+    return cap < full ? cap : full;
+}
+
+// The fixed exchange's capacity: given (clamped to b*tm), or -1: fitting the exchange matrices of
+// the whole batches among the n statistics samples (capacity_for), and growing later.
 static int choose_capacity(tk_dlrm *m, const int32_t *cat, int64_t n, int64_t capacity, tk_err *e) {
     tk_dlrm_hybrid *h = m->hy;
     const int T = m->cfg.num_tables, W = m->world;
     const int64_t B = m->cfg.batch, full = (int64_t)m->b * m->tm;
-    if (capacity >= 0) {
-        h->cap = capacity < full ? capacity : full;
+    h->grow = capacity < 0;
+    h->cap_max = h->grow ? full : capacity < full ? capacity : full;
+    if (!h->grow) {
+        h->cap = h->cap_max;
         return 0;
     }
     int64_t most = -1;
@@ -242,12 +250,7 @@ static int choose_capacity(tk_dlrm *m, const int32_t *cat, int64_t n, int64_t ca
         TRY(tk_memcpy_d2h(m->c, mat, dmat, (size_t)W * W * 8, TK_STREAM_COMPUTE, e));
         for (int k = 0; k < W * W; k++) most = mat[k] > most ? mat[k] : most;
     }
-    if (most < 0) { // fewer samples than a batch: the plain size always fits
-        h->cap = full;
-        return 0;
-    }
-    int64_t cap = (most + most / 20 + 32 + 31) / 32 * 32;
-    h->cap = cap < full ? cap : full;
+    h->cap = most < 0 ? full : capacity_for(m, most); // (fewer samples than a batch: the plain size)
     return 0;
 }
 
@@ -340,13 +343,19 @@ int tk_dlrm_hybrid_plan(tk_dlrm *m, int slot, const int32_t *cat, int stream, tk
             return tk_err_set(e, TK_EINTERNAL, "dlrm: rank %d: the hybrid plan's counts disagree with the exchange matrix",
                               r);
     for (int k = 0; k < W * W; k++) most = mat[k] > most ? mat[k] : most;
+    if (most > h->cap && h->grow) { // (the same on every rank: the matrix is)
+        h->cap = capacity_for(m, most);
+        h->growths++;
+        TRY(tk_hybrid_plan_fixed(m->c, &a, h->cap, (int32_t)m->rows_total, P->send_pad, P->recv_src, e));
+    }
+    P->cap = h->cap;
     P->fixed = h->cap > 0 && most <= h->cap; // the same decision on every rank: the matrix is
     // Traffic of this rank (bytes it sends): vectors to other ranks forward, gradients back, and
     // its share of the replica gradient's ring all-reduce; against the plain exchange's blocks.
     const double vb = (double)m->cfg.emb_dim * (double)tk_dtype_size(m->act);
     double a2a = 0;
     for (int j = 0; j < W; j++)
-        if (j != r) a2a += P->fixed ? 2.0 * (double)h->cap : (double)P->counts[j] + (double)P->counts[W + j];
+        if (j != r) a2a += P->fixed ? 2.0 * (double)P->cap : (double)P->counts[j] + (double)P->counts[W + j];
     h->a2a_bytes += a2a * vb;
     h->a2a_bytes_plain += 2.0 * (W - 1) * (double)b * tm * vb;
     h->ar_bytes += 2.0 * (W - 1) / W * (double)h->nf * m->cfg.emb_dim * 4;
@@ -361,9 +370,9 @@ json_t *tk_dlrm_hybrid_json(const tk_dlrm *m) {
     if (!h) return NULL;
     double n = h->batches > 0 ? (double)h->batches : 1, plain = h->a2a_bytes_plain / n;
     double hy = (h->a2a_bytes + h->ar_bytes) / n;
-    return json_pack("{s:I, s:I, s:f, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f}", "frequent_rows", (json_int_t)h->nf,
+    return json_pack("{s:I, s:I, s:f, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f}", "frequent_rows", (json_int_t)h->nf,
                      "frequent_rows_own", (json_int_t)h->nf_own, "min_uses_per_batch", h->min_uses, "capacity",
-                     (json_int_t)h->cap, "batches", (json_int_t)h->batches, "fixed_batches",
+                     (json_int_t)h->cap, "capacity_growths", (json_int_t)h->growths, "batches", (json_int_t)h->batches, "fixed_batches",
                      (json_int_t)h->fixed_batches, "a2a_bytes_per_step", h->a2a_bytes / n, "allreduce_bytes_per_step",
                      h->ar_bytes / n, "plain_a2a_bytes_per_step", plain, "saved_fraction",
                      plain > 0 ? 1.0 - hy / plain : 0.0, "plan_ms_per_batch", h->plan_s / n * 1e3);

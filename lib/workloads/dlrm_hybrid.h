@@ -20,14 +20,16 @@
 //
 // Two ways to exchange a batch's infrequent vectors. Exact: per-peer counts the host reads back
 // from the plan, a variable all-to-all, every kernel sized on the host; no CUDA graph can hold it.
-// Fixed: cap vectors for every rank pair, cap chosen once from the statistics batches (the largest
-// pair count seen, plus 5% and 32); lookups past a pair's count read, and their updates land in,
+// Fixed: cap vectors for every rank pair, cap chosen from the statistics batches (the largest pair
+// count seen, plus 5% and 32) and grown the same way when a batch does not fit (every rank sees
+// the same matrix, so all grow alike; the buffers are sized for the plain exchange's b tm, and a
+// graph made for another cap is made again), or given; lookups past a pair's count read, and their updates land in,
 // a scratch row past the last table (never looked up otherwise), and every other size is a
 // count the kernels read on the device. A step is fixed when its whole exchange matrix (every
 // pair's count, tk_hybrid_exchange_counts, the same on every rank) fits cap, and then it is the
 // same sequence of kernels and collectives every time: one CUDA graph per staging slot. Both ways
 // add the same gradients in the same order (the scratch row is apart), so they train alike bit
-// for bit; a batch that does not fit runs exact, eagerly.
+// for bit; a batch that does not fit a given cap runs exact, eagerly.
 #ifndef TK_WORKLOADS_DLRM_HYBRID_H
 #define TK_WORKLOADS_DLRM_HYBRID_H
 
@@ -44,6 +46,7 @@ typedef struct tk_dlrm_hplan {
     int64_t counts[2 * TK_HY_MAX_WORLD + 4 + TK_HY_MAX_WORLD * TK_HY_MAX_WORLD];
     int32_t *send_pad, *recv_src; // the fixed layout (tk_hybrid_plan_fixed): W*cap, b*T; device
     int fixed;                   // the batch goes by the fixed exchange (its matrix fits cap)
+    int64_t cap;                 // the capacity its fixed layout was made for
     tk_event done;               // recorded after the step that read d (compute stream)
     int has_done;                // done has been recorded at least once
 } tk_dlrm_hplan;
@@ -68,9 +71,12 @@ typedef struct tk_dlrm_hybrid {
     void *ws_fr, *ws_own;        // tk_embedding_bwd_sgd workspaces (nf x 1; B*tm x 1)
     void *ws_plan;               // tk_hybrid_plan's workspace (one plan at a time)
     int64_t cap;                 // vectors a rank pair in the fixed exchange (0: exact only)
-    void *xbuf;                  // the allocation of the buffers below (they depend on cap)
-    void *pack;                  // (max(b T, W cap), D) act: infrequent vectors received (fwd) / sent back (bwd)
-    void *gown;                  // (W cap, D) act: the fixed backward's gradients for the owned rows
+    int grow;                    // cap was chosen (auto): it grows to fit a batch that does not
+    int64_t cap_max;             // the buffers' capacity (b tm when growing, else cap)
+    int64_t growths;             // how many times cap grew
+    void *xbuf;                  // the allocation of the buffers below (they depend on cap_max)
+    void *pack;                  // (max(b T, W cap_max), D) act: infrequent vectors received (fwd) / sent back (bwd)
+    void *gown;                  // (W cap_max, D) act: the fixed backward's gradients for the owned rows
     size_t off[7];               // tk_hybrid_plan_layout of this rank
     tk_dlrm_hplan plan[2];       // per staging slot
     int cur;                     // the slot of the batch in the input buffers (-1: none planned)

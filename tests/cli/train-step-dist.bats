@@ -189,7 +189,7 @@ PY
     done
 }
 
-@test "train-step --hybrid-capacity: exact, fixed and mixed exchanges train alike bit for bit" {
+@test "train-step --hybrid-capacity: exact, fixed, mixed and growing exchanges train alike bit for bit" {
     # 2 ranks: 580 fits 4 of the 12 batches, 3 ranks: 300 fits 10 (auto: all; 0: none)
     for nc in 2:580 3:300; do
         n=${nc%:*} mid=${nc#*:}
@@ -215,6 +215,23 @@ PY
             cmp "c$n-0/step-12.safetensors" "c$n-$cap/step-12.safetensors"
         done
     done
+    # auto grows: rows chosen from one batch leave later batches more infrequent uses than that
+    # batch's own; the capacity grows (alike on every rank) and every batch still goes fixed,
+    # training as the exact exchange does
+    for cap in 0 auto; do
+        run "$L" -n 2 -- "${TS[@]}" --max-steps 12 --ckpt-dir "g-$cap" --rendezvous "file:$PWD/rdvg-$cap" \
+            --hybrid-embedding --hybrid-stat-batches 1 --hybrid-capacity "$cap"
+        [ "$status" -eq 1 ]
+        printf '%s\n' "$output" >"g-$cap.jsonl"
+        metrics "g-$cap.jsonl" >"g-$cap.m"
+    done
+    jq -se 'map(select(.type == "result"))[0].hybrid_embedding | .capacity_growths >= 1 and .fixed_batches == 12' \
+        g-auto.jsonl
+    # (it started below the last capacity)
+    jq -se '(map(select(.type == "hybrid_embedding"))[0].rows.capacity) < (map(select(.type == "result"))[0]
+        .hybrid_embedding.capacity)' g-auto.jsonl
+    cmp g-0.m g-auto.m
+    cmp g-0/step-12.safetensors g-auto/step-12.safetensors
     run "${TS[@]}" --max-steps 1 --hybrid-embedding --hybrid-capacity -5
     [ "$status" -eq 2 ]
     [[ "$output" == *"--hybrid-capacity"* ]]
