@@ -81,9 +81,9 @@ stable() { jq -c 'del(.started, .wall_s, .command)' "$1"; }
     [ "$(cat "$T/args")" = "$(printf 'world=1 gb=256 steps=100\nworld=2 gb=512 steps=100\nworld=4 gb=1024 steps=100')" ]
     run stable "$T/r.jsonl"
     [ "${#lines[@]}" -eq 3 ]
-    [ "${lines[0]}" = '{"type":"scale","workload":"dlrm","scaling":"weak","gpus":1,"global_batch":256,"batch_per_gpu":256,"samples_per_s":1000,"time_to_train_s":25.6,"reached":true,"scaling_efficiency":1,"baseline_gpus":1,"allreduce_busbw_gbs":null,"alltoall_busbw_gbs":null,"status":"success","exit_code":0,"error":null,"log":null}' ]
-    [ "${lines[1]}" = '{"type":"scale","workload":"dlrm","scaling":"weak","gpus":2,"global_batch":512,"batch_per_gpu":256,"samples_per_s":1900,"time_to_train_s":26.947,"reached":true,"scaling_efficiency":0.95,"baseline_gpus":1,"allreduce_busbw_gbs":100,"alltoall_busbw_gbs":null,"status":"success","exit_code":0,"error":null,"log":null}' ]
-    [ "${lines[2]}" = '{"type":"scale","workload":"dlrm","scaling":"weak","gpus":4,"global_batch":1024,"batch_per_gpu":256,"samples_per_s":3600,"time_to_train_s":28.444,"reached":true,"scaling_efficiency":0.9,"baseline_gpus":1,"allreduce_busbw_gbs":200,"alltoall_busbw_gbs":null,"status":"success","exit_code":0,"error":null,"log":null}' ]
+    [ "${lines[0]}" = '{"type":"scale","workload":"dlrm","scaling":"weak","gpus":1,"global_batch":256,"batch_per_gpu":256,"samples_per_s":1000,"time_to_train_s":25.6,"reached":true,"scaling_efficiency":1,"baseline_gpus":1,"allreduce_busbw_gbs":null,"alltoall_busbw_gbs":null,"exchange_saved_fraction":null,"status":"success","exit_code":0,"error":null,"log":null}' ]
+    [ "${lines[1]}" = '{"type":"scale","workload":"dlrm","scaling":"weak","gpus":2,"global_batch":512,"batch_per_gpu":256,"samples_per_s":1900,"time_to_train_s":26.947,"reached":true,"scaling_efficiency":0.95,"baseline_gpus":1,"allreduce_busbw_gbs":100,"alltoall_busbw_gbs":null,"exchange_saved_fraction":null,"status":"success","exit_code":0,"error":null,"log":null}' ]
+    [ "${lines[2]}" = '{"type":"scale","workload":"dlrm","scaling":"weak","gpus":4,"global_batch":1024,"batch_per_gpu":256,"samples_per_s":3600,"time_to_train_s":28.444,"reached":true,"scaling_efficiency":0.9,"baseline_gpus":1,"allreduce_busbw_gbs":200,"alltoall_busbw_gbs":null,"exchange_saved_fraction":null,"status":"success","exit_code":0,"error":null,"log":null}' ]
     run jq -r '.command' "$T/r.jsonl"
     [ "${lines[1]}" = "$TK_ROOT/share/launch -n 2 -- $FAKE --workload dlrm --config $CFG --set train.global_batch_size=512" ]
     run jq -r '.started + " " + (.wall_s | type)' "$T/r.jsonl"
@@ -106,8 +106,8 @@ stable() { jq -c 'del(.started, .wall_s, .command)' "$1"; }
     [[ "$output" == *"scale: [2/3] gpus=2 global_batch=1024: failed (exit 5): train-step: error: NCCL: ncclCommInitRank: remote process exited or there was a network error (rank 1)"* ]]
     run stable "$T/r.jsonl"
     [ "${#lines[@]}" -eq 3 ]
-    [ "${lines[1]}" = '{"type":"scale","workload":"dlrm","scaling":"strong","gpus":2,"global_batch":1024,"batch_per_gpu":512,"samples_per_s":null,"time_to_train_s":null,"reached":null,"scaling_efficiency":null,"baseline_gpus":null,"allreduce_busbw_gbs":null,"alltoall_busbw_gbs":null,"status":"failed","exit_code":5,"error":"train-step: error: NCCL: ncclCommInitRank: remote process exited or there was a network error (rank 1)","log":null}' ]
-    [ "${lines[2]}" = '{"type":"scale","workload":"dlrm","scaling":"strong","gpus":4,"global_batch":1024,"batch_per_gpu":256,"samples_per_s":3600,"time_to_train_s":28.444,"reached":true,"scaling_efficiency":0.9,"baseline_gpus":1,"allreduce_busbw_gbs":200,"alltoall_busbw_gbs":null,"status":"success","exit_code":0,"error":null,"log":null}' ]
+    [ "${lines[1]}" = '{"type":"scale","workload":"dlrm","scaling":"strong","gpus":2,"global_batch":1024,"batch_per_gpu":512,"samples_per_s":null,"time_to_train_s":null,"reached":null,"scaling_efficiency":null,"baseline_gpus":null,"allreduce_busbw_gbs":null,"alltoall_busbw_gbs":null,"exchange_saved_fraction":null,"status":"failed","exit_code":5,"error":"train-step: error: NCCL: ncclCommInitRank: remote process exited or there was a network error (rank 1)","log":null}' ]
+    [ "${lines[2]}" = '{"type":"scale","workload":"dlrm","scaling":"strong","gpus":4,"global_batch":1024,"batch_per_gpu":256,"samples_per_s":3600,"time_to_train_s":28.444,"reached":true,"scaling_efficiency":0.9,"baseline_gpus":1,"allreduce_busbw_gbs":200,"alltoall_busbw_gbs":null,"exchange_saved_fraction":null,"status":"success","exit_code":0,"error":null,"log":null}' ]
 }
 
 @test "scale: a run whose config line names another world size is a failure, not a measurement" {
@@ -160,6 +160,14 @@ stable() { jq -c 'del(.started, .wall_s, .command)' "$1"; }
     run jq -c '[.gpus, .allreduce_busbw_gbs, .alltoall_busbw_gbs]' "$T/r.jsonl"
     [ "${lines[0]}" = '[1,null,null]' ]
     [ "${lines[1]}" = '[2,100,20.25]' ]
+}
+
+@test "scale: the hybrid embedding's saved traffic from train-step's result (null on one GPU)" {
+    run "$S" -c "$CFG" -g 1,2 -b 8 -o "$T/r.jsonl" -- --hybrid-embedding
+    [ "$status" -eq 0 ]
+    run jq -c '[.gpus, .exchange_saved_fraction]' "$T/r.jsonl"
+    [ "${lines[0]}" = '[1,null]' ]
+    [ "${lines[1]}" = '[2,0.8]' ]
 }
 
 @test "scale: --timeout stops a hung run and records it" {
