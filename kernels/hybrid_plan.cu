@@ -141,7 +141,8 @@ __global__ void plan_scatter(Shape p, const int32_t *inc, int32_t *send_rows, in
         uint32_t bt = (uint32_t)p.b * (uint32_t)p.tn;
         for (int j = 0; j < W; j++) counts[j] = below((uint32_t)(j + 1) * bt) - below((uint32_t)j * bt);
         for (int i = 0; i < W; i++) {
-            uint32_t lo = (uint32_t)min((int64_t)p.T, (int64_t)i * p.tm), hi = (uint32_t)min((int64_t)p.T, (int64_t)(i + 1) * p.tm);
+            uint32_t lo = (uint32_t)min((int64_t)p.T, (int64_t)i * p.tm),
+                     hi = (uint32_t)min((int64_t)p.T, (int64_t)(i + 1) * p.tm);
             counts[W + i] = below(p.n_own + (uint32_t)p.b * hi) - below(p.n_own + (uint32_t)p.b * lo);
         }
         int64_t n_recv = below(n) - n_send;
@@ -317,7 +318,8 @@ int tk_hybrid_plan_fixed_cuda(tk_ctx *c, const tk_hybrid_plan_args *a, int64_t c
     tk_hybrid_plan_layout(a->B, a->T, W, a->rank, a->tm, off);
     const int64_t nsend = (int64_t)W * cap, bT = (int64_t)(a->B / W) * a->T;
     if (nsend > 0)
-        fixed_send_kernel<<<tk_cu_blocks(nsend, 256), 256, 0, s>>>(a->out + off[0], a->counts, W, cap, pad_row, send_pad);
+        fixed_send_kernel<<<tk_cu_blocks(nsend, 256), 256, 0, s>>>(a->out + off[0], a->counts, W, cap, pad_row,
+                                                                   send_pad);
     TRY(tk_cu_check(e, "hybrid_plan_fixed (send)"));
     if (bT > 0) fixed_recv_kernel<<<tk_cu_blocks(bT, 256), 256, 0, s>>>(a->counts, W, cap, bT, recv_src);
     return tk_cu_check(e, "hybrid_plan_fixed (recv)");

@@ -490,8 +490,8 @@ static int wait_usable(tk_comm *m, int stream, cudaStream_t *s, tk_err *e) {
     *s = (cudaStream_t)m->ctx->stream[stream];
     enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
     if (m->ctx->capturing || (cudaStreamIsCapturing(*s, &cap) == cudaSuccess && cap != cudaStreamCaptureStatusNone))
-        return tk_err_set(e, TK_EINTERNAL, "rank %d: tk_comm_wait inside CUDA graph capture; wait after the graph launch",
-                          m->rank);
+        return tk_err_set(e, TK_EINTERNAL,
+                          "rank %d: tk_comm_wait inside CUDA graph capture; wait after the graph launch", m->rank);
     return 0;
 }
 

@@ -617,8 +617,8 @@ static int forward_rows(tk_dlrm *m, const int32_t *dense, const int32_t *cat, in
         TRY(prof_mark(m, "wait_a2a_fwd", TK_STREAM_COMPUTE, e));
         if (hybrid) { // the received infrequent vectors to their places
             const hx_view x = hybrid_view(m);
-            TRY(tk_rows_copy(m->c, m->hy->pack, m->act, x.recv_src, m->a2a_recv, m->act, hp(m, TK_HP_RECV_POS), x.n_recv,
-                             x.dn_recv, cfg->emb_dim, e));
+            TRY(tk_rows_copy(m->c, m->hy->pack, m->act, x.recv_src, m->a2a_recv, m->act, hp(m, TK_HP_RECV_POS),
+                             x.n_recv, x.dn_recv, cfg->emb_dim, e));
             TRY(prof_mark(m, "scatter", TK_STREAM_COMPUTE, e));
         }
     } else {
@@ -725,8 +725,8 @@ static int train_step_dist(tk_dlrm *m, tk_err *e) {
         // owners (into emb_own, free in this mode, or gown), in their send order. Frequent: summed
         // per replica row over this rank's samples, then over the ranks.
         const hx_view x = hybrid_view(m);
-        TRY(tk_rows_copy(c, m->a2a_send, m->act, hp(m, TK_HP_RECV_POS), h->pack, m->act, x.recv_src, x.n_recv, x.dn_recv,
-                         D, e));
+        TRY(tk_rows_copy(c, m->a2a_send, m->act, hp(m, TK_HP_RECV_POS), h->pack, m->act, x.recv_src, x.n_recv,
+                         x.dn_recv, D, e));
         TRY(prof_mark(m, "gather", CS, e));
         TRY(tk_comm_stream_wait(m->comm, CM, CS, e));
         TRY(prof_mark(m, NULL, CM, e));

@@ -340,8 +340,8 @@ int tk_dlrm_hybrid_plan(tk_dlrm *m, int slot, const int32_t *cat, int stream, tk
     int64_t most = 0;
     for (int j = 0; j < W; j++)
         if (P->counts[j] != mat[r * W + j] || P->counts[W + j] != mat[j * W + r])
-            return tk_err_set(e, TK_EINTERNAL, "dlrm: rank %d: the hybrid plan's counts disagree with the exchange matrix",
-                              r);
+            return tk_err_set(e, TK_EINTERNAL,
+                              "dlrm: rank %d: the hybrid plan's counts disagree with the exchange matrix", r);
     for (int k = 0; k < W * W; k++) most = mat[k] > most ? mat[k] : most;
     if (most > h->cap && h->grow) { // (the same on every rank: the matrix is)
         h->cap = capacity_for(m, most);
@@ -372,8 +372,8 @@ json_t *tk_dlrm_hybrid_json(const tk_dlrm *m) {
     double hy = (h->a2a_bytes + h->ar_bytes) / n;
     return json_pack("{s:I, s:I, s:f, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f}", "frequent_rows", (json_int_t)h->nf,
                      "frequent_rows_own", (json_int_t)h->nf_own, "min_uses_per_batch", h->min_uses, "capacity",
-                     (json_int_t)h->cap, "capacity_growths", (json_int_t)h->growths, "batches", (json_int_t)h->batches, "fixed_batches",
-                     (json_int_t)h->fixed_batches, "a2a_bytes_per_step", h->a2a_bytes / n, "allreduce_bytes_per_step",
-                     h->ar_bytes / n, "plain_a2a_bytes_per_step", plain, "saved_fraction",
+                     (json_int_t)h->cap, "capacity_growths", (json_int_t)h->growths, "batches", (json_int_t)h->batches,
+                     "fixed_batches", (json_int_t)h->fixed_batches, "a2a_bytes_per_step", h->a2a_bytes / n,
+                     "allreduce_bytes_per_step", h->ar_bytes / n, "plain_a2a_bytes_per_step", plain, "saved_fraction",
                      plain > 0 ? 1.0 - hy / plain : 0.0, "plan_ms_per_batch", h->plan_s / n * 1e3);
 }
