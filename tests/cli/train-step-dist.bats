@@ -314,6 +314,25 @@ resume_agree() {
     resume_agree b onefive/step-5.safetensors "$L" -n 3 -- "${TS[@]}" --rendezvous "file:$PWD/rdv2"
 }
 
+@test "train-step --hybrid-embedding: a 2-rank checkpoint resumes to the straight run's step 10 bit for bit" {
+    # the replicated rows are chosen again from the same first batches and refreshed from the
+    # loaded tables (whole at every step end); one statistics batch, so the capacity grows too
+    H=(--hybrid-embedding --hybrid-stat-batches 1)
+    run "$L" -n 2 -- "${TS[@]}" --max-steps 10 --ckpt-dir s --ckpt-every 5 --rendezvous "file:$PWD/rdvs" "${H[@]}"
+    [ "$status" -eq 1 ]
+    printf '%s\n' "$output" >s.jsonl
+    metrics s.jsonl | grep -E '^(loss|auc) ([6-9]|10) ' >s.m
+    run "$L" -n 2 -- "${TS[@]}" --max-steps 10 --ckpt-dir r --resume s/step-5.safetensors \
+        --rendezvous "file:$PWD/rdvr" "${H[@]}"
+    [ "$status" -eq 1 ]
+    printf '%s\n' "$output" >r.jsonl
+    grep -q '"start_step":5,' r.jsonl
+    metrics r.jsonl | grep -E '^(loss|auc) ' >r.m
+    [ "$(wc -l <r.m)" -ge 5 ]
+    cmp s.m r.m
+    cmp s/step-10.safetensors r/step-10.safetensors
+}
+
 @test "train-step: when one rank is killed the other exits nonzero within the timeout" {
     # Ranks started by hand (share/launch would stop the survivor itself): the survivor must
     # notice on its own, through the collectives.
