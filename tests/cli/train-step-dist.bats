@@ -384,4 +384,13 @@ phases() { jq -r 'select(.type == "profile") | .ms | to_entries[] | "\(.key) \(.
     [ "$status" -eq 1 ]
     printf '%s\n' "$output" >plain.jsonl
     diff <(metrics two.jsonl) <(metrics plain.jsonl)
+    # the hybrid embedding's phases
+    run "$L" -n 2 -- "${TS[@]}" --max-steps 6 --profile --rendezvous "file:$PWD/rdv3" --hybrid-embedding
+    [ "$status" -eq 1 ]
+    printf '%s\n' "$output" >hy.jsonl
+    phases hy.jsonl >hy.p
+    for p in lookup a2a_fwd lookup_frequent wait_a2a_fwd scatter gather a2a_bwd frequent_sum allreduce_frequent \
+        embedding_bwd_sgd dense_sgd; do
+        grep -q "^$p " hy.p
+    done
 }
