@@ -402,8 +402,7 @@ int tk_dlrm_set_batch(tk_dlrm *m, const uint8_t *label, const int32_t *dense, co
     TRY(tk_memcpy_h2d(m->c, m->in_cat, cat, (size_t)n * m->cfg.num_tables * 4, TK_STREAM_COMPUTE, e));
     if (!m->hy) return 0;
     if (n != m->cfg.batch) return tk_err_set(e, TK_EINTERNAL, "dlrm: the hybrid embedding plans whole batches");
-    tk_dlrm_hplan *P = &m->hy->plan[0];
-    if (P->has_done) TRY(tk_event_sync(m->c, &P->done, e));
+    // on the compute stream, so after any step that read slot 0's plan
     TRY(tk_dlrm_hybrid_plan(m, 0, m->in_cat, TK_STREAM_COMPUTE, e));
     m->hy->cur = 0;
     return 0;
@@ -526,7 +525,7 @@ static void hybrid_counts(const tk_dlrm *m, int fwd, size_t *send, size_t *recv)
 // every size from the host; or fixed, cap vectors a rank pair and the other sizes read on the
 // device by kernels launched at capacity (so a CUDA graph replays it for any batch that fits).
 typedef struct {
-    int fixed;
+    int64_t cap;              // fixed: vectors a rank pair; 0: exact
     const int32_t *send_rows; // the owned rows looked up for the peers, in send order
     int64_t n_send;           // n_send, or W cap (the pads look up the scratch row)
     const int32_t *recv_src;  // fixed: where each received vector sits in pack (NULL: in order)
@@ -541,7 +540,7 @@ static hx_view hybrid_view(const tk_dlrm *m) {
     const int64_t *dc = P->dcounts + 2 * m->world;
     if (P->fixed) {
         int64_t bT = (int64_t)m->b * m->cfg.num_tables;
-        return (hx_view){.fixed = 1, .send_rows = P->send_pad, .n_send = (int64_t)m->world * P->cap,
+        return (hx_view){.cap = P->cap, .send_rows = P->send_pad, .n_send = (int64_t)m->world * P->cap,
                          .recv_src = P->recv_src, .n_recv = bT, .n_freq = bT, .nseg = bT, .dn_recv = dc + 1,
                          .dn_freq = dc + 2, .dn_seg = dc + 3, .grads = h->gown};
     }
@@ -550,11 +549,9 @@ static hx_view hybrid_view(const tk_dlrm *m) {
 }
 
 // The all-to-all of the current batch's infrequent vectors (fwd) or their gradients (!fwd), on
-// the comm stream: cap a pair (fixed) or the plan's counts.
-static int hybrid_a2a(tk_dlrm *m, int fwd, const void *send, void *recv, tk_err *e) {
-    if (m->hy->plan[m->hy->cur].fixed)
-        return tk_all_to_all(m->comm, send, recv, (size_t)m->hy->plan[m->hy->cur].cap * m->cfg.emb_dim, m->act,
-                             TK_STREAM_COMM, e);
+// the comm stream: x's cap a pair (fixed) or the plan's counts.
+static int hybrid_a2a(tk_dlrm *m, const hx_view *x, int fwd, const void *send, void *recv, tk_err *e) {
+    if (x->cap) return tk_all_to_all(m->comm, send, recv, (size_t)x->cap * m->cfg.emb_dim, m->act, TK_STREAM_COMM, e);
     size_t sc[TK_HY_MAX_WORLD], rc[TK_HY_MAX_WORLD];
     hybrid_counts(m, fwd, sc, rc);
     return tk_all_to_allv(m->comm, send, sc, recv, rc, m->act, TK_STREAM_COMM, e);
@@ -572,7 +569,6 @@ int tk_dlrm_step_queued(tk_dlrm *m, tk_err *e) {
     return 0;
 }
 
-
 // The hybrid embedding's forward exchange (lib/workloads/dlrm_hybrid.h): the infrequent uses of
 // the owned tables are looked up packed, peer-major, into a2a_send and go by the variable
 // all-to-all into hy->pack; meanwhile the frequent uses of this rank's samples are looked up in the
@@ -588,7 +584,7 @@ static int hybrid_fwd_start(tk_dlrm *m, tk_err *e) {
     TRY(prof_mark(m, "lookup", s, e));
     TRY(tk_comm_stream_wait(m->comm, TK_STREAM_COMM, s, e));
     TRY(prof_mark(m, NULL, TK_STREAM_COMM, e));
-    TRY(hybrid_a2a(m, 1, m->a2a_send, h->pack, e));
+    TRY(hybrid_a2a(m, &x, 1, m->a2a_send, h->pack, e));
     TRY(prof_mark(m, "a2a_fwd", TK_STREAM_COMM, e));
     TRY(tk_rows_copy(c, h->fr, td, hp(m, TK_HP_FROW), m->a2a_recv, m->act, hp(m, TK_HP_FPOS), x.n_freq, x.dn_freq, D,
                      e));
@@ -730,7 +726,7 @@ static int train_step_dist(tk_dlrm *m, tk_err *e) {
         TRY(prof_mark(m, "gather", CS, e));
         TRY(tk_comm_stream_wait(m->comm, CM, CS, e));
         TRY(prof_mark(m, NULL, CM, e));
-        TRY(hybrid_a2a(m, 0, h->pack, x.grads, e));
+        TRY(hybrid_a2a(m, &x, 0, h->pack, x.grads, e));
         TRY(prof_mark(m, "a2a_bwd", CM, e));
         TRY(tk_memset0(c, h->dfr, (size_t)h->nf * D * 4, CS, e));
         TRY(tk_rows_segsum(c, m->a2a_send, m->act, hp(m, TK_HP_FPOS), hp(m, TK_HP_SEG_OFF), hp(m, TK_HP_SEG_ROW),

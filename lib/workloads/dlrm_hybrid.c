@@ -12,6 +12,15 @@
 
 static size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
 
+// n device buffers carved from one new arena a: *dst[k] gets sz[k] bytes.
+static int carve(tk_dlrm *m, tk_arena *a, const char *name, const size_t *sz, void **const *dst, int n, tk_err *e) {
+    size_t total = 0;
+    for (int k = 0; k < n; k++) total += align256(sz[k]);
+    TRY(tk_arena_init(m->c, a, total, name, e));
+    for (int k = 0; k < n; k++) TRY(tk_arena_take(a, sz[k], dst[k], e));
+    return 0;
+}
+
 // ---- choosing the frequent rows ----
 
 typedef struct {
@@ -82,8 +91,8 @@ static void hybrid_free(tk_dlrm *m) {
     tk_dlrm_hybrid *h = m->hy;
     if (!h) return;
     for (int k = 0; k < 2; k++) tk_event_destroy(&h->plan[k].done);
-    if (h->fr) tk_free(m->c, h->fr);
-    if (h->xbuf) tk_free(m->c, h->xbuf);
+    tk_arena_release(m->c, &h->mem);
+    tk_arena_release(m->c, &h->xmem);
     free(h);
     m->hy = NULL;
 }
@@ -139,15 +148,7 @@ static int hybrid_alloc(tk_dlrm *m, const cand *rows, tk_err *e) {
                     (void **)&h->hset, (void **)&h->hoff, (void **)&h->dfbase, (void **)&h->hbits,
                     (void **)&h->plan[0].d, (void **)&h->plan[1].d, (void **)&h->plan[0].dcounts,
                     (void **)&h->plan[1].dcounts};
-    const int nb = (int)(sizeof sz / sizeof sz[0]);
-    size_t total = 0;
-    for (int k = 0; k < nb; k++) total += align256(sz[k]);
-    char *p;
-    TRY(tk_malloc(m->c, (void **)&p, total, e));
-    for (int k = 0; k < nb; k++) {
-        *dst[k] = p;
-        p += align256(sz[k]);
-    }
+    TRY(carve(m, &h->mem, "hybrid embedding", sz, dst, (int)(sizeof sz / sizeof sz[0]), e));
     for (int s = 0; s < 2; s++) TRY(tk_event_create(m->c, &h->plan[s].done, e));
     // The static arrays, staged through one host buffer.
     size_t nh = (size_t)nf + 2 * (size_t)h->nf_own;
@@ -201,16 +202,7 @@ static int hybrid_alloc_exchange(tk_dlrm *m, tk_err *e) {
     size_t sz[] = {(bT > wc ? bT : wc) * D * es, wc * D * es, wc * 4, wc * 4, bT * 4, bT * 4};
     void **dst[] = {&h->pack, &h->gown, (void **)&h->plan[0].send_pad, (void **)&h->plan[1].send_pad,
                     (void **)&h->plan[0].recv_src, (void **)&h->plan[1].recv_src};
-    size_t total = 0;
-    for (int k = 0; k < 6; k++) total += align256(sz[k] ? sz[k] : 1);
-    char *p;
-    TRY(tk_malloc(m->c, (void **)&p, total, e));
-    h->xbuf = p;
-    for (int k = 0; k < 6; k++) {
-        *dst[k] = p;
-        p += align256(sz[k] ? sz[k] : 1);
-    }
-    return 0;
+    return carve(m, &h->xmem, "hybrid exchange", sz, dst, 6, e);
 }
 
 // The plan arguments of this rank for the global batch cat (device) on stream, into slot's plan.

@@ -74,7 +74,8 @@ typedef struct tk_dlrm_hybrid {
     int grow;                    // cap was chosen (auto): it grows to fit a batch that does not
     int64_t cap_max;             // the buffers' capacity (b tm when growing, else cap)
     int64_t growths;             // how many times cap grew
-    void *xbuf;                  // the allocation of the buffers below (they depend on cap_max)
+    tk_arena mem, xmem;          // the device allocations: everything else, and the buffers below
+                                 // (they depend on cap_max)
     void *pack;                  // (max(b T, W cap_max), D) act: infrequent vectors received (fwd) / sent back (bwd)
     void *gown;                  // (W cap_max, D) act: the fixed backward's gradients for the owned rows
     size_t off[7];               // tk_hybrid_plan_layout of this rank
