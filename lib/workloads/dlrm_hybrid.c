@@ -202,7 +202,7 @@ static int hybrid_alloc_exchange(tk_dlrm *m, tk_err *e) {
     size_t sz[] = {(bT > wc ? bT : wc) * D * es, wc * D * es, wc * 4, wc * 4, bT * 4, bT * 4};
     void **dst[] = {&h->pack, &h->gown, (void **)&h->plan[0].send_pad, (void **)&h->plan[1].send_pad,
                     (void **)&h->plan[0].recv_src, (void **)&h->plan[1].recv_src};
-    return carve(m, &h->xmem, "hybrid exchange", sz, dst, 6, e);
+    return carve(m, &h->xmem, "hybrid exchange", sz, dst, (int)(sizeof sz / sizeof sz[0]), e);
 }
 
 // The plan arguments of this rank for the global batch cat (device) on stream, into slot's plan.
@@ -212,6 +212,13 @@ static tk_hybrid_plan_args plan_args(const tk_dlrm *m, int slot, const int32_t *
                                  .tm = m->tm, .cat = cat, .hset = h->hset, .hoff = h->hoff, .hbits = h->hbits,
                                  .fbase = h->dfbase, .own_off = m->row_off, .nf = h->nf, .out = h->plan[slot].d,
                                  .counts = h->plan[slot].dcounts, .ws = h->ws_plan, .stream = stream};
+}
+
+// The largest entry of a W x W exchange matrix (0 for none).
+static int64_t matrix_max(const int64_t *mat, int W) {
+    int64_t most = 0;
+    for (int k = 0; k < W * W; k++) most = mat[k] > most ? mat[k] : most;
+    return most;
 }
 
 // The capacity that fits a largest pair count of `most`: plus 5% and 32, rounded up to 32, at
@@ -240,7 +247,8 @@ static int choose_capacity(tk_dlrm *m, const int32_t *cat, int64_t n, int64_t ca
         int64_t *dmat = h->plan[0].dcounts + 2 * W + 4, *mat = h->plan[0].counts;
         TRY(tk_hybrid_exchange_counts(m->c, &a, dmat, e));
         TRY(tk_memcpy_d2h(m->c, mat, dmat, (size_t)W * W * 8, TK_STREAM_COMPUTE, e));
-        for (int k = 0; k < W * W; k++) most = mat[k] > most ? mat[k] : most;
+        int64_t here = matrix_max(mat, W);
+        most = here > most ? here : most;
     }
     h->cap = most < 0 ? full : capacity_for(m, most); // (fewer samples than a batch: the plain size)
     return 0;
@@ -329,12 +337,11 @@ int tk_dlrm_hybrid_plan(tk_dlrm *m, int slot, const int32_t *cat, int stream, tk
     TRY(tk_memcpy_d2h(m->c, P->counts, P->dcounts, (size_t)(nc + W * W) * 8, stream, e));
     // Two computations of this rank's counts: the plan's and the whole batch's matrix.
     const int64_t *mat = P->counts + nc;
-    int64_t most = 0;
     for (int j = 0; j < W; j++)
         if (P->counts[j] != mat[r * W + j] || P->counts[W + j] != mat[j * W + r])
             return tk_err_set(e, TK_EINTERNAL,
                               "dlrm: rank %d: the hybrid plan's counts disagree with the exchange matrix", r);
-    for (int k = 0; k < W * W; k++) most = mat[k] > most ? mat[k] : most;
+    const int64_t most = matrix_max(mat, W);
     if (most > h->cap && h->grow) { // (the same on every rank: the matrix is)
         h->cap = capacity_for(m, most);
         h->growths++;
