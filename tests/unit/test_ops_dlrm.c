@@ -609,12 +609,8 @@ TK_TEST(hybrid_plan_exact) {
     tk_ctx_destroy(c);
 }
 
-static uint64_t hp_rand(uint64_t *x) { // splitmix64
-    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
+// The next draw of the Philox stream counted by *x.
+static uint64_t hp_rand(uint64_t *x) { return tk_philox_draw(7, 17, (*x)++).v[0]; }
 
 // Random batches (ids from a skewed draw over small tables, random frequent sets): the plan of
 // every rank against the exchange matrix, two separate computations that must agree: rank r
