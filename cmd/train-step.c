@@ -37,7 +37,7 @@ typedef struct options {
     int64_t ckpt_every, eval_every, max_steps, log_every, threads, loader_threads;
     int64_t hybrid_max_rows, hybrid_stat_batches, hybrid_capacity;
     double eval_wait, comm_timeout;
-    int no_graphs, progress, profile, hybrid;
+    int no_graphs, progress, profile, hybrid, force_exchange;
 } options;
 
 static void help(void) {
@@ -82,6 +82,9 @@ static void help(void) {
            "      --hybrid-stat-batches N ... chosen from the first N training batches (default 20)\n"
            "      --hybrid-capacity auto|N ... vectors a rank pair of the fixed-size exchange (CUDA\n"
            "                          graphs; a batch that does not fit goes eagerly, exact); 0: none\n"
+           "      --force-exchange    one rank: run the several-ranks step anyway (the exchange is a\n"
+           "                          copy, collectives over a world of 1; --hybrid-embedding takes\n"
+           "                          effect): that code's check on one GPU; slower\n"
            "  -h, --help              this help\n"
            "  -V, --version           versions of trainkit, CUDA, cuDNN, NCCL\n"
            "\nExit status: 0 target reached, 1 not reached, 2 usage, 3 bad input data, 4 I/O error,\n"
@@ -528,7 +531,7 @@ static int run_main(options *o, tk_err *e) {
     // One process per GPU: rank i uses the i-th GPU of its host.
     if ((rc = tk_ctx_create(&r->c, be, be == TK_BACKEND_CUDA ? g_ri.local_rank : 0, e))) goto out;
     if (o->threads > 0) r->c->threads = (int)o->threads;
-    if (g_ri.world > 1 && (rc = tk_comm_create(r->c, &g_ri, o->rendezvous, o->comm_timeout, &r->comm, e))) goto out;
+    if ((g_ri.world > 1 || o->force_exchange) && (rc = tk_comm_create(r->c, &g_ri, o->rendezvous, o->comm_timeout, &r->comm, e))) goto out;
     if ((rc = tk_dlrm_data_open(&r->train, o->train, o->ntrain, 13, 26, e))) goto out;
     tk_dlrm_config cfg;
     if ((rc = tk_dlrm_config_load(o->config, o->sets, o->nsets, tk_dlrm_data_meta(r->train), &cfg,
@@ -683,7 +686,8 @@ int main(int argc, char **argv) {
     enum {
         O_MLLOG = 256, O_CKDIR, O_CKEVERY, O_RESUME, O_EVERY, O_SEED, O_EPOCHS, O_STEPS, O_NOGRAPH,
         O_EVDIR, O_WAIT, O_DUMP, O_SET, O_LOGEVERY, O_THREADS, O_ORG, O_PLATFORM, O_PROGRESS,
-        O_PRECISION, O_LOADER, O_RDV, O_CTIMEOUT, O_PROFILE, O_HYBRID, O_HYROWS, O_HYSTAT, O_HYCAP
+        O_PRECISION, O_LOADER, O_RDV, O_CTIMEOUT, O_PROFILE, O_HYBRID, O_HYROWS, O_HYSTAT, O_HYCAP,
+        O_FORCEX
     };
     static const struct option longopts[] = {
         {"workload", required_argument, 0, 'w'}, {"config", required_argument, 0, 'c'},
@@ -704,6 +708,7 @@ int main(int argc, char **argv) {
         {"rendezvous", required_argument, 0, O_RDV}, {"comm-timeout", required_argument, 0, O_CTIMEOUT},
         {"hybrid-embedding", no_argument, 0, O_HYBRID}, {"hybrid-max-rows", required_argument, 0, O_HYROWS},
         {"hybrid-stat-batches", required_argument, 0, O_HYSTAT}, {"hybrid-capacity", required_argument, 0, O_HYCAP},
+        {"force-exchange", no_argument, 0, O_FORCEX},
         {"help", no_argument, 0, 'h'},
         {"version", no_argument, 0, 'V'},        {0, 0, 0, 0}};
     static options o = {.backend = "auto", .log_every = 100, .eval_wait = 600, .comm_timeout = 300, .org = "trainkit",
@@ -761,6 +766,7 @@ int main(int argc, char **argv) {
         case O_PROGRESS: o.progress = 1; break;
         case O_RDV: o.rendezvous = optarg; break;
         case O_HYBRID: o.hybrid = 1; break;
+        case O_FORCEX: o.force_exchange = 1; break;
         case O_HYROWS:
             rc = tk_parse_i64(optarg, 0, 1 << 30, "--hybrid-max-rows", &o.hybrid_max_rows, &e);
             break;
@@ -797,8 +803,9 @@ int main(int argc, char **argv) {
         return usage_error("--ckpt-every needs --ckpt-dir");
     if (g_ri.world > 1 && !o.rendezvous)
         return usage_error("--rendezvous is required with several ranks (WORLD_SIZE=%d)", g_ri.world);
-    if (g_ri.world > 1 && o.dump) return usage_error("--dump-step is not supported with several ranks yet");
-    if (o.hybrid && g_ri.world < 2) { // one rank has no exchange: the same command scales from 1 GPU
+    if ((g_ri.world > 1 || o.force_exchange) && o.dump)
+        return usage_error("--dump-step is not supported with several ranks (or --force-exchange) yet");
+    if (o.hybrid && g_ri.world < 2 && !o.force_exchange) { // one rank has no exchange: the same command scales from 1 GPU
         fprintf(stderr, "train-step: note: --hybrid-embedding has no effect with one rank (every table is local)\n");
         o.hybrid = 0;
     }

@@ -89,6 +89,7 @@ typedef struct tk_dlrm {
     // Hybrid parallelism over W ranks (tk_dlrm_create_dist; see "Several ranks" below). One rank:
     // comm NULL, world 1, b = batch, t0 = 0, tm = tn = T, and the step is the single-rank one.
     tk_comm *comm;
+    int dist;                        // comm given: the exchange step (any world size, 1 included)
     double comm_timeout;             // seconds: bound of every host wait for the peers
     int rank, world;
     int b;                           // rows of the dense part on this rank: batch / world
@@ -159,7 +160,9 @@ int tk_dlrm_create(tk_dlrm **m, tk_ctx *c, const tk_dlrm_config *cfg, tk_err *e)
 // gradients go back by the reverse all-to-all to their table's owner, which applies the fused
 // sparse update for its tables over all B samples. The results equal one rank's up to the order
 // of fp32 sums (not bitwise). Every function below is then collective: all ranks call it in the
-// same order. timeout_s bounds every host wait for the peers.
+// same order. timeout_s bounds every host wait for the peers. A communicator of world size 1 runs
+// this exchange step on one rank (the all-to-alls are copies, the all-reduces identities), for
+// checking its code, and the hybrid embedding's, on one device; comm NULL runs the one-rank step.
 int tk_dlrm_create_dist(tk_dlrm **m, tk_ctx *c, const tk_dlrm_config *cfg, tk_comm *comm, double timeout_s,
                         tk_err *e);
 // The host waits (at most comm_timeout) until the work queued so far is done; a dead or hung

@@ -258,7 +258,8 @@ int tk_dlrm_hybrid_setup(tk_dlrm *m, const int32_t *cat, int64_t n, int64_t max_
                          tk_err *e) {
     const tk_dlrm_config *cfg = &m->cfg;
     const int T = cfg->num_tables, W = m->world;
-    if (W < 2) return tk_err_set(e, TK_EUSAGE, "dlrm: the hybrid embedding needs several ranks (world size %d)", W);
+    if (!m->dist) // (one rank through a communicator is fine: the exchange step at world size 1)
+        return tk_err_set(e, TK_EUSAGE, "dlrm: the hybrid embedding needs the exchange step (several ranks)");
     if (W > TK_HY_MAX_WORLD)
         return tk_err_set(e, TK_EUSAGE, "dlrm: the hybrid embedding supports at most %d ranks", TK_HY_MAX_WORLD);
     if (m->rows_total >= INT32_MAX) // the plan's rows of the owned tables (and the scratch row) are int32

@@ -237,6 +237,38 @@ PY
     [[ "$output" == *"--hybrid-capacity"* ]]
 }
 
+@test "train-step --force-exchange: the exchange step on one rank = the one-rank step; the hybrid embedding runs there" {
+    "${TS[@]}" --max-steps 12 --ckpt-dir c1 >one.jsonl 2>one.err || st=$?
+    [ "${st:-0}" -eq 1 ]
+    metrics one.jsonl >one.m
+    # a world of 1 through a communicator: the all-to-alls are copies; the same sums in the same order
+    "${TS[@]}" --max-steps 12 --ckpt-dir cx --force-exchange >x.jsonl 2>x.err || st=$?
+    [ "${st:-0}" -eq 1 ]
+    metrics x.jsonl >x.m
+    cmp one.m x.m
+    cmp c1/step-12.safetensors cx/step-12.safetensors
+    # (and it is the exchange step: its profile has the all-to-alls' phases)
+    "${TS[@]}" --max-steps 2 --force-exchange --profile >p.jsonl 2>p.err || st=$?
+    jq -se 'map(select(.type == "profile"))[0].ms | has("a2a_fwd") and has("a2a_bwd")' p.jsonl
+    # --hybrid-embedding takes effect (no note): fixed (auto) and exact alike bit for bit, and like
+    # one rank within 1e-5 (the replicated rows' gradients are summed per row first)
+    for cap in auto 0; do
+        "${TS[@]}" --max-steps 12 --ckpt-dir "ch-$cap" --force-exchange --hybrid-embedding --hybrid-stat-batches 4 \
+            --hybrid-capacity "$cap" >"h-$cap.jsonl" 2>"h-$cap.err" || st=$?
+        [ "${st:-0}" -eq 1 ]
+        ! grep -q "no effect" "h-$cap.err"
+        metrics "h-$cap.jsonl" >"h-$cap.m"
+    done
+    jq -se 'map(select(.type == "result"))[0].hybrid_embedding | .frequent_rows > 0 and .fixed_batches == 12' h-auto.jsonl
+    jq -se 'map(select(.type == "result"))[0].hybrid_embedding | .fixed_batches == 0 and .batches == 12' h-0.jsonl
+    cmp h-auto.m h-0.m
+    cmp ch-auto/step-12.safetensors ch-0/step-12.safetensors
+    trained_alike one.m h-auto.m c1/step-12.safetensors ch-auto/step-12.safetensors
+    run "${TS[@]}" --max-steps 1 --force-exchange --dump-step d.bin
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"--dump-step is not supported"* ]]
+}
+
 @test "train-step --eval-dir: 2 ranks train while evaluate --follow evaluates; rank 0's reading is every rank's" {
     # target 0.4: the AUC of step 5 on this data (0.411) reaches it, those of steps 10 and 12 do not
     run "${TS[@]}" --max-steps 5 --set target.auc=0.4

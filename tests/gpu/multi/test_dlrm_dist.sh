@@ -110,10 +110,11 @@ cat "$W/twohy0.vals" "$W/twohy0.vals" >"$W/twohy00.vals"
 cat "$W/twohy.vals" "$W/twohym.vals" >"$W/twohyam.vals"
 compare 7 "2 ranks hybrid: fixed (graphs) and mixed vs exact exchanges" twohy00 twohyam 0
 
-# Scaling: the MLPerf architecture (embedding dim 128, 13-512-256-128 / 1024-1024-512-256-1),
+# Scaling: the MLPerf architecture (embedding dim 128, 13-512-256-128 / 1024-1024-512-256-1) as
+# run.sh trains it (synth-mlperf.json: bf16 tables, the interaction padded to 480 columns),
 # tables from the data (TABLE_ROWS rows at most). samples/s: the median of the progress lines after
 # the first (which includes the graph capture).
-full=$PWD/share/workloads/dlrm/config.json
+full=$PWD/share/workloads/dlrm/synth-mlperf.json
 sc=(--set model.table_sizes=data --set model.max_table_rows="$ROWS" --precision "$([ "$GPU" = cuda ] && echo "$PREC" || echo fp32)" --max-steps "$STEPS"
     --log-every 10 --eval-every 1000000000)
 # SCALE_ARGS: more train-step options for the two scaling runs (e.g. --loader-threads 14)
