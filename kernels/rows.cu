@@ -3,7 +3,7 @@
 // block holds 256 / TPR groups that walk the rows with a grid stride (n reaches millions, past
 // any sensible grid). A chunk is 16 bytes where D and the pointers' alignment allow it (D = 128
 // bf16 is 256 bytes: 16 lanes of one 16-byte load each), one element otherwise. rows_segsum: a
-// warp per segment and 32 columns (below).
+// warp per tile of TK_ROWS_PIECE items and 32 columns, then one per segment to add its pieces (below).
 #include <stdint.h>
 
 #include "cuda_util.cuh"
@@ -106,75 +106,152 @@ int tk_rows_copy_cuda(tk_ctx *c, const void *src, tk_dtype st, const int32_t *sp
 __device__ __forceinline__ float rows_ld(const float *p) { return *p; }
 __device__ __forceinline__ float rows_ld(const uint16_t *p) { return __uint_as_float((uint32_t)*p << 16); }
 
-// One warp per (segment, slice of 32 columns), a column a lane, so each column is summed over the
-// segment's items in order, from 0.0f, as the reference does. A hot row's segment holds tens of
-// thousands of items in one chain of adds, so its time is the loads' latency over the loads in
-// flight: a warp takes items in batches of U whose U loads go out together before their adds, a
-// batch's positions were fetched during the previous one (no load waits on its position), one per
-// lane, and reach the lanes by shuffles; a segment's slices sit nseg warps apart, on other SMs.
-// Lanes past D load column D - 1 and store nothing; positions past the segment's end repeat its
-// last item, which is loaded again and not added.
-// U = 32 measured best on an H100 (D 128, f32): U = 64 takes a 20,000-item segment from 0.54 to
-// 0.43 ms, but its registers (110 against 62) take 2^18 segments of 4 items from 0.38 to 0.64 ms.
+// The chain of adds of one column over items [k, end) (warp-uniform k and end), a column a lane,
+// in item order, from 0.0f. Its time is the loads' latency over the loads in flight: a warp takes
+// items in batches of U whose U loads go out together before their adds, a batch's positions were
+// fetched during the previous one (no load waits on its position), one per lane, and reach the
+// lanes by shuffles. Lanes past D load column D - 1 (col is clamped by the caller) and their sum
+// is not stored; positions past the end repeat its last item, which is loaded again and not added.
+// U = 32 measured best on an H100 (D 128, f32): U = 64 took a 20,000-item chain from 0.54 to
+// 0.43 ms, but its registers (110 against 62) took 2^18 segments of 4 items from 0.38 to 0.64 ms.
 // (The first version, 4 columns a thread and positions loaded in the batch: 1.9 ms, bf16 3.4 ms.)
 #define ROWS_U 32
 
 template <typename S, int U>
-__global__ static void rows_segsum_kernel(const S *__restrict__ src, const int32_t *__restrict__ pos,
-                                          const int32_t *__restrict__ seg_off, const int32_t *__restrict__ seg_row,
-                                          int nseg, const int64_t *__restrict__ dnseg, int D,
-                                          float *__restrict__ dst) {
+__device__ __forceinline__ float rows_chain(const S *__restrict__ col, const int32_t *__restrict__ pos, int32_t k,
+                                            int32_t end, int D, int lane) {
+    float acc = 0.0f;
+    if (end - k >= U) {
+        int32_t p[U / 32];
+#pragma unroll
+        for (int i = 0; i < U / 32; i++) p[i] = pos[k + 32 * i + lane];
+        for (; end - k >= U; k += U) {
+            float v[U];
+#pragma unroll
+            for (int u = 0; u < U; u++) v[u] = rows_ld(col + (int64_t)__shfl_sync(~0u, p[u / 32], u % 32) * D);
+#pragma unroll
+            for (int i = 0; i < U / 32; i++) p[i] = pos[min(k + U + 32 * i + lane, end - 1)];
+#pragma unroll
+            for (int u = 0; u < U; u++) acc += v[u];
+        }
+    }
+    // the last < U items: windows of 32 positions, 8 loads at a time
+    for (; k < end; k += 32) {
+        int32_t p = pos[min(k + lane, end - 1)], m = min(32, end - k);
+        for (int i = 0; i < m; i += 8) {
+            float v[8];
+#pragma unroll
+            for (int u = 0; u < 8; u++) v[u] = rows_ld(col + (int64_t)__shfl_sync(~0u, p, (i + u) & 31) * D);
+#pragma unroll
+            for (int u = 0; u < 8; u++)
+                if (i + u < m) acc += v[u];
+        }
+    }
+    return acc;
+}
+
+// Pass 1: one warp per (tile, slice of 32 columns); tile t is items [t C, (t + 1) C) (C =
+// TK_ROWS_PIECE), so a hot row's segment is summed by as many warps as it spans tiles. The warp
+// sums the pieces of the segments in its tile, one after the other: a segment wholly inside goes
+// to dst; a piece of a segment that started before the tile to head[t], one that goes on past it
+// to tail[t] (a segment that spans the whole tile is the former).
+template <typename S, int U>
+__global__ static void rows_segsum_tiles(const S *__restrict__ src, const int32_t *__restrict__ pos,
+                                         const int32_t *__restrict__ seg_off, const int32_t *__restrict__ seg_row,
+                                         int nseg, const int64_t *__restrict__ dnseg, int64_t ntiles, int D,
+                                         float *__restrict__ dst, float *__restrict__ head, float *__restrict__ tail) {
+    nseg = (int)tk_rows_cap(nseg, dnseg);
+    if (nseg <= 0) return;
+    const int32_t n = seg_off[nseg];
+    const int64_t tiles = min(ntiles, ((int64_t)n + TK_ROWS_PIECE - 1) / TK_ROWS_PIECE);
+    int lane = threadIdx.x & 31, wpb = blockDim.x / 32;
+    int64_t nwork = tiles * ((D + 31) / 32);
+    for (int64_t j = (int64_t)blockIdx.x * wpb + threadIdx.x / 32; j < nwork; j += (int64_t)gridDim.x * wpb) {
+        int64_t slice = j / tiles, t = j - slice * tiles;
+        int c = (int)slice * 32 + lane;
+        const S *col = src + min(c, D - 1);
+        const int32_t t0 = (int32_t)(t * TK_ROWS_PIECE), t1 = min(t0 + TK_ROWS_PIECE, n);
+        // the last segment g starting at or before t0 (0 if none): it holds item t0 when any does
+        int lo = 0, hi = nseg - 1;
+        while (lo < hi) {
+            int mid = (lo + hi + 1) / 2;
+            if (seg_off[mid] <= t0) lo = mid;
+            else hi = mid - 1;
+        }
+        for (int g = lo; g < nseg; g++) {
+            const int32_t a = seg_off[g], b = seg_off[g + 1];
+            if (a >= t1) break;
+            if (b <= t0 || a == b) continue;
+            float acc = rows_chain<S, U>(col, pos, max(a, t0), min(b, t1), D, lane);
+            if (c >= D) continue;
+            if (a >= t0 && b <= t1) dst[(int64_t)seg_row[g] * D + c] = acc;
+            else if (a < t0) head[t * D + c] = acc;
+            else tail[t * D + c] = acc;
+        }
+    }
+}
+
+// Pass 2: one warp per (segment, slice); a segment over several tiles adds its pieces in order:
+// tail of its first tile, then the heads of the next ones. An empty segment writes zeros.
+__global__ static void rows_segsum_join(const int32_t *__restrict__ seg_off, const int32_t *__restrict__ seg_row,
+                                        int nseg, const int64_t *__restrict__ dnseg, int64_t ntiles, int D,
+                                        float *__restrict__ dst, const float *__restrict__ head,
+                                        const float *__restrict__ tail) {
     nseg = (int)tk_rows_cap(nseg, dnseg);
     int lane = threadIdx.x & 31, wpb = blockDim.x / 32;
     int64_t nwork = (int64_t)nseg * ((D + 31) / 32);
     for (int64_t j = (int64_t)blockIdx.x * wpb + threadIdx.x / 32; j < nwork; j += (int64_t)gridDim.x * wpb) {
         int64_t slice = j / nseg, g = j - slice * nseg;
         int c = (int)slice * 32 + lane;
-        int32_t k = seg_off[g], end = seg_off[g + 1];
-        const S *col = src + min(c, D - 1);
-        float acc = 0.0f;
-        if (end - k >= U) {
-            int32_t p[U / 32];
-#pragma unroll
-            for (int i = 0; i < U / 32; i++) p[i] = pos[k + 32 * i + lane];
-            for (; end - k >= U; k += U) {
-                float v[U];
-#pragma unroll
-                for (int u = 0; u < U; u++) v[u] = rows_ld(col + (int64_t)__shfl_sync(~0u, p[u / 32], u % 32) * D);
-#pragma unroll
-                for (int i = 0; i < U / 32; i++) p[i] = pos[min(k + U + 32 * i + lane, end - 1)];
-#pragma unroll
-                for (int u = 0; u < U; u++) acc += v[u];
-            }
+        const int32_t a = seg_off[g], b = seg_off[g + 1];
+        if (c >= D) continue;
+        float *out = dst + (int64_t)seg_row[g] * D + c;
+        if (a == b) {
+            *out = 0.0f;
+            continue;
         }
-        // the last < U items: windows of 32 positions, 8 loads at a time
-        for (; k < end; k += 32) {
-            int32_t p = pos[min(k + lane, end - 1)], m = min(32, end - k);
-            for (int i = 0; i < m; i += 8) {
-                float v[8];
-#pragma unroll
-                for (int u = 0; u < 8; u++) v[u] = rows_ld(col + (int64_t)__shfl_sync(~0u, p, (i + u) & 31) * D);
-#pragma unroll
-                for (int u = 0; u < 8; u++)
-                    if (i + u < m) acc += v[u];
-            }
+        const int64_t ta = a / TK_ROWS_PIECE, tb = (b - 1) / TK_ROWS_PIECE;
+        if (ta == tb) continue; // pass 1 wrote it
+        if (tb >= ntiles) { // more items than the caller said: a visible wrong answer, not a stray read
+            *out = __int_as_float(0x7fc00000);
+            continue;
         }
-        if (c < D) dst[(int64_t)seg_row[g] * D + c] = acc;
+        float acc = tail[ta * D + c];
+        for (int64_t t = ta + 1; t <= tb; t += 8) {
+            float v[8];
+#pragma unroll
+            for (int u = 0; u < 8; u++) v[u] = t + u <= tb ? head[(t + u) * D + c] : 0.0f;
+#pragma unroll
+            for (int u = 0; u < 8; u++)
+                if (t + u <= tb) acc += v[u];
+        }
+        *out = acc;
     }
 }
 
+size_t tk_rows_segsum_ws_bytes_cuda(int64_t nitems, int D) { return 2 * (size_t)tk_rows_pieces(nitems) * D * 4 + 16; }
+
 template <typename S>
 static void launch_segsum(const void *src, const int32_t *pos, const int32_t *seg_off, const int32_t *seg_row,
-                          int nseg, const int64_t *dnseg, int D, float *dst, cudaStream_t s) {
-    unsigned blocks = tk_cu_blocks((int64_t)nseg * ((D + 31) / 32), 8);
-    rows_segsum_kernel<S, ROWS_U><<<blocks, 256, 0, s>>>((const S *)src, pos, seg_off, seg_row, nseg, dnseg, D, dst);
+                          int nseg, const int64_t *dnseg, int64_t nitems, int D, float *dst, void *ws,
+                          cudaStream_t s) {
+    const int64_t ntiles = tk_rows_pieces(nitems), slices = (D + 31) / 32;
+    float *head = (float *)ws, *tail = head + ntiles * D;
+    if (ntiles > 0)
+        rows_segsum_tiles<S, ROWS_U><<<tk_cu_blocks(ntiles * slices, 8), 256, 0, s>>>(
+            (const S *)src, pos, seg_off, seg_row, nseg, dnseg, ntiles, D, dst, head, tail);
+    rows_segsum_join<<<tk_cu_blocks((int64_t)nseg * slices, 8), 256, 0, s>>>(seg_off, seg_row, nseg, dnseg, ntiles,
+                                                                            D, dst, head, tail);
 }
 
 int tk_rows_segsum_cuda(tk_ctx *c, const void *src, tk_dtype st, const int32_t *pos, const int32_t *seg_off,
-                        const int32_t *seg_row, int nseg, const int64_t *dnseg, int D, float *dst, tk_err *e) {
-    TRY(tk_rows_segsum_check(st, nseg, D, e));
+                        const int32_t *seg_row, int nseg, const int64_t *dnseg, int64_t nitems, int D, float *dst,
+                        void *ws, tk_err *e) {
+    TRY(tk_rows_segsum_check(st, nseg, nitems, D, e));
     if (nseg == 0) return 0;
-    if (st == TK_F32) launch_segsum<float>(src, pos, seg_off, seg_row, nseg, dnseg, D, dst, tk_cu_stream(c));
-    else launch_segsum<uint16_t>(src, pos, seg_off, seg_row, nseg, dnseg, D, dst, tk_cu_stream(c));
+    if (nitems > 0 && !ws) return tk_err_set(e, TK_EINTERNAL, "rows_segsum: no workspace");
+    if (st == TK_F32)
+        launch_segsum<float>(src, pos, seg_off, seg_row, nseg, dnseg, nitems, D, dst, ws, tk_cu_stream(c));
+    else launch_segsum<uint16_t>(src, pos, seg_off, seg_row, nseg, dnseg, nitems, D, dst, ws, tk_cu_stream(c));
     return tk_cu_check(e, "rows_segsum");
 }

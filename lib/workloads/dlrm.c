@@ -731,7 +731,7 @@ static int train_step_dist(tk_dlrm *m, tk_err *e) {
         TRY(prof_mark(m, "a2a_bwd", CM, e));
         TRY(tk_memset0(c, h->dfr, (size_t)h->nf * D * 4, CS, e));
         TRY(tk_rows_segsum(c, m->a2a_send, m->act, hp(m, TK_HP_FPOS), hp(m, TK_HP_SEG_OFF), hp(m, TK_HP_SEG_ROW),
-                           (int)x.nseg, x.dn_seg, D, h->dfr, e));
+                           (int)x.nseg, x.dn_seg, x.n_freq, D, h->dfr, h->ws_seg, e));
         TRY(prof_mark(m, "frequent_sum", CS, e));
         TRY(tk_comm_stream_wait(m->comm, CM, CS, e));
         TRY(prof_mark(m, NULL, CM, e));

@@ -136,6 +136,7 @@ static int hybrid_alloc(tk_dlrm *m, const cand *rows, tk_err *e) {
         tk_embedding_bwd_ws_bytes(m->c->backend, (int)(nf > 0 ? nf : 1), 1),          // ws_fr
         tk_embedding_bwd_ws_bytes(m->c->backend, (int)(B * m->tm), 1),               // ws_own (B*tm >= W*cap)
         tk_hybrid_plan_ws_bytes(m->c->backend, (int)B, T, W, nf),                      // ws_plan
+        tk_rows_segsum_ws_bytes(m->c->backend, (int64_t)m->b * T, D),                  // ws_seg (n_freq <= b T)
         (size_t)(nhs ? nhs : 1) * 8,                                                  // hset
         (size_t)T * 8,                                                                // hoff
         (size_t)T * 8,                                                                // dfbase
@@ -144,7 +145,7 @@ static int hybrid_alloc(tk_dlrm *m, const cand *rows, tk_err *e) {
         (size_t)(2 * W + 4 + W * W) * 8, (size_t)(2 * W + 4 + W * W) * 8,             // plan[0..1].dcounts
     };
     void **dst[] = {&h->fr, (void **)&h->dfr, (void **)&h->fr_ident, (void **)&h->fr_off, (void **)&h->own_off,
-                    (void **)&h->own_f, (void **)&h->own_rows, &h->ws_fr, &h->ws_own, &h->ws_plan,
+                    (void **)&h->own_f, (void **)&h->own_rows, &h->ws_fr, &h->ws_own, &h->ws_plan, &h->ws_seg,
                     (void **)&h->hset, (void **)&h->hoff, (void **)&h->dfbase, (void **)&h->hbits,
                     (void **)&h->plan[0].d, (void **)&h->plan[1].d, (void **)&h->plan[0].dcounts,
                     (void **)&h->plan[1].dcounts};

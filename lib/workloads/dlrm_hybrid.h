@@ -70,6 +70,7 @@ typedef struct tk_dlrm_hybrid {
     int32_t *own_f, *own_rows;   // (nf_own): replica rows of this rank's tables, and their table rows
     void *ws_fr, *ws_own;        // tk_embedding_bwd_sgd workspaces (nf x 1; B*tm x 1)
     void *ws_plan;               // tk_hybrid_plan's workspace (one plan at a time)
+    void *ws_seg;                // tk_rows_segsum's workspace (the frequent uses' pieces)
     int64_t cap;                 // vectors a rank pair in the fixed exchange (0: exact only)
     int grow;                    // cap was chosen (auto): it grows to fit a batch that does not
     int64_t cap_max;             // the buffers' capacity (b tm when growing, else cap)

@@ -111,15 +111,18 @@ static int segsum_case(tk_dtype st, int nseg, int D, int hot, int R, int off) {
     float *hr = gt_host(4 * nd), *hg = gt_host(4 * nd);
     memset(hr, 0xff, 4 * nd);
     tk_err e = {0};
-    if (tk_rows_segsum_ref((char *)hs + off * ss, st, pos, seg_off, seg_row, nseg, NULL, D, hr + off, &e))
+    if (tk_rows_segsum_ref((char *)hs + off * ss, st, pos, seg_off, seg_row, nseg, NULL, m, D, hr + off, &e))
         gt_die_("rows_segsum ref", &e);
     void *s = gt_dev(ns * ss);
     float *d = gt_dev(4 * nd);
     int32_t *dpos = dev_i32(pos, m), *doff = dev_i32(seg_off, nseg + 1), *drow = dev_i32(seg_row, nseg);
     gt_up(s, hs, ns * ss);
     gt_poison(d, 4 * nd, 0xff);
-    if (tk_rows_segsum(gt_ctx_, (char *)s + off * ss, st, dpos, doff, drow, nseg, NULL, D, d + off, &e) || gt_sync(&e))
+    void *ws = gt_dev(tk_rows_segsum_ws_bytes(TK_BACKEND_CUDA, m, D));
+    if (tk_rows_segsum(gt_ctx_, (char *)s + off * ss, st, dpos, doff, drow, nseg, NULL, m, D, d + off, ws, &e) ||
+        gt_sync(&e))
         gt_die_("rows_segsum cuda", &e);
+    tk_free(gt_ctx_, ws);
     gt_down(hg, d, 4 * nd);
     int bad = memcmp(hg, hr, 4 * nd) != 0;
     printf("# table rows_segsum %s nseg %d items %lld D %d%s%s: %s\n", tk_dtype_name(st), nseg, (long long)m, D,
@@ -172,16 +175,36 @@ TK_TEST(rows_exact) {
     gt_up(s, sv, sizeof sv);
     float *d2 = gt_dev(sizeof so);
     gt_poison(d2, sizeof so, 0);
-    CHECK_EQ_INT(tk_rows_segsum(gt_ctx_, s, TK_F32, dpos, doff, drow, 3, NULL, 2, d2, &e), 0);
+    void *ws = gt_dev(tk_rows_segsum_ws_bytes(TK_BACKEND_CUDA, 612, 2));
+    CHECK_EQ_INT(tk_rows_segsum(gt_ctx_, s, TK_F32, dpos, doff, drow, 3, NULL, 6, 2, d2, ws, &e), 0);
     gt_down(so, d2, sizeof so);
     float wseg[12] = {0, 0, 0, 0, 6, 60, 0, 0, 0, 0, 5, 50};
     for (int i = 0; i < 12; i++) CHECK(so[i] == wseg[i]);
     float big[3] = {1e8f, 1, -1e8f}, one = 0;
     int32_t bp[4] = {0, 1, 2, 1}, boff[2] = {0, 4};
     gt_up(s, big, sizeof big), gt_up(dpos, bp, sizeof bp), gt_up(doff, boff, sizeof boff);
-    CHECK_EQ_INT(tk_rows_segsum(gt_ctx_, s, TK_F32, dpos, doff, drow + 1, 1, NULL, 1, d2, &e), 0); // into row 0
+    CHECK_EQ_INT(tk_rows_segsum(gt_ctx_, s, TK_F32, dpos, doff, drow + 1, 1, NULL, 4, 1, d2, ws, &e), 0); // into row 0
     gt_down(&one, d2, 4);
     CHECK(one == 1);
+    // Pieces of 256 items cut at the multiples of 256 of k (kernels/rows.h), worked by hand in
+    // tests/unit/test_ops_dlrm.c: segment [0, 100) of ones = 100; segment [100, 612), 2^24 then
+    // 511 ones, by pieces [100, 256) + [256, 512) + [512, 612) = 2^24 + 256 + 100 = 16,777,572
+    // (one chain of adds would give 2^24). Source row 0 = 2^24, row 1 = 1; D = 1.
+    {
+        float ones[2] = {16777216.0f, 1.0f}, got[2] = {0, 0};
+        int32_t *op = gt_host(612 * 4), ooff[3] = {0, 100, 612}, orow[2] = {1, 0};
+        for (int k = 0; k < 612; k++) op[k] = k == 100 ? 0 : 1;
+        int32_t *dop = dev_i32(op, 612), *dooff = dev_i32(ooff, 3), *dorow = dev_i32(orow, 2);
+        float *dsrc = gt_dev(sizeof ones), *dgot = gt_dev(sizeof got);
+        gt_up(dsrc, ones, sizeof ones);
+        gt_poison(dgot, sizeof got, 0xff);
+        CHECK_EQ_INT(tk_rows_segsum(gt_ctx_, dsrc, TK_F32, dop, dooff, dorow, 2, NULL, 612, 1, dgot, ws, &e), 0);
+        gt_down(got, dgot, sizeof got);
+        CHECK(got[0] == 16777572.0f && got[1] == 100.0f);
+        void *q[] = {dop, dooff, dorow, dsrc, dgot};
+        for (int i = 0; i < 5; i++) tk_free(gt_ctx_, q[i]);
+        free(op);
+    }
     // counts read on the device: rows_copy of 2 with *dn = 1 moves the first row only; segsum of
     // 3 segments with *dnseg = 2 writes rows 2 and 0, not 5; a negative count moves nothing
     int64_t cnt[3] = {1, 2, -4};
@@ -198,14 +221,14 @@ TK_TEST(rows_exact) {
     for (int i = 0; i < 12; i++) CHECK(out[i] == 0);
     gt_up(s, sv, sizeof sv), gt_up(dpos, pos, sizeof pos), gt_up(doff, off, sizeof off);
     gt_poison(d2, sizeof so, 0xff); // NaN
-    CHECK_EQ_INT(tk_rows_segsum(gt_ctx_, s, TK_F32, dpos, doff, drow, 3, dcnt + 1, 2, d2, &e), 0);
+    CHECK_EQ_INT(tk_rows_segsum(gt_ctx_, s, TK_F32, dpos, doff, drow, 3, dcnt + 1, 6, 2, d2, ws, &e), 0);
     gt_down(so, d2, sizeof so);
     for (int i = 0; i < 12; i++) { // rows 0 and 2 written; 1, 3, 4 and 5 untouched (still NaN)
         int written = i < 2 || (i >= 4 && i < 6);
         CHECK(written ? so[i] == wseg[i] : so[i] != so[i]);
     }
-    void *p[] = {s, d, dsp, ddp, dpos, doff, drow, d2, dcnt};
-    for (int i = 0; i < 9; i++) tk_free(gt_ctx_, p[i]);
+    void *p[] = {s, d, dsp, ddp, dpos, doff, drow, d2, dcnt, ws};
+    for (int i = 0; i < 10; i++) tk_free(gt_ctx_, p[i]);
 }
 
 TK_TEST(rows_bad_arguments) {
@@ -213,17 +236,21 @@ TK_TEST(rows_bad_arguments) {
     CHECK_EQ_INT(tk_rows_copy(gt_ctx_, NULL, TK_F16, NULL, NULL, TK_F32, NULL, 1, NULL, 4, &e), TK_EINTERNAL);
     CHECK_EQ_INT(tk_rows_copy(gt_ctx_, NULL, TK_F32, NULL, NULL, TK_F32, NULL, 1, NULL, 0, &e), TK_EINTERNAL);
     CHECK_EQ_INT(tk_rows_copy(gt_ctx_, NULL, TK_F32, NULL, NULL, TK_F32, NULL, 0, NULL, 4, &e), 0); // no-op
-    CHECK_EQ_INT(tk_rows_segsum(gt_ctx_, NULL, TK_I32, NULL, NULL, NULL, 1, NULL, 4, NULL, &e), TK_EINTERNAL);
-    CHECK_EQ_INT(tk_rows_segsum(gt_ctx_, NULL, TK_F32, NULL, NULL, NULL, -1, NULL, 4, NULL, &e), TK_EINTERNAL);
-    CHECK_EQ_INT(tk_rows_segsum(gt_ctx_, NULL, TK_F32, NULL, NULL, NULL, 0, NULL, 4, NULL, &e), 0); // no-op
+    CHECK_EQ_INT(tk_rows_segsum(gt_ctx_, NULL, TK_I32, NULL, NULL, NULL, 1, NULL, 0, 4, NULL, NULL, &e), TK_EINTERNAL);
+    CHECK_EQ_INT(tk_rows_segsum(gt_ctx_, NULL, TK_F32, NULL, NULL, NULL, -1, NULL, 0, 4, NULL, NULL, &e), TK_EINTERNAL);
+    CHECK_EQ_INT(tk_rows_segsum(gt_ctx_, NULL, TK_F32, NULL, NULL, NULL, 1, NULL, -1, 4, NULL, NULL, &e), TK_EINTERNAL);
+    CHECK_EQ_INT(tk_rows_segsum(gt_ctx_, NULL, TK_F32, NULL, NULL, NULL, 1, NULL, 5, 4, NULL, NULL, &e), TK_EINTERNAL);
+    CHECK_STR(e.what, "rows_segsum: no workspace");
+    CHECK_EQ_INT(tk_rows_segsum(gt_ctx_, NULL, TK_F32, NULL, NULL, NULL, 0, NULL, 0, 4, NULL, NULL, &e), 0); // no-op
 }
 
 // Time of the step-sized cases (median of 11): rows moved, and the hot segment's latency.
-struct rbench { void *s, *d; int32_t *pos, *off, *row; tk_dtype st, dt; int64_t n; int nseg, seg; };
+struct rbench { void *s, *d, *ws; int32_t *pos, *off, *row; tk_dtype st, dt; int64_t n; int nseg, seg; };
 static void rbench_run(void *a) {
     struct rbench *b = a;
     tk_err e = {0};
-    int rc = b->seg ? tk_rows_segsum(gt_ctx_, b->s, b->st, b->pos, b->off, b->row, b->nseg, NULL, 128, b->d, &e)
+    int rc = b->seg ? tk_rows_segsum(gt_ctx_, b->s, b->st, b->pos, b->off, b->row, b->nseg, NULL, b->n, 128, b->d,
+                                     b->ws, &e)
                     : tk_rows_copy(gt_ctx_, b->s, b->st, b->pos, b->d, b->dt, NULL, b->n, NULL, 128, &e);
     if (rc) gt_die_("rows bench", &e);
 }
@@ -243,7 +270,8 @@ TK_TEST(rows_bench) {
     double tf = gt_time_ms(rbench_run, &b, 11);
     printf("# table bench rows_copy gather n %d D 128: bf16 -> bf16 %.3f ms (%.0f GB/s), f32 -> bf16 %.3f ms (%.0f GB/s)\n",
            N, tb, (double)N * 128 * 4 / tb / 1e6, tf, (double)N * 128 * 6 / tf / 1e6);
-    b.seg = 1, b.nseg = 1;
+    b.ws = gt_dev(tk_rows_segsum_ws_bytes(TK_BACKEND_CUDA, N, 128));
+    b.seg = 1, b.nseg = 1, b.n = 20000;
     double th = gt_time_ms(rbench_run, &b, 11);
     b.st = TK_BF16;
     double thb = gt_time_ms(rbench_run, &b, 11);
@@ -253,7 +281,7 @@ TK_TEST(rows_bench) {
     tk_free(gt_ctx_, b.off), tk_free(gt_ctx_, b.row);
     int32_t *perm = rand_perm(N, N / 4); // distinct destination rows
     b.off = dev_i32(soff, N / 4 + 1), b.row = dev_i32(perm, N / 4);
-    b.nseg = N / 4;
+    b.nseg = N / 4, b.n = N;
     double tmb = gt_time_ms(rbench_run, &b, 11);
     b.st = TK_F32;
     double tmf = gt_time_ms(rbench_run, &b, 11);
@@ -261,8 +289,15 @@ TK_TEST(rows_bench) {
     printf("# table bench rows_segsum %d segments of 4 items D 128: f32 %.3f ms (%.0f GB/s), bf16 %.3f ms (%.0f GB/s)\n",
            N / 4, tmf, (double)N * 128 * 4 / tmf / 1e6, tmb, (double)N * 128 * 2 / tmb / 1e6);
     free(soff), free(perm);
-    void *p[] = {b.s, b.d, b.pos, b.off, b.row};
-    for (int i = 0; i < 5; i++) tk_free(gt_ctx_, p[i]);
+    // one segment of all N items (a row every sample of the batch uses)
+    int32_t whole[2] = {0, N}, row0 = 0;
+    tk_free(gt_ctx_, b.off), tk_free(gt_ctx_, b.row);
+    b.off = dev_i32(whole, 2), b.row = dev_i32(&row0, 1);
+    b.nseg = 1;
+    double t1f = gt_time_ms(rbench_run, &b, 11);
+    printf("# table bench rows_segsum one segment of %d items D 128: f32 %.3f ms\n", N, t1f);
+    void *p[] = {b.s, b.d, b.pos, b.off, b.row, b.ws};
+    for (int i = 0; i < 6; i++) tk_free(gt_ctx_, p[i]);
     free(pos);
     CHECK(1);
 }

@@ -517,30 +517,55 @@ TK_TEST(rows_segsum_exact) {
     // row 2 = rows 4 + 1 + 1 = (6, 60); row 0 = empty = (0, 0); row 5 = rows 0 + 3 + 2 = (5, 50)
     float want[12] = {0, 0, -7, -7, 6, 60, -7, -7, -7, -7, 5, 50};
     for (int i = 0; i < 12; i++) dst[i] = -7;
-    CHECK_EQ_INT(tk_rows_segsum_ref(src, TK_F32, pos, off, row, 3, NULL, 2, dst, &e), 0);
+    CHECK_EQ_INT(tk_rows_segsum_ref(src, TK_F32, pos, off, row, 3, NULL, 6, 2, dst, &e), 0);
     for (int i = 0; i < 12; i++) CHECK(dst[i] == want[i]);
     for (int i = 0; i < 12; i++) dst[i] = -7;
-    CHECK_EQ_INT(tk_rows_segsum_ref(hb, TK_BF16, pos, off, row, 3, NULL, 2, dst, &e), 0);
+    CHECK_EQ_INT(tk_rows_segsum_ref(hb, TK_BF16, pos, off, row, 3, NULL, 6, 2, dst, &e), 0);
     for (int i = 0; i < 12; i++) CHECK(dst[i] == want[i]);
     // Item order, left to right: ((1e8 + 1) - 1e8) + 1 = 1 (1e8 + 1 rounds back to 1e8); a
     // pairwise or right-to-left sum of the same items gives 0.
     float big[3] = {1e8f, 1, -1e8f}, one = 0;
     int32_t bp[4] = {0, 1, 2, 1}, boff[2] = {0, 4}, brow[1] = {0};
-    CHECK_EQ_INT(tk_rows_segsum_ref(big, TK_F32, bp, boff, brow, 1, NULL, 1, &one, &e), 0);
+    CHECK_EQ_INT(tk_rows_segsum_ref(big, TK_F32, bp, boff, brow, 1, NULL, 4, 1, &one, &e), 0);
     CHECK(one == 1);
+    // Pieces of TK_ROWS_PIECE (256) items, cut at the multiples of 256 of k: one segment of 512
+    // items, 2^24 then 511 ones. In one chain every + 1 is lost (2^24 + 1 rounds to 2^24, ties to
+    // even); by pieces, [0, 256) gives 2^24 (its 255 ones lost), [256, 512) gives 256 exactly, and
+    // 2^24 + 256 is a float: 16,777,472.
+    float ones[2] = {16777216.0f, 1.0f}, sum = 0;
+    int32_t *op = malloc(600 * sizeof *op);
+    CHECK(op != NULL);
+    for (int k = 0; k < 600; k++) op[k] = k == 0 ? 0 : 1;
+    int32_t ooff[2] = {0, 512}, orow[1] = {0};
+    CHECK_EQ_INT(tk_rows_segsum_ref(ones, TK_F32, op, ooff, orow, 1, NULL, 512, 1, &sum, &e), 0);
+    CHECK(sum == 16777472.0f);
+    // The cuts are at the multiples of 256 of k, not of the segment: the same items from k = 100
+    // (positions 100.. of op, shifted) are cut at 256: [100, 256) holds 2^24 and 155 ones, lost;
+    // [256, 512) 256 ones; [512, 612) 100 ones: 2^24 + 256 + 100 = 16,777,572 (even: a float).
+    int32_t *op2 = malloc(612 * sizeof *op2);
+    CHECK(op2 != NULL);
+    for (int k = 0; k < 612; k++) op2[k] = k == 100 ? 0 : 1;
+    int32_t ooff2[3] = {0, 100, 612}, orow2[2] = {1, 0};
+    float two_rows[2] = {-1, -1};
+    CHECK_EQ_INT(tk_rows_segsum_ref(ones, TK_F32, op2, ooff2, orow2, 2, NULL, 612, 1, two_rows, &e), 0);
+    CHECK(two_rows[0] == 16777572.0f && two_rows[1] == 100.0f);
+    // more items than nitems says: an internal error, nothing summed
+    CHECK_EQ_INT(tk_rows_segsum_ref(ones, TK_F32, op2, ooff2, orow2, 2, NULL, 611, 1, two_rows, &e), TK_EINTERNAL);
+    CHECK_STR(e.what, "rows_segsum: the segments hold 612 items, more than the 611 given");
+    free(op), free(op2);
     tk_ctx *c;
     CHECK_EQ_INT(tk_ctx_create(&c, TK_BACKEND_CPU, 0, &e), 0);
     for (int i = 0; i < 12; i++) dst[i] = -7;
-    CHECK_EQ_INT(tk_rows_segsum(c, src, TK_F32, pos, off, row, 3, NULL, 2, dst, &e), 0);
+    CHECK_EQ_INT(tk_rows_segsum(c, src, TK_F32, pos, off, row, 3, NULL, 6, 2, dst, NULL, &e), 0);
     for (int i = 0; i < 12; i++) CHECK(dst[i] == want[i]);
-    CHECK_EQ_INT(tk_rows_segsum(c, NULL, TK_F32, NULL, NULL, NULL, 0, NULL, 2, NULL, &e), 0); // nseg == 0: no-op
+    CHECK_EQ_INT(tk_rows_segsum(c, NULL, TK_F32, NULL, NULL, NULL, 0, NULL, 0, 2, NULL, NULL, &e), 0); // nseg == 0: no-op
     // dnseg = 2 of 3: rows 2 and 0 written, row 5 left alone; -1: none
     int64_t two = 2, neg = -1;
     for (int i = 0; i < 12; i++) dst[i] = -7;
-    CHECK_EQ_INT(tk_rows_segsum(c, src, TK_F32, pos, off, row, 3, &two, 2, dst, &e), 0);
+    CHECK_EQ_INT(tk_rows_segsum(c, src, TK_F32, pos, off, row, 3, &two, 6, 2, dst, NULL, &e), 0);
     for (int i = 0; i < 12; i++) CHECK(dst[i] == (i >= 10 ? -7 : want[i]));
     for (int i = 0; i < 12; i++) dst[i] = -7;
-    CHECK_EQ_INT(tk_rows_segsum(c, src, TK_F32, pos, off, row, 3, &neg, 2, dst, &e), 0);
+    CHECK_EQ_INT(tk_rows_segsum(c, src, TK_F32, pos, off, row, 3, &neg, 6, 2, dst, NULL, &e), 0);
     for (int i = 0; i < 12; i++) CHECK(dst[i] == -7);
     tk_ctx_destroy(c);
 }
@@ -555,11 +580,11 @@ TK_TEST(rows_bad_arguments) {
     CHECK_STR(e.what, "rows_copy: bad shape n 1 D 0 (want n >= 0, D > 0)");
     CHECK_EQ_INT(tk_rows_copy_ref(x, TK_F32, NULL, x, TK_F32, NULL, -1, NULL, 4, &e), TK_EINTERNAL);
     int32_t off[2] = {0, 0}, row[1] = {0};
-    CHECK_EQ_INT(tk_rows_segsum_ref(x, TK_F16, NULL, off, row, 1, NULL, 1, x, &e), TK_EINTERNAL);
+    CHECK_EQ_INT(tk_rows_segsum_ref(x, TK_F16, NULL, off, row, 1, NULL, 0, 1, x, &e), TK_EINTERNAL);
     CHECK_STR(e.what, "rows_segsum: unsupported source type F16");
-    CHECK_EQ_INT(tk_rows_segsum_ref(x, TK_F32, NULL, off, row, 1, NULL, -3, x, &e), TK_EINTERNAL);
-    CHECK_STR(e.what, "rows_segsum: bad shape nseg 1 D -3 (want nseg >= 0, D > 0)");
-    CHECK_EQ_INT(tk_rows_segsum_ref(x, TK_F32, NULL, off, row, -1, NULL, 1, x, &e), TK_EINTERNAL);
+    CHECK_EQ_INT(tk_rows_segsum_ref(x, TK_F32, NULL, off, row, 1, NULL, 0, -3, x, &e), TK_EINTERNAL);
+    CHECK_STR(e.what, "rows_segsum: bad shape nseg 1 items 0 D -3 (want nseg >= 0, items >= 0, D > 0)");
+    CHECK_EQ_INT(tk_rows_segsum_ref(x, TK_F32, NULL, off, row, -1, NULL, 0, 1, x, &e), TK_EINTERNAL);
 }
 
 // kernels/hybrid_plan_ref.c on the batch worked out by hand in hybrid_plan_case.h (the same case
