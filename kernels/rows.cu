@@ -3,7 +3,8 @@
 // block holds 256 / TPR groups that walk the rows with a grid stride (n reaches millions, past
 // any sensible grid). A chunk is 16 bytes where D and the pointers' alignment allow it (D = 128
 // bf16 is 256 bytes: 16 lanes of one 16-byte load each), one element otherwise. rows_segsum: a
-// warp per tile of TK_ROWS_PIECE items and 32 columns, then one per segment to add its pieces (below).
+// warp per tile of TK_ROWS_PIECE items and 32 columns for the pieces of segments that cross
+// tiles, then one per segment (below).
 #include <stdint.h>
 
 #include "cuda_util.cuh"
@@ -150,16 +151,27 @@ __device__ __forceinline__ float rows_chain(const S *__restrict__ col, const int
     return acc;
 }
 
-// Pass 1: one warp per (tile, slice of 32 columns); tile t is items [t C, (t + 1) C) (C =
-// TK_ROWS_PIECE), so a hot row's segment is summed by as many warps as it spans tiles. The warp
-// sums the pieces of the segments in its tile, one after the other: a segment wholly inside goes
-// to dst; a piece of a segment that started before the tile to head[t], one that goes on past it
-// to tail[t] (a segment that spans the whole tile is the former).
+// The last segment g in [0, nseg) with seg_off[g] <= k (0 if none): it holds item k when any does.
+__device__ __forceinline__ int rows_seg_of(const int32_t *__restrict__ seg_off, int nseg, int32_t k) {
+    int lo = 0, hi = nseg - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (seg_off[mid] <= k) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+// Pass 1: the pieces of the segments that cross a tile boundary (tile t is items [t C, (t + 1) C),
+// C = TK_ROWS_PIECE), a warp per (tile, slice of 32 columns): the piece of the segment holding the
+// tile's first item, if it started before, to head[t]; the piece of the segment holding its last
+// item, if it started in the tile and goes on past it, to tail[t]. So a hot row's segment is
+// summed by as many warps as it spans tiles.
 template <typename S, int U>
-__global__ static void rows_segsum_tiles(const S *__restrict__ src, const int32_t *__restrict__ pos,
-                                         const int32_t *__restrict__ seg_off, const int32_t *__restrict__ seg_row,
-                                         int nseg, const int64_t *__restrict__ dnseg, int64_t ntiles, int D,
-                                         float *__restrict__ dst, float *__restrict__ head, float *__restrict__ tail) {
+__global__ static void rows_segsum_cross(const S *__restrict__ src, const int32_t *__restrict__ pos,
+                                         const int32_t *__restrict__ seg_off, int nseg,
+                                         const int64_t *__restrict__ dnseg, int64_t ntiles, int D,
+                                         float *__restrict__ head, float *__restrict__ tail) {
     nseg = (int)tk_rows_cap(nseg, dnseg);
     if (nseg <= 0) return;
     const int32_t n = seg_off[nseg];
@@ -171,29 +183,27 @@ __global__ static void rows_segsum_tiles(const S *__restrict__ src, const int32_
         int c = (int)slice * 32 + lane;
         const S *col = src + min(c, D - 1);
         const int32_t t0 = (int32_t)(t * TK_ROWS_PIECE), t1 = min(t0 + TK_ROWS_PIECE, n);
-        // the last segment g starting at or before t0 (0 if none): it holds item t0 when any does
-        int lo = 0, hi = nseg - 1;
-        while (lo < hi) {
-            int mid = (lo + hi + 1) / 2;
-            if (seg_off[mid] <= t0) lo = mid;
-            else hi = mid - 1;
+        int g = rows_seg_of(seg_off, nseg, t0);
+        int32_t a = seg_off[g], b = seg_off[g + 1];
+        if (a < t0 && b > t0) {
+            float acc = rows_chain<S, U>(col, pos, t0, min(b, t1), D, lane);
+            if (c < D) head[t * D + c] = acc;
         }
-        for (int g = lo; g < nseg; g++) {
-            const int32_t a = seg_off[g], b = seg_off[g + 1];
-            if (a >= t1) break;
-            if (b <= t0 || a == b) continue;
-            float acc = rows_chain<S, U>(col, pos, max(a, t0), min(b, t1), D, lane);
-            if (c >= D) continue;
-            if (a >= t0 && b <= t1) dst[(int64_t)seg_row[g] * D + c] = acc;
-            else if (a < t0) head[t * D + c] = acc;
-            else tail[t * D + c] = acc;
+        g = rows_seg_of(seg_off, nseg, t1 - 1);
+        a = seg_off[g], b = seg_off[g + 1];
+        if (a >= t0 && a < t1 && b > t1) {
+            float acc = rows_chain<S, U>(col, pos, a, t1, D, lane);
+            if (c < D) tail[t * D + c] = acc;
         }
     }
 }
 
-// Pass 2: one warp per (segment, slice); a segment over several tiles adds its pieces in order:
-// tail of its first tile, then the heads of the next ones. An empty segment writes zeros.
-__global__ static void rows_segsum_join(const int32_t *__restrict__ seg_off, const int32_t *__restrict__ seg_row,
+// Pass 2: one warp per (segment, slice): an empty segment writes zeros; one inside a tile is one
+// piece, summed here; one over several tiles adds its pieces in order, the tail of its first
+// tile, then the heads of the next ones.
+template <typename S, int U>
+__global__ static void rows_segsum_segs(const S *__restrict__ src, const int32_t *__restrict__ pos,
+                                        const int32_t *__restrict__ seg_off, const int32_t *__restrict__ seg_row,
                                         int nseg, const int64_t *__restrict__ dnseg, int64_t ntiles, int D,
                                         float *__restrict__ dst, const float *__restrict__ head,
                                         const float *__restrict__ tail) {
@@ -204,14 +214,14 @@ __global__ static void rows_segsum_join(const int32_t *__restrict__ seg_off, con
         int64_t slice = j / nseg, g = j - slice * nseg;
         int c = (int)slice * 32 + lane;
         const int32_t a = seg_off[g], b = seg_off[g + 1];
-        if (c >= D) continue;
         float *out = dst + (int64_t)seg_row[g] * D + c;
-        if (a == b) {
-            *out = 0.0f;
+        const int64_t ta = a / TK_ROWS_PIECE, tb = b > a ? (b - 1) / TK_ROWS_PIECE : ta;
+        if (ta == tb) { // (warp-uniform: the chain's shuffles need the whole warp)
+            float acc = rows_chain<S, U>(src + min(c, D - 1), pos, a, b, D, lane);
+            if (c < D) *out = acc;
             continue;
         }
-        const int64_t ta = a / TK_ROWS_PIECE, tb = (b - 1) / TK_ROWS_PIECE;
-        if (ta == tb) continue; // pass 1 wrote it
+        if (c >= D) continue;
         if (tb >= ntiles) { // more items than the caller said: a visible wrong answer, not a stray read
             *out = __int_as_float(0x7fc00000);
             continue;
@@ -238,10 +248,10 @@ static void launch_segsum(const void *src, const int32_t *pos, const int32_t *se
     const int64_t ntiles = tk_rows_pieces(nitems), slices = (D + 31) / 32;
     float *head = (float *)ws, *tail = head + ntiles * D;
     if (ntiles > 0)
-        rows_segsum_tiles<S, ROWS_U><<<tk_cu_blocks(ntiles * slices, 8), 256, 0, s>>>(
-            (const S *)src, pos, seg_off, seg_row, nseg, dnseg, ntiles, D, dst, head, tail);
-    rows_segsum_join<<<tk_cu_blocks((int64_t)nseg * slices, 8), 256, 0, s>>>(seg_off, seg_row, nseg, dnseg, ntiles,
-                                                                            D, dst, head, tail);
+        rows_segsum_cross<S, ROWS_U><<<tk_cu_blocks(ntiles * slices, 8), 256, 0, s>>>((const S *)src, pos, seg_off, nseg,
+                                                                                    dnseg, ntiles, D, head, tail);
+    rows_segsum_segs<S, ROWS_U><<<tk_cu_blocks((int64_t)nseg * slices, 8), 256, 0, s>>>(
+        (const S *)src, pos, seg_off, seg_row, nseg, dnseg, ntiles, D, dst, head, tail);
 }
 
 int tk_rows_segsum_cuda(tk_ctx *c, const void *src, tk_dtype st, const int32_t *pos, const int32_t *seg_off,
