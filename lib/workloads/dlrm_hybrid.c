@@ -371,10 +371,11 @@ json_t *tk_dlrm_hybrid_json(const tk_dlrm *m) {
     if (!h) return NULL;
     double n = h->batches > 0 ? (double)h->batches : 1, plain = h->a2a_bytes_plain / n;
     double hy = (h->a2a_bytes + h->ar_bytes) / n;
-    return json_pack("{s:I, s:I, s:f, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f}", "frequent_rows", (json_int_t)h->nf,
+    // (one rank exchanges nothing: no fraction saved, null)
+    return json_pack("{s:I, s:I, s:f, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:o, s:f}", "frequent_rows", (json_int_t)h->nf,
                      "frequent_rows_own", (json_int_t)h->nf_own, "min_uses_per_batch", h->min_uses, "capacity",
                      (json_int_t)h->cap, "capacity_growths", (json_int_t)h->growths, "batches", (json_int_t)h->batches,
                      "fixed_batches", (json_int_t)h->fixed_batches, "a2a_bytes_per_step", h->a2a_bytes / n,
                      "allreduce_bytes_per_step", h->ar_bytes / n, "plain_a2a_bytes_per_step", plain, "saved_fraction",
-                     plain > 0 ? 1.0 - hy / plain : 0.0, "plan_ms_per_batch", h->plan_s / n * 1e3);
+                     plain > 0 ? json_real(1.0 - hy / plain) : json_null(), "plan_ms_per_batch", h->plan_s / n * 1e3);
 }
