@@ -17,6 +17,7 @@
 #   FULL=0         skip the full-size runs       CAPPED=0    run only the full-size ones
 #   AUTOTUNE=1     also torch.compile with mode max-autotune-no-cudagraphs
 #   OURS_F32=0     skip train-step with fp32 tables at the capped shape
+#   HYBRID=0       skip train-step --hybrid-embedding at the capped shape
 #   OURS_ARGS=".." more train-step options for our runs (e.g. --loader-threads 12)
 #   PEERS=0        skip the PyTorch runs (no ratios: for quick looks at our own throughput)
 #   LOGDIR=DIR     keep every run's stdout/stderr and results.jsonl there (default: a temp dir,
@@ -42,6 +43,7 @@ CAPPED=${CAPPED:-1}
 AUTOTUNE=${AUTOTUNE:-0}
 PEERS=${PEERS:-1}
 OURS_F32=${OURS_F32:-1}
+HYBRID=${HYBRID:-1}
 TINY=${TINY:-0}
 LOG_EVERY=10
 B=65536
@@ -120,12 +122,13 @@ fi
 DATA_ARGS=(--train "$DATA/train" --eval "$DATA/eval")
 
 # ---- train-step: throughput from its progress lines (one per LOG_EVERY steps), first dropped ----
-ours() { # name tables(capped|full) table_dtype graphs(1|0)
+ours() { # name tables(capped|full) table_dtype graphs(1|0) [more train-step options]
     local name=$1 tables=$2 dtype=$3 graphs=$4
+    shift 4
     local args=(--backend "$BACKEND" --config share/workloads/dlrm/config.json --precision "$PRECISION"
                 --set "train.global_batch_size=$B" --set model.table_dtype="$dtype" "${OURS_SHAPE[@]}"
                 --max-steps "$STEPS" --log-every "$LOG_EVERY" --eval-every 1000000000000 "${DATA_ARGS[@]}"
-                ${OURS_ARGS:-})
+                ${OURS_ARGS:-} "$@")
     [ "$tables" = capped ] && args+=(--set "model.max_table_rows=$CAP")
     [ "$graphs" = 1 ] || args+=(--no-graphs)
     phase "$name: train-step ${args[*]}"
@@ -193,6 +196,9 @@ for l in open(sys.argv[1]):
 if [ "$CAPPED" = 1 ]; then
     ours trainkit-graphs capped "$DTYPE" 1
     ours trainkit-no-graphs capped "$DTYPE" 0
+    # the hybrid embedding on one GPU: the most used rows trained as a replica (segment sums and a
+    # dense update instead of the sorted sparse update)
+    [ "$HYBRID" = 1 ] && ours trainkit-graphs-hybrid capped "$DTYPE" 1 --hybrid-embedding
     [ "$OURS_F32" = 1 ] && ours trainkit-graphs-f32-tables capped f32 1
 
   if [ "$PEERS" = 1 ]; then
