@@ -1,4 +1,6 @@
-// The hybrid embedding of several ranks (the technique of NVIDIA's MLPerf DLRM submissions): the
+// The hybrid embedding (the technique of NVIDIA's MLPerf DLRM submissions), on several ranks or on
+// one through a communicator of world size 1 (there it saves the sorted sparse update of the hot
+// rows: the replica's per-row sums and dense update are cheaper; contrib/bench/NOTES.md): the
 // rows of every table that the data uses most ("frequent" rows) are replicated on every rank and
 // trained data parallel, the rest stay model parallel with their owner. A frequent row is looked
 // up locally by every rank and its gradient is all-reduced; only infrequent (sample, table) pairs

@@ -48,6 +48,7 @@ static void records(uint64_t salt, int n, uint8_t *l, int32_t *d, int32_t *k) {
 // One rank of a world (world 1: no communicator): init, save "init", 3 steps (loss read after
 // each), save "step", then the forward of NEVAL samples (a partial batch); losses and logits go
 // to a small binary file for the parent.
+static int g_force_comm; // world 1 through a communicator: the exchange step on one rank
 static int run_rank(int rank, int world, const char *tag) {
     tk_err e;
     tk_ctx *c = NULL;
@@ -58,7 +59,7 @@ static int run_rank(int rank, int world, const char *tag) {
     int rc = tk_dlrm_config_from_json(root, "cfg", NULL, 0, NULL, &cfg, NULL, &e);
     json_decref(root);
     if (!rc) rc = tk_ctx_create(&c, TK_BACKEND_CPU, 0, &e);
-    if (!rc && world > 1) {
+    if (!rc && (world > 1 || g_force_comm)) {
         char spec[512];
         snprintf(spec, sizeof spec, "file:%s/rdv-%s", g_dir, tag);
         tk_rank_info ri = {.rank = rank, .world = world, .local_rank = rank, .local_world = world};
@@ -185,6 +186,21 @@ TK_TEST(w_ranks_match_one_rank) {
     if (run_world(1, "w1") || !read_out("w1", 0, one)) {
         CHECK(!"the 1-rank run failed");
         return;
+    }
+    // one rank through a communicator of world 1 (train-step --force-exchange): the exchange step,
+    // whose all-to-alls are copies, adds the same sums in the same order: the same bits
+    double onec[3 + NEVAL];
+    g_force_comm = 1;
+    int frc = run_world(1, "c1");
+    g_force_comm = 0;
+    if (frc || !read_out("c1", 0, onec)) {
+        CHECK(!"the 1-rank run through a communicator failed");
+    } else {
+        for (int i = 0; i < 3 + NEVAL; i++) CHECK(onec[i] == one[i]);
+        char a[600], b[600];
+        snprintf(a, sizeof a, "%s/w1-step.safetensors", g_dir);
+        snprintf(b, sizeof b, "%s/c1-step.safetensors", g_dir);
+        CHECK(same_bytes(a, b));
     }
     for (int world = 2; world <= 4; world++) {
         char tag[16], a[600], b[600];
