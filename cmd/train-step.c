@@ -820,7 +820,7 @@ int main(int argc, char **argv) {
     // one-rank step on an H100, contrib/bench/NOTES.md), so one command serves every GPU count.
     if (o.hybrid) o.force_exchange = 1;
     if ((g_ri.world > 1 || o.force_exchange) && o.dump)
-        return usage_error("--dump-step is not supported with several ranks (or --force-exchange) yet");
+        return usage_error("--dump-step is not supported with several ranks, --force-exchange or --hybrid-embedding yet");
     static char platform[160];
     if (!platform_given && strcmp(o.backend, "cpu") != 0 && tk_cuda_device_count() > 0) {
         snprintf(platform, sizeof platform, "%dxGPU", g_ri.world);
