@@ -45,8 +45,7 @@ int tk_dlrm_create_dist(tk_dlrm **out, tk_ctx *c, const tk_dlrm_config *cfg, tk_
     m->act = cfg->bf16 ? TK_BF16 : TK_F32;
     m->world = comm ? tk_comm_world(comm) : 1;
     m->rank = comm ? tk_comm_rank(comm) : 0;
-    m->comm = comm;
-    m->dist = comm != NULL; // (world 1 included: the exchange step on one rank, a copy for an exchange)
+    m->comm = comm; // (world 1 included: the exchange step on one rank, a copy for an exchange)
     m->comm_timeout = timeout_s > 0 ? timeout_s : 300;
     const int Wr = m->world;
     if (B % Wr != 0) {
@@ -146,7 +145,7 @@ int tk_dlrm_create_dist(tk_dlrm **out, tk_ctx *c, const tk_dlrm_config *cfg, tk_
         NEED((size_t)o0 * kp * 2);                   // W0p
         NEED((size_t)o0 * kp * 4);                   // dW0p
     }
-    if (!m->dist) { // the exchange step uses the exchange buffers instead (grouped layout, G = tm)
+    if (!m->comm) { // the exchange step uses the exchange buffers instead (grouped layout, G = tm)
         NEED((size_t)b * T * D * es);                // emb
         NEED((size_t)b * T * D * es);                // demb
     } else {
@@ -195,7 +194,7 @@ int tk_dlrm_create_dist(tk_dlrm **out, tk_ctx *c, const tk_dlrm_config *cfg, tk_
         m->W0p = v[i++];
         m->dW0p = v[i++];
     }
-    if (!m->dist) {
+    if (!m->comm) {
         m->emb = v[i++];
         m->demb = v[i++];
     } else {
@@ -599,14 +598,14 @@ static int forward_rows(tk_dlrm *m, const int32_t *dense, const int32_t *cat, in
     const tk_dlrm_config *cfg = &m->cfg;
     tk_range_push("forward");
     if (hybrid) TRY(hybrid_fwd_start(m, e));
-    else if (m->dist) TRY(exchange_fwd_start(m, cat, n, bl, e));
+    else if (m->comm) TRY(exchange_fwd_start(m, cat, n, bl, e));
     TRY(tk_dense_log1p(m->c, dense, (int64_t)bl * cfg->num_dense, m->x0, e));
     if (cfg->bf16)
         TRY(tk_cast2d(m->c, m->x0, TK_F32, cfg->num_dense, m->x0p, TK_BF16, kpad(cfg->num_dense), bl,
                       cfg->num_dense, e));
     TRY(mlp_forward(m, 0, cfg->nbot, bl, NULL, e));
     TRY(prof_mark(m, "bottom_fwd", TK_STREAM_COMPUTE, e));
-    if (m->dist) {
+    if (m->comm) {
         // Join the all-to-all. The received [src rank i][bl][tm][D] is the interaction's emb as it
         // is: the grouped layout with G = tm tables a group (kernels/interaction.h), table t of
         // sample s at group t / tm (its owner), slot t % tm; no re-layout into (bl, T, D).
@@ -624,7 +623,7 @@ static int forward_rows(tk_dlrm *m, const int32_t *dense, const int32_t *cat, in
         TRY(prof_mark(m, "lookup", TK_STREAM_COMPUTE, e));
     }
     // Several ranks: the received buffer, grouped by tm; one rank: emb (tm = T, the plain layout).
-    TRY(tk_interaction_fwd_act(m->c, m->act, m->L[cfg->nbot - 1].y, m->dist ? m->a2a_recv : m->emb, bl,
+    TRY(tk_interaction_fwd_act(m->c, m->act, m->L[cfg->nbot - 1].y, m->comm ? m->a2a_recv : m->emb, bl,
                                cfg->num_tables, m->tm, cfg->emb_dim, cfg->interaction_width, m->inter, e));
     TRY(prof_mark(m, "interaction_fwd", TK_STREAM_COMPUTE, e));
     TRY(mlp_forward(m, cfg->nbot, m->nlayers, bl, out, e));
@@ -637,7 +636,7 @@ int tk_dlrm_forward(tk_dlrm *m, const int32_t *dense, const int32_t *cat, int n,
                     tk_err *e) {
     const tk_dlrm_config *cfg = &m->cfg;
     if (n > cfg->batch || n < 0) return tk_err_set(e, TK_EINTERNAL, "dlrm: forward of %d > %d samples", n, cfg->batch);
-    if (m->dist) {
+    if (m->comm) {
         // Rank r's share of the n samples: [r*bl, r*bl + nr); the rows up to bl are padding (zero
         // features), computed and dropped, so every rank runs the same shapes in lockstep.
         const int W = m->world, bl = (n + W - 1) / W, nd = cfg->num_dense;
@@ -821,23 +820,23 @@ static int train_step_one(tk_dlrm *m, tk_err *e) {
 int tk_dlrm_train_step(tk_dlrm *m, tk_err *e) {
     prof_step(m, 1);
     int rc = prof_mark(m, NULL, TK_STREAM_COMPUTE, e);
-    if (!rc) rc = m->dist ? train_step_dist(m, e) : train_step_one(m, e);
+    if (!rc) rc = m->comm ? train_step_dist(m, e) : train_step_one(m, e);
     prof_step(m, 0);
     return rc;
 }
 
 int tk_dlrm_sync(tk_dlrm *m, tk_err *e) {
-    if (m->dist) TRY(tk_comm_wait(m->comm, TK_STREAM_COMPUTE, m->comm_timeout, e));
+    if (m->comm) TRY(tk_comm_wait(m->comm, TK_STREAM_COMPUTE, m->comm_timeout, e));
     return tk_ctx_sync(m->c, e);
 }
 
 int tk_dlrm_sync_lagged(tk_dlrm *m, tk_err *e) {
-    return m->dist ? tk_comm_wait_lagged(m->comm, TK_STREAM_COMPUTE, m->comm_timeout, e) : 0;
+    return m->comm ? tk_comm_wait_lagged(m->comm, TK_STREAM_COMPUTE, m->comm_timeout, e) : 0;
 }
 
 int tk_dlrm_read_loss(tk_dlrm *m, double *mean_loss, int reset, tk_err *e) {
     double acc[2];
-    if (m->dist) {
+    if (m->comm) {
         // Each rank accumulated (its samples' loss sum) / B per step: the ranks' accumulators add
         // up to the global mean's. Gathered as bytes (no fp64 sum in the collectives) and summed
         // here in rank order, so every rank logs the same value.
@@ -1097,7 +1096,7 @@ int tk_dlrm_load(tk_dlrm *m, const char *path, json_t **meta, tk_err *e) {
 }
 
 int tk_dlrm_dump_step(tk_dlrm *m, const char *path, tk_err *e) {
-    if (m->dist) return tk_err_set(e, TK_EUSAGE, "dlrm: the step dump is not supported with the exchange step yet");
+    if (m->comm) return tk_err_set(e, TK_EUSAGE, "dlrm: the step dump is not supported with the exchange step yet");
     const tk_dlrm_config *cfg = &m->cfg;
     const int B = cfg->batch, T = cfg->num_tables, D = cfg->emb_dim;
     ck_entry ent[MAX_ENTRIES * 2];

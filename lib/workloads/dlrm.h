@@ -86,10 +86,9 @@ typedef struct tk_dlrm {
     int64_t rows_total;              // rows of this rank's tables
     int64_t *row_off;                // (tn+1) device: offsets of the owned tables in `tables`
     int64_t row_off_host[TK_DLRM_MAX_TABLES + 1];
-    // Hybrid parallelism over W ranks (tk_dlrm_create_dist; see "Several ranks" below). One rank:
-    // comm NULL, world 1, b = batch, t0 = 0, tm = tn = T, and the step is the single-rank one.
-    tk_comm *comm;
-    int dist;                        // comm given: the exchange step (any world size, 1 included)
+    // Hybrid parallelism over W ranks (tk_dlrm_create_dist; see "Several ranks" below). Without a
+    // communicator: comm NULL, world 1, b = batch, t0 = 0, tm = tn = T, and the step is the single-rank one.
+    tk_comm *comm;                   // given: the exchange step (any world size, 1 included)
     double comm_timeout;             // seconds: bound of every host wait for the peers
     int rank, world;
     int b;                           // rows of the dense part on this rank: batch / world

@@ -259,7 +259,7 @@ int tk_dlrm_hybrid_setup(tk_dlrm *m, const int32_t *cat, int64_t n, int64_t max_
                          tk_err *e) {
     const tk_dlrm_config *cfg = &m->cfg;
     const int T = cfg->num_tables, W = m->world;
-    if (!m->dist) // (one rank through a communicator is fine: the exchange step at world size 1)
+    if (!m->comm) // (one rank through a communicator is fine: the exchange step at world size 1)
         return tk_err_set(e, TK_EUSAGE, "dlrm: the hybrid embedding needs the exchange step (several ranks)");
     if (W > TK_HY_MAX_WORLD)
         return tk_err_set(e, TK_EUSAGE, "dlrm: the hybrid embedding supports at most %d ranks", TK_HY_MAX_WORLD);
