@@ -9,3 +9,35 @@ small_data() {
         exit 1
     }
 }
+
+# skip_without_gpu: with GPU=cuda (TK_TEST_BACKEND unset) and no GPU visible, the TAP plan of a
+# skipped script, and exit 0. GPU=cpu is a dry run of a script's plumbing.
+skip_without_gpu() {
+    if [ "$GPU" = cuda ] && ! { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q "^GPU "; }; then
+        echo "1..0 # SKIP no GPU"
+        exit 0
+    fi
+}
+
+# ts NAME BACKEND ARGS...: train-step with config $cfg on $W/train.tks and $W/eval.tks, an
+# unreachable AUC target (a whole epoch runs; exit 1 is expected), progress every 7 steps; output
+# in $W/NAME.jsonl and .err, and the numbers that must agree (losses and AUCs in order, "kind
+# step value") in $W/NAME.vals. Fails, with a TAP comment, when train-step exits above 1.
+ts() {
+    local name=$1 be=$2
+    shift 2
+    "$BIN/train-step" -c "$cfg" -t "$W/train.tks" -e "$W/eval.tks" --backend "$be" --log-every 7 \
+        --eval-every 15360 --set target.auc=0.9999 "$@" >"$W/$name.jsonl" 2>"$W/$name.err"
+    ts_done "$name" $?
+}
+
+# ts_done NAME RC: after a train-step run into $W/NAME.jsonl and .err that exited RC: fails, with a
+# TAP comment, when RC > 1; else writes $W/NAME.vals (see ts).
+ts_done() {
+    if [ "$2" -gt 1 ]; then
+        echo "# $1: train-step exit $2: $(tail -3 "$W/$1.err" | tr '\n' ' ')"
+        return 1
+    fi
+    sed -n 's/^{"type":"\(progress\|eval\)".*"step":\([0-9]*\).*"\(loss\|auc\)":\([^,}]*\).*/\1 \2 \4/p' \
+        "$W/$1.jsonl" >"$W/$1.vals"
+}

@@ -18,28 +18,16 @@ cd "$(dirname "$0")/../.." || exit 4
 BIN=$PWD/${BUILD:-build}/bin
 . tests/gpu/lib.sh
 GPU=${TK_TEST_BACKEND:-cuda}
-if [ "$GPU" = cuda ] && ! { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q "^GPU "; }; then
-    echo "1..0 # SKIP no GPU"
-    exit 0
-fi
+skip_without_gpu
 W=$(mktemp -d)
 trap "rm -rf $W" EXIT
 echo "1..5"
 small_data "$W" 60000 7 20000
 cfg=$PWD/share/workloads/dlrm/tiny.json
-ts() { # name backend args...
-    local name=$1 be=$2
-    shift 2
-    "$BIN/train-step" -c "$cfg" -t "$W/train.tks" -e "$W/eval.tks" --backend "$be" --log-every 7 \
-        --eval-every 15360 --set target.auc=0.9999 "$@" >"$W/$name.jsonl" 2>"$W/$name.err"
-    local rc=$? # 1: the (unreachable) target was not reached, as intended: a whole epoch runs
-    if [ "$rc" -gt 1 ]; then
-        echo "# $name: train-step exit $rc: $(tail -2 "$W/$name.err")"
-        return 1
-    fi
-    sed -n 's/^{"type":"\(progress\|eval\)".*"step":\([0-9]*\).*"\(loss\|auc\)":\([^,}]*\).*/\1 \2 \4/p' \
-        "$W/$name.jsonl" >"$W/$name.vals"
-    [ "$(wc -l <"$W/$name.vals")" -ge 8 ] || { echo "# $name: only $(wc -l <"$W/$name.vals") losses/AUCs"; return 1; }
+# lib.sh's ts, and at least 8 losses/AUCs (a run cut short would compare too little)
+ts_full() {
+    ts "$@" || return 1
+    [ "$(wc -l <"$W/$1.vals")" -ge 8 ] || { echo "# $1: only $(wc -l <"$W/$1.vals") losses/AUCs"; return 1; }
 }
 same() { cmp -s "$W/$1.vals" "$W/$2.vals" || { diff "$W/$1.vals" "$W/$2.vals" | head -4 | sed "s/^/# $1 vs $2: /"; return 1; }; }
 # the largest relative difference of two runs' values (same steps) up to step $3 (default all),
@@ -55,7 +43,7 @@ hyfield() { # name key: the result's hybrid_embedding.key
         sed -n "s/^\"$2\":\\(.*\\)/\\1/p"
 }
 
-if ts one "$GPU" && ts fx "$GPU" --force-exchange && ts fxeager "$GPU" --force-exchange --no-graphs &&
+if ts_full one "$GPU" && ts_full fx "$GPU" --force-exchange && ts_full fxeager "$GPU" --force-exchange --no-graphs &&
     same one fx && same one fxeager; then
     echo "ok 1 - --force-exchange (graphs, eager) = the one-rank step: $(wc -l <"$W/one.vals") losses/AUCs identical"
 else
@@ -63,7 +51,7 @@ else
 fi
 
 H=(--force-exchange --hybrid-embedding)
-if ts hy "$GPU" "${H[@]}" && ts hyeager "$GPU" "${H[@]}" --no-graphs && ts hyexact "$GPU" "${H[@]}" --hybrid-capacity 0 &&
+if ts_full hy "$GPU" "${H[@]}" && ts_full hyeager "$GPU" "${H[@]}" --no-graphs && ts_full hyexact "$GPU" "${H[@]}" --hybrid-capacity 0 &&
     same hy hyeager && same hy hyexact; then
     w=$(worst one hy 28)
     fixed=$(hyfield hy fixed_batches) batches=$(hyfield hy batches)
@@ -76,8 +64,8 @@ else
     echo "not ok 2 - hybrid: graphs, eager and exact differ (or a run failed)"
 fi
 
-if ts grow "$GPU" "${H[@]}" --hybrid-stat-batches 1 &&
-    ts growexact "$GPU" "${H[@]}" --hybrid-stat-batches 1 --hybrid-capacity 0 && same grow growexact; then
+if ts_full grow "$GPU" "${H[@]}" --hybrid-stat-batches 1 &&
+    ts_full growexact "$GPU" "${H[@]}" --hybrid-stat-batches 1 --hybrid-capacity 0 && same grow growexact; then
     g=$(hyfield grow capacity_growths)
     if [ "${g:-0}" -gt 0 ]; then
         echo "ok 3 - capacity from 1 statistics batch grew $g time(s): identical to the exact exchange"
@@ -88,8 +76,8 @@ else
     echo "not ok 3 - a growing capacity differs from the exact exchange (or the run failed)"
 fi
 
-if [ "$GPU" = cpu ]; then echo "ok 4 # SKIP bf16 is cuda only"; elif ts hybf "$GPU" "${H[@]}" --precision bf16 &&
-    ts hybfeager "$GPU" "${H[@]}" --precision bf16 --no-graphs && same hybf hybfeager; then
+if [ "$GPU" = cpu ]; then echo "ok 4 # SKIP bf16 is cuda only"; elif ts_full hybf "$GPU" "${H[@]}" --precision bf16 &&
+    ts_full hybfeager "$GPU" "${H[@]}" --precision bf16 --no-graphs && same hybf hybfeager; then
     first=$(awk '$1 == "progress" {print $3; exit}' "$W/hybf.vals")
     last=$(awk '$1 == "progress" {v = $3} END {print v}' "$W/hybf.vals")
     if awk -v a="$first" -v b="$last" 'BEGIN {exit !(b == b && b < a)}'; then
@@ -101,7 +89,7 @@ else
     echo "not ok 4 - hybrid bf16: graphs and eager differ (or a run failed)"
 fi
 
-if ts hycpu cpu "${H[@]}" --max-steps 28 --log-every 4 && ts hycuda "$GPU" "${H[@]}" --max-steps 28 --log-every 4; then
+if ts_full hycpu cpu "${H[@]}" --max-steps 28 --log-every 4 && ts_full hycuda "$GPU" "${H[@]}" --max-steps 28 --log-every 4; then
     w=$(worst hycpu hycuda)
     if within "$w" 1e-4; then echo "ok 5 - hybrid cuda vs cpu fp32, 28 steps: max rel diff $w"
     else echo "not ok 5 - hybrid cuda vs cpu fp32, 28 steps: max rel diff $w > 1e-4"; fi

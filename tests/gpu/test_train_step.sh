@@ -11,30 +11,12 @@ cd "$(dirname "$0")/../.." || exit 4
 BIN=$PWD/${BUILD:-build}/bin
 . tests/gpu/lib.sh
 GPU=${TK_TEST_BACKEND:-cuda} # cpu: a dry run of this script's plumbing
-if [ "$GPU" = cuda ] && ! { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q "^GPU "; }; then
-    echo "1..0 # SKIP no GPU"
-    exit 0
-fi
+skip_without_gpu
 W=$(mktemp -d)
 trap "rm -rf $W" EXIT
 echo "1..3"
 small_data "$W" 60000 5 20000
 cfg=$PWD/share/workloads/dlrm/tiny.json
-ts() { # name backend args...
-    local name=$1 be=$2
-    shift 2
-    "$BIN/train-step" -c "$cfg" -t "$W/train.tks" -e "$W/eval.tks" --backend "$be" --log-every 7 \
-        --eval-every 15360 --set target.auc=0.9999 "$@" >"$W/$name.jsonl" 2>"$W/$name.err"
-    local rc=$? # 1: the (unreachable) target was not reached, as intended: a whole epoch runs
-    if [ "$rc" -gt 1 ]; then
-        echo "# $name: train-step exit $rc: $(tail -2 "$W/$name.err")"
-        return 1
-    fi
-    # the numbers that must agree: losses and AUCs in order
-    sed -n 's/^{"type":"\(progress\|eval\)".*"step":\([0-9]*\).*"\(loss\|auc\)":\([^,}]*\).*/\1 \2 \4/p' \
-        "$W/$name.jsonl" >"$W/$name.vals"
-}
-
 ok=1
 ts graphs "$GPU" && ts eager "$GPU" --no-graphs && ts onethread "$GPU" --loader-threads 1 || ok=0
 if [ "$ok" = 1 ] && cmp -s "$W/graphs.vals" "$W/eager.vals" && cmp -s "$W/graphs.vals" "$W/onethread.vals" &&

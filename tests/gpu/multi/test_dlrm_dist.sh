@@ -22,6 +22,7 @@
 set -u
 cd "$(dirname "$0")/../../.." || exit 4
 BIN=$PWD/${BUILD:-build}/bin
+. tests/gpu/lib.sh # ts_done (its ts, of several ranks, is its own)
 L=$PWD/share/launch
 BG=${B_GPU:-16384}
 STEPS=${STEPS:-60}
@@ -61,13 +62,7 @@ ts() { # name nranks config args...
     else
         timeout -k 5 500 "${cmd[@]}" >"$W/$name.jsonl" 2>"$W/$name.err"
     fi
-    local rc=$?
-    if [ "$rc" -gt 1 ]; then
-        echo "# $name: exit $rc: $(tail -3 "$W/$name.err" | tr '\n' ' ')"
-        return 1
-    fi
-    sed -n 's/^{"type":"\(progress\|eval\)".*"step":\([0-9]*\).*"\(loss\|auc\)":\([^,}]*\).*/\1 \2 \4/p' \
-        "$W/$name.jsonl" >"$W/$name.vals"
+    ts_done "$name" $?
 }
 
 # worst relative difference of the values of two .vals files with the same keys
