@@ -104,9 +104,9 @@ fuzz: $(LIB_SRC)
 	  clang -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=fuzzer,address,undefined -Ilib -Ikernels \
 	    -o $(BUILD)/fuzz/$$n $$f $(LIB_SRC) $(LDLIBS) -fopenmp || exit 1; done
 
-$(BUILD)/tests/gpu/%: tests/gpu/%.cu $(LIBTK) $(LIBCU)
+$(BUILD)/tests/gpu/%: $(BUILD)/obj/tests/gpu/%.cu.o $(LIBTK) $(LIBCU)
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -o $@ $< $(ALL_LIBS) $(LDLIBS) -Xcompiler -fopenmp $(CUDA_LIBDIRS) -lcublasLt -lcublas -lnccl
+	$(CC) $(LDFLAGS) -o $@ $< $(ALL_LIBS) $(LDLIBS) $(CUDA_LIBS)
 
 $(BUILD)/tests/gpu/%: $(BUILD)/obj/tests/gpu/%.o $(LIBTK) $(LIBCU)
 	@mkdir -p $(dir $@)

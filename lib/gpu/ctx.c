@@ -93,9 +93,20 @@ int tk_ctx_create(tk_ctx **out, tk_backend b, int device, tk_err *e) {
         rc = cuda_fail(e, st, "cannot use the CUDA device");
         goto fail;
     }
+    // The comm stream gets the device's greatest priority: a collective's kernel (NCCL's, or a
+    // copy at world size 1) queued beside a long compute kernel gets the SMs as soon as that
+    // kernel's blocks retire, instead of after all of its blocks (a 2-rank all-reduce waits for
+    // both ranks' kernels to be resident). Compute and copy keep the default (least) priority:
+    // the copy stream's plan must not starve behind the step either.
+    int least = 0, greatest = 0;
+    st = cudaDeviceGetStreamPriorityRange(&least, &greatest);
+    if (st != cudaSuccess) {
+        rc = cuda_fail(e, st, "cannot read the CUDA stream priority range");
+        goto fail;
+    }
     for (int i = 0; i < TK_NSTREAMS; i++) {
         cudaStream_t s;
-        st = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+        st = cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, i == TK_STREAM_COMM ? greatest : least);
         if (st != cudaSuccess) {
             rc = cuda_fail(e, st, "cannot create a CUDA stream");
             goto fail;
@@ -419,7 +430,9 @@ int tk_graph_end(tk_ctx *c, tk_graph *g, tk_err *e) {
     CUDA_TRY(cudaStreamEndCapture((cudaStream_t)c->stream[TK_STREAM_COMPUTE], &graph),
              "CUDA graph capture failed (an op synchronized or allocated inside the step?)");
     cudaGraphExec_t exec = NULL;
-    cudaError_t st = cudaGraphInstantiate(&exec, graph, 0);
+    // Kernel nodes keep the priority of the stream they were captured from (the comm stream's
+    // collectives stay ahead of compute); without the flag all take the launch stream's.
+    cudaError_t st = cudaGraphInstantiate(&exec, graph, cudaGraphInstantiateFlagUseNodePriority);
     if (st != cudaSuccess) {
         cudaGraphDestroy(graph);
         return cuda_fail(e, st, "cannot instantiate the CUDA graph");

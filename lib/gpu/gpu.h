@@ -22,6 +22,8 @@ typedef enum { TK_F32 = 0, TK_BF16 = 1, TK_F16 = 2, TK_I32 = 3, TK_I64 = 4, TK_U
 size_t tk_dtype_size(tk_dtype t);
 const char *tk_dtype_name(tk_dtype t);   // "F32", "BF16", ... (the safetensors names)
 
+// cuda: TK_STREAM_COMM has the device's greatest priority, the others the default (least);
+// CUDA graphs keep it per kernel node (ctx.c).
 enum { TK_STREAM_COMPUTE = 0, TK_STREAM_COMM = 1, TK_STREAM_COPY = 2, TK_NSTREAMS = 3 };
 
 typedef struct tk_ctx {

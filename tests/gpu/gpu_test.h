@@ -131,7 +131,7 @@ static inline void gt_up_as(void *dst, const float *x, size_t n, tk_dtype t) {
         gt_up(dst, x, n * 4);
         return;
     }
-    uint16_t *h = gt_host(n * 2);
+    uint16_t *h = (uint16_t *)gt_host(n * 2);
     for (size_t i = 0; i < n; i++) h[i] = t == TK_BF16 ? tk_f32_to_bf16(x[i]) : gt_f32_to_f16(x[i]);
     gt_up(dst, h, n * 2);
     free(h);
@@ -142,7 +142,7 @@ static inline void gt_down_as(float *x, const void *src, size_t n, tk_dtype t) {
         gt_down(x, src, n * 4);
         return;
     }
-    uint16_t *h = gt_host(n * 2);
+    uint16_t *h = (uint16_t *)gt_host(n * 2);
     gt_down(h, src, n * 2);
     for (size_t i = 0; i < n; i++) x[i] = t == TK_BF16 ? tk_bf16_to_f32(h[i]) : gt_f16_to_f32(h[i]);
     free(h);
