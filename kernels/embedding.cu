@@ -372,3 +372,21 @@ int tk_embedding_bwd_sgd_act_cuda(tk_ctx *c, void *w, tk_dtype wtype, const int6
     }
     return tk_cu_check(e, "embedding_bwd_sgd (apply)");
 }
+
+// One element a thread, the per-row kernels' arithmetic (sgd1, store_row) with a sum of one term.
+template <typename W>
+__global__ void dense_sgd(W *w, int64_t n, const float *g, const float *lr) {
+    const double rate = (double)*lr;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        store_row(w, (size_t)i, sgd1(load1(w, (size_t)i), rate, (double)g[i]));
+}
+
+int tk_embedding_dense_sgd_cuda(tk_ctx *c, void *w, tk_dtype wtype, int64_t n, const float *g, const float *lr,
+                                tk_err *e) {
+    TRY(check_type(wtype, "embedding_dense_sgd", e));
+    if (n <= 0) return 0;
+    cudaStream_t s = tk_cu_stream(c);
+    if (wtype == TK_BF16) dense_sgd<<<tk_cu_blocks(n, 256), 256, 0, s>>>((__nv_bfloat16 *)w, n, g, lr);
+    else dense_sgd<<<tk_cu_blocks(n, 256), 256, 0, s>>>((float *)w, n, g, lr);
+    return tk_cu_check(e, "embedding_dense_sgd");
+}

@@ -49,7 +49,16 @@ int tk_embedding_bwd_sgd_act_ref(void *w, tk_dtype wtype, const int64_t *row_off
                                  const int32_t *idx, int B, int T, int D, const void *dout,
                                  tk_dtype gtype, const float *lr, void *ws, tk_err *e);
 
+// A dense update with the same arithmetic: w (n) wtype -= lr * g (n) f32, each element as
+// tk_embedding_bwd_sgd updates a row used once (fp64 product and difference, one rounding to
+// wtype). The hybrid embedding's replica, whose summed gradient is dense, uses it.
+int tk_embedding_dense_sgd(tk_ctx *c, void *w, tk_dtype wtype, int64_t n, const float *g, const float *lr,
+                           tk_err *e);
+int tk_embedding_dense_sgd_ref(void *w, tk_dtype wtype, int64_t n, const float *g, const float *lr, tk_err *e);
+
 #ifdef TK_HAVE_CUDA
+int tk_embedding_dense_sgd_cuda(tk_ctx *c, void *w, tk_dtype wtype, int64_t n, const float *g, const float *lr,
+                                tk_err *e);
 size_t tk_embedding_bwd_ws_bytes_cuda(int B, int T);
 int tk_embedding_fwd_act_cuda(tk_ctx *c, const void *w, tk_dtype wtype, const int64_t *row_off,
                               const int32_t *idx, int B, int T, int D, void *out, tk_dtype otype,

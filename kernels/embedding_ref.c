@@ -110,3 +110,18 @@ int tk_embedding_bwd_sgd_act_ref(void *w, tk_dtype wtype, const int64_t *row_off
                           bad / T, idx[bad], bad % T);
     return 0;
 }
+
+int tk_embedding_dense_sgd_ref(void *w, tk_dtype wtype, int64_t n, const float *g, const float *lr, tk_err *e) {
+    TRY(check_type(wtype, "embedding_dense_sgd", e));
+    double rate = *lr;
+    if (wtype == TK_BF16) {
+        uint16_t *wb = w;
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < n; i++) wb[i] = tk_f32_to_bf16((float)(tk_bf16_to_f32(wb[i]) - rate * (double)g[i]));
+    } else {
+        float *wf = w;
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < n; i++) wf[i] = (float)(wf[i] - rate * (double)g[i]);
+    }
+    return 0;
+}

@@ -56,6 +56,12 @@ int tk_embedding_bwd_sgd(tk_ctx *c, void *w, tk_dtype wtype, const int64_t *row_
     return tk_embedding_bwd_sgd_act(c, w, wtype, row_off, idx, B, T, D, dout, TK_F32, lr, ws, e);
 }
 
+int tk_embedding_dense_sgd(tk_ctx *c, void *w, tk_dtype wtype, int64_t n, const float *g, const float *lr,
+                           tk_err *e) {
+    return TK_DISPATCH(c, tk_embedding_dense_sgd_ref(w, wtype, n, g, lr, e),
+                       tk_embedding_dense_sgd_cuda(c, w, wtype, n, g, lr, e));
+}
+
 int tk_dense_log1p(tk_ctx *c, const int32_t *x, int64_t n, float *y, tk_err *e) {
     return TK_DISPATCH(c, tk_dense_log1p_ref(x, n, y, e), tk_dense_log1p_cuda(c, x, n, y, e));
 }

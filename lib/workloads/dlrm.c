@@ -760,9 +760,7 @@ static int train_step_dist(tk_dlrm *m, tk_err *e) {
         if (x.n_send > 0) // fixed: the pads' gradients update the scratch row
             TRY(tk_embedding_bwd_sgd_act(c, m->tables, td, h->own_off, x.send_rows, (int)x.n_send, 1, D, x.grads,
                                          m->act, m->lr, h->ws_own, e));
-        if (h->nf > 0)
-            TRY(tk_embedding_bwd_sgd_act(c, h->fr, td, h->fr_off, h->fr_ident, (int)h->nf, 1, D, h->dfr, TK_F32, m->lr,
-                                         h->ws_fr, e));
+        TRY(tk_embedding_dense_sgd(c, h->fr, td, h->nf * D, h->dfr, m->lr, e));
         TRY(tk_rows_copy(c, h->fr, td, h->own_f, m->tables, td, h->own_rows, h->nf_own, NULL, D, e));
     } else if (tn > 0) { // a2a_recv is (B, tm, D): the gradients of the owned tables' vectors, all B samples
         const void *g = m->a2a_recv;

@@ -128,12 +128,9 @@ static int hybrid_alloc(tk_dlrm *m, const cand *rows, tk_err *e) {
     size_t sz[] = {
         (size_t)nf * D * ts,                                                          // fr
         (size_t)nf * D * 4,                                                           // dfr
-        (size_t)nf * 4,                                                               // fr_ident
-        16,                                                                           // fr_off
         16,                                                                           // own_off
         (size_t)h->nf_own * 4,                                                        // own_f
         (size_t)h->nf_own * 4,                                                        // own_rows
-        tk_embedding_bwd_ws_bytes(m->c->backend, (int)(nf > 0 ? nf : 1), 1),          // ws_fr
         tk_embedding_bwd_ws_bytes(m->c->backend, (int)(B * m->tm), 1),               // ws_own (B*tm >= W*cap)
         tk_hybrid_plan_ws_bytes(m->c->backend, (int)B, T, W, nf),                      // ws_plan
         tk_rows_segsum_ws_bytes(m->c->backend, (int64_t)m->b * T, D),                  // ws_seg (n_freq <= b T)
@@ -144,15 +141,14 @@ static int hybrid_alloc(tk_dlrm *m, const cand *rows, tk_err *e) {
         h->off[TK_HP_TOTAL] * 4, h->off[TK_HP_TOTAL] * 4,                             // plan[0..1].d
         (size_t)(2 * W + 4 + W * W) * 8, (size_t)(2 * W + 4 + W * W) * 8,             // plan[0..1].dcounts
     };
-    void **dst[] = {&h->fr, (void **)&h->dfr, (void **)&h->fr_ident, (void **)&h->fr_off, (void **)&h->own_off,
-                    (void **)&h->own_f, (void **)&h->own_rows, &h->ws_fr, &h->ws_own, &h->ws_plan, &h->ws_seg,
+    void **dst[] = {&h->fr, (void **)&h->dfr, (void **)&h->own_off, (void **)&h->own_f, (void **)&h->own_rows, &h->ws_own, &h->ws_plan, &h->ws_seg,
                     (void **)&h->hset, (void **)&h->hoff, (void **)&h->dfbase, (void **)&h->hbits,
                     (void **)&h->plan[0].d, (void **)&h->plan[1].d, (void **)&h->plan[0].dcounts,
                     (void **)&h->plan[1].dcounts};
     TRY(carve(m, &h->mem, "hybrid embedding", sz, dst, (int)(sizeof sz / sizeof sz[0]), e));
     for (int s = 0; s < 2; s++) TRY(tk_event_create(m->c, &h->plan[s].done, e));
     // The static arrays, staged through one host buffer.
-    size_t nh = (size_t)nf + 2 * (size_t)h->nf_own;
+    size_t nh = 2 * (size_t)h->nf_own;
     int32_t *hb = malloc((nh ? nh : 1) * 4);
     uint64_t *hs = calloc(nhs ? (size_t)nhs : 1, 8);
     if (!hb || !hs) {
@@ -160,10 +156,9 @@ static int hybrid_alloc(tk_dlrm *m, const cand *rows, tk_err *e) {
         free(hs);
         return tk_err_set(e, TK_EIO, "dlrm: out of host memory");
     }
-    int32_t *ident = hb, *own_f = hb + nf, *own_rows = own_f + h->nf_own;
+    int32_t *own_f = hb, *own_rows = own_f + h->nf_own;
     int64_t k = 0;
     for (int64_t f = 0; f < nf; f++) {
-        ident[f] = (int32_t)f;
         int t = rows[f].t, lt = t - m->t0;
         if (lt >= 0 && lt < m->tn) {
             own_f[k] = (int32_t)f;
@@ -175,12 +170,10 @@ static int hybrid_alloc(tk_dlrm *m, const cand *rows, tk_err *e) {
         while (set[i]) i = (i + 1) & mask;
         set[i] = (uint64_t)(uint32_t)(rows[f].id + 1) << 32 | (uint32_t)(f - h->fbase[t]);
     }
-    int64_t offs[4] = {0, nf, 0, m->rows_total + 1}; // the owned tables and the scratch row
-    int rc = tk_memcpy_h2d(m->c, h->fr_ident, ident, (size_t)nf * 4, TK_STREAM_COMPUTE, e);
-    if (!rc) rc = tk_memcpy_h2d(m->c, h->own_f, own_f, (size_t)h->nf_own * 4, TK_STREAM_COMPUTE, e);
+    int64_t own_off[2] = {0, m->rows_total + 1}; // the owned tables and the scratch row, as one table
+    int rc = tk_memcpy_h2d(m->c, h->own_f, own_f, (size_t)h->nf_own * 4, TK_STREAM_COMPUTE, e);
     if (!rc) rc = tk_memcpy_h2d(m->c, h->own_rows, own_rows, (size_t)h->nf_own * 4, TK_STREAM_COMPUTE, e);
-    if (!rc) rc = tk_memcpy_h2d(m->c, h->fr_off, offs, 16, TK_STREAM_COMPUTE, e);
-    if (!rc) rc = tk_memcpy_h2d(m->c, h->own_off, offs + 2, 16, TK_STREAM_COMPUTE, e);
+    if (!rc) rc = tk_memcpy_h2d(m->c, h->own_off, own_off, 16, TK_STREAM_COMPUTE, e);
     if (!rc) rc = tk_memcpy_h2d(m->c, h->hset, hs, (size_t)nhs * 8, TK_STREAM_COMPUTE, e);
     if (!rc) rc = tk_memcpy_h2d(m->c, h->hoff, hoff, (size_t)T * 8, TK_STREAM_COMPUTE, e);
     if (!rc) rc = tk_memcpy_h2d(m->c, h->dfbase, h->fbase, (size_t)T * 8, TK_STREAM_COMPUTE, e);

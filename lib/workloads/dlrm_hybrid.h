@@ -17,8 +17,9 @@
 // The replica (fr, in the table dtype) is the truth for its rows during training; after each step's
 // update each owner copies its tables' frequent rows back into its tables, so the tables are whole
 // at every step boundary: evaluation, checkpoints and the plain exchange read them unchanged.
-// Updates are the tables' own (tk_embedding_bwd_sgd over the replica with the all-reduced sums), so
-// the result equals one rank's up to the order of fp32 sums, as the plain exchange does.
+// Updates are the tables' arithmetic (tk_embedding_dense_sgd over the replica with the all-reduced
+// sums: tk_embedding_bwd_sgd's update of a row used once), so the result equals one rank's up to
+// the order of fp32 sums, as the plain exchange does.
 //
 // Two ways to exchange a batch's infrequent vectors. Exact: per-peer counts the host reads back
 // from the plan, a variable all-to-all, every kernel sized on the host; no CUDA graph can hold it.
@@ -66,11 +67,9 @@ typedef struct tk_dlrm_hybrid {
     int32_t *hbits;
     void *fr;                    // (nf, D) table dtype, device: the replica
     float *dfr;                  // (nf, D) f32: this rank's sums, then all ranks' (all-reduced)
-    int32_t *fr_ident;           // (nf) 0..nf-1: the replica update's indices
-    int64_t *fr_off;             // {0, nf}: the replica as one table
     int64_t *own_off;            // {0, rows_total + 1}: this rank's tables and the scratch row as one table
     int32_t *own_f, *own_rows;   // (nf_own): replica rows of this rank's tables, and their table rows
-    void *ws_fr, *ws_own;        // tk_embedding_bwd_sgd workspaces (nf x 1; B*tm x 1)
+    void *ws_own;                // tk_embedding_bwd_sgd workspace (B*tm x 1)
     void *ws_plan;               // tk_hybrid_plan's workspace (one plan at a time)
     void *ws_seg;                // tk_rows_segsum's workspace (the frequent uses' pieces)
     int64_t cap;                 // vectors a rank pair in the fixed exchange (0: exact only)

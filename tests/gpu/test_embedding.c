@@ -139,6 +139,66 @@ TK_TEST(embedding_ints_exact) {
     for (int i = 0; i < 4; i++) CHECK_EQ_INT(emb_case(&ks[i], "ints"), 0);
 }
 
+// tk_embedding_dense_sgd against its reference, bit for bit (both do the update of a row used
+// once: fp64 product and difference, one rounding), random and small integers (exact: w - lr g
+// with lr 0.25 and whole numbers), odd sizes for the grid-stride tail; and the reference equals
+// tk_embedding_bwd_sgd_ref over identity indices (one table of n / D rows, each used once).
+TK_TEST(embedding_dense_sgd) {
+    const int64_t sizes[] = {1, 1000003, 4250624};
+    tk_err e = {0};
+    for (int ints = 0; ints < 2; ints++)
+        for (int wi = 0; wi < 2; wi++)
+            for (int si = 0; si < 3; si++) {
+                const tk_dtype wt = wi ? TK_BF16 : TK_F32;
+                const int64_t n = sizes[si];
+                const size_t es = tk_dtype_size(wt);
+                float *w0 = gt_host(4 * (size_t)n), *g = gt_host(4 * (size_t)n), lr = ints ? 0.25f : 0.0371f;
+                gt_fill(w0, (size_t)n, ints ? -8 : -1, ints ? 8 : 1, ints);
+                gt_fill(g, (size_t)n, ints ? -3 : -1, ints ? 3 : 1, ints);
+                void *wr = to_table(w0, (size_t)n, wt), *wg = gt_host(es * (size_t)n);
+                void *dw = gt_dev(es * (size_t)n), *dg = gt_dev(4 * (size_t)n), *dlr = gt_dev(4);
+                gt_up(dw, wr, es * (size_t)n), gt_up(dg, g, 4 * (size_t)n), gt_up(dlr, &lr, 4);
+                CHECK_EQ_INT(tk_embedding_dense_sgd_ref(wr, wt, n, g, &lr, &e), 0);
+                CHECK_EQ_INT(tk_embedding_dense_sgd(gt_ctx_, dw, wt, n, dg, dlr, &e), 0);
+                CHECK_EQ_INT(gt_sync(&e), 0);
+                gt_down(wg, dw, es * (size_t)n);
+                size_t diff = 0, moved = 0, exact_bad = 0;
+                for (int64_t i = 0; i < n; i++) {
+                    float a = wt == TK_BF16 ? tk_bf16_to_f32(((uint16_t *)wg)[i]) : ((float *)wg)[i];
+                    float r = wt == TK_BF16 ? tk_bf16_to_f32(((uint16_t *)wr)[i]) : ((float *)wr)[i];
+                    diff += !(a == r);
+                    moved += r != w0[i];
+                    if (ints) exact_bad += !(r == w0[i] - 0.25f * g[i]); // |w| <= 8.75: exact in bf16 too
+                }
+                printf("# table embedding dense_sgd %s n %8lld %s: differing %zu, exact misses %zu, %zu moved\n",
+                       tk_dtype_name(wt), (long long)n, ints ? "ints  " : "random", diff, exact_bad, moved);
+                CHECK(diff == 0 && exact_bad == 0);
+                CHECK(n == 1 || moved > 0);
+                tk_free(gt_ctx_, dw), tk_free(gt_ctx_, dg), tk_free(gt_ctx_, dlr);
+                free(w0), free(g), free(wr), free(wg);
+            }
+    // The reference = the sparse update of rows used once.
+    const int D = 128, rows = 777;
+    const int64_t n = (int64_t)rows * D, off[2] = {0, rows};
+    float *w0 = gt_host(4 * (size_t)n), *g = gt_host(4 * (size_t)n), lr = 0.0371f;
+    int32_t *ident = gt_host(4 * (size_t)rows);
+    for (int r = 0; r < rows; r++) ident[r] = rows - 1 - r; // any order: each row once
+    gt_fill(w0, (size_t)n, -1, 1, 0);
+    for (int r = 0; r < rows; r++) gt_fill(g + (size_t)(rows - 1 - r) * D, D, -1, 1, 0); // sample r uses row rows-1-r
+    float *gs = gt_host(4 * (size_t)n); // the gradient in sample order, for the sparse update
+    for (int r = 0; r < rows; r++) memcpy(gs + (size_t)r * D, g + (size_t)(rows - 1 - r) * D, 4 * (size_t)D);
+    for (int wi = 0; wi < 2; wi++) {
+        const tk_dtype wt = wi ? TK_BF16 : TK_F32;
+        void *a = to_table(w0, (size_t)n, wt), *b = to_table(w0, (size_t)n, wt);
+        void *ws = gt_host(tk_embedding_bwd_ws_bytes(TK_BACKEND_CPU, rows, 1));
+        CHECK_EQ_INT(tk_embedding_dense_sgd_ref(a, wt, n, g, &lr, &e), 0);
+        CHECK_EQ_INT(tk_embedding_bwd_sgd_ref(b, wt, off, ident, rows, 1, D, gs, &lr, ws, &e), 0);
+        CHECK(memcmp(a, b, tk_dtype_size(wt) * (size_t)n) == 0);
+        free(a), free(b), free(ws);
+    }
+    free(w0), free(g), free(gs), free(ident);
+}
+
 TK_TEST(embedding_bad_index_gives_zero_row) {
     const int B = 4, T = 2, D = 8;
     int64_t off[] = {0, 3, 5};

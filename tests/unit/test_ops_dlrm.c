@@ -64,6 +64,21 @@ TK_TEST(embedding_bwd_sgd_duplicates_accumulate) {
     CHECK(tk_bf16_to_f32(wb[6]) == -10.5f && tk_bf16_to_f32(wb[7]) == -12.0f);
 }
 
+// The dense update: hand values, a bf16 result exactly halfway between two bf16 values (ties to
+// even), and a bad table type refused.
+TK_TEST(embedding_dense_sgd_values) {
+    float w[4] = {1, -2, 0.5f, 3}, g[4] = {2, -4, 1, 0}, lr = 0.25f;
+    tk_err e;
+    CHECK_EQ_INT(tk_embedding_dense_sgd_ref(w, TK_F32, 4, g, &lr, &e), 0);
+    CHECK(w[0] == 0.5f && w[1] == -1.0f && w[2] == 0.25f && w[3] == 3.0f);
+    // bf16: 1 - 2^-9 lies halfway between 1 - 2^-8 and 1 in bf16: ties to even gives 1.
+    uint16_t wb[2] = {tk_f32_to_bf16(1.0f), tk_f32_to_bf16(2.0f)};
+    float gb[2] = {0x1p-9f, -3.0f}, one = 1.0f;
+    CHECK_EQ_INT(tk_embedding_dense_sgd_ref(wb, TK_BF16, 2, gb, &one, &e), 0);
+    CHECK(tk_bf16_to_f32(wb[0]) == 1.0f && tk_bf16_to_f32(wb[1]) == 5.0f);
+    CHECK_EQ_INT(tk_embedding_dense_sgd_ref(w, TK_I32, 4, g, &lr, &e), TK_EINTERNAL);
+}
+
 // The bf16 compute path's variants: the lookup written in bf16 (a bf16 table copies exactly, an
 // f32 one rounds to nearest even) and the update reading a bf16 gradient (widened exactly, so it
 // equals the f32 update on the same values, bit for bit).
