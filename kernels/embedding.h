@@ -14,8 +14,10 @@ extern "C" {
 #include "gpu/gpu.h"
 
 // w (rows_total, D) wtype; row_off (T+1) i64 device; idx (B, T) i32 row-major, idx[b,t] in
-// [0, row_off[t+1]-row_off[t]); out (B, T, D) f32 row-major. TK_EDATA if an index is out of range
-// (the cpu reference checks; the cuda kernel trusts the loader, which validates every batch).
+// [0, row_off[t+1]-row_off[t]); out (B, T, D) f32 row-major. TK_EDATA if an index is past its
+// table (the cpu reference checks; the cuda kernel trusts the loader, which validates every batch).
+// A negative index is padding, on both backends: its lookup is a zero row and the backward
+// skips it (no gradient, no update): the hybrid embedding's fixed exchange pads with -1.
 int tk_embedding_fwd(tk_ctx *c, const void *w, tk_dtype wtype, const int64_t *row_off,
                      const int32_t *idx, int B, int T, int D, float *out, tk_err *e);
 int tk_embedding_fwd_ref(const void *w, tk_dtype wtype, const int64_t *row_off,

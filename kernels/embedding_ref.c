@@ -33,7 +33,7 @@ int tk_embedding_fwd_act_ref(const void *w, tk_dtype wtype, const int64_t *row_o
             int32_t r = idx[(size_t)b * T + t];
             size_t o = ((size_t)b * T + t) * D;
             int ok = r >= 0 && r < rows;
-            if (!ok) {
+            if (r >= rows) { // (a negative index is padding: a zero row, embedding.h)
 #pragma omp critical
                 bad = b * T + t;
             }
@@ -77,7 +77,8 @@ int tk_embedding_bwd_sgd_act_ref(void *w, tk_dtype wtype, const int64_t *row_off
         int n = 0;
         for (int b = 0; b < B; b++) {
             int32_t r = idx[(size_t)b * T + t];
-            if (r < 0 || r >= rows) {
+            if (r < 0) continue; // padding: no gradient (embedding.h)
+            if (r >= rows) {
 #pragma omp critical
                 bad = b * T + t;
                 continue;

@@ -62,8 +62,15 @@ __global__ static void rows_copy_kernel(const S *__restrict__ src, const int32_t
                                         const int64_t *__restrict__ dn, int ld, int w) {
     n = tk_rows_cap(n, dn);
     for (int64_t k = (int64_t)blockIdx.x * blockDim.y + threadIdx.y; k < n; k += (int64_t)gridDim.x * blockDim.y) {
-        const S *s = src + (spos ? (int64_t)spos[k] : k) * ld;
+        const int64_t sk = spos ? (int64_t)spos[k] : k;
         T *d = dst + (dpos ? (int64_t)dpos[k] : k) * ld;
+        if (sk < 0) { // padding: zeros
+            for (int c = threadIdx.x; c < w; c += blockDim.x)
+#pragma unroll
+                for (int v = 0; v < V; v++) d[(int64_t)c * V + v] = T{};
+            continue;
+        }
+        const S *s = src + sk * ld;
         for (int c = threadIdx.x; c < w; c += blockDim.x) Move<S, T, V>::run(s + (int64_t)c * V, d + (int64_t)c * V);
     }
 }

@@ -7,7 +7,9 @@
 // st, dt each TK_F32 or TK_BF16: to bf16 rounds to nearest even (as tk_f32_to_bf16), bf16 -> f32
 // is exact, and a same-type copy moves the bits (NaN payloads included). spos, dpos: int32 row
 // numbers (device memory on cuda; NULL = identity); offsets are int64 (row * D may pass 2^31).
-// dpos entries must be distinct; src and dst must not overlap. n == 0 is a no-op.
+// dpos entries must be distinct; src and dst must not overlap. n == 0 is a no-op. A negative
+// spos[k] is padding: row k of the destination is written with zeros (the hybrid embedding's
+// fixed exchange pads its send lists with -1).
 // dn: NULL, or one int64 in device memory (host memory on cpu) read when the op runs: then only
 // k < min(n, max(*dn, 0)) are moved. A CUDA graph then launches the op at capacity n and each
 // replay moves the rows its plan counted (the hybrid embedding's fixed-size exchange).

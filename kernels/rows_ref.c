@@ -14,6 +14,10 @@ int tk_rows_copy_ref(const void *src, tk_dtype st, const int32_t *spos, void *ds
 #pragma omp parallel for schedule(static)
     for (int64_t k = 0; k < n; k++) {
         int64_t s = (spos ? spos[k] : k) * (int64_t)D, d = (dpos ? dpos[k] : k) * (int64_t)D;
+        if (s < 0) { // padding: zeros (all-zero bits in f32 and bf16 alike)
+            memset((char *)dst + d * ds, 0, (size_t)D * ds);
+            continue;
+        }
         if (st == dt) {
             memcpy((char *)dst + d * ds, (const char *)src + s * ss, (size_t)D * ss);
             continue;

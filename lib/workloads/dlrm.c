@@ -90,8 +90,7 @@ int tk_dlrm_create_dist(tk_dlrm **out, tk_ctx *c, const tk_dlrm_config *cfg, tk_
     m->row_off_host[0] = 0;
     for (int t = 0; t < tn; t++) m->row_off_host[t + 1] = m->row_off_host[t] + cfg->table_rows[m->t0 + t];
     m->rows_total = m->row_off_host[tn];
-    // one scratch row past the last table: the hybrid embedding's fixed exchange pads with it
-    size_t table_bytes = (size_t)(m->rows_total + 1) * D * tk_dtype_size(cfg->table_dtype);
+    size_t table_bytes = (size_t)m->rows_total * D * tk_dtype_size(cfg->table_dtype);
 
     TRY(tk_arena_init(c, &m->params, dense_bytes + align256(table_bytes) + 256, "params", e));
     if ((rc = tk_arena_init(c, &m->grads, dense_bytes + 256, "grads", e))) goto fail;
@@ -527,7 +526,7 @@ static void hybrid_counts(const tk_dlrm *m, int fwd, size_t *send, size_t *recv)
 typedef struct {
     int64_t cap;              // fixed: vectors a rank pair; 0: exact
     const int32_t *send_rows; // the owned rows looked up for the peers, in send order
-    int64_t n_send;           // n_send, or W cap (the pads look up the scratch row)
+    int64_t n_send;           // n_send, or W cap (the pads are -1: zero rows, no update)
     const int32_t *recv_src;  // fixed: where each received vector sits in pack (NULL: in order)
     int64_t n_recv, n_freq, nseg;   // the host counts, or the capacity b*T with
     const int64_t *dn_recv, *dn_freq, *dn_seg; // the device counts (fixed; NULL when exact)
@@ -757,7 +756,7 @@ static int train_step_dist(tk_dlrm *m, tk_err *e) {
         // with the all-reduced sums (every rank alike); the owners' frequent rows back to the tables.
         const tk_dtype td = cfg->table_dtype;
         const hx_view x = hybrid_view(m);
-        if (x.n_send > 0) // fixed: the pads' gradients update the scratch row
+        if (x.n_send > 0) // fixed: the pads (-1) are skipped
             TRY(tk_embedding_bwd_sgd_act(c, m->tables, td, h->own_off, x.send_rows, (int)x.n_send, 1, D, x.grads,
                                          m->act, m->lr, h->ws_own, e));
         TRY(tk_embedding_dense_sgd(c, h->fr, td, h->nf * D, h->dfr, m->lr, e));

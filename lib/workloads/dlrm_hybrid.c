@@ -170,7 +170,7 @@ static int hybrid_alloc(tk_dlrm *m, const cand *rows, tk_err *e) {
         while (set[i]) i = (i + 1) & mask;
         set[i] = (uint64_t)(uint32_t)(rows[f].id + 1) << 32 | (uint32_t)(f - h->fbase[t]);
     }
-    int64_t own_off[2] = {0, m->rows_total + 1}; // the owned tables and the scratch row, as one table
+    int64_t own_off[2] = {0, m->rows_total}; // the owned tables, as one
     int rc = tk_memcpy_h2d(m->c, h->own_f, own_f, (size_t)h->nf_own * 4, TK_STREAM_COMPUTE, e);
     if (!rc) rc = tk_memcpy_h2d(m->c, h->own_rows, own_rows, (size_t)h->nf_own * 4, TK_STREAM_COMPUTE, e);
     if (!rc) rc = tk_memcpy_h2d(m->c, h->own_off, own_off, 16, TK_STREAM_COMPUTE, e);
@@ -178,9 +178,6 @@ static int hybrid_alloc(tk_dlrm *m, const cand *rows, tk_err *e) {
     if (!rc) rc = tk_memcpy_h2d(m->c, h->hoff, hoff, (size_t)T * 8, TK_STREAM_COMPUTE, e);
     if (!rc) rc = tk_memcpy_h2d(m->c, h->dfbase, h->fbase, (size_t)T * 8, TK_STREAM_COMPUTE, e);
     if (!rc) rc = tk_memcpy_h2d(m->c, h->hbits, hbits, (size_t)T * 4, TK_STREAM_COMPUTE, e);
-    // the scratch row past the last table (dlrm.c allocates it): the fixed exchange's padding
-    const size_t rb = (size_t)D * ts;
-    if (!rc) rc = tk_memset0(m->c, (char *)m->tables + (size_t)m->rows_total * rb, rb, TK_STREAM_COMPUTE, e);
     if (!rc) rc = tk_ctx_sync(m->c, e);
     free(hb);
     free(hs);
@@ -256,7 +253,7 @@ int tk_dlrm_hybrid_setup(tk_dlrm *m, const int32_t *cat, int64_t n, int64_t max_
         return tk_err_set(e, TK_EUSAGE, "dlrm: the hybrid embedding needs the exchange step (several ranks)");
     if (W > TK_HY_MAX_WORLD)
         return tk_err_set(e, TK_EUSAGE, "dlrm: the hybrid embedding supports at most %d ranks", TK_HY_MAX_WORLD);
-    if (m->rows_total >= INT32_MAX) // the plan's rows of the owned tables (and the scratch row) are int32
+    if (m->rows_total >= INT32_MAX) // the plan's rows of the owned tables are int32
         return tk_err_set(e, TK_EUSAGE, "dlrm: the hybrid embedding needs at most %d rows of tables a rank (%lld)",
                           INT32_MAX, (long long)m->rows_total);
     if (n <= 0 || max_rows < 0) return tk_err_set(e, TK_EUSAGE, "dlrm: hybrid embedding statistics need samples");
@@ -327,7 +324,7 @@ int tk_dlrm_hybrid_plan(tk_dlrm *m, int slot, const int32_t *cat, int stream, tk
     const int nc = 2 * W + 4;
     TRY(tk_hybrid_plan(m->c, &a, e));
     TRY(tk_hybrid_exchange_counts(m->c, &a, P->dcounts + nc, e));
-    if (h->cap > 0) TRY(tk_hybrid_plan_fixed(m->c, &a, h->cap, (int32_t)m->rows_total, P->send_pad, P->recv_src, e));
+    if (h->cap > 0) TRY(tk_hybrid_plan_fixed(m->c, &a, h->cap, -1, P->send_pad, P->recv_src, e));
     // the counts and the matrix (waits for the plan)
     TRY(tk_memcpy_d2h(m->c, P->counts, P->dcounts, (size_t)(nc + W * W) * 8, stream, e));
     // Two computations of this rank's counts: the plan's and the whole batch's matrix.
@@ -340,7 +337,7 @@ int tk_dlrm_hybrid_plan(tk_dlrm *m, int slot, const int32_t *cat, int stream, tk
     if (most > h->cap && h->grow) { // (the same on every rank: the matrix is)
         h->cap = capacity_for(m, most);
         h->growths++;
-        TRY(tk_hybrid_plan_fixed(m->c, &a, h->cap, (int32_t)m->rows_total, P->send_pad, P->recv_src, e));
+        TRY(tk_hybrid_plan_fixed(m->c, &a, h->cap, -1, P->send_pad, P->recv_src, e));
     }
     P->cap = h->cap;
     P->fixed = h->cap > 0 && most <= h->cap; // the same decision on every rank: the matrix is

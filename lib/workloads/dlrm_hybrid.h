@@ -26,13 +26,12 @@
 // Fixed: cap vectors for every rank pair, cap chosen from the statistics batches (the largest pair
 // count seen, plus 5% and 32) and grown the same way when a batch does not fit (every rank sees
 // the same matrix, so all grow alike; the buffers are sized for the plain exchange's b tm, and a
-// graph made for another cap is made again), or given; lookups past a pair's count read, and their updates land in,
-// a scratch row past the last table (never looked up otherwise), and every other size is a
-// count the kernels read on the device. A step is fixed when its whole exchange matrix (every
+// graph made for another cap is made again), or given; the places past a pair's count are padding
+// (index -1: rows_copy sends zeros, the sparse update skips them; kernels/rows.h, embedding.h), and
+// every other size is a count the kernels read on the device. A step is fixed when its whole exchange matrix (every
 // pair's count, tk_hybrid_exchange_counts, the same on every rank) fits cap, and then it is the
 // same sequence of kernels and collectives every time: one CUDA graph per staging slot. Both ways
-// add the same gradients in the same order (the scratch row is apart), so they train alike bit
-// for bit; a batch that does not fit a given cap runs exact, eagerly.
+// add the same gradients in the same order, so they train alike bit for bit; a batch that does not fit a given cap runs exact, eagerly.
 #ifndef TK_WORKLOADS_DLRM_HYBRID_H
 #define TK_WORKLOADS_DLRM_HYBRID_H
 
@@ -67,7 +66,7 @@ typedef struct tk_dlrm_hybrid {
     int32_t *hbits;
     void *fr;                    // (nf, D) table dtype, device: the replica
     float *dfr;                  // (nf, D) f32: this rank's sums, then all ranks' (all-reduced)
-    int64_t *own_off;            // {0, rows_total + 1}: this rank's tables and the scratch row as one table
+    int64_t *own_off;            // {0, rows_total}: this rank's tables as one
     int32_t *own_f, *own_rows;   // (nf_own): replica rows of this rank's tables, and their table rows
     void *ws_own;                // tk_embedding_bwd_sgd workspace (B*tm x 1)
     void *ws_plan;               // tk_hybrid_plan's workspace (one plan at a time)

@@ -38,7 +38,8 @@ static int32_t *dev_i32(const int32_t *h, int64_t n) {
     return d;
 }
 
-// gather: spos random with repeats over n/2 + 1 source rows; scatter: dpos a permutation into
+// gather: spos random with repeats over n/2 + 1 source rows, one in 16 a pad (-1: a zero row);
+// scatter: dpos a permutation into
 // n + n/4 + 1 destination rows; off: both pointers one element past an aligned address.
 static int copy_case(tk_dtype st, tk_dtype dt, int64_t n, int D, int gather, int scatter, int off) {
     int64_t sr = gather ? n / 2 + 1 : n, dr = scatter ? n + n / 4 + 1 : n;
@@ -48,7 +49,7 @@ static int copy_case(tk_dtype st, tk_dtype dt, int64_t n, int D, int gather, int
     int32_t *spos = NULL, *dpos = NULL;
     if (gather) {
         spos = gt_host(4 * (size_t)n);
-        for (int64_t k = 0; k < n; k++) spos[k] = (int32_t)rnd_below((uint32_t)sr);
+        for (int64_t k = 0; k < n; k++) spos[k] = rnd_below(16) == 0 ? -1 : (int32_t)rnd_below((uint32_t)sr);
     }
     if (scatter) dpos = rand_perm(dr, n);
     void *hr = gt_host(nd * ds), *hg = gt_host(nd * ds);

@@ -64,6 +64,24 @@ TK_TEST(embedding_bwd_sgd_duplicates_accumulate) {
     CHECK(tk_bf16_to_f32(wb[6]) == -10.5f && tk_bf16_to_f32(wb[7]) == -12.0f);
 }
 
+// A negative index is padding: a zero row forward (no error), skipped backward; an index past
+// its table is still an error.
+TK_TEST(embedding_negative_index_is_padding) {
+    float w[3 * 2] = {1, 2, 3, 4, 5, 6}, out[2 * 1 * 2];
+    int64_t off[2] = {0, 3};
+    int32_t idx[2] = {-1, 2};
+    tk_err e;
+    CHECK_EQ_INT(tk_embedding_fwd_ref(w, TK_F32, off, idx, 2, 1, 2, out, &e), 0);
+    CHECK(out[0] == 0 && out[1] == 0 && out[2] == 5 && out[3] == 6);
+    float dout[4] = {10, 10, 1, 1}, lr = 1;
+    uint64_t ws[2];
+    CHECK_EQ_INT(tk_embedding_bwd_sgd_ref(w, TK_F32, off, idx, 2, 1, 2, dout, &lr, ws, &e), 0);
+    CHECK(w[0] == 1 && w[1] == 2 && w[2] == 3 && w[3] == 4 && w[4] == 4 && w[5] == 5);
+    idx[0] = 3;
+    CHECK_EQ_INT(tk_embedding_fwd_ref(w, TK_F32, off, idx, 2, 1, 2, out, &e), TK_EDATA);
+    CHECK_EQ_INT(tk_embedding_bwd_sgd_ref(w, TK_F32, off, idx, 2, 1, 2, dout, &lr, ws, &e), TK_EDATA);
+}
+
 // The dense update: hand values, a bf16 result exactly halfway between two bf16 values (ties to
 // even), and a bad table type refused.
 TK_TEST(embedding_dense_sgd_values) {
@@ -462,6 +480,16 @@ TK_TEST(rows_copy_exact) {
     CHECK_EQ_INT(tk_rows_copy_ref(src, TK_F32, gath, dst, TK_F32, NULL, 3, NULL, 3, &e), 0);
     float want_g[9] = {30, 31, 32, 0, 1, 2, 30, 31, 32};
     for (int i = 0; i < 9; i++) CHECK(dst[i] == want_g[i]);
+    // a negative source row is padding: zeros (bf16 too)
+    int32_t padg[3] = {-1, 2, -7};
+    for (int i = 0; i < 9; i++) dst[i] = -1;
+    CHECK_EQ_INT(tk_rows_copy_ref(src, TK_F32, padg, dst, TK_F32, NULL, 3, NULL, 3, &e), 0);
+    float want_p[9] = {0, 0, 0, 20, 21, 22, 0, 0, 0};
+    for (int i = 0; i < 9; i++) CHECK(dst[i] == want_p[i] && !signbit(dst[i]));
+    uint16_t db[9];
+    memset(db, 0xff, sizeof db);
+    CHECK_EQ_INT(tk_rows_copy_ref(src, TK_F32, padg, db, TK_BF16, NULL, 3, NULL, 3, &e), 0);
+    for (int i = 0; i < 9; i++) CHECK(tk_bf16_to_f32(db[i]) == want_p[i] && !(db[i] & 0x8000));
     int32_t scat[2] = {2, 0};
     for (int i = 0; i < 12; i++) dst[i] = -1;
     CHECK_EQ_INT(tk_rows_copy_ref(src, TK_F32, NULL, dst, TK_F32, scat, 2, NULL, 3, &e), 0);
