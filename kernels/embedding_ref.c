@@ -9,6 +9,14 @@ static inline float emb_load(const void *w, tk_dtype t, size_t i) {
     return t == TK_BF16 ? tk_bf16_to_f32(((const uint16_t *)w)[i]) : ((const float *)w)[i];
 }
 
+// w[i] -= rate * sum: fp64 product and difference, rounded to the table type once (through
+// float for bf16). The one update of both the sparse and the dense variant.
+static inline void sgd_store(void *w, tk_dtype t, size_t i, double rate, double sum) {
+    double v = (double)emb_load(w, t, i) - rate * sum;
+    if (t == TK_BF16) ((uint16_t *)w)[i] = tk_f32_to_bf16((float)v);
+    else ((float *)w)[i] = (float)v;
+}
+
 static int check_type(tk_dtype t, const char *op, tk_err *e) {
     if (t == TK_F32 || t == TK_BF16) return 0;
     return tk_err_set(e, TK_EINTERNAL, "%s: table dtype %s not supported (F32 or BF16)", op,
@@ -95,14 +103,7 @@ int tk_embedding_bwd_sgd_act_ref(void *w, tk_dtype wtype, const int64_t *row_off
                 for (int d = 0; d < D; d++) acc[d] += emb_load(dout, gtype, g + d);
             }
             size_t base = (size_t)(row_off[t] + r) * D;
-            if (wtype == TK_BF16) {
-                uint16_t *wr = (uint16_t *)w + base;
-                for (int d = 0; d < D; d++)
-                    wr[d] = tk_f32_to_bf16((float)(tk_bf16_to_f32(wr[d]) - rate * acc[d]));
-            } else {
-                float *wr = (float *)w + base;
-                for (int d = 0; d < D; d++) wr[d] = (float)(wr[d] - rate * acc[d]);
-            }
+            for (int d = 0; d < D; d++) sgd_store(w, wtype, base + d, rate, acc[d]);
         }
     }
     if (bad >= 0)
@@ -115,14 +116,7 @@ int tk_embedding_bwd_sgd_act_ref(void *w, tk_dtype wtype, const int64_t *row_off
 int tk_embedding_dense_sgd_ref(void *w, tk_dtype wtype, int64_t n, const float *g, const float *lr, tk_err *e) {
     TRY(check_type(wtype, "embedding_dense_sgd", e));
     double rate = *lr;
-    if (wtype == TK_BF16) {
-        uint16_t *wb = w;
 #pragma omp parallel for schedule(static)
-        for (int64_t i = 0; i < n; i++) wb[i] = tk_f32_to_bf16((float)(tk_bf16_to_f32(wb[i]) - rate * (double)g[i]));
-    } else {
-        float *wf = w;
-#pragma omp parallel for schedule(static)
-        for (int64_t i = 0; i < n; i++) wf[i] = (float)(wf[i] - rate * (double)g[i]);
-    }
+    for (int64_t i = 0; i < n; i++) sgd_store(w, wtype, (size_t)i, rate, (double)g[i]);
     return 0;
 }

@@ -141,7 +141,8 @@ static int hybrid_alloc(tk_dlrm *m, const cand *rows, tk_err *e) {
         h->off[TK_HP_TOTAL] * 4, h->off[TK_HP_TOTAL] * 4,                             // plan[0..1].d
         (size_t)(2 * W + 4 + W * W) * 8, (size_t)(2 * W + 4 + W * W) * 8,             // plan[0..1].dcounts
     };
-    void **dst[] = {&h->fr, (void **)&h->dfr, (void **)&h->own_off, (void **)&h->own_f, (void **)&h->own_rows, &h->ws_own, &h->ws_plan, &h->ws_seg,
+    void **dst[] = {&h->fr, (void **)&h->dfr, (void **)&h->own_off, (void **)&h->own_f, (void **)&h->own_rows,
+                    &h->ws_own, &h->ws_plan, &h->ws_seg,
                     (void **)&h->hset, (void **)&h->hoff, (void **)&h->dfbase, (void **)&h->hbits,
                     (void **)&h->plan[0].d, (void **)&h->plan[1].d, (void **)&h->plan[0].dcounts,
                     (void **)&h->plan[1].dcounts};

@@ -41,3 +41,13 @@ ts_done() {
     sed -n 's/^{"type":"\(progress\|eval\)".*"step":\([0-9]*\).*"\(loss\|auc\)":\([^,}]*\).*/\1 \2 \4/p' \
         "$W/$1.jsonl" >"$W/$1.vals"
 }
+
+# loss_falls NAME: prints "FIRST -> LAST", the first and last progress losses of $W/NAME.vals;
+# succeeds when the last is a number below the first (a run that trains).
+loss_falls() {
+    local first last
+    first=$(awk '$1 == "progress" {print $3; exit}' "$W/$1.vals")
+    last=$(awk '$1 == "progress" {v = $3} END {print v}' "$W/$1.vals")
+    echo "$first -> $last"
+    awk -v a="$first" -v b="$last" 'BEGIN {exit !(b == b && b < a)}'
+}

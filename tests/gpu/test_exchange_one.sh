@@ -78,12 +78,10 @@ fi
 
 if [ "$GPU" = cpu ]; then echo "ok 4 # SKIP bf16 is cuda only"; elif ts_full hybf "$GPU" "${H[@]}" --precision bf16 &&
     ts_full hybfeager "$GPU" "${H[@]}" --precision bf16 --no-graphs && same hybf hybfeager; then
-    first=$(awk '$1 == "progress" {print $3; exit}' "$W/hybf.vals")
-    last=$(awk '$1 == "progress" {v = $3} END {print v}' "$W/hybf.vals")
-    if awk -v a="$first" -v b="$last" 'BEGIN {exit !(b == b && b < a)}'; then
-        echo "ok 4 - hybrid bf16: graphs = eager; loss $first -> $last"
+    if fl=$(loss_falls hybf); then
+        echo "ok 4 - hybrid bf16: graphs = eager; loss $fl"
     else
-        echo "not ok 4 - hybrid bf16 loss $first -> $last"
+        echo "not ok 4 - hybrid bf16 loss $fl"
     fi
 else
     echo "not ok 4 - hybrid bf16: graphs and eager differ (or a run failed)"

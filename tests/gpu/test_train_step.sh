@@ -45,12 +45,10 @@ else
 fi
 
 if [ "$GPU" = cpu ]; then echo "ok 3 # SKIP bf16 is cuda only"; elif ts bf16 cuda --precision bf16; then
-    first=$(awk '$1 == "progress" {print $3; exit}' "$W/bf16.vals")
-    last=$(awk '$1 == "progress" {v = $3} END {print v}' "$W/bf16.vals")
-    if awk -v a="$first" -v b="$last" 'BEGIN {exit !(b == b && b < a)}'; then
-        echo "ok 3 - bf16 trains: loss $first -> $last"
+    if fl=$(loss_falls bf16); then
+        echo "ok 3 - bf16 trains: loss $fl"
     else
-        echo "not ok 3 - bf16 loss $first -> $last"
+        echo "not ok 3 - bf16 loss $fl"
     fi
 else
     echo "not ok 3 - bf16 run failed"
