@@ -1,5 +1,5 @@
 // CUDA side of kernels/interaction.h: the dot interaction forward and backward, one fused kernel
-// each. The F = T+1 vectors of a sample are staged in shared memory (rows padded to D+1 floats so
+// each. The F = T+1 vectors of a sample are staged in shared memory (rows padded to D+1 values so
 // threads reading the same dimension of different vectors hit different banks). Products of two
 // floats are exact in fp64, and every sum runs in fp64 in the reference's order, so the results
 // are the reference's bit for bit.
@@ -43,61 +43,65 @@ __device__ __forceinline__ void stage(const TA *bot, const TA *emb, int b, int B
     }
 }
 
-// One warp stages a sample's F vectors: the embeddings with 16-byte (f32) or 8-byte (bf16)
-// loads, several in flight, when D % 4 == 0 and emb is 4-element aligned (every vector then is:
-// its offset is a multiple of D in any grouping). A group's vectors of the sample are one
-// contiguous run (G = T: a single run, the plain layout's loop).
+// The forward's staged values, a 32-bit word each. A bf16 value widened to fp64 has a zero low
+// word, so bf16 activations are staged as the high word of their exact double: the dot loop then
+// reads a word and uses it as a double with no conversion. (Staged as floats and converted in the
+// loop, 8 conversions per 16 fp64 FMAs, the conversion unit, at a quarter of the fp64 FMA rate,
+// bounded the forward: 0.82 ms at batch 65536 on an H100, now 0.66 ms.) f32 activations are
+// staged as floats and converted in the loop.
+__device__ __forceinline__ uint32_t stage_word(float x, const float *) { return __float_as_uint(x); }
+__device__ __forceinline__ uint32_t stage_word(float x, const __nv_bfloat16 *) {
+    return (uint32_t)__double2hiint((double)x);
+}
+__device__ __forceinline__ double staged(uint32_t w, const float *) { return (double)__uint_as_float(w); }
+__device__ __forceinline__ double staged(uint32_t w, const __nv_bfloat16 *) { return __hiloint2double((int)w, 0); }
+
+// One warp stages a sample's F vectors (stage_word): the embeddings with 16-byte (f32) or 8-byte
+// (bf16) loads, several in flight, when D % 4 == 0 and emb is 4-element aligned (every vector
+// then is: its offset is a multiple of D in any grouping). A group's vectors of the sample are
+// one contiguous run (G = T: a single run, the plain layout's loop).
 template <typename TA>
 __device__ __forceinline__ void stage_warp(const TA *bot, const TA *emb, int b, int B, int T, int G, int D,
-                                           float *v, int lane) {
-    for (int d = lane; d < D; d += 32) v[d] = ld_act(bot + (size_t)b * D + d);
+                                           uint32_t *v, int lane) {
+    const TA *k0 = nullptr; // (selects stage_word's overload)
+    for (int d = lane; d < D; d += 32) v[d] = stage_word(ld_act(bot + (size_t)b * D + d), k0);
     if (D % 4 == 0 && (uintptr_t)emb % (4 * sizeof(TA)) == 0) {
         int q = D / 4;
         for (int t0 = 0; t0 < T; t0 += G) {
             int n = min(G, T - t0);
             const TA *e4 = emb + emb_at(b, t0, B, G, D);
-            float *v0 = v + (t0 + 1) * (D + 1);
+            uint32_t *v0 = v + (t0 + 1) * (D + 1);
 #pragma unroll 4
             for (int k = lane; k < n * q; k += 32) {
                 int i = k / q, d = (k % q) * 4;
                 float4 x = ld_act4(e4 + (size_t)k * 4);
-                float *r = v0 + i * (D + 1) + d;
-                r[0] = x.x, r[1] = x.y, r[2] = x.z, r[3] = x.w;
+                uint32_t *r = v0 + i * (D + 1) + d;
+                r[0] = stage_word(x.x, k0), r[1] = stage_word(x.y, k0), r[2] = stage_word(x.z, k0),
+                r[3] = stage_word(x.w, k0);
             }
         }
         return;
     }
     for (int k = lane; k < T * D; k += 32) {
         int t = k / D, d = k - t * D;
-        v[(t + 1) * (D + 1) + d] = ld_act(emb + emb_at(b, t, B, G, D) + d);
+        v[(t + 1) * (D + 1) + d] = stage_word(ld_act(emb + emb_at(b, t, B, G, D) + d), k0);
     }
 }
 
-// Forward: one warp per sample (kSpb samples a block). Each lane owns a 4 x 4 tile of the
-// F x F dot matrix (tiles on or below the diagonal) and walks d once for all 16 dots: 8 shared
-// loads per 16 fp64 FMAs instead of 2 per 1. Every dot still sums d = 0, 1, ... in order.
 constexpr int kSpb = 4, kTile = 4;
 
+// The forward's dots of one sample staged in v (F rows of D + 1 words): each lane owns 4 x 4
+// tiles of the F x F dot matrix (on or below the diagonal) and walks d once for all 16 dots: 8
+// shared loads per 16 fp64 FMAs instead of 2 per 1. Every dot sums d = 0, 1, ... in order.
 template <typename TA>
-__global__ static void __launch_bounds__(32 * kSpb)
-inter_fwd(const TA *bot, const TA *emb, int B, int T, int G, int D, int W, TA *out) {
-    extern __shared__ float sm[];
-    int F = T + 1, lane = threadIdx.x % 32, b = blockIdx.x * kSpb + threadIdx.x / 32;
-    if (b >= B) return; // warps are independent: no block-wide barrier below
-    // (Staging as fp64 to save the conversions in the loop below halves the samples an SM holds
-    // and measured slower on H100: 2.06 ms against 1.22 ms at batch 65536.)
-    float *v = sm + (size_t)(threadIdx.x / 32) * F * (D + 1);
-    stage_warp(bot, emb, b, B, T, G, D, v, lane);
-    __syncwarp();
-    TA *o = out + (size_t)b * W;
-    for (int d = lane; d < D; d += 32) st_act(o + d, v[d]);
+__device__ __forceinline__ void fwd_tiles(const uint32_t *v, int F, int D, TA *o, int lane) {
     int nt = (F + kTile - 1) / kTile, ntiles = nt * (nt + 1) / 2;
     for (int tile = lane; tile < ntiles; tile += 32) {
         int ti = (int)((sqrtf(8.0f * tile + 1.0f) - 1.0f) * 0.5f);
         while (ti * (ti + 1) / 2 > tile) ti--;
         while ((ti + 1) * (ti + 2) / 2 <= tile) ti++;
         int tj = tile - ti * (ti + 1) / 2;
-        const float *rows_i[kTile], *rows_j[kTile];
+        const uint32_t *rows_i[kTile], *rows_j[kTile];
 #pragma unroll
         for (int x = 0; x < kTile; x++) { // rows past F are clamped; their dots are not written
             rows_i[x] = v + min(ti * kTile + x, F - 1) * (D + 1);
@@ -107,7 +111,7 @@ inter_fwd(const TA *bot, const TA *emb, int B, int T, int G, int D, int W, TA *o
         for (int d = 0; d < D; d++) {
             double a[kTile], c[kTile];
 #pragma unroll
-            for (int x = 0; x < kTile; x++) a[x] = rows_i[x][d], c[x] = rows_j[x][d];
+            for (int x = 0; x < kTile; x++) a[x] = staged(rows_i[x][d], o), c[x] = staged(rows_j[x][d], o);
 #pragma unroll
             for (int x = 0; x < kTile; x++)
 #pragma unroll
@@ -121,6 +125,24 @@ inter_fwd(const TA *bot, const TA *emb, int B, int T, int G, int D, int W, TA *o
                 if (i < F && j < i) st_act(o + D + i * (i - 1) / 2 + j, (float)acc[x][y]);
             }
     }
+}
+
+// Forward: one warp per sample (kSpb samples a block): its vectors staged (stage_warp), then
+// fwd_tiles. (Staging fp64 instead of words: 2.06 ms at batch 65536 with all of D staged, half
+// the samples an SM; 1.08 ms with chunks of 32 dimensions, whose 16-byte loads of fp64 pairs
+// saturate the shared memory; H100.)
+template <typename TA>
+__global__ static void __launch_bounds__(32 * kSpb)
+inter_fwd(const TA *bot, const TA *emb, int B, int T, int G, int D, int W, TA *out) {
+    extern __shared__ uint32_t sm[];
+    int F = T + 1, lane = threadIdx.x % 32, b = blockIdx.x * kSpb + threadIdx.x / 32;
+    if (b >= B) return; // warps are independent: no block-wide barrier below
+    uint32_t *v = sm + (size_t)(threadIdx.x / 32) * F * (D + 1);
+    stage_warp(bot, emb, b, B, T, G, D, v, lane);
+    __syncwarp();
+    TA *o = out + (size_t)b * W;
+    for (int d = lane; d < D; d += 32) o[d] = bot[(size_t)b * D + d];
+    fwd_tiles(v, F, D, o, lane);
     for (int k = D + F * T / 2 + lane; k < W; k += 32) st_act(o + k, 0.0f);
 }
 

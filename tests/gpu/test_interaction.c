@@ -3,6 +3,8 @@
 // random and small-integer inputs; bit for bit (both sum products in fp64 in the same order); the
 // grouped emb/demb layout of several ranks (G < T tables a group).
 // TK_OPS_BENCH=1 also times the MLPerf shape at batch 65536.
+#include <math.h>
+
 #include "gpu_test.h"
 #include "interaction.h"
 
@@ -43,6 +45,39 @@ TK_TEST(interaction_mlperf_shape_random) {
 TK_TEST(interaction_small_odd_shape) {
     CHECK_EQ_INT(inter_case(17, 3, 13, 24, 0, 1), 0);
     CHECK_EQ_INT(inter_case(5, 1, 7, 8, 0, 0), 0);
+}
+// Extreme values through the forward's fast fp32 -> fp64 widening (exact for finite floats, Inf
+// and NaN sent to the plain conversion a sample at a time): subnormals, values whose products
+// overflow fp32, signed zeros, and an Inf or a NaN in one sample each; the other samples of the
+// same blocks keep the fast path. Equal to the reference (NaN where it has NaN).
+TK_TEST(interaction_extreme_values) {
+    const int B = 12, T = 26, D = 128, W = 480;
+    size_t nb = (size_t)B * D, ne = (size_t)B * T * D, no = (size_t)B * W;
+    float *bot = gt_host(4 * nb), *emb = gt_host(4 * ne), *outr = gt_host(4 * no), *outg = gt_host(4 * no);
+    gt_fill(bot, nb, -1, 1, 0), gt_fill(emb, ne, -1, 1, 0);
+    emb[(size_t)1 * T * D + 3 * D + 5] = INFINITY;
+    bot[(size_t)2 * D + 7] = NAN;
+    for (int d = 0; d < D; d += 3) emb[(size_t)5 * T * D + 9 * D + d] = d % 2 ? 1e-40f : -3e-39f; // subnormals
+    for (int d = 0; d < D; d += 5) emb[(size_t)6 * T * D + 2 * D + d] = d % 2 ? 3e38f : -2e38f;     // overflow f32
+    for (int d = 0; d < D; d++) bot[(size_t)7 * D + d] = d % 2 ? -0.0f : 0.0f;
+    emb[(size_t)9 * T * D + 25 * D + 127] = -INFINITY;
+    tk_err e = {0};
+    if (tk_interaction_fwd_ref(bot, emb, B, T, D, W, outr, &e)) gt_die_("interaction ref", &e);
+    float *d_bot = gt_dev(4 * nb), *d_emb = gt_dev(4 * ne), *d_out = gt_dev(4 * no);
+    gt_up(d_bot, bot, 4 * nb), gt_up(d_emb, emb, 4 * ne), gt_poison(d_out, 4 * no, 0xff);
+    if (tk_interaction_fwd(gt_ctx_, d_bot, d_emb, B, T, D, W, d_out, &e) || gt_sync(&e)) gt_die_("interaction", &e);
+    gt_down(outg, d_out, 4 * no);
+    size_t bad = 0, nan = 0, inf = 0;
+    for (size_t i = 0; i < no; i++) {
+        bad += gt_ulps(outg[i], outr[i]) != 0 || (outr[i] == outr[i] && signbit(outg[i]) != signbit(outr[i]));
+        nan += outr[i] != outr[i], inf += isinf(outr[i]) != 0;
+    }
+    printf("# table interaction extreme values: %zu of %zu differ (the reference has %zu NaN, %zu Inf)\n", bad, no,
+           nan, inf);
+    CHECK(nan > 0 && inf > 0); // the case tests what it says
+    CHECK_EQ_INT((int)bad, 0);
+    tk_free(gt_ctx_, d_bot), tk_free(gt_ctx_, d_emb), tk_free(gt_ctx_, d_out);
+    free(bot), free(emb), free(outr), free(outg);
 }
 TK_TEST(interaction_ints_exact) {
     CHECK_EQ_INT(inter_case(40, 26, 128, 480, 1, 1), 0);
@@ -115,6 +150,13 @@ TK_TEST(interaction_bf16_ints_exact) {
     CHECK_EQ_INT(inter_case_bf16(40, 26, 128, 480, 1, 1), 0);
     CHECK_EQ_INT(inter_case_bf16(9, 4, 16, 26, 0, 1), 0);
     CHECK_EQ_INT(inter_case_bf16(7, 3, 13, 24, 1, 1), 0);
+}
+// Many vectors: the forward's tiles take several rounds of 32 lanes (F 41: 66 tiles; F 121: 496
+// tiles, and shorter chunks of dimensions), D not a multiple of the chunk; the generic backward.
+TK_TEST(interaction_many_tables) {
+    CHECK_EQ_INT(inter_case(9, 40, 44, 864, 0, 1), 0);
+    CHECK_EQ_INT(inter_case(5, 120, 20, 7281, 1, 0), 0);
+    CHECK_EQ_INT(inter_case_bf16(7, 40, 36, 856, 1, 0), 0);
 }
 
 // The grouped layout (kernels/interaction.h: G tables a group; several ranks pass the all-to-all
