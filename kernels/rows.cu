@@ -3,8 +3,8 @@
 // block holds 256 / TPR groups that walk the rows with a grid stride (n reaches millions, past
 // any sensible grid). A chunk is 16 bytes where D and the pointers' alignment allow it (D = 128
 // bf16 is 256 bytes: 16 lanes of one 16-byte load each), one element otherwise. rows_segsum: a
-// warp per tile of TK_ROWS_PIECE items and 32 columns for the pieces of segments that cross
-// tiles, then one per segment (below).
+// warp per tile of TK_ROWS_PIECE items and 32 V columns (V a lane: 8 bytes where alignment allows)
+// for the pieces of segments that cross tiles, then one per segment (below).
 #include <stdint.h>
 
 #include "cuda_util.cuh"
@@ -111,51 +111,86 @@ int tk_rows_copy_cuda(tk_ctx *c, const void *src, tk_dtype st, const int32_t *sp
     return tk_cu_check(e, "rows_copy");
 }
 
-__device__ __forceinline__ float rows_ld(const float *p) { return *p; }
-__device__ __forceinline__ float rows_ld(const uint16_t *p) { return __uint_as_float((uint32_t)*p << 16); }
+// V consecutive columns of one source row as floats, from one load: V = 1 (any alignment), or 8
+// bytes (bf16: 4 columns, f32: 2) where D % V == 0 and the source is 8-byte aligned.
+template <typename S, int V> struct Cols;
+template <typename S> struct Cols<S, 1> {
+    S raw;
+    __device__ __forceinline__ void load(const S *p) { raw = *p; }
+    __device__ __forceinline__ float at(int) const;
+};
+template <> __device__ __forceinline__ float Cols<float, 1>::at(int) const { return raw; }
+template <> __device__ __forceinline__ float Cols<uint16_t, 1>::at(int) const { return __uint_as_float((uint32_t)raw << 16); }
+template <> struct Cols<uint16_t, 4> {
+    uint2 raw;
+    __device__ __forceinline__ void load(const uint16_t *p) { raw = *(const uint2 *)p; }
+    __device__ __forceinline__ float at(int e) const { // element 0 is the low half of raw.x
+        uint32_t w = e < 2 ? raw.x : raw.y;
+        return __uint_as_float(e % 2 ? w & 0xffff0000u : w << 16);
+    }
+};
+template <> struct Cols<float, 2> {
+    float2 raw;
+    __device__ __forceinline__ void load(const float *p) { raw = *(const float2 *)p; }
+    __device__ __forceinline__ float at(int e) const { return e ? raw.y : raw.x; }
+};
 
-// The chain of adds of one column over items [k, end) (warp-uniform k and end), a column a lane,
-// in item order, from 0.0f. Its time is the loads' latency over the loads in flight: a warp takes
+// The chains of adds of V columns a lane over items [k, end) (warp-uniform k and end), in item
+// order, from 0.0f, into acc. Its time is the loads' latency over the loads in flight: a warp takes
 // items in batches of U whose U loads go out together before their adds, a batch's positions were
 // fetched during the previous one (no load waits on its position), one per lane, and reach the
-// lanes by shuffles. Lanes past D load column D - 1 (col is clamped by the caller) and their sum
-// is not stored; positions past the end repeat its last item, which is loaded again and not added.
-// U = 32 measured best on an H100 (D 128, f32): U = 64 took a 20,000-item chain from 0.54 to
-// 0.43 ms, but its registers (110 against 62) took 2^18 segments of 4 items from 0.38 to 0.64 ms.
-// (The first version, 4 columns a thread and positions loaded in the batch: 1.9 ms, bf16 3.4 ms.)
+// lanes by shuffles. Lanes past D load the last V columns (col is clamped by the caller) and
+// their sums are not stored; positions past the end repeat its last item, which is loaded again
+// and not added. U = 32 measured best on an H100 (D 128, f32, V = 1): U = 64 took a 20,000-item
+// chain from 0.54 to 0.43 ms, but its registers (110 against 62) took 2^18 segments of 4 items
+// from 0.38 to 0.64 ms. (The first version, 4 columns a thread and positions loaded in the batch:
+// 1.9 ms, bf16 3.4 ms.) V > 1: a warp reads 32 V columns of a row with one instruction (a whole
+// bf16 row of 128), where V = 1 spread a row over D / 32 warps at different times.
 #define ROWS_U 32
 
-template <typename S, int U>
-__device__ __forceinline__ float rows_chain(const S *__restrict__ col, const int32_t *__restrict__ pos, int32_t k,
-                                            int32_t end, int D, int lane) {
-    float acc = 0.0f;
+template <typename S, int V, int U>
+__device__ __forceinline__ void rows_chain(const S *__restrict__ col, const int32_t *__restrict__ pos, int32_t k,
+                                           int32_t end, int D, int lane, float (&acc)[V]) {
+#pragma unroll
+    for (int e = 0; e < V; e++) acc[e] = 0.0f;
     if (end - k >= U) {
         int32_t p[U / 32];
 #pragma unroll
         for (int i = 0; i < U / 32; i++) p[i] = pos[k + 32 * i + lane];
         for (; end - k >= U; k += U) {
-            float v[U];
+            Cols<S, V> v[U];
 #pragma unroll
-            for (int u = 0; u < U; u++) v[u] = rows_ld(col + (int64_t)__shfl_sync(~0u, p[u / 32], u % 32) * D);
+            for (int u = 0; u < U; u++) v[u].load(col + (int64_t)__shfl_sync(~0u, p[u / 32], u % 32) * D);
 #pragma unroll
             for (int i = 0; i < U / 32; i++) p[i] = pos[min(k + U + 32 * i + lane, end - 1)];
 #pragma unroll
-            for (int u = 0; u < U; u++) acc += v[u];
+            for (int u = 0; u < U; u++)
+#pragma unroll
+                for (int e = 0; e < V; e++) acc[e] += v[u].at(e);
         }
     }
     // the last < U items: windows of 32 positions, 8 loads at a time
     for (; k < end; k += 32) {
         int32_t p = pos[min(k + lane, end - 1)], m = min(32, end - k);
         for (int i = 0; i < m; i += 8) {
-            float v[8];
+            Cols<S, V> v[8];
 #pragma unroll
-            for (int u = 0; u < 8; u++) v[u] = rows_ld(col + (int64_t)__shfl_sync(~0u, p, (i + u) & 31) * D);
+            for (int u = 0; u < 8; u++) v[u].load(col + (int64_t)__shfl_sync(~0u, p, (i + u) & 31) * D);
 #pragma unroll
             for (int u = 0; u < 8; u++)
-                if (i + u < m) acc += v[u];
+                if (i + u < m)
+#pragma unroll
+                    for (int e = 0; e < V; e++) acc[e] += v[u].at(e);
         }
     }
-    return acc;
+}
+
+// Stores a lane's V sums at columns c.. of out (a row of D): those below D.
+template <int V>
+__device__ __forceinline__ void rows_put(float *out, int c, int D, const float (&acc)[V]) {
+#pragma unroll
+    for (int e = 0; e < V; e++)
+        if (c + e < D) out[c + e] = acc[e];
 }
 
 // The last segment g in [0, nseg) with seg_off[g] <= k (0 if none): it holds item k when any does.
@@ -170,11 +205,11 @@ __device__ __forceinline__ int rows_seg_of(const int32_t *__restrict__ seg_off, 
 }
 
 // Pass 1: the pieces of the segments that cross a tile boundary (tile t is items [t C, (t + 1) C),
-// C = TK_ROWS_PIECE), a warp per (tile, slice of 32 columns): the piece of the segment holding the
-// tile's first item, if it started before, to head[t]; the piece of the segment holding its last
-// item, if it started in the tile and goes on past it, to tail[t]. So a hot row's segment is
-// summed by as many warps as it spans tiles.
-template <typename S, int U>
+// C = TK_ROWS_PIECE), a warp per (tile, slice of 32 V columns; lane l has columns 32 V slice +
+// V l ..): the piece of the segment holding the tile's first item, if it started before, to
+// head[t]; the piece of the segment holding its last item, if it started in the tile and goes on
+// past it, to tail[t]. So a hot row's segment is summed by as many warps as it spans tiles.
+template <typename S, int V, int U>
 __global__ static void rows_segsum_cross(const S *__restrict__ src, const int32_t *__restrict__ pos,
                                          const int32_t *__restrict__ seg_off, int nseg,
                                          const int64_t *__restrict__ dnseg, int64_t ntiles, int D,
@@ -184,23 +219,24 @@ __global__ static void rows_segsum_cross(const S *__restrict__ src, const int32_
     const int32_t n = seg_off[nseg];
     const int64_t tiles = min(ntiles, ((int64_t)n + TK_ROWS_PIECE - 1) / TK_ROWS_PIECE);
     int lane = threadIdx.x & 31, wpb = blockDim.x / 32;
-    int64_t nwork = tiles * ((D + 31) / 32);
+    int64_t nwork = tiles * ((D + 32 * V - 1) / (32 * V));
     for (int64_t j = (int64_t)blockIdx.x * wpb + threadIdx.x / 32; j < nwork; j += (int64_t)gridDim.x * wpb) {
         int64_t slice = j / tiles, t = j - slice * tiles;
-        int c = (int)slice * 32 + lane;
-        const S *col = src + min(c, D - 1);
+        int c = (int)slice * 32 * V + lane * V;
+        const S *col = src + min(c, D - V);
         const int32_t t0 = (int32_t)(t * TK_ROWS_PIECE), t1 = min(t0 + TK_ROWS_PIECE, n);
+        float acc[V];
         int g = rows_seg_of(seg_off, nseg, t0);
         int32_t a = seg_off[g], b = seg_off[g + 1];
         if (a < t0 && b > t0) {
-            float acc = rows_chain<S, U>(col, pos, t0, min(b, t1), D, lane);
-            if (c < D) head[t * D + c] = acc;
+            rows_chain<S, V, U>(col, pos, t0, min(b, t1), D, lane, acc);
+            rows_put<V>(head + t * D, c, D, acc);
         }
         g = rows_seg_of(seg_off, nseg, t1 - 1);
         a = seg_off[g], b = seg_off[g + 1];
         if (a >= t0 && a < t1 && b > t1) {
-            float acc = rows_chain<S, U>(col, pos, a, t1, D, lane);
-            if (c < D) tail[t * D + c] = acc;
+            rows_chain<S, V, U>(col, pos, a, t1, D, lane, acc);
+            rows_put<V>(tail + t * D, c, D, acc);
         }
     }
 }
@@ -208,7 +244,7 @@ __global__ static void rows_segsum_cross(const S *__restrict__ src, const int32_
 // Pass 2: one warp per (segment, slice): an empty segment writes zeros; one inside a tile is one
 // piece, summed here; one over several tiles adds its pieces in order, the tail of its first
 // tile, then the heads of the next ones.
-template <typename S, int U>
+template <typename S, int V, int U>
 __global__ static void rows_segsum_segs(const S *__restrict__ src, const int32_t *__restrict__ pos,
                                         const int32_t *__restrict__ seg_off, const int32_t *__restrict__ seg_row,
                                         int nseg, const int64_t *__restrict__ dnseg, int64_t ntiles, int D,
@@ -216,48 +252,56 @@ __global__ static void rows_segsum_segs(const S *__restrict__ src, const int32_t
                                         const float *__restrict__ tail) {
     nseg = (int)tk_rows_cap(nseg, dnseg);
     int lane = threadIdx.x & 31, wpb = blockDim.x / 32;
-    int64_t nwork = (int64_t)nseg * ((D + 31) / 32);
+    int64_t nwork = (int64_t)nseg * ((D + 32 * V - 1) / (32 * V));
     for (int64_t j = (int64_t)blockIdx.x * wpb + threadIdx.x / 32; j < nwork; j += (int64_t)gridDim.x * wpb) {
         int64_t slice = j / nseg, g = j - slice * nseg;
-        int c = (int)slice * 32 + lane;
+        int c = (int)slice * 32 * V + lane * V;
         const int32_t a = seg_off[g], b = seg_off[g + 1];
-        float *out = dst + (int64_t)seg_row[g] * D + c;
+        float *out = dst + (int64_t)seg_row[g] * D;
         const int64_t ta = a / TK_ROWS_PIECE, tb = b > a ? (b - 1) / TK_ROWS_PIECE : ta;
+        float acc[V];
         if (ta == tb) { // (warp-uniform: the chain's shuffles need the whole warp)
-            float acc = rows_chain<S, U>(src + min(c, D - 1), pos, a, b, D, lane);
-            if (c < D) *out = acc;
+            rows_chain<S, V, U>(src + min(c, D - V), pos, a, b, D, lane, acc);
+            rows_put<V>(out, c, D, acc);
             continue;
         }
         if (c >= D) continue;
         if (tb >= ntiles) { // more items than the caller said: a visible wrong answer, not a stray read
-            *out = __int_as_float(0x7fc00000);
+#pragma unroll
+            for (int e = 0; e < V; e++) acc[e] = __int_as_float(0x7fc00000);
+            rows_put<V>(out, c, D, acc);
             continue;
         }
-        float acc = tail[ta * D + c];
-        for (int64_t t = ta + 1; t <= tb; t += 8) {
-            float v[8];
 #pragma unroll
-            for (int u = 0; u < 8; u++) v[u] = t + u <= tb ? head[(t + u) * D + c] : 0.0f;
+        for (int e = 0; e < V; e++) acc[e] = tail[ta * D + c + e]; // (c < D, D % V == 0: all V columns)
+        for (int64_t t = ta + 1; t <= tb; t += 8) { // 8 tiles' loads in flight, then their adds in order
+            float h[8][V];
 #pragma unroll
             for (int u = 0; u < 8; u++)
-                if (t + u <= tb) acc += v[u];
+#pragma unroll
+                for (int e = 0; e < V; e++) h[u][e] = t + u <= tb ? head[(t + u) * D + c + e] : 0.0f;
+#pragma unroll
+            for (int u = 0; u < 8; u++)
+                if (t + u <= tb)
+#pragma unroll
+                    for (int e = 0; e < V; e++) acc[e] += h[u][e];
         }
-        *out = acc;
+        rows_put<V>(out, c, D, acc);
     }
 }
 
 size_t tk_rows_segsum_ws_bytes_cuda(int64_t nitems, int D) { return 2 * (size_t)tk_rows_pieces(nitems) * D * 4 + 16; }
 
-template <typename S>
+template <typename S, int V>
 static void launch_segsum(const void *src, const int32_t *pos, const int32_t *seg_off, const int32_t *seg_row,
                           int nseg, const int64_t *dnseg, int64_t nitems, int D, float *dst, void *ws,
                           cudaStream_t s) {
-    const int64_t ntiles = tk_rows_pieces(nitems), slices = (D + 31) / 32;
+    const int64_t ntiles = tk_rows_pieces(nitems), slices = (D + 32 * V - 1) / (32 * V);
     float *head = (float *)ws, *tail = head + ntiles * D;
     if (ntiles > 0)
-        rows_segsum_cross<S, ROWS_U><<<tk_cu_blocks(ntiles * slices, 8), 256, 0, s>>>((const S *)src, pos, seg_off, nseg,
-                                                                                    dnseg, ntiles, D, head, tail);
-    rows_segsum_segs<S, ROWS_U><<<tk_cu_blocks((int64_t)nseg * slices, 8), 256, 0, s>>>(
+        rows_segsum_cross<S, V, ROWS_U><<<tk_cu_blocks(ntiles * slices, 8), 256, 0, s>>>(
+            (const S *)src, pos, seg_off, nseg, dnseg, ntiles, D, head, tail);
+    rows_segsum_segs<S, V, ROWS_U><<<tk_cu_blocks((int64_t)nseg * slices, 8), 256, 0, s>>>(
         (const S *)src, pos, seg_off, seg_row, nseg, dnseg, ntiles, D, dst, head, tail);
 }
 
@@ -267,8 +311,15 @@ int tk_rows_segsum_cuda(tk_ctx *c, const void *src, tk_dtype st, const int32_t *
     TRY(tk_rows_segsum_check(st, nseg, nitems, D, e));
     if (nseg == 0) return 0;
     if (nitems > 0 && !ws) return tk_err_set(e, TK_EINTERNAL, "rows_segsum: no workspace");
-    if (st == TK_F32)
-        launch_segsum<float>(src, pos, seg_off, seg_row, nseg, dnseg, nitems, D, dst, ws, tk_cu_stream(c));
-    else launch_segsum<uint16_t>(src, pos, seg_off, seg_row, nseg, dnseg, nitems, D, dst, ws, tk_cu_stream(c));
+    // 8-byte loads of V columns where every row allows them (D % V == 0, src 8-byte aligned)
+    const bool v8 = (uintptr_t)src % 8 == 0 && D % (st == TK_F32 ? 2 : 4) == 0;
+    cudaStream_t s = tk_cu_stream(c);
+    if (st == TK_F32) {
+        if (v8) launch_segsum<float, 2>(src, pos, seg_off, seg_row, nseg, dnseg, nitems, D, dst, ws, s);
+        else launch_segsum<float, 1>(src, pos, seg_off, seg_row, nseg, dnseg, nitems, D, dst, ws, s);
+    } else {
+        if (v8) launch_segsum<uint16_t, 4>(src, pos, seg_off, seg_row, nseg, dnseg, nitems, D, dst, ws, s);
+        else launch_segsum<uint16_t, 1>(src, pos, seg_off, seg_row, nseg, dnseg, nitems, D, dst, ws, s);
+    }
     return tk_cu_check(e, "rows_segsum");
 }

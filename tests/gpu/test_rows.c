@@ -300,5 +300,26 @@ TK_TEST(rows_bench) {
     void *p[] = {b.s, b.d, b.pos, b.off, b.row, b.ws};
     for (int i = 0; i < 6; i++) tk_free(gt_ctx_, p[i]);
     free(pos);
+    // The hybrid step's frequent sums: the gradients of a batch of 65,536 x 26 lookups in bf16
+    // (436 MB, past L2), 32,768 replica rows used 130,000 / (g + 1) times each (zipf-like, 1.43 M
+    // items in all), at random positions.
+    const int RS = 65536 * 26, NS = 32768;
+    int32_t *zoff = gt_host(4 * ((size_t)NS + 1)), *zrow = rand_perm(NS, NS);
+    zoff[0] = 0;
+    for (int g = 0; g < NS; g++) zoff[g + 1] = zoff[g] + 130000 / (g + 1);
+    const int NZ = zoff[NS];
+    int32_t *zpos = gt_host(4 * (size_t)NZ);
+    for (int k = 0; k < NZ; k++) zpos[k] = (int32_t)rnd_below(RS);
+    struct rbench z = {.s = gt_dev((size_t)RS * 128 * 2), .d = gt_dev((size_t)NS * 128 * 4),
+                       .ws = gt_dev(tk_rows_segsum_ws_bytes(TK_BACKEND_CUDA, NZ, 128)), .pos = dev_i32(zpos, NZ),
+                       .off = dev_i32(zoff, NS + 1), .row = dev_i32(zrow, NS), .st = TK_BF16, .n = NZ, .nseg = NS,
+                       .seg = 1};
+    gt_poison(z.s, (size_t)RS * 128 * 2, 0x3c);
+    double tz = gt_time_ms(rbench_run, &z, 11);
+    printf("# table bench rows_segsum zipf %d segments, %d items of bf16 128 from %d rows: %.3f ms (%.0f GB/s)\n", NS,
+           NZ, RS, tz, (double)NZ * 128 * 2 / tz / 1e6);
+    void *q[] = {z.s, z.d, z.pos, z.off, z.row, z.ws};
+    for (int i = 0; i < 6; i++) tk_free(gt_ctx_, q[i]);
+    free(zoff), free(zrow), free(zpos);
     CHECK(1);
 }
