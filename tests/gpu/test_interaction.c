@@ -152,11 +152,14 @@ TK_TEST(interaction_bf16_ints_exact) {
     CHECK_EQ_INT(inter_case_bf16(7, 3, 13, 24, 1, 1), 0);
 }
 // Many vectors: the forward's tiles take several rounds of 32 lanes (F 41: 66 tiles; F 121: 496
-// tiles, and shorter chunks of dimensions), D not a multiple of the chunk; the generic backward.
+// tiles), the generic backward; and the MLPerf F with D > 128.
 TK_TEST(interaction_many_tables) {
     CHECK_EQ_INT(inter_case(9, 40, 44, 864, 0, 1), 0);
     CHECK_EQ_INT(inter_case(5, 120, 20, 7281, 1, 0), 0);
     CHECK_EQ_INT(inter_case_bf16(7, 40, 36, 856, 1, 0), 0);
+    // T 26 with D past the fixed-F backward's 128 threads (a thread takes a second dimension)
+    CHECK_EQ_INT(inter_case(6, 26, 136, 488, 0, 1), 0);
+    CHECK_EQ_INT(inter_case_bf16(5, 26, 136, 487, 1, 0), 0);
 }
 
 // The grouped layout (kernels/interaction.h: G tables a group; several ranks pass the all-to-all
