@@ -146,12 +146,6 @@ inter_fwd(const TA *bot, const TA *emb, int B, int T, int G, int D, int W, TA *o
     for (int k = D + F * T / 2 + lane; k < W; k += 32) st_act(o + k, 0.0f);
 }
 
-// Backward for a compile-time F (the MLPerf model's 27): one thread per (sample, d) keeps the F
-// values v[.][d] and the F accumulators in registers and walks the pairs in the reference's
-// order (acc[i] += g v_j, then acc[j] += g v_i), reading each pair's gradient once from shared
-// memory (a broadcast). In the grouped layout a sample's vectors are contiguous G at a time: the
-// walk over them steps D, plus the gap to the next group after every G-th (no division in the
-// unrolled loops; G = T never takes the gap).
 // The F values v[.][d] of sample b, widened (see inter_bwd_fixed for first and gap).
 template <int F, typename TA>
 __device__ __forceinline__ void bwd_load(const TA *bot, const TA *emb, int b, int G, int D, size_t first, size_t gap,
@@ -166,6 +160,12 @@ __device__ __forceinline__ void bwd_load(const TA *bot, const TA *emb, int b, in
     }
 }
 
+// Backward for a compile-time F (the MLPerf model's 27): one thread per (sample, d) keeps the F
+// values v[.][d] and the F accumulators in registers and walks the pairs in the reference's
+// order (acc[i] += g v_j, then acc[j] += g v_i), reading each pair's gradient once from shared
+// memory (a broadcast). In the grouped layout a sample's vectors are contiguous G at a time: the
+// walk over them steps D, plus the gap to the next group after every G-th (no division in the
+// unrolled loops; G = T never takes the gap).
 template <int F, typename TA>
 __global__ static void __launch_bounds__(128)
 inter_bwd_fixed(const TA *bot, const TA *emb, const TA *dout, int B, int G, int D, int W, int bot_relu, bool vec_g,

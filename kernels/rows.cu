@@ -18,6 +18,10 @@ __device__ __forceinline__ uint32_t rows_bf16(float f) {
     return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
 }
 
+// bf16 bits -> float, exactly: the bf16 in the low half of w, or in its high half.
+__device__ __forceinline__ float rows_bf16_lo(uint32_t w) { return __uint_as_float(w << 16); }
+__device__ __forceinline__ float rows_bf16_hi(uint32_t w) { return __uint_as_float(w & 0xffff0000u); }
+
 // Move<S, T, V>::run moves V elements from s to d. bf16 travels as uint16_t bits; a same-type copy
 // moves the bits (uint4 = 16 bytes of either type).
 template <typename S, typename T, int V> struct Move;
@@ -31,7 +35,7 @@ template <> struct Move<float, uint16_t, 1> {
 };
 template <> struct Move<uint16_t, float, 1> {
     static __device__ __forceinline__ void run(const uint16_t *__restrict__ s, float *__restrict__ d) {
-        *d = __uint_as_float((uint32_t)*s << 16);
+        *d = rows_bf16_lo(*s);
     }
 };
 template <> struct Move<float, uint16_t, 8> { // 32 bytes in, 16 out
@@ -46,10 +50,8 @@ template <> struct Move<float, uint16_t, 8> { // 32 bytes in, 16 out
 template <> struct Move<uint16_t, float, 8> { // 16 bytes in, 32 out; element 0 is the low half
     static __device__ __forceinline__ void run(const uint16_t *__restrict__ s, float *__restrict__ d) {
         uint4 a = *(const uint4 *)s;
-        float4 lo = {__uint_as_float(a.x << 16), __uint_as_float(a.x & 0xffff0000u), __uint_as_float(a.y << 16),
-                     __uint_as_float(a.y & 0xffff0000u)};
-        float4 hi = {__uint_as_float(a.z << 16), __uint_as_float(a.z & 0xffff0000u), __uint_as_float(a.w << 16),
-                     __uint_as_float(a.w & 0xffff0000u)};
+        float4 lo = {rows_bf16_lo(a.x), rows_bf16_hi(a.x), rows_bf16_lo(a.y), rows_bf16_hi(a.y)};
+        float4 hi = {rows_bf16_lo(a.z), rows_bf16_hi(a.z), rows_bf16_lo(a.w), rows_bf16_hi(a.w)};
         ((float4 *)d)[0] = lo, ((float4 *)d)[1] = hi;
     }
 };
@@ -120,13 +122,13 @@ template <typename S> struct Cols<S, 1> {
     __device__ __forceinline__ float at(int) const;
 };
 template <> __device__ __forceinline__ float Cols<float, 1>::at(int) const { return raw; }
-template <> __device__ __forceinline__ float Cols<uint16_t, 1>::at(int) const { return __uint_as_float((uint32_t)raw << 16); }
+template <> __device__ __forceinline__ float Cols<uint16_t, 1>::at(int) const { return rows_bf16_lo(raw); }
 template <> struct Cols<uint16_t, 4> {
     uint2 raw;
     __device__ __forceinline__ void load(const uint16_t *p) { raw = *(const uint2 *)p; }
     __device__ __forceinline__ float at(int e) const { // element 0 is the low half of raw.x
         uint32_t w = e < 2 ? raw.x : raw.y;
-        return __uint_as_float(e % 2 ? w & 0xffff0000u : w << 16);
+        return e % 2 ? rows_bf16_hi(w) : rows_bf16_lo(w);
     }
 };
 template <> struct Cols<float, 2> {
