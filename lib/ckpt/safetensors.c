@@ -8,6 +8,7 @@
 
 #include "ckpt/safetensors.h"
 #include "core/afile.h"
+#include "core/crc32c.h"
 
 // The header is capped so a corrupt length cannot make us allocate gigabytes
 // (the Python library caps it at 100 MB too).
@@ -16,7 +17,14 @@
 struct tk_st_writer {
     tk_afile f;
     uint64_t total, written;
+    int n, cur;            // tensors; the one the next bytes belong to
+    uint64_t *end;         // (n) end of each tensor's bytes in the data section
+    long *crc_at;          // (n) file offset of the 8 hex digits of its "crc32c.NAME" placeholder
+    uint32_t *crc;         // (n) checksums so far
 };
+
+#define CRC_KEY "crc32c."
+#define CRC_HOLD "00000000"
 
 int tk_st_dtype_parse(const char *s) {
     static const tk_dtype all[] = {TK_F32, TK_BF16, TK_F16, TK_I32, TK_I64, TK_U8};
@@ -39,7 +47,15 @@ int tk_st_writer_open(tk_st_writer **out, const char *path, const tk_st_tensor *
                       const json_t *meta, tk_err *e) {
     *out = NULL;
     json_t *h = json_object();
-    if (meta) json_object_set(h, "__metadata__", (json_t *)meta);
+    // The metadata, plus one checksum per tensor ("crc32c.NAME": 8 hex digits), written as a
+    // placeholder of the same width now and filled in once the tensor's bytes have passed.
+    json_t *md = meta ? json_deep_copy(meta) : json_object();
+    for (int i = 0; i < n; i++) {
+        char key[sizeof t[i].name + 8];
+        snprintf(key, sizeof key, CRC_KEY "%s", t[i].name);
+        json_object_set_new(md, key, json_string(CRC_HOLD));
+    }
+    json_object_set_new(h, "__metadata__", md);
     uint64_t off = 0;
     for (int i = 0; i < n; i++) {
         json_t *shape = json_array();
@@ -56,11 +72,37 @@ int tk_st_writer_open(tk_st_writer **out, const char *path, const tk_st_tensor *
     if (!text) return tk_err_set(e, TK_EINTERNAL, "%s: cannot serialize the header", path);
     size_t len = strlen(text), padded = (len + 7) & ~(size_t)7;
     tk_st_writer *w = calloc(1, sizeof *w);
-    if (!w) {
+    if (w) {
+        w->end = calloc((size_t)n + 1, sizeof *w->end);
+        w->crc_at = calloc((size_t)n + 1, sizeof *w->crc_at);
+        w->crc = calloc((size_t)n + 1, sizeof *w->crc);
+    }
+    if (!w || !w->end || !w->crc_at || !w->crc) {
         free(text);
+        tk_st_writer_abort(w);
         return tk_err_set(e, TK_EIO, "out of memory");
     }
+    w->n = n;
+    uint64_t o = 0;
+    for (int i = 0; i < n; i++) {
+        o += tk_st_nbytes(&t[i]);
+        w->end[i] = o;
+        // The placeholder's place in the text: the key as jansson writes it, then :"
+        json_t *k = json_sprintf(CRC_KEY "%s", t[i].name);
+        char *ks = json_dumps(k, JSON_ENCODE_ANY | JSON_COMPACT);
+        json_decref(k);
+        const char *at = ks ? strstr(text, ks) : NULL;
+        if (!at || strncmp(at + strlen(ks), ":\"" CRC_HOLD "\"", 11) != 0) {
+            free(ks);
+            free(text);
+            tk_st_writer_abort(w);
+            return tk_err_set(e, TK_EINTERNAL, "%s: checksum placeholder of '%s' not found", path, t[i].name);
+        }
+        w->crc_at[i] = (long)(8 + (size_t)(at - text) + strlen(ks) + 2);
+        free(ks);
+    }
     w->total = off;
+    while (w->cur < n && w->end[w->cur] == 0) w->cur++; // empty tensors first
     int rc = tk_afile_open(&w->f, path, e);
     if (rc == 0) {
         unsigned char le[8];
@@ -72,7 +114,8 @@ int tk_st_writer_open(tk_st_writer **out, const char *path, const tk_st_tensor *
     }
     free(text);
     if (rc) {
-        free(w);
+        w->f.tmp[0] = 0;
+        tk_st_writer_abort(w);
         return rc;
     }
     *out = w;
@@ -83,26 +126,48 @@ int tk_st_writer_put(tk_st_writer *w, const void *data, size_t bytes, tk_err *e)
     if (w->written + bytes > w->total)
         return tk_err_set(e, TK_EINTERNAL, "%s: more tensor bytes than the header declares",
                           w->f.path);
+    // Checksum each tensor's share of the bytes (a put may span tensors).
+    const char *p = data;
+    uint64_t at = w->written;
+    size_t left = bytes;
+    while (left > 0 && w->cur < w->n) {
+        size_t k = w->end[w->cur] - at < left ? (size_t)(w->end[w->cur] - at) : left;
+        w->crc[w->cur] = tk_crc32c(w->crc[w->cur], p, k);
+        p += k, at += k, left -= k;
+        while (w->cur < w->n && at == w->end[w->cur]) w->cur++;
+    }
     w->written += bytes;
     return tk_write_all(w->f.fp, data, bytes, w->f.path, e);
 }
 
 int tk_st_writer_commit(tk_st_writer *w, tk_err *e) {
-    int rc;
+    int rc = 0;
     if (w->written != w->total) {
         rc = tk_err_set(e, TK_EINTERNAL, "%s: %llu of %llu tensor bytes written", w->f.path,
                         (unsigned long long)w->written, (unsigned long long)w->total);
-        tk_afile_abort(&w->f);
-    } else {
-        rc = tk_afile_commit(&w->f, e);
     }
-    free(w);
+    // The checksums into their placeholders (same width: the header does not move).
+    for (int i = 0; !rc && i < w->n; i++) {
+        char hex[9];
+        snprintf(hex, sizeof hex, "%08x", w->crc[i]);
+        if (fseek(w->f.fp, w->crc_at[i], SEEK_SET) != 0)
+            rc = tk_err_errno(e, errno, "%s: cannot seek", w->f.tmp);
+        else
+            rc = tk_write_all(w->f.fp, hex, 8, w->f.path, e);
+    }
+    if (rc) tk_afile_abort(&w->f);
+    else rc = tk_afile_commit(&w->f, e);
+    w->f.tmp[0] = 0;
+    tk_st_writer_abort(w);
     return rc;
 }
 
 void tk_st_writer_abort(tk_st_writer *w) {
     if (!w) return;
     tk_afile_abort(&w->f);
+    free(w->end);
+    free(w->crc_at);
+    free(w->crc);
     free(w);
 }
 
@@ -196,6 +261,21 @@ static int parse_header(tk_st_file *f, char *text, size_t len, tk_err *e) {
         f->n++;
     }
     if (!f->meta) f->meta = json_object();
+    for (int i = 0; i < f->n; i++) { // "crc32c.NAME": 8 hex digits, when the writer gave one
+        char key[sizeof f->t[i].name + 8];
+        snprintf(key, sizeof key, CRC_KEY "%s", f->t[i].name);
+        const char *v = json_string_value(json_object_get(f->meta, key));
+        if (!v) continue;
+        char *end;
+        unsigned long c = strtoul(v, &end, 16);
+        if (strlen(v) != 8 || *end) {
+            rc = bad(e, f->path, name_off(text, key), "metadata '%s' is not 8 hex digits", key);
+            goto out;
+        }
+        f->t[i].has_crc = 1;
+        f->t[i].crc = (uint32_t)c;
+        f->ncrc++;
+    }
     // Overlap check on a sorted copy (the header order is kept for users).
     tk_st_tensor *s = malloc((size_t)(f->n + 1) * sizeof *s);
     if (!s) { rc = tk_err_set(e, TK_EIO, "out of memory"); goto out; }
@@ -286,4 +366,25 @@ int tk_st_read(const tk_st_file *f, const tk_st_tensor *t, uint64_t off, void *d
     if (off + n > t->end - t->begin)
         return tk_err_set(e, TK_EINTERNAL, "%s: read past tensor '%s'", f->path, t->name);
     return tk_pread_all(f->fd, dst, n, (long long)(f->data_off + t->begin + off), f->path, e);
+}
+
+int tk_st_check(const tk_st_file *f, const tk_st_tensor *t, uint32_t crc, tk_err *e) {
+    if (!t->has_crc || crc == t->crc) return 0;
+    tk_err_set(e, TK_EDATA, "tensor '%s': checksum mismatch (the header says crc32c %08x, the data has %08x)",
+               t->name, t->crc, crc);
+    tk_err_where(e, "%s: offset %llu", f->path, (unsigned long long)(f->data_off + t->begin));
+    return tk_err_hint(e, "the file was damaged after it was written: use another checkpoint");
+}
+
+int tk_st_read_verified(const tk_st_file *f, const tk_st_tensor *t, tk_st_chunk_fn fn, void *arg, void *buf,
+                        size_t buf_bytes, tk_err *e) {
+    uint64_t nb = t->end - t->begin;
+    uint32_t crc = 0;
+    for (uint64_t off = 0; off < nb; off += buf_bytes) {
+        size_t k = nb - off < buf_bytes ? (size_t)(nb - off) : buf_bytes;
+        TRY(tk_st_read(f, t, off, buf, k, e));
+        crc = tk_crc32c(crc, buf, k);
+        TRY(fn(arg, off, buf, k, e));
+    }
+    return tk_st_check(f, t, crc, e);
 }

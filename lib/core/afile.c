@@ -1,7 +1,10 @@
 #include "core/afile.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
 #include <libgen.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -72,6 +75,34 @@ void tk_afile_abort(tk_afile *f) {
     f->fp = NULL;
     if (f->tmp[0]) unlink(f->tmp);
     f->tmp[0] = 0;
+}
+
+int tk_afile_remove_stale(const char *dir, const char *suffix, int *removed, tk_err *e) {
+    if (removed) *removed = 0;
+    DIR *d = opendir(dir);
+    if (!d) return errno == ENOENT ? 0 : tk_err_errno(e, errno, "%s: cannot open the directory", dir);
+    struct dirent *de;
+    size_t sl = strlen(suffix);
+    int rc = 0;
+    while ((de = readdir(d))) {
+        const char *nm = de->d_name, *t = strstr(nm, ".tmp.");
+        if (!t || (size_t)(t - nm) < sl || strncmp(t - sl, suffix, sl) != 0) continue;
+        char *end;
+        long pid = strtol(t + 5, &end, 10);
+        if (pid <= 0 || *end != '.' || !end[1]) continue;
+        strtol(end + 1, &end, 10);
+        if (*end) continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; // alive, or not ours to judge
+        char p[4400];
+        snprintf(p, sizeof p, "%s/%s", dir, nm);
+        if (unlink(p) != 0 && errno != ENOENT) {
+            rc = tk_err_errno(e, errno, "%s: cannot remove a stale temporary file", p);
+            break;
+        }
+        if (removed) (*removed)++;
+    }
+    closedir(d);
+    return rc;
 }
 
 int tk_write_all(FILE *fp, const void *buf, size_t n, const char *name, tk_err *e) {

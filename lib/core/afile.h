@@ -28,6 +28,10 @@ void tk_afile_abort(tk_afile *f);
 int tk_write_all(FILE *fp, const void *buf, size_t n, const char *name, tk_err *e);
 // pread exactly n bytes at off, or fail (TK_EIO on a system error, TK_EDATA on a short file).
 int tk_pread_all(int fd, void *buf, size_t n, long long off, const char *name, tk_err *e);
+// Removes the temporaries that writers of this process's kind left in dir when they were killed
+// (kill -9, a crash): files "NAME.tmp.PID.N" with NAME ending in suffix whose process PID no longer
+// exists (a live process's temporaries are never touched). *removed (may be NULL) gets the count.
+int tk_afile_remove_stale(const char *dir, const char *suffix, int *removed, tk_err *e);
 // fsync the directory that holds path.
 int tk_fsync_dir_of(const char *path, tk_err *e);
 

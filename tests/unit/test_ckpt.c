@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "ckpt/safetensors.h"
+#include "core/crc32c.h"
 #include "tk_test.h"
 
 static char dir[64];
@@ -121,4 +122,78 @@ TK_TEST(corrupt_headers_name_the_offset) {
     fclose(fp);
     CHECK_EQ_INT(tk_st_open(&f, path, &e), TK_EDATA);
     CHECK_EQ_INT(tk_st_open(&f, tmp("missing.st"), &e), TK_EIO);
+}
+
+// The writer puts a CRC-32C of every tensor in the metadata; a flipped bit in the data is found
+// by tk_st_read_verified, which names the tensor and its offset.
+static int keep_chunk(void *arg, uint64_t off, const void *p, size_t n, tk_err *e) {
+    (void)e;
+    memcpy((char *)arg + off, p, n);
+    return 0;
+}
+
+TK_TEST(checksums_written_and_a_flipped_bit_found) {
+    tk_st_tensor t[3] = {{.name = "w", .dtype = TK_F32, .ndim = 1, .shape = {1000}},
+                         {.name = "empty", .dtype = TK_U8, .ndim = 1, .shape = {0}},
+                         {.name = "b", .dtype = TK_U8, .ndim = 1, .shape = {3}}};
+    float w[1000];
+    for (int i = 0; i < 1000; i++) w[i] = (float)i * 0.5f;
+    uint8_t b[3] = {1, 2, 3};
+    tk_st_writer *wr;
+    tk_err e;
+    const char *path = tmp("crc.safetensors");
+    CHECK_EQ_INT(tk_st_writer_open(&wr, path, t, 3, NULL, &e), 0);
+    CHECK_EQ_INT(tk_st_writer_put(wr, w, 3999, &e), 0); // a put spanning two tensors
+    CHECK_EQ_INT(tk_st_writer_put(wr, (char *)w + 3999, 1, &e), 0);
+    CHECK_EQ_INT(tk_st_writer_put(wr, b, 3, &e), 0);
+    CHECK_EQ_INT(tk_st_writer_commit(wr, &e), 0);
+    tk_st_file *f;
+    CHECK_EQ_INT(tk_st_open(&f, path, &e), 0);
+    if (!f) return;
+    CHECK_EQ_INT(f->ncrc, 3);
+    const tk_st_tensor *tw = tk_st_find(f, "w"), *te = tk_st_find(f, "empty");
+    char want[16];
+    snprintf(want, sizeof want, "%08x", tk_crc32c(0, w, sizeof w));
+    CHECK_STR(tk_st_meta(f, "crc32c.w"), want);
+    CHECK_STR(tk_st_meta(f, "crc32c.empty"), "00000000");
+    CHECK(te && te->has_crc && te->crc == 0);
+    float back[1000];
+    char buf[64];
+    CHECK_EQ_INT(tk_st_read_verified(f, tw, keep_chunk, back, buf, sizeof buf, &e), 0);
+    CHECK(memcmp(back, w, sizeof w) == 0);
+    uint64_t at = f->data_off + tw->begin + 1234;
+    tk_st_close(f);
+    // Flip one bit of w's data.
+    FILE *fp = fopen(path, "r+b");
+    fseek(fp, (long)at, SEEK_SET);
+    int c = fgetc(fp);
+    fseek(fp, (long)at, SEEK_SET);
+    fputc(c ^ 0x10, fp);
+    fclose(fp);
+    CHECK_EQ_INT(tk_st_open(&f, path, &e), 0);
+    if (!f) return;
+    tw = tk_st_find(f, "w");
+    CHECK_EQ_INT(tk_st_read_verified(f, tw, keep_chunk, back, buf, sizeof buf, &e), TK_EDATA);
+    CHECK(strstr(e.what, "tensor 'w': checksum mismatch") != NULL);
+    snprintf(want, sizeof want, "offset %llu", (unsigned long long)(f->data_off + tw->begin));
+    CHECK(strstr(e.where, want) != NULL);
+    tk_st_close(f);
+}
+
+TK_TEST(foreign_files_without_checksums_read) {
+    const char *path = tmp("foreign.st");
+    write_raw(path, "{\"a\": {\"dtype\": \"U8\", \"shape\": [4], \"data_offsets\": [0, 4]}}", 4);
+    tk_st_file *f;
+    tk_err e;
+    CHECK_EQ_INT(tk_st_open(&f, path, &e), 0);
+    if (!f) return;
+    CHECK_EQ_INT(f->ncrc, 0);
+    uint8_t back[4] = {9, 9, 9, 9}, buf[2];
+    CHECK_EQ_INT(tk_st_read_verified(f, tk_st_find(f, "a"), keep_chunk, back, buf, 2, &e), 0);
+    CHECK(back[0] == 0 && back[3] == 0);
+    tk_st_close(f);
+    write_raw(path, "{\"__metadata__\": {\"crc32c.a\": \"12zz\"}, \"a\": {\"dtype\": \"U8\", \"shape\": [4], "
+                    "\"data_offsets\": [0, 4]}}", 4);
+    CHECK_EQ_INT(tk_st_open(&f, path, &e), TK_EDATA);
+    CHECK(strstr(e.what, "metadata 'crc32c.a' is not 8 hex digits") != NULL);
 }

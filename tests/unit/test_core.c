@@ -10,6 +10,7 @@
 #include "core/fastmod.h"
 #include "core/mllog.h"
 #include "gpu/philox.h"
+#include "core/crc32c.h"
 #include "tk_test.h"
 
 TK_TEST(err_format_has_where_what_hint) {
@@ -201,4 +202,67 @@ TK_TEST(json_compact_for_json_lines) {
     CHECK_STR(s, "{\"target\":0.8025,\"b\":[1,\"x\"],\"c\":null}");
     free(s);
     json_decref(o);
+}
+
+// CRC-32C: the check value of the catalogue ("123456789" -> e3069283, RFC 3720's vectors), and
+// the hardware path (three interleaved streams on long inputs) equal to a bitwise definition.
+static uint32_t crc32c_bitwise(const unsigned char *p, size_t n) {
+    uint32_t c = 0xffffffffu;
+    for (size_t i = 0; i < n; i++) {
+        c ^= p[i];
+        for (int k = 0; k < 8; k++) c = c & 1 ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+    }
+    return ~c;
+}
+
+TK_TEST(crc32c_known_answers_and_long_inputs) {
+    CHECK_EQ_INT(tk_crc32c(0, "123456789", 9), 0xe3069283u);
+    unsigned char z[32] = {0}, o[32];
+    memset(o, 0xff, sizeof o);
+    CHECK_EQ_INT(tk_crc32c(0, z, 32), 0x8a9136aau);
+    CHECK_EQ_INT(tk_crc32c(0, o, 32), 0x62a8ab43u);
+    CHECK_EQ_INT(tk_crc32c(0, "", 0), 0);
+    size_t n = 3 * 8192 * 2 + 1000;
+    unsigned char *buf = malloc(n + 8);
+    for (size_t i = 0; i < n + 8; i++) buf[i] = (unsigned char)(i * 2654435761u >> 13);
+    for (size_t off = 0; off < 8; off += 3)      // unaligned starts
+        for (size_t len = n - 20; len <= n; len += 7) {
+            uint32_t want = crc32c_bitwise(buf + off, len);
+            CHECK_EQ_INT(tk_crc32c(0, buf + off, len), want);
+            // extension: crc(a || b) from crc(a)
+            CHECK_EQ_INT(tk_crc32c(tk_crc32c(0, buf + off, 5000), buf + off + 5000, len - 5000), want);
+        }
+    free(buf);
+}
+
+TK_TEST(afile_stale_temporaries_of_dead_writers_removed) {
+    char d[] = "/tmp/tk-stale-XXXXXX";
+    if (!mkdtemp(d)) return;
+    char p[256];
+    // a dead writer's (pid 2^22 + 7 is above the default pid_max 4194304), a live one's (ours),
+    // another suffix's, and names that only look like temporaries
+    const char *names[] = {"step-4.safetensors.tmp.4194311.0", "x.safetensors.tmp.%d.3",
+                           "step-4.eval.json.tmp.4194311.0", "step-4.safetensors.tmp.abc.0",
+                           "step-4.safetensors"};
+    for (int i = 0; i < 5; i++) {
+        char nm[128];
+        snprintf(nm, sizeof nm, names[i], (int)getpid());
+        snprintf(p, sizeof p, "%s/%s", d, nm);
+        FILE *f = fopen(p, "w");
+        if (f) fclose(f);
+    }
+    tk_err e;
+    int removed = -1;
+    CHECK_EQ_INT(tk_afile_remove_stale(d, ".safetensors", &removed, &e), 0);
+    CHECK_EQ_INT(removed, 1);
+    snprintf(p, sizeof p, "%s/%s", d, names[0]);
+    CHECK(access(p, F_OK) != 0);
+    snprintf(p, sizeof p, "%s/x.safetensors.tmp.%d.3", d, (int)getpid());
+    CHECK(access(p, F_OK) == 0);
+    snprintf(p, sizeof p, "%s/%s", d, names[2]);
+    CHECK(access(p, F_OK) == 0);
+    CHECK_EQ_INT(tk_afile_remove_stale("/nonexistent-dir-tk", ".safetensors", &removed, &e), 0);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", d);
+    CHECK(system(cmd) == 0);
 }
