@@ -32,13 +32,15 @@ setup_file() {
     [[ "$output" == *"SUCCESS"* ]]
 }
 
-@test "run.sh: the MLLOG passes log-check, and each line records train-step.c's source line" {
+@test "run.sh: the MLLOG passes log-check, and each line records its C source line (the engine's or DLRM's)" {
     [ -x "$TK_BIN/log-check" ] || skip "log-check is not built"
     run log-check --ruleset 1.1.0 "$OUT/dlrm.mllog"
     [ "$status" -eq 0 ]
-    run grep -c '"metadata": {"file": "cmd/train-step.c", "lineno": [0-9]*' "$OUT/dlrm.mllog"
+    run grep -cE '"metadata": \{"file": "lib/(engine/engine|workloads/dlrm/workload)\.c", "lineno": [0-9]+' "$OUT/dlrm.mllog"
     [ "$output" -eq "$(grep -c ':::MLLOG' "$OUT/dlrm.mllog")" ]
-    grep -q '"key": "run_stop", "value": null, "metadata": {"file": "cmd/train-step.c", "lineno": [0-9]*, "status": "success"}' "$OUT/dlrm.mllog"
+    # the optimizer keys and the tensors the rules name are DLRM's; the framing is the engine's
+    grep -q '"key": "sgd_opt_base_learning_rate", "value": 1.0, "metadata": {"file": "lib/workloads/dlrm/workload.c"' "$OUT/dlrm.mllog"
+    grep -q '"key": "run_stop", "value": null, "metadata": {"file": "lib/engine/engine.c", "lineno": [0-9]*, "status": "success"}' "$OUT/dlrm.mllog"
 }
 
 @test "run.sh: usage errors exit 2" {

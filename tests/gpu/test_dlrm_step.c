@@ -23,7 +23,7 @@
 #include "embedding.h"
 #include "interaction.h"
 #include "sgd.h"
-#include "workloads/dlrm.h"
+#include "workloads/dlrm/dlrm.h"
 
 static tk_dlrm_config tiny_config(int batch, tk_dtype table_dtype) {
     tk_dlrm_config c = {0};

@@ -6,7 +6,7 @@
 #include "bce.h"
 #include "gpu/philox.h"
 #include "tk_test.h"
-#include "workloads/dlrm.h"
+#include "workloads/dlrm/dlrm.h"
 
 static const char *CFG =
     "{\"workload\": \"dlrm\", \"name\": \"t\","

@@ -16,7 +16,7 @@
 #include "gpu/comm.h"
 #include "gpu/philox.h"
 #include "tk_test.h"
-#include "workloads/dlrm.h"
+#include "workloads/dlrm/dlrm.h"
 
 // ---- W ranks against one ----
 // First in the file: the ranks are forked, and a child of a process that has already run an

@@ -1,27 +1,13 @@
-// Dispatch of the DLRM ops (kernels/{cast2d,embedding,dense_log1p,interaction,bce,sgd,lr_schedule,auc}.h):
-// the cpu backend runs the reference (kernels/NAME_ref.c), the cuda backend the kernel
-// (kernels/NAME.cu) on the context's compute stream. Nothing here synchronizes or allocates, so
-// the calls can be captured in a CUDA graph.
+// Dispatch of DLRM's ops (kernels/{embedding,dense_log1p,interaction,bce,auc,rows,hybrid_plan}.h):
+// the cpu backend runs the reference, the cuda backend the kernel (lib/gpu/dispatch.h).
 #include "auc.h"
 #include "bce.h"
-#include "cast2d.h"
 #include "dense_log1p.h"
 #include "embedding.h"
-#include "interaction.h"
-#include "lr_schedule.h"
+#include "gpu/dispatch.h"
 #include "hybrid_plan.h"
+#include "interaction.h"
 #include "rows.h"
-#include "sgd.h"
-
-#ifdef TK_HAVE_CUDA
-#define TK_DISPATCH(c, ref_call, cuda_call)                                                        \
-    ((c)->backend == TK_BACKEND_CUDA ? (cuda_call) : (ref_call))
-#else
-#define TK_DISPATCH(c, ref_call, cuda_call)                                                        \
-    ((c)->backend == TK_BACKEND_CUDA                                                               \
-         ? tk_err_set(e, TK_EDEVICE, "this trainkit was built without CUDA")                       \
-         : (ref_call))
-#endif
 
 int tk_embedding_fwd_act(tk_ctx *c, const void *w, tk_dtype wtype, const int64_t *row_off,
                          const int32_t *idx, int B, int T, int D, void *out, tk_dtype otype, tk_err *e) {
@@ -106,12 +92,6 @@ int tk_interaction_bwd_act(tk_ctx *c, tk_dtype act, const void *bot, const void 
         tk_interaction_bwd_act_cuda(c, act, bot, emb, dout, B, T, G, D, W, bot_relu, dbot, demb, e));
 }
 
-int tk_cast2d(tk_ctx *c, const void *src, tk_dtype st, int64_t sld, void *dst, tk_dtype dt, int64_t dld,
-              int64_t rows, int64_t cols, tk_err *e) {
-    return TK_DISPATCH(c, tk_cast2d_ref(src, st, sld, dst, dt, dld, rows, cols, e),
-                       tk_cast2d_cuda(c, src, st, sld, dst, dt, dld, rows, cols, e));
-}
-
 int tk_rows_copy(tk_ctx *c, const void *src, tk_dtype st, const int32_t *spos, void *dst, tk_dtype dt,
                  const int32_t *dpos, int64_t n, const int64_t *dn, int D, tk_err *e) {
     return TK_DISPATCH(c, tk_rows_copy_ref(src, st, spos, dst, dt, dpos, n, dn, D, e),
@@ -132,16 +112,6 @@ int tk_rows_segsum(tk_ctx *c, const void *src, tk_dtype st, const int32_t *pos, 
     (void)ws;
     return TK_DISPATCH(c, tk_rows_segsum_ref(src, st, pos, seg_off, seg_row, nseg, dnseg, nitems, D, dst, e),
                        tk_rows_segsum_cuda(c, src, st, pos, seg_off, seg_row, nseg, dnseg, nitems, D, dst, ws, e));
-}
-
-int tk_sgd_update(tk_ctx *c, float *w, const float *g, size_t n, const float *lr, void *copy,
-                  tk_dtype copy_type, tk_err *e) {
-    return TK_DISPATCH(c, tk_sgd_update_ref(w, g, n, lr, copy, copy_type, e),
-                       tk_sgd_update_cuda(c, w, g, n, lr, copy, copy_type, e));
-}
-
-int tk_lr_schedule(tk_ctx *c, const tk_lr_sched *s, int64_t *step, float *lr, tk_err *e) {
-    return TK_DISPATCH(c, tk_lr_schedule_ref(s, step, lr, e), tk_lr_schedule_cuda(c, s, step, lr, e));
 }
 
 size_t tk_auc_ws_bytes(tk_backend b, int64_t n) {

@@ -26,23 +26,10 @@ int tk_dlrm_data_seek(tk_dlrm_data *d, uint64_t rec, tk_err *e);
 int tk_dlrm_data_next(tk_dlrm_data *d, int n, const int64_t *rows, uint8_t *label,
                       int32_t *dense, int32_t *cat, int *got, tk_err *e);
 
-// A parallel loader for the training loop: nworkers threads, each with its own reader over the
-// same paths, decode batches ahead of the loop into pinned host buffers (tk_host_alloc_pinned of
-// ctx c: plain memory on the cpu backend). Batch s (first_step <= s < last_step) is the B records
-// at ((s % steps_per_epoch) * B): the loop's order, every epoch restarting at record 0 and
-// dropping the last partial batch, so the batches are bit-identical to seek + tk_dlrm_data_next.
-// Worker s % nworkers decodes batch s into its own slot; the loop takes batches in order with
-// _get (blocks until decoded; an error of the worker comes back here) and hands each slot back
-// with _put once its contents are on the device, which lets the worker decode batch s + nworkers.
-typedef struct tk_dlrm_loader tk_dlrm_loader;
-int tk_dlrm_loader_start(tk_dlrm_loader **l, tk_ctx *c, char *const *paths, int npaths,
-                         int num_dense, int num_cat, const int64_t *rows, int B,
-                         int64_t steps_per_epoch, int64_t first_step, int64_t last_step,
-                         int nworkers, tk_err *e);
-int tk_dlrm_loader_get(tk_dlrm_loader *l, int64_t step, uint8_t **label, int32_t **dense,
-                       int32_t **cat, tk_err *e);
-void tk_dlrm_loader_put(tk_dlrm_loader *l, int64_t step);
-// Stops the workers (mid-run is fine) and frees everything; l may be NULL.
-void tk_dlrm_loader_stop(tk_dlrm_loader *l);
+// Batch `step` of the training loop: the B records at ((step % steps_per_epoch) * B), so every
+// epoch restarts at record 0 and drops the last partial batch (as MLPerf DLRM trains, in the
+// dataset's order).
+int tk_dlrm_data_batch(tk_dlrm_data *d, int64_t step, int64_t steps_per_epoch, int B, const int64_t *rows,
+                       uint8_t *label, int32_t *dense, int32_t *cat, tk_err *e);
 
 #endif

@@ -1,6 +1,6 @@
-// The hybrid embedding's host side (lib/workloads/dlrm_hybrid.h): choosing the frequent rows,
-// planning each batch's exchange, the replica's buffers and its refresh from the tables. The step
-// that uses a plan is in dlrm.c (train_step_dist).
+// The hybrid embedding's host side (hybrid.h): choosing the frequent rows, planning each batch's
+// exchange, the replica's buffers and its refresh from the tables. The step that uses a plan is
+// in step.c (train_step_dist).
 #include <stdlib.h>
 #include <string.h>
 
@@ -8,14 +8,12 @@
 #include "embedding.h"
 #include "hybrid_plan.h"
 #include "rows.h"
-#include "workloads/dlrm_hybrid.h"
-
-static size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
+#include "workloads/dlrm/hybrid.h"
 
 // n device buffers carved from one new arena a: *dst[k] gets sz[k] bytes.
 static int carve(tk_dlrm *m, tk_arena *a, const char *name, const size_t *sz, void **const *dst, int n, tk_err *e) {
     size_t total = 0;
-    for (int k = 0; k < n; k++) total += align256(sz[k]);
+    for (int k = 0; k < n; k++) total += tk_dlrm_align256(sz[k]);
     TRY(tk_arena_init(m->c, a, total, name, e));
     for (int k = 0; k < n; k++) TRY(tk_arena_take(a, sz[k], dst[k], e));
     return 0;
@@ -311,7 +309,7 @@ int tk_dlrm_hybrid_refresh(tk_dlrm *m, tk_err *e) {
     TRY(tk_comm_stream_wait(m->comm, TK_STREAM_COMM, TK_STREAM_COMPUTE, e));
     TRY(tk_allreduce_sum(m->comm, h->fr, h->fr, (size_t)h->nf * D, td, 1.0f, TK_STREAM_COMM, e));
     TRY(tk_comm_stream_wait(m->comm, TK_STREAM_COMPUTE, TK_STREAM_COMM, e));
-    return tk_dlrm_sync(m, e);
+    return tk_dist_sync(m->dist, e);
 }
 
 // ---- planning a batch ----
@@ -369,4 +367,11 @@ json_t *tk_dlrm_hybrid_json(const tk_dlrm *m) {
                      "fixed_batches", (json_int_t)h->fixed_batches, "a2a_bytes_per_step", h->a2a_bytes / n,
                      "allreduce_bytes_per_step", h->ar_bytes / n, "plain_a2a_bytes_per_step", plain, "saved_fraction",
                      plain > 0 ? json_real(1.0 - hy / plain) : json_null(), "plan_ms_per_batch", h->plan_s / n * 1e3);
+}
+
+int tk_dlrm_hybrid_stage(tk_dlrm *m, int slot, const int32_t *cat, int stream, tk_err *e) {
+    if (!m->hy) return 0;
+    tk_dlrm_hplan *P = &m->hy->plan[slot];
+    if (P->has_done) TRY(tk_event_wait(m->c, stream, &P->done, e)); // the step that read it is over
+    return tk_dlrm_hybrid_plan(m, slot, cat, stream, e);
 }

@@ -1,9 +1,12 @@
-// DLRM evaluation: the eval set cached in the backend's memory, forward in batches, exact AUC.
+// DLRM evaluation: the eval set cached in the backend's memory, forward in batches, exact AUC
+// (eval.h).
 #include <stdlib.h>
 
 #include "auc.h"
-#include "workloads/dlrm.h"
-#include "workloads/dlrm_data.h"
+#include "workloads/dlrm/data.h"
+#include "workloads/dlrm/eval.h"
+#include "workloads/dlrm/model.h"
+#include "workloads/dlrm/step.h"
 
 int tk_dlrm_evalset_load(tk_dlrm *m, char *const *paths, int npaths, tk_dlrm_evalset **out,
                          tk_err *e) {

@@ -1,15 +1,12 @@
-// DLRM record reader over .tks shards (see dlrm_data.h).
-#include <dirent.h>
-#include <pthread.h>
-#include <errno.h>
+// DLRM record reader over .tks shards (data.h).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "core/fastmod.h"
+#include "engine/data.h"
 #include "tks/tks.h"
-#include "workloads/dlrm_data.h"
+#include "workloads/dlrm/data.h"
 
 #define TK_DLRM_DATA_MAX_CAT 64
 
@@ -30,42 +27,6 @@ struct tk_dlrm_data {
     size_t fn, fpos;           // records in the buffered frame, next one to hand out
     uint64_t pos;              // global position
 };
-
-static int add_path(tk_dlrm_data *d, const char *p, tk_err *e) {
-    char **np = realloc(d->path, (size_t)(d->n + 1) * sizeof *np);
-    if (!np) return tk_err_set(e, TK_EIO, "out of memory");
-    d->path = np;
-    d->path[d->n] = strdup(p);
-    if (!d->path[d->n]) return tk_err_set(e, TK_EIO, "out of memory");
-    d->n++;
-    return 0;
-}
-
-static int cmp_str(const void *a, const void *b) {
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-static int expand(tk_dlrm_data *d, const char *p, tk_err *e) {
-    struct stat st;
-    if (stat(p, &st) != 0) return tk_err_errno(e, errno, "%s: cannot open", p);
-    if (!S_ISDIR(st.st_mode)) return add_path(d, p, e);
-    DIR *dir = opendir(p);
-    if (!dir) return tk_err_errno(e, errno, "%s: cannot open directory", p);
-    int first = d->n, rc = 0;
-    struct dirent *de;
-    while (!rc && (de = readdir(dir))) {
-        size_t l = strlen(de->d_name);
-        if (l < 5 || strcmp(de->d_name + l - 4, ".tks") != 0 || de->d_name[0] == '.') continue;
-        char full[4096];
-        snprintf(full, sizeof full, "%s/%s", p, de->d_name);
-        rc = add_path(d, full, e);
-    }
-    closedir(dir);
-    if (rc) return rc;
-    if (d->n == first) return tk_err_set(e, TK_EDATA, "%s: no .tks files in the directory", p);
-    qsort(d->path + first, (size_t)(d->n - first), sizeof *d->path, cmp_str);
-    return 0;
-}
 
 static int check_field(const tks_schema *s, const char *path, const char *name, tks_dtype dt,
                        int64_t len, int *idx, tk_err *e) {
@@ -89,9 +50,7 @@ int tk_dlrm_data_open(tk_dlrm_data **out, char *const *paths, int npaths, int nu
     if (!d) return tk_err_set(e, TK_EIO, "out of memory");
     d->num_dense = num_dense;
     d->num_cat = num_cat;
-    int rc = 0;
-    for (int i = 0; !rc && i < npaths; i++) rc = expand(d, paths[i], e);
-    if (!rc && d->n == 0) rc = tk_err_set(e, TK_EUSAGE, "no input files");
+    int rc = tk_data_paths(paths, npaths, &d->path, &d->n, e);
     if (!rc) {
         d->r = calloc((size_t)d->n, sizeof *d->r);
         d->first = calloc((size_t)d->n + 1, sizeof *d->first);
@@ -135,13 +94,11 @@ int tk_dlrm_data_open(tk_dlrm_data **out, char *const *paths, int npaths, int nu
 
 void tk_dlrm_data_close(tk_dlrm_data *d) {
     if (!d) return;
-    for (int i = 0; i < d->n; i++) {
+    for (int i = 0; i < d->n; i++)
         if (d->r && d->r[i]) tks_reader_close(d->r[i]);
-        free(d->path[i]);
-    }
+    tk_data_paths_free(d->path, d->n);
     for (int f = 0; d->cols && f < d->ncols; f++) free(d->cols[f]);
     free(d->cols);
-    free(d->path);
     free(d->r);
     free(d->first);
     free(d->fidx);
@@ -250,144 +207,10 @@ int tk_dlrm_data_next(tk_dlrm_data *d, int n, const int64_t *rows, uint8_t *labe
     return 0;
 }
 
-// ---- the parallel loader (see dlrm_data.h) ----
-
-typedef struct {
-    struct tk_dlrm_loader *l;
-    int w;
-    tk_dlrm_data *d;
-    uint8_t *label;
-    int32_t *dense, *cat;
-    int64_t step;              // the batch in the slot (state 1 or 2), or the next one to decode
-    int state;                 // 0: to decode, 1: ready, 2: failed (err)
-    tk_err err;
-    pthread_t th;
-    int started;
-} loader_slot;
-
-struct tk_dlrm_loader {
-    tk_ctx *c;
-    int nw, B, num_dense, num_cat;
-    int64_t spe, first, last;
-    int64_t rows[TK_DLRM_DATA_MAX_CAT];
-    int stop;
-    pthread_mutex_t mu;
-    pthread_cond_t ready, work;
-    loader_slot *slot;
-};
-
-static void *loader_main(void *arg) {
-    loader_slot *s = arg;
-    struct tk_dlrm_loader *l = s->l;
-    for (int64_t step = l->first + s->w; step < l->last; step += l->nw) {
-        pthread_mutex_lock(&l->mu);
-        while (!l->stop && s->state != 0) pthread_cond_wait(&l->work, &l->mu);
-        int stop = l->stop;
-        pthread_mutex_unlock(&l->mu);
-        if (stop) break;
-        tk_err e;
-        tk_err_clear(&e);
-        int got = 0;
-        int rc = tk_dlrm_data_seek(s->d, (uint64_t)((step % l->spe) * l->B), &e);
-        if (!rc) rc = tk_dlrm_data_next(s->d, l->B, l->rows, s->label, s->dense, s->cat, &got, &e);
-        if (!rc && got != l->B) rc = tk_err_set(&e, TK_EINTERNAL, "the training data ended early");
-        pthread_mutex_lock(&l->mu);
-        s->step = step;
-        s->state = rc ? 2 : 1;
-        if (rc) s->err = e;
-        pthread_cond_broadcast(&l->ready);
-        pthread_mutex_unlock(&l->mu);
-        if (rc) break;
-    }
-    return NULL;
-}
-
-int tk_dlrm_loader_start(tk_dlrm_loader **out, tk_ctx *c, char *const *paths, int npaths,
-                         int num_dense, int num_cat, const int64_t *rows, int B,
-                         int64_t steps_per_epoch, int64_t first_step, int64_t last_step,
-                         int nworkers, tk_err *e) {
-    *out = NULL;
-    if (num_cat > TK_DLRM_DATA_MAX_CAT || nworkers < 1 || steps_per_epoch < 1 || B < 1)
-        return tk_err_set(e, TK_EINTERNAL, "dlrm loader: bad arguments");
-    struct tk_dlrm_loader *l = calloc(1, sizeof *l);
-    loader_slot *sl = calloc((size_t)nworkers, sizeof *sl);
-    if (!l || !sl) {
-        free(l);
-        free(sl);
-        return tk_err_set(e, TK_EIO, "out of host memory");
-    }
-    *l = (struct tk_dlrm_loader){.c = c, .nw = nworkers, .B = B, .num_dense = num_dense, .num_cat = num_cat,
-                                 .spe = steps_per_epoch, .first = first_step, .last = last_step, .slot = sl};
-    memcpy(l->rows, rows, (size_t)num_cat * sizeof *rows);
-    pthread_mutex_init(&l->mu, NULL);
-    pthread_cond_init(&l->ready, NULL);
-    pthread_cond_init(&l->work, NULL);
-    int rc = 0;
-    for (int w = 0; !rc && w < nworkers; w++) {
-        loader_slot *s = &sl[w];
-        s->l = l;
-        s->w = w;
-        s->step = first_step + w;
-        rc = tk_dlrm_data_open(&s->d, paths, npaths, num_dense, num_cat, e);
-        if (!rc) rc = tk_host_alloc_pinned(c, (void **)&s->label, (size_t)B, e);
-        if (!rc) rc = tk_host_alloc_pinned(c, (void **)&s->dense, (size_t)B * num_dense * 4, e);
-        if (!rc) rc = tk_host_alloc_pinned(c, (void **)&s->cat, (size_t)B * num_cat * 4, e);
-    }
-    for (int w = 0; !rc && w < nworkers; w++) {
-        if (pthread_create(&sl[w].th, NULL, loader_main, &sl[w]) != 0)
-            rc = tk_err_set(e, TK_EIO, "dlrm loader: cannot start a thread");
-        else
-            sl[w].started = 1;
-    }
-    if (rc) {
-        tk_dlrm_loader_stop(l);
-        return rc;
-    }
-    *out = l;
-    return 0;
-}
-
-int tk_dlrm_loader_get(tk_dlrm_loader *l, int64_t step, uint8_t **label, int32_t **dense,
-                       int32_t **cat, tk_err *e) {
-    if (step < l->first || step >= l->last)
-        return tk_err_set(e, TK_EINTERNAL, "dlrm loader: step %lld outside [%lld, %lld)", (long long)step,
-                          (long long)l->first, (long long)l->last);
-    loader_slot *s = &l->slot[(step - l->first) % l->nw];
-    pthread_mutex_lock(&l->mu);
-    while (s->state == 0 || (s->state == 1 && s->step != step)) pthread_cond_wait(&l->ready, &l->mu);
-    int failed = s->state == 2;
-    if (failed) *e = s->err;
-    pthread_mutex_unlock(&l->mu);
-    if (failed) return e->code;
-    *label = s->label, *dense = s->dense, *cat = s->cat;
-    return 0;
-}
-
-void tk_dlrm_loader_put(tk_dlrm_loader *l, int64_t step) {
-    loader_slot *s = &l->slot[(step - l->first) % l->nw];
-    pthread_mutex_lock(&l->mu);
-    if (s->state == 1 && s->step == step) s->state = 0;
-    pthread_cond_broadcast(&l->work);
-    pthread_mutex_unlock(&l->mu);
-}
-
-void tk_dlrm_loader_stop(tk_dlrm_loader *l) {
-    if (!l) return;
-    pthread_mutex_lock(&l->mu);
-    l->stop = 1;
-    pthread_cond_broadcast(&l->work);
-    pthread_mutex_unlock(&l->mu);
-    for (int w = 0; w < l->nw; w++) {
-        loader_slot *s = &l->slot[w];
-        if (s->started) pthread_join(s->th, NULL);
-        tk_dlrm_data_close(s->d);
-        tk_host_free_pinned(l->c, s->label);
-        tk_host_free_pinned(l->c, s->dense);
-        tk_host_free_pinned(l->c, s->cat);
-    }
-    pthread_mutex_destroy(&l->mu);
-    pthread_cond_destroy(&l->ready);
-    pthread_cond_destroy(&l->work);
-    free(l->slot);
-    free(l);
+int tk_dlrm_data_batch(tk_dlrm_data *d, int64_t step, int64_t steps_per_epoch, int B, const int64_t *rows,
+                       uint8_t *label, int32_t *dense, int32_t *cat, tk_err *e) {
+    int got = 0;
+    TRY(tk_dlrm_data_seek(d, (uint64_t)((step % steps_per_epoch) * B), e));
+    TRY(tk_dlrm_data_next(d, B, rows, label, dense, cat, &got, e));
+    return got == B ? 0 : tk_err_set(e, TK_EINTERNAL, "the training data ended early");
 }

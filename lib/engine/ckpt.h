@@ -1,0 +1,46 @@
+// Checkpoints of a model's tensors (man/man5/trainkit-checkpoint.5): safetensors files written
+// atomically (temp file, fsync, rename) with a CRC-32C of every tensor in the metadata, verified
+// on every load. Several ranks: the file is the one-rank file whatever the world size; rank 0
+// writes it, tensors held by other ranks reach it in bounded chunks, and a file loads under any
+// world size (each rank reads the tensors it holds).
+#ifndef TK_ENGINE_CKPT_H
+#define TK_ENGINE_CKPT_H
+
+#include <jansson.h>
+
+#include "ckpt/safetensors.h"
+#include "core/err.h"
+#include "engine/dist.h"
+#include "engine/params.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// Writes every tensor of P (in declaration order, whichever rank holds each) and meta (an object
+// of strings, borrowed) to path. Collective: every rank calls it and gets the same status.
+int tk_ckpt_save(tk_dist *d, const tk_params *P, const char *path, const json_t *meta, tk_err *e);
+
+enum { TK_CKPT_MODEL_ONLY = 1 }; // load: leave the extern tensors (optimizer state) alone
+// Loads every tensor this rank holds (TK_EDATA naming the file and tensor when one is missing,
+// has another dtype or shape, or fails its checksum; nothing is loaded from a file whose header is
+// bad). *meta (may be NULL) gets a new reference to the metadata; *verified (may be NULL) is 1
+// when every tensor read had a checksum, 0 for a file of another writer (a Hugging Face or
+// torchvision export), which loads all the same.
+int tk_ckpt_load(const tk_params *P, const char *path, int flags, json_t **meta, int *verified, tk_err *e);
+
+// A one-rank list of tensors from host or device memory (a step dump, an export).
+typedef struct tk_ckpt_entry {
+    tk_st_tensor t;
+    const void *src;
+    int dev;       // src is in the backend's memory (staged through the host)
+} tk_ckpt_entry;
+int tk_ckpt_write(tk_ctx *c, const char *path, const tk_ckpt_entry *ent, int n, const json_t *meta, tk_err *e);
+// The entries of P's tensors this rank holds (as tk_ckpt_write takes them); *n gets the count.
+int tk_ckpt_entries(const tk_params *P, tk_ckpt_entry **ent, int *n, tk_err *e);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

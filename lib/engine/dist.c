@@ -1,0 +1,58 @@
+// Bounded waits and host-value agreement over the ranks (dist.h).
+#include "engine/dist.h"
+
+#include <string.h>
+
+int tk_dist_init(tk_dist *d, tk_ctx *c, tk_comm *comm, double timeout_s, tk_err *e) {
+    memset(d, 0, sizeof *d);
+    d->c = c;
+    d->comm = comm;
+    d->timeout = timeout_s > 0 ? timeout_s : 300;
+    d->world = comm ? tk_comm_world(comm) : 1;
+    d->rank = comm ? tk_comm_rank(comm) : 0;
+    if (d->world > TK_MAX_WORLD) return tk_err_set(e, TK_EUSAGE, "world size %d > %d", d->world, TK_MAX_WORLD);
+    TRY(tk_malloc(c, (void **)&d->scratch, (size_t)(2 + 2 * d->world) * 8, e));
+    return tk_memset0(c, d->scratch, (size_t)(2 + 2 * d->world) * 8, TK_STREAM_COMPUTE, e);
+}
+
+void tk_dist_release(tk_dist *d) {
+    if (d->c && d->scratch) tk_free(d->c, d->scratch);
+    d->scratch = NULL;
+}
+
+int tk_dist_sync(tk_dist *d, tk_err *e) {
+    if (d->comm) TRY(tk_comm_wait(d->comm, TK_STREAM_COMPUTE, d->timeout, e));
+    return tk_ctx_sync(d->c, e);
+}
+
+int tk_dist_sync_lagged(tk_dist *d, tk_err *e) {
+    return d->comm ? tk_comm_wait_lagged(d->comm, TK_STREAM_COMPUTE, d->timeout, e) : 0;
+}
+
+int tk_dist_gather_i64(tk_dist *d, int64_t mine, int64_t *all, double timeout_s, tk_err *e) {
+    if (!d->comm || d->world == 1) {
+        all[0] = mine;
+        return 0;
+    }
+    const int CS = TK_STREAM_COMPUTE;
+    TRY(tk_memcpy_h2d(d->c, d->scratch, &mine, 8, CS, e));
+    TRY(tk_all_gather(d->comm, d->scratch, d->scratch + 2, 8, TK_U8, CS, e));
+    TRY(tk_comm_wait(d->comm, CS, timeout_s > 0 ? timeout_s : d->timeout, e));
+    TRY(tk_memcpy_d2h(d->c, all, d->scratch + 2, (size_t)d->world * 8, CS, e));
+    return tk_ctx_sync(d->c, e);
+}
+
+int tk_dist_gather16(tk_dist *d, const void *src, void *all, tk_err *e) {
+    if (!d->comm || d->world == 1) {
+        TRY(tk_memcpy_d2h(d->c, all, src, 16, TK_STREAM_COMPUTE, e));
+        return tk_ctx_sync(d->c, e);
+    }
+    // Gathered as bytes on the comm stream (no fp64 sums in the collectives: the caller adds the
+    // ranks' values in rank order, so every rank computes the same total).
+    TRY(tk_comm_stream_wait(d->comm, TK_STREAM_COMM, TK_STREAM_COMPUTE, e));
+    TRY(tk_all_gather(d->comm, src, d->scratch + 2, 16, TK_U8, TK_STREAM_COMM, e));
+    TRY(tk_comm_stream_wait(d->comm, TK_STREAM_COMPUTE, TK_STREAM_COMM, e));
+    TRY(tk_dist_sync(d, e));
+    TRY(tk_memcpy_d2h(d->c, all, d->scratch + 2, (size_t)d->world * 16, TK_STREAM_COMPUTE, e));
+    return tk_ctx_sync(d->c, e);
+}

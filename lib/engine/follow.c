@@ -1,0 +1,220 @@
+// Evaluation of checkpoints out of the training process (follow.h).
+#include "engine/follow.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ckpt/safetensors.h"
+#include "core/afile.h"
+#include "core/json_text.h"
+#include "core/jsonl.h"
+#include "core/progress.h"
+#include "engine/ckpt.h"
+#include "engine/instance.h"
+
+struct tk_evaluator {
+    tk_ctx *c;
+    tk_eval_opts o;
+    tk_instance I;
+    int made;
+    void *es;
+    char hash[32];
+};
+
+int tk_evaluator_create(tk_evaluator **out, tk_ctx *c, const tk_eval_opts *o, tk_err *e) {
+    tk_evaluator *ev = calloc(1, sizeof *ev);
+    if (!ev) return tk_err_set(e, TK_EIO, "out of host memory");
+    ev->c = c;
+    ev->o = *o;
+    *out = ev;
+    return 0;
+}
+
+static void drop_model(tk_evaluator *ev) {
+    if (ev->es) ev->I.wl->evalset_free(ev->I.model, ev->es);
+    ev->es = NULL;
+    if (ev->made) tk_instance_destroy(&ev->I);
+    ev->made = 0;
+}
+
+void tk_evaluator_destroy(tk_evaluator *ev) {
+    if (!ev) return;
+    drop_model(ev);
+    free(ev);
+}
+
+// Makes (or keeps) the model for the checkpoint's configuration and loads its weights.
+static int load(tk_evaluator *ev, const char *path, json_t **meta, tk_err *e) {
+    tk_st_file *f;
+    TRY(tk_st_open(&f, path, e));
+    const char *cfg_text = tk_st_meta(f, "config"), *hash = tk_st_meta(f, "config_hash");
+    if (!cfg_text || !hash) {
+        tk_st_close(f);
+        tk_err_set(e, TK_EDATA, "the metadata lacks 'config' or 'config_hash' (not a train-step checkpoint)");
+        tk_err_where(e, "%s: offset 8", path);
+        return TK_EDATA;
+    }
+    int rc = 0;
+    if (!ev->made || strcmp(hash, ev->hash) != 0) {
+        drop_model(ev);
+        json_error_t je;
+        json_t *root = json_loads(cfg_text, 0, &je);
+        if (!root) {
+            rc = tk_err_set(e, TK_EDATA, "metadata 'config': %s", je.text);
+            tk_err_where(e, "%s", path);
+        } else {
+            rc = tk_instance_config(&ev->I, root, path, NULL, 0, NULL, e);
+            ev->made = 1; // (destroyed as a whole, whatever failed)
+            json_decref(root);
+        }
+        if (!rc) rc = tk_instance_create(&ev->I, ev->c, NULL, 0, e);
+        if (!rc) rc = ev->I.wl->evalset_load(ev->I.model, ev->o.eval, ev->o.neval, &ev->es, e);
+        if (!rc) snprintf(ev->hash, sizeof ev->hash, "%s", hash);
+        if (rc) drop_model(ev);
+    }
+    tk_st_close(f);
+    int verified = 1;
+    if (!rc) rc = tk_instance_load(&ev->I, path, TK_CKPT_MODEL_ONLY, meta, &verified, e);
+    if (!rc && !verified && ev->o.note) {
+        char msg[4400];
+        snprintf(msg, sizeof msg, "%s: no tensor checksums (a file of another writer): loaded unverified", path);
+        ev->o.note(ev->o.note_arg, msg);
+    }
+    return rc;
+}
+
+int tk_evaluator_run(tk_evaluator *ev, const char *path, const char *name, json_t **res, tk_err *e) {
+    json_t *meta = NULL;
+    double t0 = tk_now(), v;
+    TRY(load(ev, path, &meta, e));
+    const char *metric = ev->I.wl->metric;
+    int rc = ev->I.wl->evaluate(ev->I.model, ev->es, &v, e);
+    if (rc) {
+        json_decref(meta);
+        return rc;
+    }
+    const char *st = json_string_value(json_object_get(meta, "step"));
+    const char *sa = json_string_value(json_object_get(meta, "samples_seen"));
+    // JSON has no NaN: an undefined metric (the AUC of a one-class eval set) is null.
+    *res = json_pack("{s:s, s:s, s:s, s:I, s:I}", "type", "eval", "metric", metric, "checkpoint", name, "step",
+                     (json_int_t)(st ? atoll(st) : -1), "samples", (json_int_t)(sa ? atoll(sa) : -1));
+    json_object_set_new(*res, metric, isfinite(v) ? json_real(v) : json_null());
+    json_object_set_new(*res, "eval_samples", json_integer(ev->I.wl->evalset_count(ev->es)));
+    json_object_set_new(*res, "eval_s", json_real(tk_now() - t0));
+    if (ev->o.has_target) {
+        int reached = ev->I.wl->lower_is_better ? v <= ev->o.target : v >= ev->o.target;
+        json_object_set_new(*res, "target", json_real(ev->o.target));
+        json_object_set_new(*res, "reached", json_boolean(reached));
+    }
+    json_decref(meta);
+    return 0;
+}
+
+// ---- --follow ----
+
+typedef struct {
+    long long step;
+    char name[256];
+} entry;
+
+static int cmp_entry(const void *a, const void *b) {
+    const entry *x = a, *y = b;
+    if (x->step != y->step) return x->step < y->step ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+static int exists(const char *dir, const char *name) {
+    char p[4400];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    struct stat st;
+    return stat(p, &st) == 0;
+}
+
+// Checkpoints in dir without a result yet, oldest step first. Temporary files of an atomic
+// write ("NAME.tmp.PID.N") and hidden files are never picked up.
+static int scan(const char *dir, entry **out, int *n, tk_err *e) {
+    *n = 0;
+    DIR *d = opendir(dir);
+    if (!d) return tk_err_errno(e, errno, "%s: cannot open directory", dir);
+    int cap = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        const char *nm = de->d_name;
+        size_t l = strlen(nm);
+        if (nm[0] == '.' || strstr(nm, ".tmp.") || l < 12 || l >= 240 || strcmp(nm + l - 12, ".safetensors") != 0)
+            continue;
+        char res[300];
+        snprintf(res, sizeof res, "%.*s.eval.json", (int)(l - 12), nm);
+        if (exists(dir, res)) continue;
+        if (*n == cap) {
+            cap = cap * 2 + 16;
+            entry *ne = realloc(*out, (size_t)cap * sizeof *ne);
+            if (!ne) {
+                closedir(d);
+                return tk_err_set(e, TK_EIO, "out of memory");
+            }
+            *out = ne;
+        }
+        entry *en = &(*out)[(*n)++];
+        snprintf(en->name, sizeof en->name, "%s", nm);
+        en->step = sscanf(nm, "step-%lld", &en->step) == 1 ? en->step : -1;
+    }
+    closedir(d);
+    qsort(*out, (size_t)*n, sizeof **out, cmp_entry);
+    return 0;
+}
+
+int tk_follow(tk_evaluator *ev, const char *dir, double poll, double timeout, FILE *out, tk_err *e) {
+    entry *list = NULL;
+    int n = 0, rc = 0;
+    double last_new = tk_now();
+    // A follower killed mid-write left temporaries of results behind: ours to remove.
+    if ((rc = tk_afile_remove_stale(dir, ".eval.json", NULL, e))) return rc;
+    for (;;) {
+        if ((rc = scan(dir, &list, &n, e))) break;
+        if (n == 0) {
+            if (exists(dir, "STOP")) break;
+            if (timeout > 0 && tk_now() - last_new > timeout) {
+                rc = tk_err_set(e, TK_NO, "%s: no new checkpoint for %g s", dir, timeout);
+                break;
+            }
+            usleep((useconds_t)(poll * 1e6));
+            continue;
+        }
+        last_new = tk_now();
+        char path[4400], res_path[4400];
+        snprintf(path, sizeof path, "%s/%s", dir, list[0].name);
+        json_t *res = NULL;
+        if ((rc = tk_evaluator_run(ev, path, list[0].name, &res, e))) break;
+        snprintf(res_path, sizeof res_path, "%s/%.*s.eval.json", dir, (int)(strlen(list[0].name) - 12), list[0].name);
+        // The result file is written atomically: train-step never sees half a result.
+        tk_afile af;
+        char *text = tk_json_dumps_compact(res);
+        rc = text ? tk_afile_open(&af, res_path, e) : tk_err_set(e, TK_EINTERNAL, "cannot serialize");
+        if (!rc) {
+            rc = tk_write_all(af.fp, text, strlen(text), res_path, e);
+            if (!rc) rc = tk_write_all(af.fp, "\n", 1, res_path, e);
+            if (!rc) rc = tk_afile_commit(&af, e);
+            else tk_afile_abort(&af);
+        }
+        free(text);
+        if (!rc) rc = tk_jsonl_emit(out, res, e);
+        else json_decref(res);
+        if (rc) break;
+    }
+    free(list);
+    return rc;
+}
+
+int tk_follow_stop(const char *dir, tk_err *e) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/STOP", dir);
+    tk_afile f;
+    TRY(tk_afile_open(&f, path, e));
+    return tk_afile_commit(&f, e);
+}

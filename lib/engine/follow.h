@@ -1,0 +1,47 @@
+// Evaluation out of the training process (man/man1/evaluate.1): a checkpoint is evaluated by a
+// model made from the configuration in its own metadata, so one evaluator serves every workload.
+// With --follow DIR (beside train-step --eval-dir DIR, possibly on a dedicated GPU) it evaluates
+// each new DIR/NAME.safetensors and writes DIR/NAME.eval.json atomically; DIR/STOP ends it.
+#ifndef TK_ENGINE_FOLLOW_H
+#define TK_ENGINE_FOLLOW_H
+
+#include <jansson.h>
+#include <stdio.h>
+
+#include "core/err.h"
+#include "gpu/gpu.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tk_evaluator tk_evaluator;
+
+typedef struct tk_eval_opts {
+    char *const *eval;      // the evaluation data (files or directories)
+    int neval;
+    int has_target;         // report "target" and "reached" against target
+    double target;
+    void (*note)(void *arg, const char *msg); // a message for people (stderr), or NULL
+    void *note_arg;
+} tk_eval_opts;
+
+int tk_evaluator_create(tk_evaluator **ev, tk_ctx *c, const tk_eval_opts *o, tk_err *e);
+void tk_evaluator_destroy(tk_evaluator *ev);
+// Evaluates the checkpoint at path (name: how the result line names it): *res gets
+// {"type":"eval","metric":M,"checkpoint":name,"step":S,"samples":N,M:value,"eval_samples":K,"eval_s":T}
+// plus "target" and "reached" when o->has_target. The model is made again only when the
+// checkpoint's configuration differs from the previous one's.
+int tk_evaluator_run(tk_evaluator *ev, const char *path, const char *name, json_t **res, tk_err *e);
+// --follow: evaluates the checkpoints of dir without a result, oldest step first, polling every
+// poll seconds, printing each result line on out; ends when dir/STOP exists and nothing is left
+// (0), or after timeout seconds without a new checkpoint (timeout > 0; TK_NO).
+int tk_follow(tk_evaluator *ev, const char *dir, double poll, double timeout, FILE *out, tk_err *e);
+// The file that ends a follower: dir/STOP, written atomically.
+int tk_follow_stop(const char *dir, tk_err *e);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,105 @@
+// A workload's model made and driven by the engine (instance.h).
+#include "engine/instance.h"
+
+#include <string.h>
+
+#include "engine/ckpt.h"
+#include "engine/registry.h"
+
+int tk_instance_config(tk_instance *I, json_t *root, const char *path, char *const *sets, int nsets,
+                       const char *data_meta, tk_err *e) {
+    memset(I, 0, sizeof *I);
+    I->effective = json_incref(root);
+    const char *name = json_string_value(json_object_get(root, "workload"));
+    if (!name || !(I->wl = tk_workload_find(name))) {
+        char msg[600];
+        snprintf(msg, sizeof msg, "expected one of the workloads %s", tk_workload_names());
+        return tk_cfg_bad(e, path, "workload", msg);
+    }
+    if (I->wl->version < TK_WORKLOAD_V1) return tk_err_set(e, TK_EINTERNAL, "workload %s: table version %d", name, I->wl->version);
+    for (int i = 0; i < nsets; i++) TRY(tk_config_override(root, sets[i], I->wl->sections, e));
+    TRY(tk_run_config_parse(root, path, I->wl->name, I->wl->metric, I->wl->sections, &I->run, e));
+    TRY(I->wl->config(root, path, &I->run, data_meta, &I->cfg, e));
+    I->hash = tk_config_hash(root);
+    return 0;
+}
+
+int tk_instance_create(tk_instance *I, tk_ctx *c, tk_comm *comm, double comm_timeout, tk_err *e) {
+    I->c = c;
+    TRY(tk_dist_init(&I->dist, c, comm, comm_timeout, e));
+    tk_params_init(&I->P, c, I->dist.rank);
+    TRY(tk_malloc(c, &I->scalars, 64, e));
+    TRY(tk_memset0(c, I->scalars, 64, TK_STREAM_COMPUTE, e));
+    I->lr = (float *)I->scalars;
+    I->step = (int64_t *)((char *)I->scalars + 8);
+    I->loss_acc = (double *)((char *)I->scalars + 16);
+    tk_wl_env env = {.c = c, .dist = &I->dist, .params = &I->P, .lr = I->lr, .step = I->step, .loss_acc = I->loss_acc};
+    TRY(I->wl->create(I->cfg, &env, &I->model, e));
+    if (!I->P.allocated) return tk_err_set(e, TK_EINTERNAL, "workload %s: create did not allocate its tensors", I->wl->name);
+    return tk_optim_init(&I->opt, &I->run.opt, &I->P, e);
+}
+
+void tk_instance_destroy(tk_instance *I) {
+    if (I->model) I->wl->destroy(I->model);
+    I->model = NULL;
+    tk_optim_release(&I->opt);
+    if (I->P.c) tk_params_release(&I->P);
+    if (I->scalars) tk_free(I->c, I->scalars);
+    I->scalars = NULL;
+    if (I->dist.c) tk_dist_release(&I->dist);
+    if (I->cfg) I->wl->config_free(I->cfg);
+    I->cfg = NULL;
+    json_decref(I->effective);
+    I->effective = NULL;
+}
+
+int tk_instance_step(tk_instance *I, tk_err *e) {
+    tk_ctx *c = I->c;
+    TRY(tk_optim_schedule(&I->opt, I->step, I->lr, e));
+    TRY(I->wl->step(I->model, e));
+    if (!I->wl->own_grad_reduce && I->dist.comm && I->dist.world > 1 && I->P.dense_n > 0) {
+        // The dense gradients summed over the ranks (the loss is normalized by the global batch),
+        // on the comm stream forked from and joined back into the compute stream (capturable).
+        tk_comm *m = I->dist.comm;
+        TRY(tk_comm_stream_wait(m, TK_STREAM_COMM, TK_STREAM_COMPUTE, e));
+        TRY(tk_allreduce_sum(m, I->P.dense_g, I->P.dense_g, I->P.dense_n, TK_F32, 1.0f, TK_STREAM_COMM, e));
+        TRY(tk_comm_stream_wait(m, TK_STREAM_COMPUTE, TK_STREAM_COMM, e));
+    }
+    tk_range_push("optimizer");
+    int rc = tk_optim_update(&I->opt, &I->P, I->lr, I->step, e);
+    tk_range_pop();
+    if (!rc && I->wl->after_update) rc = I->wl->after_update(I->model, e);
+    (void)c;
+    return rc;
+}
+
+int tk_instance_read_loss(tk_instance *I, double *mean, int reset, tk_err *e) {
+    // Each rank accumulated its samples' loss sum / global batch per step: the ranks' accumulators
+    // add up to the global mean's, summed here in rank order (every rank logs the same value).
+    double all[2 * TK_MAX_WORLD];
+    TRY(tk_dist_gather16(&I->dist, I->loss_acc, all, e));
+    double sum = 0;
+    for (int i = 0; i < I->dist.world; i++) sum += all[2 * i];
+    *mean = all[1] > 0 ? sum / all[1] : 0.0 / 0.0;
+    if (reset) TRY(tk_memset0(I->c, I->loss_acc, 16, TK_STREAM_COMPUTE, e));
+    return 0;
+}
+
+int tk_instance_write_step(tk_instance *I, int64_t step, tk_err *e) {
+    TRY(tk_memcpy_h2d(I->c, I->step, &step, 8, TK_STREAM_COMPUTE, e));
+    return tk_ctx_sync(I->c, e);
+}
+
+int tk_instance_save(tk_instance *I, const char *path, const json_t *meta, tk_err *e) {
+    return tk_ckpt_save(&I->dist, &I->P, path, meta, e);
+}
+
+int tk_instance_load(tk_instance *I, const char *path, int flags, json_t **meta, int *verified, tk_err *e) {
+    int rc = tk_ckpt_load(&I->P, path, flags, meta, verified, e);
+    if (!rc && I->wl->weights_loaded) rc = I->wl->weights_loaded(I->model, e);
+    if (rc && meta) {
+        json_decref(*meta);
+        *meta = NULL;
+    }
+    return rc;
+}

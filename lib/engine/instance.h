@@ -1,0 +1,64 @@
+// One model of some workload, made and driven the same way by train-step and evaluate: its
+// configuration (the engine's sections and the workload's), its flat buffers, the device scalars
+// the schedule and the loss use, the optimizer, the ranks' plumbing, and the workload's model
+// behind its function table (workload.h).
+#ifndef TK_ENGINE_INSTANCE_H
+#define TK_ENGINE_INSTANCE_H
+
+#include <jansson.h>
+
+#include "engine/config.h"
+#include "engine/dist.h"
+#include "engine/optim.h"
+#include "engine/params.h"
+#include "engine/workload.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tk_instance {
+    const tk_workload *wl;
+    void *cfg;               // the workload's parsed configuration
+    tk_run_cfg run;          // the engine's sections
+    json_t *effective;       // the effective configuration (overrides applied, values resolved)
+    uint64_t hash;           // tk_config_hash(effective)
+    tk_ctx *c;
+    tk_dist dist;
+    tk_params P;
+    tk_optim opt;
+    void *scalars;           // device: lr (f32), step (i64), loss_acc (2 x f64)
+    float *lr;
+    int64_t *step;
+    double *loss_acc;
+    void *model;
+} tk_instance;
+
+// Reads the configuration: root (a reference is taken) with the overrides "KEY=VALUE" applied,
+// the workload its "workload" names (TK_EUSAGE listing the known ones when none), the engine's
+// sections, then the workload's, given the training data's schema meta (NULL: none).
+int tk_instance_config(tk_instance *I, json_t *root, const char *path, char *const *sets, int nsets,
+                       const char *data_meta, tk_err *e);
+// Makes the model on c (comm NULL: one rank, unless the workload wants one of world 1 and
+// passes it), its buffers and the optimizer. After tk_instance_config.
+int tk_instance_create(tk_instance *I, tk_ctx *c, tk_comm *comm, double comm_timeout, tk_err *e);
+void tk_instance_destroy(tk_instance *I); // the configuration too; the context and comm are the caller's
+
+// One training iteration on the input batch, capturable: the schedule, the workload's forward and
+// backward, the gradient all-reduce over the ranks (unless the workload does it), the optimizer,
+// the workload's after_update.
+int tk_instance_step(tk_instance *I, tk_err *e);
+// Host reads and writes at log points.
+int tk_instance_read_loss(tk_instance *I, double *mean, int reset, tk_err *e);
+int tk_instance_write_step(tk_instance *I, int64_t step, tk_err *e);
+// Checkpoints of the model's tensors and the optimizer's state (lib/engine/ckpt.h). Load: every
+// tensor this rank holds (TK_CKPT_MODEL_ONLY: not the optimizer's state), then the workload's
+// weights_loaded; *verified as tk_ckpt_load.
+int tk_instance_save(tk_instance *I, const char *path, const json_t *meta, tk_err *e);
+int tk_instance_load(tk_instance *I, const char *path, int flags, json_t **meta, int *verified, tk_err *e);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,171 @@
+// The workload interface (DESIGN.md section 3a, man/man7/trainkit-workload.7): what a model
+// gives the training engine. One const table of functions per workload, listed in one place
+// (registry.c), in the manner of FFmpeg's AVCodec or SQLite's sqlite3_io_methods: the engine, and
+// with it train-step and evaluate, never names a workload. The engine owns the loop, the input
+// path (loader threads, pinned buffers, staging slots on the copy stream), CUDA-graph capture and
+// replay, the learning-rate schedule and the optimizer over the flat parameter buffer, gradient
+// all-reduce over the ranks, evaluation cadence and the stop at the target, checkpoints, resume
+// and out-of-process evaluation, MLLOG framing and the JSON Lines output. A workload owns its
+// configuration section, its tensors (declared into the engine's tk_params), its data format and
+// record order, forward and backward, its eval metric and its MLLOG hyperparameter keys.
+//
+// Adding a workload: lib/workloads/NAME/ (its files), one `extern const tk_workload` line and one
+// table entry in registry.c, share/workloads/NAME/. Nothing in cmd/ or the engine changes.
+//
+// The table may grow: `version` says which members a workload fills (members added later are
+// NULL in older tables, and the engine checks version before calling them). Optional members may
+// be NULL. Every model function gets the `void *model` its create returned; "device" means the
+// backend's memory (host memory on the cpu backend). Everything that runs inside the training
+// step (step, after_update) must be capturable in a CUDA graph: no host sync, no allocation.
+#ifndef TK_ENGINE_WORKLOAD_H
+#define TK_ENGINE_WORKLOAD_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "core/err.h"
+#include "core/mllog.h"
+#include "engine/config.h"
+#include "engine/dist.h"
+#include "engine/loader.h"
+#include "engine/params.h"
+#include "gpu/gpu.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TK_WORKLOAD_V1 1
+
+// What the engine hands a model at creation.
+typedef struct tk_wl_env {
+    tk_ctx *c;
+    tk_dist *dist;      // ranks: dist->comm NULL for one rank without collectives
+    tk_params *params;  // declare the model's tensors here, then tk_params_alloc (create does both)
+    float *lr;          // device f32: this step's learning rate, written by the engine's schedule
+                        // before each step (a workload's own fused updates read it)
+    int64_t *step;      // device i64: updates so far (the schedule increments it before the step)
+    double *loss_acc;   // device f64[2]: each step adds [its samples' loss sum / global batch, 1];
+                        // the engine reads the global mean loss from the ranks' sums at log points
+} tk_wl_env;
+
+// An option of train-step that a workload adds: "--NAME [ARG]" is the same as
+// "--set KEY=VALUE", with VALUE = value when the option takes no argument, else its argument,
+// which train-step checks first (a usage error names the option): an integer in [lo, hi], or
+// the word `word` when one is given.
+typedef struct tk_wl_option {
+    const char *name;   // long option name, without the dashes
+    int has_arg;        // 0: a flag; 1: an integer argument
+    const char *key;    // the config key it sets
+    const char *value;  // has_arg == 0: the value it sets
+    int64_t lo, hi;     // has_arg == 1: the integer's range
+    const char *word;   // has_arg == 1: a word accepted too (e.g. "auto"), or NULL
+    const char *arg;    // the argument's name in --help ("N", "auto|N")
+    const char *help;   // for --help
+} tk_wl_option;
+
+typedef struct tk_workload {
+    int version;                      // TK_WORKLOAD_V1
+    const char *name;                 // the config's "workload" and MLLOG submission_benchmark
+    const char *summary;              // one line for --help
+    const char *metric;               // its eval metric: the config's target.metric and the key of
+                                      // the value in eval and result lines ("auc", "mlm_accuracy", "top1")
+    int lower_is_better;              // the target is reached at or below it (a word error rate)
+    const tk_wl_option *options;      // extra train-step options, {NULL} terminated (may be NULL)
+    const char *const *sections;      // top-level config keys it owns besides "model" and "data",
+                                      // NULL terminated (may be NULL); not part of the config hash
+
+    // ---- configuration ----
+    // Parses and checks the workload's sections of root (overrides already applied; unknown keys
+    // are TK_EUSAGE naming the file and JSON path), given the engine's parsed common sections (run)
+    // and the training data's schema meta JSON (NULL in evaluate, where the config is the
+    // checkpoint's effective one). May write resolved values back into root (e.g. table sizes read
+    // from the data): root is then the effective config, hashed and stored in checkpoints.
+    int (*config)(json_t *root, const char *path, const tk_run_cfg *run, const char *data_meta, void **cfg,
+                  tk_err *e);
+    void (*config_free)(void *cfg);
+    // Whether the model wants a communicator even on one rank (a several-ranks code path run over a
+    // world of 1). NULL: only with several ranks.
+    int (*wants_comm)(const void *cfg);
+
+    // ---- model ----
+    int (*create)(const void *cfg, const tk_wl_env *env, void **model, tk_err *e);
+    void (*destroy)(void *model);
+    // The reference initialization from seed (every rank the same values for the same tensor).
+    int (*init_weights)(void *model, uint64_t seed, tk_err *e);
+    // After the engine loaded the tensors from a checkpoint: refresh what derives from them
+    // (low-precision copies, replicas). Collective on several ranks. May be NULL.
+    int (*weights_loaded)(void *model, tk_err *e);
+
+    // ---- data ----
+    // A reader of the training data; the engine opens one per loader thread.
+    int (*reader_open)(const void *cfg, char *const *paths, int npaths, void **rd, tk_err *e);
+    void (*reader_close)(void *rd);
+    uint64_t (*reader_count)(void *rd);             // records
+    // Batch `step` (0-based over the run; steps_per_epoch = count / global batch) into host fields
+    // laid out as batch_layout says. The order of records is the workload's (the dataset's order,
+    // or a shuffle keyed by seed and epoch); it depends on step only.
+    int (*read_batch)(void *rd, int64_t step, int64_t steps_per_epoch, void *const *fields, tk_err *e);
+    void (*batch_layout)(const void *model, tk_batch_layout *L);
+    // The model's device input buffers, one per field (stable addresses: graphs read them).
+    void (*inputs)(void *model, void **fields);
+    // After a batch's copy into staging slot `slot` (device fields), on `stream` (the copy
+    // stream): more per-batch work that may overlap the step before (DLRM's exchange plan). NULL: none.
+    int (*staged)(void *model, int slot, void *const *dev, int stream, tk_err *e);
+    // The slot's batch is now the input (after the copy into the inputs). NULL: nothing to do.
+    int (*use)(void *model, int slot, tk_err *e);
+    // Once before training, with a reader at the start of the data: statistics the model needs
+    // (DLRM's hybrid embedding chooses its replicated rows). *line (may stay NULL) gets a JSON
+    // object that the engine prints as a line (with a "type"). NULL: nothing.
+    int (*prepare)(void *model, void *rd, int64_t steps_per_epoch, json_t **line, tk_err *e);
+
+    // ---- training step ----
+    // Forward and backward of the input batch: the dense gradients into the tk_params gradient
+    // span, the loss into env->loss_acc; the workload's own updates (tensors it declared without
+    // TK_PARAM_DENSE) with env->lr. The engine then all-reduces the dense gradients over the ranks
+    // (unless own_grad_reduce), runs the optimizer, then after_update.
+    int (*step)(void *model, tk_err *e);
+    int own_grad_reduce;              // the step reduces the dense gradients itself (overlapped with its
+                                      // backward, as DLRM does); they are sums over the ranks afterwards
+    int (*after_update)(void *model, tk_err *e);    // in the step's graph; NULL: nothing
+    // Whether the step of the current input may be captured in a CUDA graph: < 0 no (run it
+    // eagerly), else a key; a graph made for another key is made again. NULL: always, key 0.
+    int64_t (*graph_key)(void *model);
+    int (*graph_per_slot)(const void *model); // one graph per staging slot (the step reads the slot's
+                                               // per-batch state in place). NULL: one graph
+    // After the engine queued a step that step() did not queue itself (a graph launch). NULL: nothing.
+    int (*step_queued)(void *model, tk_err *e);
+
+    // ---- evaluation ----
+    // The eval set, read once and cached in the backend's memory (MLPerf allows caching it).
+    int (*evalset_load)(void *model, char *const *paths, int npaths, void **es, tk_err *e);
+    int64_t (*evalset_count)(const void *es);
+    void (*evalset_free)(void *model, void *es);
+    // The metric over the whole set; collective on several ranks (every rank gets the value).
+    int (*evaluate)(void *model, void *es, double *metric, tk_err *e);
+
+    // ---- MLLOG ----
+    // The benchmark's hyperparameter keys (optimizer, schedule, model), logged between the engine's
+    // common keys (submission_*, seed, global_batch_size, ...) and train_samples.
+    int (*mllog_hparams)(void *model, const tk_run_cfg *run, tk_mllog *log, tk_err *e);
+    // weights_initialization events for the tensors the benchmark's rules name.
+    int (*mllog_weights)(void *model, tk_mllog *log, tk_err *e);
+
+    // ---- optional extras ----
+    // One training step's inputs, weights, loss and gradients as safetensors, for a PyTorch peer
+    // (contrib/peers/NAME.py). Runs the step on the batch in the inputs. NULL: not supported.
+    int (*dump_step)(void *model, const char *path, tk_err *e);
+    // Per-phase step timing (train-step --profile): start, add a finished step (keep 0: warm-up),
+    // the totals as {"steps": n, "ms": {phase: ms}}. NULL: the engine times whole steps only.
+    int (*profile_start)(void *model, tk_err *e);
+    int (*profile_add)(void *model, int keep, tk_err *e);
+    json_t *(*profile_json)(const void *model);
+    // Members added to the run's result line (a new object or NULL).
+    json_t *(*result_extra)(const void *model);
+} tk_workload;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

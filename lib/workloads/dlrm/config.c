@@ -1,0 +1,159 @@
+// DLRM configuration: the "model", "data" and "parallel" sections (config.h).
+#include "workloads/dlrm/config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "interaction.h"
+
+const char *const tk_dlrm_sections[] = {"parallel", NULL};
+
+static int get_widths(json_t *root, const char *file, const char *p, int *w, int *n, tk_err *e) {
+    json_t *a = tk_cfg_get(root, p);
+    if (!json_is_array(a) || json_array_size(a) < 1 || json_array_size(a) > TK_DLRM_MAX_LAYERS)
+        return tk_cfg_bad(e, file, p, "expected an array of 1 to 8 layer widths");
+    *n = (int)json_array_size(a);
+    for (int i = 0; i < *n; i++) {
+        json_t *x = json_array_get(a, i);
+        if (!json_is_integer(x) || json_integer_value(x) < 1 || json_integer_value(x) > 65536)
+            return tk_cfg_bad(e, file, p, "layer widths must be integers in [1, 65536]");
+        w[i] = (int)json_integer_value(x);
+    }
+    return 0;
+}
+
+int tk_dlrm_config_parse(json_t *root, const char *path, const tk_run_cfg *run, const char *data_meta,
+                         tk_dlrm_config *cfg, tk_err *e) {
+    static const char *const model_keys[] = {"num_dense", "embedding_dim", "bottom_mlp", "top_mlp",
+                                             "interaction_width", "table_sizes", "max_table_rows", "table_dtype",
+                                             "precision", NULL};
+    static const char *const data_keys[] = {"train_samples", "eval_samples", "max_ind_range", "note", NULL};
+    static const char *const par_keys[] = {"hybrid_embedding", "hybrid_max_rows", "hybrid_stat_batches",
+                                           "hybrid_capacity", "force_exchange", NULL};
+    memset(cfg, 0, sizeof *cfg);
+    int rc = 0;
+    int64_t v;
+    if ((rc = tk_cfg_keys(root, path, "model", model_keys, e)) || (rc = tk_cfg_keys(root, path, "data", data_keys, e)) ||
+        (rc = tk_cfg_keys(root, path, "parallel", par_keys, e)))
+        return rc;
+#define INT(p, lo, hi, dst) do { if ((rc = tk_cfg_int(root, path, p, lo, hi, &v, e))) goto out; dst = v; } while (0)
+    INT("model.num_dense", 1, 1024, cfg->num_dense);
+    INT("model.embedding_dim", 1, 4096, cfg->emb_dim);
+    if ((rc = get_widths(root, path, "model.bottom_mlp", cfg->bot, &cfg->nbot, e))) goto out;
+    if ((rc = get_widths(root, path, "model.top_mlp", cfg->top, &cfg->ntop, e))) goto out;
+    int64_t cap = 0;
+    INT("model.max_table_rows", 0, (int64_t)1 << 40, cap);
+    json_t *ts = tk_cfg_get(root, "model.table_sizes");
+    json_t *sizes = NULL;
+    if (json_is_string(ts) && strcmp(json_string_value(ts), "data") == 0) {
+        json_t *meta = data_meta ? json_loads(data_meta, 0, NULL) : NULL;
+        json_t *card = json_object_get(meta, "cardinalities");
+        if (!json_is_array(card)) {
+            json_decref(meta);
+            rc = tk_cfg_bad(e, path, "model.table_sizes",
+                         "\"data\" needs the training data's schema meta \"cardinalities\" (from prep criteo)");
+            goto out;
+        }
+        sizes = json_incref(card);
+        json_decref(meta);
+    } else if (json_is_array(ts)) {
+        sizes = json_incref(ts);
+    } else {
+        rc = tk_cfg_bad(e, path, "model.table_sizes", "expected an array of table sizes or \"data\"");
+        goto out;
+    }
+    cfg->num_tables = (int)json_array_size(sizes);
+    if (cfg->num_tables < 1 || cfg->num_tables > TK_DLRM_MAX_TABLES) {
+        json_decref(sizes);
+        rc = tk_cfg_bad(e, path, "model.table_sizes", "expected 1 to 64 tables");
+        goto out;
+    }
+    json_t *resolved = json_array();
+    for (int t = 0; t < cfg->num_tables; t++) {
+        json_t *x = json_array_get(sizes, t);
+        if (!json_is_integer(x) || json_integer_value(x) < 1) {
+            json_decref(sizes);
+            json_decref(resolved);
+            rc = tk_cfg_bad(e, path, "model.table_sizes", "table sizes must be positive integers");
+            goto out;
+        }
+        int64_t r = json_integer_value(x);
+        if (cap > 0 && r > cap) r = cap;
+        cfg->table_rows[t] = r;
+        json_array_append_new(resolved, json_integer(r));
+    }
+    json_decref(sizes);
+    json_object_set_new(json_object_get(root, "model"), "table_sizes", resolved);
+    int minw = tk_interaction_width(cfg->num_tables, cfg->emb_dim);
+    json_t *iw = tk_cfg_get(root, "model.interaction_width");
+    if (!iw || json_is_null(iw)) json_object_set_new(json_object_get(root, "model"), "interaction_width", json_integer(minw));
+    INT("model.interaction_width", minw, minw + 1024, cfg->interaction_width);
+    json_t *dt = tk_cfg_get(root, "model.table_dtype");
+    const char *dts = json_string_value(dt);
+    if (dts && strcmp(dts, "f32") == 0) cfg->table_dtype = TK_F32;
+    else if (dts && strcmp(dts, "bf16") == 0) cfg->table_dtype = TK_BF16;
+    else {
+        rc = tk_cfg_bad(e, path, "model.table_dtype", "expected \"f32\" or \"bf16\"");
+        goto out;
+    }
+    // "precision": what the cuda backend computes the MLPs in; absent = "fp32". (The cpu
+    // backend, the reference, computes in fp32: it accepts fp32 and tf32, and tk_dlrm_create
+    // refuses bf16 there.)
+    json_t *pr = tk_cfg_get(root, "model.precision");
+    const char *prs = pr ? json_string_value(pr) : "fp32";
+    cfg->tf32 = cfg->bf16 = 0;
+    if (prs && strcmp(prs, "fp32") == 0) cfg->tf32 = 0;
+    else if (prs && strcmp(prs, "tf32") == 0) cfg->tf32 = 1;
+    else if (prs && strcmp(prs, "bf16") == 0) cfg->bf16 = 1;
+    else {
+        rc = tk_cfg_bad(e, path, "model.precision", "expected \"fp32\", \"tf32\" or \"bf16\"");
+        goto out;
+    }
+    cfg->batch = (int)run->batch;
+    cfg->max_epochs = run->max_epochs;
+    cfg->evals_per_epoch = run->evals_per_epoch;
+    cfg->seed = run->seed;
+    cfg->lr = run->opt.lr;
+    cfg->target_auc = run->target;
+    // "parallel": the hybrid embedding and the exchange step on one rank (train-step's
+    // --hybrid-embedding, --hybrid-max-rows, --hybrid-stat-batches, --hybrid-capacity, --force-exchange)
+    cfg->hybrid_max_rows = 1 << 20;
+    cfg->hybrid_stat_batches = 20;
+    cfg->hybrid_capacity = -1;
+    if ((rc = tk_cfg_bool_opt(root, path, "parallel.hybrid_embedding", &cfg->hybrid, e)) ||
+        (rc = tk_cfg_int_opt(root, path, "parallel.hybrid_max_rows", 0, 1 << 30, &cfg->hybrid_max_rows, e)) ||
+        (rc = tk_cfg_int_opt(root, path, "parallel.hybrid_stat_batches", 1, 100000, &cfg->hybrid_stat_batches, e)) ||
+        (rc = tk_cfg_bool_opt(root, path, "parallel.force_exchange", &cfg->force_exchange, e)))
+        goto out;
+    json_t *hcap = tk_cfg_get(root, "parallel.hybrid_capacity");
+    if (!json_is_string(hcap) || strcmp(json_string_value(hcap), "auto") != 0)
+        if ((rc = tk_cfg_int_opt(root, path, "parallel.hybrid_capacity", 0, INT32_MAX, &cfg->hybrid_capacity, e)))
+            goto out;
+#undef INT
+out:
+    return rc;
+}
+
+int tk_dlrm_config_from_json(json_t *root, const char *path, char *const *overrides, int noverrides,
+                             const char *data_meta, tk_dlrm_config *cfg, json_t **effective, tk_err *e) {
+    memset(cfg, 0, sizeof *cfg);
+    if (effective) *effective = NULL;
+    tk_run_cfg run;
+    for (int i = 0; i < noverrides; i++) TRY(tk_config_override(root, overrides[i], tk_dlrm_sections, e));
+    TRY(tk_run_config_parse(root, path, "dlrm", "auc", tk_dlrm_sections, &run, e));
+    TRY(tk_dlrm_config_parse(root, path, &run, data_meta, cfg, e));
+    if (effective) *effective = json_incref(root);
+    return 0;
+}
+
+int tk_dlrm_config_load(const char *path, char *const *overrides, int noverrides, const char *data_meta,
+                        tk_dlrm_config *cfg, json_t **effective, tk_err *e) {
+    json_t *root;
+    memset(cfg, 0, sizeof *cfg);
+    TRY(tk_config_load(path, &root, e));
+    int rc = tk_dlrm_config_from_json(root, path, overrides, noverrides, data_meta, cfg, effective, e);
+    json_decref(root);
+    return rc;
+}
+
+uint64_t tk_dlrm_config_hash(const json_t *effective) { return tk_config_hash(effective); }

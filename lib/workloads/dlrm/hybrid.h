@@ -1,0 +1,80 @@
+// The hybrid embedding (the technique of NVIDIA's MLPerf DLRM submissions), on several ranks or on
+// one through a communicator of world size 1 (there it saves the sorted sparse update of the hot
+// rows: the replica's per-row sums and dense update are cheaper; contrib/bench/NOTES.md): the
+// rows of every table that the data uses most ("frequent" rows) are replicated on every rank and
+// trained data parallel, the rest stay model parallel with their owner. A frequent row is looked
+// up locally by every rank and its gradient is all-reduced; only infrequent (sample, table) pairs
+// cross the all-to-all, packed, with per-peer counts the host knows before the step (every rank
+// decodes the whole global batch, so each computes its side of the exchange from the ids).
+//
+// Which rows are frequent: their expected uses per global batch u, counted over the first batches
+// of the training data (tk_dlrm_hybrid_setup), against the traffic each choice costs a rank per
+// step. An infrequent use moves one vector forward and one gradient back, 2 D es bytes, when the
+// sample's rank is not the table's owner ((W-1)/W of uses); a frequent row costs its fp32 gradient
+// in the all-reduce, 2 (W-1)/W D 4 bytes on a ring. So a row is frequent when u * es >= 4 (bf16
+// exchange: 2 uses a batch, fp32: 1), the rows with most uses first, at most max_rows of them.
+//
+// The replica (fr, in the table dtype) is the truth for its rows during training; after each step's
+// update each owner copies its tables' frequent rows back into its tables, so the tables are whole
+// at every step boundary: evaluation, checkpoints and the plain exchange read them unchanged.
+// Updates are the tables' arithmetic (tk_embedding_dense_sgd over the replica with the all-reduced
+// sums: tk_embedding_bwd_sgd's update of a row used once), so the result equals one rank's up to
+// the order of fp32 sums, as the plain exchange does.
+//
+// Two ways to exchange a batch's infrequent vectors. Exact: per-peer counts the host reads back
+// from the plan, a variable all-to-all, every kernel sized on the host; no CUDA graph can hold it.
+// Fixed: cap vectors for every rank pair, cap chosen from the statistics batches (the largest pair
+// count seen, plus 5% and 32) and grown the same way when a batch does not fit (every rank sees
+// the same matrix, so all grow alike; the buffers are sized for the plain exchange's b tm, and a
+// graph made for another cap is made again), or given; the places past a pair's count are padding
+// (index -1: rows_copy sends zeros, the sparse update skips them; kernels/rows.h, embedding.h), and
+// every other size is a count the kernels read on the device. A step is fixed when its whole exchange matrix (every
+// pair's count, tk_hybrid_exchange_counts, the same on every rank) fits cap, and then it is the
+// same sequence of kernels and collectives every time: one CUDA graph per staging slot. Both ways
+// add the same gradients in the same order, so they train alike bit for bit; a batch that does not fit a given cap runs exact, eagerly.
+#ifndef TK_WORKLOADS_DLRM_HYBRID_H
+#define TK_WORKLOADS_DLRM_HYBRID_H
+
+#include <jansson.h>
+
+#include "workloads/dlrm/types.h"
+
+// Collective:
+// every rank passes the same n samples' ids cat (n, T) host, folded into the tables (the first
+// batches of the training data), from which the replicated rows are chosen (at most max_rows).
+// Refreshes the replica from the tables; tk_dlrm_init_weights and tk_dlrm_load refresh it again.
+// capacity: vectors a rank pair of the fixed exchange (clamped to b*tm, the plain exchange's
+// block), -1: chosen from those batches' exchange matrices and grown when a batch does not fit,
+// 0: every batch exact. From then on
+// tk_dlrm_hybrid_stage / tk_dlrm_set_batch plan each batch's exchange on the device and
+// the step uses the plan; a batch whose exchange fits the capacity can be captured in a
+// CUDA graph (tk_dlrm_capturable). Evaluation and checkpoints read the tables, whole at every
+// step end.
+int tk_dlrm_hybrid_setup(tk_dlrm *m, const int32_t *cat, int64_t n, int64_t max_rows, int64_t capacity,
+                         tk_err *e);
+// Whether the step of the batch in the input buffers (tk_dlrm_use_batch) may be captured in a CUDA
+// graph: always without the hybrid embedding; with it, when the batch goes by the fixed exchange.
+// Such a graph is the step of that staging slot (the hybrid step reads the slot's plan in place).
+int tk_dlrm_capturable(const tk_dlrm *m);
+// What such a graph depends on beyond the slot: a graph made for another key must be made again
+// (the hybrid embedding's capacity, which may grow; 0 without it).
+int64_t tk_dlrm_capture_key(const tk_dlrm *m);
+// After queuing a step that tk_dlrm_train_step did not queue itself (a CUDA graph's launch): marks
+// the slot's plan free for the batch after next. (tk_dlrm_train_step does it when not capturing.)
+int tk_dlrm_step_queued(tk_dlrm *m, tk_err *e);
+int tk_dlrm_hybrid_refresh(tk_dlrm *m, tk_err *e);
+// Plans the exchange of the global batch cat (B, T) (device) into plan slot (0 or 1) on stream,
+// and waits for its counts (the host needs them to queue the exchange).
+int tk_dlrm_hybrid_plan(tk_dlrm *m, int slot, const int32_t *cat, int stream, tk_err *e);
+// The engine's staging of a batch into slot: on the copy stream, once the step that read the
+// slot's previous plan is done, plan the exchange of cat (the slot's device ids). Off: nothing.
+int tk_dlrm_hybrid_stage(tk_dlrm *m, int slot, const int32_t *cat, int stream, tk_err *e);
+void tk_dlrm_hybrid_destroy(tk_dlrm *m);
+// {"frequent_rows", "frequent_rows_own", "min_uses_per_batch", "capacity", "capacity_growths", "batches",
+// "fixed_batches", "a2a_bytes_per_step",
+// "allreduce_bytes_per_step", "plain_a2a_bytes_per_step", "saved_fraction", "plan_ms_per_batch"
+// (host time from queuing a batch's plan to having its counts)}: this rank's bytes sent
+// per step, averaged over the batches it planned, against the plain exchange's (NULL when off).
+json_t *tk_dlrm_hybrid_json(const tk_dlrm *m);
+
+#endif

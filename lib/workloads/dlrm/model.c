@@ -1,0 +1,372 @@
+// DLRM's model: tensors, initialization, copies, inputs, host reads (model.h).
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cast2d.h"
+#include "embedding.h"
+#include "gpu/philox.h"
+#include "interaction.h"
+#include "sgd.h"
+#include "workloads/dlrm/hybrid.h"
+#include "workloads/dlrm/model.h"
+#include "workloads/dlrm/profile.h"
+
+#define STAGE_BYTES ((size_t)16 << 20) // host staging for the initialization
+
+// The model's tensors, in checkpoint order: the MLPs' weights and biases (dense), then the tables
+// (each held by its owner rank; this rank's packed into one array).
+static void layer_name(const tk_dlrm *m, int l, const char *what, char *buf, size_t n) {
+    int top = l >= m->cfg.nbot;
+    snprintf(buf, n, "%s_mlp.%d.%s", top ? "top" : "bot", top ? l - m->cfg.nbot : l, what);
+}
+
+static int declare(tk_dlrm *m, tk_err *e) {
+    tk_params *P = m->P;
+    char name[96];
+    for (int l = 0; l < m->nlayers; l++) {
+        tk_dlrm_layer *L = &m->L[l];
+        int64_t sw[2] = {L->out, L->in}, sb[1] = {L->out};
+        layer_name(m, l, "weight", name, sizeof name);
+        TRY(tk_params_add(P, name, TK_F32, 2, sw, TK_PARAM_DENSE, -1, &m->pidx[2 * l], e));
+        layer_name(m, l, "bias", name, sizeof name);
+        TRY(tk_params_add(P, name, TK_F32, 1, sb, TK_PARAM_DENSE | TK_PARAM_NO_DECAY, -1, &m->pidx[2 * l + 1], e));
+    }
+    int first = 1;
+    for (int t = 0; t < m->cfg.num_tables; t++) {
+        int64_t s[2] = {m->cfg.table_rows[t], m->cfg.emb_dim};
+        int owner = t / m->tm, mine = owner == m->rank;
+        snprintf(name, sizeof name, "emb.%d.weight", t);
+        // this rank's tables one after the other, with no gap: one array indexed by row_off
+        TRY(tk_params_add(m->P, name, m->cfg.table_dtype, 2, s, mine && !first ? TK_PARAM_PACKED : 0, owner, NULL, e));
+        if (mine) first = 0;
+    }
+    if (m->cfg.bf16) P->copy_type = TK_BF16;
+    TRY(tk_params_alloc(P, e));
+    for (int l = 0; l < m->nlayers; l++) {
+        tk_dlrm_layer *L = &m->L[l];
+        L->W = P->p[m->pidx[2 * l]].w;
+        L->b = P->p[m->pidx[2 * l + 1]].w;
+        L->dW = P->p[m->pidx[2 * l]].g;
+        L->db = P->p[m->pidx[2 * l + 1]].g;
+    }
+    m->dense_w = P->dense_w;
+    m->dense_g = P->dense_g;
+    m->dense_n = P->dense_n;
+    m->wcopy = P->copy;
+    m->tables = m->tn > 0 ? P->p[P->ndense + m->t0].w : (char *)P->dense_w + P->wbytes;
+    return 0;
+}
+
+int tk_dlrm_create_env(tk_dlrm **out, const tk_dlrm_config *cfg, const tk_wl_env *env, tk_err *e) {
+    *out = NULL;
+    tk_dlrm *m = calloc(1, sizeof *m);
+    if (!m) return tk_err_set(e, TK_EIO, "out of host memory");
+    tk_ctx *c = env->c;
+    tk_comm *comm = env->dist->comm;
+    m->c = c;
+    m->cfg = *cfg;
+    m->P = env->params;
+    m->dist = env->dist;
+    const int B = cfg->batch, T = cfg->num_tables, D = cfg->emb_dim;
+    int rc = 0;
+    m->act = cfg->bf16 ? TK_BF16 : TK_F32;
+    m->world = comm ? tk_comm_world(comm) : 1;
+    m->rank = comm ? tk_comm_rank(comm) : 0;
+    m->comm = comm; // (world 1 included: the exchange step on one rank, a copy for an exchange)
+    const int Wr = m->world;
+    if (B % Wr != 0) {
+        rc = tk_err_set(e, TK_EUSAGE, "dlrm: the global batch (%d) must be a multiple of the world size (%d)", B, Wr);
+        tk_err_hint(e, "set train.global_batch_size to a multiple of %d", Wr);
+        goto fail;
+    }
+    m->b = B / Wr;
+    m->tm = (T + Wr - 1) / Wr;
+    m->t0 = m->rank * m->tm;
+    m->tn = m->t0 >= T ? 0 : (T - m->t0 < m->tm ? T - m->t0 : m->tm);
+    if (m->t0 > T) m->t0 = T;
+    const int b = m->b, tn = m->tn, tm = m->tm;
+    if (cfg->bf16 && c->backend != TK_BACKEND_CUDA) {
+        rc = tk_err_set(e, TK_EUSAGE, "dlrm: precision bf16 needs the cuda backend");
+        tk_err_hint(e, "the cpu backend is the fp32 reference: use precision fp32 there");
+        goto fail;
+    }
+    if (cfg->bot[cfg->nbot - 1] != D || cfg->top[cfg->ntop - 1] != 1 ||
+        cfg->interaction_width < tk_interaction_width(T, D)) {
+        rc = tk_err_set(e, TK_EUSAGE,
+                        "dlrm: the bottom MLP must end in embedding_dim (%d), the top MLP in 1, "
+                        "and interaction_width must be >= %d",
+                        D, tk_interaction_width(T, D));
+        goto fail;
+    }
+    // Layers and sizes.
+    m->nlayers = cfg->nbot + cfg->ntop;
+    int maxw = cfg->interaction_width;
+    for (int l = 0; l < m->nlayers; l++) {
+        tk_dlrm_layer *L = &m->L[l];
+        int top = l >= cfg->nbot, k = top ? l - cfg->nbot : l;
+        L->in = k == 0 ? (top ? cfg->interaction_width : cfg->num_dense) : (top ? cfg->top[k - 1] : cfg->bot[k - 1]);
+        L->out = top ? cfg->top[k] : cfg->bot[k];
+        L->relu = l != m->nlayers - 1; // MLPerf: ReLU everywhere but the last top layer
+        if (L->out > maxw) maxw = L->out;
+        if (L->in > maxw) maxw = L->in;
+    }
+    m->row_off_host[0] = 0;
+    for (int t = 0; t < tn; t++) m->row_off_host[t + 1] = m->row_off_host[t] + cfg->table_rows[m->t0 + t];
+    m->rows_total = m->row_off_host[tn];
+    if ((rc = declare(m, e))) goto fail;
+
+    // Activations, inputs, workspaces and device scalars.
+    size_t W = (size_t)cfg->interaction_width;
+    size_t act = 0, es = tk_dtype_size(m->act); // es: bytes of an element of emb, demb and the exchange
+    size_t sizes[64];
+    int ns = 0;
+#define NEED(bytes) (sizes[ns++] = (bytes), act += tk_dlrm_align256(bytes))
+    NEED((size_t)B);                                 // in_label
+    NEED((size_t)B * cfg->num_dense * 4);            // in_dense
+    NEED((size_t)B * T * 4);                         // in_cat
+    NEED((size_t)b * cfg->num_dense * 4);            // x0
+    NEED((size_t)b * W * 4);                         // inter
+    NEED((size_t)b * 4);                             // logit
+    NEED((size_t)b * 4);                             // dlogit
+    NEED((size_t)b * maxw * 4);                      // dy[0]
+    NEED((size_t)b * maxw * 4);                      // dy[1]
+    NEED((size_t)b * W * 4);                         // dinter
+    NEED((size_t)b * D * 4);                         // dbot
+    NEED(tk_embedding_bwd_ws_bytes(c->backend, B, tn)); // emb_ws (the owned tables, all B samples)
+    NEED((size_t)(tn + 1) * 8);                      // row_off
+    NEED(64);                                        // scalars: lr, step, loss_acc[2] (own), auc
+    for (int l = 0; l < m->nlayers; l++) {
+        NEED((size_t)b * m->L[l].out * 4);           // y
+        NEED(tk_gemm_aux_bytes(c, b, m->L[l].out)); // aux
+    }
+    int kp = tk_dlrm_kpad(cfg->num_dense), o0 = m->L[0].out;
+    if (cfg->bf16) {
+        NEED((size_t)b * kp * 2);                    // x0p
+        NEED((size_t)o0 * kp * 2);                   // W0p
+        NEED((size_t)o0 * kp * 4);                   // dW0p
+    }
+    if (!m->comm) { // the exchange step uses the exchange buffers instead (grouped layout, G = tm)
+        NEED((size_t)b * T * D * es);                // emb
+        NEED((size_t)b * T * D * es);                // demb
+    } else {
+        NEED((size_t)B * tn * 4);                    // cat_own
+        NEED((size_t)B * tn * D * es);               // emb_own
+        NEED((size_t)B * tm * D * es);               // a2a_send
+        NEED((size_t)B * tm * D * es);               // a2a_recv
+        NEED((size_t)b * cfg->num_dense * 4);        // ev_dense
+        NEED((size_t)b * 4);                         // ev_logit
+        NEED((size_t)B * 4);                         // ev_score
+    }
+#undef NEED
+    if ((rc = tk_arena_init(c, &m->acts, act + 256, "activations", e))) goto fail;
+    void *v[64];
+    for (int i = 0; i < ns; i++)
+        if ((rc = tk_arena_take(&m->acts, sizes[i], &v[i], e))) goto fail;
+    int i = 0;
+    m->in_label = v[i++];
+    m->in_dense = v[i++];
+    m->in_cat = v[i++];
+    m->x0 = v[i++];
+    m->inter = v[i++];
+    m->logit = v[i++];
+    m->dlogit = v[i++];
+    m->dy[0] = v[i++];
+    m->dy[1] = v[i++];
+    m->dinter = v[i++];
+    m->dbot = v[i++];
+    m->emb_ws = v[i++];
+    m->row_off = v[i++];
+    char *s = v[i++];
+    m->lr = env->lr ? env->lr : (float *)s;
+    m->step = env->step ? env->step : (int64_t *)(s + 8);
+    m->loss_acc = env->loss_acc ? env->loss_acc : (double *)(s + 16);
+    m->auc = (double *)(s + 32);
+    for (int l = 0; l < m->nlayers; l++) {
+        m->L[l].y = v[i++];
+        m->L[l].aux = v[i++];
+        m->L[l].x = l == 0 ? m->x0 : l == cfg->nbot ? m->inter : m->L[l - 1].y;
+    }
+    if (cfg->bf16) {
+        m->x0p = v[i++];
+        m->W0p = v[i++];
+        m->dW0p = v[i++];
+    }
+    if (!m->comm) {
+        m->emb = v[i++];
+        m->demb = v[i++];
+    } else {
+        m->cat_own = v[i++];
+        m->emb_own = v[i++];
+        m->a2a_send = v[i++];
+        m->a2a_recv = v[i++];
+        m->ev_dense = v[i++];
+        m->ev_logit = v[i++];
+        m->ev_score = v[i++];
+    }
+    m->logit = m->L[m->nlayers - 1].y;
+    if ((rc = tk_memset0(c, m->acts.base, m->acts.cap, TK_STREAM_COMPUTE, e))) goto fail;
+    if ((rc = tk_memcpy_h2d(c, m->row_off, m->row_off_host, (size_t)(tn + 1) * 8, TK_STREAM_COMPUTE, e)))
+        goto fail;
+    if ((rc = tk_ctx_sync(c, e))) goto fail;
+    *out = m;
+    return 0;
+fail:
+    tk_dlrm_destroy(m);
+    return rc;
+}
+
+// On its own: the flat buffers, the scalars (in acts) and the ranks' plumbing are the model's.
+int tk_dlrm_create_dist(tk_dlrm **out, tk_ctx *c, const tk_dlrm_config *cfg, tk_comm *comm, double timeout_s,
+                        tk_err *e) {
+    *out = NULL;
+    tk_dist *d = calloc(1, sizeof *d);
+    tk_params *P = calloc(1, sizeof *P);
+    int rc = !d || !P ? tk_err_set(e, TK_EIO, "out of host memory") : tk_dist_init(d, c, comm, timeout_s, e);
+    if (!rc) {
+        tk_params_init(P, c, d->rank);
+        tk_wl_env env = {.c = c, .dist = d, .params = P};
+        rc = tk_dlrm_create_env(out, cfg, &env, e);
+    }
+    if (!rc) { // the model keeps them as its own
+        (*out)->own_params = *P;
+        (*out)->P = &(*out)->own_params;
+        (*out)->own_dist = *d;
+        (*out)->dist = &(*out)->own_dist;
+    } else {
+        if (P) tk_params_release(P);
+        if (d) tk_dist_release(d);
+    }
+    free(P);
+    free(d);
+    return rc;
+}
+
+int tk_dlrm_create(tk_dlrm **m, tk_ctx *c, const tk_dlrm_config *cfg, tk_err *e) {
+    return tk_dlrm_create_dist(m, c, cfg, NULL, 0, e);
+}
+
+void tk_dlrm_destroy(tk_dlrm *m) {
+    if (!m) return;
+    tk_arena_release(m->c, &m->acts);
+    tk_dlrm_profile_stop(m);
+    tk_dlrm_hybrid_destroy(m);
+    if (m->P == &m->own_params) tk_params_release(&m->own_params);
+    if (m->dist == &m->own_dist) tk_dist_release(&m->own_dist);
+    free(m);
+}
+
+// N(0, 1) from two Philox words (Box-Muller; u1 in (0, 1] so the log is finite).
+static float philox_normal(uint64_t seed, uint32_t stream, uint64_t i) {
+    tk_philox_ctr r = tk_philox_draw(seed, stream, i >> 1);
+    int h = (int)(i & 1) * 2;
+    double u1 = 1.0 - tk_u32_to_unit(r.v[h]), u2 = tk_u32_to_unit(r.v[h + 1]);
+    return (float)(sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2));
+}
+
+// A distinct Philox stream per tensor: id 0.. for the MLP tensors, 1000+t for table t.
+static uint32_t init_stream(int id) { return (uint32_t)TK_RNG_INIT | (uint32_t)(id + 1) << 8; }
+
+// The bf16 path: rewrite the compute copies (wcopy, W0p) from the fp32 master weights, after
+// anything but the SGD update (which writes wcopy itself) changed them.
+int tk_dlrm_cast_w0p(tk_dlrm *m, tk_err *e) { // layer 0's weights, padded to K = 16, in bf16
+    const tk_dlrm_layer *L0 = &m->L[0];
+    return tk_cast2d(m->c, L0->W, TK_F32, L0->in, m->W0p, TK_BF16, tk_dlrm_kpad(L0->in), L0->out, L0->in, e);
+}
+
+int tk_dlrm_refresh_copies(tk_dlrm *m, tk_err *e) {
+    if (!m->cfg.bf16) return 0;
+    TRY(tk_params_refresh_copy(m->P, e));
+    return tk_dlrm_cast_w0p(m, e);
+}
+
+int tk_dlrm_init_weights(tk_dlrm *m, uint64_t seed, tk_err *e) {
+    const tk_dlrm_config *cfg = &m->cfg;
+    size_t ds = m->dense_n * 4;
+    float *h = calloc(1, ds > STAGE_BYTES ? ds : STAGE_BYTES);
+    if (!h) return tk_err_set(e, TK_EIO, "out of host memory");
+    for (int l = 0; l < m->nlayers; l++) {
+        tk_dlrm_layer *L = &m->L[l];
+        float *w = h + (L->W - m->dense_w), *b = h + (L->b - m->dense_w);
+        double sw = sqrt(2.0 / (L->in + L->out)), sb = sqrt(1.0 / L->out);
+        for (size_t i = 0; i < (size_t)L->in * L->out; i++) w[i] = (float)(sw * philox_normal(seed, init_stream(2 * l), i));
+        for (int i = 0; i < L->out; i++) b[i] = (float)(sb * philox_normal(seed, init_stream(2 * l + 1), (uint64_t)i));
+    }
+    int rc = tk_memcpy_h2d(m->c, m->dense_w, h, ds, TK_STREAM_COMPUTE, e);
+    // Tables, a staging buffer at a time.
+    const int D = cfg->emb_dim;
+    size_t esz = tk_dtype_size(cfg->table_dtype), chunk = STAGE_BYTES / esz / (size_t)D * (size_t)D;
+    // Table t of the model is this rank's table t - t0: its values come from the Philox stream of
+    // the GLOBAL table index, so they are the one-rank model's whatever the world size.
+    for (int lt = 0; !rc && lt < m->tn; lt++) {
+        int t = m->t0 + lt;
+        size_t n = (size_t)cfg->table_rows[t] * D;
+        double a = sqrt(1.0 / (double)cfg->table_rows[t]);
+        char *dst = (char *)m->tables + (size_t)m->row_off_host[lt] * D * esz;
+        for (size_t off = 0; !rc && off < n; off += chunk) {
+            size_t k = n - off < chunk ? n - off : chunk;
+            rc = tk_ctx_sync(m->c, e); // the previous chunk's copy has left the staging buffer
+            if (rc) break;
+#pragma omp parallel for schedule(static)
+            for (size_t i = 0; i < k; i++) {
+                float u = (float)(-a + 2 * a * tk_philox_uniform(seed, init_stream(1000 + t), off + i));
+                if (cfg->table_dtype == TK_BF16) ((uint16_t *)h)[i] = tk_f32_to_bf16(u);
+                else h[i] = u;
+            }
+            rc = tk_memcpy_h2d(m->c, dst + off * esz, h, k * esz, TK_STREAM_COMPUTE, e);
+        }
+    }
+    if (!rc) rc = tk_ctx_sync(m->c, e);
+    free(h);
+    if (!rc) rc = tk_dlrm_refresh_copies(m, e);
+    if (!rc) rc = tk_dlrm_write_step(m, 0, e);
+    if (!rc) rc = tk_memset0(m->c, m->loss_acc, 16, TK_STREAM_COMPUTE, e);
+    if (!rc) rc = tk_dlrm_hybrid_refresh(m, e);
+    return rc;
+}
+
+int tk_dlrm_set_batch(tk_dlrm *m, const uint8_t *label, const int32_t *dense, const int32_t *cat,
+                      int n, tk_err *e) {
+    if (n > m->cfg.batch) return tk_err_set(e, TK_EINTERNAL, "dlrm: batch of %d > %d", n, m->cfg.batch);
+    TRY(tk_memcpy_h2d(m->c, m->in_label, label, (size_t)n, TK_STREAM_COMPUTE, e));
+    TRY(tk_memcpy_h2d(m->c, m->in_dense, dense, (size_t)n * m->cfg.num_dense * 4, TK_STREAM_COMPUTE, e));
+    TRY(tk_memcpy_h2d(m->c, m->in_cat, cat, (size_t)n * m->cfg.num_tables * 4, TK_STREAM_COMPUTE, e));
+    if (!m->hy) return 0;
+    if (n != m->cfg.batch) return tk_err_set(e, TK_EINTERNAL, "dlrm: the hybrid embedding plans whole batches");
+    // on the compute stream, so after any step that read slot 0's plan
+    TRY(tk_dlrm_hybrid_plan(m, 0, m->in_cat, TK_STREAM_COMPUTE, e));
+    m->hy->cur = 0;
+    return 0;
+}
+
+int tk_dlrm_sync(tk_dlrm *m, tk_err *e) { return tk_dist_sync(m->dist, e); }
+
+int tk_dlrm_sync_lagged(tk_dlrm *m, tk_err *e) { return tk_dist_sync_lagged(m->dist, e); }
+
+int tk_dlrm_gather_word(tk_dlrm *m, int64_t mine, int64_t *all, double timeout_s, tk_err *e) {
+    return tk_dist_gather_i64(m->dist, mine, all, timeout_s, e);
+}
+
+int tk_dlrm_read_loss(tk_dlrm *m, double *mean_loss, int reset, tk_err *e) {
+    // Each rank accumulated (its samples' loss sum) / B per step: the ranks' accumulators add up
+    // to the global mean's, summed here in rank order, so every rank logs the same value.
+    double all[2 * TK_DLRM_MAX_WORLD];
+    TRY(tk_dist_gather16(m->dist, m->loss_acc, all, e));
+    double acc[2] = {0, all[1]};
+    for (int i = 0; i < m->world; i++) acc[0] += all[2 * i];
+    *mean_loss = acc[1] > 0 ? acc[0] / acc[1] : NAN;
+    if (reset) TRY(tk_memset0(m->c, m->loss_acc, 16, TK_STREAM_COMPUTE, e));
+    return 0;
+}
+int tk_dlrm_read_step(tk_dlrm *m, int64_t *step, tk_err *e) {
+    TRY(tk_dlrm_sync(m, e));
+    TRY(tk_memcpy_d2h(m->c, step, m->step, 8, TK_STREAM_COMPUTE, e));
+    return tk_ctx_sync(m->c, e);
+}
+
+int tk_dlrm_write_step(tk_dlrm *m, int64_t step, tk_err *e) {
+    TRY(tk_memcpy_h2d(m->c, m->step, &step, 8, TK_STREAM_COMPUTE, e));
+    return tk_ctx_sync(m->c, e);
+}
+

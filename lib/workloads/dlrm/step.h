@@ -1,0 +1,51 @@
+// DLRM's training step and forward.
+//
+// Several ranks (hybrid parallelism as in NVIDIA's MLPerf DLRM, tk_dlrm_create_dist): the tables
+// are model parallel: with Tm = ceil(T / W), rank r owns the contiguous block [r*Tm, min(T,
+// (r+1)*Tm)) and allocates only those (the last ranks own fewer, possibly none). The MLPs are data
+// parallel: every rank holds the same dense weights. Every rank gets the WHOLE global batch in its
+// input buffers (same data order as one rank): rank r trains the MLPs on samples [r*b, (r+1)*b),
+// b = B / W, and looks up its tables for all B samples. Forward: lookup -> send buffer [dest rank
+// j][b][Tm][D] (the B samples in order are exactly dest-major) -> all-to-all (on the comm stream,
+// overlapping the bottom MLP) -> [src rank i][b][Tm][D], which the interaction reads as it is
+// (kernels/interaction.h's grouped layout with G = Tm: rank i's block is table group i, in global
+// table order), and whose backward writes the vectors' gradients in the same layout straight into
+// the send buffer. Slots of tables a rank does not have (T % W != 0) are zero and never read. The
+// loss gradient is normalized by B (not b), so the dense gradients are plain sums over ranks
+// (all-reduced in two spans, the top MLP's while the interaction and bottom MLP backward run, then
+// the bottom MLP's) and the looked-up vectors' gradients go back by the reverse all-to-all to
+// their table's owner, which applies the fused sparse update for its tables over all B samples.
+// The results equal one rank's up to the order of fp32 sums (not bitwise). Every function below is
+// then collective: all ranks call it in the same order. A communicator of world size 1 runs this
+// exchange step on one rank (the all-to-alls are copies, the all-reduces identities), for
+// checking its code, and the hybrid embedding's (hybrid.h), on one device.
+#ifndef TK_WORKLOADS_DLRM_STEP_H
+#define TK_WORKLOADS_DLRM_STEP_H
+
+#include "workloads/dlrm/types.h"
+
+// The engine's step: forward, loss (accumulated in m->loss_acc), backward (the dense gradients,
+// all-reduced over the ranks inside), the fused sparse update of the tables at *m->lr. No host
+// reads; the engine's schedule and optimizer run around it, then tk_dlrm_after_update.
+int tk_dlrm_fwd_bwd(tk_dlrm *m, tk_err *e);
+// After the optimizer's update of the dense span (which wrote the bf16 copy): layer 0's padded copy.
+int tk_dlrm_after_update(tk_dlrm *m, tk_err *e);
+// The whole MLPerf iteration on its own (tests, tools): the schedule (m->cfg.lr), tk_dlrm_fwd_bwd,
+// SGD over the dense span, tk_dlrm_after_update. No host reads.
+int tk_dlrm_train_step(tk_dlrm *m, tk_err *e);
+// Forward only on n <= batch samples of device inputs (dense, cat), logits into out (n) device.
+// Several ranks: dense and cat hold all n samples on every rank; rank r computes the MLPs for its
+// share [r*bl, (r+1)*bl) with bl = ceil(n / W), and every rank gets all n logits in out.
+int tk_dlrm_forward(tk_dlrm *m, const int32_t *dense, const int32_t *cat, int n, float *out, tk_err *e);
+// Whether the step of the batch in the input buffers may be captured in a CUDA graph: always
+// without the hybrid embedding; with it, when the batch goes by the fixed exchange. Such a graph
+// is the step of that staging slot (the hybrid step reads the slot's plan in place).
+int tk_dlrm_capturable(const tk_dlrm *m);
+// What such a graph depends on beyond the slot: a graph made for another key must be made again
+// (the hybrid embedding's capacity, which may grow; 0 without it).
+int64_t tk_dlrm_capture_key(const tk_dlrm *m);
+// After queuing a step that tk_dlrm_fwd_bwd did not queue itself (a CUDA graph's launch): marks
+// the slot's plan free for the batch after next (the step does it when not capturing).
+int tk_dlrm_step_queued(tk_dlrm *m, tk_err *e);
+
+#endif
