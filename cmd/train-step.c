@@ -45,6 +45,8 @@ static void help(void) {
            "      --ckpt-dir DIR      write checkpoints DIR/step-N.safetensors\n"
            "      --ckpt-every N      ... every N steps (default: only at the end)\n"
            "      --resume CKPT       continue from a checkpoint (bit-identical)\n"
+           "      --init-checkpoint F start from the weights of F (a trainkit checkpoint, or what the\n"
+           "                          workload imports: Hugging Face, torchvision)\n"
            "      --seed S            override train.seed\n"
            "      --max-epochs E      override train.max_epochs\n"
            "      --max-steps N       stop after N optimizer steps in total\n"
@@ -144,7 +146,7 @@ int main(int argc, char **argv) {
     enum {
         O_MLLOG = 256, O_CKDIR, O_CKEVERY, O_RESUME, O_EVERY, O_SEED, O_EPOCHS, O_STEPS, O_NOGRAPH,
         O_EVDIR, O_WAIT, O_DUMP, O_SET, O_LOGEVERY, O_THREADS, O_ORG, O_PLATFORM, O_PROGRESS,
-        O_PRECISION, O_LOADER, O_RDV, O_CTIMEOUT, O_PROFILE
+        O_PRECISION, O_LOADER, O_RDV, O_CTIMEOUT, O_PROFILE, O_INIT
     };
     static struct option longopts[64 + MAX_WL_OPTS] = {
         {"workload", required_argument, 0, 'w'}, {"config", required_argument, 0, 'c'},
@@ -152,6 +154,7 @@ int main(int argc, char **argv) {
         {"backend", required_argument, 0, 'b'},  {"mllog", required_argument, 0, O_MLLOG},
         {"ckpt-dir", required_argument, 0, O_CKDIR}, {"ckpt-every", required_argument, 0, O_CKEVERY},
         {"resume", required_argument, 0, O_RESUME}, {"eval-every", required_argument, 0, O_EVERY},
+        {"init-checkpoint", required_argument, 0, O_INIT},
         {"seed", required_argument, 0, O_SEED},  {"max-epochs", required_argument, 0, O_EPOCHS},
         {"max-steps", required_argument, 0, O_STEPS}, {"no-graphs", no_argument, 0, O_NOGRAPH},
         {"profile", no_argument, 0, O_PROFILE},
@@ -205,6 +208,7 @@ int main(int argc, char **argv) {
         case O_CKDIR: o.ckpt_dir = optarg; break;
         case O_CKEVERY: rc = tk_parse_i64(optarg, 1, INT64_MAX, "--ckpt-every", &o.ckpt_every, &e); break;
         case O_RESUME: o.resume = optarg; break;
+        case O_INIT: o.init_ckpt = optarg; break;
         case O_EVERY: rc = tk_parse_i64(optarg, 1, INT64_MAX, "--eval-every", &o.eval_every, &e); break;
         case O_SEED:
             if (!(rc = tk_parse_i64(optarg, 0, INT64_MAX, "--seed", &v, &e))) ADD_SET("train.seed=%lld", (long long)v);
@@ -254,6 +258,7 @@ int main(int argc, char **argv) {
     if (!o.dump && neval == 0 && !o.eval_dir) return usage_error("--eval or --eval-dir is required");
     if (neval > 0 && o.eval_dir) return usage_error("--eval and --eval-dir are exclusive");
     if (o.ckpt_every > 0 && !o.ckpt_dir) return usage_error("--ckpt-every needs --ckpt-dir");
+    if (o.resume && o.init_ckpt) return usage_error("--resume and --init-checkpoint are exclusive");
     if (g_ri.world > 1 && !o.rendezvous)
         return usage_error("--rendezvous is required with several ranks (WORLD_SIZE=%d)", g_ri.world);
     o.ntrain = ntrain, o.neval = neval, o.nsets = nsets, o.ri = g_ri;

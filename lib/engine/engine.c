@@ -148,6 +148,22 @@ static int resume(run *r, tk_err *e) {
     return rc;
 }
 
+// --init-checkpoint: weights to start from (MLPerf BERT's phase 2 starts from a converted phase-1
+// checkpoint): a foreign file through the workload's importer, else a trainkit checkpoint of the
+// same workload by tensor name (not its optimizer state or step).
+static int init_checkpoint(run *r, tk_err *e) {
+    if (r->wl->import) return r->wl->import(r->I.model, r->o->init_ckpt, e);
+    int verified = 1;
+    TRY(tk_instance_load(&r->I, r->o->init_ckpt, TK_CKPT_MODEL_ONLY, NULL, &verified, e));
+    if (!verified) {
+        char msg[4400];
+        snprintf(msg, sizeof msg, "%s: no tensor checksums (a file of another writer): loaded unverified",
+                 r->o->init_ckpt);
+        note(r, msg);
+    }
+    return 0;
+}
+
 // ---- progress and evaluation ----
 
 // Checks the loss accumulated since the last read; emits a progress line.
@@ -581,6 +597,7 @@ static int init(run *r, tk_backend be, tk_err *e) {
     }
     if (!rc && o->profile && r->wl->profile_start) rc = r->wl->profile_start(r->I.model, e);
     if (!rc) rc = o->resume ? resume(r, e) : r->wl->init_weights(r->I.model, rcfg->seed, e);
+    if (!rc && o->init_ckpt && !o->resume) rc = init_checkpoint(r, e);
     if (!rc && !o->dump && r->wl->prepare) {
         json_t *line = NULL;
         rc = r->wl->prepare(r->I.model, rd, r->steps_per_epoch, &line, e);

@@ -32,6 +32,7 @@ typedef struct tk_train_opts {
     const char *ckpt_dir;          // checkpoints DIR/step-N.safetensors, or NULL
     int64_t ckpt_every;            // ... every N steps (0: at the end only)
     const char *resume;            // continue from a checkpoint
+    const char *init_ckpt;         // start from these weights (a foreign checkpoint: the workload's import)
     int64_t max_steps;             // stop after N updates in total (0: the config's)
     int64_t log_every;             // a progress line every N steps (0: at evaluations only)
     int no_graphs, profile, progress;

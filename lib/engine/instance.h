@@ -32,6 +32,8 @@ typedef struct tk_instance {
     int64_t *step;
     double *loss_acc;
     void *model;
+    size_t bucket;           // floats an all-reduce bucket holds (grads_ready)
+    size_t reduced_from;     // this step: the dense span's [reduced_from, dense_n) is being reduced
 } tk_instance;
 
 // Reads the configuration: root (a reference is taken) with the overrides "KEY=VALUE" applied,

@@ -47,6 +47,14 @@ typedef struct tk_wl_env {
     int64_t *step;      // device i64: updates so far (the schedule increments it before the step)
     double *loss_acc;   // device f64[2]: each step adds [its samples' loss sum / global batch, 1];
                         // the engine reads the global mean loss from the ranks' sums at log points
+    // Several ranks, the engine reducing the gradients (own_grad_reduce 0): the backward may call
+    // grads_ready(grads_arg, off, e) once every dense gradient at float offset >= off of the dense
+    // span is final (a backward that runs from the last layer to the first, over tensors declared
+    // in forward order, can say so after each layer); the engine then all-reduces the completed
+    // buckets on the comm stream while the backward goes on (capturable; no call: one all-reduce
+    // after the step). NULL when there is nothing to overlap (one rank).
+    int (*grads_ready)(void *grads_arg, size_t off, tk_err *e);
+    void *grads_arg;
 } tk_wl_env;
 
 // An option of train-step that a workload adds: "--NAME [ARG]" is the same as
@@ -150,6 +158,13 @@ typedef struct tk_workload {
     int (*mllog_hparams)(void *model, const tk_run_cfg *run, tk_mllog *log, tk_err *e);
     // weights_initialization events for the tensors the benchmark's rules name.
     int (*mllog_weights)(void *model, tk_mllog *log, tk_err *e);
+
+    // ---- importing ----
+    // train-step --init-checkpoint FILE: the weights of a checkpoint of another writer (Hugging
+    // Face, torchvision: their tensor names and layouts), after init_weights; what the file lacks
+    // keeps its initialization. Use lib/engine/ckpt.h's readers (checksums verified when present).
+    // NULL: only trainkit checkpoints of this workload (loaded by name, the optimizer state left).
+    int (*import)(void *model, const char *path, tk_err *e);
 
     // ---- optional extras ----
     // One training step's inputs, weights, loss and gradients as safetensors, for a PyTorch peer
