@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-#include "engine/config.h"
+#include "engine/cfg.h"
 #include "sgd.h"
 
 int tk_optim_config_parse(json_t *root, const char *file, tk_optim_cfg *o, tk_err *e) {

@@ -13,6 +13,7 @@
 #define TK_COMM_H
 
 #include "dist/dist.h"
+#include "gpu/coll.h"
 #include "gpu/gpu.h"
 
 #ifdef __cplusplus
@@ -86,13 +87,6 @@ void *tk_comm_nccl(tk_comm *m);
 // sum of send_counts). algbw = bytes / seconds; busbw = algbw * 2(n-1)/n for all-reduce and
 // algbw * (n-1)/n for the others, which makes busbw comparable with the link speed whatever n is
 // (0 for world size 1; for all_to_allv exact only when the blocks are equal).
-typedef enum {
-    TK_COLL_ALL_REDUCE,
-    TK_COLL_REDUCE_SCATTER,
-    TK_COLL_ALL_GATHER,
-    TK_COLL_ALL_TO_ALL,
-    TK_COLL_ALL_TO_ALLV
-} tk_coll;
 double tk_comm_algbw(size_t bytes, double seconds);
 double tk_comm_busbw(tk_coll k, size_t bytes, int world, double seconds);
 

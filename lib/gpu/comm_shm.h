@@ -24,7 +24,8 @@
 #define TK_COMM_SHM_H
 
 #include "dist/dist.h"
-#include "gpu/comm.h"
+#include "gpu/coll.h"
+#include "gpu/gpu.h"
 
 typedef struct tk_shm tk_shm;
 
