@@ -1,6 +1,7 @@
 // A workload's model made and driven by the engine (instance.h).
 #include "engine/instance.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine/ckpt.h"
@@ -28,6 +29,14 @@ int tk_instance_config(tk_instance *I, json_t *root, const char *path, char *con
 // from the end of the dense span (the last layers' gradients are final first), each all-reduced on
 // the comm stream once the backward has passed it; the rest after the step.
 #define BUCKET ((size_t)8 << 20) // 32 MB of fp32 gradients (PyTorch DDP's default is 25 MB)
+
+// TK_GRAD_BUCKET_FLOATS overrides the bucket size (tests use small ones to get many buckets).
+static size_t bucket_floats(void) {
+    const char *s = getenv("TK_GRAD_BUCKET_FLOATS");
+    char *end;
+    long long v = s ? strtoll(s, &end, 10) : 0;
+    return s && *s && !*end && v > 0 ? (size_t)v : BUCKET;
+}
 
 static int reduce_span(tk_instance *I, size_t from, size_t to, tk_err *e) {
     tk_comm *m = I->dist.comm;
@@ -57,7 +66,7 @@ int tk_instance_create(tk_instance *I, tk_ctx *c, tk_comm *comm, double comm_tim
     I->step = (int64_t *)((char *)I->scalars + 8);
     I->loss_acc = (double *)((char *)I->scalars + 16);
     tk_wl_env env = {.c = c, .dist = &I->dist, .params = &I->P, .lr = I->lr, .step = I->step, .loss_acc = I->loss_acc};
-    I->bucket = BUCKET;
+    I->bucket = bucket_floats();
     if (comm && I->dist.world > 1 && !I->wl->own_grad_reduce) {
         env.grads_ready = grads_ready;
         env.grads_arg = I;

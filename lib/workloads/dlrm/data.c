@@ -123,9 +123,18 @@ static int load_frame(tk_dlrm_data *d, tk_err *e) {
 int tk_dlrm_data_seek(tk_dlrm_data *d, uint64_t rec, tk_err *e) {
     if (rec > d->first[d->n]) return tk_err_set(e, TK_EINTERNAL, "seek past the end of the data");
     d->pos = rec;
-    d->fn = d->fpos = 0;
     int f = 0;
     while (f < d->n - 1 && rec >= d->first[f + 1]) f++;
+    // A record of the frame already decompressed (the next batch, mostly): no decompression.
+    if (f == d->cur && d->frame > 0 && d->fn > 0) {
+        const tks_frame_info *fi = tks_reader_frame(d->r[f], d->frame - 1);
+        uint64_t in = rec - d->first[f];
+        if (in >= fi->first_record && in < fi->first_record + fi->nrecords) {
+            d->fpos = (size_t)(in - fi->first_record);
+            return 0;
+        }
+    }
+    d->fn = d->fpos = 0;
     d->cur = f;
     d->frame = 0;
     uint64_t local = rec - d->first[f];

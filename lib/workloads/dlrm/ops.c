@@ -1,8 +1,5 @@
-// Dispatch of DLRM's ops (kernels/{embedding,dense_log1p,interaction,bce,auc,rows,hybrid_plan}.h):
+// Dispatch of DLRM's ops (kernels/{embedding,interaction,rows,hybrid_plan}.h):
 // the cpu backend runs the reference, the cuda backend the kernel (lib/gpu/dispatch.h).
-#include "auc.h"
-#include "bce.h"
-#include "dense_log1p.h"
 #include "embedding.h"
 #include "gpu/dispatch.h"
 #include "hybrid_plan.h"
@@ -48,10 +45,6 @@ int tk_embedding_dense_sgd(tk_ctx *c, void *w, tk_dtype wtype, int64_t n, const 
                        tk_embedding_dense_sgd_cuda(c, w, wtype, n, g, lr, e));
 }
 
-int tk_dense_log1p(tk_ctx *c, const int32_t *x, int64_t n, float *y, tk_err *e) {
-    return TK_DISPATCH(c, tk_dense_log1p_ref(x, n, y, e), tk_dense_log1p_cuda(c, x, n, y, e));
-}
-
 int tk_interaction_fwd(tk_ctx *c, const float *bot, const float *emb, int B, int T, int D, int W,
                        float *out, tk_err *e) {
     return TK_DISPATCH(c, tk_interaction_fwd_ref(bot, emb, B, T, D, W, out, e),
@@ -64,18 +57,6 @@ int tk_interaction_bwd(tk_ctx *c, const float *bot, const float *emb, const floa
     return TK_DISPATCH(
         c, tk_interaction_bwd_ref(bot, emb, dout, B, T, D, W, bot_relu, dbot, demb, e),
         tk_interaction_bwd_cuda(c, bot, emb, dout, B, T, D, W, bot_relu, dbot, demb, e));
-}
-
-int tk_bce_logits(tk_ctx *c, const float *logit, const uint8_t *label, int B, float *dlogit,
-                  double *acc, tk_err *e) {
-    return TK_DISPATCH(c, tk_bce_logits_ref(logit, label, B, dlogit, acc, e),
-                       tk_bce_logits_cuda(c, logit, label, B, dlogit, acc, e));
-}
-
-int tk_bce_logits_act(tk_ctx *c, tk_dtype lt, const void *logit, const uint8_t *label, int B, void *dlogit,
-                      double *acc, tk_err *e) {
-    return TK_DISPATCH(c, tk_bce_logits_act_ref(lt, logit, label, B, dlogit, acc, e),
-                       tk_bce_logits_act_cuda(c, lt, logit, label, B, dlogit, acc, e));
 }
 
 int tk_interaction_fwd_act(tk_ctx *c, tk_dtype act, const void *bot, const void *emb, int B, int T, int G,
@@ -112,20 +93,6 @@ int tk_rows_segsum(tk_ctx *c, const void *src, tk_dtype st, const int32_t *pos, 
     (void)ws;
     return TK_DISPATCH(c, tk_rows_segsum_ref(src, st, pos, seg_off, seg_row, nseg, dnseg, nitems, D, dst, e),
                        tk_rows_segsum_cuda(c, src, st, pos, seg_off, seg_row, nseg, dnseg, nitems, D, dst, ws, e));
-}
-
-size_t tk_auc_ws_bytes(tk_backend b, int64_t n) {
-#ifdef TK_HAVE_CUDA
-    if (b == TK_BACKEND_CUDA) return tk_auc_ws_bytes_cuda(n);
-#endif
-    (void)b;
-    return (size_t)n * 8;
-}
-
-int tk_auc(tk_ctx *c, const float *score, const uint8_t *label, int64_t n, void *ws, double *auc,
-           tk_err *e) {
-    return TK_DISPATCH(c, tk_auc_ref(score, label, n, ws, auc, e),
-                       tk_auc_cuda(c, score, label, n, ws, auc, e));
 }
 
 int tk_hybrid_plan(tk_ctx *c, const tk_hybrid_plan_args *a, tk_err *e) {

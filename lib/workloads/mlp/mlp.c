@@ -1,0 +1,196 @@
+// The MLP classifier's configuration, model and step (mlp.h).
+#include "workloads/mlp/mlp.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bce.h"
+#include "dense_log1p.h"
+#include "engine/cfg.h"
+#include "gpu/philox.h"
+
+int tk_mlp_config_parse(json_t *root, const char *path, const tk_run_cfg *run, tk_mlp_config *cfg, tk_err *e) {
+    static const char *const model_keys[] = {"num_dense", "hidden", "precision", NULL};
+    static const char *const data_keys[] = {"note", NULL};
+    static const char *const precisions[] = {"fp32", "tf32", NULL};
+    memset(cfg, 0, sizeof *cfg);
+    int64_t v;
+    TRY(tk_cfg_keys(root, path, "model", model_keys, e));
+    TRY(tk_cfg_keys(root, path, "data", data_keys, e));
+    TRY(tk_cfg_int(root, path, "model.num_dense", 1, 1024, &v, e));
+    cfg->num_dense = (int)v;
+    json_t *h = tk_cfg_get(root, "model.hidden");
+    if (!json_is_array(h) || json_array_size(h) > TK_MLP_MAX_LAYERS - 1)
+        return tk_cfg_bad(e, path, "model.hidden", "expected an array of 0 to 8 layer widths");
+    cfg->nhidden = (int)json_array_size(h);
+    for (int i = 0; i < cfg->nhidden; i++) {
+        json_t *x = json_array_get(h, i);
+        if (!json_is_integer(x) || json_integer_value(x) < 1 || json_integer_value(x) > 65536)
+            return tk_cfg_bad(e, path, "model.hidden", "layer widths must be integers in [1, 65536]");
+        cfg->hidden[i] = (int)json_integer_value(x);
+    }
+    int p = 0;
+    TRY(tk_cfg_enum(root, path, "model.precision", precisions, 0, &p, e));
+    cfg->tf32 = p == 1;
+    cfg->batch = (int)run->batch;
+    return 0;
+}
+
+void tk_mlp_destroy(tk_mlp *m) {
+    if (!m) return;
+    tk_arena_release(m->c, &m->acts);
+    free(m);
+}
+
+int tk_mlp_create(tk_mlp **out, const tk_mlp_config *cfg, const tk_wl_env *env, tk_err *e) {
+    *out = NULL;
+    tk_mlp *m = calloc(1, sizeof *m);
+    if (!m) return tk_err_set(e, TK_EIO, "out of host memory");
+    m->c = env->c;
+    m->cfg = *cfg;
+    m->env = *env;
+    const int B = cfg->batch, W = env->dist->world;
+    int rc = 0;
+    if (B % W != 0) {
+        rc = tk_err_set(e, TK_EUSAGE, "mlp: the global batch (%d) must be a multiple of the world size (%d)", B, W);
+        goto fail;
+    }
+    m->b = B / W;
+    m->nl = cfg->nhidden + 1;
+    int maxw = cfg->num_dense;
+    int lidx[2 * TK_MLP_MAX_LAYERS];
+    for (int l = 0; l < m->nl; l++) {
+        tk_mlp_layer *L = &m->L[l];
+        L->in = l == 0 ? cfg->num_dense : cfg->hidden[l - 1];
+        L->out = l == m->nl - 1 ? 1 : cfg->hidden[l];
+        L->relu = l != m->nl - 1;
+        if (L->out > maxw) maxw = L->out;
+        char name[64];
+        int64_t sw[2] = {L->out, L->in}, sb[1] = {L->out};
+        snprintf(name, sizeof name, "layers.%d.weight", l);
+        if ((rc = tk_params_add(env->params, name, TK_F32, 2, sw, TK_PARAM_DENSE, -1, &lidx[2 * l], e))) goto fail;
+        snprintf(name, sizeof name, "layers.%d.bias", l);
+        if ((rc = tk_params_add(env->params, name, TK_F32, 1, sb, TK_PARAM_DENSE | TK_PARAM_NO_DECAY | TK_PARAM_NO_ADAPT,
+                                -1, &lidx[2 * l + 1], e)))
+            goto fail;
+    }
+    if ((rc = tk_params_alloc(env->params, e))) goto fail;
+    const int b = m->b;
+    size_t need = 0, sizes[8 + 2 * TK_MLP_MAX_LAYERS];
+    int ns = 0;
+#define NEED(bytes) (sizes[ns++] = (bytes), need += ((bytes) + 255) / 256 * 256)
+    NEED((size_t)B);                                // in_label
+    NEED((size_t)B * cfg->num_dense * 4);           // in_dense
+    NEED((size_t)b * cfg->num_dense * 4);           // x0
+    NEED((size_t)b * 4);                            // dlogit
+    NEED((size_t)b * maxw * 4);                     // dy[0]
+    NEED((size_t)b * maxw * 4);                     // dy[1]
+    NEED(64);                                       // auc
+    for (int l = 0; l < m->nl; l++) {
+        NEED((size_t)b * m->L[l].out * 4);          // y
+        NEED(tk_gemm_aux_bytes(m->c, b, m->L[l].out)); // aux
+    }
+#undef NEED
+    if ((rc = tk_arena_init(m->c, &m->acts, need + 256, "mlp activations", e))) goto fail;
+    void *v[8 + 2 * TK_MLP_MAX_LAYERS];
+    for (int i = 0; i < ns; i++)
+        if ((rc = tk_arena_take(&m->acts, sizes[i], &v[i], e))) goto fail;
+    int i = 0;
+    m->in_label = v[i++];
+    m->in_dense = v[i++];
+    m->x0 = v[i++];
+    m->dlogit = v[i++];
+    m->dy[0] = v[i++];
+    m->dy[1] = v[i++];
+    m->auc = v[i++];
+    tk_params *P = env->params;
+    for (int l = 0; l < m->nl; l++) {
+        tk_mlp_layer *L = &m->L[l];
+        L->y = v[i++];
+        L->aux = v[i++];
+        L->x = l == 0 ? m->x0 : m->L[l - 1].y;
+        L->W = P->p[lidx[2 * l]].w;
+        L->b = P->p[lidx[2 * l + 1]].w;
+        L->dW = P->p[lidx[2 * l]].g;
+        L->db = P->p[lidx[2 * l + 1]].g;
+        L->woff = (size_t)(L->W - P->dense_w);
+    }
+    if ((rc = tk_memset0(m->c, m->acts.base, m->acts.cap, TK_STREAM_COMPUTE, e))) goto fail;
+    *out = m;
+    return 0;
+fail:
+    tk_mlp_destroy(m);
+    return rc;
+}
+
+// N(0, 1) from two Philox words (Box-Muller; u1 in (0, 1] so the log is finite).
+static float philox_normal(uint64_t seed, uint32_t stream, uint64_t i) {
+    tk_philox_ctr r = tk_philox_draw(seed, stream, i >> 1);
+    int h = (int)(i & 1) * 2;
+    double u1 = 1.0 - tk_u32_to_unit(r.v[h]), u2 = tk_u32_to_unit(r.v[h + 1]);
+    return (float)(sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2));
+}
+
+// Weights N(0, sqrt(2/(in+out))) (Glorot's normal), biases 0, from a Philox stream per tensor.
+int tk_mlp_init_weights(tk_mlp *m, uint64_t seed, tk_err *e) {
+    tk_params *P = m->env.params;
+    size_t n = P->dense_n;
+    float *h = calloc(n + 1, sizeof *h);
+    if (!h) return tk_err_set(e, TK_EIO, "out of host memory");
+    for (int l = 0; l < m->nl; l++) {
+        const tk_mlp_layer *L = &m->L[l];
+        double s = sqrt(2.0 / (L->in + L->out));
+        for (size_t k = 0; k < (size_t)L->in * L->out; k++)
+            h[L->woff + k] = (float)(s * philox_normal(seed, (uint32_t)TK_RNG_INIT | (uint32_t)(l + 1) << 8, k));
+    }
+    int rc = tk_memcpy_h2d(m->c, P->dense_w, h, n * 4, TK_STREAM_COMPUTE, e);
+    free(h);
+    if (!rc) rc = tk_memset0(m->c, m->env.step, 8, TK_STREAM_COMPUTE, e);
+    if (!rc) rc = tk_memset0(m->c, m->env.loss_acc, 16, TK_STREAM_COMPUTE, e);
+    return rc ? rc : tk_ctx_sync(m->c, e);
+}
+
+static int gemm(tk_mlp *m, int M, int N, int K, int ta, int tb, const void *A, const void *Bm, void *D,
+                tk_epilogue epi, const void *bias, void *aux, float *bgrad, tk_err *e) {
+    tk_gemm_args g = {.M = M, .N = N, .K = K, .transa = ta, .transb = tb, .ab_type = TK_F32, .cd_type = TK_F32,
+                      .A = A, .B = Bm, .D = D, .alpha = 1, .beta = 0, .epi = epi, .bias = bias, .aux = aux,
+                      .bgrad = bgrad, .stream = TK_STREAM_COMPUTE, .tf32 = m->cfg.tf32};
+    return tk_gemm(m->c, &g, e);
+}
+
+int tk_mlp_forward(tk_mlp *m, const int32_t *dense, int n, float *out, tk_err *e) {
+    if (n < 0 || n > m->b) return tk_err_set(e, TK_EINTERNAL, "mlp: forward of %d > %d rows", n, m->b);
+    TRY(tk_dense_log1p(m->c, dense, (int64_t)n * m->cfg.num_dense, m->x0, e));
+    for (int l = 0; l < m->nl; l++) {
+        tk_mlp_layer *L = &m->L[l];
+        float *y = l == m->nl - 1 && out ? out : L->y;
+        TRY(gemm(m, n, L->out, L->in, 0, 1, L->x, L->W, y, L->relu ? TK_EPI_RELU_BIAS : TK_EPI_BIAS, L->b,
+                 L->relu ? L->aux : NULL, NULL, e));
+    }
+    return 0;
+}
+
+int tk_mlp_step(tk_mlp *m, tk_err *e) {
+    const int b = m->b, B = m->cfg.batch, r = m->env.dist->rank;
+    TRY(tk_mlp_forward(m, m->in_dense + (size_t)r * b * m->cfg.num_dense, b, NULL, e));
+    tk_mlp_layer *top = &m->L[m->nl - 1];
+    // this rank's rows' share of the global mean: the ranks' gradients add up to the batch's
+    TRY(tk_bce_logits_act_n(m->c, TK_F32, top->y, m->in_label + (size_t)r * b, b, B, m->dlogit, m->env.loss_acc, e));
+    const float *dy = m->dlogit;
+    int pp = 0;
+    for (int l = m->nl - 1; l >= 0; l--) {
+        tk_mlp_layer *L = &m->L[l];
+        // dW = dy^T @ x with the bias gradient fused (the sum of dy over the rows)
+        TRY(gemm(m, L->out, L->in, b, 1, 0, dy, L->x, L->dW, TK_EPI_BGRADB, NULL, NULL, L->db, e));
+        // layers l.. are final: the engine may all-reduce their buckets while the rest runs
+        if (m->env.grads_ready) TRY(m->env.grads_ready(m->env.grads_arg, L->woff, e));
+        if (l == 0) break;
+        // dx = dy @ W, times the ReLU mask of the layer below
+        TRY(gemm(m, b, L->in, L->out, 0, 0, dy, L->W, m->dy[pp], TK_EPI_DRELU, NULL, m->L[l - 1].aux, NULL, e));
+        dy = m->dy[pp];
+        pp ^= 1;
+    }
+    return 0;
+}
