@@ -245,11 +245,28 @@ __global__ static void __launch_bounds__(PREP) k_prep(const tk_opt_hp hp, Args a
 
 // ---- the element updates ----
 
-template <int KIND> struct Update {
+// What every element kernel's body holds.
+struct Base {
     Args a;
     tk_opt_k k;
     tk_opt_scal sc;
     float rate, wd;
+};
+
+// Fills b and c for this block; false when the update is skipped. seg_rate: the rate is the
+// segment's (LARS, LAMB's second stage) rather than the schedule's.
+__device__ static bool begin(const tk_opt_hp &hp, const Args &a, bool seg_rate, Chunk &c, Base &b) {
+    b.sc = a.ws.hdr->sc;
+    if (b.sc.skip) return false;
+    c = chunk_of(a.seg, a.ws.cstart, a.nseg, a.vec_ok);
+    b.a = a;
+    b.k = tk_opt_consts(&hp);
+    b.wd = tk_opt_seg_wd(&b.k, c.flags);
+    b.rate = seg_rate ? a.ws.rate[c.s] : b.sc.lr;
+    return true;
+}
+
+template <int KIND> struct Update : Base {
     template <int N> __device__ void run(int64_t i) {
         float w[N], g[N], m[N], v[N];
         load<N>(w, a.w + i);
@@ -267,24 +284,13 @@ template <int KIND> struct Update {
 // KIND: TK_OPT_SGD (no state), TK_OPT_MOMENTUM (m; also LARS), TK_OPT_ADAM (m, v; also AdamW):
 // what is loaded and stored. hp.kind picks the formula.
 template <int KIND> __global__ static void __launch_bounds__(THREADS) k_update(const tk_opt_hp hp, Args a) {
-    const tk_opt_scal sc = a.ws.hdr->sc;
-    if (sc.skip) return;
-    Chunk c = chunk_of(a.seg, a.ws.cstart, a.nseg, a.vec_ok);
+    Chunk c;
     Update<KIND> body;
-    body.a = a;
-    body.k = tk_opt_consts(&hp);
-    body.sc = sc;
-    body.wd = tk_opt_seg_wd(&body.k, c.flags);
-    body.rate = hp.kind == TK_OPT_LARS ? a.ws.rate[c.s] : sc.lr;
-    walk(c, body);
+    if (begin(hp, a, hp.kind == TK_OPT_LARS, c, body)) walk(c, body);
 }
 
 // LAMB stage 1: moments, and per chunk part[2c] = sum w^2, part[2c + 1] = sum u^2.
-struct Lamb1 {
-    Args a;
-    tk_opt_k k;
-    tk_opt_scal sc;
-    float wd;
+struct Lamb1 : Base {
     double aw, au;
     template <int N> __device__ void run(int64_t i) {
         float w[N], g[N], m[N], v[N];
@@ -299,14 +305,9 @@ struct Lamb1 {
 };
 
 __global__ static void __launch_bounds__(THREADS) k_lamb1(const tk_opt_hp hp, Args a) {
-    const tk_opt_scal sc = a.ws.hdr->sc;
-    if (sc.skip) return;
-    Chunk c = chunk_of(a.seg, a.ws.cstart, a.nseg, a.vec_ok);
+    Chunk c;
     Lamb1 body;
-    body.a = a;
-    body.k = tk_opt_consts(&hp);
-    body.sc = sc;
-    body.wd = tk_opt_seg_wd(&body.k, c.flags);
+    if (!begin(hp, a, false, c, body)) return;
     body.aw = body.au = 0;
     walk(c, body);
     block_sum2(body.aw, body.au);
@@ -323,11 +324,8 @@ __global__ static void __launch_bounds__(PREP) k_prep2(const tk_opt_hp hp, Args 
     }
 }
 
-struct Lamb2 {
-    Args a;
-    tk_opt_k k;
-    tk_opt_scal sc;
-    float rate, wd;
+// LAMB stage 2: w -= rate * u, u recomputed from the new moments.
+struct Lamb2 : Base {
     template <int N> __device__ void run(int64_t i) {
         float w[N], m[N], v[N];
         load<N>(w, a.w + i), load<N>(m, a.m + i), load<N>(v, a.v + i);
@@ -338,16 +336,9 @@ struct Lamb2 {
 };
 
 __global__ static void __launch_bounds__(THREADS) k_lamb2(const tk_opt_hp hp, Args a) {
-    const tk_opt_scal sc = a.ws.hdr->sc;
-    if (sc.skip) return;
-    Chunk c = chunk_of(a.seg, a.ws.cstart, a.nseg, a.vec_ok);
+    Chunk c;
     Lamb2 body;
-    body.a = a;
-    body.k = tk_opt_consts(&hp);
-    body.sc = sc;
-    body.wd = tk_opt_seg_wd(&body.k, c.flags);
-    body.rate = a.ws.rate[c.s];
-    walk(c, body);
+    if (begin(hp, a, true, c, body)) walk(c, body);
 }
 
 __global__ static void __launch_bounds__(PREP) k_plan(Args a) { plan(a.seg, a.nseg, a.ws.cstart); }
