@@ -38,17 +38,23 @@ TOL = 1e-6
 # ---- the references' formulas, transcribed ----
 
 
+def clip_by_global_norm(grads, max_norm):
+    """apex's (and torch.nn.utils.clip_grad_norm_'s) clip: times max / (norm + 1e-6) when below 1."""
+    if max_norm > 0:
+        norm = math.sqrt(sum(float((g.double() ** 2).sum()) for g in grads))
+        c = max_norm / (norm + 1e-6)
+        if c < 1:
+            return [g * np.float32(c) for g in grads]
+    return grads
+
+
 def lamb_reference(params, grads, ms, vs, flags, lr, t, hp):
     """MLPerf BERT's LAMB (mlcommons/training language_model/tensorflow/bert lamb_optimizer_v1.py,
     as NVIDIA's apex DistributedFusedLAMB runs it): clip by the global norm (apex's
     max / (norm + 1e-6)), Adam moments with bias correction, decoupled decay added to the update,
     trust ratio ||w|| / ||update|| per tensor (1 when a norm is 0 or the tensor is excluded)."""
     b1, b2, eps, wd = hp["beta1"], hp["beta2"], hp["eps"], hp["weight_decay"]
-    if hp["max_grad_norm"] > 0:
-        norm = math.sqrt(sum(float((g.double() ** 2).sum()) for g in grads))
-        c = hp["max_grad_norm"] / (norm + 1e-6)
-        if c < 1:
-            grads = [g * np.float32(c) for g in grads]
+    grads = clip_by_global_norm(grads, hp["max_grad_norm"])
     bc1 = 1 - b1**t if hp["bias_correction"] else 1.0
     bc2 = 1 - b2**t if hp["bias_correction"] else 1.0
     for p, g, m, v, f in zip(params, grads, ms, vs, flags):
@@ -70,11 +76,7 @@ def lars_reference(params, grads, moms, flags, lr, hp):
     the decayed gradient scaled by it, then momentum; excluded tensors (BatchNorm, bias) take lr
     and no decay. TF keeps the momentum negated (mom = mu mom - lr' g; w += mom); so does this."""
     mu, wd0, eta, eps = hp["momentum"], hp["weight_decay"], hp["trust_coef"], hp["eps"]
-    if hp["max_grad_norm"] > 0:
-        norm = math.sqrt(sum(float((g.double() ** 2).sum()) for g in grads))
-        c = hp["max_grad_norm"] / (norm + 1e-6)
-        if c < 1:
-            grads = [g * np.float32(c) for g in grads]
+    grads = clip_by_global_norm(grads, hp["max_grad_norm"])
     for p, g, mom, f in zip(params, grads, moms, flags):
         wd = 0.0 if f & NO_DECAY else wd0
         trust = 1.0
