@@ -160,3 +160,51 @@ TK_TEST(errors_name_the_file_and_json_path) {
         CHECK_STR(e.where, mistakes[i].where);
     }
 }
+
+// The man page's examples (.EX blocks of man/man5/trainkit-optimizer.5): each "optimizer": {...}
+// parses (with 1251 updates per epoch for the epoch keys), and the error line is what the
+// parser and tk_err_format give.
+TK_TEST(man_page_examples_parse) {
+    FILE *f = fopen("man/man5/trainkit-optimizer.5", "r");
+    CHECK(f != NULL);
+    if (!f) return;
+    char line[512], block[4096] = "";
+    int in = 0, parsed = 0, errline = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, ".EX", 3) == 0) {
+            in = 1, block[0] = 0;
+            continue;
+        }
+        if (strncmp(line, ".EE", 3) == 0) {
+            in = 0;
+            if (strncmp(block, "train-step: error: ", 19) == 0) {
+                tk_opt_config c;
+                tk_err e;
+                char got[600];
+                CHECK_EQ_INT(parse("{\"name\": \"adam\", \"base_lr\": 1, \"betaone\": 0.9}", 0, &c, &e), TK_EDATA);
+                tk_err_format(&e, got, sizeof got);
+                block[strcspn(block, "\n")] = 0;
+                CHECK_STR(block + 19, got);
+                errline++;
+                continue;
+            }
+            char text[4200];
+            snprintf(text, sizeof text, "{%s}", block);
+            json_t *root = json_loads(text, 0, NULL);
+            CHECK(root != NULL);
+            tk_opt_config c;
+            tk_err e = {0};
+            CHECK_EQ_INT(tk_opt_config_parse(json_object_get(root, "optimizer"), "man", "optimizer", 1251, &c, &e), 0);
+            json_decref(root);
+            parsed++;
+            continue;
+        }
+        if (!in) continue;
+        for (char *p = line; *p; p++) // roff escapes: \- is '-', \e is '\'
+            if (p[0] == '\\' && (p[1] == '-' || p[1] == 'e')) memmove(p, p + 1, strlen(p)), *p = *p == 'e' ? '\\' : '-';
+        strncat(block, line, sizeof block - strlen(block) - 1);
+    }
+    fclose(f);
+    CHECK_EQ_INT(parsed, 4);
+    CHECK_EQ_INT(errline, 1);
+}
