@@ -44,8 +44,13 @@ typedef struct {
     int64_t *dstep;
 } fx;
 
+// How fx_init fills the weights and state: random (state too), small integers (state zero), or
+// random weights with a zero state (the bench size, where drawing 1.3 G host values would be slow).
+enum { FILL_RANDOM, FILL_INTS, FILL_ZERO_STATE };
+
 static void fx_init(fx *f, const tk_opt_hp *hp, const tk_lr_sched *sc, size_t n, const tk_opt_seg *seg, int nseg,
-                    tk_dtype ct, int ints) {
+                    tk_dtype ct, int fill) {
+    int ints = fill == FILL_INTS;
     memset(f, 0, sizeof *f);
     f->hp = *hp, f->sched = *sc, f->n = n, f->nseg = nseg, f->ct = ct;
     f->ns = tk_optim_state_floats(hp->kind);
@@ -54,9 +59,9 @@ static void fx_init(fx *f, const tk_opt_hp *hp, const tk_lr_sched *sc, size_t n,
     f->w = gt_host(4 * n), f->g = gt_host(4 * n), f->st = gt_host(4 * n * f->ns + 4), f->cp = gt_host(2 * n);
     if (ints) gt_fill(f->w, n, -8, 8, 1);
     else gt_fill(f->w, n, -1, 1, 0);
-    if (f->ns > 0) gt_fill(f->st, n, -0.01f, 0.01f, 0);
-    if (f->ns > 1) gt_fill(f->st + n, n, 0, 1e-4f, 0);
-    if (ints && f->ns > 0) memset(f->st, 0, 4 * n * f->ns);
+    if (f->ns > 0 && fill == FILL_RANDOM) gt_fill(f->st, n, -0.01f, 0.01f, 0);
+    if (f->ns > 1 && fill == FILL_RANDOM) gt_fill(f->st + n, n, 0, 1e-4f, 0);
+    if (fill != FILL_RANDOM) memset(f->st, 0, 4 * n * f->ns);
     for (size_t i = 0; i < n; i++) f->cp[i] = 0x7777;
     f->dw = gt_dev(4 * n), f->dg = gt_dev(4 * n), f->dst = gt_dev(4 * n * f->ns + 4), f->dcp = gt_dev(2 * n);
     f->dlr = gt_dev(4), f->dstep = gt_dev(8), f->dseg = gt_dev(sizeof *seg * (nseg + 1));
@@ -179,7 +184,7 @@ static void random_case(const kind_case *k, int odd_at, int64_t extra, int steps
     int nseg = make_segments(seg, odd_at, &n);
     n += extra; // floats after the last segment: n % 4 != 0 misaligns the second moment
     fx f;
-    fx_init(&f, &k->hp, &cosine, (size_t)n, seg, nseg, k->ct, 0);
+    fx_init(&f, &k->hp, &cosine, (size_t)n, seg, nseg, k->ct, FILL_RANDOM);
     cmp worst = run_steps(&f, steps, 0, tk_failed_);
     printf("# table optim %-13s n %lld odd %2d x%d steps: w rel %.1e (%zu differ), state rel %.1e (%zu), copy rel %.1e "
            "(%zu)\n",
@@ -222,7 +227,7 @@ TK_TEST(small_integers_bitwise_every_kind) {
         int64_t n;
         int nseg = make_segments(seg, 9, &n);
         fx f;
-        fx_init(&f, &ic[k].hp, &flat, (size_t)n, seg, nseg, ic[k].ct, 1);
+        fx_init(&f, &ic[k].hp, &flat, (size_t)n, seg, nseg, ic[k].ct, FILL_INTS);
         int steps = ic[k].hp.kind == TK_OPT_LAMB || ic[k].hp.kind == TK_OPT_LARS ? 1 : 3;
         cmp r = run_steps(&f, steps, 1, tk_failed_);
         size_t diff = r.w_diff + r.st_diff + r.cp_diff;
@@ -238,7 +243,7 @@ TK_TEST(nonfinite_gradient_is_skipped_on_the_device) {
     int64_t n;
     int nseg = make_segments(seg, 9, &n);
     fx f;
-    fx_init(&f, &k->hp, &cosine, (size_t)n, seg, nseg, TK_BF16, 0);
+    fx_init(&f, &k->hp, &cosine, (size_t)n, seg, nseg, TK_BF16, FILL_RANDOM);
     tk_err e = {0};
     fx_grads(&f, 0);
     ref_step(&f);
@@ -266,10 +271,10 @@ TK_TEST(graph_replay_equals_eager_bitwise) {
         int nseg = make_segments(seg, 9, &n);
         fx a, b;
         uint64_t seed0 = gt_draws_;
-        fx_init(&a, &cases[k].hp, &cosine, (size_t)n, seg, nseg, cases[k].ct, 0);
+        fx_init(&a, &cases[k].hp, &cosine, (size_t)n, seg, nseg, cases[k].ct, FILL_RANDOM);
         fx_grads(&a, 0);
         gt_draws_ = (uint32_t)seed0; // the same random inputs again
-        fx_init(&b, &cases[k].hp, &cosine, (size_t)n, seg, nseg, cases[k].ct, 0);
+        fx_init(&b, &cases[k].hp, &cosine, (size_t)n, seg, nseg, cases[k].ct, FILL_RANDOM);
         fx_grads(&b, 0);
         tk_err e = {0};
         tk_graph gr = {0};
@@ -354,7 +359,7 @@ TK_TEST(bert_large_lamb_vs_reference_and_times) {
            (long long)n);
     // One LAMB step (MLPerf hyperparameters, bf16 copy) on both sides.
     fx f;
-    fx_init(&f, &cases[5].hp, &cosine, (size_t)n, seg, nseg, TK_BF16, 0);
+    fx_init(&f, &cases[5].hp, &cosine, (size_t)n, seg, nseg, TK_BF16, FILL_ZERO_STATE);
     fx_grads(&f, 0);
     ref_step(&f);
     tk_err e = {0};
