@@ -4,7 +4,8 @@
 // device scalar and sets *step = s + 1 (the optimizer then reads the count including its update).
 // The rate is computed in double and rounded to f32 once. tk_lr_at is the host specification;
 // the device evaluates the same inline function (tk_lr_formula), so both agree to the last bit
-// apart from the libm functions pow and cos (CUDA's are within 2 ulp in double).
+// apart from the libm functions pow and cos (CUDA's are within 2 ulp in double) and the rounding
+// of those to f32 (almost always the same).
 //
 // Kinds (kind = 0 is today's DLRM schedule, so a zero-initialised struct keeps its meaning):
 //
@@ -72,6 +73,15 @@
 #else
 #define TK_HD
 #endif
+// fp64 multiply and add rounded separately on the device too (nvcc would fuse a*b+c into one
+// FMA, and the device's rate or scalar would then differ in the last bit from the host's).
+#ifdef __CUDA_ARCH__
+#define TK_DMUL(a, b) __dmul_rn(a, b)
+#define TK_DADD(a, b) __dadd_rn(a, b)
+#else
+#define TK_DMUL(a, b) ((double)(a) * (double)(b))
+#define TK_DADD(a, b) ((double)(a) + (double)(b))
+#endif
 
 #ifdef __cplusplus
 extern "C" {
@@ -117,14 +127,14 @@ static inline TK_HD double tk_lr_formula(const tk_lr_sched *s, int64_t step) {
         if (m < s->warmup_steps) return s->base_lr * ((double)m / ((double)s->warmup_steps + 1e-6));
         double p = (double)(t - o) / (double)s->total_steps;
         p = p < 1 ? p : 1;
-        return (s->base_lr - s->end_lr) * pow(1 - p, s->power) + s->end_lr;
+        return TK_DADD(TK_DMUL(s->base_lr - s->end_lr, pow(1 - p, s->power)), s->end_lr);
     }
     case TK_LR_LARS_POLY: {
         int64_t u = step + 1;
         if (u <= s->warmup_steps) return s->base_lr * ((double)u / (double)s->warmup_steps);
         double p = (double)(u - s->warmup_steps) / (double)(s->total_steps - s->warmup_steps);
         p = p < 1 ? p : 1;
-        return s->end_lr + (s->base_lr - s->end_lr) * pow(1 - p, s->power);
+        return TK_DADD(s->end_lr, TK_DMUL(s->base_lr - s->end_lr, pow(1 - p, s->power)));
     }
     case TK_LR_STEP: {
         if (step < s->warmup_steps) return tk_lr_linear_warmup(s, step);
@@ -137,7 +147,7 @@ static inline TK_HD double tk_lr_formula(const tk_lr_sched *s, int64_t step) {
         if (step < s->warmup_steps) return tk_lr_linear_warmup(s, step);
         double p = (double)(step - s->warmup_steps) / (double)(s->total_steps - s->warmup_steps);
         p = p < 1 ? p : 1;
-        return s->end_lr + (s->base_lr - s->end_lr) * (1 + cos(3.141592653589793 * p)) / 2;
+        return TK_DADD(s->end_lr, TK_DMUL(s->base_lr - s->end_lr, 1 + cos(3.141592653589793 * p)) / 2);
     }
     default: // TK_LR_POLY
         if (s->warmup_steps > 0 && step < s->warmup_steps) return tk_lr_linear_warmup(s, step);

@@ -11,7 +11,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "lr_schedule.h" // TK_HD
+#include "lr_schedule.h" // TK_HD, TK_DMUL, TK_DADD
 #include "optim.h"
 
 #ifdef __CUDA_ARCH__
@@ -101,7 +101,7 @@ static inline TK_HD tk_opt_scal tk_opt_scalars(const tk_opt_hp *hp, float lr, in
     s.bc2s = (float)sqrt(bc2);
     s.bc1 = (float)bc1;
     s.bc2 = (float)bc2;
-    s.decay = (float)(1 - (double)lr * hp->weight_decay);
+    s.decay = (float)TK_DADD(1.0, -TK_DMUL(lr, hp->weight_decay));
     return s;
 }
 
@@ -121,7 +121,7 @@ static inline TK_HD float tk_opt_seg_rate(const tk_opt_hp *hp, const tk_opt_scal
     } else {
         double wd = (flags & TK_SEG_NO_DECAY) ? 0.0 : hp->weight_decay;
         xn = xn * (double)s->clip;
-        if (wn > 0 && xn > 0) r = hp->trust_coef * wn / (xn + wd * wn + hp->eps);
+        if (wn > 0 && xn > 0) r = hp->trust_coef * wn / TK_DADD(TK_DADD(xn, TK_DMUL(wd, wn)), hp->eps);
     }
     return (float)((double)s->lr * r);
 }
