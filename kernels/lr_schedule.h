@@ -1,31 +1,165 @@
-// The MLPerf DLRM learning-rate schedule (reference LRPolicyScheduler; HugeCTR's
-// warmup/decay_start/decay_steps/decay_power), computed ON THE DEVICE from a device step
-// counter so the whole iteration can be captured in one graph. For the update with 0-based
-// index s = *step (the number of updates already applied):
+// Learning-rate schedules computed ON THE DEVICE from a device step counter, so the whole
+// iteration can be captured in one CUDA graph: the op reads s = *step (the number of updates
+// already applied; the 0-based index of the coming update), writes that update's rate to ONE f32
+// device scalar and sets *step = s + 1 (the optimizer then reads the count including its update).
+// The rate is computed in double and rounded to f32 once. tk_lr_at is the host specification;
+// the device evaluates the same inline function (tk_lr_formula), so both agree to the last bit
+// apart from the libm functions pow and cos (CUDA's are within 2 ulp in double) and the rounding
+// of those to f32 (almost always the same).
+//
+// Kinds (kind = 0 is today's DLRM schedule, so a zero-initialised struct keeps its meaning):
+//
+// TK_LR_POLY (MLPerf DLRM: the reference's LRPolicyScheduler with HugeCTR's
+//   warmup/decay_start/decay_steps/decay_power):
 //   s < warmup_steps (linear warm-up):         lr = base_lr * (s + 1) / warmup_steps
 //   decay_start <= s < decay_start + decay_steps (polynomial decay):
 //       lr = max(min_lr, base_lr * ((decay_steps - (s - decay_start)) / decay_steps)^power)
 //   s >= decay_start + decay_steps:            lr = the last decay value (frozen, as the reference)
 //   otherwise (between warm-up and decay):     lr = base_lr
-// warmup_steps = 0 disables warm-up; decay_steps = 0 disables decay. Then *step += 1.
-// (The reference's _LRScheduler quirk of holding base_lr*(W-1)/W between warm-up and decay is not
-// copied: HugeCTR, whose hyperparameters the config takes, holds base_lr.)
+//   warmup_steps = 0 disables warm-up; decay_steps = 0 disables decay.
+//   (The reference's _LRScheduler quirk of holding base_lr*(W-1)/W between warm-up and decay is
+//   not copied: HugeCTR, whose hyperparameters the config takes, holds base_lr.)
+//
+// TK_LR_WARMUP_POLY (MLPerf BERT: NVIDIA's LinearWarmupPolyDecayScheduler, schedulers.py of
+//   training_results_v1.1/NVIDIA/benchmarks/bert/implementations/pytorch, which the MLPerf BERT
+//   logs' start_warmup_step, opt_learning_rate_warmup_steps and opt_learning_rate_training_steps
+//   describe). With t = s + 1 (NVIDIA computes it as optimizer._step + 1 before the step),
+//   o = 1 if start_warmup == 0 else 0 (their offset_step), m = t - o - start_warmup:
+//   m < warmup_steps:  lr = base_lr * m / (warmup_steps + 1e-6)
+//   otherwise:         p = min((t - o) / total_steps, 1)
+//                      lr = (base_lr - end_lr) * (1 - p)^power + end_lr
+//   So with start_warmup = 0 the first update runs at rate 0 (as the TF reference, whose
+//   global_step is 0 there), and a negative start_warmup (e.g. -76) starts the warm-up that many
+//   updates early. start_warmup must be <= 0 (a positive one would give negative rates, in
+//   NVIDIA's code as in the TF reference); the config parser refuses it.
+//
+// TK_LR_LARS_POLY (MLPerf ResNet-50 with LARS: NVIDIA MXNet's PolySchedule in
+//   training_results_v1.1/NVIDIA/benchmarks/resnet/implementations/mxnet/common/fit.py, run on
+//   MXNet's 1-based update count u = s + 1; warmup_steps = warmup epochs x steps per epoch,
+//   total_steps = epochs x steps per epoch):
+//   u <= warmup_steps:  lr = base_lr * u / warmup_steps
+//   otherwise:          p = min((u - warmup_steps) / (total_steps - warmup_steps), 1)
+//                       lr = end_lr + (base_lr - end_lr) * (1 - p)^power      (power 2, end 1e-4)
+//   (The clamp of p at 1 is ours: MXNet's would rise again past total_steps. The TF reference,
+//   lars_util.py, is the same curve one update later, on the 0-based s, with decay over
+//   total_steps - warmup_steps + 1.)
+//
+// TK_LR_STEP (multi-step decay, torch.optim.lr_scheduler.MultiStepLR stepped once per update,
+//   after a linear warm-up like TK_LR_POLY's):
+//   s < warmup_steps:  lr = base_lr * (s + 1) / warmup_steps
+//   otherwise:         lr = base_lr * gamma^k, k = number of milestones m with m <= s
+//
+// TK_LR_COSINE (cosine annealing, torch's CosineAnnealingLR closed form with T_max =
+//   total_steps - warmup_steps and eta_min = end_lr, after a linear warm-up like TK_LR_POLY's):
+//   s < warmup_steps:  lr = base_lr * (s + 1) / warmup_steps
+//   otherwise:         p = min((s - warmup_steps) / (total_steps - warmup_steps), 1)
+//                      lr = end_lr + (base_lr - end_lr) * (1 + cos(pi * p)) / 2
+//
+// Fields each kind reads: POLY: base_lr, warmup_steps, decay_start, decay_steps, power, min_lr.
+// WARMUP_POLY: base_lr, warmup_steps, start_warmup, total_steps, end_lr, power.
+// LARS_POLY: base_lr, warmup_steps, total_steps, end_lr, power. STEP: base_lr, warmup_steps,
+// milestones, nmilestones, gamma. COSINE: base_lr, warmup_steps, total_steps, end_lr.
+// lib/engine/optim_config.c builds this struct from a config and checks the ranges
+// (man/man5/trainkit-optimizer.5); the ops assume a checked struct.
 #ifndef TK_KERNELS_LR_SCHEDULE_H
 #define TK_KERNELS_LR_SCHEDULE_H
+
+#include <math.h>
+
+#include "gpu/gpu.h"
+
+#ifdef __CUDACC__
+#define TK_HOSTDEV __host__ __device__
+#else
+#define TK_HOSTDEV
+#endif
+// fp64 multiply and add rounded separately on the device too (nvcc would fuse a*b+c into one
+// FMA, and the device's rate or scalar would then differ in the last bit from the host's).
+#ifdef __CUDA_ARCH__
+#define TK_DMUL(a, b) __dmul_rn(a, b)
+#define TK_DADD(a, b) __dadd_rn(a, b)
+#else
+#define TK_DMUL(a, b) ((double)(a) * (double)(b))
+#define TK_DADD(a, b) ((double)(a) + (double)(b))
+#endif
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-#include "gpu/gpu.h"
+
+typedef enum {
+    TK_LR_POLY = 0,        // MLPerf DLRM (warm-up, hold, polynomial decay, frozen tail)
+    TK_LR_WARMUP_POLY = 1, // MLPerf BERT (NVIDIA LinearWarmupPolyDecayScheduler)
+    TK_LR_LARS_POLY = 2,   // MLPerf ResNet-50 LARS (poly power 2 after warm-up epochs)
+    TK_LR_STEP = 3,        // multi-step decay by gamma at milestones
+    TK_LR_COSINE = 4,      // cosine annealing to end_lr
+} tk_lr_kind;
+
+#define TK_LR_MAX_MILESTONES 16
 
 typedef struct tk_lr_sched {
     double base_lr;
     int64_t warmup_steps;
-    int64_t decay_start;   // 0-based update index where the decay starts
-    int64_t decay_steps;
-    double power;          // 2 for MLPerf DLRM
-    double min_lr;         // 1e-7 in the reference (0 = none)
+    int64_t decay_start;   // POLY: 0-based update index where the decay starts
+    int64_t decay_steps;   // POLY
+    double power;          // POLY, WARMUP_POLY, LARS_POLY (2 for MLPerf DLRM and ResNet, 1 for BERT)
+    double min_lr;         // POLY: floor (0 = none)
+    // The fields below were added for the other kinds; zero keeps TK_LR_POLY.
+    tk_lr_kind kind;
+    int64_t start_warmup;  // WARMUP_POLY: NVIDIA's start_warmup_step (<= 0)
+    int64_t total_steps;   // WARMUP_POLY, LARS_POLY, COSINE
+    double end_lr;         // WARMUP_POLY, LARS_POLY, COSINE
+    double gamma;          // STEP
+    int nmilestones;       // STEP: milestones[0 .. nmilestones), 0-based update indices
+    int64_t milestones[TK_LR_MAX_MILESTONES];
 } tk_lr_sched;
+
+// (s + 1) / warmup_steps of base_lr, the warm-up of POLY, STEP and COSINE.
+static inline TK_HOSTDEV double tk_lr_linear_warmup(const tk_lr_sched *s, int64_t step) {
+    return s->base_lr * (double)(step + 1) / (double)s->warmup_steps;
+}
+
+// The rate of the update with 0-based index step, for every kind (see above).
+static inline TK_HOSTDEV double tk_lr_formula(const tk_lr_sched *s, int64_t step) {
+    switch (s->kind) {
+    case TK_LR_WARMUP_POLY: {
+        int64_t t = step + 1, o = s->start_warmup == 0, m = t - o - s->start_warmup;
+        if (m < s->warmup_steps) return s->base_lr * ((double)m / ((double)s->warmup_steps + 1e-6));
+        double p = (double)(t - o) / (double)s->total_steps;
+        p = p < 1 ? p : 1;
+        return TK_DADD(TK_DMUL(s->base_lr - s->end_lr, pow(1 - p, s->power)), s->end_lr);
+    }
+    case TK_LR_LARS_POLY: {
+        int64_t u = step + 1;
+        if (u <= s->warmup_steps) return s->base_lr * ((double)u / (double)s->warmup_steps);
+        double p = (double)(u - s->warmup_steps) / (double)(s->total_steps - s->warmup_steps);
+        p = p < 1 ? p : 1;
+        return TK_DADD(s->end_lr, TK_DMUL(s->base_lr - s->end_lr, pow(1 - p, s->power)));
+    }
+    case TK_LR_STEP: {
+        if (step < s->warmup_steps) return tk_lr_linear_warmup(s, step);
+        double lr = s->base_lr;
+        for (int i = 0; i < s->nmilestones && i < TK_LR_MAX_MILESTONES; i++)
+            if (s->milestones[i] <= step) lr *= s->gamma;
+        return lr;
+    }
+    case TK_LR_COSINE: {
+        if (step < s->warmup_steps) return tk_lr_linear_warmup(s, step);
+        double p = (double)(step - s->warmup_steps) / (double)(s->total_steps - s->warmup_steps);
+        p = p < 1 ? p : 1;
+        return TK_DADD(s->end_lr, TK_DMUL(s->base_lr - s->end_lr, 1 + cos(3.141592653589793 * p)) / 2);
+    }
+    default: // TK_LR_POLY
+        if (s->warmup_steps > 0 && step < s->warmup_steps) return tk_lr_linear_warmup(s, step);
+        if (s->decay_steps > 0 && step >= s->decay_start) {
+            int64_t k = step - s->decay_start;
+            if (k >= s->decay_steps) k = s->decay_steps - 1; // frozen at the last decay value
+            double lr = s->base_lr * pow((double)(s->decay_steps - k) / (double)s->decay_steps, s->power);
+            return lr > s->min_lr ? lr : s->min_lr;
+        }
+        return s->base_lr;
+    }
+}
 
 // The value for 0-based update index step (host function; the specification the ops follow).
 double tk_lr_at(const tk_lr_sched *s, int64_t step);

@@ -7,6 +7,8 @@
 
 A module's edges are the headers its .h/.c/.cu files include ("engine/params.h" resolves under
 lib/, then kernels/). With one header per .c file, an include cycle is a call cycle between files.
+A header with no .c/.cu of its own (types, inline helpers) is not a node: what it includes counts
+for the modules that include it.
 """
 import os
 import re
@@ -36,8 +38,9 @@ def resolve(inc):
 
 
 def graph():
-    g = {}
-    for mod, paths in modules().items():
+    mods = modules()
+    direct = {}
+    for mod, paths in mods.items():
         edges = set()
         for p in paths:
             with open(os.path.join(ROOT, p), encoding="utf-8", errors="replace") as f:
@@ -45,8 +48,20 @@ def graph():
                     t = resolve(inc)
                     if t and t != mod:
                         edges.add(t)
-        g[mod] = edges
-    return g
+        direct[mod] = edges
+    coded = {m for m, paths in mods.items() if any(p.endswith((".c", ".cu")) for p in paths)}
+
+    def reach(m, seen):  # modules with code reached through header-only ones
+        out = set()
+        for t in direct.get(m, ()):
+            if t in coded:
+                out.add(t)
+            elif t not in seen:
+                seen.add(t)
+                out |= reach(t, seen)
+        return out
+
+    return {m: reach(m, {m}) - {m} for m in coded}
 
 
 def cycles(g):

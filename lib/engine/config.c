@@ -92,7 +92,6 @@ int tk_run_config_parse(json_t *root, const char *path, const char *workload, co
     TRY(tk_cfg_int_opt(root, path, "train.eval_offset_samples", 0, INT64_MAX, &run->eval_offset_samples, e));
     if (!run->evals_per_epoch == !run->eval_every_samples)
         return tk_cfg_bad(e, path, "train", "give one of evals_per_epoch or eval_every_samples");
-    TRY(tk_optim_config_parse(root, path, &run->opt, e));
     // "target": {"metric": NAME, NAME: value}
     json_t *t = json_object_get(root, "target");
     const char *m = json_string_value(json_object_get(t, "metric"));

@@ -13,7 +13,7 @@
 
 #include "core/err.h"
 #include "engine/cfg.h"
-#include "engine/optim.h"
+#include "engine/optim_config.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -31,7 +31,8 @@ typedef struct tk_run_cfg {
                                 // which they come every eval_every_samples (0: at eval_every_samples)
     char metric[32];            // target.metric
     double target;              // target.<metric>
-    tk_optim_cfg opt;           // "optimizer"
+    tk_opt_config opt;          // "optimizer": parsed once the steps per epoch are known
+                                // (tk_instance_optimizer); zero until then
 } tk_run_cfg;
 
 // Reads a JSON config file (TK_EIO when unreadable, TK_EDATA with the line when not JSON).
@@ -40,7 +41,8 @@ int tk_config_load(const char *path, json_t **root, tk_err *e);
 // under the top-level sections named in creatable (NULL terminated, may be NULL), where it is
 // added (the workload's parser then checks it).
 int tk_config_override(json_t *root, const char *kv, const char *const *creatable, tk_err *e);
-// Parses "train", "optimizer" and "target" (metric must be the workload's), and checks the top
+// Parses "train" and "target" (metric must be the workload's; "optimizer" is parsed later, by
+// tk_optimizer_config, when the steps per epoch are known), and checks the top
 // level holds nothing but "workload", "name", "description", "model", "data", "synthetic", those
 // three and the workload's extra sections (NULL terminated, may be NULL).
 int tk_run_config_parse(json_t *root, const char *path, const char *workload, const char *metric,

@@ -177,7 +177,7 @@ static int log_progress(run *r, double t0_window, int64_t steps_window, tk_err *
     double dt = tk_now() - t0_window, per = steps_window > 0 ? 1e3 / (double)steps_window : 0;
     json_t *o = json_pack("{s:s, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f}", "type", "progress", "step",
                           (json_int_t)r->step, "samples", (json_int_t)(r->step * r->B), "epoch",
-                          epoch_num(r, r->step) - 1, "loss", loss, "lr", tk_optim_lr_at(&r->I.run.opt, r->step - 1),
+                          epoch_num(r, r->step) - 1, "loss", loss, "lr", tk_optimizer_lr_at(&r->I.run.opt, r->step - 1),
                           "samples_per_s", dt > 0 ? (double)(steps_window * r->B) / dt : 0.0, "loader_wait_ms",
                           r->wait_loader * per, "copy_wait_ms", r->wait_copy * per);
     r->wait_loader = r->wait_copy = 0;
@@ -591,6 +591,7 @@ static int init(run *r, tk_backend be, tk_err *e) {
                              ? (rcfg->eval_offset_samples + r->B - 1) / r->B
                              : r->eval_every_steps;
     rc = tk_instance_create(&r->I, r->c, r->comm, o->comm_timeout, e);
+    if (!rc) rc = tk_instance_optimizer(&r->I, r->steps_per_epoch, e);
     if (!rc) {
         r->wl->batch_layout(r->I.model, &r->L);
         r->wl->inputs(r->I.model, r->inputs);

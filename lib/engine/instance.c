@@ -11,6 +11,7 @@ int tk_instance_config(tk_instance *I, json_t *root, const char *path, char *con
                        const char *data_meta, tk_err *e) {
     memset(I, 0, sizeof *I);
     I->effective = json_incref(root);
+    snprintf(I->path, sizeof I->path, "%s", path);
     const char *name = json_string_value(json_object_get(root, "workload"));
     if (!name || !(I->wl = tk_workload_find(name))) {
         char msg[600];
@@ -73,13 +74,18 @@ int tk_instance_create(tk_instance *I, tk_ctx *c, tk_comm *comm, double comm_tim
     }
     TRY(I->wl->create(I->cfg, &env, &I->model, e));
     if (!I->P.allocated) return tk_err_set(e, TK_EINTERNAL, "workload %s: create did not allocate its tensors", I->wl->name);
-    return tk_optim_init(&I->opt, &I->run.opt, &I->P, e);
+    return 0;
+}
+
+int tk_instance_optimizer(tk_instance *I, int64_t steps_per_epoch, tk_err *e) {
+    TRY(tk_optimizer_config(I->effective, I->path, steps_per_epoch, &I->run.opt, e));
+    return tk_optimizer_init(&I->opt, &I->run.opt, &I->P, e);
 }
 
 void tk_instance_destroy(tk_instance *I) {
     if (I->model) I->wl->destroy(I->model);
     I->model = NULL;
-    tk_optim_release(&I->opt);
+    tk_optimizer_release(&I->opt);
     if (I->P.c) tk_params_release(&I->P);
     if (I->scalars) tk_free(I->c, I->scalars);
     I->scalars = NULL;
@@ -92,7 +98,7 @@ void tk_instance_destroy(tk_instance *I) {
 
 int tk_instance_step(tk_instance *I, tk_err *e) {
     tk_ctx *c = I->c;
-    TRY(tk_optim_schedule(&I->opt, I->step, I->lr, e));
+    TRY(tk_optimizer_schedule(&I->opt, I->step, I->lr, e));
     I->reduced_from = I->P.dense_n;
     TRY(I->wl->step(I->model, e));
     if (!I->wl->own_grad_reduce && I->dist.comm && I->dist.world > 1 && I->P.dense_n > 0) {
@@ -103,7 +109,7 @@ int tk_instance_step(tk_instance *I, tk_err *e) {
         TRY(tk_comm_stream_wait(I->dist.comm, TK_STREAM_COMPUTE, TK_STREAM_COMM, e));
     }
     tk_range_push("optimizer");
-    int rc = tk_optim_update(&I->opt, &I->P, I->lr, I->step, e);
+    int rc = tk_optimizer_update(&I->opt, &I->P, I->lr, I->step, e);
     tk_range_pop();
     if (!rc && I->wl->after_update) rc = I->wl->after_update(I->model, e);
     (void)c;

@@ -9,7 +9,7 @@
 
 #include "engine/config.h"
 #include "engine/dist.h"
-#include "engine/optim.h"
+#include "engine/optimizer.h"
 #include "engine/params.h"
 #include "engine/workload.h"
 
@@ -22,11 +22,12 @@ typedef struct tk_instance {
     void *cfg;               // the workload's parsed configuration
     tk_run_cfg run;          // the engine's sections
     json_t *effective;       // the effective configuration (overrides applied, values resolved)
+    char path[4096];         // where it came from (for messages)
     uint64_t hash;           // tk_config_hash(effective)
     tk_ctx *c;
     tk_dist dist;
     tk_params P;
-    tk_optim opt;
+    tk_optimizer opt;          // training only (tk_instance_optimizer)
     void *scalars;           // device: lr (f32), step (i64), loss_acc (2 x f64)
     float *lr;
     int64_t *step;
@@ -46,6 +47,9 @@ int tk_instance_config(tk_instance *I, json_t *root, const char *path, char *con
 int tk_instance_create(tk_instance *I, tk_ctx *c, tk_comm *comm, double comm_timeout, tk_err *e);
 void tk_instance_destroy(tk_instance *I); // the configuration too; the context and comm are the caller's
 
+// Training: parses the configuration's "optimizer" section (steps_per_epoch converts its keys in
+// epochs) and prepares the optimizer over the model's dense span (its state joins the tensors).
+int tk_instance_optimizer(tk_instance *I, int64_t steps_per_epoch, tk_err *e);
 // One training iteration on the input batch, capturable: the schedule, the workload's forward and
 // backward, the gradient all-reduce over the ranks (unless the workload does it), the optimizer,
 // the workload's after_update.

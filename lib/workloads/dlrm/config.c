@@ -113,7 +113,6 @@ int tk_dlrm_config_parse(json_t *root, const char *path, const tk_run_cfg *run, 
     cfg->max_epochs = run->max_epochs;
     cfg->evals_per_epoch = run->evals_per_epoch;
     cfg->seed = run->seed;
-    cfg->lr = run->opt.lr;
     cfg->target_auc = run->target;
     // "parallel": the hybrid embedding and the exchange step on one rank (train-step's
     // --hybrid-embedding, --hybrid-max-rows, --hybrid-stat-batches, --hybrid-capacity, --force-exchange)
@@ -142,6 +141,9 @@ int tk_dlrm_config_from_json(json_t *root, const char *path, char *const *overri
     for (int i = 0; i < noverrides; i++) TRY(tk_config_override(root, overrides[i], tk_dlrm_sections, e));
     TRY(tk_run_config_parse(root, path, "dlrm", "auc", tk_dlrm_sections, &run, e));
     TRY(tk_dlrm_config_parse(root, path, &run, data_meta, cfg, e));
+    // the model on its own trains with its schedule (tk_dlrm_train_step)
+    TRY(tk_optimizer_config(root, path, 0, &run.opt, e));
+    cfg->lr = run.opt.lr;
     if (effective) *effective = json_incref(root);
     return 0;
 }

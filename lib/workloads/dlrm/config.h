@@ -9,6 +9,7 @@
 
 #include "core/err.h"
 #include "engine/config.h"
+#include "engine/optimizer.h"
 #include "workloads/dlrm/types.h"
 
 // The workload's sections of root (overrides applied), given the engine's parsed run config (its

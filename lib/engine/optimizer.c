@@ -1,0 +1,88 @@
+// The engine's optimizer (optimizer.h).
+#include "engine/optimizer.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "optim.h"
+#include "sgd.h"
+
+int tk_optimizer_config(json_t *root, const char *file, int64_t steps_per_epoch, tk_opt_config *cfg, tk_err *e) {
+    const json_t *o = json_object_get(root, "optimizer");
+    if (!json_is_object(o)) {
+        tk_err_set(e, TK_EDATA, "expected an object");
+        return tk_err_where(e, "%s: $.optimizer", file);
+    }
+    return tk_opt_config_parse(o, file, "optimizer", steps_per_epoch, cfg, e);
+}
+
+double tk_optimizer_lr_at(const tk_opt_config *cfg, int64_t step) { return tk_lr_at(&cfg->lr, step); }
+
+static int is_plain_sgd(const tk_opt_hp *hp) {
+    return hp->kind == TK_OPT_SGD && hp->momentum == 0 && hp->weight_decay == 0 && hp->max_grad_norm <= 0 &&
+           !hp->skip_nonfinite;
+}
+
+int tk_optimizer_init(tk_optimizer *o, const tk_opt_config *cfg, tk_params *P, tk_err *e) {
+    memset(o, 0, sizeof *o);
+    o->cfg = *cfg;
+    o->c = P->c;
+    // DLRM's MLPerf optimizer is plain SGD: its one-launch update (tk_sgd_update, the same bits as
+    // before the engine); everything else goes through the flat-buffer optimizer.
+    o->plain_sgd = is_plain_sgd(&cfg->hp);
+    if (o->plain_sgd || P->ndense == 0) return 0;
+    o->nseg = P->ndense;
+    o->seg_host = calloc((size_t)o->nseg, sizeof *o->seg_host);
+    if (!o->seg_host) return tk_err_set(e, TK_EIO, "out of host memory");
+    for (int i = 0; i < o->nseg; i++) {
+        const tk_param *p = &P->p[i];
+        o->seg_host[i] = (tk_opt_seg){.off = (int64_t)(p->w ? (const float *)p->w - P->dense_w : 0),
+                                      .n = tk_param_numel(p),
+                                      .flags = (p->flags & TK_PARAM_NO_DECAY ? TK_SEG_NO_DECAY : 0) |
+                                               (p->flags & TK_PARAM_NO_ADAPT ? TK_SEG_NO_ADAPT : 0)};
+    }
+    TRY(tk_optim_check(&cfg->hp, P->dense_n, o->seg_host, o->nseg, P->copy ? P->copy_type : TK_BF16, e));
+    size_t sf = tk_optim_state_floats(cfg->hp.kind), bytes = (size_t)o->nseg * sizeof *o->seg_host;
+    TRY(tk_malloc(o->c, (void **)&o->seg_dev, bytes, e));
+    TRY(tk_memcpy_h2d(o->c, o->seg_dev, o->seg_host, bytes, TK_STREAM_COMPUTE, e));
+    size_t ws = tk_optim_ws_bytes(o->c->backend, o->nseg, P->dense_n);
+    if (ws) TRY(tk_malloc(o->c, &o->ws, ws, e));
+    if (sf == 0) return 0;
+    TRY(tk_malloc(o->c, (void **)&o->state, sf * P->dense_n * sizeof(float), e));
+    TRY(tk_memset0(o->c, o->state, sf * P->dense_n * sizeof(float), TK_STREAM_COMPUTE, e));
+    // The state as tensors of the checkpoint, one per dense tensor and moment.
+    static const char *const moment[2] = {"m", "v"};
+    for (size_t k = 0; k < sf; k++)
+        for (int i = 0; i < o->nseg; i++) {
+            const tk_param *p = &P->p[i];
+            char name[TK_PARAM_NAME];
+            if (snprintf(name, sizeof name, "optimizer.%s.%s", moment[k], p->name) >= (int)sizeof name)
+                return tk_err_set(e, TK_EINTERNAL, "optimizer: tensor name too long: %s", p->name);
+            TRY(tk_params_add_extern(P, name, TK_F32, p->ndim, p->shape, -1,
+                                     o->state + k * P->dense_n + o->seg_host[i].off, e));
+        }
+    return 0;
+}
+
+void tk_optimizer_release(tk_optimizer *o) {
+    if (!o->c) return;
+    if (o->state) tk_free(o->c, o->state);
+    if (o->seg_dev) tk_free(o->c, o->seg_dev);
+    if (o->ws) tk_free(o->c, o->ws);
+    free(o->seg_host);
+    memset(o, 0, sizeof *o);
+}
+
+int tk_optimizer_schedule(tk_optimizer *o, int64_t *step, float *lr, tk_err *e) {
+    return tk_lr_schedule(o->c, &o->cfg.lr, step, lr, e);
+}
+
+int tk_optimizer_update(tk_optimizer *o, tk_params *P, const float *lr, int64_t *step, tk_err *e) {
+    if (o->plain_sgd)
+        return tk_sgd_update(o->c, P->dense_w, P->dense_g, P->dense_n, lr, P->copy, P->copy ? P->copy_type : TK_F32, e);
+    if (o->nseg == 0) return 0;
+    // (the copy type is only read when there is a copy)
+    return tk_optim_step(o->c, &o->cfg.hp, P->dense_w, P->dense_g, o->state, P->dense_n, o->seg_dev, o->seg_host,
+                         o->nseg, lr, step, P->copy, P->copy ? P->copy_type : TK_BF16, o->ws, e);
+}
