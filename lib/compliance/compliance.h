@@ -16,6 +16,7 @@ typedef struct lc_record {
     pv *v;     // {"value": ..., "metadata": ...}, what rules call v
     double ts; // float(time_ms)
     long line; // physical line in the file (1-based; CR, LF and CRLF end a line)
+    unsigned hash; // lc_hash of the key when it is a string, else 0
 } lc_record;
 
 // A finding: an error (fails the file) or a warning (never changes the verdict).
@@ -43,6 +44,10 @@ typedef struct lc_log {
 
 // Parse a whole file image into records, allocated in a. 0, or -1 when out of memory.
 int lc_log_parse(lc_arena *a, const char *buf, size_t n, lc_log *log);
+// Append a record (rules may derive records from others). 0, or -1 when out of memory.
+int lc_log_add(lc_arena *a, lc_log *log, lc_record r);
+// FNV-1a of a key, to find the rule of a record quickly.
+unsigned lc_hash(const char *s, size_t n);
 
 typedef struct lc_rules lc_rules;
 
