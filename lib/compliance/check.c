@@ -390,11 +390,11 @@ static int extra_warnings(eng *g, const lc_log *log, lc_result *res, long start_
     return 0;
 }
 
-int lc_check(lc_rules *R, lc_arena *a, const char *buf, size_t n, int strict, lc_result *res, tk_err *e) {
+// Runs the ruleset over a copy of the log header: records derived by its rules are appended to
+// the copy only, so the caller's log is the same afterwards.
+static int check_log(lc_rules *R, lc_arena *a, lc_log log, int strict, lc_result *res, tk_err *e) {
     memset(res, 0, sizeof *res);
     eng g = {.a = a, .set = R->set, .strict = strict};
-    lc_log log;
-    if (lc_log_parse(a, buf, n, &log)) return oom(e);
     for (size_t i = 0; i < log.bad.n; i++)
         if (lc_msgs_add(a, &g.fix, log.bad.m[i].line, NULL, log.bad.m[i].kind, log.bad.m[i].text)) return oom(e);
     if (log.n == 0 && lc_msgs_add(a, &g.fix, 0, NULL, "NO_LOG_LINES", "no :::MLLOG records in the file"))
@@ -456,4 +456,14 @@ int lc_check(lc_rules *R, lc_arena *a, const char *buf, size_t n, int strict, lc
     if (extra_warnings(&g, &log, res, start_line, stop_line)) return oom(e);
     res->warnings = g.warn;
     return 0;
+}
+
+int lc_check_log(lc_rules *R, lc_arena *a, lc_log *log, int strict, lc_result *res, tk_err *e) {
+    return check_log(R, a, *log, strict, res, e);
+}
+
+int lc_check(lc_rules *R, lc_arena *a, const char *buf, size_t n, int strict, lc_result *res, tk_err *e) {
+    lc_log log;
+    if (lc_log_parse(a, buf, n, &log)) return oom(e);
+    return check_log(R, a, log, strict, res, e);
 }

@@ -224,15 +224,15 @@ TK_TEST(olympic_scoring) {
     lc_score s;
     double a5[] = {5, 1, 4, 2, 3};
     memcpy(t, a5, sizeof a5);
-    lc_olympic(t, 5, 0, "bert", &s);
+    lc_olympic(t, 5, 0, 1, &s);
     CHECK(s.has_score && s.score_min == 3.0); // mean of 2, 3, 4
     memcpy(t, a5, sizeof a5);
-    lc_olympic(t, 4, 1, "bert", &s); // 1 failed run: drop the fastest only -> mean of 2, 4, 5
+    lc_olympic(t, 4, 1, 1, &s); // 1 failed run: drop the fastest only -> mean of 2, 4, 5
     CHECK(s.has_score && fabs(s.score_min - 11.0 / 3) < 1e-15);
-    lc_olympic(t, 3, 2, "bert", &s);
+    lc_olympic(t, 3, 2, 1, &s);
     CHECK(!s.has_score);
     for (int i = 0; i < 40; i++) t[i] = i + 1;
-    lc_olympic(t, 40, 0, "unet3d", &s); // drop 4 + 4: mean of 5..36
+    lc_olympic(t, 40, 0, 4, &s); // drop 4 + 4: mean of 5..36
     CHECK(s.has_score && s.score_min == 20.5);
     CHECK(lc_round2(0.125) == 0.12);   // Python: round(0.125, 2) == 0.12 (tie to even)
     CHECK(lc_round2(2.675) == 2.67);   // 2.675 is 2.67499999... in binary
