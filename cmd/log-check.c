@@ -375,7 +375,8 @@ static void list_rulesets(const lc_catalog *cat) {
     for (int i = 0; i < cat->nsets; i++) {
         const lc_ruleset *rs = &cat->sets[i];
         printf("%s:", rs->version);
-        for (int j = 0; j < rs->nbench; j++) printf(" %s%s", rs->bench[j].name, rs->bench[j].rcp ? "" : "(no RCP)");
+        for (int j = 0; j < rs->nbench; j++)
+            printf(" %s%s", rs->bench[j].name, rs->bench[j].rcp_only ? "(RCP only)" : rs->bench[j].rcp ? "" : "(no RCP)");
         printf("\n");
     }
 }

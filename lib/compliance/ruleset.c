@@ -96,6 +96,7 @@ static int load_meta(lc_catalog *c, lc_ruleset *rs, tk_err *e) {
         bn->runs = (int)json_integer_value(runs);
         bn->drop = (int)json_integer_value(drop);
         bn->rcp = cdup(c->a, json_string_value(json_object_get(v, "rcp")));
+        bn->rcp_only = json_is_true(json_object_get(v, "rcp_only"));
         bn->rcp_min_offset = off ? json_number_value(off) : 0;
         snprintf(path, sizeof path, "$.benchmarks.%.100s.convergence", name);
         if ((rc = load_conv(c->a, json_object_get(v, "convergence"), &bn->conv, file, path, e))) goto out;
@@ -175,6 +176,11 @@ const lc_bench *lc_ruleset_bench(const lc_ruleset *rs, const char *name) {
     return NULL;
 }
 
+const lc_bench *lc_ruleset_round_bench(const lc_ruleset *rs, const char *name) {
+    const lc_bench *b = lc_ruleset_bench(rs, name);
+    return b && !b->rcp_only ? b : NULL;
+}
+
 int lc_ruleset_rules(lc_catalog *c, lc_ruleset *rs, lc_rules **out, tk_err *e) {
     if (!rs->rules) {
         const char *dash = strrchr(rs->name, '-');
@@ -200,8 +206,8 @@ static void known_benchmarks(const lc_catalog *c, char *buf, size_t n) {
     for (int i = 0; i < c->nsets; i++)
         for (int j = 0; j < c->sets[i].nbench; j++) {
             const char *b = c->sets[i].bench[j].name;
-            int seen = 0;
-            for (int k = 0; k < i && !seen; k++) seen = lc_ruleset_bench(&c->sets[k], b) != NULL;
+            int seen = c->sets[i].bench[j].rcp_only;
+            for (int k = 0; k < i && !seen; k++) seen = lc_ruleset_round_bench(&c->sets[k], b) != NULL;
             if (!seen && w + strlen(b) + 3 < n) w += (size_t)snprintf(buf + w, n - w, "%s%s", w ? ", " : "", b);
         }
 }
@@ -217,13 +223,13 @@ int lc_detect_ruleset(lc_catalog *c, lc_arena *a, lc_log *logs, int nlogs, int s
     lc_ruleset *cand[LC_MAX_RULESETS];
     long errs[LC_MAX_RULESETS];
     for (int i = 0; i < c->nsets; i++)
-        if (c->sets[i].has_meta && (!d->benchmark || lc_ruleset_bench(&c->sets[i], d->benchmark))) cand[d->ncand++] = &c->sets[i];
+        if (c->sets[i].has_meta && (!d->benchmark || lc_ruleset_round_bench(&c->sets[i], d->benchmark))) cand[d->ncand++] = &c->sets[i];
     if (!d->ncand) {
-        char known[2000];
+        char known[400];
         known_benchmarks(c, known, sizeof known);
-        if (d->benchmark) tk_err_set(e, TK_EUSAGE, "benchmark '%.100s' is in no ruleset, so none can be picked", d->benchmark);
+        if (d->benchmark) tk_err_set(e, TK_EUSAGE, "benchmark '%.60s' is in no ruleset (known: %s)", d->benchmark, known);
         else tk_err_set(e, TK_EUSAGE, "no ruleset with a ruleset.json under %.200s", c->dir);
-        tk_err_hint(e, "known benchmarks: %.200s; or give --ruleset", known);
+        tk_err_hint(e, "--ruleset checks a log under the ruleset named");
         return TK_EUSAGE;
     }
     long best = -1;

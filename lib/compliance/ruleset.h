@@ -25,6 +25,7 @@ typedef struct lc_bench {
     int runs;               // result files in a set
     int drop;               // the olympic mean drops this many from each end
     const char *rcp;        // RCP file (rcp/NAME.json) or NULL
+    int rcp_only;           // not a benchmark of the round; its RCPs are still used (5.1.0: bert)
     double rcp_min_offset;  // RCP checker's Max Speedup = Mean / (Min Epochs - offset); 0: none
     lc_convergence conv;
 } lc_bench;
@@ -52,6 +53,8 @@ int lc_catalog_open(const char *dir, const char *usage, lc_catalog **out, tk_err
 void lc_catalog_free(lc_catalog *c);
 lc_ruleset *lc_catalog_find(lc_catalog *c, const char *version); // NULL when absent
 const lc_bench *lc_ruleset_bench(const lc_ruleset *rs, const char *name); // NULL when absent
+// The same, for a benchmark of the round (not an rcp_only one).
+const lc_bench *lc_ruleset_round_bench(const lc_ruleset *rs, const char *name);
 // The rules of a ruleset (opened once, kept by the catalog).
 int lc_ruleset_rules(lc_catalog *c, lc_ruleset *rs, lc_rules **out, tk_err *e);
 // "1.0.0, 1.1.0, ..." into buf.
