@@ -308,6 +308,7 @@ static int score_set(ctx *c, const char *dir, long accel_opt, int *worst, tk_err
             printf("%s: %s: no score (%d of %d runs not counted, at most %d allowed)", dir, bench, dropped, s->n, sc.max_dropped);
         }
         if (sc.has_score && accel) printf("; %.2f x %ld accelerators = %.2f accelerator-min", r2, accel, r2 * (double)accel);
+        if (b && s->n < b->runs) printf("; %d of the %d result files a set holds", s->n, b->runs);
         if (d.chosen) {
             printf(" [ruleset %s", rs->version);
             print_detection(&d);
@@ -332,9 +333,11 @@ static int rcp_set(ctx *c, const char *dir, int *worst, tk_err *e) {
     if (!s) return 0;
     lc_rcp_run *runs = calloc((size_t)s->n + 1, sizeof *runs);
     int n = 0, rc = runs ? 0 : tk_err_set(e, TK_EIO, "out of memory");
-    for (int i = 0; i < s->n && !rc; i++)
-        if (s->files[i].readable && lc_rcp_read(rs, c->arena, s->files[i].buf, s->files[i].len, &runs[n++]))
-            rc = tk_err_set(e, TK_EIO, "out of memory");
+    for (int i = 0; i < s->n && !rc; i++) {
+        if (!s->files[i].readable) continue;
+        runs[n].name = s->files[i].name;
+        if (lc_rcp_read(rs, c->arena, s->files[i].buf, s->files[i].len, &runs[n++])) rc = tk_err_set(e, TK_EIO, "out of memory");
+    }
     lc_rcp_result r;
     if (!rc) rc = lc_rcp_check(c->cat, rs, c->arena, runs, n, &r, e);
     free(runs);

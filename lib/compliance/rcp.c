@@ -53,7 +53,9 @@ static pv *py_round(lc_arena *a, const pv *x, int nd) {
 static int line_has(const char *s, size_t n, const char *needle) { return memmem(s, n, needle, strlen(needle)) != NULL; }
 
 int lc_rcp_read(const lc_ruleset *rs, lc_arena *a, const char *buf, size_t n, lc_rcp_run *o) {
+    const char *name = o->name;
     memset(o, 0, sizeof *o);
+    o->name = name;
     o->epochs = 1e9;
     pv *conv = NULL, *subm = NULL; // conv_epoch and subm_epochs of the original
     agg_group *groups = NULL;
@@ -447,10 +449,14 @@ int lc_rcp_check(lc_catalog *c, const lc_ruleset *rs, lc_arena *a, const lc_rcp_
     const pv *bs = NULL, *bench = NULL;
     double *ep = lc_alloc(a, (size_t)(n + 1) * sizeof *ep);
     if (!ep) return tk_err_set(e, TK_EIO, "out of memory");
+    for (int i = 0; i < n && !o->benchmark; i++) // for messages, also when no check is possible
+        if (runs[i].benchmark && runs[i].benchmark->t == PV_STR) o->benchmark = runs[i].benchmark->u.s.s;
     for (int i = 0; i < n; i++) {
-        char where[40];
-        snprintf(where, sizeof where, "run %d", i + 1);
-        if (runs[i].error[0]) return not_judged(o, "%s: %s (MLCommons' RCP checker stops with an exception here)", where, runs[i].error);
+        char where[300];
+        int w = snprintf(where, sizeof where, "%s", runs[i].name ? runs[i].name : "a result file");
+        if (runs[i].error_line) snprintf(where + w, sizeof where - (size_t)w, ": line %ld", runs[i].error_line);
+        if (runs[i].error[0])
+            return not_judged(o, "%.110s: %.220s (MLCommons' RCP checker stops with an exception here)", where, runs[i].error);
         ep[i] = runs[i].epochs;
         o->not_converged += !runs[i].converged;
         int unset = !bs || (pv_is_number(bs) && pv_num(bs) == -1);

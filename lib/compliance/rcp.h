@@ -12,6 +12,7 @@
 
 // One result file as the RCP checker reads it (read_submission_file).
 typedef struct lc_rcp_run {
+    const char *name;     // the file, for messages (set by the caller; kept by lc_rcp_read)
     int converged;        // run_stop with status "success"
     double epochs;        // the point of convergence; 1e9 when not converged
     pv *bs;               // global_batch_size, or NULL when the log has none (-1 in Python)

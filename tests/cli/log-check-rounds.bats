@@ -150,10 +150,25 @@ at_minute() { # file minutes
     echo "$output" | jq -e '.score_min == 15 and .score_unscaled_min == 12 and .scaling_factor == 1.25 and .score_min_rounded == 15'
     run log-check --ruleset 5.0.0 --score org/results/sys/retinanet
     [ "$output" = "org/results/sys/retinanet: retinanet: 15.0000 min (olympic mean of 3 runs, 0 not counted; unscaled 12.0000 min x 1.25 from scaling.json); 15.00 x 16 accelerators = 240.00 accelerator-min" ]
+    mkdir part
+    for i in 0 1 2; do at_minute handmade/500_retinanet__base.txt $((10 + i)) >part/result_$i.txt; done
+    run log-check --ruleset 5.0.0 --score part
+    [ "$output" = "part: retinanet: 11.0000 min (olympic mean of 1 runs, 0 not counted); 3 of the 5 result files a set holds" ]
     echo '{"scaling": 2}' >org/results/sys/retinanet/scaling.json
     run log-check --ruleset 5.0.0 --score org/results/sys/retinanet
     [ "$status" -eq 3 ]
     [[ "$output" == *"scaling.json: scaling.json has no number \"scaling_factor\""* ]]
+}
+
+@test "--rcp: where MLCommons' RCP checker raises, verdict none naming the file and line" {
+    mkdir set
+    cp handmade/500_retinanet__base.txt set/result_0.txt
+    cp handmade/500_retinanet__last_eval_without_metadata.txt set/result_1.txt
+    run log-check --rcp --ruleset 5.0.0 set
+    [ "$status" -eq 1 ]
+    [ "$output" = "set: retinanet: RCP not judged: result_1.txt: line 34: KeyError: 'metadata' (MLCommons' RCP checker stops with an exception here) [ruleset 5.0.0]" ]
+    run log-check --rcp --json --ruleset 5.0.0 set
+    echo "$output" | jq -e '.verdict == "none" and .norm_factor == null and .rcp == null'
 }
 
 @test "live: the same verdicts as python3 -m mlperf_logging.compliance_checker on a sample" {
