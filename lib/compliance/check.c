@@ -109,6 +109,8 @@ static int derive(eng *g, const lc_derive *d, lc_env *env, lc_log *log, tk_err *
     char err[300], text[900], kind[200];
     size_t n0 = log->n, first = log->n;
     unsigned from = lc_hash(d->from, strlen(d->from));
+    pv **groups = lc_alloc(g->a, (n0 + 1) * sizeof *groups); // the group of derived record first + i
+    if (!groups) return oom(e);
     for (size_t ri = 0; ri < n0; ri++) {
         const lc_record *rec = &log->rec[ri];
         if (rec->hash != from || rec->key->t != PV_STR || strcmp(rec->key->u.s.s, d->from)) continue;
@@ -126,8 +128,8 @@ static int derive(eng *g, const lc_derive *d, lc_env *env, lc_log *log, tk_err *
             goto raised;
         }
         lc_record *agg = NULL;
-        for (size_t i = first; i < log->n && !agg; i++)
-            if (pv_eq(pv_dict_get(pv_dict_get(log->rec[i].v, "value"), d->group_name), grp)) agg = &log->rec[i];
+        for (size_t i = first; i < log->n && !agg; i++) // the group itself: a field may overwrite its entry
+            if (pv_eq(groups[i - first], grp)) agg = &log->rec[i];
         if (!agg) {
             pv *v = pv_new(g->a, PV_DICT), *val = pv_new(g->a, PV_DICT), *meta = pv_new(g->a, PV_DICT);
             pv *key = pv_str(g->a, d->name, strlen(d->name));
@@ -136,6 +138,7 @@ static int derive(eng *g, const lc_derive *d, lc_env *env, lc_log *log, tk_err *
                 lc_log_add(g->a, log, (lc_record){key, v, rec->ts, rec->line, lc_hash(d->name, strlen(d->name))}))
                 return oom(e);
             agg = &log->rec[log->n - 1];
+            groups[log->n - 1 - first] = grp;
         }
         if (!(agg->ts > rec->ts)) agg->ts = rec->ts; // Python's max(line.timestamp, agg.timestamp)
         which = 2;
