@@ -1,11 +1,8 @@
-// log-check: MLPerf Training compliance verdicts and scores (man 1 log-check).
-#include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <fnmatch.h>
+// log-check: MLPerf Training compliance verdicts, scores and RCP checks (man 1 log-check).
 #include <getopt.h>
 #include <jansson.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,30 +10,40 @@
 #include <unistd.h>
 
 #include "compliance/compliance.h"
+#include "compliance/rcp.h"
+#include "compliance/ruleset.h"
+#include "compliance/set.h"
 #include "core/cli.h"
 #include "core/jsonl.h"
 
 static const char *PROG = "log-check";
 static const char *USAGE = "usage: log-check [--ruleset VERSION] [--strict] [--json] FILE...\n"
-                           "       log-check --score [--ruleset VERSION] [--strict] [--json] [--accelerators N] DIR...\n";
+                           "       log-check --score [--ruleset VERSION] [--strict] [--json] [--accelerators N] DIR...\n"
+                           "       log-check --rcp [--ruleset VERSION] [--json] DIR...\n"
+                           "       log-check --list\n";
 
 static void help(void) {
     printf("%s\n"
            "Check MLPerf Training result logs (:::MLLOG lines) for compliance, with the verdicts of\n"
-           "MLCommons' compliance checker, or score benchmark sets as its result summarizer does.\n\n"
-           "  -r, --ruleset VERSION   training ruleset: 1.0.0 or 1.1.0 (default 1.1.0)\n"
-           "  -s, --strict            also fail the checks later checker versions made errors\n"
-           "                          (weights_initialization tensor lists); default: the checker of the round\n"
+           "MLCommons' compliance checker; score benchmark sets as its result summarizer does; check a\n"
+           "set's convergence against the reference convergence points as its RCP checker does.\n\n"
+           "  -r, --ruleset VERSION   training ruleset, e.g. 5.1.0 (see --list); default: the one each\n"
+           "                          log (or set) fits best, the newest of equals (--json says which)\n"
+           "  -s, --strict            1.0.0/1.1.0: also fail the checks later checker versions made\n"
+           "                          errors (weights_initialization tensor lists)\n"
            "  -j, --json              one JSON object per file (or set) on stdout\n"
-           "      --score             score each DIR of result_*.txt files (olympic mean)\n"
+           "      --score             score each DIR of result_*.txt files (olympic mean, scaling.json)\n"
+           "      --rcp               check each DIR's convergence against the ruleset's RCPs\n"
            "  -a, --accelerators N    with --score: accelerators of the system (default: from\n"
            "                          DIR/../../systems/<system>.json when present)\n"
+           "      --list              the rulesets and their benchmarks\n"
            "      --rules DIR         rule directory (default: $TRAINKIT_SHARE/compliance, or the\n"
            "                          share/ next to the program)\n"
            "  -h, --help              this help\n"
            "  -V, --version           version\n\n"
-           "Exit status: 0 all compliant, 1 some file not compliant (or a set without a score),\n"
-           "2 usage, 3 unreadable input, 4 output error.\n",
+           "Exit status: 0 all compliant, 1 some file not compliant (or a set without a score or\n"
+           "failing its RCP check), 2 usage (also: a log's benchmark in no ruleset), 3 unreadable\n"
+           "input, 4 output error.\n",
            USAGE);
 }
 
@@ -60,53 +67,6 @@ static int find_rules(const char *opt, char *out, size_t n) {
         }
     }
     return snprintf(out, n, "/usr/local/share/trainkit/compliance") >= (int)n ? -1 : 0;
-}
-
-static int read_file(const char *path, char **buf, size_t *len, tk_err *e) {
-    int fd = strcmp(path, "-") ? open(path, O_RDONLY) : dup(0); // "-": standard input
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0) {
-        int err = errno;
-        if (fd >= 0) close(fd);
-        tk_err_errno(e, err, "cannot read");
-        e->code = TK_EDATA; // unreadable input is exit 3 (man 1 log-check)
-        return tk_err_where(e, "%s", path);
-    }
-    if (S_ISDIR(st.st_mode)) {
-        close(fd);
-        tk_err_set(e, TK_EDATA, "is a directory");
-        return tk_err_where(e, "%s", path);
-    }
-    size_t cap = st.st_size > 0 && S_ISREG(st.st_mode) ? (size_t)st.st_size + 1 : 65536, n = 0;
-    char *b = malloc(cap);
-    for (;;) {
-        if (!b) {
-            close(fd);
-            return tk_err_set(e, TK_EIO, "out of memory reading %s", path);
-        }
-        if (n == cap) {
-            char *nb = realloc(b, cap *= 2);
-            if (!nb) free(b);
-            b = nb;
-            continue;
-        }
-        ssize_t r = read(fd, b + n, cap - n);
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) {
-            int err = errno;
-            free(b);
-            close(fd);
-            tk_err_errno(e, err, "cannot read");
-            e->code = TK_EDATA;
-            return tk_err_where(e, "%s", path);
-        }
-        if (r == 0) break;
-        n += (size_t)r;
-    }
-    close(fd);
-    *buf = b;
-    *len = n;
-    return 0;
 }
 
 // Valid UTF-8 for JSON output: invalid bytes (lone surrogates, raw bytes) become U+FFFD.
@@ -158,224 +118,353 @@ static void print_msgs(const char *file, const lc_msgs *ms, const char *sev) {
 }
 
 typedef struct {
-    lc_rules *rules;
+    lc_catalog *cat;
+    lc_ruleset *fixed; // --ruleset, or NULL: each log (set) gets the ruleset it fits best
     lc_arena *arena;
-    const char *ruleset;
     int strict, json;
 } ctx;
 
-// Check one file. Returns 0 (pass), 1 (fail) or an error code (e filled); res stays valid
-// until the arena is reset.
-static int check_one(ctx *c, const char *path, lc_result *res, tk_err *e) {
+// The ruleset for logs: the fixed one, or detected. TK_EUSAGE (e filled) when none can be picked.
+static int pick_ruleset(ctx *c, lc_log *logs, int n, lc_ruleset **rs, lc_detect *d, tk_err *e) {
+    memset(d, 0, sizeof *d);
+    if (c->fixed) {
+        *rs = c->fixed;
+        return 0;
+    }
+    TRY(lc_detect_ruleset(c->cat, c->arena, logs, n, c->strict, d, e));
+    *rs = d->chosen;
+    return 0;
+}
+
+// JSON members and text saying how the ruleset was picked (nothing when it was given).
+static void add_detection(json_t *o, const lc_detect *d) {
+    if (!d->chosen) return;
+    json_t *fits = json_array();
+    for (int i = 0; i < d->nfit; i++) json_array_append_new(fits, json_string(d->fit[i]->version));
+    json_object_set_new(o, "ruleset_detected", json_true());
+    json_object_set_new(o, "ruleset_fits", fits);
+}
+static void print_detection(const lc_detect *d) {
+    if (!d->chosen) return;
+    printf(" detected");
+    for (int i = 0; i < d->nfit - 1; i++) printf("%s%s", i ? " " : ", also fits ", d->fit[i]->version);
+}
+
+static int check_file(ctx *c, const char *path, int *worst, tk_err *e) {
     char *buf = NULL;
     size_t n = 0;
-    TRY(read_file(path, &buf, &n, e));
+    tk_err fe = {0};
+    int rc = lc_read_file(path, &buf, &n, &fe);
+    if (rc == TK_EDATA) {
+        tk_cli_fail(PROG, &fe);
+        if (*worst < TK_EDATA) *worst = TK_EDATA;
+        return 0;
+    }
+    if (rc) return *e = fe, rc;
     lc_arena_reset(c->arena);
-    int rc = lc_check(c->rules, c->arena, buf, n, c->strict, res, e);
+    lc_log log;
+    lc_result res;
+    lc_ruleset *rs;
+    lc_detect d;
+    lc_rules *rules;
+    rc = lc_log_parse(c->arena, buf, n, &log);
     free(buf);
-    if (rc) return rc;
-    return res->pass ? 0 : 1;
+    if (rc) return tk_err_set(e, TK_EIO, "out of memory");
+    if ((rc = pick_ruleset(c, &log, 1, &rs, &d, &fe)) == TK_EUSAGE) { // concerns this file only
+        tk_err_where(&fe, "%s", path);
+        tk_cli_fail(PROG, &fe);
+        if (*worst < TK_EUSAGE) *worst = TK_EUSAGE;
+        return 0;
+    }
+    if (rc) return *e = fe, rc;
+    TRY(lc_ruleset_rules(c->cat, rs, &rules, e));
+    TRY(lc_check_log(rules, c->arena, &log, c->strict, &res, e));
+    if (!res.pass && *worst == 0) *worst = 1;
+    if (c->json) {
+        json_t *o = json_pack("{s:s,s:o,s:s,s:o,s:o,s:s,s:o,s:o,s:o}", "type", "verdict", "file", jstr(path), "ruleset",
+                              rs->version, "benchmark", jstr(res.benchmark), "division", jstr(res.division), "verdict",
+                              res.pass ? "pass" : "fail", "errors", msgs_json(&res.errors), "warnings",
+                              msgs_json(&res.warnings), "ttt_min", res.has_ttt ? json_real(res.ttt_min) : json_null());
+        add_detection(o, &d);
+        return tk_jsonl_emit(stdout, o, e);
+    }
+    printf("%s: %s (%s, %s, ruleset %s", path, res.pass ? "pass" : "FAIL", res.benchmark ? res.benchmark : "no benchmark",
+           res.division ? res.division : "no division", rs->version);
+    print_detection(&d);
+    if (c->strict) printf(", strict");
+    if (res.has_ttt) printf(", %.4f min", res.ttt_min);
+    printf(")\n");
+    print_msgs(path, &res.errors, "error");
+    print_msgs(path, &res.warnings, "warning");
+    return 0;
 }
 
-static int cmd_check(ctx *c, int argc, char **argv, tk_err *e) {
-    int worst = 0;
-    for (int i = 0; i < argc; i++) {
-        lc_result res;
-        tk_err fe = {0};
-        int rc = check_one(c, argv[i], &res, &fe);
-        if (rc > 1) {
-            if (rc != TK_EDATA) {
-                *e = fe;
-                return rc;
-            }
-            tk_cli_fail(PROG, &fe);
-            worst = TK_EDATA;
-            continue;
+// The logs of a set's readable files, for picking its ruleset.
+static lc_log *set_logs(const lc_set *s, int *n) {
+    lc_log *logs = malloc((size_t)(s->n + 1) * sizeof *logs);
+    *n = 0;
+    for (int i = 0; logs && i < s->n; i++)
+        if (s->files[i].readable) logs[(*n)++] = s->files[i].log;
+    return logs;
+}
+
+// Opens a set and picks its ruleset; prints and records in *worst what concerns this set only.
+// Returns 0 with *s (NULL: skip the set), or a fatal error.
+static int open_set(ctx *c, const char *dir, lc_set **s, lc_ruleset **rs, lc_detect *d, int *worst, tk_err *e) {
+    tk_err fe = {0};
+    *s = NULL;
+    int rc = lc_set_open(dir, s, &fe);
+    if (rc == TK_EDATA) {
+        tk_cli_fail(PROG, &fe);
+        if (*worst < TK_EDATA) *worst = TK_EDATA;
+        return 0;
+    }
+    if (rc) return *e = fe, rc;
+    for (int i = 0; i < (*s)->n; i++)
+        if (!(*s)->files[i].readable) { // an unreadable run is not counted, as the summarizer drops it
+            tk_cli_fail(PROG, &(*s)->files[i].err);
+            if (*worst < TK_EDATA) *worst = TK_EDATA;
         }
-        if (rc == 1 && worst == 0) worst = 1;
-        if (c->json) {
-            json_t *o = json_pack("{s:s,s:o,s:s,s:o,s:o,s:s,s:o,s:o,s:o}", "type", "verdict", "file", jstr(argv[i]), "ruleset",
-                                  c->ruleset, "benchmark", jstr(res.benchmark), "division", jstr(res.division), "verdict",
-                                  res.pass ? "pass" : "fail", "errors", msgs_json(&res.errors), "warnings",
-                                  msgs_json(&res.warnings), "ttt_min", res.has_ttt ? json_real(res.ttt_min) : json_null());
-            TRY(tk_jsonl_emit(stdout, o, e));
+    int nl;
+    lc_log *logs = set_logs(*s, &nl);
+    if (!logs) return tk_err_set(e, TK_EIO, "out of memory");
+    lc_arena_reset(c->arena);
+    rc = pick_ruleset(c, logs, nl, rs, d, &fe);
+    free(logs);
+    if (rc == TK_EUSAGE) {
+        tk_err_where(&fe, "%s", dir);
+        tk_cli_fail(PROG, &fe);
+        if (*worst < TK_EUSAGE) *worst = TK_EUSAGE;
+        lc_set_free(*s);
+        *s = NULL;
+        return 0;
+    }
+    if (rc) *e = fe;
+    return rc;
+}
+
+// The summarizer's benchmark: the first submission_benchmark of the set, else the directory's name.
+static void set_benchmark(const char *dir, const char *first, char *out, size_t n) {
+    if (first) {
+        snprintf(out, n, "%s", first);
+        return;
+    }
+    const char *b = strrchr(dir, '/');
+    snprintf(out, n, "%s", b && b[1] ? b + 1 : dir);
+}
+
+static int score_set(ctx *c, const char *dir, long accel_opt, int *worst, tk_err *e) {
+    lc_set *s;
+    lc_ruleset *rs;
+    lc_detect d;
+    TRY(open_set(c, dir, &s, &rs, &d, worst, e));
+    if (!s) return 0;
+    lc_rules *rules;
+    int rc = lc_ruleset_rules(c->cat, rs, &rules, e);
+    double *times = calloc((size_t)s->n + 1, sizeof *times);
+    json_t *counted = json_array(), *notc = json_array();
+    int nt = 0, dropped = 0;
+    const char *first = NULL;
+    if (!times) rc = rc ? rc : tk_err_set(e, TK_EIO, "out of memory");
+    for (int i = 0; i < s->n && !rc; i++) {
+        lc_result res = {0};
+        if (s->files[i].readable && (rc = lc_check_log(rules, c->arena, &s->files[i].log, c->strict, &res, e))) break;
+        if (!first && res.benchmark) first = res.benchmark;
+        if (s->files[i].readable && res.pass && res.has_ttt) {
+            times[nt++] = res.ttt_min;
+            json_array_append_new(counted, json_pack("{s:s,s:f}", "file", s->files[i].name, "ttt_min", res.ttt_min));
         } else {
-            printf("%s: %s (%s, %s, ruleset %s%s", argv[i], res.pass ? "pass" : "FAIL",
-                   res.benchmark ? res.benchmark : "no benchmark", res.division ? res.division : "no division", c->ruleset,
-                   c->strict ? ", strict" : "");
-            if (res.has_ttt) printf(", %.4f min", res.ttt_min);
-            printf(")\n");
-            print_msgs(argv[i], &res.errors, "error");
-            print_msgs(argv[i], &res.warnings, "warning");
+            dropped++;
+            json_array_append_new(notc, json_string(s->files[i].name));
         }
     }
-    return worst;
-}
-
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
-// Accelerators of the system a set belongs to: <org>/systems/<system>.json beside <org>/results/<system>/<bench>.
-static long system_accelerators(const char *dir) {
-    char real[PATH_MAX], path[PATH_MAX + 64];
-    if (!realpath(dir, real)) return 0;
-    char *b = strrchr(real, '/');
-    if (!b) return 0;
-    *b = 0; // .../results/<system>
-    char *sys = strrchr(real, '/');
-    if (!sys) return 0;
-    *sys++ = 0;
-    char *res = strrchr(real, '/');
-    if (!res) return 0;
-    *res = 0;
-    snprintf(path, sizeof path, "%s/systems/%s.json", real, sys);
-    json_t *j = json_load_file(path, 0, NULL);
-    if (!j) return 0;
-    long v[2] = {0, 0};
-    const char *f[2] = {"number_of_nodes", "accelerators_per_node"};
-    for (int i = 0; i < 2; i++) {
-        json_t *x = json_object_get(j, f[i]);
-        if (json_is_integer(x)) v[i] = (long)json_integer_value(x);
-        else if (json_is_string(x)) v[i] = strtol(json_string_value(x), NULL, 10);
-    }
-    json_decref(j);
-    return v[0] > 0 ? v[0] * (v[1] > 1 ? v[1] : 1) : 0; // the summarizer's nodes * max(per_node, 1)
-}
-
-static int cmd_score(ctx *c, int argc, char **argv, long accel_opt, tk_err *e) {
-    int worst = 0;
-    for (int d = 0; d < argc; d++) {
-        DIR *dp = opendir(argv[d]);
-        if (!dp) {
-            tk_err fe = {0};
-            tk_err_errno(&fe, errno, "cannot open the directory");
-            fe.code = TK_EDATA;
-            tk_err_where(&fe, "%s", argv[d]);
-            tk_cli_fail(PROG, &fe);
-            worst = TK_EDATA;
-            continue;
-        }
-        char **names = NULL;
-        size_t nn = 0;
-        struct dirent *de;
-        while ((de = readdir(dp)))
-            if (!fnmatch("result_*.txt", de->d_name, FNM_PERIOD)) {
-                char **nv = realloc(names, (nn + 1) * sizeof *names);
-                if (!nv || !(nv[nn] = strdup(de->d_name))) {
-                    closedir(dp);
-                    return tk_err_set(e, TK_EIO, "out of memory");
-                }
-                names = nv;
-                nn++;
-            }
-        closedir(dp);
-        qsort(names, nn, sizeof *names, cmp_str);
-        double *times = calloc(nn + 1, sizeof *times);
-        json_t *counted = json_array(), *notc = json_array();
-        int nt = 0, dropped = 0;
-        char bench[64] = "";
-        for (size_t i = 0; i < nn; i++) {
-            char path[PATH_MAX];
-            snprintf(path, sizeof path, "%s/%s", argv[d], names[i]);
-            lc_result res;
-            tk_err fe = {0};
-            int rc = check_one(c, path, &res, &fe);
-            if (rc > 1) { // an unreadable run is not counted, as the summarizer drops it
-                tk_cli_fail(PROG, &fe);
-                worst = TK_EDATA;
-            }
-            if (!bench[0] && rc <= 1 && res.benchmark) snprintf(bench, sizeof bench, "%s", res.benchmark);
-            if (rc == 0 && res.has_ttt) {
-                times[nt++] = res.ttt_min;
-                json_array_append_new(counted, json_pack("{s:s,s:f}", "file", names[i], "ttt_min", res.ttt_min));
-            } else {
-                dropped++;
-                json_array_append_new(notc, json_string(names[i]));
-            }
-        }
-        if (!bench[0]) { // the summarizer names the benchmark by its directory
-            const char *b = strrchr(argv[d], '/');
-            snprintf(bench, sizeof bench, "%s", b && b[1] ? b + 1 : argv[d]);
-        }
-        lc_score sc;
-        lc_olympic(times, nt, dropped, bench, &sc);
-        long accel = accel_opt ? accel_opt : system_accelerators(argv[d]);
-        double r2 = sc.has_score ? lc_round2(sc.score_min) : 0;
-        if (!sc.has_score && worst == 0) worst = 1;
-        if (c->json) {
-            json_t *o = json_pack("{s:s,s:o,s:s,s:s,s:i,s:o,s:o,s:o,s:o,s:o,s:o}", "type", "score", "dir", jstr(argv[d]),
-                                  "ruleset", c->ruleset, "benchmark", bench, "runs", (int)nn, "counted", counted,
-                                  "not_counted", notc, "score_min", sc.has_score ? json_real(sc.score_min) : json_null(),
-                                  "score_min_rounded", sc.has_score ? json_real(r2) : json_null(), "accelerators",
-                                  accel ? json_integer(accel) : json_null(), "per_accelerator_min",
-                                  sc.has_score && accel ? json_real(r2 * (double)accel) : json_null());
-            TRY(tk_jsonl_emit(stdout, o, e));
+    char bench[128];
+    set_benchmark(dir, first, bench, sizeof bench);
+    const lc_bench *b = lc_ruleset_bench(rs, bench);
+    lc_score sc;
+    lc_olympic(times, nt, dropped, b ? b->drop : 1, &sc);
+    double score = sc.score_min * s->scaling; // the summarizer: score *= scaling_factor
+    long accel = accel_opt ? accel_opt : s->accelerators;
+    double r2 = sc.has_score ? lc_round2(score) : 0;
+    if (!rc && !sc.has_score && *worst == 0) *worst = 1;
+    if (!rc && c->json) {
+        json_t *o = json_pack("{s:s,s:o,s:s,s:s,s:i,s:o,s:o,s:o,s:o,s:o,s:f,s:o,s:o,s:o}", "type", "score", "dir", jstr(dir),
+                              "ruleset", rs->version, "benchmark", bench, "runs", s->n, "runs_required",
+                              b ? json_integer(b->runs) : json_null(), "counted", counted, "not_counted", notc, "score_min",
+                              sc.has_score ? json_real(score) : json_null(), "score_unscaled_min",
+                              sc.has_score ? json_real(sc.score_min) : json_null(), "scaling_factor", s->scaling,
+                              "score_min_rounded", sc.has_score ? json_real(r2) : json_null(), "accelerators",
+                              accel ? json_integer(accel) : json_null(), "per_accelerator_min",
+                              sc.has_score && accel ? json_real(r2 * (double)accel) : json_null());
+        add_detection(o, &d);
+        rc = tk_jsonl_emit(stdout, o, e);
+    } else if (!rc) {
+        if (sc.has_score) {
+            printf("%s: %s: %.4f min (olympic mean of %d runs, %d not counted", dir, bench, score,
+                   nt - sc.max_dropped - (sc.max_dropped - dropped), dropped);
+            if (s->has_scaling) printf("; unscaled %.4f min x %.6g from scaling.json", sc.score_min, s->scaling);
+            printf(")");
         } else {
-            if (sc.has_score)
-                printf("%s: %s: %.4f min (olympic mean of %d runs, %d not counted)", argv[d], bench, sc.score_min,
-                       nt - sc.max_dropped - (sc.max_dropped - dropped), dropped);
-            else
-                printf("%s: %s: no score (%d of %zu runs not counted, at most %d allowed)", argv[d], bench, dropped, nn,
-                       sc.max_dropped);
-            if (sc.has_score && accel) printf("; %.2f x %ld accelerators = %.2f accelerator-min", r2, accel, r2 * (double)accel);
-            printf("\n");
-            json_decref(counted);
-            json_decref(notc);
+            printf("%s: %s: no score (%d of %d runs not counted, at most %d allowed)", dir, bench, dropped, s->n, sc.max_dropped);
         }
-        for (size_t i = 0; i < nn; i++) free(names[i]);
-        free(names);
-        free(times);
+        if (sc.has_score && accel) printf("; %.2f x %ld accelerators = %.2f accelerator-min", r2, accel, r2 * (double)accel);
+        if (b && s->n < b->runs) printf("; %d of the %d result files a set holds", s->n, b->runs);
+        if (d.chosen) {
+            printf(" [ruleset %s", rs->version);
+            print_detection(&d);
+            printf("]");
+        }
+        printf("\n");
     }
-    return worst;
+    if (rc || !c->json) {
+        json_decref(counted);
+        json_decref(notc);
+    }
+    free(times);
+    lc_set_free(s);
+    return rc;
+}
+
+static int rcp_set(ctx *c, const char *dir, int *worst, tk_err *e) {
+    lc_set *s;
+    lc_ruleset *rs;
+    lc_detect d;
+    TRY(open_set(c, dir, &s, &rs, &d, worst, e));
+    if (!s) return 0;
+    lc_rcp_run *runs = calloc((size_t)s->n + 1, sizeof *runs);
+    int n = 0, rc = runs ? 0 : tk_err_set(e, TK_EIO, "out of memory");
+    for (int i = 0; i < s->n && !rc; i++) {
+        if (!s->files[i].readable) continue;
+        runs[n].name = s->files[i].name;
+        if (lc_rcp_read(rs, c->arena, s->files[i].buf, s->files[i].len, &runs[n++])) rc = tk_err_set(e, TK_EIO, "out of memory");
+    }
+    lc_rcp_result r;
+    if (!rc) rc = lc_rcp_check(c->cat, rs, c->arena, runs, n, &r, e);
+    free(runs);
+    if (rc) {
+        lc_set_free(s);
+        return rc;
+    }
+    const char *verdict = !r.judged ? "none" : r.pass ? "pass" : "fail";
+    if ((!r.judged || !r.pass) && *worst == 0) *worst = 1;
+    if (c->json) {
+        json_t *o = json_pack("{s:s,s:o,s:s,s:o,s:s,s:o,s:o,s:i,s:i}", "type", "rcp", "dir", jstr(dir), "ruleset", rs->version,
+                              "benchmark", jstr(r.benchmark), "verdict", verdict, "message", jstr(r.message),
+                              "global_batch_size", r.has_bs ? json_real(r.bs) : json_null(), "runs", r.runs,
+                              "not_converged", r.not_converged);
+        json_object_set_new(o, "rcp", r.has_stats ? jstr(r.rcp_name) : json_null());
+        const char *f[] = {"rcp_mean", "rcp_stdev", "rcp_min_epochs", "rcp_max_speedup", "submission_mean"};
+        double v[] = {r.rcp_mean, r.rcp_stdev, r.min_epochs, r.max_speedup, r.subm_mean};
+        for (int i = 0; i < 5; i++) json_object_set_new(o, f[i], r.has_stats && isfinite(v[i]) ? json_real(v[i]) : json_null());
+        json_object_set_new(o, "norm_factor", r.judged && isfinite(r.norm) ? json_real(r.norm) : json_null());
+        add_detection(o, &d);
+        rc = tk_jsonl_emit(stdout, o, e);
+    } else {
+        printf("%s: %s: RCP %s: %s", dir, r.benchmark ? r.benchmark : "no benchmark",
+               !r.judged ? "not judged" : r.pass ? "pass" : "FAIL", r.message);
+        if (r.has_stats)
+            printf(" (%s: mean %.6g, min %.6g; submission mean %.6g of %d runs, %d not converged)", r.rcp_name, r.rcp_mean,
+                   r.min_epochs, r.subm_mean, r.runs, r.not_converged);
+        if (r.judged) printf(", normalization factor %.6g", r.norm);
+        printf(" [ruleset %s", rs->version);
+        print_detection(&d);
+        printf("]\n");
+    }
+    lc_set_free(s);
+    return rc;
+}
+
+static void list_rulesets(const lc_catalog *cat) {
+    for (int i = 0; i < cat->nsets; i++) {
+        const lc_ruleset *rs = &cat->sets[i];
+        printf("%s:", rs->version);
+        for (int j = 0; j < rs->nbench; j++)
+            printf(" %s%s", rs->bench[j].name, rs->bench[j].rcp_only ? "(RCP only)" : rs->bench[j].rcp ? "" : "(no RCP)");
+        printf("\n");
+    }
+}
+
+// "5.1" and "v5.1" mean 5.1.0; anything but digits and dots is refused.
+static int normalize_version(const char *in, char *out, size_t n) {
+    int v[3] = {0, 0, 0}, used = 0, k;
+    const char *p = in + (*in == 'v');
+    for (const char *q = p; *q; q++)
+        if (!((*q >= '0' && *q <= '9') || *q == '.')) return -1;
+    k = sscanf(p, "%d.%d%n.%d%n", &v[0], &v[1], &used, &v[2], &used);
+    if (k < 2 || p[used]) return -1;
+    snprintf(out, n, "%d.%d.%d", v[0], v[1], v[2]);
+    return 0;
 }
 
 int main(int argc, char **argv) {
+    enum { O_SCORE = 256, O_RULES, O_RCP, O_LIST };
     static const struct option opts[] = {
         {"ruleset", required_argument, 0, 'r'}, {"strict", no_argument, 0, 's'},
-        {"json", no_argument, 0, 'j'},          {"score", no_argument, 0, 'S'},
-        {"accelerators", required_argument, 0, 'a'}, {"rules", required_argument, 0, 'R'},
+        {"json", no_argument, 0, 'j'},          {"score", no_argument, 0, O_SCORE},
+        {"rcp", no_argument, 0, O_RCP},         {"list", no_argument, 0, O_LIST},
+        {"accelerators", required_argument, 0, 'a'}, {"rules", required_argument, 0, O_RULES},
         {"help", no_argument, 0, 'h'},          {"version", no_argument, 0, 'V'},
         {0, 0, 0, 0}};
-    ctx c = {.ruleset = "1.1.0"};
-    int score = 0, opt;
+    ctx c = {0};
+    int score = 0, rcp = 0, list = 0, opt;
     long accel = 0;
-    const char *rules_opt = NULL;
+    const char *rules_opt = NULL, *ruleset = NULL;
     tk_err e = {0};
     opterr = 0; // our own messages, naming the program without its path
     while ((opt = getopt_long(argc, argv, ":r:sja:hV", opts, NULL)) != -1) {
         switch (opt) {
-        case 'r': c.ruleset = optarg; break;
+        case 'r': ruleset = optarg; break;
         case 's': c.strict = 1; break;
         case 'j': c.json = 1; break;
-        case 'S': score = 1; break;
+        case O_SCORE: score = 1; break;
+        case O_RCP: rcp = 1; break;
+        case O_LIST: list = 1; break;
         case 'a': {
             int64_t v;
             if (tk_parse_i64(optarg, 1, 1000000000, "--accelerators", &v, &e)) return tk_cli_usage_error(PROG, USAGE, "%s", e.what);
             accel = (long)v;
             break;
         }
-        case 'R': rules_opt = optarg; break;
+        case O_RULES: rules_opt = optarg; break;
         default: return tk_cli_common_option(PROG, USAGE, help, opt, argv);
         }
     }
-    if (optind >= argc) return tk_cli_usage_error(PROG, USAGE, "no %s given", score ? "directory" : "file");
+    if (score && rcp) return tk_cli_usage_error(PROG, USAGE, "--score and --rcp are separate runs");
+    if (optind >= argc && !list) return tk_cli_usage_error(PROG, USAGE, "no %s given", score || rcp ? "directory" : "file");
     if (accel && !score) return tk_cli_usage_error(PROG, USAGE, "--accelerators goes with --score");
-    for (const char *p = c.ruleset; *p; p++)
-        if (!((*p >= '0' && *p <= '9') || *p == '.'))
-            return tk_cli_usage_error(PROG, USAGE, "--ruleset: expected a version such as 1.1.0, got '%s'", c.ruleset);
+    char version[64];
+    if (ruleset && normalize_version(ruleset, version, sizeof version))
+        return tk_cli_usage_error(PROG, USAGE, "--ruleset: expected a version such as 5.1.0, got '%s'", ruleset);
     char dir[PATH_MAX];
     if (find_rules(rules_opt, dir, sizeof dir)) return tk_cli_usage_error(PROG, USAGE, "--rules: path too long");
-    int rc = lc_rules_open(dir, "training", c.ruleset, &c.rules, &e);
-    if (rc) return tk_cli_fail(PROG, &e);
-    if (!(c.arena = lc_arena_new())) {
-        lc_rules_free(c.rules);
-        tk_err_set(&e, TK_EIO, "out of memory");
-        return tk_cli_fail(PROG, &e);
+    if (lc_catalog_open(dir, "training", &c.cat, &e)) return tk_cli_fail(PROG, &e);
+    if (list) {
+        list_rulesets(c.cat);
+        lc_catalog_free(c.cat);
+        return tk_cli_close_stdout(&e) ? tk_cli_fail(PROG, &e) : 0;
     }
-    rc = score ? cmd_score(&c, argc - optind, argv + optind, accel, &e) : cmd_check(&c, argc - optind, argv + optind, &e);
+    int rc = 0;
+    if (ruleset && !(c.fixed = lc_catalog_find(c.cat, version))) {
+        char known[1000];
+        lc_catalog_versions(c.cat, known, sizeof known);
+        tk_err_set(&e, TK_EUSAGE, "no rules for training %s", version);
+        tk_err_where(&e, "%s", dir);
+        tk_err_hint(&e, "known rulesets: %s", known[0] ? known : "none");
+        rc = tk_cli_fail(PROG, &e);
+    } else if (!(c.arena = lc_arena_new())) {
+        tk_err_set(&e, TK_EIO, "out of memory");
+        rc = tk_cli_fail(PROG, &e);
+    } else {
+        int worst = 0;
+        for (int i = optind; i < argc && !rc; i++)
+            rc = score ? score_set(&c, argv[i], accel, &worst, &e)
+                 : rcp ? rcp_set(&c, argv[i], &worst, &e)
+                       : check_file(&c, argv[i], &worst, &e);
+        if (rc) rc = tk_cli_fail(PROG, &e);
+        else if (tk_cli_close_stdout(&e)) rc = tk_cli_fail(PROG, &e);
+        else rc = worst;
+    }
     lc_arena_free(c.arena);
-    lc_rules_free(c.rules);
-    if (rc > 1 && e.code) return tk_cli_fail(PROG, &e);
-    tk_err ce = {0};
-    if (tk_cli_close_stdout(&ce)) return tk_cli_fail(PROG, &ce);
+    lc_catalog_free(c.cat);
     return rc;
 }

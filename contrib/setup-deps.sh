@@ -17,10 +17,14 @@ fi
 if [ "${TK_SKIP_PY:-0}" != 1 ]; then
     py=python3
     need=
-    for m in mlperf_logging:mlperf-logging pycocotools:pycocotools faster_coco_eval:faster-coco-eval \
+    for m in pycocotools:pycocotools faster_coco_eval:faster-coco-eval \
              safetensors:safetensors numpy:numpy torch:torch; do
         $py -c "import ${m%%:*}" 2>/dev/null || need="$need ${m#*:}"
     done
+    # log-check's rules (share/compliance) and expectations (tests/data/logcheck-newer) were made
+    # with this version of MLCommons' tools; its tests compare against it
+    [ "$($py -c 'import importlib.metadata as m; print(m.version("mlperf-logging"))' 2>/dev/null)" = 4.1.68 ] ||
+        need="$need mlperf-logging==4.1.68"
     if [ -n "$need" ]; then
         # Debian's own python3 refuses pip installs outside a venv (PEP 668): allow it explicitly.
         $py -m pip install -q $need 2>/dev/null || $py -m pip install -q --break-system-packages $need

@@ -18,6 +18,7 @@ static int oom(tk_err *e) { return tk_err_set(e, TK_EIO, "out of memory"); }
 
 typedef struct {
     lc_arena *a;
+    const char *set; // the ruleset being checked, for includes without a '/'
     int strict;
     lc_msgs ow;   // findings a later rule file may replace (keyed by okey)
     lc_msgs fix;  // findings that stay
@@ -53,8 +54,9 @@ static int finding(eng *g, const char *strict_only, const char *okey, long line,
 
 static const char *key_str(const lc_record *r) { return r->key->t == PV_STR ? r->key->u.s.s : NULL; }
 
-// str(v['value']) for an include name; NULL unless a plain file name.
-static int include_name(const char *pattern, const pv *val, char *out, size_t n) {
+// str(v['value']) for an include name; -1 unless a plain file name. A pattern without '/' names
+// a file of the ruleset being checked.
+static int include_name(const char *set, const char *pattern, const pv *val, char *out, size_t n) {
     char s[128];
     pv_str_of(val, s, sizeof s);
     if (!s[0] || strlen(s) > 64 || strstr(s, "..")) return -1;
@@ -62,14 +64,15 @@ static int include_name(const char *pattern, const pv *val, char *out, size_t n)
         if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_' || *p == '-' || *p == '.'))
             return -1;
     const char *ph = strstr(pattern, "{value}");
-    if (!ph) return snprintf(out, n, "%s", pattern) >= (int)n ? -1 : 0;
-    return snprintf(out, n, "%.*s%s%s", (int)(ph - pattern), pattern, s, ph + 7) >= (int)n ? -1 : 0;
+    if (!ph) return -1; // the rule loader requires it
+    return snprintf(out, n, "%s%s%.*s%s%s", strchr(pattern, '/') ? "" : set, strchr(pattern, '/') ? "" : "/",
+                    (int)(ph - pattern), pattern, s, ph + 7) >= (int)n ? -1 : 0;
 }
 
 typedef struct {
     pv *vals;  // values reported for the key (PV_LIST)
     long last_line;
-    int alo_seen, alo_ok, alo_raised, executed;
+    int alo_seen, alo_ok, alo_raised, executed, first_done;
 } keystate;
 
 // Appends "(missing: a, b; unexpected: c)" for an end rule with "diff": [got, want].
@@ -98,8 +101,85 @@ static void explain_diff(const lc_endrule *er, lc_env *env, char *out, size_t n)
     if (w && w + 2 < n) snprintf(out + w, n - w, ")");
 }
 
-static int run_conf(eng *g, lc_conf *c, const lc_log *log, const unsigned *hashes, char queue[][128],
-                    long *qline, int *nq, tk_err *e) {
+// Appends the records of a derive rule to the log: per distinct value of `group` over the
+// records of key `from` satisfying `when`, one record {"value": {group_name: g, field: value, ...},
+// "metadata": {}} stamped with the latest time of its group, in order of first appearance.
+// MLCommons' checker runs this as Python code that crashes on an error; here the file fails.
+static int derive(eng *g, const lc_derive *d, lc_env *env, lc_log *log, tk_err *e) {
+    char err[300], text[900], kind[200];
+    size_t n0 = log->n, first = log->n;
+    unsigned from = lc_hash(d->from, strlen(d->from));
+    pv **groups = lc_alloc(g->a, (n0 + 1) * sizeof *groups); // the group of derived record first + i
+    if (!groups) return oom(e);
+    for (size_t ri = 0; ri < n0; ri++) {
+        const lc_record *rec = &log->rec[ri];
+        if (rec->hash != from || rec->key->t != PV_STR || strcmp(rec->key->u.s.s, d->from)) continue;
+        env->v = rec->v;
+        env->ts = rec->ts;
+        env->has_ts = 1;
+        pv *ok, *grp, *fld;
+        int which = 0;
+        if (lc_expr_eval(d->when, env, &ok, err, sizeof err)) goto raised;
+        if (!pv_truthy(ok)) continue;
+        which = 1;
+        if (lc_expr_eval(d->group, env, &grp, err, sizeof err)) goto raised;
+        if (grp->t == PV_LIST || grp->t == PV_DICT) {
+            snprintf(err, sizeof err, "TypeError: unhashable type: '%s'", pv_type_name(grp));
+            goto raised;
+        }
+        lc_record *agg = NULL;
+        for (size_t i = first; i < log->n && !agg; i++) // the group itself: a field may overwrite its entry
+            if (pv_eq(groups[i - first], grp)) agg = &log->rec[i];
+        if (!agg) {
+            pv *v = pv_new(g->a, PV_DICT), *val = pv_new(g->a, PV_DICT), *meta = pv_new(g->a, PV_DICT);
+            pv *key = pv_str(g->a, d->name, strlen(d->name));
+            if (!v || !val || !meta || !key || pv_dict_set(g->a, val, d->group_name, strlen(d->group_name), grp) ||
+                pv_dict_set(g->a, v, "value", 5, val) || pv_dict_set(g->a, v, "metadata", 8, meta) ||
+                lc_log_add(g->a, log, (lc_record){key, v, rec->ts, rec->line, lc_hash(d->name, strlen(d->name))}))
+                return oom(e);
+            agg = &log->rec[log->n - 1];
+            groups[log->n - 1 - first] = grp;
+        }
+        if (!(agg->ts > rec->ts)) agg->ts = rec->ts; // Python's max(line.timestamp, agg.timestamp)
+        which = 2;
+        if (lc_expr_eval(d->field, env, &fld, err, sizeof err)) goto raised;
+        if (fld->t == PV_LIST || fld->t == PV_DICT) {
+            snprintf(err, sizeof err, "TypeError: unhashable type: '%s'", pv_type_name(fld));
+            goto raised;
+        }
+        // only string names can be looked up by rules; others are left out
+        if (fld->t == PV_STR && pv_dict_set(g->a, pv_dict_get(agg->v, "value"), fld->u.s.s, fld->u.s.n, pv_dict_get(rec->v, "value")))
+            return oom(e);
+        continue;
+    raised:
+        snprintf(kind, sizeof kind, "DERIVE_RAISED:%s", d->name);
+        snprintf(text, sizeof text, "'%s' records cannot be derived from the '%s' record here: %s: %s "
+                 "(MLCommons' checker stops with an exception here)", d->name, d->from, d->src[which], err);
+        return lc_msgs_add(g->a, &g->fix, rec->line, d->from, kind, text) ? oom(e) : 0;
+    }
+    return 0;
+}
+
+// Runs a key rule's checks on one record; each false or failing check is a finding filed under the
+// key (KIND_FAILED:key, KIND_RAISED:key). 0, or -1 when out of memory.
+static int run_checks(eng *g, const lc_keyrule *kr, lc_env *env, long line, lc_expr *const *chk, const char *const *src,
+                      int n, const char *kind_prefix, const char *which) {
+    char err[300], text[1200], kind[200];
+    for (int j = 0; j < n; j++) {
+        pv *res;
+        if (lc_expr_eval(chk[j], env, &res, err, sizeof err)) {
+            snprintf(kind, sizeof kind, "%s_RAISED:%s", kind_prefix, kr->name);
+            snprintf(text, sizeof text, "check of %s'%s' could not be evaluated: %s: %s", which, kr->name, src[j], err);
+        } else if (!pv_truthy(res)) {
+            snprintf(kind, sizeof kind, "%s_FAILED:%s", kind_prefix, kr->name);
+            snprintf(text, sizeof text, "check of %s'%s' failed: %s", which, kr->name, src[j]);
+        } else continue;
+        if (finding(g, kr->strict_only, kr->name, line, kr->name, kind, text)) return -1;
+    }
+    return 0;
+}
+
+static int run_conf(eng *g, lc_conf *c, lc_log *log, char queue[][128], long *qline, int *nq, tk_err *e) {
     char err[300], text[1200], kind[200];
     lc_env env = {0};
     env.tmp = g->a;
@@ -107,6 +187,7 @@ static int run_conf(eng *g, lc_conf *c, const lc_log *log, const unsigned *hashe
     env.s = c->state ? pv_deep_copy(g->a, c->state) : pv_new(g->a, PV_DICT);
     keystate *ks = lc_alloc(g->a, (size_t)(c->nkeys + 1) * sizeof *ks);
     if (!env.s || !ks) return oom(e);
+    for (int i = 0; i < c->nderive; i++) TRY(derive(g, &c->derive[i], &env, log, e));
     for (int i = 0; i < c->nkeys; i++)
         if (!(ks[i].vals = pv_new(g->a, PV_LIST))) return oom(e);
     // this file's keys override what earlier files said about them
@@ -122,7 +203,7 @@ static int run_conf(eng *g, lc_conf *c, const lc_log *log, const unsigned *hashe
         if (!key) continue;
         int k = -1;
         for (int j = 0; j < c->nkeys; j++)
-            if (c->keys[j].hash == hashes[ri] && !strcmp(c->keys[j].name, key)) { k = j; break; }
+            if (c->keys[j].hash == rec->hash && !strcmp(c->keys[j].name, key)) { k = j; break; }
         if (k < 0) continue;
         lc_keyrule *kr = &c->keys[k];
         keystate *st = &ks[k];
@@ -133,17 +214,7 @@ static int run_conf(eng *g, lc_conf *c, const lc_log *log, const unsigned *hashe
         env.ts = rec->ts;
         env.has_ts = 1;
         if (!st->executed) {
-            for (int j = 0; j < kr->nchk; j++) {
-                pv *res;
-                if (lc_expr_eval(kr->chk[j], &env, &res, err, sizeof err)) {
-                    snprintf(kind, sizeof kind, "CHECK_RAISED:%s", key);
-                    snprintf(text, sizeof text, "check of '%s' could not be evaluated: %s: %s", key, kr->chk_src[j], err);
-                } else if (!pv_truthy(res)) {
-                    snprintf(kind, sizeof kind, "CHECK_FAILED:%s", key);
-                    snprintf(text, sizeof text, "check of '%s' failed: %s", key, kr->chk_src[j]);
-                } else continue;
-                if (finding(g, kr->strict_only, kr->name, rec->line, kr->name, kind, text)) return oom(e);
-            }
+            if (run_checks(g, kr, &env, rec->line, kr->chk, kr->chk_src, kr->nchk, "CHECK", "")) return oom(e);
             for (int j = 0; j < kr->npost; j++)
                 if (lc_expr_exec(kr->post[j], &env, err, sizeof err)) {
                     snprintf(kind, sizeof kind, "POST_RAISED:%s", key);
@@ -153,7 +224,7 @@ static int run_conf(eng *g, lc_conf *c, const lc_log *log, const unsigned *hashe
                 }
             if (kr->include) {
                 char name[128];
-                if (include_name(kr->include, value, name, sizeof name) || *nq >= 64) {
+                if (include_name(g->set, kr->include, value, name, sizeof name) || *nq >= 64) {
                     char vs[100];
                     pv_str_of(value, vs, sizeof vs);
                     snprintf(kind, sizeof kind, "CONFIG_NOT_FOUND:%s", kr->include);
@@ -164,6 +235,11 @@ static int run_conf(eng *g, lc_conf *c, const lc_log *log, const unsigned *hashe
                     snprintf(queue[(*nq)++], 128, "%s", name);
                 }
             }
+        }
+        if (kr->nfirst && !st->first_done) { // checks of the first record of the key
+            st->first_done = 1;
+            if (run_checks(g, kr, &env, rec->line, kr->first, kr->first_src, kr->nfirst, "FIRST_CHECK", "the first "))
+                return oom(e);
         }
         if (kr->alo) {
             pv *res;
@@ -317,24 +393,21 @@ static int extra_warnings(eng *g, const lc_log *log, lc_result *res, long start_
     return 0;
 }
 
-int lc_check(lc_rules *R, lc_arena *a, const char *buf, size_t n, int strict, lc_result *res, tk_err *e) {
+// Runs the ruleset over a copy of the log header: records derived by its rules are appended to
+// the copy only, so the caller's log is the same afterwards.
+static int check_log(lc_rules *R, lc_arena *a, lc_log log, int strict, lc_result *res, tk_err *e) {
     memset(res, 0, sizeof *res);
-    eng g = {.a = a, .strict = strict};
-    lc_log log;
-    if (lc_log_parse(a, buf, n, &log)) return oom(e);
+    eng g = {.a = a, .set = R->set, .strict = strict};
     for (size_t i = 0; i < log.bad.n; i++)
         if (lc_msgs_add(a, &g.fix, log.bad.m[i].line, NULL, log.bad.m[i].kind, log.bad.m[i].text)) return oom(e);
     if (log.n == 0 && lc_msgs_add(a, &g.fix, 0, NULL, "NO_LOG_LINES", "no :::MLLOG records in the file"))
         return oom(e);
-    unsigned *hashes = lc_alloc(a, (log.n + 1) * sizeof *hashes);
-    if (!hashes) return oom(e);
     long start_line = 0, stop_line = 0;
     double start = 0, stop = 0;
     int has_start = 0, has_stop = 0;
     for (size_t i = 0; i < log.n; i++) {
         const lc_record *r = &log.rec[i];
         const char *k = key_str(r);
-        hashes[i] = k ? lc_hash(k, r->key->u.s.n) : 0;
         if (!k) continue;
         pv *val = pv_dict_get(r->v, "value");
         if (!res->benchmark && !strcmp(k, "submission_benchmark") && val->t == PV_STR) res->benchmark = val->u.s.s;
@@ -371,7 +444,7 @@ int lc_check(lc_rules *R, lc_arena *a, const char *buf, size_t n, int strict, lc
             if (lc_msgs_add(a, &g.fix, line, NULL, kind, text)) return oom(e);
             continue;
         }
-        TRY(run_conf(&g, c, &log, hashes, queue, qline, &nq, e));
+        TRY(run_conf(&g, c, &log, queue, qline, &nq, e));
     }
     // errors in the official order: keyed findings, then the others
     for (size_t i = 0; i < g.ow.n; i++) {
@@ -386,4 +459,14 @@ int lc_check(lc_rules *R, lc_arena *a, const char *buf, size_t n, int strict, lc
     if (extra_warnings(&g, &log, res, start_line, stop_line)) return oom(e);
     res->warnings = g.warn;
     return 0;
+}
+
+int lc_check_log(lc_rules *R, lc_arena *a, lc_log *log, int strict, lc_result *res, tk_err *e) {
+    return check_log(R, a, *log, strict, res, e);
+}
+
+int lc_check(lc_rules *R, lc_arena *a, const char *buf, size_t n, int strict, lc_result *res, tk_err *e) {
+    lc_log log;
+    if (lc_log_parse(a, buf, n, &log)) return oom(e);
+    return check_log(R, a, log, strict, res, e);
 }

@@ -16,6 +16,7 @@ typedef struct lc_record {
     pv *v;     // {"value": ..., "metadata": ...}, what rules call v
     double ts; // float(time_ms)
     long line; // physical line in the file (1-based; CR, LF and CRLF end a line)
+    unsigned hash; // lc_hash of the key when it is a string, else 0
 } lc_record;
 
 // A finding: an error (fails the file) or a warning (never changes the verdict).
@@ -43,6 +44,10 @@ typedef struct lc_log {
 
 // Parse a whole file image into records, allocated in a. 0, or -1 when out of memory.
 int lc_log_parse(lc_arena *a, const char *buf, size_t n, lc_log *log);
+// Append a record (rules may derive records from others). 0, or -1 when out of memory.
+int lc_log_add(lc_arena *a, lc_log *log, lc_record r);
+// FNV-1a of a key, to find the rule of a record quickly.
+unsigned lc_hash(const char *s, size_t n);
 
 typedef struct lc_rules lc_rules;
 
@@ -65,17 +70,20 @@ typedef struct lc_result {
 // Everything is allocated in a (reset it between files). Fails only on a broken rule file
 // (TK_EDATA naming it) or out of memory.
 int lc_check(lc_rules *r, lc_arena *a, const char *buf, size_t n, int strict, lc_result *res, tk_err *e);
+// The same on a parsed log (to check one log under several rulesets); the log is not changed.
+int lc_check_log(lc_rules *r, lc_arena *a, lc_log *log, int strict, lc_result *res, tk_err *e);
 
 // Scoring of a benchmark set as the result summarizer does (olympic mean of the times to train).
 typedef struct lc_score {
     int runs;        // files seen
     int dropped;     // files that did not pass
-    int max_dropped; // 4 for unet3d (40 runs), else 1
+    int max_dropped; // dropped from each end: the benchmark's "drop" (ruleset.json)
     int has_score;
     double score_min;
 } lc_score;
-// times: the times of the passing runs in minutes (sorted in place). Returns the summarizer's score.
-void lc_olympic(double *times, int n, int dropped, const char *benchmark, lc_score *out);
+// times: the times of the passing runs in minutes (sorted in place); dropped: runs that did not
+// pass, counted as the slowest. Returns the summarizer's score.
+void lc_olympic(double *times, int n, int dropped, int max_dropped, lc_score *out);
 // Python's round(x, 2) (exact decimal rounding of the binary value, ties to even).
 double lc_round2(double x);
 

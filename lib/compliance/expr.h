@@ -2,7 +2,7 @@
 // Python-like syntax and semantics, so rules read like MLCommons' originals:
 //   v['value'] >= 0.8025 and v['value'] < 1.0        'epoch_num' in v['metadata']
 //   ts - s['first_init_start'] < 30*60*1e3            is_integer(log2(v['value'] / 0.0001))
-// Statements (rule "post" actions):  s['name'] = EXPR   s['name'] += EXPR
+// Statements (rule "post" actions):  s['name'] = EXPR   s['name'] += EXPR   if EXPR: STATEMENT
 // An evaluation that Python would answer with an exception (a type mismatch, a missing key, a
 // division by zero) returns -1 with the message, so the engine can report it the way the
 // official checker does ("could not be evaluated") instead of crashing.

@@ -28,7 +28,7 @@ int lc_msgs_add(lc_arena *a, lc_msgs *ms, long line, const char *key, const char
     return 0;
 }
 
-static int rec_add(lc_arena *a, lc_log *log, lc_record r) {
+int lc_log_add(lc_arena *a, lc_log *log, lc_record r) {
     if (log->n == log->cap) {
         size_t cap = log->cap ? 2 * log->cap : 256;
         lc_record *nr = lc_alloc(a, cap * sizeof *nr);
@@ -81,7 +81,7 @@ static int parse_line(lc_arena *a, lc_log *log, const char *ls, const char *tok,
     }
     pv *v = pv_new(a, PV_DICT);
     if (!v || pv_dict_set(a, v, "value", 5, f[2]) || pv_dict_set(a, v, "metadata", 8, f[3])) return -1;
-    return rec_add(a, log, (lc_record){f[1], v, ts, line});
+    return lc_log_add(a, log, (lc_record){f[1], v, ts, line, f[1]->t == PV_STR ? lc_hash(f[1]->u.s.s, f[1]->u.s.n) : 0});
 }
 
 int lc_log_parse(lc_arena *a, const char *buf, size_t n, lc_log *log) {

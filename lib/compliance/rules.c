@@ -53,24 +53,52 @@ static int str_list(json_t *j, const char ***out, int *n, lc_arena *a) {
     return 0;
 }
 
+// A rule file name: letters, digits, '_', '-', '.', at most one '/' (ruleset/file), no "..".
+static int plain_name(const char *s) {
+    int slashes = 0;
+    if (!*s || strstr(s, "..") || strlen(s) > 120) return 0;
+    for (const char *p = s; *p; p++) {
+        if (*p == '/') slashes++;
+        else if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_' || *p == '-' || *p == '.'))
+            return 0;
+    }
+    return slashes <= 1 && s[0] != '/';
+}
+
 static int load_conf(lc_rules *r, const char *name, lc_conf *c, tk_err *e) {
-    char file[4200], path[128];
+    char file[4400], path[128], target[128];
     snprintf(file, sizeof file, "%s/%s.json", r->dir, name);
     c->name = rdup(r->a, name);
-    FILE *fp = fopen(file, "rb");
-    if (!fp) {
-        c->missing = 1;
-        return 0;
-    }
-    json_error_t je;
-    json_t *root = json_loadf(fp, 0, &je);
-    fclose(fp);
-    if (!root) {
-        tk_err_set(e, TK_EDATA, "rule file: %s", je.text);
-        return tk_err_where(e, "%s: line %d", file, je.line);
+    json_t *root = NULL;
+    const char *fmt = NULL;
+    // a file whose rules are stored elsewhere: {"same_as": "training-2.0.0/open_bert"} (one hop)
+    for (int hop = 0; hop < 2; hop++) {
+        FILE *fp = fopen(file, "rb");
+        if (!fp) {
+            if (hop) return rfail(e, file, "", "the file named by \"same_as\" does not exist");
+            c->missing = 1;
+            return 0;
+        }
+        json_error_t je;
+        json_decref(root);
+        root = json_loadf(fp, 0, &je);
+        fclose(fp);
+        if (!root) {
+            tk_err_set(e, TK_EDATA, "rule file: %s", je.text);
+            return tk_err_where(e, "%s: line %d", file, je.line);
+        }
+        fmt = json_string_value(json_object_get(root, "format"));
+        const char *same = json_string_value(json_object_get(root, "same_as"));
+        if (!same || !json_is_object(root) || !fmt) break;
+        if (hop || !plain_name(same) || !strchr(same, '/')) {
+            json_decref(root);
+            return rfail(e, file, "$.same_as", hop ? "a \"same_as\" file must hold the rules, not point further"
+                                                    : "expected a rule file name such as \"training-2.0.0/open_bert\"");
+        }
+        snprintf(target, sizeof target, "%s", same);
+        snprintf(file, sizeof file, "%s/%s.json", r->dir, target);
     }
     int rc = 0;
-    const char *fmt = json_string_value(json_object_get(root, "format"));
     if (!json_is_object(root) || !fmt || strcmp(fmt, "trainkit-compliance/1")) {
         rc = rfail(e, file, "$.format", "expected \"trainkit-compliance/1\"");
         goto out;
@@ -82,6 +110,34 @@ static int load_conf(lc_rules *r, const char *name, lc_conf *c, tk_err *e) {
     }
     c->state = st ? to_pv(r->a, st) : NULL;
     c->cst = cst ? to_pv(r->a, cst) : NULL;
+    json_t *der = json_object_get(root, "derive");
+    if (der && !json_is_array(der)) {
+        rc = rfail(e, file, "$.derive", "expected an array");
+        goto out;
+    }
+    c->nderive = der ? (int)json_array_size(der) : 0;
+    c->derive = lc_alloc(r->a, (size_t)(c->nderive + 1) * sizeof *c->derive);
+    for (int i = 0; i < c->nderive; i++) {
+        json_t *d = json_array_get(der, (size_t)i);
+        lc_derive *dv = &c->derive[i];
+        static const char *mem[] = {"name", "from", "group_name", "when", "group", "field"};
+        const char *val[6];
+        for (int m = 0; m < 6; m++) val[m] = json_string_value(json_object_get(d, mem[m]));
+        snprintf(path, sizeof path, "$.derive[%d]", i);
+        if (!val[0] || !val[1] || !val[2] || !val[3] || !val[4] || !val[5]) {
+            rc = rfail(e, file, path, "a derive rule needs name, from, group_name, when, group and field (strings)");
+            goto out;
+        }
+        dv->name = rdup(r->a, val[0]);
+        dv->from = rdup(r->a, val[1]);
+        dv->group_name = rdup(r->a, val[2]);
+        lc_expr **x[3] = {&dv->when, &dv->group, &dv->field};
+        for (int m = 0; m < 3; m++) {
+            dv->src[m] = rdup(r->a, val[3 + m]);
+            snprintf(path, sizeof path, "$.derive[%d].%s", i, mem[3 + m]);
+            if ((rc = compile(r, file, path, val[3 + m], 0, x[m], e))) goto out;
+        }
+    }
     json_t *keys = json_object_get(root, "keys"), *ends = json_object_get(root, "end");
     if (!json_is_array(keys) || (ends && !json_is_array(ends))) {
         rc = rfail(e, file, json_is_array(keys) ? "$.end" : "$.keys", "expected an array");
@@ -127,13 +183,28 @@ static int load_conf(lc_rules *r, const char *name, lc_conf *c, tk_err *e) {
             snprintf(path, sizeof path, "$.keys[%d].post[%d]", i, j);
             if ((rc = compile(r, file, path, kr->post_src[j], 1, &kr->post[j], e))) goto out;
         }
+        if (str_list(json_object_get(k, "first_check"), &kr->first_src, &kr->nfirst, r->a)) {
+            rc = rfail(e, file, path, "\"first_check\" holds a string or an array of strings");
+            goto out;
+        }
+        kr->first = lc_alloc(r->a, (size_t)(kr->nfirst + 1) * sizeof(lc_expr *));
+        for (int j = 0; j < kr->nfirst; j++) {
+            snprintf(path, sizeof path, "$.keys[%d].first_check[%d]", i, j);
+            if ((rc = compile(r, file, path, kr->first_src[j], 0, &kr->first[j], e))) goto out;
+        }
         const char *alo = json_string_value(json_object_get(k, "at_least_one_check"));
         if (alo) {
             kr->alo_src = rdup(r->a, alo);
             snprintf(path, sizeof path, "$.keys[%d].at_least_one_check", i);
             if ((rc = compile(r, file, path, alo, 0, &kr->alo, e))) goto out;
         }
-        const char *inc = json_string_value(json_object_get(k, "include"));
+        json_t *jinc = json_object_get(k, "include");
+        const char *inc = json_string_value(jinc);
+        if (jinc && (!inc || !strstr(inc, "{value}"))) {
+            snprintf(path, sizeof path, "$.keys[%d].include", i);
+            rc = rfail(e, file, path, "\"include\" is a rule file name holding {value}, e.g. \"closed_{value}\"");
+            goto out;
+        }
         if (inc) kr->include = rdup(r->a, inc);
         const char *so = json_string_value(json_object_get(k, "strict_only"));
         if (so) kr->strict_only = rdup(r->a, so);
@@ -208,7 +279,8 @@ int lc_rules_open(const char *dir, const char *usage, const char *version, lc_ru
         return tk_err_set(e, TK_EIO, "out of memory");
     }
     snprintf(r->dir, sizeof r->dir, "%s", dir);
-    snprintf(r->root, sizeof r->root, "%s-%s/common", usage, version);
+    snprintf(r->set, sizeof r->set, "%s-%s", usage, version);
+    snprintf(r->root, sizeof r->root, "%s/common", r->set);
     lc_conf *c;
     int rc = lc_rules_conf(r, r->root, &c, e);
     if (!rc && c->missing) {

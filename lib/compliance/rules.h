@@ -13,9 +13,9 @@ typedef struct lc_keyrule {
     int req, at_least;
     const char **alts; // at_least_one_or alternatives
     int nalts;
-    const char **chk_src, **post_src;
-    lc_expr **chk, **post;
-    int nchk, npost;
+    const char **chk_src, **post_src, **first_src;
+    lc_expr **chk, **post, **first; // first: checks of the key's first record only
+    int nchk, npost, nfirst;
     char *alo_src; // at_least_one_check
     lc_expr *alo;
     char *include;     // rule file to run next, "{value}" replaced by str(v['value'])
@@ -28,10 +28,20 @@ typedef struct lc_endrule {
     lc_expr *diff[2]; // optional: (got, want) lists whose difference explains a failure
 } lc_endrule;
 
+// Records derived from others before the rules run (MLCommons' stable diffusion rules join the
+// FID and CLIP results of one evaluation into one record): see "derive" in man 5.
+typedef struct lc_derive {
+    char *name, *from, *group_name;
+    char *src[3];          // when, group, field (for messages)
+    lc_expr *when, *group, *field;
+} lc_derive;
+
 typedef struct lc_conf {
     char *name; // "training-1.1.0/closed_dlrm"
     int missing;
     pv *state, *cst;
+    lc_derive *derive;
+    int nderive;
     lc_keyrule *keys;
     int nkeys;
     lc_endrule *ends;
@@ -41,6 +51,7 @@ typedef struct lc_conf {
 struct lc_rules {
     char dir[4096];
     char root[128]; // "training-1.1.0/common"
+    char set[96];   // "training-1.1.0": where includes without a '/' are looked up
     lc_arena *a;
     lc_conf *confs[256];
     int nconfs;
@@ -48,6 +59,5 @@ struct lc_rules {
 
 // The rule file `name` (cached). A file that does not exist comes back with missing = 1.
 int lc_rules_conf(lc_rules *r, const char *name, lc_conf **out, tk_err *e);
-unsigned lc_hash(const char *s, size_t n);
 
 #endif

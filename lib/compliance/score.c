@@ -11,12 +11,11 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-void lc_olympic(double *t, int n, int dropped, const char *benchmark, lc_score *out) {
+void lc_olympic(double *t, int n, int dropped, int max_dropped, lc_score *out) {
     memset(out, 0, sizeof *out);
     out->runs = n + dropped;
     out->dropped = dropped;
-    // 3D U-Net submits 40 runs and drops 4 from each end; every other benchmark drops 1
-    out->max_dropped = benchmark && !strcmp(benchmark, "unet3d") ? 4 : 1;
+    out->max_dropped = max_dropped; // ruleset.json's "drop": 4 for 3D U-Net (40 runs), else 1
     if (dropped > out->max_dropped) return; // "too many non-converging runs": no score
     qsort(t, (size_t)n, sizeof *t, cmp_double);
     // failed runs count as the slowest, so fewer are dropped from the top

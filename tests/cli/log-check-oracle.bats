@@ -133,26 +133,26 @@ EOF
 }
 
 @test "--score human output for the single-node BERT set" {
-    run log-check --score training_results_v1.1/NVIDIA/results/dgxa100_ngc21.09_pytorch/bert
+    run log-check --ruleset 1.1.0 --score training_results_v1.1/NVIDIA/results/dgxa100_ngc21.09_pytorch/bert
     [ "$status" -eq 0 ]
     [ "$output" = "training_results_v1.1/NVIDIA/results/dgxa100_ngc21.09_pytorch/bert: bert: 20.0032 min (olympic mean of 8 runs, 0 not counted); 20.00 x 8 accelerators = 160.00 accelerator-min" ]
 }
 
 @test "mutants: crashes of the official checker become failures naming the line" {
-    run log-check mutated/m22_missing_metadata_field.txt
+    run log-check --ruleset 1.1.0 mutated/m22_missing_metadata_field.txt
     [ "$status" -eq 1 ]
     [[ "$output" == *"m22_missing_metadata_field.txt: line 13: error: MLLOG record has no \"metadata\" member [BAD_RECORD]"* ]]
-    run log-check mutated/m24_eval_accuracy_string.txt
+    run log-check --ruleset 1.1.0 mutated/m24_eval_accuracy_string.txt
     [ "$status" -eq 1 ]
     [[ "$output" == *": line "*": error: 'eval_accuracy' cannot be judged: v['value'] >= 0.8025 and v['value'] < 1.0: TypeError: '>=' not supported between instances of 'str' and 'float'"*"[ATLEAST_ONE_CHECK_RAISED:eval_accuracy]"* ]]
-    run log-check mutated/m25_unknown_benchmark.txt
+    run log-check --ruleset 1.1.0 mutated/m25_unknown_benchmark.txt
     [ "$status" -eq 1 ]
     [[ "$output" == *"error: check of 'submission_benchmark' failed"*"[CHECK_FAILED:submission_benchmark]"* ]]
     [[ "$output" == *"error: no rule file training-1.1.0/closed_dlrm_v9.json"*"[CONFIG_NOT_FOUND:training-1.1.0/closed_dlrm_v9]"* ]]
 }
 
 @test "mutants: warnings beyond the official checker, with lines" {
-    run log-check --json mutated/m02_status_aborted.txt mutated/m11_clock_backwards_run_stop.txt \
+    run log-check --ruleset 1.1.0 --json mutated/m02_status_aborted.txt mutated/m11_clock_backwards_run_stop.txt \
         mutated/m12_clock_backwards_midrun.txt mutated/m29_duplicate_run_stop_later.txt mutated/m04_duplicate_run_start_later.txt
     [ "$status" -eq 0 ]
     kinds=$(echo "$output" | jq -r '"\(.file) \(.warnings | map("\(.kind)@\(.line)") | join(" "))"' | sed 's|mutated/||')

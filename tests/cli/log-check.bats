@@ -79,10 +79,12 @@ LOG
     [[ "${lines[0]}" == "log-check: no file given" ]]
     run log-check --ruleset 'x/../y' a.txt
     [ "$status" -eq 2 ]
-    [[ "${lines[0]}" == "log-check: --ruleset: expected a version such as 1.1.0, got 'x/../y'" ]]
+    [[ "${lines[0]}" == "log-check: --ruleset: expected a version such as 5.1.0, got 'x/../y'" ]]
     run log-check --ruleset 9.9.9 a.txt
     [ "$status" -eq 2 ]
-    [[ "$output" == "log-check: error: "*"training-9.9.9/common.json: no rules for training 9.9.9 (hint: "* ]]
+    [[ "$output" == "log-check: error: "*"/compliance: no rules for training 9.9.9 (hint: known rulesets: 1.0.0, 1.1.0, 2.0.0, "*", 6.1.0)" ]]
+    run log-check --score --rcp .
+    [ "$status" -eq 2 ]
     run log-check --accelerators 8 a.txt
     [ "$status" -eq 2 ]
     run log-check --score --accelerators 0 .
@@ -91,10 +93,10 @@ LOG
 
 @test "a compliant log passes in both modes; human output" {
     mklog >ok.txt
-    run log-check ok.txt
+    run log-check --ruleset 1.1.0 ok.txt
     [ "$status" -eq 0 ]
     [ "$output" = "ok.txt: pass (dlrm, closed, ruleset 1.1.0, 9.0000 min)" ]
-    run log-check --strict ok.txt
+    run log-check --ruleset 1.1.0 --strict ok.txt
     [ "$status" -eq 0 ]
     [ "$output" = "ok.txt: pass (dlrm, closed, ruleset 1.1.0, strict, 9.0000 min)" ]
 }
@@ -102,7 +104,7 @@ LOG
 @test "--json: one verdict object per file with the documented members" {
     mklog >ok.txt
     mklog run_stop >bad.txt
-    run log-check --json ok.txt bad.txt
+    run log-check --ruleset 1.1.0 --json ok.txt bad.txt
     [ "$status" -eq 1 ]
     [ "${#lines[@]}" -eq 2 ]
     [ "${lines[0]}" = '{"type":"verdict","file":"ok.txt","ruleset":"1.1.0","benchmark":"dlrm","division":"closed","verdict":"pass","errors":[],"warnings":[],"ttt_min":9.0}' ]
@@ -113,10 +115,10 @@ LOG
 
 @test "the weights_initialization tensor list: a warning by default, an error with --strict" {
     mklog | grep -v '"top_mlp_dense5"' >wi.txt
-    run log-check --json wi.txt
+    run log-check --ruleset 1.1.0 --json wi.txt
     [ "$status" -eq 0 ]
     echo "$output" | jq -e '.verdict == "pass" and (.warnings | map(.kind)) == ["WEIGHTS_INIT_WARNING"]'
-    run log-check --json --strict wi.txt
+    run log-check --ruleset 1.1.0 --json --strict wi.txt
     [ "$status" -eq 1 ]
     echo "$output" | jq -e '(.errors | map(.kind)) == ["END_CHECK_FAILED:initialized_tensors"]
         and (.errors[0].message | endswith("(missing: top_mlp_dense5)"))'
@@ -129,25 +131,25 @@ LOG
     mklog | sed 's/"1xCPU"/"1x\xff\xfeCPU"/' >utf8.txt
     mklog | sed '3a Epoch 1 loss 0.25\n\n   \ncuda: out of \x01\x02 memory\n::MLLOG {}' >garbage.txt
     mklog | sed 's/^/[1,0]<stdout>: /' >prefix.txt
-    run log-check crlf.txt cr.txt nofinal.txt utf8.txt garbage.txt prefix.txt
+    run log-check --ruleset 1.1.0 crlf.txt cr.txt nofinal.txt utf8.txt garbage.txt prefix.txt
     [ "$status" -eq 0 ]
     [ "${#lines[@]}" -eq 6 ]
     for l in "${lines[@]}"; do [[ "$l" == *": pass (dlrm, closed, ruleset 1.1.0, 9.0000 min)" ]]; done
     # JSON output stays valid UTF-8 whatever bytes the log holds
-    run log-check --json utf8.txt
+    run log-check --ruleset 1.1.0 --json utf8.txt
     echo "$output" | jq -e '.verdict == "pass"'
 }
 
 @test "truncated JSON fails with the line and column" {
     mklog | sed '/"eval_accuracy", "value": 0.8031/s/, "metadata".*//' >trunc.txt
-    run log-check trunc.txt
+    run log-check --ruleset 1.1.0 trunc.txt
     [ "$status" -eq 1 ]
     [ "${lines[1]}" = "trunc.txt: line 35: error: JSON after :::MLLOG does not parse: expecting ',' delimiter at column 124 [PARSE_ERRORS]" ]
 }
 
 @test "two records on one line: only the last counts, as in the official parser" {
     mklog | awk '/"init_stop"/{printf "%s ", $0; next} {print}' >tworec.txt
-    run log-check tworec.txt
+    run log-check --ruleset 1.1.0 tworec.txt
     [ "$status" -eq 1 ]
     [ "${lines[1]}" = "tworec.txt: line 27: error: check of 'run_start' failed: ( s['init_stopped'] == true ) [CHECK_FAILED:run_start]" ]
     [ "${lines[2]}" = "tworec.txt: error: exactly one 'init_stop' record required, found 0 [REQ_EXACTLY_ONE:init_stop:0]" ]
@@ -155,21 +157,21 @@ LOG
 
 @test "a record without metadata fails naming its line (the official checker crashes)" {
     mklog | sed '/"eval_accuracy", "value": 0.79/s/, "metadata": {[^}]*}//' >nometa.txt
-    run log-check nometa.txt
+    run log-check --ruleset 1.1.0 nometa.txt
     [ "$status" -eq 1 ]
     [ "${lines[1]}" = 'nometa.txt: line 32: error: MLLOG record has no "metadata" member [BAD_RECORD]' ]
 }
 
 @test "string-valued numbers: no check on it passes, a quality check on it fails with the line" {
     mklog | sed 's/"value": 55296/"value": "55296"/' >gbs.txt
-    run log-check gbs.txt
+    run log-check --ruleset 1.1.0 gbs.txt
     [ "$status" -eq 0 ]
     mklog | sed 's/"value": 0.8031/"value": "0.8031"/' >acc.txt
-    run log-check --json acc.txt
+    run log-check --ruleset 1.1.0 --json acc.txt
     [ "$status" -eq 1 ]
     echo "$output" | jq -e '.errors[0].kind == "ATLEAST_ONE_CHECK_RAISED:eval_accuracy" and .errors[0].line == 35'
     mklog | sed 's/"time_ms": \([0-9]*\), "event_type": "POINT_IN_TIME", "key": "cache_clear"/"time_ms": "\1", "event_type": "POINT_IN_TIME", "key": "cache_clear"/' >ts.txt
-    run log-check ts.txt
+    run log-check --ruleset 1.1.0 ts.txt
     [ "$status" -eq 0 ]
 }
 
@@ -177,7 +179,7 @@ LOG
     : >empty.txt
     head -c 4096 /dev/urandom >binary.bin
     printf ':::MLLOG \x00\xff{\n' >>binary.bin
-    run log-check --json empty.txt binary.bin
+    run log-check --ruleset 1.1.0 --json empty.txt binary.bin
     [ "$status" -eq 1 ]
     echo "${lines[0]}" | jq -e '.verdict == "fail" and (.errors | map(.kind) | index("NO_LOG_LINES")) and .benchmark == null'
     echo "${lines[1]}" | jq -e '.verdict == "fail" and (.errors | map(.kind) | index("PARSE_ERRORS"))'
@@ -185,12 +187,12 @@ LOG
 
 @test "an unreadable file or a directory exits 3; the other files are still checked" {
     mklog >ok.txt
-    run log-check missing.txt ok.txt
+    run log-check --ruleset 1.1.0 missing.txt ok.txt
     [ "$status" -eq 3 ]
     [ "${lines[0]}" = "log-check: error: missing.txt: cannot read: No such file or directory" ]
     [ "${lines[1]}" = "ok.txt: pass (dlrm, closed, ruleset 1.1.0, 9.0000 min)" ]
     mkdir d
-    run log-check d
+    run log-check --ruleset 1.1.0 d
     [ "$status" -eq 3 ]
     [ "$output" = "log-check: error: d: is a directory" ]
 }
@@ -199,28 +201,28 @@ LOG
     mkdir set
     for i in 0 1 2 3 4; do mklog | awk -v d=$((i * 1000)) '/"run_stop"/{sub(/"time_ms": [0-9]+/, sprintf("\"time_ms\": %.0f", 1634249160000 + d))} {print}' >set/result_$i.txt; done
     mklog run_stop >set/result_4.txt
-    run log-check --score --json --accelerators 2 set
+    run log-check --ruleset 1.1.0 --score --json --accelerators 2 set
     [ "$status" -eq 0 ]
     # runs take 9.0, 9.0167, 9.0333, 9.05 min; one failed: drop the fastest, keep the other three
     echo "$output" | jq -e '.runs == 5 and .not_counted == ["result_4.txt"] and (.counted | length) == 4
         and ((.score_min - (9.0166666666666667 + 9.0333333333333333 + 9.05) / 3) | fabs) < 1e-9
         and .score_min_rounded == 9.03 and .per_accelerator_min == 18.06'
     mklog run_stop >set/result_3.txt
-    run log-check --score set
+    run log-check --ruleset 1.1.0 --score set
     [ "$status" -eq 1 ]
     [ "$output" = "set: dlrm: no score (2 of 5 runs not counted, at most 1 allowed)" ]
 }
 
 @test "- reads standard input" {
     mklog >ok.txt
-    run bash -c 'cat ok.txt | log-check -'
+    run bash -c 'cat ok.txt | log-check --ruleset 1.1.0 -'
     [ "$status" -eq 0 ]
     [ "$output" = "-: pass (dlrm, closed, ruleset 1.1.0, 9.0000 min)" ]
 }
 
 @test "cmd | head ends quietly" {
     mklog >ok.txt
-    run bash -c 'log-check ok.txt ok.txt ok.txt | head -1'
+    run bash -c 'log-check --ruleset 1.1.0 ok.txt ok.txt ok.txt | head -1'
     [ "$status" -eq 0 ]
     [ "$output" = "ok.txt: pass (dlrm, closed, ruleset 1.1.0, 9.0000 min)" ]
 }
@@ -238,21 +240,21 @@ LOG
         else
             want=fail
         fi
-        got=$(log-check --strict --json $f.txt | jq -r .verdict)
+        got=$(log-check --ruleset 1.1.0 --strict --json $f.txt | jq -r .verdict)
         echo "$f: python $want, log-check $got"
         [ "$got" = "$want" ]
     done
-    [ "$(log-check --strict --json ok.txt wi.txt acc.txt tworec.txt poly.txt | jq -r .verdict | tr '\n' ' ')" = "pass fail fail fail fail " ]
+    [ "$(log-check --ruleset 1.1.0 --strict --json ok.txt wi.txt acc.txt tworec.txt poly.txt | jq -r .verdict | tr '\n' ' ')" = "pass fail fail fail fail " ]
 }
 
 @test "the log train-step wrote (tiny DLRM on the CPU) passes in both modes" {
     # tests/fuzz/corpus/mllog/train-step-dlrm-tiny.txt: train-step --config share/workloads/dlrm/tiny.json
     # --backend cpu --mllog, on prep synth criteo data; MLCommons' checker passes it too.
     f="$TK_ROOT/tests/fuzz/corpus/mllog/train-step-dlrm-tiny.txt"
-    run log-check --json "$f"
+    run log-check --ruleset 1.1.0 --json "$f"
     [ "$status" -eq 0 ]
     echo "$output" | jq -e '.verdict == "pass" and .benchmark == "dlrm" and .warnings == [] and .ttt_min > 0'
-    run log-check --strict "$f"
+    run log-check --ruleset 1.1.0 --strict "$f"
     [ "$status" -eq 0 ]
 }
 
@@ -260,13 +262,13 @@ LOG
     mklog >ok.txt
     cp -r "$TK_ROOT/share/compliance" rules
     sed -i 's/"v\[.value.\] == 2"/"v[\x27value\x27] =="/' rules/training-1.1.0/closed_dlrm.json
-    run log-check --rules rules ok.txt
+    run log-check --ruleset 1.1.0 --rules rules ok.txt
     [ "$status" -eq 3 ]
     [ "$output" = "log-check: error: rules/training-1.1.0/closed_dlrm.json: \$.keys[6].check[0]: rule file: unexpected end of expression at column 14 of \"v['value'] ==\"" ]
     echo '{"format": "trainkit-compliance/1", "keys": [' >rules/training-1.1.0/closed_dlrm.json
-    run log-check --rules rules ok.txt
+    run log-check --ruleset 1.1.0 --rules rules ok.txt
     [ "$status" -eq 3 ]
     [[ "$output" == "log-check: error: rules/training-1.1.0/closed_dlrm.json: line 2: rule file: "* ]]
-    TRAINKIT_SHARE="$TMP/nowhere" run log-check ok.txt
+    TRAINKIT_SHARE="$TMP/nowhere" run log-check --ruleset 1.1.0 ok.txt
     [ "$status" -eq 2 ]
 }

@@ -1,6 +1,8 @@
 // Fuzz target for log-check's input side: the MLLOG line parser with Python's json.loads
-// semantics, the rule engine over whatever records come out (ruleset training 1.1.0, both
-// modes), and the rule expression compiler/evaluator on the same bytes.
+// semantics; the rule engine over whatever records come out (ruleset 1.1.0 in both modes, 4.1.0
+// whose stable diffusion rules derive records, 6.1.0 with first_check and if-statements); picking
+// a ruleset across all of them; the RCP reader and check on the bytes as a one-file set; and the
+// rule expression compiler/evaluator on the same bytes.
 // Rules are read from $TRAINKIT_SHARE/compliance or ./share/compliance (run from the repository).
 #include <stdint.h>
 #include <stdlib.h>
@@ -8,10 +10,12 @@
 
 #include "compliance/compliance.h"
 #include "compliance/expr.h"
+#include "compliance/rcp.h"
+#include "compliance/ruleset.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static lc_rules *rules;
+static lc_catalog *cat;
 static int tried;
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -21,19 +25,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         const char *env = getenv("TRAINKIT_SHARE");
         if (env && strlen(env) < 4000) strcpy(dir, env), strcat(dir, "/compliance");
         tk_err e = {0};
-        if (lc_rules_open(dir, "training", "1.1.0", &rules, &e)) rules = NULL;
+        if (lc_catalog_open(dir, "training", &cat, &e)) cat = NULL;
     }
     lc_arena *a = lc_arena_new();
     if (!a) return 0;
     lc_log log;
-    lc_log_parse(a, (const char *)data, size, &log);
-    if (rules) {
+    tk_err e = {0};
+    if (cat && !lc_log_parse(a, (const char *)data, size, &log)) {
         lc_result res;
-        tk_err e = {0};
-        for (int strict = 0; strict < 2; strict++) {
-            lc_arena_reset(a);
-            lc_check(rules, a, (const char *)data, size, strict, &res, &e);
+        const char *versions[] = {"1.1.0", "4.1.0", "6.1.0"};
+        for (int i = 0; i < 3; i++) {
+            lc_ruleset *rs = lc_catalog_find(cat, versions[i]);
+            lc_rules *r;
+            if (!rs || lc_ruleset_rules(cat, rs, &r, &e)) continue;
+            for (int strict = 0; strict < (i ? 1 : 2); strict++) lc_check_log(r, a, &log, strict, &res, &e);
         }
+        lc_detect d;
+        lc_detect_ruleset(cat, a, &log, 1, 0, &d, &e);
+        lc_ruleset *rs = d.chosen ? d.chosen : lc_catalog_find(cat, "5.1.0");
+        lc_rcp_run run;
+        lc_rcp_result rr;
+        if (rs && !lc_rcp_read(rs, a, (const char *)data, size, &run)) lc_rcp_check(cat, rs, a, &run, 1, &rr, &e);
     }
     // the same bytes as an expression and as a statement (NUL-terminated copy)
     lc_arena_reset(a);
@@ -44,7 +56,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         char err[200];
         int col;
         pv *v = pv_parse_json(a, "{\"value\": [1, \"a\", 2.5], \"metadata\": {\"epoch_num\": 1}}", 55, NULL, 0, NULL);
-        pv *s = pv_parse_json(a, "{\"l\": [], \"x\": 1}", 17, NULL, 0, NULL);
+        pv *s = pv_parse_json(a, "{\"l\": [], \"x\": 1, \"n\": null}", 28, NULL, 0, NULL);
         lc_env env = {.v = v, .s = s, .ts = 1, .has_ts = 1, .tmp = a};
         for (int stmt = 0; stmt < 2; stmt++) {
             lc_expr *x = lc_expr_compile(a, src, stmt, err, sizeof err, &col);
