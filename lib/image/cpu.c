@@ -10,9 +10,12 @@
 #include "image/codec.h"
 #include "image/image.h"
 
+// Only 1/8, 1/4 and 1/2: libjpeg-turbo has SIMD inverse DCTs for those (and the full size);
+// its 3/8 .. 7/8 IDCTs are plain C, slower than decoding at full size (measured: 2.25 ms against
+// 1.53 ms per 500x375 training image with them allowed).
 int tk_img_dct_num(int bw, int bh, int rw, int rh) {
     int num = 1;
-    while (num < 8 && ((long long)bw * num < 8LL * rw || (long long)bh * num < 8LL * rh)) num++;
+    while (num < 8 && ((long long)bw * num < 8LL * rw || (long long)bh * num < 8LL * rh)) num *= 2;
     return num;
 }
 
@@ -56,7 +59,7 @@ int tk_img_decode_one(const tk_img_transform *t, const uint8_t *data, size_t siz
     int rw = ax.hi - ax.lo, rh = ay.hi - ay.lo;
     size_t stride = (size_t)rw * 3;
     rc = grow((void **)&s->px, &s->pxcap, stride * (size_t)rh, e);
-    if (!rc) rc = grow((void **)&s->tmp, &s->tmpcap, (size_t)t->out_w * (size_t)rh * 3 * sizeof(float), e);
+    if (!rc) rc = grow((void **)&s->tmp, &s->tmpcap, (size_t)t->out_h * (size_t)rw * 3 * sizeof(float), e);
     if (!rc) rc = tk_jpeg_decode(data, size, num, ax.lo, ay.lo, rw, rh, s->px, stride, NULL, e);
     if (!rc) tk_img_resample(s->px, ax.lo, ay.lo, stride, &ax, &ay, g.flip, t, s->tmp, out);
     tk_img_axis_free(&ax);

@@ -52,8 +52,8 @@ const tk_img_decoder_ops *tk_img_decoder_find(const char *name);
 const char *tk_img_decoder_names(void);
 
 // The CPU decoder's work for one image, the specification the other decoders match: header,
-// plan, DCT-domain scale (t->dct_scale: the largest downscale num/8 that keeps the box at least
-// the resized size), decode of only the rows and columns the filter reads, resampling,
+// plan, DCT-domain scale (t->dct_scale: the largest downscale 1/8, 1/4 or 1/2 that keeps the box
+// at least the resized size), decode of only the rows and columns the filter reads, resampling,
 // normalization. scratch: per-thread buffers, grown as needed (zero-initialize; free with
 // tk_img_scratch_free). g (may be NULL) receives the geometry used, *num the DCT scale.
 typedef struct {
@@ -67,8 +67,8 @@ int tk_img_decode_one(const tk_img_transform *t, const uint8_t *data, size_t siz
                       tk_img_scratch *scratch, void *out, tk_img_geom *g, int *num, tk_err *e);
 void tk_img_scratch_free(tk_img_scratch *s);
 
-// The DCT scale num/8 for a box of bw x bh resized to rw x rh: the smallest num with
-// bw * num / 8 >= rw and bh * num / 8 >= rh (8 when none is smaller).
+// The DCT scale num/8 for a box of bw x bh resized to rw x rh: the smallest num of 1, 2, 4, 8
+// with bw * num / 8 >= rw and bh * num / 8 >= rh (8 when none is smaller).
 int tk_img_dct_num(int bw, int bh, int rw, int rh);
 
 #ifdef __cplusplus

@@ -67,7 +67,7 @@ void tk_img_axis_free(tk_img_axis *a);
 
 // Resamples src (RGB bytes; pixel (x, y) at src + (y - sy) * stride + (x - sx) * 3, covering at
 // least [ax.lo, ax.hi) x [ay.lo, ay.hi)) into out (ay.n rows x ax.n pixels x 3, NHWC), mirrored
-// when flip, normalized with t's mean/std, as t->dtype. tmp: ax.n * (ay.hi - ay.lo) * 3 floats.
+// when flip, normalized with t's mean/std, as t->dtype. tmp: ay.n * (ax.hi - ax.lo) * 3 floats.
 void tk_img_resample(const uint8_t *src, int sx, int sy, size_t stride, const tk_img_axis *ax,
                      const tk_img_axis *ay, int flip, const tk_img_transform *t, float *tmp, void *out);
 

@@ -211,7 +211,7 @@ TK_TEST(crop_resize_within_one_of_pillow) {
             CHECK_EQ_INT(tk_img_axis_plan(&ax, b[0], b[2], ow, 0, ow, b[0], b[2], &e), 0);
             CHECK_EQ_INT(tk_img_axis_plan(&ay, b[1], b[3], oh, 0, oh, b[1], b[3], &e), 0);
             CHECK(ax.lo >= b[0] && ax.hi <= b[2] && ay.lo >= b[1] && ay.hi <= b[3]);
-            float *tmp = malloc(sizeof(float) * (size_t)ow * (ay.hi - ay.lo) * 3), *out = malloc(sizeof(float) * ow * oh * 3);
+            float *tmp = malloc(sizeof(float) * (size_t)oh * (ax.hi - ax.lo) * 3), *out = malloc(sizeof(float) * ow * oh * 3);
             tk_img_resample(full, 0, 0, (size_t)W * 3, &ax, &ay, 0, &t, tmp, out);
             for (int i = 0; ref && i < ow * oh * 3; i++) {
                 int d = abs((int)lrintf(out[i]) - ref[i]);
@@ -394,11 +394,13 @@ TK_TEST(decoder_threads_dtypes_and_dct_scale) {
 }
 
 TK_TEST(dct_num_choice) {
-    CHECK_EQ_INT(tk_img_dct_num(500, 375, 224, 224), 5); // 375 * 5 / 8 = 234 >= 224; 4/8 = 187 is not
-    CHECK_EQ_INT(tk_img_dct_num(1000, 900, 224, 224), 2);
+    CHECK_EQ_INT(tk_img_dct_num(500, 375, 224, 224), 8); // 375 / 2 = 187 < 224
+    CHECK_EQ_INT(tk_img_dct_num(1000, 900, 224, 224), 2); // 900 / 4 = 225
+    CHECK_EQ_INT(tk_img_dct_num(1000, 890, 224, 224), 4); // 890 / 4 = 222.5
     CHECK_EQ_INT(tk_img_dct_num(4000, 3000, 224, 224), 1);
     CHECK_EQ_INT(tk_img_dct_num(100, 100, 224, 224), 8);
     CHECK_EQ_INT(tk_img_dct_num(448, 448, 224, 224), 4);
+    CHECK_EQ_INT(tk_img_dct_num(448, 447, 224, 224), 8);
 }
 
 // Bad input: truncated, not a JPEG, a PNG, a 20000 x 20000 header (refused before any image
