@@ -117,6 +117,7 @@ fuzz: $(LIB_SRC)
 	@mkdir -p $(BUILD)/fuzz
 	for f in $(FUZZ_SRC); do n=$$(basename $$f .c); \
 	  clang -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=fuzzer,address,undefined -Ilib -Ikernels \
+	    $(if $(HAVE_JPEG),-DTK_HAVE_JPEG) $(if $(HAVE_PNG),-DTK_HAVE_PNG) \
 	    -o $(BUILD)/fuzz/$$n $$f $(LIB_SRC) $(LDLIBS) -fopenmp || exit 1; done
 
 $(BUILD)/tests/gpu/%: $(BUILD)/obj/tests/gpu/%.cu.o $(LIBTK) $(LIBCU)

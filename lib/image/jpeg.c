@@ -198,7 +198,8 @@ int tk_jpeg_decode(const uint8_t *p, size_t n, int num, int x0, int y0, int w, i
         int want = y0 + h - y < ROWS ? y0 + h - y : ROWS;
         int got = (int)jpeg_read_scanlines(&ci, ptr, (JDIMENSION)want);
         if (m.eof || got < 1) {
-            rc = tk_err_set(e, TK_EDATA, "truncated JPEG data (the file ends at row %d of %d)", y + (got > 0 ? got : 0), oh);
+            long long row = (long long)(y + (got > 0 ? got : 0)) * info.height / oh; // in full-size rows
+            rc = tk_err_set(e, TK_EDATA, "truncated JPEG data (it ends at about row %lld of %d)", row, info.height);
             goto out;
         }
         for (int k = 0; k < got; k++, y++) {
