@@ -4,14 +4,23 @@
 //   imagenet_pipeline [--batch B] [--threads T] [--epochs E] [--eval] [--f32] [--window F]
 //                     [--prefetch P] [--decoder cpu] [--no-dct] [--seed S] [--dump FILE] SHARD...
 // Prints one JSON line: images, seconds (the epochs after the first, which warms the caches),
-// images_per_s, and a checksum of all the batches (the same for every thread count).
+// images_per_s, cpu_seconds (user + system of the whole process over the same epochs: on a
+// shared machine images_per_cpu_s says more than the wall clock), and a checksum of all the
+// batches (the same for every thread count).
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "core/progress.h"
 #include "imagenet/imagenet.h"
+
+static double cpu_now(void) {
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return (double)u.ru_utime.tv_sec + 1e-6 * u.ru_utime.tv_usec + (double)u.ru_stime.tv_sec + 1e-6 * u.ru_stime.tv_usec;
+}
 
 int main(int argc, char **argv) {
     imagenet_loader_opts o = {.batch = 256, .prefetch = 3};
@@ -60,9 +69,9 @@ int main(int argc, char **argv) {
     }
     size_t per = (size_t)o.t.out_w * o.t.out_h * 3 * (f32 ? 4 : 2);
     uint64_t images = 0, sum = 0;
-    double t0 = 0;
+    double t0 = 0, c0 = 0;
     for (int ep = 0; ep < epochs; ep++) {
-        if (ep == 1) t0 = tk_now(), images = 0;
+        if (ep == 1) t0 = tk_now(), c0 = cpu_now(), images = 0;
         if (imagenet_loader_epoch(L, (uint32_t)ep, &e)) break;
         imagenet_batch *b;
         while (imagenet_loader_next(L, &b, &e) == 0 && b) {
@@ -81,16 +90,18 @@ int main(int argc, char **argv) {
         }
         if (e.code) break;
     }
-    double dt = epochs > 1 ? tk_now() - t0 : 0;
+    double dt = epochs > 1 ? tk_now() - t0 : 0, dc = epochs > 1 ? cpu_now() - c0 : 0;
     if (e.code) {
         fprintf(stderr, "imagenet_pipeline: %s: %s\n", e.where, e.what);
         imagenet_loader_close(L);
         return e.code;
     }
     printf("{\"type\":\"pipeline\",\"mode\":\"%s\",\"dtype\":\"%s\",\"threads\":%d,\"batch\":%d,\"records\":%llu,"
-           "\"images\":%llu,\"seconds\":%.4f,\"images_per_s\":%.1f,\"checksum\":\"%016llx\"}\n",
+           "\"images\":%llu,\"seconds\":%.4f,\"images_per_s\":%.1f,\"cpu_seconds\":%.4f,\"images_per_cpu_s\":%.1f,"
+           "\"checksum\":\"%016llx\"}\n",
            eval ? "eval" : "train", f32 ? "f32" : "bf16", threads, o.batch, (unsigned long long)imagenet_loader_records(L),
-           (unsigned long long)images, dt, dt > 0 ? images / dt : 0.0, (unsigned long long)sum);
+           (unsigned long long)images, dt, dt > 0 ? images / dt : 0.0, dc, dc > 0 ? images / dc : 0.0,
+           (unsigned long long)sum);
     imagenet_loader_close(L);
     return 0;
 }

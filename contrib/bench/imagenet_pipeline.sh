@@ -34,25 +34,37 @@ fi
 jpeg_kb=$(du -sk "$DIR/syn/train" | cut -f1)
 echo "data: $(find "$DIR/syn/train" -type f | wc -l) train images, $((jpeg_kb / 1024)) MiB of JPEG; $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
-printf '%-34s %8s %12s\n' "step" threads images/s
+# images/s on the wall clock, and per CPU-second (user + system: less sensitive to a shared machine)
+printf '%-34s %8s %12s %16s\n' "step" threads images/s "images/cpu-s"
 num() { sed 's/.*"'"$1"'":\([0-9.]*\).*/\1/'; }
+# prep's CPU time from /usr/bin/time's user and system seconds
+prep_row() { # label threads args...
+    local label=$1 t=$2
+    shift 2
+    local out cpu
+    out=$( { /usr/bin/time -f 'CPU %U %S' "$BIN/prep" imagenet --threads "$t" "$@"; } 2>&1 )
+    cpu=$(echo "$out" | awk '/^CPU/ {print $2 + $3}')
+    local n r
+    n=$(echo "$out" | grep '"type":"prep"' | num records)
+    r=$(echo "$out" | grep '"type":"prep"' | num images_per_s)
+    printf '%-34s %8s %12.0f %16.0f\n' "$label" "$t" "$r" "$(echo "$n $cpu" | awk '{print $1 / $2}')"
+}
 for t in $THREADS; do
     cat "$DIR"/syn/train/*/* >/dev/null # warm the page cache
-    s=$("$BIN/prep" imagenet --threads "$t" -o "$DIR/train.tks" "$DIR/syn/train")
-    printf '%-34s %8s %12.0f\n' "prep imagenet (decode check)" "$t" "$(echo "$s" | num images_per_s)"
-    s=$("$BIN/prep" imagenet --threads "$t" --no-decode-check -o "$DIR/train-nc.tks" "$DIR/syn/train")
-    printf '%-34s %8s %12.0f\n' "prep imagenet --no-decode-check" "$t" "$(echo "$s" | num images_per_s)"
+    prep_row "prep imagenet (decode check)" "$t" -o "$DIR/train.tks" "$DIR/syn/train"
+    prep_row "prep imagenet --no-decode-check" "$t" --no-decode-check -o "$DIR/train-nc.tks" "$DIR/syn/train"
 done
 "$BIN/prep" imagenet -o "$DIR/val.tks" --labels "$DIR/syn/LOC_val_solution.csv" "$DIR/syn/val" >/dev/null
 sums=""
 for t in $THREADS; do
+    row() { printf '%-34s %8s %12.0f %16.0f\n' "$1" "$t" "$(echo "$2" | num images_per_s)" "$(echo "$2" | num images_per_cpu_s)"; }
     s=$("$DRV" --batch "$BATCH" --threads "$t" --epochs "$EPOCHS" "$DIR/train.tks")
-    printf '%-34s %8s %12.0f\n' "pipeline train (RRC+flip, bf16)" "$t" "$(echo "$s" | num images_per_s)"
+    row "pipeline train (RRC+flip, bf16)" "$s"
     sums="$sums $(echo "$s" | sed 's/.*"checksum":"\([0-9a-f]*\)".*/\1/')"
     s=$("$DRV" --batch "$BATCH" --threads "$t" --epochs "$EPOCHS" --no-dct "$DIR/train.tks")
-    printf '%-34s %8s %12.0f\n' "pipeline train, no DCT scaling" "$t" "$(echo "$s" | num images_per_s)"
+    row "pipeline train, no DCT scaling" "$s"
     s=$("$DRV" --batch 50 --threads "$t" --epochs "$EPOCHS" --eval "$DIR/val.tks")
-    printf '%-34s %8s %12.0f\n' "pipeline eval (256 + center 224)" "$t" "$(echo "$s" | num images_per_s)"
+    row "pipeline eval (256 + center 224)" "$s"
 done
 # The batches are the same whatever the threads: one checksum for all the runs.
 [ "$(echo $sums | tr ' ' '\n' | sort -u | wc -l)" -eq 1 ] || { echo "checksums differ across thread counts:$sums" >&2; exit 1; }

@@ -334,7 +334,7 @@ static int list_dir(const char *dir, int dirs, char ***names, size_t *n, tk_err 
         else (*n)++;
     }
     closedir(d);
-    if (!rc) qsort(*names, *n, sizeof **names, cmp_str);
+    if (!rc && *n) qsort(*names, *n, sizeof **names, cmp_str);
     return rc;
 }
 
@@ -448,6 +448,7 @@ static int scan_flat(const char *dir, const imagenet_scan_opts *o, imagenet_item
         if (is_image_name(files[i])) files[nimg++] = files[i];
         else free(files[i]), st->ignored_files++;
     }
+    if (!rc) nf = nimg; // files[] now holds the images only
     if (!rc && lab.kind == IMAGENET_LABELS_LIST && lab.n != nimg) {
         rc = tk_err_set(e, TK_EDATA, "%s has %zu labels for the %zu images in %s (one per image, in file-name order)",
                         o->labels_file, lab.n, nimg, dir);
@@ -486,7 +487,7 @@ static int scan_flat(const char *dir, const imagenet_scan_opts *o, imagenet_item
         }
         rc = push(it, dir, files[i], label, 0, e);
     }
-    free_names(files, rc ? nf : nimg);
+    free_names(files, nf);
     free(idx);
     imagenet_labels_free(&lab);
     imagenet_synsets_free(&order);

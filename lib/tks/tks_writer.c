@@ -141,7 +141,7 @@ static int assemble_ragged(tks_writer *w, const uint8_t **src, size_t *len, tk_e
         const tks_field *f = &w->s.f[i];
         if (f->ragged) {
             for (size_t j = 0; j < w->nbuf; j++, pos += TKS_LENGTH_BYTES) tks_put32(w->cont + pos, w->rlen[i][j]);
-            memcpy(w->cont + pos, w->rdata[i], w->rsize[i]);
+            if (w->rsize[i]) memcpy(w->cont + pos, w->rdata[i], w->rsize[i]);
             pos += w->rsize[i];
             w->rsize[i] = 0;
         } else {

@@ -197,6 +197,7 @@ TK_TEST(labels_kaggle_list_devkit) {
     CHECK_STR(e.where, "x.txt: line 1");
     CHECK_EQ_INT(imagenet_labels_parse(&l, "\n\n", 2, "x.txt", NULL, &e), TK_EDATA);
     CHECK_STR(e.what, "x.txt: no labels in the file");
+    imagenet_synsets_free(&order);
     const char *badsyn = "n01000001\nn0100000x\n";
     CHECK_EQ_INT(imagenet_synsets_parse(&order, badsyn, strlen(badsyn), "s.txt", &e), TK_EDATA);
     CHECK_STR(e.where, "s.txt: line 2");
