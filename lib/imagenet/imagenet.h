@@ -218,7 +218,9 @@ uint64_t imagenet_loader_batches(const imagenet_loader *L); // per epoch
 // Starts epoch `epoch` (its order and crops come from (seed, epoch)); batches of the previous
 // epoch not yet taken are dropped.
 int imagenet_loader_epoch(imagenet_loader *L, uint32_t epoch, tk_err *e);
-// The next batch, or *b = NULL at the end of the epoch. Give it back with imagenet_loader_done.
+// The next batch, or *b = NULL at the end of the epoch; blocks until it is decoded. Give it back
+// with imagenet_loader_done: the loader decodes into `prefetch` slots, so hold fewer than that
+// many batches at once (the next one needs a free slot to be made in).
 int imagenet_loader_next(imagenet_loader *L, imagenet_batch **b, tk_err *e);
 void imagenet_loader_done(imagenet_loader *L, imagenet_batch *b);
 void imagenet_loader_close(imagenet_loader *L);
