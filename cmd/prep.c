@@ -44,6 +44,7 @@ static void help(void) {
            "      --progress           show progress on stderr even when it is not a terminal\n"
            "  -h, --help               this help\n"
            "  -V, --version            version\n\n"
+           "ImageNet's options: prep imagenet --help.\n"
            "Exit status: 0 ok, 2 usage, 3 bad input data, 4 I/O error. See prep(1).\n",
            usage);
 }

@@ -91,7 +91,7 @@ static double texture_at(const texture *t, double x, double y) {
     case 1: return sin(tp * s) * sin(tp * u) > 0 ? 1 : -1;
     case 2: return cos(tp * s) + cos(tp * u) > 1.0 ? 1 : -0.6;
     case 3: return fabs(sin(M_PI * s)) < 0.18 || fabs(sin(M_PI * u)) < 0.18 ? 1 : -0.4;
-    case 4: return sin(tp * hypot(x - t->cx, y - t->cy) / t->period);
+    case 4: return sin(tp * sqrt((x - t->cx) * (x - t->cx) + (y - t->cy) * (y - t->cy)) / t->period);
     case 5: return sin(tp * (s + 0.5 * fabs(fmod(u, 2.0) - 1.0)));
     case 6: return 0.5 * (sin(tp * s) + sin(tp * u / 1.7));
     case 7: return sin(8 * atan2(y - t->cy, x - t->cx));
@@ -108,7 +108,7 @@ static double texture_at(const texture *t, double x, double y) {
 
 // Shape type k: is the point (u, v) (shape coordinates, unit size) inside?
 static int inside(int k, double u, double v) {
-    double r = hypot(u, v), au = fabs(u), av = fabs(v), m = au > av ? au : av;
+    double r = sqrt(u * u + v * v), au = fabs(u), av = fabs(v), m = au > av ? au : av;
     switch (k) {
     case 0: return r <= 1;
     case 1: return m <= 0.8;
