@@ -418,9 +418,11 @@ static int run_imagenet(imagenet_cli *c, char **in, int nin, tk_err *e) {
     imagenet_synsets syn = {0};
     imagenet_scan_stats sc = {0};
     imagenet_prep_stats ps = {0};
-    char split[64];
-    const char *base = strrchr(in[0], '/') && strrchr(in[0], '/')[1] ? strrchr(in[0], '/') + 1 : in[0];
-    snprintf(split, sizeof split, "%.*s", (int)strcspn(base, "-/."), base);
+    char split[64], path[4096]; // the split: the input's base name up to the first '-' or '.'
+    snprintf(path, sizeof path, "%s", in[0]);
+    for (size_t k = strlen(path); k > 1 && path[k - 1] == '/'; k--) path[k - 1] = 0;
+    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    snprintf(split, sizeof split, "%.*s", (int)strcspn(base, "-."), base);
     c->prep.split = c->split ? c->split : split;
     int rc = 0;
     if (isdir) rc = imagenet_scan(in[0], &c->scan, &items, &syn, &sc, e);

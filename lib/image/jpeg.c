@@ -89,7 +89,8 @@ static void err_init(errmgr *m, struct jpeg_error_mgr **slot) {
 }
 
 static int lib_fail(tk_err *e, const errmgr *m) {
-    tk_err_set(e, TK_EDATA, "bad JPEG data: %s", m->msg);
+    if (m->eof) tk_err_set(e, TK_EDATA, "truncated JPEG data (it ends before the image data: %s)", m->msg);
+    else tk_err_set(e, TK_EDATA, "bad JPEG data: %s", m->msg);
     return tk_err_lib(e, "libjpeg", m->pub.msg_code);
 }
 

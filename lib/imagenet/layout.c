@@ -494,8 +494,11 @@ static int scan_flat(const char *dir, const imagenet_scan_opts *o, imagenet_item
     return rc;
 }
 
-int imagenet_scan(const char *dir, const imagenet_scan_opts *o, imagenet_items *it, imagenet_synsets *syn,
+int imagenet_scan(const char *dir_in, const imagenet_scan_opts *o, imagenet_items *it, imagenet_synsets *syn,
                   imagenet_scan_stats *st, tk_err *e) {
+    char dir[4096]; // without trailing slashes, so that file names read dir/class/file
+    snprintf(dir, sizeof dir, "%s", dir_in);
+    for (size_t k = strlen(dir); k > 1 && dir[k - 1] == '/'; k--) dir[k - 1] = 0;
     memset(it, 0, sizeof *it);
     memset(syn, 0, sizeof *syn);
     memset(st, 0, sizeof *st);

@@ -410,7 +410,17 @@ TK_TEST(bad_inputs) {
     CHECK_EQ_INT(tk_jpeg_info_read((const uint8_t *)"\x89PNG\r\n\x1a\n\0\0\0\rIHDR", 16, &info, &e), TK_EDATA);
     CHECK_STR(e.what, "a PNG file, not a JPEG");
     CHECK_EQ_INT(tk_jpeg_info_read(jpg, 40, &info, &e), TK_EDATA); // ends inside the header
-    CHECK(strncmp(e.what, "bad JPEG data: ", 15) == 0);
+    CHECK(strncmp(e.what, "truncated JPEG data (it ends before the image data: ", 52) == 0);
+    uint8_t *sof3 = malloc(n); // the SOF0 marker made SOF3 (lossless): not a JPEG libjpeg decodes
+    memcpy(sof3, jpg, n);
+    for (size_t i = 2; i + 1 < n; i++)
+        if (sof3[i] == 0xFF && sof3[i + 1] == 0xC0) {
+            sof3[i + 1] = 0xC3;
+            break;
+        }
+    CHECK_EQ_INT(tk_jpeg_info_read(sof3, n, &info, &e), TK_EDATA);
+    CHECK_STR(e.what, "bad JPEG data: Unsupported JPEG process: SOF type 0xc3");
+    free(sof3);
     // SOF0 (FF C0): length (2), precision (1), height (2), width (2): set 20000 x 20000
     uint8_t *big = malloc(n);
     memcpy(big, jpg, n);
