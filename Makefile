@@ -14,11 +14,26 @@ SAN       ?=
 
 HAVE_CUDA := $(shell test -x $(NVCC) && echo 1)
 
+# libjpeg-turbo (Debian libjpeg62-turbo-dev) and libpng (libpng-dev) for the ImageNet tools, linked
+# statically like zstd so binaries run where they are absent. Found when the header compiles and
+# the static library exists; `make HAVE_JPEG= HAVE_PNG=` builds without them (prep imagenet and
+# the image decoder then exit 2 saying so).
+ifeq ($(origin HAVE_JPEG),undefined)
+HAVE_JPEG := $(shell printf '\043include <stdio.h>\n\043include <jpeglib.h>\n' | $(CC) -E -x c - >/dev/null 2>&1 && \
+               test -f "$$($(CC) -print-file-name=libjpeg.a)" && echo 1)
+endif
+ifeq ($(origin HAVE_PNG),undefined)
+HAVE_PNG  := $(shell printf '\043include <png.h>\n' | $(CC) -E -x c - >/dev/null 2>&1 && \
+               test -f "$$($(CC) -print-file-name=libpng16.a)" && echo 1)
+endif
+IMG_LIBS := $(if $(HAVE_JPEG),-ljpeg) $(if $(HAVE_PNG),-lpng16)
+
 OPT      := $(if $(DEBUG),-O0 -g,-O2 -g)
 CFLAGS   += -std=c11 -D_GNU_SOURCE $(OPT) -Wall -Wextra -fopenmp -Ilib -Ikernels -MMD -MP
 # zstd and jansson are linked statically so binaries built here run on machines without them
 # (the GPU machines have no jansson).
-LDLIBS   += -Wl,-Bstatic -lzstd -ljansson -Wl,-Bdynamic -lz -lm -lpthread
+LDLIBS   += -Wl,-Bstatic $(IMG_LIBS) -lzstd -ljansson -Wl,-Bdynamic -lz -lm -lpthread
+CFLAGS   += $(if $(HAVE_JPEG),-DTK_HAVE_JPEG) $(if $(HAVE_PNG),-DTK_HAVE_PNG)
 LDFLAGS  += -fopenmp
 ifneq ($(SAN),)
 CFLAGS   += -fsanitize=$(SAN) -fno-omit-frame-pointer
@@ -102,6 +117,7 @@ fuzz: $(LIB_SRC)
 	@mkdir -p $(BUILD)/fuzz
 	for f in $(FUZZ_SRC); do n=$$(basename $$f .c); \
 	  clang -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=fuzzer,address,undefined -Ilib -Ikernels \
+	    $(if $(HAVE_JPEG),-DTK_HAVE_JPEG) $(if $(HAVE_PNG),-DTK_HAVE_PNG) \
 	    -o $(BUILD)/fuzz/$$n $$f $(LIB_SRC) $(LDLIBS) -fopenmp || exit 1; done
 
 $(BUILD)/tests/gpu/%: $(BUILD)/obj/tests/gpu/%.cu.o $(LIBTK) $(LIBCU)

@@ -45,26 +45,21 @@ static void help(void) {
            usage);
 }
 
-// Per-field buffers big enough for the reader's largest frame.
-static void **alloc_cols(const tks_schema *s, size_t nrec) {
-    void **cols = calloc((size_t)s->nfields, sizeof *cols);
-    for (int f = 0; cols && f < s->nfields; f++)
-        if (!(cols[f] = malloc(nrec * s->f[f].bytes + 1))) return NULL;
-    return cols;
-}
-
-static void free_cols(const tks_schema *s, void **cols) {
-    for (int f = 0; cols && f < s->nfields; f++) free(cols[f]);
-    free(cols);
+// A slice of a decoded frame, records [start, start + n), for tks_writer_append_ref.
+static void frame_slice(const tks_schema *s, const tks_frame *fr, size_t start, tks_colref *ref) {
+    for (int f = 0; f < s->nfields; f++) {
+        const tks_column *c = &fr->col[f];
+        ref[f] = s->f[f].ragged ? (tks_colref){c->data, c->off + start}
+                                : (tks_colref){(const uint8_t *)c->data + start * s->f[f].bytes, NULL};
+    }
 }
 
 // ---- split -----------------------------------------------------------------------------------
 typedef struct {
     tks_reader *r;
     const tks_schema *s;
-    void **cols;          // the cached decoded frame
+    tks_frame fr;         // the cached decoded frame
     size_t cached;        // frame index + 1 (0 = none)
-    size_t nrec;          // records in the cached frame
 } frame_cache;
 
 static size_t frame_of(const tks_reader *r, uint64_t rec) {
@@ -82,14 +77,15 @@ static int copy_range(frame_cache *c, uint64_t start, uint64_t n, tks_writer *w,
     while (n) {
         size_t fi = frame_of(c->r, start);
         if (c->cached != fi + 1) {
-            TRY(tks_reader_read_frame(c->r, fi, c->cols, &c->nrec, e));
+            c->cached = 0;
+            TRY(tks_reader_read(c->r, fi, &c->fr, e));
             c->cached = fi + 1;
         }
         uint64_t off = start - tks_reader_frame(c->r, fi)->first_record;
-        uint64_t k = c->nrec - off < n ? c->nrec - off : n;
-        const void *src[TKS_MAX_FIELDS];
-        for (int f = 0; f < c->s->nfields; f++) src[f] = (const uint8_t *)c->cols[f] + off * c->s->f[f].bytes;
-        TRY(tks_writer_append(w, src, (size_t)k, e));
+        uint64_t k = c->fr.n - off < n ? c->fr.n - off : n;
+        tks_colref src[TKS_MAX_FIELDS];
+        frame_slice(c->s, &c->fr, (size_t)off, src);
+        TRY(tks_writer_append_ref(w, src, (size_t)k, e));
         start += k;
         n -= k;
     }
@@ -150,8 +146,8 @@ static int run_split(const split_opts *o, const char *input, tk_err *e) {
     uint64_t *order = malloc((nb ? nb : 1) * sizeof *order);
     tks_writer **w = calloc((size_t)o->n, sizeof *w);
     char (*paths)[4200] = calloc((size_t)o->n, sizeof *paths);
-    frame_cache c = {r, s, alloc_cols(s, tks_reader_max_frame_records(r)), 0, 0};
-    if (!order || !w || !paths || !c.cols) rc = tk_err_errno(e, ENOMEM, "out of memory");
+    frame_cache c = {.r = r, .s = s};
+    if (!order || !w || !paths) rc = tk_err_errno(e, ENOMEM, "out of memory");
     for (uint64_t b = 0; b < nb && !rc; b++) order[b] = b;
     if (o->shuffle) // Fisher-Yates with Philox draws: the same permutation on every machine
         for (uint64_t b = nb; b > 1 && !rc; b--) {
@@ -160,7 +156,7 @@ static int run_split(const split_opts *o, const char *input, tk_err *e) {
             order[b - 1] = order[j];
             order[j] = t;
         }
-    tks_writer_opts wo = {(size_t)o->frame_records, 3, 1};
+    tks_writer_opts wo = {.records_per_frame = (size_t)o->frame_records, .zstd_level = 3, .threads = 1};
     for (int64_t i = 0; i < o->n && !rc; i++) {
         snprintf(paths[i], sizeof paths[i], "%s/part-%05lld-of-%05lld.tks", o->out, (long long)i, (long long)o->n);
         rc = tks_writer_open(&w[i], paths[i], s, &wo, e);
@@ -197,7 +193,7 @@ static int run_split(const split_opts *o, const char *input, tk_err *e) {
         for (int i = 0; i < committed; i++) unlink(paths[i]);
     else
         tk_progress_end(&pr, T);
-    free_cols(s, c.cols);
+    tks_frame_free(&c.fr);
     free(order);
     free(w);
     free(paths);
@@ -209,20 +205,18 @@ static int run_split(const split_opts *o, const char *input, tk_err *e) {
 static int verify_one(const char *path, tk_err *e) {
     tks_reader *r;
     TRY(tks_reader_open(&r, path, e));
-    const tks_schema *s = tks_reader_schema(r);
-    void **cols = alloc_cols(s, tks_reader_max_frame_records(r));
-    int rc = cols ? 0 : tk_err_errno(e, ENOMEM, "out of memory");
-    size_t n = 1;
+    tks_frame fr = {0};
+    int rc = 0;
     uint64_t recs = 0;
-    while (!rc && n) { // tks_reader_next checks every frame, then the index against what it saw
-        rc = tks_reader_next(r, cols, &n, e);
-        recs += n;
-    }
+    do { // tks_reader_next_frame checks every frame, then the index against what it saw
+        rc = tks_reader_next_frame(r, &fr, e);
+        recs += fr.n;
+    } while (!rc && fr.n);
     if (!rc)
         rc = tk_jsonl_emit(stdout, json_pack("{s:s,s:s,s:b,s:I,s:I}", "type", "verify", "file", path, "ok", 1,
                                              "records", (json_int_t)recs, "frames",
                                              (json_int_t)tks_reader_nframes(r)), e);
-    free_cols(s, cols);
+    tks_frame_free(&fr);
     tks_reader_close(r);
     return rc;
 }
@@ -251,15 +245,14 @@ static int run_cat(char **files, int nfiles, tk_err *e) {
         } else if (!same_schema(&first, s)) {
             rc = tk_err_set(e, TK_EDATA, "%s: schema differs from %s's", files[i], files[0]);
         }
-        // A stream reader knows the frame size from the header; a file from its index.
-        void **cols = rc ? NULL : alloc_cols(s, tks_reader_max_frame_records(r));
-        if (!rc && !cols) rc = tk_err_errno(e, ENOMEM, "out of memory");
-        size_t n = 1;
-        while (!rc && n) {
-            rc = tks_reader_next(r, cols, &n, e);
-            if (!rc && n) rc = tks_writer_append(w, (const void *const *)cols, n, e);
+        tks_frame fr = {0};
+        while (!rc) {
+            if ((rc = tks_reader_next_frame(r, &fr, e)) || !fr.n) break;
+            tks_colref src[TKS_MAX_FIELDS];
+            frame_slice(s, &fr, 0, src);
+            rc = tks_writer_append_ref(w, src, fr.n, e);
         }
-        free_cols(s, cols);
+        tks_frame_free(&fr);
         tks_reader_close(r);
     }
     if (!rc) rc = tks_writer_close(w, e);
@@ -296,35 +289,38 @@ static int stats_one(const char *path, tk_err *e) {
     tks_reader *r;
     TRY(tks_reader_open(&r, path, e));
     const tks_schema *s = tks_reader_schema(r);
-    void **cols = alloc_cols(s, tks_reader_max_frame_records(r));
+    tks_frame fr = {0};
+    // Scalar fields: their values; ragged fields: their lengths (rows per record).
     double mn[TKS_MAX_FIELDS], mx[TKS_MAX_FIELDS], sum[TKS_MAX_FIELDS] = {0};
     for (int f = 0; f < s->nfields; f++) mn[f] = INFINITY, mx[f] = -INFINITY;
-    int rc = cols ? 0 : tk_err_errno(e, ENOMEM, "out of memory");
-    size_t n = 1;
+    int rc = 0;
     uint64_t recs = 0;
-    while (!rc && n) {
-        rc = tks_reader_next(r, cols, &n, e);
-        for (int f = 0; f < s->nfields && !rc; f++) {
-            if (s->f[f].ndim) continue;
-            for (size_t i = 0; i < n; i++) {
-                double v = value_at(cols[f], s->f[f].dtype, i);
+    while (!(rc = tks_reader_next_frame(r, &fr, e)) && fr.n) {
+        for (int f = 0; f < s->nfields; f++) {
+            const tks_field *fd = &s->f[f];
+            if (fd->ndim && !fd->ragged) continue;
+            for (size_t i = 0; i < fr.n; i++) {
+                double v = fd->ragged ? (double)((fr.col[f].off[i + 1] - fr.col[f].off[i]) / fd->row_bytes)
+                                      : value_at(fr.col[f].data, fd->dtype, i);
                 mn[f] = v < mn[f] ? v : mn[f];
                 mx[f] = v > mx[f] ? v : mx[f];
                 sum[f] += v;
             }
         }
-        recs += n;
+        recs += fr.n;
     }
     if (!rc) {
         json_t *fields = json_array();
         for (int f = 0; f < s->nfields; f++) {
+            const tks_field *fd = &s->f[f];
             json_t *shape = json_array();
-            for (int d = 0; d < s->f[f].ndim; d++) json_array_append_new(shape, json_integer(s->f[f].shape[d]));
-            json_t *o = json_pack("{s:s,s:s,s:o}", "name", s->f[f].name, "dtype", tks_dtype_name(s->f[f].dtype), "shape", shape);
-            if (!s->f[f].ndim && recs) {
-                json_object_set_new(o, "min", json_real(mn[f]));
-                json_object_set_new(o, "max", json_real(mx[f]));
-                json_object_set_new(o, "mean", json_real(sum[f] / (double)recs));
+            for (int d = 0; d < fd->ndim; d++) json_array_append_new(shape, json_integer(fd->shape[d]));
+            json_t *o = json_pack("{s:s,s:s,s:o}", "name", fd->name, "dtype", tks_dtype_name(fd->dtype), "shape", shape);
+            if ((!fd->ndim || fd->ragged) && recs) {
+                const char *k[2][3] = {{"min", "max", "mean"}, {"min_length", "max_length", "mean_length"}};
+                json_object_set_new(o, k[fd->ragged][0], json_real(mn[f]));
+                json_object_set_new(o, k[fd->ragged][1], json_real(mx[f]));
+                json_object_set_new(o, k[fd->ragged][2], json_real(sum[f] / (double)recs));
             }
             json_array_append_new(fields, o);
         }
@@ -336,7 +332,7 @@ static int stats_one(const char *path, tk_err *e) {
                                              "records", (json_int_t)recs, "frames", (json_int_t)tks_reader_nframes(r),
                                              "bytes", bytes, "fields", fields, "meta", meta ? meta : json_object()), e);
     }
-    free_cols(s, cols);
+    tks_frame_free(&fr);
     tks_reader_close(r);
     return rc;
 }

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Installs what building and testing trainkit needs on Debian 12 (run as root or with sudo):
 # the C libraries and test tools from Debian, and the Python test oracles from PyPI
-# (mlperf-logging, pycocotools, faster-coco-eval, safetensors, numpy, torch). The oracles are
+# (mlperf-logging, pycocotools, faster-coco-eval, safetensors, numpy, torch, pillow). The oracles are
 # used by tests and contrib/ only; no trainkit binary needs Python.
 # Set TK_SKIP_PY=1 to skip the Python packages (their tests then skip with a message).
 set -eu
 SUDO=
 [ "$(id -u)" -eq 0 ] || SUDO=sudo
-pkgs="build-essential libzstd-dev libjansson-dev zlib1g-dev bats jq zstd python3-pip man-db gnuplot-nox"
+# libjpeg62-turbo-dev and libpng-dev: the ImageNet tools (linked statically); libjpeg-turbo-progs:
+# cjpeg/djpeg/jpegtran for looking at JPEG test data.
+pkgs="build-essential libzstd-dev libjansson-dev zlib1g-dev bats jq zstd python3-pip man-db gnuplot-nox
+      libjpeg62-turbo-dev libpng-dev libjpeg-turbo-progs"
 missing=
 for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then
@@ -18,7 +21,7 @@ if [ "${TK_SKIP_PY:-0}" != 1 ]; then
     py=python3
     need=
     for m in pycocotools:pycocotools faster_coco_eval:faster-coco-eval \
-             safetensors:safetensors numpy:numpy torch:torch; do
+             safetensors:safetensors numpy:numpy torch:torch PIL:pillow; do
         $py -c "import ${m%%:*}" 2>/dev/null || need="$need ${m#*:}"
     done
     # log-check's rules (share/compliance) and expectations (tests/data/logcheck-newer) were made

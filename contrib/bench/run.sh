@@ -4,11 +4,12 @@
 #   contrib/bench/logcheck.sh   log-check vs MLCommons' compliance checker (CPU)
 #   contrib/bench/coco.sh       coco-eval vs pycocotools and faster-coco-eval (CPU)
 #   contrib/bench/dlrm.sh       train-step vs PyTorch (eager, torch.compile) on one GPU
+#   contrib/bench/imagenet_pipeline.sh  prep imagenet and the CPU input pipeline, images/s
 # BENCH=name runs one of them. Results and what was tried: contrib/bench/NOTES.md.
 set -u
 cd "$(dirname "$0")/../.."
 rc=0
-for b in logcheck coco dlrm; do
+for b in logcheck coco dlrm imagenet_pipeline; do
     [ -z "${BENCH:-}" ] || [ "$BENCH" = "$b" ] || continue
     s=contrib/bench/$b.sh
     [ -x "$s" ] || continue

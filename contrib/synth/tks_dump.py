@@ -2,8 +2,9 @@
 """An independent .tks reader written from man/man5/tks.5 (not from lib/tks), used as a test
 oracle: checks the header CRC, the index and trailer, decompresses each frame with the `zstd`
 command-line tool and prints one JSON line per record: {"label": 0, "dense": [...], ...}.
-With --schema it prints the schema JSON instead.
-  python3 contrib/synth/tks_dump.py FILE.tks [--schema]
+A ragged field (shape [-1, ...], version 2 files) prints as the list of its rows, or with
+--hex as the hex string of its bytes. With --schema it prints the schema JSON instead.
+  python3 contrib/synth/tks_dump.py FILE.tks [--schema] [--hex]
 """
 import json
 import struct
@@ -13,6 +14,7 @@ import zlib
 
 import numpy as np
 
+HEX = "--hex" in sys.argv
 DT = {"u8": "<u1", "i8": "<i1", "i16": "<i2", "i32": "<i4", "i64": "<i8",
       "f16": "<f2", "f32": "<f4", "f64": "<f8"}
 
@@ -21,7 +23,7 @@ def main():
     data = open(sys.argv[1], "rb").read()
     assert data[:8] == b"\x89TKS\r\n\x1a\n", "magic"
     version, flags, slen, hcrc = struct.unpack_from("<IIII", data, 8)
-    assert version == 1 and flags == 0
+    assert version in (1, 2) and flags == 0
     assert zlib.crc32(data[:20] + data[24:24 + slen]) == hcrc, "header crc"
     schema = json.loads(data[24:24 + slen])
     if "--schema" in sys.argv:
@@ -32,6 +34,8 @@ def main():
     assert data[io:io + 4] == b"IDX1"
     assert zlib.crc32(data[io + 16:len(data) - 8]) == icrc, "index crc"
     fields = schema["fields"]
+    ragged = [bool(f["shape"]) and f["shape"][0] == -1 for f in fields]
+    assert (version == 2) == any(ragged), "version 2 exactly when a field is ragged"
     out = []
     for i in range(nframes):
         off, csize, first, n, _ = struct.unpack_from("<QQQII", data, io + 16 + 32 * i)
@@ -41,14 +45,27 @@ def main():
         raw = subprocess.run(["zstd", "-d", "-c", "-q"], input=data[off:off + csize],
                              stdout=subprocess.PIPE, check=True).stdout
         cols, pos = [], 0
-        for f in fields:
-            per = int(np.prod(f["shape"])) if f["shape"] else 1
-            a = np.frombuffer(raw, DT[f["dtype"]], n * per, pos).reshape([n] + f["shape"])
-            pos += a.nbytes
-            cols.append(a)
+        for f, rag in zip(fields, ragged):
+            dt = np.dtype(DT.get(f["dtype"], "<u2"))  # bf16: its raw 16-bit words
+            if rag:  # n 4-byte row counts, then the rows back to back
+                rows = np.frombuffer(raw, "<u4", n, pos)
+                pos += 4 * n
+                inner = f["shape"][1:]
+                per = int(np.prod(inner)) if inner else 1
+                vals = []
+                for k in rows:
+                    a = np.frombuffer(raw, dt, int(k) * per, pos)
+                    pos += a.nbytes
+                    vals.append(a.tobytes().hex() if HEX else a.reshape([int(k)] + inner).tolist())
+                cols.append(vals)
+            else:
+                per = int(np.prod(f["shape"])) if f["shape"] else 1
+                a = np.frombuffer(raw, dt, n * per, pos).reshape([n] + f["shape"])
+                pos += a.nbytes
+                cols.append(a.tolist())
         assert pos == len(raw)
         for r in range(n):
-            out.append(json.dumps({f["name"]: c[r].tolist() for f, c in zip(fields, cols)}))
+            out.append(json.dumps({f["name"]: c[r] for f, c in zip(fields, cols)}))
     assert len(out) == nrec
     sys.stdout.write("".join(line + "\n" for line in out))
 

@@ -73,6 +73,7 @@ enum {
     TK_RNG_SHUFFLE = 2,   // data order
     TK_RNG_DROPOUT = 3,
     TK_RNG_SYNTH = 4,     // synthetic data generation
+    TK_RNG_AUGMENT = 5,   // data augmentation (image crops, flips): counter (sample, epoch)
 };
 
 #undef TK_HD

@@ -9,7 +9,8 @@
 #include "tks/tks.h"
 
 #define TKS_MAGIC "\x89TKS\r\n\x1a\n"
-#define TKS_VERSION 1
+#define TKS_VERSION 1             // files without ragged fields
+#define TKS_VERSION_RAGGED 2      // files with a ragged field
 #define TKS_HEADER_BYTES 24
 #define TKS_BLOCK_BYTES 16
 #define TKS_ENTRY_BYTES 32
@@ -20,6 +21,9 @@
 #define TKS_MAX_COUNT 0x7fffffffu
 // Writers keep a frame at most this big before compression unless one record is larger.
 #define TKS_TARGET_FRAME_BYTES ((size_t)256 << 20)
+// ... and, for schemas with ragged fields, this big unless tks_writer_opts.frame_bytes says.
+#define TKS_TARGET_RAGGED_FRAME_BYTES ((size_t)64 << 20)
+#define TKS_LENGTH_BYTES 4        // a ragged field's per-record row count in a frame
 
 static inline void tks_put32(uint8_t *p, uint32_t v) {
     for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
@@ -52,5 +56,9 @@ int tks_schema_to_json(const tks_schema *s, size_t frame_records, char **out, si
                        tk_err *e);
 int tks_schema_from_json(tks_schema *s, size_t *frame_records, const char *buf, size_t len,
                          tk_err *e);
+// The bytes a frame of n records takes before compression, ragged values not counted.
+static inline uint64_t tks_frame_fixed_bytes(const tks_schema *s, uint64_t n) {
+    return n * (s->record_bytes + (uint64_t)s->nragged * TKS_LENGTH_BYTES);
+}
 
 #endif

@@ -85,9 +85,9 @@ static int read_header(tks_reader *r, tk_err *e) {
     TRY(rread(r, h, sizeof h, 0, e));
     if (memcmp(h, TKS_MAGIC, 8) != 0) return FAIL_AT(0, TK_EDATA, "bad magic (not a .tks file)");
     uint32_t version = tks_get32(h + 8);
-    if (version != TKS_VERSION)
-        return FAIL_AT(8, TK_EDATA, "unsupported version %u (this reader knows version %d)", version,
-                       TKS_VERSION);
+    if (version != TKS_VERSION && version != TKS_VERSION_RAGGED)
+        return FAIL_AT(8, TK_EDATA, "unsupported version %u (this reader knows versions %d and %d)", version,
+                       TKS_VERSION, TKS_VERSION_RAGGED);
     if (tks_get32(h + 12) != 0) return FAIL_AT(12, TK_EDATA, "unsupported flags");
     uint32_t slen = tks_get32(h + 16);
     if (slen < 2 || slen > TKS_MAX_SCHEMA)
@@ -99,6 +99,9 @@ static int read_header(tks_reader *r, tk_err *e) {
         rc = FAIL_AT(20, TK_EDATA, "header checksum mismatch");
     if (!rc && (rc = tks_schema_from_json(&r->s, &r->frame_records, js, slen, e)))
         tk_err_where(e, "%s: offset %d", r->name, TKS_HEADER_BYTES);
+    if (!rc && (r->s.nragged > 0) != (version == TKS_VERSION_RAGGED))
+        rc = FAIL_AT(TKS_HEADER_BYTES, TK_EDATA, "bad schema: %s", r->s.nragged ?
+                     "a ragged field in a version 1 file" : "a version 2 file without a ragged field");
     free(js);
     r->payload = TKS_HEADER_BYTES + (uint64_t)slen;
     return rc;
@@ -238,30 +241,88 @@ const tks_frame_info *tks_reader_frame(const tks_reader *r, size_t i) {
 }
 size_t tks_reader_max_frame_records(const tks_reader *r) { return r->max_records; }
 
+// Streams the next out_size bytes of the frame into out. 1 when they are all there; 0 when the
+// frame ends first or zstd fails (*ret then holds zstd's error code).
+static int pull(ZSTD_DCtx *dctx, ZSTD_inBuffer *in, void *out, size_t out_size, size_t *ret) {
+    ZSTD_outBuffer o = {out, out_size, 0};
+    while (o.pos < o.size) {
+        *ret = ZSTD_decompressStream(dctx, &o, in);
+        if (ZSTD_isError(*ret)) return 0;
+        if (*ret == 0 || (in->pos == in->size && o.pos < o.size)) break;
+    }
+    return o.pos == o.size;
+}
+
+static int grow_buf(void **p, size_t *cap, size_t need, tk_err *e) {
+    if (need <= *cap && *p) return 0;
+    size_t ncap = *cap > need ? *cap : need;
+    void *n = realloc(*p, ncap ? ncap : 1);
+    if (!n) return tk_err_errno(e, ENOMEM, "out of memory for a %zu-byte column", need);
+    *p = n;
+    *cap = ncap;
+    return 0;
+}
+
+// pull() into a buffer that grows as the bytes arrive (doubling from 1 MiB), so lengths that
+// promise more than the frame holds cost no more memory than the frame's real content.
+static int pull_grow(ZSTD_DCtx *dctx, ZSTD_inBuffer *in, void **buf, size_t *cap, size_t size, size_t *ret,
+                     int *got, tk_err *e) {
+    size_t pos = 0;
+    *got = 1;
+    while (pos < size && *got) {
+        size_t step = pos > ((size_t)1 << 20) ? pos : (size_t)1 << 20, end = size - pos < step ? size : pos + step;
+        TRY(grow_buf(buf, cap, end, e));
+        *got = pull(dctx, in, (uint8_t *)*buf + pos, end - pos, ret);
+        pos = end;
+    }
+    return 0;
+}
+
 // Decompresses one zstd frame (src, csize bytes, at file offset off) of n records into the
-// per-field buffers: streaming output switches buffer at each field boundary.
+// per-field buffers cols (fixed fields only) or the frame fr's own buffers (any schema):
+// streaming output switches buffer at each column boundary, and a ragged column's lengths are
+// read before its values so their buffer can be sized.
 static int decode(const tks_reader *r, ZSTD_DCtx *dctx, size_t i, const uint8_t *src, size_t csize,
-                  uint32_t n, uint64_t off, void *const *cols, tk_err *e) {
-    uint64_t want = (uint64_t)n * r->s.record_bytes;
+                  uint32_t n, uint64_t off, void *const *cols, tks_frame *fr, tk_err *e) {
+    uint64_t fixed = tks_frame_fixed_bytes(&r->s, n);
     // The frame must be one zstd frame (magic 0xFD2FB528) with the content-checksum flag (bit 2
-    // of the frame header descriptor) and the declared content size.
+    // of the frame header descriptor) and the declared content size: exactly the fixed columns'
+    // size without ragged fields, at least that and at most 2 GiB with them.
+    unsigned long long declared = csize >= 6 ? ZSTD_getFrameContentSize(src, csize) : 0;
     if (csize < 6 || tks_get32(src) != 0xFD2FB528u || !(src[4] & 4) ||
-        ZSTD_getFrameContentSize(src, csize) != want || ZSTD_findFrameCompressedSize(src, csize) != csize)
-        return FAIL_AT(off, TK_EDATA, "frame %zu: checksum mismatch (not one checksummed zstd frame of %llu bytes)",
-                       i, (unsigned long long)want);
+        ZSTD_findFrameCompressedSize(src, csize) != csize ||
+        (r->s.nragged ? declared < fixed || declared > TKS_MAX_FRAME_BYTES : declared != fixed))
+        return FAIL_AT(off, TK_EDATA, "frame %zu: checksum mismatch (not one checksummed zstd frame of %s%llu bytes)",
+                       i, r->s.nragged ? "at least " : "", (unsigned long long)fixed);
     ZSTD_DCtx_reset(dctx, ZSTD_reset_session_only);
     ZSTD_inBuffer in = {src, csize, 0};
     size_t ret = 1;
-    for (int f = 0; f < r->s.nfields; f++) {
-        ZSTD_outBuffer out = {cols[f], (size_t)n * r->s.f[f].bytes, 0};
-        while (out.pos < out.size) {
-            ret = ZSTD_decompressStream(dctx, &out, &in);
-            if (ZSTD_isError(ret)) break;
-            if (ret == 0 || (in.pos == in.size && out.pos < out.size)) break;
+    int got = 1;
+    uint64_t total = fixed; // the content the lengths read so far account for
+    for (int f = 0; f < r->s.nfields && got; f++) {
+        const tks_field *fd = &r->s.f[f];
+        if (!fd->ragged) {
+            size_t want = (size_t)n * fd->bytes;
+            if (fr) TRY(pull_grow(dctx, &in, &fr->col[f].data, &fr->col[f].cap, want, &ret, &got, e));
+            else got = pull(dctx, &in, cols[f], want, &ret);
+            continue;
         }
-        if (ZSTD_isError(ret) || out.pos < out.size) break;
+        tks_column *c = &fr->col[f];
+        size_t offbytes = ((size_t)n + 1) * sizeof *c->off;
+        TRY(grow_buf((void **)&c->off, &c->offcap, offbytes, e));
+        TRY(grow_buf(&c->data, &c->cap, (size_t)n * TKS_LENGTH_BYTES, e));
+        if (!(got = pull(dctx, &in, c->data, (size_t)n * TKS_LENGTH_BYTES, &ret))) break;
+        c->off[0] = 0;
+        for (uint32_t j = 0; j < n; j++) {
+            uint64_t len = (uint64_t)tks_get32((const uint8_t *)c->data + (size_t)j * TKS_LENGTH_BYTES) * fd->row_bytes;
+            total += len;
+            if (len > TKS_MAX_RECORD_BYTES || total > declared)
+                return FAIL_AT(off, TK_EDATA, "frame %zu: bad lengths of ragged field '%s'", i, fd->name);
+            c->off[j + 1] = c->off[j] + len;
+        }
+        TRY(pull_grow(dctx, &in, &c->data, &c->cap, (size_t)c->off[n], &ret, &got, e));
     }
-    if (!ZSTD_isError(ret) && ret != 0) { // all output produced; let zstd finish and check XXH64
+    if (!ZSTD_isError(ret) && got && ret != 0) { // all output produced; let zstd finish and check XXH64
         uint8_t extra;
         ZSTD_outBuffer out = {&extra, 1, 0};
         ret = ZSTD_decompressStream(dctx, &out, &in);
@@ -274,8 +335,9 @@ static int decode(const tks_reader *r, ZSTD_DCtx *dctx, size_t i, const uint8_t 
             FAIL_AT(off, TK_EDATA, "frame %zu: corrupt zstd frame: %s", i, ZSTD_getErrorName(ret));
         return tk_err_lib(e, "zstd", (int)ZSTD_getErrorCode(ret));
     }
-    if (ret != 0 || in.pos != in.size)
+    if (!got || ret != 0 || in.pos != in.size || total != declared)
         return FAIL_AT(off, TK_EDATA, "frame %zu: checksum mismatch (wrong decompressed size)", i);
+    if (fr) fr->n = n;
     return 0;
 }
 
@@ -285,7 +347,12 @@ static int check_block(const tks_reader *r, size_t i, const uint8_t *b, uint64_t
     return 0;
 }
 
-int tks_reader_read_frame(tks_reader *r, size_t i, void *const *cols, size_t *n, tk_err *e) {
+static int fixed_only(const tks_reader *r, tk_err *e) {
+    if (!r->s.nragged) return 0;
+    return tk_err_set(e, TK_EUSAGE, "%s: the schema has ragged fields: read it with tks_reader_read", r->name);
+}
+
+static int read_frame(tks_reader *r, size_t i, void *const *cols, tks_frame *fr, size_t *n, tk_err *e) {
     *n = 0;
     if (i >= r->nfr || !r->seekable)
         return tk_err_set(e, TK_EINTERNAL, "%s: frame %zu read out of order or beyond the end", r->name, i);
@@ -298,18 +365,30 @@ int tks_reader_read_frame(tks_reader *r, size_t i, void *const *cols, size_t *n,
     if (!rc) rc = check_block(r, i, buf, boff, e);
     if (!rc && (tks_get32(buf + 4) != fi->nrecords || tks_get32(buf + 8) != fi->csize))
         rc = FAIL_AT(boff, TK_EDATA, "frame %zu: bad block header (disagrees with the index)", i);
-    if (!rc) rc = decode(r, dctx, i, buf + TKS_BLOCK_BYTES, fi->csize, fi->nrecords, fi->offset, cols, e);
+    if (!rc) rc = decode(r, dctx, i, buf + TKS_BLOCK_BYTES, fi->csize, fi->nrecords, fi->offset, cols, fr, e);
     if (!rc) *n = fi->nrecords;
     ZSTD_freeDCtx(dctx);
     free(buf);
     return rc;
 }
 
-int tks_reader_next(tks_reader *r, void *const *cols, size_t *n, tk_err *e) {
+int tks_reader_read_frame(tks_reader *r, size_t i, void *const *cols, size_t *n, tk_err *e) {
+    *n = 0;
+    TRY(fixed_only(r, e));
+    return read_frame(r, i, cols, NULL, n, e);
+}
+
+int tks_reader_read(tks_reader *r, size_t i, tks_frame *fr, tk_err *e) {
+    fr->n = 0;
+    size_t n;
+    return read_frame(r, i, NULL, fr, &n, e);
+}
+
+static int next_frame(tks_reader *r, void *const *cols, tks_frame *fr, size_t *n, tk_err *e) {
     *n = 0;
     if (r->seekable) {
         if (r->next >= r->nfr) return 0;
-        TRY(tks_reader_read_frame(r, r->next, cols, n, e));
+        TRY(read_frame(r, r->next, cols, fr, n, e));
         r->next++;
         return 0;
     }
@@ -338,11 +417,32 @@ int tks_reader_next(tks_reader *r, void *const *cols, size_t *n, tk_err *e) {
         r->ccap = csize;
     }
     TRY(sread(r, r->cbuf, csize, e));
-    TRY(decode(r, r->dctx, i, r->cbuf, csize, nrec, boff + TKS_BLOCK_BYTES, cols, e));
+    TRY(decode(r, r->dctx, i, r->cbuf, csize, nrec, boff + TKS_BLOCK_BYTES, cols, fr, e));
     TRY(push_frame(r, (tks_frame_info){boff + TKS_BLOCK_BYTES, csize, r->seen_records, nrec}, e));
     r->seen_records += nrec;
     *n = nrec;
     return 0;
+}
+
+int tks_reader_next(tks_reader *r, void *const *cols, size_t *n, tk_err *e) {
+    *n = 0;
+    TRY(fixed_only(r, e));
+    return next_frame(r, cols, NULL, n, e);
+}
+
+int tks_reader_next_frame(tks_reader *r, tks_frame *fr, tk_err *e) {
+    fr->n = 0;
+    size_t n;
+    return next_frame(r, NULL, fr, &n, e);
+}
+
+void tks_frame_free(tks_frame *fr) {
+    if (!fr) return;
+    for (int f = 0; f < TKS_MAX_FIELDS; f++) {
+        free(fr->col[f].data);
+        free(fr->col[f].off);
+    }
+    memset(fr, 0, sizeof *fr);
 }
 
 void tks_reader_close(tks_reader *r) {

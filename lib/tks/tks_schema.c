@@ -26,6 +26,7 @@ int tks_schema_finish(tks_schema *s, tk_err *e) {
         return tk_err_set(e, TK_EUSAGE, "a schema needs 1 to %d fields, got %d", TKS_MAX_FIELDS,
                           s->nfields);
     s->record_bytes = 0;
+    s->nragged = 0;
     for (int i = 0; i < s->nfields; i++) {
         tks_field *f = &s->f[i];
         size_t len = strnlen(f->name, sizeof f->name);
@@ -39,18 +40,22 @@ int tks_schema_finish(tks_schema *s, tk_err *e) {
         if (f->ndim < 0 || f->ndim > TKS_MAX_DIMS)
             return tk_err_set(e, TK_EUSAGE, "field '%s': %d dimensions (at most %d)", f->name,
                               f->ndim, TKS_MAX_DIMS);
+        f->ragged = f->ndim > 0 && f->shape[0] == TKS_RAGGED;
         uint64_t bytes = tks_dtype_size(f->dtype);
-        for (int d = 0; d < f->ndim; d++) {
+        for (int d = f->ragged; d < f->ndim; d++) {
             if (f->shape[d] < 1 || f->shape[d] > (int64_t)TKS_MAX_COUNT)
-                return tk_err_set(e, TK_EUSAGE, "field '%s': dimension %d is %lld", f->name, d,
-                                  (long long)f->shape[d]);
+                return tk_err_set(e, TK_EUSAGE, "field '%s': dimension %d is %lld%s", f->name, d,
+                                  (long long)f->shape[d], f->shape[d] == TKS_RAGGED ?
+                                  " (only the first dimension can be ragged)" : "");
             bytes *= (uint64_t)f->shape[d];
             if (bytes > TKS_MAX_RECORD_BYTES) break;
         }
         if (bytes > TKS_MAX_RECORD_BYTES || s->record_bytes + bytes > TKS_MAX_RECORD_BYTES)
             return tk_err_set(e, TK_EUSAGE, "records larger than 64 MiB are not supported");
-        f->bytes = (size_t)bytes;
+        f->row_bytes = f->ragged ? (size_t)bytes : 0;
+        f->bytes = f->ragged ? 0 : (size_t)bytes;
         s->record_bytes += f->bytes;
+        s->nragged += f->ragged;
     }
     if (!s->meta_json[0]) snprintf(s->meta_json, sizeof s->meta_json, "{}");
     return 0;
@@ -150,7 +155,7 @@ int tks_schema_from_json(tks_schema *s, size_t *frame_records, const char *buf, 
         snprintf(why, sizeof why, "%s", e->what);
         rc = BAD("%s", why);
     }
-    if (!rc && (uint64_t)*frame_records * s->record_bytes > TKS_MAX_FRAME_BYTES)
+    if (!rc && tks_frame_fixed_bytes(s, *frame_records) > TKS_MAX_FRAME_BYTES)
         rc = BAD("frame_records x record size exceeds 2 GiB");
 out:
     json_decref(root);

@@ -143,3 +143,26 @@ schema_len() {
     [[ "$output" == "shard: error: full/s/part-0000"*"write failed: No space left on device"* ]]
     [ ! -s listing ]
 }
+
+@test "shard: ragged fields (prep imagenet's jpeg): split, --verify, --cat, --stats, corruption" {
+    prep imagenet /nonexistent 2>&1 | grep -q "built without libjpeg-turbo" && skip "prep was built without libjpeg-turbo"
+    prep synth imagenet -o syn --classes 3 --train-per-class 4 --val-per-class 1 --size 32x24 >/dev/null
+    prep imagenet -o im.tks --frame-records 5 syn/train >/dev/null
+    [ "$(od -An -t u4 -j 8 -N 4 im.tks | tr -d ' ')" = 2 ] # version 2: it has ragged fields
+    shard -n 2 -o parts --frame-records 4 im.tks
+    [ "$(verify_counts parts/*.tks)" = "6 6 " ]
+    shard --cat im.tks >a.tks
+    shard --cat parts/*.tks | shard --cat - >b.tks
+    cmp a.tks b.tks
+    run shard --stats im.tks
+    [ "$status" -eq 0 ]
+    [[ "$output" == *'{"name":"jpeg","dtype":"u8","shape":[-1],"min_length":'*'{"name":"name","dtype":"u8","shape":[-1],"min_length":16.0,"max_length":16.0,"mean_length":16.0}'* ]]
+    # a bit in the middle of frame 1's compressed bytes
+    P=$((24 + $(schema_len im.tks)))
+    f1=$((P + 16 + $(od -An -t u4 -j $((P + 8)) -N 4 im.tks | tr -d ' ')))
+    cp im.tks bad.tks
+    printf '\x5a' | dd of=bad.tks bs=1 seek=$((f1 + 16 + 40)) conv=notrunc 2>/dev/null
+    run shard --verify bad.tks
+    [ "$status" -eq 3 ]
+    [[ "$output" == "shard: error: bad.tks: offset $((f1 + 16)): frame 1: "* ]]
+}

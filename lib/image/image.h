@@ -1,0 +1,78 @@
+// Image decoders for the ResNet input pipeline: encoded JPEGs in, batches of transformed NHWC
+// images out. Each decoder is a const table of functions (FFmpeg's AVCodec, SQLite's io_methods),
+// found by name in decoders.c, so a GPU decoder (nvJPEG) joins without the loader changing. A
+// decoder works on whole batches, so implementations can batch their work (nvJPEG's batched
+// decode, the CPU decoder's threads). All of them plan each sample with tk_img_plan
+// (transform.h): the same crop and flip for the same (seed, epoch, sample) on every decoder.
+#ifndef TK_IMAGE_H
+#define TK_IMAGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/err.h"
+#include "image/transform.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// One image of a batch: its encoded bytes and its sample index (the random key).
+typedef struct {
+    const uint8_t *data;
+    size_t size;
+    uint64_t sample;
+} tk_img_job;
+
+typedef struct {
+    int threads;                 // cpu: worker threads (0 = 1)
+    int device;                  // GPU decoders: the CUDA device
+    void *stream;                // GPU decoders: the cudaStream_t to work on (NULL: their own)
+} tk_img_decoder_opts;
+
+typedef struct tk_img_decoder tk_img_decoder; // each implementation's own state
+
+typedef struct tk_img_decoder_ops {
+    int version;                 // 1: the fields below; later versions only add fields
+    const char *name;            // "cpu", ...
+    int out_on_device;           // run() writes device memory (else host memory)
+    int (*open)(tk_img_decoder **d, const tk_img_decoder_opts *o, tk_err *e);
+    // Decodes and transforms n images into out: n x t->out_h x t->out_w x 3, t->dtype, NHWC.
+    // On a bad image the whole batch fails; the error's where names the sample ("sample S").
+    int (*run)(tk_img_decoder *d, const tk_img_transform *t, const tk_img_job *jobs, size_t n,
+               void *out, tk_err *e);
+    void (*close)(tk_img_decoder *d);
+} tk_img_decoder_ops;
+
+extern const tk_img_decoder_ops tk_img_decoder_cpu;
+
+// The decoder called name, or NULL (decoders.c lists them).
+const tk_img_decoder_ops *tk_img_decoder_find(const char *name);
+// Names of the decoders built in, comma-separated ("cpu").
+const char *tk_img_decoder_names(void);
+
+// The CPU decoder's work for one image, the specification the other decoders match: header,
+// plan, DCT-domain scale (t->dct_scale: the largest downscale 1/8, 1/4 or 1/2 that keeps the box
+// at least the resized size), decode of only the rows and columns the filter reads, resampling,
+// normalization. scratch: per-thread buffers, grown as needed (zero-initialize; free with
+// tk_img_scratch_free). g (may be NULL) receives the geometry used, *num the DCT scale.
+typedef struct {
+    uint8_t *px;
+    size_t pxcap;
+    float *tmp;
+    size_t tmpcap;
+} tk_img_scratch;
+
+int tk_img_decode_one(const tk_img_transform *t, const uint8_t *data, size_t size, uint64_t sample,
+                      tk_img_scratch *scratch, void *out, tk_img_geom *g, int *num, tk_err *e);
+void tk_img_scratch_free(tk_img_scratch *s);
+
+// The DCT scale num/8 for a box of bw x bh resized to rw x rh: the smallest num of 1, 2, 4, 8
+// with bw * num / 8 >= rw and bh * num / 8 >= rh (8 when none is smaller).
+int tk_img_dct_num(int bw, int bh, int rw, int rh);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
