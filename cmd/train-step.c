@@ -62,8 +62,9 @@ static void help(void) {
            "      --dump-step FILE    write one step's weights, batch, loss and gradients, exit\n"
            "      --submission-org S, --submission-platform S   MLLOG submission_* values\n"
            "      --progress          progress on stderr even when it is not a terminal\n"
-           "      --rendezvous SPEC   several ranks (share/launch -n N): how they meet, file:PATH\n"
-           "                          or tcp:HOST:PORT (required when WORLD_SIZE > 1)\n"
+           "      --rendezvous SPEC   several ranks: how they meet, file:PATH or tcp:HOST:PORT;\n"
+           "                          default $TK_RENDEZVOUS, which share/launch sets (needed\n"
+           "                          under srun or mpirun)\n"
            "      --comm-timeout SEC  several ranks: fail when the peers do not answer within\n"
            "                          SEC seconds (default 300)\n");
     for (const tk_workload *const *w = tk_workloads(); *w; w++) {
@@ -259,8 +260,11 @@ int main(int argc, char **argv) {
     if (neval > 0 && o.eval_dir) return usage_error("--eval and --eval-dir are exclusive");
     if (o.ckpt_every > 0 && !o.ckpt_dir) return usage_error("--ckpt-every needs --ckpt-dir");
     if (o.resume && o.init_ckpt) return usage_error("--resume and --init-checkpoint are exclusive");
+    // share/launch's ranks meet through the spec it exports; srun and mpirun ranks need the option.
+    if (tk_rendezvous_spec(o.rendezvous, &o.rendezvous, &e)) return usage_error("%s", e.what);
     if (g_ri.world > 1 && !o.rendezvous)
-        return usage_error("--rendezvous is required with several ranks (WORLD_SIZE=%d)", g_ri.world);
+        return usage_error("--rendezvous is required with several ranks (WORLD_SIZE=%d) unless share/launch "
+                           "started them", g_ri.world);
     o.ntrain = ntrain, o.neval = neval, o.nsets = nsets, o.ri = g_ri;
     static char platform[160];
     if (!platform_given && strcmp(o.backend, "cpu") != 0 && tk_cuda_device_count() > 0) {

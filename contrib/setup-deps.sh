@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Installs what building and testing trainkit needs on Debian 12 (run as root or with sudo):
-# the C libraries and test tools from Debian, and the Python test oracles from PyPI
-# (mlperf-logging, pycocotools, faster-coco-eval, safetensors, numpy, torch, pillow). The oracles are
-# used by tests and contrib/ only; no trainkit binary needs Python.
+# Installs what building and testing trainkit needs on Debian 12: the C libraries and test tools
+# from Debian, and the Python test oracles from PyPI (mlperf-logging, pycocotools,
+# faster-coco-eval, safetensors, numpy, torch, pillow). The oracles are used by tests and contrib/ only;
+# no trainkit binary needs Python.
+# Run it as it is, as root or as a user: it raises its privileges itself, with sudo, only for
+# apt-get and only when a Debian package is missing (a root shell needs no sudo installed; a user
+# without sudo gets exit 4 and the list of what is missing). The Python packages go to the
+# caller's site (a user's ~/.local).
 # Set TK_SKIP_PY=1 to skip the Python packages (their tests then skip with a message).
 set -eu
-SUDO=
-[ "$(id -u)" -eq 0 ] || SUDO=sudo
 # libjpeg62-turbo-dev and libpng-dev: the ImageNet tools (linked statically); libjpeg-turbo-progs:
 # cjpeg/djpeg/jpegtran for looking at JPEG test data.
 pkgs="build-essential libzstd-dev libjansson-dev zlib1g-dev bats jq zstd python3-pip man-db gnuplot-nox
@@ -14,8 +16,18 @@ pkgs="build-essential libzstd-dev libjansson-dev zlib1g-dev bats jq zstd python3
 missing=
 for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing >/dev/null
+    as_root=()
+    if [ "$(id -u)" -ne 0 ]; then
+        command -v sudo >/dev/null || {
+            echo "setup-deps.sh: error: the Debian packages$missing are missing, and installing them needs root:" \
+                "run this as root, or as a user with sudo" >&2
+            exit 4
+        }
+        as_root=(sudo)
+    fi
+    # (sudo resets the environment: the variable goes through env)
+    "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
 fi
 if [ "${TK_SKIP_PY:-0}" != 1 ]; then
     py=python3

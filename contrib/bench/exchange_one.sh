@@ -42,8 +42,9 @@ rate() {
         awk '{ v[NR] = $1 } END { if (NR == 0) print 0; else printf "%.0f", v[int((NR + 1) / 2)] }'
 }
 H=(--force-exchange --hybrid-embedding)
-run one && run fx --force-exchange && run hy "${H[@]}" || exit 1
-run one_p --profile --max-steps 30 && run fx_p --force-exchange --profile --max-steps 30 &&
+P=--no-hybrid-embedding # the plain step (the hybrid embedding is train-step's default)
+run one $P && run fx --force-exchange $P && run hy "${H[@]}" || exit 1
+run one_p --profile --max-steps 30 $P && run fx_p --force-exchange --profile --max-steps 30 $P &&
     run hy_p "${H[@]}" --profile --max-steps 30 || exit 1
 r1=$(rate one)
 for n in one fx hy; do

@@ -37,6 +37,15 @@ int tk_rank_from_env(tk_rank_info *r, tk_err *e);
 int tk_rendezvous(const char *spec, const tk_rank_info *r, void *blob, size_t *n, double timeout_s,
                   tk_err *e);
 
+// The variable a local launcher sets so that its ranks meet without an option: share/launch puts
+// "file:DIR/rendezvous" there, DIR a private temporary directory it removes at the end.
+#define TK_RENDEZVOUS_ENV "TK_RENDEZVOUS"
+
+// The spec a run uses: `given` (a --rendezvous option) when not NULL, else the variable
+// TK_RENDEZVOUS when set and not empty, else NULL (*spec). A malformed spec from the variable is
+// a usage error naming the variable (tk_rendezvous checks a given one when it runs).
+int tk_rendezvous_spec(const char *given, const char **spec, tk_err *e);
+
 #ifdef __cplusplus
 }
 #endif

@@ -236,6 +236,27 @@ static int tcp_join(const char *spec, const char *host, const char *port, const 
     return tk_err_hint(e, "is rank 0 running, and is HOST:PORT its address?");
 }
 
+// 0 when spec has the form file:PATH or tcp:HOST:PORT.
+static int spec_form_ok(const char *spec) {
+    char host[256], port[32];
+    if (strncmp(spec, "file:", 5) == 0) return spec[5] ? 0 : -1;
+    if (strncmp(spec, "tcp:", 4) == 0) return split_host_port(spec + 4, host, sizeof host, port, sizeof port);
+    return -1;
+}
+
+int tk_rendezvous_spec(const char *given, const char **spec, tk_err *e) {
+    *spec = given;
+    if (given) return 0;
+    const char *v = getenv(TK_RENDEZVOUS_ENV);
+    if (!v || !*v) return 0;
+    if (spec_form_ok(v) != 0) {
+        tk_err_set(e, TK_EUSAGE, "%s='%s': expected file:PATH or tcp:HOST:PORT", TK_RENDEZVOUS_ENV, v);
+        return tk_err_hint(e, "share/launch sets it for its ranks; unset it, or give --rendezvous");
+    }
+    *spec = v;
+    return 0;
+}
+
 int tk_rendezvous(const char *spec, const tk_rank_info *r, void *blob, size_t *n, double timeout_s,
                   tk_err *e) {
     char rid[200];

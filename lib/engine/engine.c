@@ -563,10 +563,10 @@ static int init(run *r, tk_backend be, tk_err *e) {
     r->wl = r->I.wl;
     if (o->workload && strcmp(o->workload, r->wl->name) != 0)
         return tk_err_set(e, TK_EUSAGE, "--workload %s, but %s is a %s config", o->workload, o->config, r->wl->name);
-    int want_comm = o->ri.world > 1 || (r->wl->wants_comm && r->wl->wants_comm(r->I.cfg));
-    if (want_comm && o->dump)
-        return tk_err_set(e, TK_EUSAGE, "--dump-step is not supported with several ranks or the %s exchange step yet",
-                          r->wl->name);
+    // --dump-step on one rank writes the plain one-rank step (the same arithmetic as the exchange
+    // step a workload may prefer, e.g. DLRM's hybrid embedding): no communicator for it.
+    int want_comm = o->ri.world > 1 || (!o->dump && r->wl->wants_comm && r->wl->wants_comm(r->I.cfg));
+    if (o->ri.world > 1 && o->dump) return tk_err_set(e, TK_EUSAGE, "--dump-step is not supported with several ranks yet");
     if (want_comm) TRY(tk_comm_create(r->c, &o->ri, o->rendezvous, o->comm_timeout, &r->comm, e));
     // The data: its size gives the epoch.
     void *rd;

@@ -85,3 +85,30 @@ signal_reaches_ranks() {
 @test "launch: SIGINT (Ctrl-C) to launch reaches every rank" {
     signal_reaches_ranks INT
 }
+
+@test "launch: the ranks share TK_RENDEZVOUS, a file in a private directory that is gone at the end" {
+    t=$BATS_TEST_TMPDIR/tmp
+    mkdir "$t"
+    # each rank: the spec, and its directory's mode (rank 0's afile writes the file there)
+    TMPDIR=$t run bash -c "'$L' -n 2 -- sh -c 'd=\${TK_RENDEZVOUS#file:}; d=\${d%/*}; echo \$TK_RENDEZVOUS \$(stat -c %a \$d)' | sort -u"
+    [ "$status" -eq 0 ]
+    [ "${#lines[@]}" -eq 1 ]
+    [[ "${lines[0]}" == "file:$t/tk-launch."??????"/rendezvous 700" ]]
+    [ -z "$(ls -A "$t")" ]
+    # a rank that fails, and a signal to launch: removed all the same
+    TMPDIR=$t run "$L" -n 2 --grace 1 -- sh -c 'if [ "$RANK" = 1 ]; then exit 3; fi; sleep 30'
+    [ "$status" -eq 3 ]
+    [ -z "$(ls -A "$t")" ]
+    TMPDIR=$t "$L" -n 2 -- sh -c 'sleep 30 & wait' &
+    lp=$!
+    for _ in $(seq 50); do [ -n "$(ls -A "$t")" ] && break; sleep 0.1; done
+    [ -n "$(ls -A "$t")" ]
+    kill -TERM "$lp"
+    wait "$lp" || true
+    [ -z "$(ls -A "$t")" ]
+    # no temporary directory: exit 4 before any rank starts
+    TMPDIR=$t/missing run "$L" -n 2 -- sh -c 'echo started'
+    [ "$status" -eq 4 ]
+    [[ "$output" != *started* ]]
+    [[ "$output" == *"launch: error: cannot create a temporary directory in $t/missing"* ]]
+}

@@ -82,8 +82,8 @@ stable() { jq -c 'del(.started, .wall_s, .command)' "$1"; }
     run stable "$T/r.jsonl"
     [ "${#lines[@]}" -eq 3 ]
     [ "${lines[0]}" = '{"type":"scale","workload":"dlrm","scaling":"weak","gpus":1,"global_batch":256,"batch_per_gpu":256,"samples_per_s":1000,"time_to_train_s":25.6,"reached":true,"scaling_efficiency":1,"baseline_gpus":1,"allreduce_busbw_gbs":null,"alltoall_busbw_gbs":null,"exchange_saved_fraction":null,"status":"success","exit_code":0,"error":null,"log":null}' ]
-    [ "${lines[1]}" = '{"type":"scale","workload":"dlrm","scaling":"weak","gpus":2,"global_batch":512,"batch_per_gpu":256,"samples_per_s":1900,"time_to_train_s":26.947,"reached":true,"scaling_efficiency":0.95,"baseline_gpus":1,"allreduce_busbw_gbs":100,"alltoall_busbw_gbs":null,"exchange_saved_fraction":null,"status":"success","exit_code":0,"error":null,"log":null}' ]
-    [ "${lines[2]}" = '{"type":"scale","workload":"dlrm","scaling":"weak","gpus":4,"global_batch":1024,"batch_per_gpu":256,"samples_per_s":3600,"time_to_train_s":28.444,"reached":true,"scaling_efficiency":0.9,"baseline_gpus":1,"allreduce_busbw_gbs":200,"alltoall_busbw_gbs":null,"exchange_saved_fraction":null,"status":"success","exit_code":0,"error":null,"log":null}' ]
+    [ "${lines[1]}" = '{"type":"scale","workload":"dlrm","scaling":"weak","gpus":2,"global_batch":512,"batch_per_gpu":256,"samples_per_s":1900,"time_to_train_s":26.947,"reached":true,"scaling_efficiency":0.95,"baseline_gpus":1,"allreduce_busbw_gbs":100,"alltoall_busbw_gbs":null,"exchange_saved_fraction":0.8,"status":"success","exit_code":0,"error":null,"log":null}' ]
+    [ "${lines[2]}" = '{"type":"scale","workload":"dlrm","scaling":"weak","gpus":4,"global_batch":1024,"batch_per_gpu":256,"samples_per_s":3600,"time_to_train_s":28.444,"reached":true,"scaling_efficiency":0.9,"baseline_gpus":1,"allreduce_busbw_gbs":200,"alltoall_busbw_gbs":null,"exchange_saved_fraction":0.8,"status":"success","exit_code":0,"error":null,"log":null}' ]
     run jq -r '.command' "$T/r.jsonl"
     [ "${lines[1]}" = "$TK_ROOT/share/launch -n 2 -- $FAKE --workload dlrm --config $CFG --set train.global_batch_size=512" ]
     run jq -r '.started + " " + (.wall_s | type)' "$T/r.jsonl"
@@ -107,7 +107,7 @@ stable() { jq -c 'del(.started, .wall_s, .command)' "$1"; }
     run stable "$T/r.jsonl"
     [ "${#lines[@]}" -eq 3 ]
     [ "${lines[1]}" = '{"type":"scale","workload":"dlrm","scaling":"strong","gpus":2,"global_batch":1024,"batch_per_gpu":512,"samples_per_s":null,"time_to_train_s":null,"reached":null,"scaling_efficiency":null,"baseline_gpus":null,"allreduce_busbw_gbs":null,"alltoall_busbw_gbs":null,"exchange_saved_fraction":null,"status":"failed","exit_code":5,"error":"train-step: error: NCCL: ncclCommInitRank: remote process exited or there was a network error (rank 1)","log":null}' ]
-    [ "${lines[2]}" = '{"type":"scale","workload":"dlrm","scaling":"strong","gpus":4,"global_batch":1024,"batch_per_gpu":256,"samples_per_s":3600,"time_to_train_s":28.444,"reached":true,"scaling_efficiency":0.9,"baseline_gpus":1,"allreduce_busbw_gbs":200,"alltoall_busbw_gbs":null,"exchange_saved_fraction":null,"status":"success","exit_code":0,"error":null,"log":null}' ]
+    [ "${lines[2]}" = '{"type":"scale","workload":"dlrm","scaling":"strong","gpus":4,"global_batch":1024,"batch_per_gpu":256,"samples_per_s":3600,"time_to_train_s":28.444,"reached":true,"scaling_efficiency":0.9,"baseline_gpus":1,"allreduce_busbw_gbs":200,"alltoall_busbw_gbs":null,"exchange_saved_fraction":0.8,"status":"success","exit_code":0,"error":null,"log":null}' ]
 }
 
 @test "scale: a run whose config line names another world size is a failure, not a measurement" {
@@ -162,12 +162,15 @@ stable() { jq -c 'del(.started, .wall_s, .command)' "$1"; }
     [ "${lines[1]}" = '[2,100,20.25]' ]
 }
 
-@test "scale: the hybrid embedding's saved traffic from train-step's result (null on one GPU)" {
-    run "$S" -c "$CFG" -g 1,2 -b 8 -o "$T/r.jsonl" -- --hybrid-embedding
+@test "scale: the hybrid embedding's saved traffic from train-step's result (null on one GPU, or without it)" {
+    run "$S" -c "$CFG" -g 1,2 -b 8 -o "$T/r.jsonl"
+    [ "$status" -eq 0 ]
+    run "$S" -c "$CFG" -g 2 -b 8 -o "$T/r.jsonl" -- --no-hybrid-embedding
     [ "$status" -eq 0 ]
     run jq -c '[.gpus, .exchange_saved_fraction]' "$T/r.jsonl"
     [ "${lines[0]}" = '[1,null]' ]
     [ "${lines[1]}" = '[2,0.8]' ]
+    [ "${lines[2]}" = '[2,null]' ]
 }
 
 @test "scale: --timeout stops a hung run and records it" {
@@ -215,10 +218,34 @@ for ((i = 0; i < n; i++)); do SLURM_PROCID=$i SLURM_NTASKS=$n SLURM_LOCALID=$i "
 rc=0; for ((i = 0; i < n; i++)); do wait -n || rc=$?; done; exit $rc
 EOF
     chmod +x "$T/bin/srun"
-    PATH="$T/bin:$PATH" run env -u RANK -u WORLD_SIZE SLURM_JOB_ID=7 "$S" -c "$CFG" -g 2,4 -b 8 -l srun -o "$T/r.jsonl"
+    # srun's ranks need --rendezvous (a rendezvous of a launcher around scale is not theirs)
+    PATH="$T/bin:$PATH" run env -u RANK -u WORLD_SIZE SLURM_JOB_ID=7 TK_RENDEZVOUS="file:$T/outer" "$S" -c "$CFG" \
+        -g 2 -b 8 -l srun -o "$T/r0.jsonl"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"gpus=2 global_batch=16: failed (exit 2): train-step: --rendezvous is required"* ]]
+    PATH="$T/bin:$PATH" run env -u RANK -u WORLD_SIZE SLURM_JOB_ID=7 "$S" -c "$CFG" -g 2,4 -b 8 -l srun -o "$T/r.jsonl" \
+        -- --rendezvous "file:$T/rdv"
     [ "$status" -eq 0 ]
     run jq -c '[.gpus, .samples_per_s, .scaling_efficiency, .status]' "$T/r.jsonl"
     [ "${lines[*]}" = '[2,1900,1,"success"] [4,3600,0.9474,"success"]' ]
+}
+
+@test "scale: 1 and 2 cpu ranks of the real train-step, no rendezvous option (share/launch gives one)" {
+    unset TK_TRAIN_STEP
+    load dlrm_data
+    make_dlrm_data # (cds to the file's temporary directory)
+    mkdir "$T/tmp"
+    export TMPDIR="$T/tmp" OMP_NUM_THREADS=1
+    run "$S" -c "$CFG" -g 1,2 -o "$T/r.jsonl" -- -t train.tks -e eval.tks --backend cpu --max-steps 3 \
+        --eval-every 1000000
+    echo "$output"
+    [ "$status" -eq 0 ]
+    run jq -c '[.gpus, .global_batch, .batch_per_gpu, .status, .exit_code, .error, (.samples_per_s > 0),
+        (.scaling_efficiency > 0), (.exchange_saved_fraction != null)]' "$T/r.jsonl"
+    [ "${lines[0]}" = '[1,512,512,"aborted",1,null,true,true,false]' ]
+    [ "${lines[1]}" = '[2,512,256,"aborted",1,null,true,true,true]' ]
+    # launch's private rendezvous directories are gone
+    [ -z "$(ls -A "$T/tmp")" ]
 }
 
 @test "scale: the man page examples' options exist (scale.1 is well-formed)" {

@@ -20,6 +20,7 @@ setup() {
     # ranks, 9 + 9 + 8 on 3 (T % 3 != 0: the last rank has fewer tables, padding slots).
     TS=(train-step -c "$CFG" -t "$D/train.tks" -e "$D/eval.tks" -b cpu --set train.global_batch_size=240
         --log-every 1 --eval-every 1200)
+    P=--no-hybrid-embedding # the plain step (DLRM's default is the hybrid embedding)
 }
 
 teardown() { # ranks started by hand by a test that failed early
@@ -96,13 +97,15 @@ trained_alike() {
     [ "$status" -eq 0 ]
 }
 
-@test "train-step: several ranks need --rendezvous; a global batch not divisible by the world is a usage error" {
-    run "$L" -n 2 -- "${TS[@]}" --max-steps 1
+@test "train-step: ranks not started by launch need --rendezvous; a global batch not divisible by the world is a usage error" {
+    run env -u TK_RENDEZVOUS RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 "${TS[@]}" --max-steps 1
     [ "$status" -eq 2 ]
-    # rank 0 reports it, once
-    [ "$(grep -c -- '--rendezvous is required with several ranks (WORLD_SIZE=2)' <<<"$output")" -eq 1 ]
-    [[ "${lines[0]}" == "train-step: --rendezvous is required with several ranks (WORLD_SIZE=2)" ]]
-    run "$L" -n 7 -- "${TS[@]}" --max-steps 1 --rendezvous "file:$PWD/rdv"
+    [ "${lines[0]}" = "train-step: --rendezvous is required with several ranks (WORLD_SIZE=2) unless share/launch started them" ]
+    run env TK_RENDEZVOUS=nfs:/x RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 "${TS[@]}" --max-steps 1
+    [ "$status" -eq 2 ]
+    [ "${lines[0]}" = "train-step: TK_RENDEZVOUS='nfs:/x': expected file:PATH or tcp:HOST:PORT" ]
+    # (launch's ranks meet without the option)
+    run "$L" -n 7 -- "${TS[@]}" --max-steps 1
     [ "$status" -eq 2 ]
     [[ "$output" == *"the global batch (240) must be a multiple of the world size (7)"* ]]
     # every rank finds it; whichever exits first gets the others stopped before they print
@@ -112,16 +115,17 @@ trained_alike() {
     [[ "${lines[0]}" == "train-step: --comm-timeout: expected "* ]]
 }
 
-@test "train-step: 2 and 3 ranks train like 1 rank (losses, AUC, checkpoints within 1e-5)" {
-    run "${TS[@]}" --max-steps 12 --ckpt-dir c1 --mllog one.mllog
+@test "train-step --no-hybrid-embedding: 2 and 3 ranks train like 1 rank (losses, AUC, checkpoints within 1e-5)" {
+    run "${TS[@]}" $P --max-steps 12 --ckpt-dir c1 --mllog one.mllog
     [ "$status" -eq 1 ]
     printf '%s\n' "$output" >one.jsonl
     metrics one.jsonl >one.m
     [ "$(grep -c '^loss' one.m)" -eq 12 ]
     [ "$(grep -c '^auc' one.m)" -eq 3 ] # steps 5, 10, 12
     for n in 2 3; do
-        run "$L" -n $n -- "${TS[@]}" --max-steps 12 --ckpt-dir c$n --mllog w$n.mllog --rendezvous "file:$PWD/rdv$n"
+        run "$L" -n $n -- "${TS[@]}" $P --max-steps 12 --ckpt-dir c$n --mllog w$n.mllog --rendezvous "file:$PWD/rdv$n"
         [ "$status" -eq 1 ]
+        [ -f rdv$n ] # (the option, not launch's TK_RENDEZVOUS)
         printf '%s\n' "$output" >w$n.jsonl
         # only rank 0 writes stdout and the MLLOG
         [ "$(grep -c '"type":"config"' w$n.jsonl)" -eq 1 ]
@@ -132,7 +136,7 @@ trained_alike() {
         trained_alike one.m w$n.m c1/step-12.safetensors c$n/step-12.safetensors
     done
     # the comparison can fail: another global batch gives other losses
-    run "$L" -n 2 -- "${TS[@]}" --max-steps 12 --rendezvous "file:$PWD/rdvx" --set train.global_batch_size=120
+    run "$L" -n 2 -- "${TS[@]}" $P --max-steps 12 --rendezvous "file:$PWD/rdvx" --set train.global_batch_size=120
     printf '%s\n' "$output" >x.jsonl
     metrics x.jsonl >x.m
     run agree one.m x.m 1e-5
@@ -168,16 +172,16 @@ else:  # exact exchanges only
 PY
 }
 
-@test "train-step --hybrid-embedding: 2 and 3 ranks train like 1 rank, and send fewer bytes" {
+@test "train-step: the default hybrid embedding on 2 and 3 ranks trains like the plain 1-rank step, and sends fewer bytes" {
     # (the capacity chosen from the statistics batches fits every batch here: fixed exchanges)
     # one rank: the plain one-rank step (the hybrid embedding on one rank: the --force-exchange test)
-    "${TS[@]}" --max-steps 12 --ckpt-dir c1 >one.jsonl 2>one.err || st=$?
+    "${TS[@]}" $P --max-steps 12 --ckpt-dir c1 >one.jsonl 2>one.err || st=$?
     [ "${st:-0}" -eq 1 ]
     metrics one.jsonl >one.m
     for n in 2 3; do
+        # no option: the hybrid embedding is the default (and launch's ranks meet by themselves)
         # --hybrid-stat-batches 4: statistics from 960 samples (rows used >= 4 times there are frequent)
-        run "$L" -n $n -- "${TS[@]}" --max-steps 12 --ckpt-dir h$n --rendezvous "file:$PWD/rdv$n" \
-            --hybrid-embedding --hybrid-stat-batches 4
+        run "$L" -n $n -- "${TS[@]}" --max-steps 12 --ckpt-dir h$n --hybrid-stat-batches 4
         [ "$status" -eq 1 ]
         printf '%s\n' "$output" >h$n.jsonl
         metrics h$n.jsonl >h$n.m
@@ -236,28 +240,32 @@ PY
 }
 
 @test "train-step --force-exchange: the exchange step on one rank = the one-rank step; the hybrid embedding runs there" {
-    "${TS[@]}" --max-steps 12 --ckpt-dir c1 >one.jsonl 2>one.err || st=$?
+    "${TS[@]}" $P --max-steps 12 --ckpt-dir c1 >one.jsonl 2>one.err || st=$?
     [ "${st:-0}" -eq 1 ]
     metrics one.jsonl >one.m
+    ! grep -q '"hybrid_embedding"' one.jsonl
     # a world of 1 through a communicator: the all-to-alls are copies; the same sums in the same order
-    "${TS[@]}" --max-steps 12 --ckpt-dir cx --force-exchange >x.jsonl 2>x.err || st=$?
+    "${TS[@]}" $P --max-steps 12 --ckpt-dir cx --force-exchange >x.jsonl 2>x.err || st=$?
     [ "${st:-0}" -eq 1 ]
     metrics x.jsonl >x.m
     cmp one.m x.m
     cmp c1/step-12.safetensors cx/step-12.safetensors
     # (and it is the exchange step: its profile has the all-to-alls' phases)
-    "${TS[@]}" --max-steps 2 --force-exchange --profile >p.jsonl 2>p.err || st=$?
+    "${TS[@]}" $P --max-steps 2 --force-exchange --profile >p.jsonl 2>p.err || st=$?
     jq -se 'map(select(.type == "profile"))[0].ms | has("a2a_fwd") and has("a2a_bwd")' p.jsonl
-    # --hybrid-embedding runs there (it implies --force-exchange with one rank): fixed (auto) and
-    # exact alike bit for bit, and like the plain step within 1e-5 (the replicated rows' gradients
-    # are summed per row first)
-    for cap in auto 0; do
-        "${TS[@]}" --max-steps 12 --ckpt-dir "ch-$cap" --hybrid-embedding --hybrid-stat-batches 4 \
-            --hybrid-capacity "$cap" >"h-$cap.jsonl" 2>"h-$cap.err" || st=$?
-        [ "${st:-0}" -eq 1 ]
-        metrics "h-$cap.jsonl" >"h-$cap.m"
-    done
-    "${TS[@]}" --max-steps 12 --force-exchange --hybrid-embedding --hybrid-stat-batches 4 >hx.jsonl 2>hx.err || st=$?
+    # the hybrid embedding runs there by default (it implies --force-exchange with one rank), as
+    # with --hybrid-embedding or the config's parallel.hybrid_embedding: fixed (auto) and exact
+    # alike bit for bit, and like the plain step within 1e-5 (the replicated rows' gradients are
+    # summed per row first)
+    "${TS[@]}" --max-steps 12 --ckpt-dir ch-auto --hybrid-stat-batches 4 >h-auto.jsonl 2>h-auto.err || st=$?
+    [ "${st:-0}" -eq 1 ]
+    metrics h-auto.jsonl >h-auto.m
+    "${TS[@]}" --max-steps 12 --ckpt-dir ch-0 --hybrid-embedding --hybrid-stat-batches 4 --hybrid-capacity 0 \
+        >h-0.jsonl 2>h-0.err || st=$?
+    [ "${st:-0}" -eq 1 ]
+    metrics h-0.jsonl >h-0.m
+    "${TS[@]}" --max-steps 12 --force-exchange --set parallel.hybrid_embedding=true --hybrid-stat-batches 4 \
+        >hx.jsonl 2>hx.err || st=$?
     metrics hx.jsonl >hx.m
     cmp h-auto.m hx.m
     jq -se 'map(select(.type == "result"))[0].hybrid_embedding | .frequent_rows > 0 and .fixed_batches == 12' h-auto.jsonl
@@ -265,9 +273,25 @@ PY
     cmp h-auto.m h-0.m
     cmp ch-auto/step-12.safetensors ch-0/step-12.safetensors
     trained_alike one.m h-auto.m c1/step-12.safetensors ch-auto/step-12.safetensors
-    run "${TS[@]}" --max-steps 1 --force-exchange --dump-step d.bin
+    # the config key says it too: false is the plain step, as --no-hybrid-embedding
+    "${TS[@]}" --max-steps 12 --set parallel.hybrid_embedding=false >cf.jsonl 2>cf.err || st=$?
+    metrics cf.jsonl >cf.m
+    cmp one.m cf.m
+    ! grep -q '"hybrid_embedding"' cf.jsonl
+    # the step dump is of the plain one-rank step (the PyTorch peer's), whatever the parallel
+    # settings say: the same bytes with the default, --force-exchange and --no-hybrid-embedding
+    run "${TS[@]}" --max-steps 1 --force-exchange $P --dump-step d1.bin
+    [ "$status" -eq 0 ]
+    run "${TS[@]}" --max-steps 1 --dump-step d2.bin
+    [ "$status" -eq 0 ]
+    run "${TS[@]}" --max-steps 1 --no-hybrid-embedding --dump-step d3.bin
+    [ "$status" -eq 0 ]
+    cmp d1.bin d3.bin
+    cmp d2.bin d3.bin
+    # several ranks: not yet
+    run "$L" -n 2 -- "${TS[@]}" --max-steps 1 --dump-step d4.bin
     [ "$status" -eq 2 ]
-    [[ "$output" == *"--dump-step is not supported"* ]]
+    [[ "$output" == *"--dump-step is not supported with several ranks yet"* ]]
 }
 
 @test "train-step --eval-dir: 2 ranks train while evaluate --follow evaluates; rank 0's reading is every rank's" {
@@ -280,7 +304,7 @@ PY
     pid=$!
     TSD=(train-step -c "$CFG" -t "$D/train.tks" -b cpu --set train.global_batch_size=240 --log-every 0
          --eval-every 1200 --max-steps 12 --set target.auc=0.4)
-    run "$L" -n 2 -- "${TSD[@]}" --eval-dir ev --eval-wait 60 --rendezvous "file:$PWD/rdv"
+    run "$L" -n 2 -- "${TSD[@]}" --eval-dir ev --eval-wait 60
     wait "$pid"
     [ "$status" -eq 0 ]
     [ -f ev/STOP ]
@@ -393,7 +417,7 @@ resume_agree() {
 phases() { jq -r 'select(.type == "profile") | .ms | to_entries[] | "\(.key) \(.value)"' "$1"; }
 
 @test "train-step --profile: mean ms per phase, the exchange and the waits on 2 ranks, same results" {
-    run "${TS[@]}" --max-steps 6 --profile
+    run "${TS[@]}" $P --max-steps 6 --profile
     [ "$status" -eq 1 ]
     printf '%s\n' "$output" >one.jsonl
     [ "$(jq -r 'select(.type == "profile") | .steps' one.jsonl)" = 5 ] # the first step is warm-up
@@ -402,7 +426,7 @@ phases() { jq -r 'select(.type == "profile") | .ms | to_entries[] | "\(.key) \(.
     [ "$(cut -d' ' -f1 one.p | tr '\n' ' ')" = "bottom_fwd lookup interaction_fwd top_fwd top_bwd interaction_bwd embedding_bwd_sgd bottom_bwd dense_sgd " ]
     awk '{ if (!($2 >= 0)) exit 1 }' one.p
     awk '{ s += $2 } END { exit !(s > 0) }' one.p
-    run "$L" -n 2 -- "${TS[@]}" --max-steps 6 --profile --rendezvous "file:$PWD/rdv"
+    run "$L" -n 2 -- "${TS[@]}" $P --max-steps 6 --profile --rendezvous "file:$PWD/rdv"
     [ "$status" -eq 1 ]
     printf '%s\n' "$output" >two.jsonl
     phases two.jsonl >two.p
@@ -413,12 +437,12 @@ phases() { jq -r 'select(.type == "profile") | .ms | to_entries[] | "\(.key) \(.
     done
     [ "$(grep -c '"type":"profile"' two.jsonl)" -eq 1 ] # rank 0 only
     # profiling changes nothing computed
-    run "$L" -n 2 -- "${TS[@]}" --max-steps 6 --rendezvous "file:$PWD/rdv2"
+    run "$L" -n 2 -- "${TS[@]}" $P --max-steps 6 --rendezvous "file:$PWD/rdv2"
     [ "$status" -eq 1 ]
     printf '%s\n' "$output" >plain.jsonl
     diff <(metrics two.jsonl) <(metrics plain.jsonl)
     # the hybrid embedding's phases
-    run "$L" -n 2 -- "${TS[@]}" --max-steps 6 --profile --rendezvous "file:$PWD/rdv3" --hybrid-embedding
+    run "$L" -n 2 -- "${TS[@]}" --max-steps 6 --profile
     [ "$status" -eq 1 ]
     printf '%s\n' "$output" >hy.jsonl
     phases hy.jsonl >hy.p

@@ -43,7 +43,8 @@ hyfield() { # name key: the result's hybrid_embedding.key
         sed -n "s/^\"$2\":\\(.*\\)/\\1/p"
 }
 
-if ts_full one "$GPU" && ts_full fx "$GPU" --force-exchange && ts_full fxeager "$GPU" --force-exchange --no-graphs &&
+P=--no-hybrid-embedding # the plain step (the hybrid embedding is the default)
+if ts_full one "$GPU" $P && ts_full fx "$GPU" --force-exchange $P && ts_full fxeager "$GPU" --force-exchange --no-graphs $P &&
     same one fx && same one fxeager; then
     echo "ok 1 - --force-exchange (graphs, eager) = the one-rank step: $(wc -l <"$W/one.vals") losses/AUCs identical"
 else

@@ -12,7 +12,8 @@ static const char *ALL_VARS[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORL
                                  "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE",
                                  "PMI_RANK", "PMI_SIZE", "PMI_LOCAL_RANK", "PMI_LOCAL_SIZE",
                                  "MPI_LOCALRANKID", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
-                                 "SLURM_NTASKS_PER_NODE", "TK_RUN_ID", "SLURM_JOB_ID", "SLURM_STEP_ID"};
+                                 "SLURM_NTASKS_PER_NODE", "TK_RUN_ID", "SLURM_JOB_ID", "SLURM_STEP_ID",
+                                 "TK_RENDEZVOUS"};
 
 static void clear_env(void) {
     for (size_t i = 0; i < sizeof ALL_VARS / sizeof ALL_VARS[0]; i++) unsetenv(ALL_VARS[i]);
@@ -184,4 +185,36 @@ TK_TEST(rendezvous_bad_spec) {
     tk_err e;
     CHECK_EQ_INT(tk_rendezvous("nfs:/x", &r, blob, &n, 1, &e), TK_EUSAGE);
     CHECK_EQ_INT(tk_rendezvous("tcp:nohostport", &r, blob, &n, 1, &e), TK_EUSAGE);
+}
+
+// The spec of a run: the option, else TK_RENDEZVOUS (share/launch's), else none.
+TK_TEST(rendezvous_spec_option_then_env) {
+    clear_env();
+    const char *spec = "x";
+    tk_err e;
+    CHECK_EQ_INT(tk_rendezvous_spec(NULL, &spec, &e), 0);
+    CHECK(spec == NULL);
+    setenv("TK_RENDEZVOUS", "", 1); // empty: unset
+    CHECK_EQ_INT(tk_rendezvous_spec(NULL, &spec, &e), 0);
+    CHECK(spec == NULL);
+    setenv("TK_RENDEZVOUS", "file:/tmp/tk-launch.abc/rendezvous", 1);
+    CHECK_EQ_INT(tk_rendezvous_spec(NULL, &spec, &e), 0);
+    CHECK_STR(spec, "file:/tmp/tk-launch.abc/rendezvous");
+    CHECK_EQ_INT(tk_rendezvous_spec("tcp:node1:29500", &spec, &e), 0); // the option wins
+    CHECK_STR(spec, "tcp:node1:29500");
+    setenv("TK_RENDEZVOUS", "tcp:[::1]:29500", 1);
+    CHECK_EQ_INT(tk_rendezvous_spec(NULL, &spec, &e), 0);
+    CHECK_STR(spec, "tcp:[::1]:29500");
+    const char *bad[] = {"file:", "tcp:nohostport", "tcp::29500", "tcp:host:", "/tmp/rdv", "nfs:/x"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        setenv("TK_RENDEZVOUS", bad[i], 1);
+        spec = "x";
+        CHECK_EQ_INT(tk_rendezvous_spec(NULL, &spec, &e), TK_EUSAGE);
+        char want[128];
+        snprintf(want, sizeof want, "TK_RENDEZVOUS='%s': expected file:PATH or tcp:HOST:PORT", bad[i]);
+        CHECK_STR(e.what, want);
+        // a malformed variable does not matter when the option is given
+        CHECK_EQ_INT(tk_rendezvous_spec("file:/x", &spec, &e), 0);
+    }
+    clear_env();
 }

@@ -25,9 +25,10 @@ static int wl_config(json_t *root, const char *path, const tk_run_cfg *run, cons
 
 static void wl_config_free(void *cfg) { free(cfg); }
 
-// One rank: the hybrid embedding runs in the exchange step over a world of 1 (its replica's segment
-// sums and dense update beat the sorted sparse update of the hot rows: 1.27x the one-rank step on
-// an H100, contrib/bench/NOTES.md), so one command serves every GPU count.
+// One rank: the hybrid embedding (the default) runs in the exchange step over a world of 1 (its
+// replica's segment sums and dense update beat the sorted sparse update of the hot rows: 1.42x
+// the plain one-rank step on an H100, contrib/bench/NOTES.md), so one command serves every GPU
+// count. --no-hybrid-embedding without --force-exchange: the plain one-rank step, no communicator.
 static int wl_wants_comm(const void *cfg) {
     const tk_dlrm_config *c = cfg;
     return c->force_exchange || c->hybrid;
@@ -199,8 +200,11 @@ static json_t *wl_result_extra(const void *m) {
 
 static const tk_wl_option options[] = {
     {.name = "hybrid-embedding", .key = "parallel.hybrid_embedding", .value = "true",
-     .help = "train the tables' most used rows as a replica: several ranks hold it on every rank "
-             "(all-reduced) and exchange only the rest; one rank runs the same step (implies --force-exchange)"},
+     .help = "(the default) train the tables' most used rows as a replica: several ranks hold it on every "
+             "rank (all-reduced) and exchange only the rest; one rank runs the same step (implies --force-exchange)"},
+    {.name = "no-hybrid-embedding", .key = "parallel.hybrid_embedding", .value = "false",
+     .help = "the plain step: every row through the sparse update (one rank) or the all-to-all exchange "
+             "(several ranks); --dump-step needs it"},
     {.name = "hybrid-max-rows", .has_arg = 1, .key = "parallel.hybrid_max_rows", .lo = 0, .hi = 1 << 30, .arg = "N",
      .help = "... at most N replicated rows (default 1048576)"},
     {.name = "hybrid-stat-batches", .has_arg = 1, .key = "parallel.hybrid_stat_batches", .lo = 1, .hi = 100000,
@@ -211,7 +215,7 @@ static const tk_wl_option options[] = {
              "eagerly, exact); 0: none"},
     {.name = "force-exchange", .key = "parallel.force_exchange", .value = "true",
      .help = "one rank: run the several-ranks step anyway (the exchange is a copy, collectives over a world of "
-             "1; --hybrid-embedding takes effect): that code's check on one GPU; slower"},
+             "1): with --no-hybrid-embedding that code's check on one GPU; slower"},
     {0}};
 
 const tk_workload tk_workload_dlrm = {

@@ -16,9 +16,10 @@
 # mlperf-full: the same data hashed to 40,000,000 and the full MLPerf table sizes (187.8 M rows,
 # synth-mlperf-full.json; ~60 GB of disk with its 48 GB checkpoint, ~60 GB of GPU memory). --reuse-data
 # keeps the prepared data of an earlier run with the same generator settings in DIR. --gpus N
-# trains hybrid-parallel on N local GPUs (N ranks under share/launch, same global batch; on cpu,
-# N processes). Exit status: that of train-step (0 target reached, 1 not reached, ...), or 1
-# when a log check fails.
+# trains hybrid-parallel on N local GPUs (N ranks under share/launch, which gives them their
+# rendezvous; same global batch; on cpu, N processes). train-step's defaults hold: the hybrid
+# embedding on any number of GPUs (-- --no-hybrid-embedding for the plain step). Exit status:
+# that of train-step (0 target reached, 1 not reached, ...), or 1 when a log check fails.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -35,7 +36,7 @@ reuse=0
 gpus=1
 extra=()
 
-usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
     case $1 in
     -o | --out) out=$2; shift 2 ;;
@@ -76,7 +77,7 @@ if [ "$backend" = auto ]; then
         "$bin/prep" synth criteo --days 1 --rows-per-day 1024 --seed 1 -o "$probe/raw" >/dev/null 2>&1 &&
             "$bin/prep" criteo --max-ind-range 64 -o "$probe/p.tks" "$probe/raw/day_0" 2>/dev/null &&
             "$bin/train-step" -c "$here/tiny.json" -t "$probe/p.tks" --backend cuda --set train.global_batch_size=256 \
-                --dump-step "$probe/probe.safetensors" >/dev/null 2>&1 && backend=cuda
+                --no-hybrid-embedding --dump-step "$probe/probe.safetensors" >/dev/null 2>&1 && backend=cuda
     fi
     rm -rf "$probe"
 fi
@@ -123,13 +124,14 @@ else
 fi
 
 step train "train-step $(basename "$config") on $backend$([ "$gpus" -gt 1 ] && echo ", $gpus ranks (share/launch)")"
-rm -f "$out/dlrm.mllog" "$out/rdv"
+rm -f "$out/dlrm.mllog"
 set +e
 train=("$bin/train-step" -c "$config" -t "$out/shards" -e "$out/eval.tks" --backend "$backend"
     --mllog "$out/dlrm.mllog" --ckpt-dir "$out/ckpt" --log-every 0 "${extra[@]}")
 if [ "$gpus" -gt 1 ]; then
-    # Same global batch as on one GPU (so the same convergence), split over the ranks.
-    "$root/share/launch" -n "$gpus" -- "${train[@]}" --rendezvous "file:$out/rdv" >"$out/train.jsonl"
+    # Same global batch as on one GPU (so the same convergence), split over the ranks; they meet
+    # through the rendezvous share/launch gives them.
+    "$root/share/launch" -n "$gpus" -- "${train[@]}" >"$out/train.jsonl"
 else
     "${train[@]}" >"$out/train.jsonl"
 fi
