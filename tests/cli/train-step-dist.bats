@@ -5,6 +5,7 @@
 # loss) are ordered differently, so losses, AUCs and weights agree within 1e-5 relative (fp32).
 
 load dlrm_data
+load compare
 
 setup_file() {
     make_dlrm_data
@@ -25,76 +26,6 @@ setup() {
 
 teardown() { # ranks started by hand by a test that failed early
     for p in ${p0:-} ${p1:-}; do kill -KILL "$p" 2>/dev/null || true; done
-}
-
-# The losses (every progress line) and AUCs (every eval line, then the result's) of a JSONL file.
-metrics() {
-    python3 -c '
-import json, sys
-for line in open(sys.argv[1]):
-    o = json.loads(line)
-    if o["type"] == "progress": print("loss", o["step"], repr(o["loss"]))
-    elif o["type"] == "eval": print("auc", o["step"], repr(o["auc"]))
-    elif o["type"] == "result": print("final", o["steps"], repr(o["auc"]))
-' "$1"
-}
-
-# Same keys and steps, values within rel (relative).
-agree() { # file-a file-b rel
-    python3 -c '
-import sys
-a = [l.split() for l in open(sys.argv[1])]
-b = [l.split() for l in open(sys.argv[2])]
-rel = float(sys.argv[3])
-assert len(a) == len(b) and len(a) > 0, (len(a), len(b))
-worst = 0.0
-for x, y in zip(a, b):
-    assert x[:2] == y[:2], (x, y)
-    u, v = float(x[2]), float(y[2])
-    worst = max(worst, abs(u - v) / max(abs(u), 1e-30))
-print("worst relative difference %.2e over %d values" % (worst, len(a)))
-sys.exit(0 if worst <= rel else 1)
-' "$1" "$2" "$3"
-}
-
-# Two safetensors files hold the same tensors (names, dtypes, shapes) and every tensor agrees
-# within rel of its largest magnitude. A reader of the format (8-byte header length, JSON
-# header, data) on numpy alone.
-ckpt_agree() { # a b rel
-    python3 -c '
-import json, struct, sys
-import numpy as np
-def load(p):
-    raw = open(p, "rb").read()
-    n = struct.unpack("<Q", raw[:8])[0]
-    h = json.loads(raw[8:8 + n])
-    h.pop("__metadata__", None)
-    out = {}
-    for k, t in h.items():
-        assert t["dtype"] == "F32", t["dtype"]
-        s, e = t["data_offsets"]
-        out[k] = np.frombuffer(raw[8 + n + s:8 + n + e], dtype="<f4").reshape(t["shape"])
-    return out
-a, b, rel = load(sys.argv[1]), load(sys.argv[2]), float(sys.argv[3])
-assert sorted(a) == sorted(b), (sorted(a), sorted(b))
-worst = 0.0
-for k in a:
-    assert a[k].shape == b[k].shape, k
-    scale = max(float(np.abs(a[k]).max()), 1e-30)
-    worst = max(worst, float(np.abs(a[k].astype(np.float64) - b[k]).max()) / scale)
-print("%d tensors, worst relative difference %.2e" % (len(a), worst))
-sys.exit(0 if worst <= rel else 1)
-' "$1" "$2" "$3"
-}
-
-# trained_alike METRICS-A METRICS-B CKPT-A CKPT-B: the same losses/AUCs and weights within 1e-5.
-trained_alike() {
-    run agree "$1" "$2" 1e-5
-    echo "$output"
-    [ "$status" -eq 0 ]
-    run ckpt_agree "$3" "$4" 1e-5
-    echo "$output"
-    [ "$status" -eq 0 ]
 }
 
 @test "train-step: ranks not started by launch need --rendezvous; a global batch not divisible by the world is a usage error" {
