@@ -1,66 +1,130 @@
 // CUDA side of kernels/bn.h. The per-channel sums (statistics forward, dbeta/dgamma backward) are
-// two kernels: blocks of 32 channels x 8 row lanes add fp32 partials over a fixed set of rows
-// (grid G row groups, G a function of M only) and reduce their 8 lanes in a fixed order; one
-// thread per channel then adds the G partials in fp64. No atomics: the same inputs give the same
-// bits on every run and every graph replay. The elementwise passes (apply, dx) take 16-byte
-// vectors of channels when the channel count and the pointers allow.
+// two kernels: blocks add fp32 partials over a fixed set of rows, reading 16-byte vectors of
+// channels (partial: G row groups, G a function of M and C only) and reducing their row lanes in
+// a fixed order; one thread per channel then adds the G partials in fp64. No atomics: the same
+// inputs give the same bits on every run and every graph replay. The elementwise passes (apply,
+// dx) take 16-byte vectors of channels too, when the channel count and the pointers allow.
 #include "bn.h"
 #include "cuda_util.cuh"
 #include "rn_vec.cuh"
 
 namespace {
 
-constexpr int kTileC = 32, kLanes = 8;
+constexpr int kThreads = 256;
 
-// Row groups of the partial sums: about 256 rows per block, at most 1024 groups.
-int groups(int64_t M) {
-    int64_t g = (M + 255) / 256;
-    return (int)(g < 1 ? 1 : g > 1024 ? 1024 : g);
+// The partial sums' grid: blocks of 256 threads each cover a tile of up to 256 vectors of N
+// channels (C / N vectors per row; tiles along grid.y) and R = 256 / (vectors in the tile) rows
+// at a time; G = grid.x row groups of about 16 block iterations, at most 2048. A function of
+// (M, C, N) only, so the sums' order is fixed.
+int groups(int64_t M, int C, int N) {
+    const int V = C / N, Vt = V < kThreads ? V : kThreads, R = kThreads / Vt;
+    int64_t g = (M + (int64_t)R * 16 - 1) / ((int64_t)R * 16);
+    return (int)(g < 1 ? 1 : g > 2048 ? 2048 : g);
+}
+int groups_max(int64_t M, int C) { // over the vector widths a call may take (1, 4, 8)
+    int a = groups(M, C, 1), b = C % 4 == 0 ? groups(M, C, 4) : 0, c = C % 8 == 0 ? groups(M, C, 8) : 0;
+    return a > b ? (a > c ? a : c) : (b > c ? b : c);
 }
 
 // ws: partials (G x C x 2 floats), then coef (3 x C floats).
 float *coef_of(void *ws, int64_t M, int C) {
-    return (float *)((char *)ws + tk_cu_align((size_t)groups(M) * C * 2 * sizeof(float)));
-}
-
-// dz of element i (bn.h), rounded to T.
-template <typename T>
-__device__ __forceinline__ float dz_at(const T *y, const T *dy, const T *dy2, size_t i) {
-    float g = rn_f(dy[i]);
-    if (dy2) g += rn_f(dy2[i]);
-    if (y && !(rn_f(y[i]) > 0.0f)) g = 0.0f;
-    return rn_round<T>(g);
+    return (float *)((char *)ws + tk_cu_align((size_t)groups_max(M, C) * C * 2 * sizeof(float)));
 }
 
 __device__ __forceinline__ float act(float v, int relu) { return relu && !(v > 0.0f) ? (v != v ? v : 0.0f) : v; }
 
-// The block's 8 row lanes added in a fixed order: the block's partial sums of channel c.
-__device__ __forceinline__ void lanes_to_partial(float s, float q, int c, int C, float *part) {
-    __shared__ float ss[kLanes][kTileC], sq[kLanes][kTileC];
-    ss[threadIdx.y][threadIdx.x] = s;
-    sq[threadIdx.y][threadIdx.x] = q;
-    __syncthreads();
-    if (threadIdx.y == 0 && c < C) {
-        for (int l = 1; l < kLanes; l++) s += ss[l][threadIdx.x], q += sq[l][threadIdx.x];
-        part[((size_t)blockIdx.y * C + c) * 2] = s;
-        part[((size_t)blockIdx.y * C + c) * 2 + 1] = q;
+// N elements at p + i as floats: one, or a 16-byte vector.
+template <typename T, int N> __device__ __forceinline__ void ldn(const T *p, size_t i, float *f) {
+    if constexpr (N == 1) f[0] = rn_f(p[i]);
+    else rn_vload(p, i, f);
+}
+template <typename T, int N> __device__ __forceinline__ void stn(T *p, size_t i, const float *f) {
+    if constexpr (N == 1) p[i] = rn_to<T>(f[0]);
+    else rn_vstore(p, i, f);
+}
+
+// Part 1 of the per-channel sums, both directions: each thread adds its rows' values of its N
+// channels, then the R row lanes of a vector are added in a fixed order into the block's partial.
+//   forward (BWD false): s = sum (x - x[0, c]), q = sum (x - x[0, c])^2
+//   backward: dz (bn.h; written to dz_out when asked), s = sum dz, q = sum dz xhat
+template <typename T, int N, bool BWD>
+__global__ void __launch_bounds__(kThreads) partial(const T *x, const T *y, const T *dy, const T *dy2,
+                                                    const float *mean, const float *invstd, int64_t M, int C,
+                                                    float *part, T *dz_out) {
+    __shared__ float sh[kThreads * N];
+    const int V = C / N, v0 = blockIdx.y * kThreads, Vt = V - v0 < kThreads ? V - v0 : kThreads, R = kThreads / Vt;
+    const int tid = threadIdx.x, r = tid / Vt, v = v0 + tid % Vt, c0 = v * N;
+    const bool active = r < R;
+    float s[N], q[N], a[N], b[N];
+#pragma unroll
+    for (int k = 0; k < N; k++) s[k] = q[k] = 0;
+    if (active) {
+        if (BWD) {
+#pragma unroll
+            for (int k = 0; k < N; k++) a[k] = mean[c0 + k], b[k] = invstd[c0 + k];
+        } else {
+            ldn<T, N>(x, (size_t)c0, a); // the shift: row 0
+        }
+        for (int64_t m = (int64_t)blockIdx.x * R + r; m < M; m += (int64_t)gridDim.x * R) {
+            const size_t i = (size_t)m * C + c0;
+            float xv[N];
+            ldn<T, N>(x, i, xv);
+            if (BWD) {
+                float g[N], g2[N], yv[N], o[N];
+                ldn<T, N>(dy, i, g);
+                if (dy2) ldn<T, N>(dy2, i, g2);
+                if (y) ldn<T, N>(y, i, yv);
+#pragma unroll
+                for (int k = 0; k < N; k++) {
+                    float dz = g[k];
+                    if (dy2) dz += g2[k];
+                    if (y && !(yv[k] > 0.0f)) dz = 0.0f;
+                    dz = rn_round<T>(dz);
+                    float xhat = __fmul_rn(__fsub_rn(xv[k], a[k]), b[k]);
+                    s[k] += dz;
+                    q[k] = __fmaf_rn(dz, xhat, q[k]);
+                    o[k] = dz;
+                }
+                if (dz_out) stn<T, N>(dz_out, i, o);
+            } else {
+#pragma unroll
+                for (int k = 0; k < N; k++) {
+                    float d = xv[k] - a[k];
+                    s[k] += d;
+                    q[k] += d * d;
+                }
+            }
+        }
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        float *acc = pass ? q : s;
+#pragma unroll
+        for (int k = 0; k < N; k++) sh[tid * N + k] = acc[k];
+        __syncthreads();
+        if (active && r == 0) {
+            for (int rr = 1; rr < R; rr++)
+#pragma unroll
+                for (int k = 0; k < N; k++) acc[k] += sh[(rr * Vt + tid) * N + k];
+#pragma unroll
+            for (int k = 0; k < N; k++) part[((size_t)blockIdx.x * C + c0 + k) * 2 + pass] = acc[k];
+        }
+        __syncthreads();
     }
 }
 
-// Forward statistics, part 1: per (group, channel) the sum and sum of squares of x - x[0, c].
-template <typename T>
-__global__ void stats_partial(const T *x, int64_t M, int C, float *part) {
-    const int c = blockIdx.x * kTileC + threadIdx.x, G = gridDim.y;
-    float s = 0, q = 0;
-    if (c < C) {
-        const float shift = rn_f(x[c]);
-        for (int64_t m = (int64_t)blockIdx.y * kLanes + threadIdx.y; m < M; m += (int64_t)G * kLanes) {
-            float d = rn_f(x[(size_t)m * C + c]) - shift;
-            s += d;
-            q += d * d;
-        }
-    }
-    lanes_to_partial(s, q, c, C, part);
+// The launch of part 1 with the widest vectors the channels and pointers allow; returns G.
+template <typename T, bool BWD>
+int launch_partial(cudaStream_t st, const void *x, const void *y, const void *dy, const void *dy2, const float *mean,
+                   const float *invstd, int64_t M, int C, float *part, void *dz_out) {
+    constexpr int NV = RnVec<T>::N;
+    const bool vec = C % NV == 0 && rn_aligned16(x, y, dy, dy2, dz_out);
+    const int N = vec ? NV : 1, G = groups(M, C, N), tiles = (C / N + kThreads - 1) / kThreads;
+    const T *X = (const T *)x, *Y = (const T *)y, *DY = (const T *)dy, *DY2 = (const T *)dy2;
+    if (vec)
+        partial<T, NV, BWD><<<dim3(G, tiles), kThreads, 0, st>>>(X, Y, DY, DY2, mean, invstd, M, C, part, (T *)dz_out);
+    else
+        partial<T, 1, BWD><<<dim3(G, tiles), kThreads, 0, st>>>(X, Y, DY, DY2, mean, invstd, M, C, part, (T *)dz_out);
+    return G;
 }
 
 // Part 2: one thread per channel: the statistics, the running update, scale and shift.
@@ -128,25 +192,6 @@ __global__ void apply(const T *x, const T *res, int relu, const float *coef, Eva
     }
 }
 
-// Backward part 1: per (group, channel) the sums of dz and dz xhat; dz written out when asked.
-template <typename T>
-__global__ void bwd_partial(const T *x, const T *y, const T *dy, const T *dy2, const float *save_mean,
-                            const float *save_invstd, int64_t M, int C, float *part, T *dz_out) {
-    const int c = blockIdx.x * kTileC + threadIdx.x, G = gridDim.y;
-    float s = 0, q = 0;
-    if (c < C) {
-        const float mean = save_mean[c], invstd = save_invstd[c];
-        for (int64_t m = (int64_t)blockIdx.y * kLanes + threadIdx.y; m < M; m += (int64_t)G * kLanes) {
-            const size_t i = (size_t)m * C + c;
-            float dz = dz_at(y, dy, dy2, i), xhat = __fmul_rn(__fsub_rn(rn_f(x[i]), mean), invstd);
-            s += dz;
-            q = __fmaf_rn(dz, xhat, q);
-            if (dz_out) dz_out[i] = rn_to<T>(dz);
-        }
-    }
-    lanes_to_partial(s, q, c, C, part);
-}
-
 __global__ void bwd_final(const float *part, int G, int64_t M, int C, const float *gamma, const float *save_invstd,
                           float *dgamma, float *dbeta, float *coef) {
     const int c = blockIdx.x * blockDim.x + threadIdx.x;
@@ -160,9 +205,10 @@ __global__ void bwd_final(const float *part, int G, int64_t M, int C, const floa
     coef[2 * C + c] = (float)(sg / (double)M);
 }
 
-// dx = a (dz - b - xhat g) with the coefficients of bwd_final.
+// dx = a (dz - b - xhat g) with the coefficients of bwd_final; dz recomputed from dy, dy2 and y,
+// or read from dzin (part 1 wrote it: two reads instead of four).
 template <typename T, bool VEC>
-__global__ void bwd_dx(const T *x, const T *y, const T *dy, const T *dy2, const float *save_mean,
+__global__ void bwd_dx(const T *x, const T *y, const T *dy, const T *dy2, const T *dzin, const float *save_mean,
                        const float *save_invstd, const float *coef, int64_t M, int C, T *dx) {
     constexpr int N = VEC ? RnVec<T>::N : 1;
     const size_t nv = (size_t)M * C / N;
@@ -170,29 +216,23 @@ __global__ void bwd_dx(const T *x, const T *y, const T *dy, const T *dy2, const 
         const size_t i = j * N;
         const int c0 = (int)(i % (size_t)C);
         float xv[N], g[N], g2[N], yv[N], o[N];
-        if (VEC) {
-            rn_vload(x, i, xv);
-            rn_vload(dy, i, g);
-            if (dy2) rn_vload(dy2, i, g2);
-            if (y) rn_vload(y, i, yv);
-        } else {
-            xv[0] = rn_f(x[i]);
-            g[0] = rn_f(dy[i]);
-            if (dy2) g2[0] = rn_f(dy2[i]);
-            if (y) yv[0] = rn_f(y[i]);
-        }
+        ldn<T, N>(x, i, xv);
+        ldn<T, N>(dzin ? dzin : dy, i, g);
+        if (!dzin && dy2) ldn<T, N>(dy2, i, g2);
+        if (!dzin && y) ldn<T, N>(y, i, yv);
 #pragma unroll
         for (int k = 0; k < N; k++) {
             const int c = c0 + k;
             float dz = g[k];
-            if (dy2) dz += g2[k];
-            if (y && !(yv[k] > 0.0f)) dz = 0.0f;
-            dz = rn_round<T>(dz);
+            if (!dzin) {
+                if (dy2) dz += g2[k];
+                if (y && !(yv[k] > 0.0f)) dz = 0.0f;
+                dz = rn_round<T>(dz);
+            }
             float xhat = __fmul_rn(__fsub_rn(xv[k], save_mean[c]), save_invstd[c]);
             o[k] = __fmul_rn(coef[c], __fsub_rn(__fsub_rn(dz, coef[C + c]), __fmul_rn(xhat, coef[2 * C + c])));
         }
-        if (VEC) rn_vstore(dx, i, o);
-        else dx[i] = rn_to<T>(o[0]);
+        stn<T, N>(dx, i, o);
     }
 }
 
@@ -220,9 +260,8 @@ int fwd_train(tk_ctx *c, const void *x, int64_t M, int C, const float *gamma, co
               int relu, float eps, float momentum, float *run_mean, float *run_var, float *save_mean,
               float *save_invstd, void *y, void *ws, tk_err *e) {
     cudaStream_t st = tk_cu_stream(c);
-    const int G = groups(M);
     float *part = (float *)ws, *coef = coef_of(ws, M, C);
-    stats_partial<T><<<dim3((C + kTileC - 1) / kTileC, G), dim3(kTileC, kLanes), 0, st>>>((const T *)x, M, C, part);
+    const int G = launch_partial<T, false>(st, x, nullptr, nullptr, nullptr, nullptr, nullptr, M, C, part, nullptr);
     stats_final<T><<<(C + 127) / 128, 128, 0, st>>>(part, G, (const T *)x, M, C, gamma, beta, eps, momentum, run_mean,
                                                     run_var, save_mean, save_invstd, coef);
     launch_apply<T, false>(st, x, res, relu, coef, EvalStats{}, M, C, y);
@@ -234,20 +273,17 @@ int bwd(tk_ctx *c, const void *x, const void *y, const void *dy, const void *dy2
         const float *gamma, const float *save_mean, const float *save_invstd, void *dx, void *dz_out, float *dgamma,
         float *dbeta, void *ws, tk_err *e) {
     cudaStream_t st = tk_cu_stream(c);
-    const int G = groups(M);
     float *part = (float *)ws, *coef = coef_of(ws, M, C);
-    bwd_partial<T><<<dim3((C + kTileC - 1) / kTileC, G), dim3(kTileC, kLanes), 0, st>>>(
-        (const T *)x, (const T *)y, (const T *)dy, (const T *)dy2, save_mean, save_invstd, M, C, part, (T *)dz_out);
+    const int G = launch_partial<T, true>(st, x, y, dy, dy2, save_mean, save_invstd, M, C, part, dz_out);
     bwd_final<<<(C + 127) / 128, 128, 0, st>>>(part, G, M, C, gamma, save_invstd, dgamma, dbeta, coef);
-    const bool vec = C % RnVec<T>::N == 0 && rn_aligned16(x, y, dy, dy2, dx);
+    const bool vec = C % RnVec<T>::N == 0 && rn_aligned16(x, y, dy, dy2, dx) && rn_aligned16(dz_out);
     const int64_t n = M * C / (vec ? RnVec<T>::N : 1);
+    const T *X = (const T *)x, *Y = (const T *)y, *DY = (const T *)dy, *DY2 = (const T *)dy2, *DZ = (const T *)dz_out;
     if (vec)
-        bwd_dx<T, true><<<tk_cu_blocks(n, 256), 256, 0, st>>>((const T *)x, (const T *)y, (const T *)dy,
-                                                              (const T *)dy2, save_mean, save_invstd, coef, M, C,
+        bwd_dx<T, true><<<tk_cu_blocks(n, 256), 256, 0, st>>>(X, Y, DY, DY2, DZ, save_mean, save_invstd, coef, M, C,
                                                               (T *)dx);
     else
-        bwd_dx<T, false><<<tk_cu_blocks(n, 256), 256, 0, st>>>((const T *)x, (const T *)y, (const T *)dy,
-                                                               (const T *)dy2, save_mean, save_invstd, coef, M, C,
+        bwd_dx<T, false><<<tk_cu_blocks(n, 256), 256, 0, st>>>(X, Y, DY, DY2, DZ, save_mean, save_invstd, coef, M, C,
                                                                (T *)dx);
     return tk_cu_check(e, "bn_bwd");
 }
@@ -255,7 +291,7 @@ int bwd(tk_ctx *c, const void *x, const void *y, const void *dy, const void *dy2
 } // namespace
 
 size_t tk_bn_ws_bytes_cuda(int64_t M, int C) {
-    return tk_cu_align((size_t)groups(M) * C * 2 * sizeof(float)) + tk_cu_align((size_t)3 * C * sizeof(float));
+    return tk_cu_align((size_t)groups_max(M, C) * C * 2 * sizeof(float)) + tk_cu_align((size_t)3 * C * sizeof(float));
 }
 
 int tk_bn_fwd_train_cuda(tk_ctx *c, tk_dtype t, const void *x, int64_t M, int C, const float *gamma, const float *beta,

@@ -19,11 +19,11 @@ static void rn_synth_image(uint64_t seed, int64_t idx, int cls, int classes, int
     const double period = 3.0 + cls % 3, phase = 6.283185307179586 * tk_philox_uniform(seed, TK_RNG_SYNTH, (uint64_t)idx << 20);
     for (int y = 0; y < H; y++)
         for (int x = 0; x < W; x++) {
-            double stripe = sin(6.283185307179586 * (x * cos(th) + y * sin(th)) / period + phase) > 0 ? 35 : -35;
+            double stripe = sin(6.283185307179586 * (x * cos(th) + y * sin(th)) / period + phase) > 0 ? 25 : -25;
             for (int c = 0; c < 3; c++) {
-                double noise = 100 * (tk_philox_uniform(seed, TK_RNG_SYNTH, ((uint64_t)idx << 20) + 1 +
+                double noise = 200 * (tk_philox_uniform(seed, TK_RNG_SYNTH, ((uint64_t)idx << 20) + 1 +
                                                                             ((uint64_t)y * W + x) * 3 + c) - 0.5);
-                double v = 128 + 60 * cos(hue + c * 2.0943951023931953) + stripe + noise;
+                double v = 128 + 30 * cos(hue + c * 2.0943951023931953) + stripe + noise;
                 px[((size_t)y * W + x) * 3 + c] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
             }
         }
@@ -46,14 +46,19 @@ static int rn_synth_write(const char *path, int64_t first, int64_t n, int H, int
     tks_writer *w;
     tks_writer_opts o = {.records_per_frame = 256};
     TRY(tks_writer_open(&w, path, &s, &o, e));
-    uint8_t *img = malloc((size_t)H * W * 3);
-    int32_t lab;
+    enum { CHUNK = 64 }; // images made in parallel, then appended
+    uint8_t *img = malloc((size_t)CHUNK * H * W * 3);
+    int32_t lab[CHUNK];
     int rc = img ? 0 : tk_err_set(e, TK_EIO, "out of memory");
-    for (int64_t i = first; !rc && i < first + n; i++) {
-        lab = (int32_t)(i % classes);
-        rn_synth_image(seed, i, lab, classes, H, W, img);
-        const void *cols[2] = {img, &lab};
-        rc = tks_writer_append(w, cols, 1, e);
+    for (int64_t i0 = first; !rc && i0 < first + n; i0 += CHUNK) {
+        int k = (int)(first + n - i0 < CHUNK ? first + n - i0 : CHUNK);
+#pragma omp parallel for schedule(static)
+        for (int j = 0; j < k; j++) {
+            lab[j] = (int32_t)((i0 + j) % classes);
+            rn_synth_image(seed, i0 + j, lab[j], classes, H, W, img + (size_t)j * H * W * 3);
+        }
+        const void *cols[2] = {img, lab};
+        rc = tks_writer_append(w, cols, (size_t)k, e);
     }
     free(img);
     if (rc) {

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "engine/ckpt.h"
+#include "img_norm.h"
 #include "sgd.h" // tk_bf16_to_f32
 #include "workloads/resnet/resnet.h"
 
@@ -143,9 +144,16 @@ int rn_dump_step(rn_model *m, const char *path, tk_err *e) {
         ent[n].src = h, ent[n++].dev = 0;
     }
     if (!rc) rc = tk_ctx_sync(m->c, e);
-    const size_t nimg = (size_t)m->b * m->S * m->S * 3;
-    float *img = rc ? NULL : host_f32(m, m->in_img, nimg, m->t, e);
-    if (!rc && !img) rc = e->code;
+    // the normalized images the stem reads (x0's first 3 channels; the step's first op makes them,
+    // the same from the same batch)
+    const size_t npix = (size_t)m->b * m->S * m->S;
+    float *img = NULL;
+    tk_img_norm nrm;
+    for (int c = 0; c < 3; c++) nrm.mean[c] = m->cfg.mean[c], nrm.std[c] = m->cfg.std[c];
+    if (!rc) rc = tk_img_normalize(m->c, m->in_img, (int64_t)npix, nrm, m->t, m->x0, m->cin, e);
+    if (!rc && !(img = host_f32(m, m->x0, npix * m->cin, m->t, e))) rc = e->code;
+    for (size_t p = 0; img && p < npix; p++)
+        for (int c = 0; c < 3; c++) img[p * 3 + c] = img[p * m->cin + c];
     own[no++] = img;
     int64_t si[4] = {m->b, m->S, m->S, 3}, sl[1] = {m->b}, one[1] = {1};
     entry(&ent[n++], "batch.image", TK_F32, 4, si, img, 0);

@@ -7,6 +7,7 @@
 //            image decoder named by data.decoder (lib/image) with torchvision's RandomResizedCrop
 //            and flip for training, resize + center crop for eval. Built only with lib/image and
 //            the ragged .tks fields (the imagenet branch).
+// Samples come out as 8-bit RGB (the model normalizes them on the device: fewer bytes to copy).
 // The epoch order is a permutation of all records drawn from (seed, epoch); global batch i of an
 // epoch is positions [i B, (i + 1) B) of it, and rank r decodes its b = B / world of them.
 // Augmentation draws are keyed by (seed, epoch, record), so any loader thread makes the same
@@ -15,7 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "act_io.h"
 #include "engine/data.h"
 #include "gpu/philox.h"
 #include "tks/tks.h"
@@ -195,9 +195,9 @@ static tk_philox_ctr aug(uint64_t seed, uint32_t epoch, int64_t rec) {
 }
 
 // A decoded image's S x S window (random for training, centered for eval), flipped at random for
-// training, normalized into out.
-static void decoded_one(const rn_dataset *d, const rn_config *cfg, tk_dtype t, int train, uint32_t epoch, int64_t rec,
-                        void *out, size_t o) {
+// training, into out.
+static void decoded_one(const rn_dataset *d, const rn_config *cfg, int train, uint32_t epoch, int64_t rec,
+                        uint8_t *out) {
     const int S = cfg->image_size;
     int ox = (d->W - S) / 2, oy = (d->H - S) / 2, flip = 0;
     if (train) {
@@ -207,12 +207,15 @@ static void decoded_one(const rn_dataset *d, const rn_config *cfg, tk_dtype t, i
         flip = cfg->flip && (r.v[2] & 1);
     }
     const uint8_t *img = d->pix + (size_t)rec * d->H * d->W * 3;
-    for (int y = 0; y < S; y++)
-        for (int x = 0; x < S; x++) {
-            const uint8_t *px = img + ((size_t)(oy + y) * d->W + (size_t)(ox + (flip ? S - 1 - x : x))) * 3;
-            for (int c = 0; c < 3; c++)
-                tk_act_st(out, t, o + ((size_t)y * S + x) * 3 + c, ((float)px[c] - cfg->mean[c]) / cfg->std[c]);
+    for (int y = 0; y < S; y++) {
+        const uint8_t *row = img + ((size_t)(oy + y) * d->W + (size_t)ox) * 3;
+        uint8_t *dst = out + (size_t)y * S * 3;
+        if (!flip) {
+            memcpy(dst, row, (size_t)S * 3);
+            continue;
         }
+        for (int x = 0; x < S; x++) memcpy(dst + (size_t)x * 3, row + (size_t)(S - 1 - x) * 3, 3);
+    }
 }
 
 typedef struct rn_decoder {
@@ -220,6 +223,7 @@ typedef struct rn_decoder {
     const tk_img_decoder_ops *ops;
     tk_img_decoder *dec;
     tk_img_job *jobs;
+    float *f32;                  // the decoder's fp32 output, rounded to bytes
 #endif
     int unused;
 } rn_decoder;
@@ -236,7 +240,9 @@ static int decoder_open(const rn_config *cfg, const rn_dataset *d, int n, rn_dec
                           cfg->decoder);
     tk_img_decoder_opts o = {.threads = 1}; // the engine runs several loader threads
     TRY(dc->ops->open(&dc->dec, &o, e));
-    if (!(dc->jobs = calloc((size_t)n, sizeof *dc->jobs))) return tk_err_set(e, TK_EIO, "out of host memory");
+    dc->jobs = calloc((size_t)n, sizeof *dc->jobs);
+    dc->f32 = malloc((size_t)n * cfg->image_size * cfg->image_size * 3 * sizeof(float) + 1);
+    if (!dc->jobs || !dc->f32) return tk_err_set(e, TK_EIO, "out of host memory");
 #else
     (void)cfg, (void)d, (void)n, (void)e;
 #endif
@@ -247,18 +253,18 @@ static void decoder_close(rn_decoder *dc) {
 #ifdef RN_HAVE_JPEG
     if (dc->dec) dc->ops->close(dc->dec);
     free(dc->jobs);
+    free(dc->f32);
 #endif
     (void)dc;
 }
 
-// Records rec[0..n) into img (n, S, S, 3) and label.
+// Records rec[0..n) into img (n, S, S, 3) u8 and label.
 static int decode(const rn_dataset *d, const rn_config *cfg, rn_decoder *dc, int train, uint32_t epoch,
-                  const int64_t *rec, int n, void *img, int32_t *label, tk_err *e) {
-    const tk_dtype t = cfg->bf16 ? TK_BF16 : TK_F32;
+                  const int64_t *rec, int n, uint8_t *img, int32_t *label, tk_err *e) {
     const size_t per = (size_t)cfg->image_size * cfg->image_size * 3;
     for (int i = 0; i < n; i++) label[i] = d->label[rec[i]];
     if (d->kind == RN_DATA_DECODED) {
-        for (int i = 0; i < n; i++) decoded_one(d, cfg, t, train, epoch, rec[i], img, (size_t)i * per);
+        for (int i = 0; i < n; i++) decoded_one(d, cfg, train, epoch, rec[i], img + (size_t)i * per);
         return 0;
     }
 #ifdef RN_HAVE_JPEG
@@ -269,14 +275,20 @@ static int decode(const rn_dataset *d, const rn_config *cfg, rn_decoder *dc, int
     tr.scale_min = cfg->scale_min, tr.scale_max = cfg->scale_max;
     tr.ratio_min = cfg->ratio_min, tr.ratio_max = cfg->ratio_max;
     tr.flip = train && cfg->flip;
-    for (int c = 0; c < 3; c++) tr.mean[c] = cfg->mean[c], tr.std[c] = cfg->std[c];
-    tr.dtype = t == TK_BF16 ? TK_IMG_BF16 : TK_IMG_F32;
+    for (int c = 0; c < 3; c++) tr.mean[c] = 0, tr.std[c] = 1; // resampled pixels, 0..255
+    tr.dtype = TK_IMG_F32;
     tr.seed = cfg->seed;
     tr.epoch = epoch;
     for (int i = 0; i < n; i++)
         dc->jobs[i] = (tk_img_job){.data = d->bytes + d->off[rec[i]], .size = d->off[rec[i] + 1] - d->off[rec[i]],
                                    .sample = (uint64_t)rec[i]};
-    return dc->ops->run(dc->dec, &tr, dc->jobs, (size_t)n, img, e);
+    TRY(dc->ops->run(dc->dec, &tr, dc->jobs, (size_t)n, dc->f32, e));
+    // to bytes, as DALI's resize hands bytes to its normalization: round, clamp
+    for (size_t i = 0; i < (size_t)n * per; i++) {
+        float v = dc->f32[i] + 0.5f;
+        img[i] = (uint8_t)(v <= 0 ? 0 : v >= 255 ? 255 : (int)v);
+    }
+    return 0;
 #else
     (void)dc, (void)epoch, (void)train, (void)img;
     return tk_err_set(e, TK_EINTERNAL, "resnet: JPEG records without the image decoders");
@@ -379,7 +391,7 @@ static int epoch_order(rn_reader *r, int64_t epoch, tk_err *e) {
     return 0;
 }
 
-int rn_reader_batch(rn_reader *r, int64_t step, int64_t spe, void *img, int32_t *label, tk_err *e) {
+int rn_reader_batch(rn_reader *r, int64_t step, int64_t spe, uint8_t *img, int32_t *label, tk_err *e) {
     const rn_config *cfg = r->cfg;
     const int world = cfg->sh->world, b = (int)(cfg->batch / world);
     const int64_t epoch = step / spe, i = step % spe, first = i * cfg->batch + (int64_t)cfg->sh->rank * b;
@@ -392,14 +404,14 @@ int rn_reader_batch(rn_reader *r, int64_t step, int64_t spe, void *img, int32_t 
 // ---- the eval set's images, for eval.c ----
 
 int rn_decode_eval(const rn_config *cfg, char *const *paths, int npaths, int64_t *n_all, int64_t rank, int64_t world,
-                   void **img, int32_t **label, int64_t *lo, int64_t *hi, tk_err *e) {
+                   uint8_t **img, int32_t **label, int64_t *lo, int64_t *hi, tk_err *e) {
     rn_dataset *d;
     TRY(ds_load(paths, npaths, cfg, &d, e));
     *n_all = d->n;
     *lo = d->n * rank / world;
     *hi = d->n * (rank + 1) / world;
     const int64_t n = *hi - *lo, chunk = 256;
-    const size_t per = (size_t)cfg->image_size * cfg->image_size * 3 * (cfg->bf16 ? 2 : 4);
+    const size_t per = (size_t)cfg->image_size * cfg->image_size * 3;
     *img = malloc((size_t)n * per + 1);
     *label = malloc((size_t)n * 4 + 4);
     int64_t *rec = malloc((size_t)chunk * sizeof *rec);
@@ -409,7 +421,7 @@ int rn_decode_eval(const rn_config *cfg, char *const *paths, int npaths, int64_t
     for (int64_t o = 0; !rc && o < n; o += chunk) {
         int k = (int)(n - o < chunk ? n - o : chunk);
         for (int j = 0; j < k; j++) rec[j] = *lo + o + j;
-        rc = decode(d, cfg, &dc, 0, 0, rec, k, (char *)*img + (size_t)o * per, *label + o, e);
+        rc = decode(d, cfg, &dc, 0, 0, rec, k, *img + (size_t)o * per, *label + o, e);
     }
     decoder_close(&dc);
     free(rec);

@@ -166,9 +166,9 @@ static int activations(rn_model *m, tk_err *e) {
     int n = 0;
 #define NEED(ptr, bytes) (slot[n] = (void **)&(ptr), size[n] = at_least1(bytes), need += (size[n] + 255) / 256 * 256, n++)
 #define ACT(ptr, elems) (NEED(ptr, act_bytes(m, elems)), max_act = (size_t)(elems) > max_act ? (size_t)(elems) : max_act)
-    ACT(m->in_img, (int64_t)b * m->S * m->S * 3);
+    NEED(m->in_img, (size_t)b * m->S * m->S * 3);
     NEED(m->in_label, (size_t)b * 4);
-    if (m->cin != 3) ACT(m->x0, (int64_t)b * m->S * m->S * m->cin);
+    ACT(m->x0, (int64_t)b * m->S * m->S * m->cin);
     ACT(m->y0, tk_conv_y_numel(&m->c0.s));
     ACT(m->z0, tk_conv_y_numel(&m->c0.s));
     const int64_t npool = (int64_t)b * m->Hp * m->Hp * m->cfg.width;
@@ -231,6 +231,7 @@ static int activations(rn_model *m, tk_err *e) {
         memcpy(slot[i], &p, sizeof p); // (the slots are pointers of several types)
     }
     if (m->dnn) tk_cudnn_set_ws(m->dnn, dnn_ws, dnn_bytes);
+    if (m->w0p) m->c0.wc = m->w0p; // the stem reads its padded copy (rn_refresh_stem fills it)
     // the blocks' inputs
     for (int i = 0; i < m->nblk; i++) m->blk[i].in = i == 0 ? m->pool : m->blk[i - 1].out;
     return tk_memset0(m->c, m->acts.base, m->acts.cap, TK_STREAM_COMPUTE, e);
@@ -302,7 +303,13 @@ int rn_create(const rn_config *cfg, const tk_wl_env *env, rn_model **out, tk_err
     }
     if ((rc = shapes(m, e)) || (rc = declare(m, e))) goto fail;
     if (m->dnn && (rc = plan_convs(m, e))) goto fail;
-    if ((rc = activations(m, e))) goto fail; // (x0 stays NULL with 3 channels: the stem reads the images)
+    if ((rc = activations(m, e))) goto fail;
+    // cuda: one step on the zeroed buffers, so every cuDNN plan and kernel has run (and loaded) before
+    // the engine captures the first step in a CUDA graph, and an error shows here, eagerly. What it
+    // changes (gradients, running statistics, the loss accumulator) is set again by init_weights or a
+    // checkpoint's load, and the loss accumulator here.
+    if (m->dnn && ((rc = rn_train_step(m, e)) || (rc = tk_memset0(m->c, m->loss_acc, 16, TK_STREAM_COMPUTE, e))))
+        goto fail;
     if ((rc = tk_ctx_sync(m->c, e))) goto fail;
     *out = m;
     return 0;

@@ -1,9 +1,10 @@
-// Dispatch of ResNet's ops (kernels/{conv,bn,pool,xent_smooth}.h): the cpu backend runs the
+// Dispatch of ResNet's ops (kernels/{conv,bn,pool,xent_smooth,img_norm}.h): the cpu backend runs the
 // reference, the cuda backend the kernel, or cuDNN for the convolutions (lib/gpu/dispatch.h).
 #include "bn.h"
 #include "conv.h"
 #include "gpu/cudnn_conv.h"
 #include "gpu/dispatch.h"
+#include "img_norm.h"
 #include "pool.h"
 #include "xent_smooth.h"
 
@@ -87,4 +88,10 @@ int tk_xent_smooth(tk_ctx *c, const float *z, const int32_t *label, int B, int K
 
 int tk_top1_count(tk_ctx *c, const float *z, const int32_t *label, int B, int K, int64_t *count, tk_err *e) {
     return TK_DISPATCH(c, tk_top1_count_ref(z, label, B, K, count, e), tk_top1_count_cuda(c, z, label, B, K, count, e));
+}
+
+int tk_img_normalize(tk_ctx *c, const uint8_t *src, int64_t npix, tk_img_norm n, tk_dtype t, void *dst, int cin,
+                     tk_err *e) {
+    return TK_DISPATCH(c, tk_img_normalize_ref(src, npix, n, t, dst, cin, e),
+                       tk_img_normalize_cuda(c, src, npix, n, t, dst, cin, e));
 }

@@ -108,8 +108,7 @@ typedef struct rn_model {
     // stem
     rn_conv c0;
     rn_bn b0;
-    void *x0, *y0, *z0, *pool;   // padded input (or NULL: the input itself), conv, BN, max pool
-    const void *stem_x;          // what the last forward's stem convolution read
+    void *x0, *y0, *z0, *pool;   // the normalized input (b, S, S, cin) in t, conv, BN, max pool
     uint8_t *pool_idx;
     int H0, Hp;                  // after the conv, after the pool
     void *w0p;                   // cin > 3: the stem weight in t, padded to cin channels
@@ -122,7 +121,7 @@ typedef struct rn_model {
     void *feat, *dfeat, *dlogits;
     float *logits;
     // buffers
-    void *in_img;                // (b, S, S, 3) t: the batch's normalized images
+    uint8_t *in_img;             // (b, S, S, 3) u8: the batch's images (normalized on the device)
     int32_t *in_label;           // (b)
     void *g[RN_NBUF];            // backward scratch, each the largest activation
     void *bn_ws, *xent_ws, *dwbuf; // dwbuf: a conv weight gradient in t before its cast into the
@@ -154,8 +153,9 @@ int rn_refresh_stem(rn_model *m, tk_err *e); // the padded stem copy (after ever
 const char *rn_mlperf_name(const rn_model *m, int pidx, char *buf, size_t n);
 
 // ---- step.c ----
-// Forward of img (b, S, S, 3) in t: training (batch statistics, running update) or eval.
-int rn_forward(rn_model *m, const void *img, int train, tk_err *e);
+// Forward of img (b, S, S, 3) u8 (normalized into x0 first): training (batch statistics, running
+// update) or eval.
+int rn_forward(rn_model *m, const uint8_t *img, int train, tk_err *e);
 // The loss of labels on the last training forward, and the backward: dense gradients written.
 int rn_backward(rn_model *m, const int32_t *label, tk_err *e);
 int rn_train_step(rn_model *m, tk_err *e); // both on the input buffers
@@ -165,22 +165,21 @@ typedef struct rn_reader rn_reader;
 int rn_reader_open(const rn_config *cfg, char *const *paths, int npaths, rn_reader **r, tk_err *e);
 void rn_reader_close(rn_reader *r);
 uint64_t rn_reader_count(const rn_reader *r);
-// Batch `step` of the run (this rank's share of the global batch) into img ((b, S, S, 3), f32 or
-// bf16 as cfg) and label ((b) i32).
-int rn_reader_batch(rn_reader *r, int64_t step, int64_t spe, void *img, int32_t *label, tk_err *e);
+// Batch `step` of the run (this rank's share of the global batch) into img ((b, S, S, 3) u8: the
+// model normalizes on the device) and label ((b) i32).
+int rn_reader_batch(rn_reader *r, int64_t step, int64_t spe, uint8_t *img, int32_t *label, tk_err *e);
 void rn_shared_free(rn_shared *sh);
 // The eval set in paths: *n_all records, of which this rank's [lo, hi) decoded for evaluation
-// (resize + center crop, normalized, in the model's type) into *img (malloc'ed, hi - lo images)
-// and *label.
+// (resize + center crop, u8) into *img (malloc'ed, hi - lo images) and *label.
 int rn_decode_eval(const rn_config *cfg, char *const *paths, int npaths, int64_t *n_all, int64_t rank, int64_t world,
-                   void **img, int32_t **label, int64_t *lo, int64_t *hi, tk_err *e);
+                   uint8_t **img, int32_t **label, int64_t *lo, int64_t *hi, tk_err *e);
 
 // ---- eval.c ----
 typedef struct rn_evalset {
     int64_t n;                   // images in the whole set
     int64_t lo, hi;              // this rank's
     int64_t nb;                  // this rank's batches (the last padded with label -1)
-    void *img;                   // nb * b images in the backend's memory
+    uint8_t *img;                // nb * b images (u8) in the backend's memory
     int32_t *label;
 } rn_evalset;
 int rn_evalset_load(rn_model *m, char *const *paths, int npaths, rn_evalset **es, tk_err *e);

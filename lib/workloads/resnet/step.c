@@ -2,6 +2,7 @@
 // host reads, no allocation, so the cuda backend captures the training step in a CUDA graph.
 #include "bn.h"
 #include "cast2d.h"
+#include "img_norm.h"
 #include "pool.h"
 #include "workloads/resnet/resnet.h"
 #include "xent_smooth.h"
@@ -58,16 +59,15 @@ static int block_fwd(rn_model *m, rn_block *k, int train, tk_err *e) {
     return bn_fwd(m, &k->b3, k->y3, rows(&k->c3), res, 1, k->out, train, e);
 }
 
-int rn_forward(rn_model *m, const void *img, int train, tk_err *e) {
+int rn_forward(rn_model *m, const uint8_t *img, int train, tk_err *e) {
     const rn_config *cfg = &m->cfg;
     const int b = m->b;
-    m->stem_x = img;
-    if (m->x0) { // zero channels up to cin (cuDNN's stem layout)
-        TRY(tk_cast2d(m->c, img, m->t, 3, m->x0, m->t, m->cin, (int64_t)b * m->S * m->S, 3, e));
-        m->stem_x = m->x0;
-    }
     tk_range_push("forward");
-    TRY(conv_fwd(m, &m->c0, m->stem_x, m->y0, e));
+    // (pixel - mean) / std, zero channels up to cin (cuDNN's stem layout)
+    tk_img_norm nrm;
+    for (int c = 0; c < 3; c++) nrm.mean[c] = cfg->mean[c], nrm.std[c] = cfg->std[c];
+    TRY(tk_img_normalize(m->c, img, (int64_t)b * m->S * m->S, nrm, m->t, m->x0, m->cin, e));
+    TRY(conv_fwd(m, &m->c0, m->x0, m->y0, e));
     TRY(bn_fwd(m, &m->b0, m->y0, rows(&m->c0), NULL, 1, m->z0, train, e));
     TRY(tk_maxpool_fwd(m->c, m->t, m->z0, b, m->H0, m->H0, cfg->width, 3, 2, 1, m->pool, m->pool_idx, e));
     for (int i = 0; i < m->nblk; i++) TRY(block_fwd(m, &m->blk[i], train, e));
@@ -168,7 +168,7 @@ int rn_backward(rn_model *m, const int32_t *label, tk_err *e) {
     put(&p, gy), put(&p, gs);
     void *d0 = take(&p);
     TRY(bn_bwd(m, &m->b0, m->y0, m->z0, dpool, NULL, rows(&m->c0), d0, NULL, e));
-    TRY(conv_wgrad(m, &m->c0, m->stem_x, d0, e));
+    TRY(conv_wgrad(m, &m->c0, m->x0, d0, e));
     tk_range_pop();
     return 0;
 }

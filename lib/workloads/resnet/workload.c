@@ -57,8 +57,7 @@ static int wl_read_batch(void *rd, int64_t step, int64_t spe, void *const *f, tk
 
 static void wl_layout(const void *model, tk_batch_layout *L) {
     const rn_model *m = model;
-    *L = (tk_batch_layout){.nfields = 2,
-                           .bytes = {(size_t)m->b * m->S * m->S * 3 * tk_dtype_size(m->t), (size_t)m->b * 4}};
+    *L = (tk_batch_layout){.nfields = 2, .bytes = {(size_t)m->b * m->S * m->S * 3, (size_t)m->b * 4}};
 }
 
 static void wl_inputs(void *model, void **f) {
