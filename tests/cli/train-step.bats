@@ -37,7 +37,7 @@ setup() {
     [ "${lines[0]}" = "train-step: --eval or --eval-dir is required" ]
     run train-step -c "$CFG" -t x -e y --workload bert
     [ "$status" -eq 2 ]
-    [ "${lines[0]}" = "train-step: --workload: unknown workload 'bert' (known: dlrm)" ]
+    [ "${lines[0]}" = "train-step: --workload: unknown workload 'bert' (known: dlrm, resnet)" ]
     run train-step -c "$CFG" -t x -e y --max-steps 0
     [ "$status" -eq 2 ]
     [ "${lines[0]}" = "train-step: --max-steps: expected an integer in [1, 9223372036854775807], got '0'" ]

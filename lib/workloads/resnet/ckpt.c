@@ -28,9 +28,17 @@ static void shape_str(const int64_t *s, int nd, char *buf, size_t n) {
 
 // torchvision's names and layouts: conv weights (K, C, R, S), ours (K, R, S, C); the rest the same.
 // Tensors the file lacks keep their initialization; its others (num_batches_tracked) are ignored.
+// A trainkit checkpoint (ours: the same names, our layouts) loads as the engine loads one, the
+// model's tensors only.
 int rn_import_torchvision(rn_model *m, const char *path, tk_err *e) {
     tk_st_file *f;
     TRY(tk_st_open(&f, path, e));
+    const char *fmt = tk_st_meta(f, "format");
+    if (fmt && strcmp(fmt, "trainkit-checkpoint-1") == 0) {
+        tk_st_close(f);
+        TRY(tk_ckpt_load(m->P, path, TK_CKPT_MODEL_ONLY, NULL, NULL, e));
+        return rn_weights_loaded(m, e);
+    }
     const tk_params *P = m->P;
     float *h = NULL, *t = NULL;
     int rc = 0, got = 0;
