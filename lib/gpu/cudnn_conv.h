@@ -27,6 +27,7 @@ extern "C" {
 
 typedef struct tk_cudnn tk_cudnn;
 
+#ifdef TK_HAVE_CUDA // (lib/gpu/cudnn_conv.cu; without CUDA the stubs below)
 // A handle on c's compute stream (cuda backend). ws_limit: the most workspace one plan may use
 // (0: 256 MiB).
 int tk_cudnn_create(tk_ctx *c, size_t ws_limit, tk_cudnn **h, tk_err *e);
@@ -46,6 +47,22 @@ int tk_cudnn_nplans(const tk_cudnn *h);
 const char *tk_cudnn_plan_desc(const tk_cudnn *h, int i);
 // "cuDNN 9.19.0" (the library loaded), or why none is loaded.
 const char *tk_cudnn_describe(void);
+#else
+static inline int tk_cudnn_create(tk_ctx *c, size_t ws_limit, tk_cudnn **h, tk_err *e) {
+    (void)c, (void)ws_limit;
+    *h = NULL;
+    return tk_err_set(e, TK_EDEVICE, "this trainkit was built without CUDA");
+}
+static inline void tk_cudnn_destroy(tk_cudnn *h) { (void)h; }
+static inline int tk_cudnn_plan(tk_cudnn *h, tk_conv_pass pass, const tk_conv_shape *s, tk_dtype t, tk_err *e) {
+    (void)h, (void)pass, (void)s, (void)t;
+    return tk_err_set(e, TK_EDEVICE, "this trainkit was built without CUDA");
+}
+static inline size_t tk_cudnn_ws_bytes(const tk_cudnn *h) { return (void)h, 0; }
+static inline void tk_cudnn_set_ws(tk_cudnn *h, void *ws, size_t bytes) { (void)h, (void)ws, (void)bytes; }
+static inline int tk_cudnn_nplans(const tk_cudnn *h) { return (void)h, 0; }
+static inline const char *tk_cudnn_describe(void) { return "built without CUDA"; }
+#endif
 
 #ifdef __cplusplus
 }

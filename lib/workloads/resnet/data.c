@@ -92,6 +92,11 @@ static int schema_kind(const tks_schema *s, const char *path, int *kind, int *fi
     if (L && L->ndim == 0 && (L->dtype == TKS_I16 || L->dtype == TKS_I32)) {
         const tks_field *I = img >= 0 ? &s->f[img] : NULL;
         if (I && I->dtype == TKS_U8 && I->ndim == 3 && I->shape[2] == 3 && I->shape[0] > 0 && I->shape[1] > 0) {
+            if (I->shape[0] > 16384 || I->shape[1] > 16384) {
+                tk_err_set(e, TK_EDATA, "decoded images of %lld x %lld pixels: more than 16384 a side",
+                           (long long)I->shape[1], (long long)I->shape[0]);
+                return tk_err_where(e, "%s", path);
+            }
             *kind = RN_DATA_DECODED, *fi = img, *fl = lab;
             return 0;
         }
