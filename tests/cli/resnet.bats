@@ -138,3 +138,12 @@ sys.exit(1 if bad or len(a) != 87 else 0)' "$D/ck/step-64.safetensors" dump.safe
     [ "$status" -eq 3 ]
     [ "${lines[0]}" = "train-step: error: cfg.json: \$.model.depth: unknown key \"depth\"" ]
 }
+
+@test "resnet: two ranks on the cpu (share/launch) split each batch, BN per rank, and reach the target" {
+    run "$TK_ROOT/share/launch" -n 2 -- train-step -c "$TINY" -t "$D/data/train.tks" -e "$D/data/eval.tks" -b cpu \
+        --rendezvous "file:$PWD/rdv" --log-every 0
+    [ "$status" -eq 0 ]
+    echo "$output" | grep -q '"type":"config","workload":"resnet".*"world_size":2'
+    echo "$output" | grep -q '"type":"resnet","batch_per_rank":16'
+    echo "$output" | grep -q '"type":"result","workload":"resnet","reached":true'
+}

@@ -9,8 +9,9 @@
 #                                 [--backend cpu|cuda|auto] [--reuse-data] [-- TRAIN-STEP OPTIONS]
 #
 # The backend: cuda when a GPU is present, else cpu (--backend). --size tiny (the default on cpu):
-# tiny.json (one block per stage, width 8, 32x32 crops) on 10 synthetic classes of 100 training
-# and 20 validation images of about 160x120. --size resnet50 (the default on cuda): config.json
+# tiny.json (one block per stage, width 8, 32x32 crops) on 10 synthetic classes of 300 training
+# and 20 validation images of about 160x120 (its poly decay stretched over the 4 epochs of 93 steps;
+# seed 1 measured top-1 0.895, 0.925, 0.925, 0.93 after epochs 1-4, ~22 s of training on 2 cores). --size resnet50 (the default on cuda): config.json
 # (ResNet-50 v1.5, NVIDIA's v1.1 LARS hyperparameters) at batch 256 on one GPU, bf16, on 100
 # classes of 260 training images of about 500x375 (--classes 1000 for the full label space).
 # The synthetic classes are planted in the images' hue, texture and objects (prep(1), "prep synth
@@ -36,7 +37,7 @@ backend=auto
 reuse=0
 extra=()
 
-usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
     case $1 in
     -o | --out) out=$2; shift 2 ;;
@@ -72,7 +73,8 @@ fi
 sets=()
 case $size in
 tiny)
-    : "${classes:=10}" "${train_pc:=100}" "${val_pc:=20}" "${image:=160x120}" "${config:=$here/tiny.json}"
+    : "${classes:=10}" "${train_pc:=300}" "${val_pc:=20}" "${image:=160x120}" "${config:=$here/tiny.json}"
+    sets=(--set optimizer.decay_steps=$((4 * classes * train_pc / 32 - 10)))
     ;;
 resnet50)
     : "${classes:=100}" "${train_pc:=260}" "${val_pc:=50}" "${image:=500x375}" "${config:=$here/config.json}"
