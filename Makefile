@@ -47,6 +47,16 @@ NVCCFLAGS += -std=c++17 $(if $(DEBUG),-O0 -g -G,-O3 -lineinfo) -DTK_HAVE_CUDA -I
              --expt-relaxed-constexpr -MMD -MP
 CUDA_LIBDIRS := -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib -Wl,-rpath,$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib
 CUDA_LIBS := $(CUDA_LIBDIRS) -Wl,--as-needed -lcublasLt -lcublas -lnccl -lcudart_static -ldl -lrt -lstdc++ -Wl,--no-as-needed
+# cuDNN 9 (ResNet's convolutions, lib/gpu/cudnn_conv.cu): found by its header (CUDNN_HOME, default
+# the toolkit's). The library is not linked but opened at run time (dlopen "libcudnn.so.9"), so the
+# binaries start, and DLRM trains, on machines without it; a ResNet run on cuda then says what is
+# missing. Without the header the convolutions report "built without cuDNN".
+CUDNN_HOME ?= $(CUDA_HOME)
+HAVE_CUDNN := $(shell test -f $(CUDNN_HOME)/include/cudnn_backend.h && echo 1)
+ifeq ($(HAVE_CUDNN),1)
+CFLAGS    += -DTK_HAVE_CUDNN
+NVCCFLAGS += -DTK_HAVE_CUDNN -I$(CUDNN_HOME)/include
+endif
 endif
 
 LIB_SRC  := $(sort $(shell find lib -name '*.c') $(wildcard kernels/*.c))

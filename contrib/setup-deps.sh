@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building and testing trainkit needs on Debian 12: the C libraries and test tools
 # from Debian, and the Python test oracles from PyPI (mlperf-logging, pycocotools,
-# faster-coco-eval, safetensors, numpy, torch, pillow). The oracles are used by tests and contrib/ only;
+# faster-coco-eval, safetensors, numpy, torch, torchvision, pillow). The oracles are used by tests and contrib/ only;
 # no trainkit binary needs Python.
 # Run it as it is, as root or as a user: it raises its privileges itself, with sudo, only for
 # apt-get and only when a Debian package is missing (a root shell needs no sudo installed; a user
@@ -33,7 +33,7 @@ if [ "${TK_SKIP_PY:-0}" != 1 ]; then
     py=python3
     need=
     for m in pycocotools:pycocotools faster_coco_eval:faster-coco-eval \
-             safetensors:safetensors numpy:numpy torch:torch PIL:pillow; do
+             safetensors:safetensors numpy:numpy torch:torch torchvision:torchvision PIL:pillow; do
         $py -c "import ${m%%:*}" 2>/dev/null || need="$need ${m#*:}"
     done
     # log-check's rules (share/compliance) and expectations (tests/data/logcheck-newer) were made

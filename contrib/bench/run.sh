@@ -5,15 +5,16 @@
 #   contrib/bench/coco.sh       coco-eval vs pycocotools and faster-coco-eval (CPU)
 #   contrib/bench/dlrm.sh       train-step vs PyTorch (eager, torch.compile) on one GPU
 #   contrib/bench/imagenet_pipeline.sh  prep imagenet and the CPU input pipeline, images/s
+#   contrib/bench/resnet.sh     the ResNet-50 step vs PyTorch (eager, torch.compile) on one GPU
 # BENCH=name runs one of them. Results and what was tried: contrib/bench/NOTES.md.
 set -u
 cd "$(dirname "$0")/../.."
 rc=0
-for b in logcheck coco dlrm imagenet_pipeline; do
+for b in logcheck coco dlrm imagenet_pipeline resnet; do
     [ -z "${BENCH:-}" ] || [ "$BENCH" = "$b" ] || continue
     s=contrib/bench/$b.sh
     [ -x "$s" ] || continue
-    if [ "$b" = dlrm ] && ! command -v nvidia-smi >/dev/null; then
+    if { [ "$b" = dlrm ] || [ "$b" = resnet ]; } && ! command -v nvidia-smi >/dev/null; then
         echo "== $b: skipped (no GPU on this machine)"
         continue
     fi

@@ -31,6 +31,7 @@ typedef struct tk_run_cfg {
                                 // which they come every eval_every_samples (0: at eval_every_samples)
     char metric[32];            // target.metric
     double target;              // target.<metric>
+    int64_t steps_per_epoch;    // training: the data's records / global batch (0 until known)
     tk_opt_config opt;          // "optimizer": parsed once the steps per epoch are known
                                 // (tk_instance_optimizer); zero until then
 } tk_run_cfg;

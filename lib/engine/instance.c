@@ -78,6 +78,7 @@ int tk_instance_create(tk_instance *I, tk_ctx *c, tk_comm *comm, double comm_tim
 }
 
 int tk_instance_optimizer(tk_instance *I, int64_t steps_per_epoch, tk_err *e) {
+    I->run.steps_per_epoch = steps_per_epoch;
     TRY(tk_optimizer_config(I->effective, I->path, steps_per_epoch, &I->run.opt, e));
     return tk_optimizer_init(&I->opt, &I->run.opt, &I->P, e);
 }

@@ -6,6 +6,7 @@
 #ifndef TK_PHILOX_H
 #define TK_PHILOX_H
 
+#include <math.h>
 #include <stdint.h>
 
 #ifdef __CUDACC__
@@ -65,6 +66,15 @@ TK_HD double tk_u64_to_unit(uint32_t hi, uint32_t lo) {
 TK_HD float tk_philox_uniform(uint64_t seed, uint32_t stream, uint64_t i) {
     tk_philox_ctr r = tk_philox_draw(seed, stream, i >> 2);
     return tk_u32_to_unit(r.v[i & 3]);
+}
+
+// The i-th standard normal of a stream (Box-Muller on the two words of pair i/2; u1 in (0, 1], so
+// the log is finite): weight initialization.
+TK_HD double tk_philox_normal(uint64_t seed, uint32_t stream, uint64_t i) {
+    tk_philox_ctr r = tk_philox_draw(seed, stream, i >> 1);
+    int h = (int)(i & 1) * 2;
+    double u1 = 1.0 - tk_u32_to_unit(r.v[h]), u2 = tk_u32_to_unit(r.v[h + 1]);
+    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 
 // Stream ids, so that different purposes never share random numbers.

@@ -1,0 +1,70 @@
+// Batch normalization over channels-last activations (NHWC seen as M = N*H*W rows of C channels),
+// as torch.nn.BatchNorm2d computes it, with the residual add and the ReLU of a ResNet block fused:
+//
+// Training forward, per channel c over the M rows (batch statistics):
+//   mean = sum x / M,  var = sum (x - mean)^2 / M  (biased),  invstd = 1 / sqrt(var + eps)
+//   running_mean = (1 - momentum) running_mean + momentum mean
+//   running_var  = (1 - momentum) running_var  + momentum var M / (M - 1)   (unbiased; M = 1: var)
+//   scale = gamma invstd,  shift = beta - mean scale   (fp32)
+//   y = act(x scale + shift [+ res])     act: ReLU or identity
+// Eval forward: the same y with the running statistics (nothing updated).
+// Backward (training statistics), given the output's gradient dy and, optionally, dy2 added to it
+// (the block's shortcut gradient), and, when the forward had a ReLU, its output y:
+//   dz = round_t((dy [+ dy2]) [* (y > 0)])          the gradient at x scale + shift (+ res)
+//   xhat = (x - mean) invstd
+//   dbeta = sum dz,  dgamma = sum dz xhat           (fp64 sums)
+//   dx = gamma invstd (dz - dbeta / M - xhat dgamma / M)
+// dz is also the residual input's gradient: written out when dz_out is not NULL.
+// Types: x, y, res, dy, dy2, dx, dz_out (M, C) in t (TK_F32; TK_BF16 on cuda: fp32 math, outputs
+// rounded); gamma, beta, running and saved statistics, dgamma, dbeta (C) fp32. The statistics'
+// sums are fp64 in the reference; the CUDA kernels add fp32 partial sums of rows (shifted by each
+// channel's first value, against cancellation) in a fixed order and finish in fp64, so results are
+// deterministic. ws: tk_bn_ws_bytes (the reference needs none).
+#ifndef TK_KERNELS_BN_H
+#define TK_KERNELS_BN_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+#include "gpu/gpu.h"
+
+size_t tk_bn_ws_bytes(tk_backend b, int64_t M, int C);
+
+// save_mean, save_invstd (C): the batch statistics the backward needs.
+int tk_bn_fwd_train(tk_ctx *c, tk_dtype t, const void *x, int64_t M, int C, const float *gamma, const float *beta,
+                    const void *res, int relu, float eps, float momentum, float *run_mean, float *run_var,
+                    float *save_mean, float *save_invstd, void *y, void *ws, tk_err *e);
+int tk_bn_fwd_eval(tk_ctx *c, tk_dtype t, const void *x, int64_t M, int C, const float *gamma, const float *beta,
+                   const void *res, int relu, float eps, const float *run_mean, const float *run_var, void *y,
+                   tk_err *e);
+// y: the forward's output when it had a ReLU, else NULL. dgamma, dbeta are overwritten.
+int tk_bn_bwd(tk_ctx *c, tk_dtype t, const void *x, const void *y, const void *dy, const void *dy2, int64_t M, int C,
+              const float *gamma, const float *save_mean, const float *save_invstd, void *dx, void *dz_out,
+              float *dgamma, float *dbeta, void *ws, tk_err *e);
+
+int tk_bn_fwd_train_ref(tk_dtype t, const void *x, int64_t M, int C, const float *gamma, const float *beta,
+                        const void *res, int relu, float eps, float momentum, float *run_mean, float *run_var,
+                        float *save_mean, float *save_invstd, void *y, tk_err *e);
+int tk_bn_fwd_eval_ref(tk_dtype t, const void *x, int64_t M, int C, const float *gamma, const float *beta,
+                       const void *res, int relu, float eps, const float *run_mean, const float *run_var, void *y,
+                       tk_err *e);
+int tk_bn_bwd_ref(tk_dtype t, const void *x, const void *y, const void *dy, const void *dy2, int64_t M, int C,
+                  const float *gamma, const float *save_mean, const float *save_invstd, void *dx, void *dz_out,
+                  float *dgamma, float *dbeta, tk_err *e);
+#ifdef TK_HAVE_CUDA
+size_t tk_bn_ws_bytes_cuda(int64_t M, int C);
+int tk_bn_fwd_train_cuda(tk_ctx *c, tk_dtype t, const void *x, int64_t M, int C, const float *gamma, const float *beta,
+                         const void *res, int relu, float eps, float momentum, float *run_mean, float *run_var,
+                         float *save_mean, float *save_invstd, void *y, void *ws, tk_err *e);
+int tk_bn_fwd_eval_cuda(tk_ctx *c, tk_dtype t, const void *x, int64_t M, int C, const float *gamma, const float *beta,
+                        const void *res, int relu, float eps, const float *run_mean, const float *run_var, void *y,
+                        tk_err *e);
+int tk_bn_bwd_cuda(tk_ctx *c, tk_dtype t, const void *x, const void *y, const void *dy, const void *dy2, int64_t M,
+                   int C, const float *gamma, const float *save_mean, const float *save_invstd, void *dx, void *dz_out,
+                   float *dgamma, float *dbeta, void *ws, tk_err *e);
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,97 @@
+// CPU reference of kernels/bn.h: per channel, two-pass statistics in fp64.
+#include <math.h>
+#include <stdlib.h>
+
+#include "act_io.h"
+#include "bn.h"
+
+static int check(tk_dtype t, int64_t M, int C, tk_err *e) {
+    if (!tk_act_ok(t)) return tk_err_set(e, TK_EINTERNAL, "bn: tensors in %s", tk_dtype_name(t));
+    if (M < 1 || C < 1) return tk_err_set(e, TK_EINTERNAL, "bn: bad shape M %lld C %d", (long long)M, C);
+    return 0;
+}
+
+// y = act(x scale + shift [+ res]) for channel c.
+static void apply(tk_dtype t, const void *x, int64_t M, int C, int c, float scale, float shift, const void *res,
+                  int relu, void *y) {
+    for (int64_t m = 0; m < M; m++) {
+        size_t i = (size_t)m * C + c;
+        float v = tk_act_ld(x, t, i) * scale + shift;
+        if (res) v += tk_act_ld(res, t, i);
+        if (relu && !(v > 0)) v = v != v ? v : 0; // NaN passes (as torch.relu)
+        tk_act_st(y, t, i, v);
+    }
+}
+
+int tk_bn_fwd_train_ref(tk_dtype t, const void *x, int64_t M, int C, const float *gamma, const float *beta,
+                        const void *res, int relu, float eps, float momentum, float *run_mean, float *run_var,
+                        float *save_mean, float *save_invstd, void *y, tk_err *e) {
+    TRY(check(t, M, C, e));
+#pragma omp parallel for schedule(static)
+    for (int c = 0; c < C; c++) {
+        double s = 0, v = 0;
+        for (int64_t m = 0; m < M; m++) s += tk_act_ld(x, t, (size_t)m * C + c);
+        double mean = s / (double)M;
+        for (int64_t m = 0; m < M; m++) {
+            double d = tk_act_ld(x, t, (size_t)m * C + c) - mean;
+            v += d * d;
+        }
+        double var = v / (double)M, unbiased = M > 1 ? v / (double)(M - 1) : var;
+        float invstd = (float)(1.0 / sqrt(var + (double)eps)), fmean = (float)mean;
+        save_mean[c] = fmean;
+        save_invstd[c] = invstd;
+        run_mean[c] = (float)((1.0 - momentum) * run_mean[c] + momentum * mean);
+        run_var[c] = (float)((1.0 - momentum) * run_var[c] + momentum * unbiased);
+        float scale = gamma[c] * invstd, shift = beta[c] - fmean * scale;
+        apply(t, x, M, C, c, scale, shift, res, relu, y);
+    }
+    return 0;
+}
+
+int tk_bn_fwd_eval_ref(tk_dtype t, const void *x, int64_t M, int C, const float *gamma, const float *beta,
+                       const void *res, int relu, float eps, const float *run_mean, const float *run_var, void *y,
+                       tk_err *e) {
+    TRY(check(t, M, C, e));
+#pragma omp parallel for schedule(static)
+    for (int c = 0; c < C; c++) {
+        float invstd = (float)(1.0 / sqrt((double)run_var[c] + (double)eps));
+        float scale = gamma[c] * invstd, shift = beta[c] - run_mean[c] * scale;
+        apply(t, x, M, C, c, scale, shift, res, relu, y);
+    }
+    return 0;
+}
+
+// dz of row m, channel c (bn.h), rounded to t.
+static inline float dz_at(tk_dtype t, const void *y, const void *dy, const void *dy2, size_t i) {
+    float g = tk_act_ld(dy, t, i);
+    if (dy2) g += tk_act_ld(dy2, t, i);
+    if (y && !(tk_act_ld(y, t, i) > 0)) g = 0;
+    return t == TK_BF16 ? tk_bf16_to_f32(tk_f32_to_bf16(g)) : g;
+}
+
+int tk_bn_bwd_ref(tk_dtype t, const void *x, const void *y, const void *dy, const void *dy2, int64_t M, int C,
+                  const float *gamma, const float *save_mean, const float *save_invstd, void *dx, void *dz_out,
+                  float *dgamma, float *dbeta, tk_err *e) {
+    TRY(check(t, M, C, e));
+#pragma omp parallel for schedule(static)
+    for (int c = 0; c < C; c++) {
+        const float mean = save_mean[c], invstd = save_invstd[c];
+        double sb = 0, sg = 0;
+        for (int64_t m = 0; m < M; m++) {
+            size_t i = (size_t)m * C + c;
+            float dz = dz_at(t, y, dy, dy2, i), xhat = (tk_act_ld(x, t, i) - mean) * invstd;
+            sb += dz;
+            sg += (double)dz * xhat;
+            if (dz_out) tk_act_st(dz_out, t, i, dz);
+        }
+        dbeta[c] = (float)sb;
+        dgamma[c] = (float)sg;
+        const float a = gamma[c] * invstd, b = (float)(sb / (double)M), g = (float)(sg / (double)M);
+        for (int64_t m = 0; m < M; m++) {
+            size_t i = (size_t)m * C + c;
+            float dz = dz_at(t, y, dy, dy2, i), xhat = (tk_act_ld(x, t, i) - mean) * invstd;
+            tk_act_st(dx, t, i, a * (dz - b - xhat * g));
+        }
+    }
+    return 0;
+}

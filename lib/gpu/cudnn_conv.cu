@@ -1,0 +1,433 @@
+// cuDNN 9 convolutions (cudnn_conv.h): the graph API's descriptors for one convolution, plans
+// from the heuristics, a per-shape cache, execution through a variant pack.
+#include "gpu/cudnn_conv.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef TK_HAVE_CUDNN
+#include <cuda_runtime.h>
+#include <cudnn_backend.h>
+#include <dlfcn.h>
+#include <pthread.h>
+
+namespace {
+
+// The entry points, from libcudnn.so.9 at run time.
+struct Api {
+    void *lib;
+    decltype(&cudnnGetVersion) GetVersion;
+    decltype(&cudnnGetErrorString) GetErrorString;
+    decltype(&cudnnGetLastErrorString) GetLastErrorString;
+    decltype(&cudnnCreate) Create;
+    decltype(&cudnnDestroy) Destroy;
+    decltype(&cudnnSetStream) SetStream;
+    decltype(&cudnnBackendCreateDescriptor) CreateDescriptor;
+    decltype(&cudnnBackendDestroyDescriptor) DestroyDescriptor;
+    decltype(&cudnnBackendFinalize) Finalize;
+    decltype(&cudnnBackendSetAttribute) SetAttribute;
+    decltype(&cudnnBackendGetAttribute) GetAttribute;
+    decltype(&cudnnBackendExecute) Execute;
+};
+Api api;
+char load_msg[512];
+pthread_once_t load_once = PTHREAD_ONCE_INIT;
+
+void load(void) {
+    void *l = dlopen("libcudnn.so.9", RTLD_NOW | RTLD_LOCAL);
+    if (!l) l = dlopen("libcudnn.so", RTLD_NOW | RTLD_LOCAL);
+    if (!l) {
+        snprintf(load_msg, sizeof load_msg, "cannot open libcudnn.so.9: %s", dlerror());
+        return;
+    }
+    Api a = {};
+    a.lib = l;
+#define SYM(field, name)                                                                                    \
+    if (!(*(void **)&a.field = dlsym(l, name))) {                                                          \
+        snprintf(load_msg, sizeof load_msg, "libcudnn.so.9 lacks %s (cuDNN older than 9?)", name);          \
+        return;                                                                                             \
+    }
+    SYM(GetVersion, "cudnnGetVersion");
+    SYM(GetErrorString, "cudnnGetErrorString");
+    SYM(GetLastErrorString, "cudnnGetLastErrorString");
+    SYM(Create, "cudnnCreate");
+    SYM(Destroy, "cudnnDestroy");
+    SYM(SetStream, "cudnnSetStream");
+    SYM(CreateDescriptor, "cudnnBackendCreateDescriptor");
+    SYM(DestroyDescriptor, "cudnnBackendDestroyDescriptor");
+    SYM(Finalize, "cudnnBackendFinalize");
+    SYM(SetAttribute, "cudnnBackendSetAttribute");
+    SYM(GetAttribute, "cudnnBackendGetAttribute");
+    SYM(Execute, "cudnnBackendExecute");
+#undef SYM
+    size_t v = a.GetVersion();
+    if (v < 90000) {
+        snprintf(load_msg, sizeof load_msg, "libcudnn.so.9 reports version %zu; cuDNN 9 is needed", v);
+        return;
+    }
+    snprintf(load_msg, sizeof load_msg, "cuDNN %zu.%zu.%zu", v / 10000, v / 100 % 100, v % 100);
+    api = a;
+}
+
+// The handle attributes of the operation graph and the plan are deprecated in cuDNN 9 (the
+// handle will come with the device properties) but still required by 9.x: named by value so the
+// deprecation warning does not fire on every build.
+const cudnnBackendAttributeName_t kGraphHandle = (cudnnBackendAttributeName_t)800; // OPERATIONGRAPH_HANDLE
+const cudnnBackendAttributeName_t kPlanHandle = (cudnnBackendAttributeName_t)400;  // EXECUTION_PLAN_HANDLE
+
+int dnn_fail(tk_err *e, cudnnStatus_t st, const char *what) {
+    char last[256] = "";
+    api.GetLastErrorString(last, sizeof last);
+    tk_err_set(e, TK_EDEVICE, "cuDNN %s: %s%s%s", what, api.GetErrorString(st), last[0] ? ": " : "", last);
+    return tk_err_lib(e, "cudnn", (int)st);
+}
+#define DNN(call, what)                                                                                     \
+    do {                                                                                                    \
+        cudnnStatus_t st_ = (call);                                                                         \
+        if (st_ != CUDNN_STATUS_SUCCESS) return dnn_fail(e, st_, what);                                     \
+    } while (0)
+
+// A backend descriptor that destroys itself.
+struct Desc {
+    cudnnBackendDescriptor_t d = nullptr;
+    Desc() = default;
+    Desc(const Desc &) = delete;
+    Desc &operator=(const Desc &) = delete;
+    ~Desc() {
+        if (d) api.DestroyDescriptor(d);
+    }
+    int make(cudnnBackendDescriptorType_t type, tk_err *e) {
+        DNN(api.CreateDescriptor(type, &d), "create descriptor");
+        return 0;
+    }
+    cudnnBackendDescriptor_t release() {
+        cudnnBackendDescriptor_t r = d;
+        d = nullptr;
+        return r;
+    }
+};
+
+int set(cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t a, cudnnBackendAttributeType_t t, int64_t n,
+        const void *v, tk_err *e) {
+    DNN(api.SetAttribute(d, a, t, n, v), "set attribute");
+    return 0;
+}
+
+enum : int64_t { UID_X = 1, UID_W = 2, UID_Y = 3 };
+
+// An NHWC tensor (dims in cuDNN's N, C, H, W order, strides of channels-last).
+int tensor(Desc &t, int64_t uid, cudnnDataType_t dt, int64_t n, int64_t c, int64_t h, int64_t w, tk_err *e) {
+    int64_t dims[4] = {n, c, h, w}, strides[4] = {h * w * c, 1, w * c, c}, align = 16;
+    TRY(t.make(CUDNN_BACKEND_TENSOR_DESCRIPTOR, e));
+    TRY(set(t.d, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt, e));
+    TRY(set(t.d, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims, e));
+    TRY(set(t.d, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides, e));
+    TRY(set(t.d, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid, e));
+    TRY(set(t.d, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align, e));
+    DNN(api.Finalize(t.d), "finalize tensor");
+    return 0;
+}
+
+struct Plan {
+    tk_conv_pass pass;
+    tk_conv_shape s;
+    tk_dtype t;
+    cudnnBackendDescriptor_t plan;
+    cudnnBackendDescriptor_t keep[2]; // the plan's operation graph and engine configuration, kept
+                                      // alive as long as it (as cudnn-frontend does)
+    int64_t ws;
+    char desc[160];
+};
+
+const char *const kPassName[3] = {"fwd", "dgrad", "wgrad"};
+
+int same(const Plan &p, tk_conv_pass pass, const tk_conv_shape *s, tk_dtype t) {
+    return p.pass == pass && p.t == t && memcmp(&p.s, s, sizeof *s) == 0;
+}
+
+// Whether an engine's numerical notes suit the type: fp32 stays fp32 (no TF32 tensor cores, no
+// reduced-precision reduction); deterministic runs take no nondeterministic engine.
+int notes_ok(cudnnBackendDescriptor_t cfg, tk_dtype t, int deterministic, int64_t *engine_id) {
+    Desc eng;
+    tk_err e0;
+    tk_err *e = &e0;
+    if (eng.make(CUDNN_BACKEND_ENGINE_DESCRIPTOR, e)) return 0;
+    int64_t n = 0;
+    if (api.GetAttribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &eng.d) !=
+        CUDNN_STATUS_SUCCESS)
+        return 0;
+    api.GetAttribute(eng.d, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n, engine_id);
+    cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
+    int64_t nn = 0;
+    if (api.GetAttribute(eng.d, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
+                         CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &nn, notes) != CUDNN_STATUS_SUCCESS)
+        return 0;
+    for (int64_t i = 0; i < nn; i++) {
+        if (deterministic && notes[i] == CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC) return 0;
+        if (t == TK_F32 && (notes[i] == CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS ||
+                            notes[i] == CUDNN_NUMERICAL_NOTE_TENSOR_CORE ||
+                            notes[i] == CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION))
+            return 0;
+    }
+    return 1;
+}
+
+} // namespace
+
+struct tk_cudnn {
+    tk_ctx *c;
+    cudnnHandle_t h;
+    size_t ws_limit, ws_need, ws_bytes;
+    void *ws;
+    Plan *p;
+    int n, cap;
+};
+
+namespace {
+
+// The operation graph of one convolution pass.
+int op_graph(tk_cudnn *h, tk_conv_pass pass, const tk_conv_shape *s, tk_dtype t, Desc &graph, tk_err *e) {
+    cudnnDataType_t dt = t == TK_BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT, ct = CUDNN_DATA_FLOAT;
+    Desc x, w, y, conv, op;
+    TRY(tensor(x, UID_X, dt, s->N, s->C, s->H, s->W, e));
+    TRY(tensor(w, UID_W, dt, s->K, s->C, s->R, s->S, e));
+    TRY(tensor(y, UID_Y, dt, s->N, s->K, s->P, s->Q, e));
+    int64_t two = 2, one[2] = {1, 1}, str[2] = {s->stride, s->stride}, pad[2] = {s->pad, s->pad};
+    cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+    TRY(conv.make(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, e));
+    TRY(set(conv.d, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &ct, e));
+    TRY(set(conv.d, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode, e));
+    TRY(set(conv.d, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &two, e));
+    TRY(set(conv.d, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, one, e));
+    TRY(set(conv.d, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, str, e));
+    TRY(set(conv.d, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, pad, e));
+    TRY(set(conv.d, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, pad, e));
+    DNN(api.Finalize(conv.d), "finalize convolution");
+    float alpha = 1.0f, beta = 0.0f;
+    const cudnnBackendDescriptorType_t kind[3] = {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
+                                                  CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
+                                                  CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR};
+    // per pass: the x-like, w-like and y-like tensor's attribute, the convolution, alpha, beta
+    const cudnnBackendAttributeName_t attr[3][6] = {
+        {CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA},
+        {CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA},
+        {CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA}};
+    const cudnnBackendAttributeType_t D = CUDNN_TYPE_BACKEND_DESCRIPTOR;
+    const cudnnBackendDescriptor_t desc[4] = {x.d, w.d, y.d, conv.d};
+    TRY(op.make(kind[pass], e));
+    for (int i = 0; i < 4; i++) TRY(set(op.d, attr[pass][i], D, 1, &desc[i], e));
+    TRY(set(op.d, attr[pass][4], CUDNN_TYPE_FLOAT, 1, &alpha, e));
+    TRY(set(op.d, attr[pass][5], CUDNN_TYPE_FLOAT, 1, &beta, e));
+    DNN(api.Finalize(op.d), "finalize convolution operation");
+    TRY(graph.make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, e));
+    TRY(set(graph.d, CUDNN_ATTR_OPERATIONGRAPH_OPS, D, 1, &op.d, e));
+    TRY(set(graph.d, kGraphHandle, CUDNN_TYPE_HANDLE, 1, &h->h, e));
+    DNN(api.Finalize(graph.d), "finalize operation graph");
+    return 0;
+}
+
+// The first engine configuration of the heuristics' list (mode) that suits and finalizes into a
+// plan within the workspace limit: *plan (0 when none did).
+int first_plan(tk_cudnn *h, Desc &graph, cudnnBackendHeurMode_t mode, tk_dtype t, cudnnBackendDescriptor_t *plan,
+               cudnnBackendDescriptor_t *cfg, int64_t *ws, int64_t *engine, int *tried, tk_err *e) {
+    *plan = nullptr;
+    Desc heur;
+    TRY(heur.make(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, e));
+    TRY(set(heur.d, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph.d, e));
+    TRY(set(heur.d, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode, e));
+    if (api.Finalize(heur.d) != CUDNN_STATUS_SUCCESS) return 0; // no list in this mode
+    int64_t count = 0;
+    DNN(api.GetAttribute(heur.d, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, nullptr),
+        "heuristics count");
+    if (count <= 0) return 0;
+    if (count > 64) count = 64;
+    Desc cfgs[64];
+    cudnnBackendDescriptor_t raw[64];
+    for (int64_t i = 0; i < count; i++) {
+        TRY(cfgs[i].make(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, e));
+        raw[i] = cfgs[i].d;
+    }
+    int64_t got = 0;
+    DNN(api.GetAttribute(heur.d, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got, raw),
+        "heuristics results");
+    for (int64_t i = 0; i < got; i++) {
+        int64_t id = -1;
+        if (!notes_ok(raw[i], t, h->c->deterministic, &id)) continue;
+        (*tried)++;
+        Desc p;
+        TRY(p.make(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, e));
+        TRY(set(p.d, kPlanHandle, CUDNN_TYPE_HANDLE, 1, &h->h, e));
+        TRY(set(p.d, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &raw[i], e));
+        if (api.Finalize(p.d) != CUDNN_STATUS_SUCCESS) continue; // this engine cannot run the shape
+        int64_t need = 0, n = 0;
+        DNN(api.GetAttribute(p.d, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n, &need),
+            "plan workspace size");
+        if (need < 0 || (size_t)need > h->ws_limit) continue;
+        *plan = p.release();
+        *cfg = cfgs[i].release();
+        *ws = need;
+        *engine = id;
+        return 0;
+    }
+    return 0;
+}
+
+} // namespace
+
+int tk_cudnn_create(tk_ctx *c, size_t ws_limit, tk_cudnn **out, tk_err *e) {
+    *out = NULL;
+    pthread_once(&load_once, load);
+    if (!api.lib) {
+        tk_err_set(e, TK_EDEVICE, "%s", load_msg);
+        return tk_err_hint(e, "install cuDNN 9 (libcudnn.so.9 on the library path, e.g. LD_LIBRARY_PATH=.../nvidia/"
+                              "cudnn/lib of the nvidia-cudnn wheel) for ResNet's convolutions on cuda");
+    }
+    tk_cudnn *h = (tk_cudnn *)calloc(1, sizeof *h);
+    if (!h) return tk_err_set(e, TK_EIO, "out of host memory");
+    h->c = c;
+    h->ws_limit = ws_limit ? ws_limit : (size_t)256 << 20;
+    cudnnStatus_t st = api.Create(&h->h);
+    if (st == CUDNN_STATUS_SUCCESS) st = api.SetStream(h->h, (cudaStream_t)c->stream[TK_STREAM_COMPUTE]);
+    if (st != CUDNN_STATUS_SUCCESS) {
+        if (h->h) api.Destroy(h->h);
+        free(h);
+        return dnn_fail(e, st, "create handle");
+    }
+    *out = h;
+    return 0;
+}
+
+void tk_cudnn_destroy(tk_cudnn *h) {
+    if (!h) return;
+    for (int i = 0; i < h->n; i++) {
+        api.DestroyDescriptor(h->p[i].plan);
+        api.DestroyDescriptor(h->p[i].keep[0]);
+        api.DestroyDescriptor(h->p[i].keep[1]);
+    }
+    free(h->p);
+    if (h->h) api.Destroy(h->h);
+    free(h);
+}
+
+int tk_cudnn_plan(tk_cudnn *h, tk_conv_pass pass, const tk_conv_shape *s, tk_dtype t, tk_err *e) {
+    for (int i = 0; i < h->n; i++)
+        if (same(h->p[i], pass, s, t)) return 0;
+    if (t != TK_F32 && t != TK_BF16) return tk_err_set(e, TK_EINTERNAL, "cudnn conv: type %s", tk_dtype_name(t));
+    if (h->c->capturing) return tk_err_set(e, TK_EINTERNAL, "cudnn conv: a shape planned while capturing");
+    if (h->n == h->cap) {
+        int cap = h->cap ? 2 * h->cap : 64;
+        Plan *p = (Plan *)realloc(h->p, (size_t)cap * sizeof *p);
+        if (!p) return tk_err_set(e, TK_EIO, "out of host memory");
+        h->p = p;
+        h->cap = cap;
+    }
+    Desc graph;
+    TRY(op_graph(h, pass, s, t, graph, e));
+    cudnnBackendDescriptor_t plan = nullptr, cfg = nullptr;
+    int64_t ws = 0, engine = -1;
+    int tried = 0;
+    TRY(first_plan(h, graph, CUDNN_HEUR_MODE_A, t, &plan, &cfg, &ws, &engine, &tried, e));
+    if (!plan) TRY(first_plan(h, graph, CUDNN_HEUR_MODE_FALLBACK, t, &plan, &cfg, &ws, &engine, &tried, e));
+    if (!plan) {
+        tk_err_set(e, TK_EDEVICE,
+                   "cuDNN has no engine for %s N %d %dx%dx%d -> %d %dx%d/%d pad %d in %s (%d engines tried, "
+                   "workspace limit %zu B)",
+                   kPassName[pass], s->N, s->H, s->W, s->C, s->K, s->R, s->S, s->stride, s->pad, tk_dtype_name(t), tried,
+                   h->ws_limit);
+        return tk_err_lib(e, "cudnn", 0);
+    }
+    Plan *p = &h->p[h->n++];
+    p->pass = pass;
+    p->s = *s;
+    p->t = t;
+    p->plan = plan;
+    p->keep[0] = graph.release();
+    p->keep[1] = cfg;
+    p->ws = ws;
+    snprintf(p->desc, sizeof p->desc, "%s N%d %dx%dx%d -> %d %dx%d/%d %s: engine %lld, %lld B workspace",
+             kPassName[pass], s->N, s->H, s->W, s->C, s->K, s->R, s->S, s->stride, tk_dtype_name(t), (long long)engine,
+             (long long)ws);
+    if ((size_t)ws > h->ws_need) h->ws_need = (size_t)ws;
+    return 0;
+}
+
+size_t tk_cudnn_ws_bytes(const tk_cudnn *h) { return h->ws_need; }
+
+void tk_cudnn_set_ws(tk_cudnn *h, void *ws, size_t bytes) {
+    h->ws = ws;
+    h->ws_bytes = bytes;
+}
+
+int tk_cudnn_conv(tk_cudnn *h, tk_conv_pass pass, const tk_conv_shape *s, tk_dtype t, const void *a, const void *b,
+                  void *out, tk_err *e) {
+    const Plan *p = NULL;
+    for (int i = h->n - 1; i >= 0 && !p; i--)
+        if (same(h->p[i], pass, s, t)) p = &h->p[i];
+    if (!p)
+        return tk_err_set(e, TK_EINTERNAL, "cudnn conv: %s N %d %dx%dx%d -> %d was not planned", kPassName[pass], s->N,
+                          s->H, s->W, s->C, s->K);
+    if ((size_t)p->ws > h->ws_bytes)
+        return tk_err_set(e, TK_EINTERNAL, "cudnn conv: workspace of %zu B < %lld B", h->ws_bytes, (long long)p->ws);
+    // kernels/conv.h's (a, b, out) per pass onto the graph's x, w, y
+    void *x = (void *)a, *w = (void *)b, *y = out;
+    if (pass == TK_CONV_BWD_DATA) x = out, w = (void *)b, y = (void *)a;
+    if (pass == TK_CONV_BWD_FILTER) x = (void *)a, w = out, y = (void *)b;
+    int64_t uids[3] = {UID_X, UID_W, UID_Y};
+    void *ptrs[3] = {x, w, y}, *ws = h->ws;
+    Desc vp;
+    TRY(vp.make(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, e));
+    TRY(set(vp.d, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids, e));
+    TRY(set(vp.d, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, ptrs, e));
+    TRY(set(vp.d, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws, e));
+    DNN(api.Finalize(vp.d), "finalize variant pack");
+    DNN(api.Execute(h->h, p->plan, vp.d), kPassName[pass]);
+    return 0;
+}
+
+int tk_cudnn_nplans(const tk_cudnn *h) { return h ? h->n : 0; }
+const char *tk_cudnn_plan_desc(const tk_cudnn *h, int i) { return h && i >= 0 && i < h->n ? h->p[i].desc : ""; }
+
+const char *tk_cudnn_describe(void) {
+    pthread_once(&load_once, load);
+    return load_msg;
+}
+
+#else // no cuDNN headers at build time
+
+struct tk_cudnn {
+    int unused;
+};
+
+static int no_cudnn(tk_err *e) {
+    tk_err_set(e, TK_EDEVICE, "this trainkit was built without cuDNN");
+    return tk_err_hint(e, "rebuild with cuDNN 9's headers (CUDNN_HOME=...) for ResNet on cuda");
+}
+
+int tk_cudnn_create(tk_ctx *c, size_t ws_limit, tk_cudnn **h, tk_err *e) {
+    (void)c, (void)ws_limit;
+    *h = NULL;
+    return no_cudnn(e);
+}
+void tk_cudnn_destroy(tk_cudnn *h) { (void)h; }
+int tk_cudnn_plan(tk_cudnn *h, tk_conv_pass pass, const tk_conv_shape *s, tk_dtype t, tk_err *e) {
+    (void)h, (void)pass, (void)s, (void)t;
+    return no_cudnn(e);
+}
+size_t tk_cudnn_ws_bytes(const tk_cudnn *h) { return (void)h, 0; }
+void tk_cudnn_set_ws(tk_cudnn *h, void *ws, size_t bytes) { (void)h, (void)ws, (void)bytes; }
+int tk_cudnn_conv(tk_cudnn *h, tk_conv_pass pass, const tk_conv_shape *s, tk_dtype t, const void *a, const void *b,
+                  void *out, tk_err *e) {
+    (void)h, (void)pass, (void)s, (void)t, (void)a, (void)b, (void)out;
+    return no_cudnn(e);
+}
+int tk_cudnn_nplans(const tk_cudnn *h) { return (void)h, 0; }
+const char *tk_cudnn_plan_desc(const tk_cudnn *h, int i) { return (void)h, (void)i, ""; }
+const char *tk_cudnn_describe(void) { return "built without cuDNN"; }
+#endif

@@ -1,0 +1,70 @@
+// Convolutions on the cuda backend through cuDNN 9's graph ("backend") API: forward, backward
+// data and backward filter of kernels/conv.h (NHWC activations, KRSC filters, fp32 or bf16 with
+// fp32 accumulation). Each distinct (pass, shape, type) gets an execution plan once, before any
+// capture: the operation graph of one convolution, cuDNN's heuristics (mode A, then the fallback
+// list), and the first engine configuration that finalizes within the workspace limit and whose
+// numerical notes the type allows (fp32: no tensor-core down-conversion, so fp32 stays fp32; with
+// ctx->deterministic: no nondeterministic engine). Plans are cached per shape; running one is a
+// variant pack and cudnnBackendExecute on the compute stream: no allocation, no host sync, so it
+// can be captured in a CUDA graph. The workspace is the caller's (one buffer for all plans, sized
+// by tk_cudnn_ws_bytes once every shape is planned).
+//
+// libcudnn.so.9 is opened at run time (dlopen) on the first tk_cudnn_create, so nothing else in
+// trainkit needs it to start; without it, or in a build without cuDNN's headers, tk_cudnn_create
+// fails with TK_EDEVICE and a hint. Kept in its own translation unit (STYLE habit 10).
+#ifndef TK_GPU_CUDNN_CONV_H
+#define TK_GPU_CUDNN_CONV_H
+
+#include <stddef.h>
+
+#include "conv.h"
+#include "core/err.h"
+#include "gpu/gpu.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tk_cudnn tk_cudnn;
+
+#ifdef TK_HAVE_CUDA // (lib/gpu/cudnn_conv.cu; without CUDA the stubs below)
+// A handle on c's compute stream (cuda backend). ws_limit: the most workspace one plan may use
+// (0: 256 MiB).
+int tk_cudnn_create(tk_ctx *c, size_t ws_limit, tk_cudnn **h, tk_err *e);
+void tk_cudnn_destroy(tk_cudnn *h);
+// Makes (or finds) the plan of a pass for a shape and type. Not while capturing.
+int tk_cudnn_plan(tk_cudnn *h, tk_conv_pass pass, const tk_conv_shape *s, tk_dtype t, tk_err *e);
+// The largest workspace of the plans made so far, and the buffer they run with (device memory of
+// at least that many bytes; may be NULL when it is 0).
+size_t tk_cudnn_ws_bytes(const tk_cudnn *h);
+void tk_cudnn_set_ws(tk_cudnn *h, void *ws, size_t bytes);
+// Runs a planned pass (TK_EINTERNAL when the shape was not planned): kernels/conv.h's a, b, out.
+int tk_cudnn_conv(tk_cudnn *h, tk_conv_pass pass, const tk_conv_shape *s, tk_dtype t, const void *a, const void *b,
+                  void *out, tk_err *e);
+// The plans made so far, for a profile or a report: count, and the i-th's description
+// ("fwd N256 56x56x64 -> 64 3x3/1 BF16: engine 7, 4194304 B workspace").
+int tk_cudnn_nplans(const tk_cudnn *h);
+const char *tk_cudnn_plan_desc(const tk_cudnn *h, int i);
+// "cuDNN 9.19.0" (the library loaded), or why none is loaded.
+const char *tk_cudnn_describe(void);
+#else
+static inline int tk_cudnn_create(tk_ctx *c, size_t ws_limit, tk_cudnn **h, tk_err *e) {
+    (void)c, (void)ws_limit;
+    *h = NULL;
+    return tk_err_set(e, TK_EDEVICE, "this trainkit was built without CUDA");
+}
+static inline void tk_cudnn_destroy(tk_cudnn *h) { (void)h; }
+static inline int tk_cudnn_plan(tk_cudnn *h, tk_conv_pass pass, const tk_conv_shape *s, tk_dtype t, tk_err *e) {
+    (void)h, (void)pass, (void)s, (void)t;
+    return tk_err_set(e, TK_EDEVICE, "this trainkit was built without CUDA");
+}
+static inline size_t tk_cudnn_ws_bytes(const tk_cudnn *h) { return (void)h, 0; }
+static inline void tk_cudnn_set_ws(tk_cudnn *h, void *ws, size_t bytes) { (void)h, (void)ws, (void)bytes; }
+static inline int tk_cudnn_nplans(const tk_cudnn *h) { return (void)h, 0; }
+static inline const char *tk_cudnn_describe(void) { return "built without CUDA"; }
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+#endif

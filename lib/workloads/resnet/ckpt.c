@@ -1,0 +1,203 @@
+// ResNet's foreign weights and step dumps (resnet.h): --init-checkpoint from torchvision's
+// resnet50 state dict saved as safetensors, and train-step --dump-step for the PyTorch peer
+// (contrib/peers/resnet.py).
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/ckpt.h"
+#include "img_norm.h"
+#include "sgd.h" // tk_bf16_to_f32
+#include "workloads/resnet/resnet.h"
+
+typedef struct {
+    char *buf;
+} chunk_arg;
+
+static int put_chunk(void *arg, uint64_t off, const void *chunk, size_t n, tk_err *e) {
+    (void)e;
+    memcpy(((chunk_arg *)arg)->buf + off, chunk, n);
+    return 0;
+}
+
+static void shape_str(const int64_t *s, int nd, char *buf, size_t n) {
+    size_t o = (size_t)snprintf(buf, n, "[");
+    for (int d = 0; d < nd && o < n; d++) o += (size_t)snprintf(buf + o, n - o, d ? ", %lld" : "%lld", (long long)s[d]);
+    if (o < n) snprintf(buf + o, n - o, "]");
+}
+
+// torchvision's names and layouts: conv weights (K, C, R, S), ours (K, R, S, C); the rest the same.
+// Tensors the file lacks keep their initialization; its others (num_batches_tracked) are ignored.
+// A trainkit checkpoint (ours: the same names, our layouts) loads as the engine loads one, the
+// model's tensors only.
+int rn_import_torchvision(rn_model *m, const char *path, tk_err *e) {
+    tk_st_file *f;
+    TRY(tk_st_open(&f, path, e));
+    const char *fmt = tk_st_meta(f, "format");
+    if (fmt && strcmp(fmt, "trainkit-checkpoint-1") == 0) {
+        tk_st_close(f);
+        TRY(tk_ckpt_load(m->P, path, TK_CKPT_MODEL_ONLY, NULL, NULL, e));
+        return rn_weights_loaded(m, e);
+    }
+    const tk_params *P = m->P;
+    float *h = NULL, *t = NULL;
+    int rc = 0, got = 0;
+    size_t cap = 0;
+    for (int i = 0; !rc && i < P->n; i++) {
+        const tk_param *p = &P->p[i];
+        if (p->flags & TK_PARAM_EXTERN) continue;
+        const tk_st_tensor *st = tk_st_find(f, p->name);
+        if (!st) continue;
+        int64_t want[4] = {p->shape[0], p->shape[1], p->shape[2], p->shape[3]};
+        const int conv = p->ndim == 4;
+        if (conv) want[1] = p->shape[3], want[2] = p->shape[1], want[3] = p->shape[2];
+        int ok = st->dtype == TK_F32 && st->ndim == p->ndim;
+        for (int d = 0; ok && d < p->ndim; d++) ok = st->shape[d] == want[d];
+        if (!ok) {
+            char a[96], b[96];
+            shape_str(st->shape, st->ndim, a, sizeof a);
+            shape_str(want, p->ndim, b, sizeof b);
+            rc = tk_err_set(e, TK_EDATA, "tensor %s: %s %s, expected F32 %s (torchvision's layout)", p->name,
+                            tk_dtype_name(st->dtype), a, b);
+            tk_err_where(e, "%s", path);
+            break;
+        }
+        size_t n = (size_t)tk_param_numel(p);
+        if (n > cap) {
+            free(h), free(t);
+            h = malloc(n * 4), t = malloc(n * 4);
+            cap = n;
+            if (!h || !t) {
+                rc = tk_err_set(e, TK_EIO, "out of host memory");
+                break;
+            }
+        }
+        chunk_arg ca = {(char *)h};
+        char stage[1 << 16];
+        if ((rc = tk_st_read_verified(f, st, put_chunk, &ca, stage, sizeof stage, e))) break;
+        const float *src = h;
+        if (conv) { // (K, C, R, S) -> (K, R, S, C)
+            const int64_t K = p->shape[0], R = p->shape[1], S = p->shape[2], C = p->shape[3];
+            for (int64_t k = 0; k < K; k++)
+                for (int64_t c = 0; c < C; c++)
+                    for (int64_t r = 0; r < R; r++)
+                        for (int64_t s = 0; s < S; s++)
+                            t[((k * R + r) * S + s) * C + c] = h[((k * C + c) * R + r) * S + s];
+            src = t;
+        }
+        if ((rc = tk_memcpy_h2d(m->c, p->w, src, n * 4, TK_STREAM_COMPUTE, e))) break;
+        got++;
+    }
+    tk_st_close(f);
+    free(h);
+    free(t);
+    if (!rc && got == 0) {
+        rc = tk_err_set(e, TK_EDATA, "no tensor of a torchvision ResNet (conv1.weight, layer1.0.conv1.weight, ...)");
+        tk_err_where(e, "%s", path);
+    }
+    if (!rc) rc = rn_weights_loaded(m, e);
+    if (!rc) rc = tk_ctx_sync(m->c, e);
+    return rc;
+}
+
+// ---- the step dump ----
+
+static void entry(tk_ckpt_entry *en, const char *name, tk_dtype dt, int nd, const int64_t *shape, const void *src,
+                  int dev) {
+    memset(en, 0, sizeof *en);
+    snprintf(en->t.name, sizeof en->t.name, "%.*s", (int)sizeof en->t.name - 1, name);
+    en->t.dtype = dt;
+    en->t.ndim = nd;
+    for (int d = 0; d < nd; d++) en->t.shape[d] = shape[d];
+    en->src = src;
+    en->dev = dev;
+}
+
+// A device array of n values in t, widened to fp32 on the host (malloc'ed).
+static float *host_f32(rn_model *m, const void *src, size_t n, tk_dtype t, tk_err *e) {
+    float *h = malloc(n * 4 + 4);
+    if (!h) return tk_err_set(e, TK_EIO, "out of host memory"), NULL;
+    if (tk_memcpy_d2h(m->c, h, src, n * tk_dtype_size(t), TK_STREAM_COMPUTE, e) || tk_ctx_sync(m->c, e)) {
+        free(h);
+        return NULL;
+    }
+    for (size_t i = n; t == TK_BF16 && i-- > 0;) { // in place from the back
+        uint16_t v;
+        memcpy(&v, (const char *)h + 2 * i, 2);
+        h[i] = tk_bf16_to_f32(v);
+    }
+    return h;
+}
+
+// The batch in the input buffers, every tensor before the step, the loss, the dense gradients and
+// the running statistics after it (the optimizer does not run).
+int rn_dump_step(rn_model *m, const char *path, tk_err *e) {
+    const tk_params *P = m->P;
+    tk_ckpt_entry *pe = NULL;
+    int np = 0;
+    TRY(tk_ckpt_entries(P, &pe, &np, e));
+    const int cap = 3 * np + 8;
+    tk_ckpt_entry *ent = calloc((size_t)cap, sizeof *ent);
+    void **own = calloc((size_t)cap, sizeof *own);
+    char name[TK_PARAM_NAME + 16];
+    int n = 0, no = 0, rc = !ent || !own ? tk_err_set(e, TK_EIO, "out of host memory") : 0;
+    // the tensors before the step (it changes the running statistics)
+    for (int i = 0; !rc && i < np; i++) {
+        size_t nb = (size_t)tk_st_nbytes(&pe[i].t);
+        void *h = malloc(nb + 1);
+        if (!h) rc = tk_err_set(e, TK_EIO, "out of host memory");
+        if (!rc) rc = tk_memcpy_d2h(m->c, h, pe[i].src, nb, TK_STREAM_COMPUTE, e);
+        own[no++] = h;
+        ent[n] = pe[i];
+        ent[n].src = h, ent[n++].dev = 0;
+    }
+    if (!rc) rc = tk_ctx_sync(m->c, e);
+    // the normalized images the stem reads (x0's first 3 channels; the step's first op makes them,
+    // the same from the same batch)
+    const size_t npix = (size_t)m->b * m->S * m->S;
+    float *img = NULL;
+    tk_img_norm nrm;
+    for (int c = 0; c < 3; c++) nrm.mean[c] = m->cfg.mean[c], nrm.std[c] = m->cfg.std[c];
+    if (!rc) rc = tk_img_normalize(m->c, m->in_img, (int64_t)npix, nrm, m->t, m->x0, m->cin, e);
+    if (!rc && !(img = host_f32(m, m->x0, npix * m->cin, m->t, e))) rc = e->code;
+    for (size_t p = 0; img && p < npix; p++)
+        for (int c = 0; c < 3; c++) img[p * 3 + c] = img[p * m->cin + c];
+    own[no++] = img;
+    int64_t si[4] = {m->b, m->S, m->S, 3}, sl[1] = {m->b}, one[1] = {1};
+    entry(&ent[n++], "batch.image", TK_F32, 4, si, img, 0);
+    entry(&ent[n++], "batch.label", TK_I32, 1, sl, m->in_label, 1);
+    double acc[2] = {0, 0};
+    float *loss = malloc(4);
+    own[no++] = loss;
+    if (!rc && !loss) rc = tk_err_set(e, TK_EIO, "out of host memory");
+    if (!rc) rc = tk_memset0(m->c, m->loss_acc, 16, TK_STREAM_COMPUTE, e);
+    if (!rc) rc = rn_train_step(m, e);
+    if (!rc) rc = tk_memcpy_d2h(m->c, acc, m->loss_acc, 16, TK_STREAM_COMPUTE, e);
+    if (!rc) rc = tk_ctx_sync(m->c, e);
+    if (!rc) *loss = (float)acc[0];
+    entry(&ent[n++], "loss", TK_F32, 1, one, loss, 0);
+    for (int i = 0; !rc && i < P->n; i++) {
+        const tk_param *p = &P->p[i];
+        if (p->flags & TK_PARAM_EXTERN) continue;
+        snprintf(name, sizeof name, "%s.%s", p->flags & TK_PARAM_DENSE ? "grad" : "after", p->name);
+        entry(&ent[n++], name, TK_F32, p->ndim, p->shape, p->flags & TK_PARAM_DENSE ? (const void *)p->g : p->w, 1);
+    }
+    char cfgs[512];
+    const rn_config *c = &m->cfg;
+    snprintf(cfgs, sizeof cfgs,
+             "{\"layers\": [%d, %d, %d, %d], \"nstages\": %d, \"width\": %d, \"expansion\": %d, \"classes\": %d, "
+             "\"image_size\": %d, \"bn_epsilon\": %.17g, \"bn_momentum\": %.17g, \"label_smoothing\": %.17g, "
+             "\"precision\": \"%s\", \"global_batch\": %lld}",
+             c->layers[0], c->nstages > 1 ? c->layers[1] : 0, c->nstages > 2 ? c->layers[2] : 0,
+             c->nstages > 3 ? c->layers[3] : 0, c->nstages, c->width, c->expansion, c->classes, c->image_size,
+             c->bn_eps, c->bn_momentum, c->label_smoothing, c->bf16 ? "bf16" : "fp32", (long long)c->batch);
+    json_t *meta = json_pack("{s:s, s:s, s:s, s:s}", "format", "trainkit-step-dump-1", "workload", "resnet", "layout",
+                             "activations NHWC, conv weights (K, R, S, C)", "config", cfgs);
+    if (!rc) rc = tk_ckpt_write(m->c, path, ent, n, meta, e);
+    json_decref(meta);
+    for (int i = 0; own && i < no; i++) free(own[i]);
+    free(own);
+    free(ent);
+    free(pe);
+    return rc;
+}

@@ -1,0 +1,460 @@
+// ResNet's model: its tensors in the engine's flat buffers, the activations, the convolution
+// plans, initialization and the compute copies (resnet.h).
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bn.h"
+#include "cast2d.h"
+#include "gpu/cudnn_conv.h"
+#include "gpu/philox.h"
+#include "workloads/resnet/resnet.h"
+#include "xent_smooth.h"
+
+// ---- tensors ----
+
+static int add(tk_params *P, const char *name, int ndim, int64_t d0, int64_t d1, int64_t d2, int64_t d3, int flags,
+               int *idx, tk_err *e) {
+    int64_t shape[4] = {d0, d1, d2, d3};
+    return tk_params_add(P, name, TK_F32, ndim, shape, flags, -1, idx, e);
+}
+
+static int declare_conv(rn_model *m, rn_conv *cv, const char *name, tk_err *e) {
+    const tk_conv_shape *s = &cv->s;
+    int C = cv == &m->c0 ? 3 : s->C; // the stem's master weight has the image's 3 channels
+    return add(m->P, name, 4, s->K, s->R, s->S, C, TK_PARAM_DENSE, &cv->pidx, e);
+}
+
+// gamma and beta now (dense: no weight decay, no LARS adaptation, as MLPerf's LARS); the running
+// statistics later, after every dense tensor (declare_stats).
+static int declare_bn(rn_model *m, rn_bn *bn, const char *prefix, tk_err *e) {
+    char name[TK_PARAM_NAME];
+    const int f = TK_PARAM_DENSE | TK_PARAM_NO_DECAY | TK_PARAM_NO_ADAPT;
+    snprintf(name, sizeof name, "%s.weight", prefix);
+    TRY(add(m->P, name, 1, bn->C, 0, 0, 0, f, &bn->pidx, e));
+    snprintf(name, sizeof name, "%s.bias", prefix);
+    return add(m->P, name, 1, bn->C, 0, 0, 0, f, NULL, e);
+}
+
+static int declare_stats(rn_model *m, rn_bn *bn, tk_err *e) {
+    char prefix[TK_PARAM_NAME], name[TK_PARAM_NAME];
+    snprintf(prefix, sizeof prefix, "%s", m->P->p[bn->pidx].name);
+    prefix[strlen(prefix) - strlen(".weight")] = 0;
+    snprintf(name, sizeof name, "%s.running_mean", prefix);
+    TRY(add(m->P, name, 1, bn->C, 0, 0, 0, 0, NULL, e));
+    snprintf(name, sizeof name, "%s.running_var", prefix);
+    return add(m->P, name, 1, bn->C, 0, 0, 0, 0, NULL, e);
+}
+
+// Every BN of the model, in forward order (stem, then each block's bn1, bn2, bn3, downsample).
+static int all_bns(rn_model *m, rn_bn **out) {
+    int n = 0;
+    out[n++] = &m->b0;
+    for (int i = 0; i < m->nblk; i++) {
+        rn_block *k = &m->blk[i];
+        out[n++] = &k->b1, out[n++] = &k->b2, out[n++] = &k->b3;
+        if (k->down) out[n++] = &k->bd;
+    }
+    return n;
+}
+
+// Every convolution, in forward order.
+static int all_convs(rn_model *m, rn_conv **out) {
+    int n = 0;
+    out[n++] = &m->c0;
+    for (int i = 0; i < m->nblk; i++) {
+        rn_block *k = &m->blk[i];
+        out[n++] = &k->c1, out[n++] = &k->c2, out[n++] = &k->c3;
+        if (k->down) out[n++] = &k->cd;
+    }
+    return n;
+}
+
+static int declare(rn_model *m, tk_err *e) {
+    char name[TK_PARAM_NAME];
+    TRY(declare_conv(m, &m->c0, "conv1.weight", e));
+    TRY(declare_bn(m, &m->b0, "bn1", e));
+    for (int i = 0; i < m->nblk; i++) {
+        rn_block *k = &m->blk[i];
+        char pre[64];
+        snprintf(pre, sizeof pre, "layer%d.%d", k->stage + 1, k->unit);
+        rn_conv *cv[3] = {&k->c1, &k->c2, &k->c3};
+        rn_bn *bn[3] = {&k->b1, &k->b2, &k->b3};
+        for (int j = 0; j < 3; j++) {
+            snprintf(name, sizeof name, "%s.conv%d.weight", pre, j + 1);
+            TRY(declare_conv(m, cv[j], name, e));
+            snprintf(name, sizeof name, "%s.bn%d", pre, j + 1);
+            TRY(declare_bn(m, bn[j], name, e));
+        }
+        if (k->down) {
+            snprintf(name, sizeof name, "%s.downsample.0.weight", pre);
+            TRY(declare_conv(m, &k->cd, name, e));
+            snprintf(name, sizeof name, "%s.downsample.1", pre);
+            TRY(declare_bn(m, &k->bd, name, e));
+        }
+    }
+    TRY(add(m->P, "fc.weight", 2, m->cfg.classes, m->Cf, 0, 0, TK_PARAM_DENSE, &m->pfw, e));
+    TRY(add(m->P, "fc.bias", 1, m->cfg.classes, 0, 0, 0, TK_PARAM_DENSE | TK_PARAM_NO_DECAY | TK_PARAM_NO_ADAPT,
+            &m->pfb, e));
+    rn_bn *bns[4 * RN_MAX_BLOCKS + 1];
+    int nb = all_bns(m, bns);
+    for (int i = 0; i < nb; i++) TRY(declare_stats(m, bns[i], e));
+    if (m->t == TK_BF16) m->P->copy_type = TK_BF16;
+    TRY(tk_params_alloc(m->P, e));
+    // the views
+    tk_params *P = m->P;
+    rn_conv *cvs[4 * RN_MAX_BLOCKS + 1];
+    int nc = all_convs(m, cvs);
+    for (int i = 0; i < nc; i++) {
+        cvs[i]->w = P->p[cvs[i]->pidx].w;
+        cvs[i]->dw = P->p[cvs[i]->pidx].g;
+        cvs[i]->wc = tk_params_copy_of(P, cvs[i]->w);
+    }
+    for (int i = 0; i < nb; i++) {
+        rn_bn *b = bns[i];
+        int g = b->pidx, rs = P->ndense + 2 * i;
+        b->gamma = P->p[g].w, b->dgamma = P->p[g].g;
+        b->beta = P->p[g + 1].w, b->dbeta = P->p[g + 1].g;
+        b->rmean = P->p[rs].w, b->rvar = P->p[rs + 1].w;
+    }
+    m->fcw = P->p[m->pfw].w, m->dfcw = P->p[m->pfw].g;
+    m->fcb = P->p[m->pfb].w, m->dfcb = P->p[m->pfb].g;
+    return 0;
+}
+
+// ---- shapes ----
+
+static int shapes(rn_model *m, tk_err *e) {
+    const rn_config *cfg = &m->cfg;
+    const int b = m->b, S = m->S;
+    TRY(tk_conv_shape_init(&m->c0.s, b, S, S, m->cin, cfg->width, 7, 7, 2, 3, e));
+    m->H0 = m->c0.s.P;
+    m->b0.C = cfg->width;
+    m->Hp = (m->H0 + 2 - 3) / 2 + 1;
+    int H = m->Hp, Cin = cfg->width;
+    m->nblk = 0;
+    for (int s = 0; s < cfg->nstages; s++)
+        for (int u = 0; u < cfg->layers[s]; u++) {
+            rn_block *k = &m->blk[m->nblk++];
+            const int planes = cfg->width << s, Cout = planes * cfg->expansion, st = s > 0 && u == 0 ? 2 : 1;
+            k->stage = s, k->unit = u;
+            k->down = u == 0 && (st != 1 || Cin != Cout);
+            TRY(tk_conv_shape_init(&k->c1.s, b, H, H, Cin, planes, 1, 1, 1, 0, e));
+            TRY(tk_conv_shape_init(&k->c2.s, b, H, H, planes, planes, 3, 3, st, 1, e));
+            const int P = k->c2.s.P;
+            TRY(tk_conv_shape_init(&k->c3.s, b, P, P, planes, Cout, 1, 1, 1, 0, e));
+            if (k->down) TRY(tk_conv_shape_init(&k->cd.s, b, H, H, Cin, Cout, 1, 1, st, 0, e));
+            k->b1.C = k->b2.C = planes;
+            k->b3.C = k->bd.C = Cout;
+            H = P, Cin = Cout;
+        }
+    m->Cf = Cin;
+    return 0;
+}
+
+// ---- activations ----
+
+static size_t act_bytes(const rn_model *m, int64_t elems) { return (size_t)elems * tk_dtype_size(m->t); }
+static size_t at_least1(size_t n) { return n ? n : 1; }
+
+static int activations(rn_model *m, tk_err *e) {
+    const int b = m->b;
+    size_t es = tk_dtype_size(m->t), need = 0, bn_ws = 0, max_act = 0, max_w = 0;
+    void **slot[16 * RN_MAX_BLOCKS + 64];
+    size_t size[16 * RN_MAX_BLOCKS + 64];
+    int n = 0;
+#define NEED(ptr, bytes) (slot[n] = (void **)&(ptr), size[n] = at_least1(bytes), need += (size[n] + 255) / 256 * 256, n++)
+#define ACT(ptr, elems) (NEED(ptr, act_bytes(m, elems)), max_act = (size_t)(elems) > max_act ? (size_t)(elems) : max_act)
+    NEED(m->in_img, (size_t)b * m->S * m->S * 3);
+    NEED(m->in_label, (size_t)b * 4);
+    ACT(m->x0, (int64_t)b * m->S * m->S * m->cin);
+    ACT(m->y0, tk_conv_y_numel(&m->c0.s));
+    ACT(m->z0, tk_conv_y_numel(&m->c0.s));
+    const int64_t npool = (int64_t)b * m->Hp * m->Hp * m->cfg.width;
+    ACT(m->pool, npool);
+    NEED(m->pool_idx, (size_t)npool);
+    rn_bn *bns[4 * RN_MAX_BLOCKS + 1];
+    int nb = all_bns(m, bns);
+    for (int i = 0; i < nb; i++) {
+        NEED(bns[i]->smean, (size_t)bns[i]->C * 4);
+        NEED(bns[i]->sinvstd, (size_t)bns[i]->C * 4);
+    }
+    for (int i = 0; i < m->nblk; i++) {
+        rn_block *k = &m->blk[i];
+        ACT(k->y1, tk_conv_y_numel(&k->c1.s));
+        ACT(k->z1, tk_conv_y_numel(&k->c1.s));
+        ACT(k->y2, tk_conv_y_numel(&k->c2.s));
+        ACT(k->z2, tk_conv_y_numel(&k->c2.s));
+        ACT(k->y3, tk_conv_y_numel(&k->c3.s));
+        ACT(k->out, tk_conv_y_numel(&k->c3.s));
+        if (k->down) {
+            ACT(k->yd, tk_conv_y_numel(&k->cd.s));
+            ACT(k->zd, tk_conv_y_numel(&k->cd.s));
+        }
+    }
+    ACT(m->feat, (int64_t)b * m->Cf);
+    ACT(m->dfeat, (int64_t)b * m->Cf);
+    NEED(m->logits, (size_t)b * m->cfg.classes * 4);
+    ACT(m->dlogits, (int64_t)b * m->cfg.classes);
+    for (int i = 0; i < RN_NBUF; i++) NEED(m->g[i], max_act * es);
+    // workspaces: BN's largest, the loss's, the bf16 weight gradients', the top-1 counter
+    for (int i = 0; i < nb; i++) {
+        const rn_bn *bn = bns[i];
+        int64_t M = bn == &m->b0 ? tk_conv_y_numel(&m->c0.s) / bn->C : 0;
+        for (int j = 0; !M && j < m->nblk; j++) {
+            const rn_block *k = &m->blk[j];
+            if (bn == &k->b1) M = tk_conv_y_numel(&k->c1.s) / bn->C;
+            if (bn == &k->b2) M = tk_conv_y_numel(&k->c2.s) / bn->C;
+            if (bn == &k->b3 || bn == &k->bd) M = tk_conv_y_numel(&k->c3.s) / bn->C;
+        }
+        size_t w = tk_bn_ws_bytes(m->c->backend, M, bn->C);
+        bn_ws = w > bn_ws ? w : bn_ws;
+    }
+    NEED(m->bn_ws, bn_ws);
+    NEED(m->xent_ws, tk_xent_ws_bytes(m->c->backend, b));
+    rn_conv *cvs[4 * RN_MAX_BLOCKS + 1];
+    int nc = all_convs(m, cvs);
+    for (int i = 0; i < nc; i++) max_w = (size_t)tk_conv_w_numel(&cvs[i]->s) > max_w ? (size_t)tk_conv_w_numel(&cvs[i]->s) : max_w;
+    if (m->t == TK_BF16 || m->cin != 3) NEED(m->dwbuf, max_w * es);
+    if (m->cin != 3) NEED(m->w0p, (size_t)tk_conv_w_numel(&m->c0.s) * es);
+    NEED(m->top1, 8);
+    void *dnn_ws = NULL;
+    size_t dnn_bytes = m->dnn ? tk_cudnn_ws_bytes(m->dnn) : 0;
+    NEED(dnn_ws, dnn_bytes);
+#undef ACT
+#undef NEED
+    TRY(tk_arena_init(m->c, &m->acts, need + 256, "resnet activations", e));
+    for (int i = 0; i < n; i++) {
+        void *p;
+        TRY(tk_arena_take(&m->acts, size[i], &p, e));
+        memcpy(slot[i], &p, sizeof p); // (the slots are pointers of several types)
+    }
+    if (m->dnn) tk_cudnn_set_ws(m->dnn, dnn_ws, dnn_bytes);
+    if (m->w0p) m->c0.wc = m->w0p; // the stem reads its padded copy (rn_refresh_stem fills it)
+    // the blocks' inputs
+    for (int i = 0; i < m->nblk; i++) m->blk[i].in = i == 0 ? m->pool : m->blk[i - 1].out;
+    return tk_memset0(m->c, m->acts.base, m->acts.cap, TK_STREAM_COMPUTE, e);
+}
+
+// cuDNN's plans for every convolution pass of the model, before the workspace is sized.
+static int plan_convs(rn_model *m, tk_err *e) {
+    rn_conv *cvs[4 * RN_MAX_BLOCKS + 1];
+    int nc = all_convs(m, cvs);
+    for (int i = 0; i < nc; i++)
+        for (int p = 0; p < 3; p++)
+            if (!(p == TK_CONV_BWD_DATA && i == 0)) TRY(tk_cudnn_plan(m->dnn, (tk_conv_pass)p, &cvs[i]->s, m->t, e));
+    return 0;
+}
+
+// The stem on cuda: cuDNN's fast NHWC kernels want a channel count their vectors divide, so the
+// 3-channel images are zero-padded to 4 (NVIDIA's MLPerf input layout), or 8 when no engine runs
+// 4; the padding's weights are zero and their gradients dropped.
+static int pick_stem_channels(rn_model *m, tk_err *e) {
+    static const int tries[] = {4, 8, 3};
+    tk_err first = {0};
+    for (int i = 0; i < 3; i++) {
+        tk_conv_shape s;
+        TRY(tk_conv_shape_init(&s, m->b, m->S, m->S, tries[i], m->cfg.width, 7, 7, 2, 3, e));
+        int rc = tk_cudnn_plan(m->dnn, TK_CONV_FWD, &s, m->t, e);
+        if (!rc) rc = tk_cudnn_plan(m->dnn, TK_CONV_BWD_FILTER, &s, m->t, e);
+        if (!rc) {
+            m->cin = tries[i];
+            return 0;
+        }
+        if (i == 0) first = *e;
+    }
+    *e = first;
+    return first.code;
+}
+
+int rn_create(const rn_config *cfg, const tk_wl_env *env, rn_model **out, tk_err *e) {
+    *out = NULL;
+    rn_model *m = calloc(1, sizeof *m);
+    if (!m) return tk_err_set(e, TK_EIO, "out of host memory");
+    m->cfg = *cfg;
+    m->c = env->c;
+    m->P = env->params;
+    m->dist = env->dist;
+    m->lr = env->lr, m->step = env->step, m->loss_acc = env->loss_acc;
+    m->t = cfg->bf16 ? TK_BF16 : TK_F32;
+    m->S = cfg->image_size;
+    m->cin = 3;
+    const int world = m->dist->world;
+    int rc = 0;
+    if (cfg->bf16 && m->c->backend != TK_BACKEND_CUDA) {
+        rc = tk_err_set(e, TK_EUSAGE, "resnet: precision bf16 needs the cuda backend");
+        tk_err_hint(e, "the cpu backend is the fp32 reference: --set model.precision=fp32");
+        goto fail;
+    }
+    if (cfg->batch % world != 0) {
+        rc = tk_err_set(e, TK_EUSAGE, "resnet: the global batch (%lld) must be a multiple of the world size (%d)",
+                        (long long)cfg->batch, world);
+        goto fail;
+    }
+    m->b = (int)(cfg->batch / world);
+    if (cfg->sh) { // the readers decode this rank's share
+        cfg->sh->rank = m->dist->rank;
+        cfg->sh->world = world;
+    }
+    if (m->c->backend == TK_BACKEND_CUDA) {
+        if ((rc = tk_cudnn_create(m->c, 0, &m->dnn, e))) goto fail;
+        if ((rc = pick_stem_channels(m, e))) goto fail;
+    }
+    if ((rc = shapes(m, e)) || (rc = declare(m, e))) goto fail;
+    if (m->dnn && (rc = plan_convs(m, e))) goto fail;
+    if ((rc = activations(m, e))) goto fail;
+    // cuda: one step on the zeroed buffers, so every cuDNN plan and kernel has run (and loaded) before
+    // the engine captures the first step in a CUDA graph, and an error shows here, eagerly. What it
+    // changes (gradients, running statistics, the loss accumulator) is set again by init_weights or a
+    // checkpoint's load, and the loss accumulator here.
+    if (m->dnn && ((rc = rn_train_step(m, e)) || (rc = tk_memset0(m->c, m->loss_acc, 16, TK_STREAM_COMPUTE, e))))
+        goto fail;
+    if ((rc = tk_ctx_sync(m->c, e))) goto fail;
+    *out = m;
+    return 0;
+fail:
+    rn_destroy(m);
+    return rc;
+}
+
+int rn_create_standalone(tk_ctx *c, const rn_config *cfg, rn_model **out, tk_err *e) {
+    *out = NULL;
+    tk_dist *d = calloc(1, sizeof *d);
+    tk_params *P = calloc(1, sizeof *P);
+    int rc = !d || !P ? tk_err_set(e, TK_EIO, "out of host memory") : tk_dist_init(d, c, NULL, 0, e);
+    void *scalars = NULL;
+    if (!rc) rc = tk_malloc(c, &scalars, 64, e);
+    if (!rc) rc = tk_memset0(c, scalars, 64, TK_STREAM_COMPUTE, e);
+    if (!rc) {
+        tk_params_init(P, c, 0);
+        tk_wl_env env = {.c = c, .dist = d, .params = P, .lr = scalars, .step = (int64_t *)((char *)scalars + 8),
+                         .loss_acc = (double *)((char *)scalars + 16)};
+        rc = rn_create(cfg, &env, out, e);
+    }
+    if (!rc) {
+        (*out)->own_params = *P;
+        (*out)->P = &(*out)->own_params;
+        (*out)->own_dist = *d;
+        (*out)->dist = &(*out)->own_dist;
+        (*out)->own_scalars = scalars;
+    } else {
+        if (P && P->c) tk_params_release(P);
+        if (d && d->c) tk_dist_release(d);
+        if (scalars) tk_free(c, scalars);
+    }
+    free(P);
+    free(d);
+    return rc;
+}
+
+void rn_destroy(rn_model *m) {
+    if (!m) return;
+    tk_arena_release(m->c, &m->acts);
+    tk_cudnn_destroy(m->dnn);
+    if (m->P == &m->own_params) tk_params_release(&m->own_params);
+    if (m->dist == &m->own_dist) tk_dist_release(&m->own_dist);
+    if (m->own_scalars) tk_free(m->c, m->own_scalars);
+    free(m);
+}
+
+// ---- initialization ----
+
+static uint32_t init_stream(int pidx) { return (uint32_t)TK_RNG_INIT | (uint32_t)(pidx + 1) << 8; }
+
+// Tensor pidx (n values at h) from seed: normal(0, sd) or uniform(-a, a).
+static void fill_normal(float *h, size_t n, double sd, uint64_t seed, int pidx) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) h[i] = (float)(sd * tk_philox_normal(seed, init_stream(pidx), i));
+}
+static void fill_uniform(float *h, size_t n, double a, uint64_t seed, int pidx) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) h[i] = (float)(-a + 2 * a * tk_philox_uniform(seed, init_stream(pidx), i));
+}
+static void fill_const(float *h, size_t n, float v) {
+    for (size_t i = 0; i < n; i++) h[i] = v;
+}
+
+// torchvision's resnet50() initialization: conv weights kaiming_normal_(mode="fan_out",
+// nonlinearity="relu"), N(0, 2 / (K R S)); BN gamma 1, beta 0 (gamma 0 in each block's last BN
+// with zero_init_residual); the FC layer as nn.Linear's default, U(-1/sqrt(in), 1/sqrt(in)) for
+// weight and bias. "mlperf": NVIDIA's MXNet v1.1 (MLPerfInit: Xavier gaussian, factor "in",
+// magnitude 2, i.e. N(0, 2 / (C R S)); fc weight N(0, 0.01), bias 0; gamma 1, beta 0; its runs
+// did not pass --bn-gamma-init0).
+int rn_init_weights(rn_model *m, uint64_t seed, tk_err *e) {
+    tk_params *P = m->P;
+    float *h = calloc(P->dense_n + 1, sizeof(float));
+    if (!h) return tk_err_set(e, TK_EIO, "out of host memory");
+    const int mlperf = m->cfg.init == RN_INIT_MLPERF;
+    rn_conv *cvs[4 * RN_MAX_BLOCKS + 1];
+    int nc = all_convs(m, cvs);
+    for (int i = 0; i < nc; i++) {
+        const tk_param *p = &P->p[cvs[i]->pidx];
+        size_t n = (size_t)tk_param_numel(p);
+        double fan = mlperf ? (double)(p->shape[1] * p->shape[2] * p->shape[3]) : (double)(p->shape[0] * p->shape[1] * p->shape[2]);
+        fill_normal(h + (cvs[i]->w - P->dense_w), n, sqrt(2.0 / fan), seed, cvs[i]->pidx);
+    }
+    rn_bn *bns[4 * RN_MAX_BLOCKS + 1];
+    int nb = all_bns(m, bns);
+    for (int i = 0; i < nb; i++) {
+        int last = 0;
+        for (int j = 0; j < m->nblk; j++) last |= bns[i] == &m->blk[j].b3;
+        fill_const(h + (bns[i]->gamma - P->dense_w), (size_t)bns[i]->C, m->cfg.zero_init_residual && last ? 0.0f : 1.0f);
+    }
+    const size_t nfw = (size_t)m->cfg.classes * m->Cf;
+    if (mlperf) {
+        fill_normal(h + (m->fcw - P->dense_w), nfw, 0.01, seed, m->pfw);
+    } else {
+        fill_uniform(h + (m->fcw - P->dense_w), nfw, 1.0 / sqrt((double)m->Cf), seed, m->pfw);
+        fill_uniform(h + (m->fcb - P->dense_w), (size_t)m->cfg.classes, 1.0 / sqrt((double)m->Cf), seed, m->pfb);
+    }
+    int rc = tk_memcpy_h2d(m->c, P->dense_w, h, P->dense_n * sizeof(float), TK_STREAM_COMPUTE, e);
+    // running statistics: mean 0, variance 1
+    for (int i = 0; !rc && i < nb; i++) {
+        fill_const(h, (size_t)bns[i]->C, 0.0f);
+        fill_const(h + bns[i]->C, (size_t)bns[i]->C, 1.0f);
+        rc = tk_memcpy_h2d(m->c, bns[i]->rmean, h, (size_t)bns[i]->C * 4, TK_STREAM_COMPUTE, e);
+        if (!rc) rc = tk_memcpy_h2d(m->c, bns[i]->rvar, h + bns[i]->C, (size_t)bns[i]->C * 4, TK_STREAM_COMPUTE, e);
+    }
+    free(h);
+    if (!rc) rc = rn_weights_loaded(m, e);
+    if (!rc) rc = tk_memset0(m->c, m->loss_acc, 16, TK_STREAM_COMPUTE, e);
+    if (!rc) rc = tk_ctx_sync(m->c, e);
+    return rc;
+}
+
+int rn_refresh_stem(rn_model *m, tk_err *e) {
+    if (!m->w0p) return 0;
+    // (K R S, 3) fp32 -> (K R S, cin) in t, the pad columns zero
+    const tk_conv_shape *s = &m->c0.s;
+    TRY(tk_cast2d(m->c, m->c0.w, TK_F32, 3, m->w0p, m->t, m->cin, (int64_t)s->K * s->R * s->S, 3, e));
+    m->c0.wc = m->w0p;
+    return 0;
+}
+
+int rn_weights_loaded(rn_model *m, tk_err *e) {
+    if (m->P->copy) TRY(tk_params_refresh_copy(m->P, e));
+    return rn_refresh_stem(m, e);
+}
+
+// ---- names ----
+
+const char *rn_mlperf_name(const rn_model *m, int pidx, char *buf, size_t n) {
+    const char *tv = m->P->p[pidx].name;
+    int s, u, k;
+    char what[32];
+    if (strcmp(tv, "conv1.weight") == 0) return snprintf(buf, n, "conv0_weight"), buf;
+    if (strcmp(tv, "bn1.weight") == 0) return snprintf(buf, n, "bn0_gamma"), buf;
+    if (strcmp(tv, "bn1.bias") == 0) return snprintf(buf, n, "bn0_beta"), buf;
+    if (strcmp(tv, "fc.weight") == 0) return snprintf(buf, n, "fc1_weight"), buf;
+    if (strcmp(tv, "fc.bias") == 0) return snprintf(buf, n, "fc1_bias"), buf;
+    if (sscanf(tv, "layer%d.%d.conv%d.%31s", &s, &u, &k, what) == 4 && strcmp(what, "weight") == 0)
+        return snprintf(buf, n, "stage%d_unit%d_conv%d_weight", s, u + 1, k), buf;
+    if (sscanf(tv, "layer%d.%d.bn%d.%31s", &s, &u, &k, what) == 4 && (!strcmp(what, "weight") || !strcmp(what, "bias")))
+        return snprintf(buf, n, "stage%d_unit%d_bn%d_%s", s, u + 1, k, what[0] == 'w' ? "gamma" : "beta"), buf;
+    if (sscanf(tv, "layer%d.%d.downsample.0.%31s", &s, &u, what) == 3 && strcmp(what, "weight") == 0)
+        return snprintf(buf, n, "stage%d_unit%d_conv1sc_weight", s, u + 1), buf;
+    if (sscanf(tv, "layer%d.%d.downsample.1.%31s", &s, &u, what) == 3 && (!strcmp(what, "weight") || !strcmp(what, "bias")))
+        return snprintf(buf, n, "stage%d_unit%d_bnsc_%s", s, u + 1, what[0] == 'w' ? "gamma" : "beta"), buf;
+    return NULL;
+}

@@ -1,0 +1,97 @@
+// Dispatch of ResNet's ops (kernels/{conv,bn,pool,xent_smooth,img_norm}.h): the cpu backend runs the
+// reference, the cuda backend the kernel, or cuDNN for the convolutions (lib/gpu/dispatch.h).
+#include "bn.h"
+#include "conv.h"
+#include "gpu/cudnn_conv.h"
+#include "gpu/dispatch.h"
+#include "img_norm.h"
+#include "pool.h"
+#include "xent_smooth.h"
+
+int tk_conv(tk_ctx *c, struct tk_cudnn *dnn, tk_conv_pass pass, const tk_conv_shape *s, tk_dtype t, const void *a,
+            const void *b, void *out, tk_err *e) {
+    (void)dnn;
+    return TK_DISPATCH(c, tk_conv_ref(pass, s, t, a, b, out, e), tk_cudnn_conv(dnn, pass, s, t, a, b, out, e));
+}
+
+size_t tk_bn_ws_bytes(tk_backend b, int64_t M, int C) {
+#ifdef TK_HAVE_CUDA
+    if (b == TK_BACKEND_CUDA) return tk_bn_ws_bytes_cuda(M, C);
+#endif
+    (void)b, (void)M, (void)C;
+    return 0;
+}
+
+int tk_bn_fwd_train(tk_ctx *c, tk_dtype t, const void *x, int64_t M, int C, const float *gamma, const float *beta,
+                    const void *res, int relu, float eps, float momentum, float *run_mean, float *run_var,
+                    float *save_mean, float *save_invstd, void *y, void *ws, tk_err *e) {
+    (void)ws;
+    return TK_DISPATCH(c,
+                       tk_bn_fwd_train_ref(t, x, M, C, gamma, beta, res, relu, eps, momentum, run_mean, run_var,
+                                           save_mean, save_invstd, y, e),
+                       tk_bn_fwd_train_cuda(c, t, x, M, C, gamma, beta, res, relu, eps, momentum, run_mean, run_var,
+                                            save_mean, save_invstd, y, ws, e));
+}
+
+int tk_bn_fwd_eval(tk_ctx *c, tk_dtype t, const void *x, int64_t M, int C, const float *gamma, const float *beta,
+                   const void *res, int relu, float eps, const float *run_mean, const float *run_var, void *y,
+                   tk_err *e) {
+    return TK_DISPATCH(c, tk_bn_fwd_eval_ref(t, x, M, C, gamma, beta, res, relu, eps, run_mean, run_var, y, e),
+                       tk_bn_fwd_eval_cuda(c, t, x, M, C, gamma, beta, res, relu, eps, run_mean, run_var, y, e));
+}
+
+int tk_bn_bwd(tk_ctx *c, tk_dtype t, const void *x, const void *y, const void *dy, const void *dy2, int64_t M, int C,
+              const float *gamma, const float *save_mean, const float *save_invstd, void *dx, void *dz_out,
+              float *dgamma, float *dbeta, void *ws, tk_err *e) {
+    (void)ws;
+    return TK_DISPATCH(c,
+                       tk_bn_bwd_ref(t, x, y, dy, dy2, M, C, gamma, save_mean, save_invstd, dx, dz_out, dgamma,
+                                     dbeta, e),
+                       tk_bn_bwd_cuda(c, t, x, y, dy, dy2, M, C, gamma, save_mean, save_invstd, dx, dz_out, dgamma,
+                                      dbeta, ws, e));
+}
+
+int tk_maxpool_fwd(tk_ctx *c, tk_dtype t, const void *x, int N, int H, int W, int C, int R, int stride, int pad,
+                   void *y, uint8_t *idx, tk_err *e) {
+    return TK_DISPATCH(c, tk_maxpool_fwd_ref(t, x, N, H, W, C, R, stride, pad, y, idx, e),
+                       tk_maxpool_fwd_cuda(c, t, x, N, H, W, C, R, stride, pad, y, idx, e));
+}
+
+int tk_maxpool_bwd(tk_ctx *c, tk_dtype t, const void *dy, const void *dy2, const uint8_t *idx, int N, int H, int W,
+                   int C, int R, int stride, int pad, void *dx, tk_err *e) {
+    return TK_DISPATCH(c, tk_maxpool_bwd_ref(t, dy, dy2, idx, N, H, W, C, R, stride, pad, dx, e),
+                       tk_maxpool_bwd_cuda(c, t, dy, dy2, idx, N, H, W, C, R, stride, pad, dx, e));
+}
+
+int tk_avgpool_fwd(tk_ctx *c, tk_dtype t, const void *x, int N, int HW, int C, void *y, tk_err *e) {
+    return TK_DISPATCH(c, tk_avgpool_fwd_ref(t, x, N, HW, C, y, e), tk_avgpool_fwd_cuda(c, t, x, N, HW, C, y, e));
+}
+
+int tk_avgpool_bwd(tk_ctx *c, tk_dtype t, const void *dy, int N, int HW, int C, void *dx, tk_err *e) {
+    return TK_DISPATCH(c, tk_avgpool_bwd_ref(t, dy, N, HW, C, dx, e), tk_avgpool_bwd_cuda(c, t, dy, N, HW, C, dx, e));
+}
+
+size_t tk_xent_ws_bytes(tk_backend b, int B) {
+#ifdef TK_HAVE_CUDA
+    if (b == TK_BACKEND_CUDA) return tk_xent_ws_bytes_cuda(B);
+#endif
+    (void)b, (void)B;
+    return 0;
+}
+
+int tk_xent_smooth(tk_ctx *c, const float *z, const int32_t *label, int B, int K, int N, float eps, tk_dtype t,
+                   void *dz, double *acc, void *ws, tk_err *e) {
+    (void)ws;
+    return TK_DISPATCH(c, tk_xent_smooth_ref(z, label, B, K, N, eps, t, dz, acc, e),
+                       tk_xent_smooth_cuda(c, z, label, B, K, N, eps, t, dz, acc, ws, e));
+}
+
+int tk_top1_count(tk_ctx *c, const float *z, const int32_t *label, int B, int K, int64_t *count, tk_err *e) {
+    return TK_DISPATCH(c, tk_top1_count_ref(z, label, B, K, count, e), tk_top1_count_cuda(c, z, label, B, K, count, e));
+}
+
+int tk_img_normalize(tk_ctx *c, const uint8_t *src, int64_t npix, tk_img_norm n, tk_dtype t, void *dst, int cin,
+                     tk_err *e) {
+    return TK_DISPATCH(c, tk_img_normalize_ref(src, npix, n, t, dst, cin, e),
+                       tk_img_normalize_cuda(c, src, npix, n, t, dst, cin, e));
+}

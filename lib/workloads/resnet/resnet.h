@@ -1,0 +1,195 @@
+// ResNet-50 v1.5 (MLPerf Training v1.x image classification): the types shared by the files of
+// lib/workloads/resnet/ and the functions each file gives the others. The engine knows the model
+// only through tk_workload_resnet (workload.c).
+//
+// The model (He et al. 2016; torchvision's resnet50, the MLPerf reference's "v1.5"):
+//   stem: 7x7/2 conv (width ch) -> BN -> ReLU -> 3x3/2 max pool
+//   stages s = 0..3 of layers[s] bottleneck blocks, planes = width 2^s, out = planes * expansion:
+//     1x1 conv -> BN -> ReLU -> 3x3 conv (stride 2 in the first block of stages 1..3: v1.5 puts
+//     the stride here, v1 in the 1x1) -> BN -> ReLU -> 1x1 conv -> BN, plus the shortcut (the
+//     input, or 1x1/stride conv -> BN in each stage's first block) -> ReLU
+//   global average pool -> fully connected (classes) -> softmax cross-entropy, label smoothing
+// layers [3, 4, 6, 3], width 64, expansion 4, 1000 classes is ResNet-50 (25,557,032 parameters,
+// as torchvision's); a smaller width and depth is the same network for the CPU.
+//
+// Layouts: activations NHWC (channels last, as cuDNN's fast kernels and NVIDIA's MLPerf runs), conv
+// weights KRSC (torchvision's KCRS with C last; --init-checkpoint converts), the FC weight
+// (classes, features) as torchvision's. fp32 on the cpu backend (the reference); on cuda fp32 or
+// bf16 activations with the engine's bf16 weight copy (fp32 master weights and gradients).
+// Parameters are views into the engine's flat buffers (dense: conv and FC weights, FC bias, BN
+// gamma and beta; then BN's running statistics, checkpointed but not trained), named as
+// torchvision's state dict ("layer1.0.conv1.weight", "bn1.running_mean").
+#ifndef TK_WORKLOADS_RESNET_RESNET_H
+#define TK_WORKLOADS_RESNET_RESNET_H
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdint.h>
+
+#include "conv.h"
+#include "core/err.h"
+#include "core/mllog.h"
+#include "engine/config.h"
+#include "engine/workload.h"
+#include "gpu/gpu.h"
+
+#define RN_MAX_STAGES 4
+#define RN_MAX_BLOCKS 64
+#define RN_NBUF 5 // backward scratch buffers (a block's backward holds at most 4 at once)
+
+enum { RN_INIT_TORCHVISION = 0, RN_INIT_MLPERF = 1 };
+
+struct rn_dataset;
+
+// What the loader threads' readers share (config.c makes it, create fills rank and world): the
+// training set is read into memory once for all of them.
+typedef struct rn_shared {
+    pthread_mutex_t mu;
+    int rank, world;             // the reader decodes this rank's share of each global batch
+    struct rn_dataset *train;    // the cached training set, and the files it came from
+    char **paths;
+    int npaths;
+} rn_shared;
+
+typedef struct rn_config {
+    // "model"
+    int nstages, layers[RN_MAX_STAGES];
+    int width, expansion, classes, image_size;
+    int bf16;                    // "precision": "bf16" (cuda only)
+    double label_smoothing, bn_eps, bn_momentum;
+    int init, zero_init_residual;
+    // "data"
+    int eval_resize;             // JPEG eval: shorter side resized to this, then center crop
+    double scale_min, scale_max, ratio_min, ratio_max;
+    int flip;
+    float mean[3], std[3];       // (pixel - mean) / std, pixels in 0..255
+    char decoder[16];            // the image decoder (lib/image): "cpu"
+    // from the engine's sections
+    int64_t batch;               // global
+    uint64_t seed;
+    json_t *optimizer;           // the "optimizer" section, for the MLLOG keys
+    rn_shared *sh;
+} rn_config;
+
+// One convolution: shape at the per-rank batch, its weight and gradient, what cuDNN reads/writes.
+typedef struct rn_conv {
+    tk_conv_shape s;
+    int pidx;
+    float *w, *dw;               // master weight (K, R, S, C) fp32 and its gradient
+    const void *wc;              // the compute copy the forward and backward data read
+} rn_conv;
+
+typedef struct rn_bn {
+    int C, pidx;                 // pidx: gamma's tensor (beta, running mean, running var follow)
+    float *gamma, *beta, *dgamma, *dbeta, *rmean, *rvar;
+    float *smean, *sinvstd;      // the batch statistics of the last training forward
+} rn_bn;
+
+typedef struct rn_block {
+    int stage, unit, down;
+    rn_conv c1, c2, c3, cd;
+    rn_bn b1, b2, b3, bd;
+    const void *in;              // its input: the stem's pooled output or the previous block's out
+    void *y1, *z1, *y2, *z2, *y3, *yd, *zd, *out; // conv outputs y, BN(+ReLU) outputs z
+} rn_block;
+
+typedef struct rn_model {
+    rn_config cfg;
+    tk_ctx *c;
+    tk_params *P;
+    tk_dist *dist;
+    struct tk_cudnn *dnn;        // cuda only
+    tk_dtype t;                  // activations: TK_F32 or TK_BF16
+    int b;                       // per-rank batch
+    int S, cin;                  // image size; stem input channels (3, or padded for cuDNN)
+    float *lr;
+    int64_t *step;
+    double *loss_acc;
+    // stem
+    rn_conv c0;
+    rn_bn b0;
+    void *x0, *y0, *z0, *pool;   // the normalized input (b, S, S, cin) in t, conv, BN, max pool
+    uint8_t *pool_idx;
+    int H0, Hp;                  // after the conv, after the pool
+    void *w0p;                   // cin > 3: the stem weight in t, padded to cin channels
+    int nblk;
+    rn_block blk[RN_MAX_BLOCKS];
+    // head
+    int Cf;
+    int pfw, pfb;
+    float *fcw, *fcb, *dfcw, *dfcb;
+    void *feat, *dfeat, *dlogits;
+    float *logits;
+    // buffers
+    uint8_t *in_img;             // (b, S, S, 3) u8: the batch's images (normalized on the device)
+    int32_t *in_label;           // (b)
+    void *g[RN_NBUF];            // backward scratch, each the largest activation
+    void *bn_ws, *xent_ws, *dwbuf; // dwbuf: a conv weight gradient in t before its cast into the
+                                   // fp32 gradient (bf16, or the padded stem's)
+    int64_t *top1;               // device counter
+    tk_arena acts;
+    int64_t spe;                 // steps per epoch (prepare)
+    tk_params own_params;        // standalone models (tests): their own flat buffers, ranks and
+    tk_dist own_dist;            // device scalars (lr, step, loss accumulator)
+    void *own_scalars;
+} rn_model;
+
+// ---- config.c ----
+extern const char *const rn_sections[];
+int rn_config_parse(json_t *root, const char *path, const tk_run_cfg *run, rn_config *cfg, tk_err *e);
+void rn_config_release(rn_config *cfg);
+
+// ---- model.c ----
+int rn_create(const rn_config *cfg, const tk_wl_env *env, rn_model **m, tk_err *e);
+// A model with its own flat buffers on c, one rank (tests, tools).
+int rn_create_standalone(tk_ctx *c, const rn_config *cfg, rn_model **m, tk_err *e);
+void rn_destroy(rn_model *m);
+int rn_init_weights(rn_model *m, uint64_t seed, tk_err *e);
+// After the master weights changed outside the optimizer: the compute copies.
+int rn_weights_loaded(rn_model *m, tk_err *e);
+int rn_refresh_stem(rn_model *m, tk_err *e); // the padded stem copy (after every update)
+// The torchvision name of tensor i's MLPerf (MXNet) name, for weights_initialization; NULL for
+// the running statistics.
+const char *rn_mlperf_name(const rn_model *m, int pidx, char *buf, size_t n);
+
+// ---- step.c ----
+// Forward of img (b, S, S, 3) u8 (normalized into x0 first): training (batch statistics, running
+// update) or eval.
+int rn_forward(rn_model *m, const uint8_t *img, int train, tk_err *e);
+// The loss of labels on the last training forward, and the backward: dense gradients written.
+int rn_backward(rn_model *m, const int32_t *label, tk_err *e);
+int rn_train_step(rn_model *m, tk_err *e); // both on the input buffers
+
+// ---- data.c ----
+typedef struct rn_reader rn_reader;
+int rn_reader_open(const rn_config *cfg, char *const *paths, int npaths, rn_reader **r, tk_err *e);
+void rn_reader_close(rn_reader *r);
+uint64_t rn_reader_count(const rn_reader *r);
+// Batch `step` of the run (this rank's share of the global batch) into img ((b, S, S, 3) u8: the
+// model normalizes on the device) and label ((b) i32).
+int rn_reader_batch(rn_reader *r, int64_t step, int64_t spe, uint8_t *img, int32_t *label, tk_err *e);
+void rn_shared_free(rn_shared *sh);
+// The eval set in paths: *n_all records, of which this rank's [lo, hi) decoded for evaluation
+// (resize + center crop, u8) into *img (malloc'ed, hi - lo images) and *label.
+int rn_decode_eval(const rn_config *cfg, char *const *paths, int npaths, int64_t *n_all, int64_t rank, int64_t world,
+                   uint8_t **img, int32_t **label, int64_t *lo, int64_t *hi, tk_err *e);
+
+// ---- eval.c ----
+typedef struct rn_evalset {
+    int64_t n;                   // images in the whole set
+    int64_t lo, hi;              // this rank's
+    int64_t nb;                  // this rank's batches (the last padded with label -1)
+    uint8_t *img;                // nb * b images (u8) in the backend's memory
+    int32_t *label;
+} rn_evalset;
+int rn_evalset_load(rn_model *m, char *const *paths, int npaths, rn_evalset **es, tk_err *e);
+void rn_evalset_free(rn_model *m, rn_evalset *es);
+int rn_evaluate(rn_model *m, rn_evalset *es, double *top1, tk_err *e);
+
+// ---- ckpt.c ----
+int rn_import_torchvision(rn_model *m, const char *path, tk_err *e);
+int rn_dump_step(rn_model *m, const char *path, tk_err *e);
+
+// ---- ops.c: dispatch of kernels/{bn,pool,xent_smooth}.h and tk_conv ----
+
+#endif

@@ -1,0 +1,191 @@
+// ResNet-50 v1.5 as a workload of the training engine (lib/engine/workload.h): the table of
+// functions, and what the engine needs that is ResNet's: its MLLOG keys (MLPerf Training rules
+// 1.0.0 / 1.1.0, closed_resnet*.yaml) and the tensors they name.
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu/cudnn_conv.h"
+#include "workloads/resnet/resnet.h"
+
+// ---- configuration ----
+
+static int wl_config(json_t *root, const char *path, const tk_run_cfg *run, const char *data_meta, void **out,
+                     tk_err *e) {
+    (void)data_meta;
+    rn_config *cfg = calloc(1, sizeof *cfg);
+    if (!cfg) return tk_err_set(e, TK_EIO, "out of host memory");
+    int rc = rn_config_parse(root, path, run, cfg, e);
+    if (rc) {
+        rn_config_release(cfg);
+        free(cfg);
+        return rc;
+    }
+    *out = cfg;
+    return 0;
+}
+
+static void wl_config_free(void *cfg) {
+    rn_config_release(cfg);
+    free(cfg);
+}
+
+// ---- model ----
+
+static int wl_create(const void *cfg, const tk_wl_env *env, void **model, tk_err *e) {
+    rn_model *m;
+    TRY(rn_create(cfg, env, &m, e));
+    *model = m;
+    return 0;
+}
+
+static void wl_destroy(void *m) { rn_destroy(m); }
+static int wl_init(void *m, uint64_t seed, tk_err *e) { return rn_init_weights(m, seed, e); }
+static int wl_loaded(void *m, tk_err *e) { return rn_weights_loaded(m, e); }
+
+// ---- data ----
+
+static int wl_reader_open(const void *cfg, char *const *paths, int npaths, void **rd, tk_err *e) {
+    return rn_reader_open(cfg, paths, npaths, (rn_reader **)rd, e);
+}
+static void wl_reader_close(void *rd) { rn_reader_close(rd); }
+static uint64_t wl_reader_count(void *rd) { return rn_reader_count(rd); }
+
+static int wl_read_batch(void *rd, int64_t step, int64_t spe, void *const *f, tk_err *e) {
+    return rn_reader_batch(rd, step, spe, f[0], f[1], e);
+}
+
+static void wl_layout(const void *model, tk_batch_layout *L) {
+    const rn_model *m = model;
+    *L = (tk_batch_layout){.nfields = 2, .bytes = {(size_t)m->b * m->S * m->S * 3, (size_t)m->b * 4}};
+}
+
+static void wl_inputs(void *model, void **f) {
+    rn_model *m = model;
+    f[0] = m->in_img;
+    f[1] = m->in_label;
+}
+
+// Before training: the epoch length (the MLLOG's warm-up epochs), and a line saying how the model
+// runs here (cuDNN, its plans, the stem's channels).
+static int wl_prepare(void *model, void *rd, int64_t spe, json_t **line, tk_err *e) {
+    rn_model *m = model;
+    (void)rd, (void)e;
+    m->spe = spe;
+    size_t ws = m->dnn ? tk_cudnn_ws_bytes(m->dnn) : 0;
+    *line = json_pack("{s:s, s:I, s:i, s:i, s:s?, s:i, s:I}", "type", "resnet", "batch_per_rank", (json_int_t)m->b,
+                      "blocks", m->nblk, "stem_channels", m->cin, "cudnn", m->dnn ? tk_cudnn_describe() : NULL,
+                      "conv_plans", tk_cudnn_nplans(m->dnn), "conv_workspace_bytes", (json_int_t)ws);
+    return 0;
+}
+
+// ---- step ----
+
+static int wl_step(void *m, tk_err *e) { return rn_train_step(m, e); }
+// The optimizer wrote the fp32 stem weight (and the engine's bf16 copy): the padded copy too.
+static int wl_after_update(void *m, tk_err *e) { return rn_refresh_stem(m, e); }
+
+// ---- evaluation ----
+
+static int wl_evalset_load(void *m, char *const *paths, int npaths, void **es, tk_err *e) {
+    return rn_evalset_load(m, paths, npaths, (rn_evalset **)es, e);
+}
+static int64_t wl_evalset_count(const void *es) { return ((const rn_evalset *)es)->n; }
+static void wl_evalset_free(void *m, void *es) { rn_evalset_free(m, es); }
+static int wl_evaluate(void *m, void *es, double *top1, tk_err *e) { return rn_evaluate(m, es, top1, e); }
+
+// ---- MLLOG ----
+
+// A number of the "optimizer" section (its JSON type kept: 37 stays 37), or def when absent.
+static json_t *opt_num(const rn_model *m, const char *key, double def) {
+    json_t *v = json_object_get(m->cfg.optimizer, key);
+    if (json_is_integer(v)) return json_integer(json_integer_value(v));
+    return json_real(json_is_number(v) ? json_number_value(v) : def);
+}
+static int opt_has(const rn_model *m, const char *key) { return json_object_get(m->cfg.optimizer, key) != NULL; }
+
+// Warm-up epochs: warmup_epochs, or warmup_steps over the epoch's updates.
+static json_t *warmup_epochs(const rn_model *m) {
+    if (opt_has(m, "warmup_epochs") || !opt_has(m, "warmup_steps")) return opt_num(m, "warmup_epochs", 0);
+    json_t *s = json_object_get(m->cfg.optimizer, "warmup_steps");
+    return json_real(m->spe > 0 ? json_number_value(s) / (double)m->spe : 0);
+}
+
+// The closed_resnet rules: opt_name, then lars_* (closed_resnet_lars) or sgd_* (closed_resnet_sgd)
+// keys, as NVIDIA's v1.1 MXNet logs them (decay steps: the epochs of the schedule), and
+// model_bn_span (the samples one BN normalizes over: this rank's batch).
+static int wl_mllog_hparams(void *model, const tk_run_cfg *run, tk_mllog *L, tk_err *e) {
+    rn_model *m = model;
+    (void)run;
+    const char *name = json_string_value(json_object_get(m->cfg.optimizer, "name"));
+    const int lars = name && strcmp(name, "lars") == 0;
+    const char *p = lars ? "lars_opt" : "sgd_opt";
+    char key[96];
+    TRY(TK_MLLOG_EVENT(L, "opt_name", json_string(lars ? "lars" : "sgd"), NULL, e));
+#define KEY(suffix) (snprintf(key, sizeof key, "%s_%s", p, suffix), key)
+    TRY(TK_MLLOG_EVENT(L, KEY("base_learning_rate"), opt_num(m, "base_lr", 0), NULL, e));
+    json_t *end = opt_has(m, "end_lr") || !opt_has(m, "min_lr") ? opt_num(m, "end_lr", lars ? 1e-4 : 0)
+                                                                 : opt_num(m, "min_lr", 0);
+    TRY(TK_MLLOG_EVENT(L, KEY("end_learning_rate"), end, NULL, e));
+    TRY(TK_MLLOG_EVENT(L, KEY("learning_rate_decay_poly_power"), opt_num(m, "poly_power", 2), NULL, e));
+    json_t *steps = opt_has(m, "total_epochs") || !opt_has(m, "decay_steps") ? opt_num(m, "total_epochs", 0)
+                                                                             : opt_num(m, "decay_steps", 0);
+    TRY(TK_MLLOG_EVENT(L, KEY("learning_rate_decay_steps"), steps, NULL, e));
+    TRY(TK_MLLOG_EVENT(L, KEY("weight_decay"), opt_num(m, "weight_decay", lars ? 1e-4 : 0), NULL, e));
+    TRY(TK_MLLOG_EVENT(L, KEY("momentum"), opt_num(m, "momentum", lars ? 0.9 : 0), NULL, e));
+#undef KEY
+    if (lars) {
+        TRY(TK_MLLOG_EVENT(L, "lars_epsilon", opt_num(m, "eps", 0), NULL, e));
+        TRY(TK_MLLOG_EVENT(L, "lars_opt_learning_rate_warmup_epochs", warmup_epochs(m), NULL, e));
+    } else {
+        TRY(TK_MLLOG_EVENT(L, "opt_learning_rate_warmup_epochs", warmup_epochs(m), NULL, e));
+    }
+    return TK_MLLOG_EVENT(L, "model_bn_span", json_integer(m->b), NULL, e);
+}
+
+// The tensors closed_resnet.yaml names (MXNet's names, as NVIDIA's logs), in the model's order.
+static int wl_mllog_weights(void *model, tk_mllog *L, tk_err *e) {
+    const rn_model *m = model;
+    char buf[96];
+    for (int i = 0; i < m->P->ndense; i++) {
+        const char *n = rn_mlperf_name(m, i, buf, sizeof buf);
+        if (n) TRY(TK_MLLOG_EVENT(L, "weights_initialization", NULL, json_pack("{s:s}", "tensor", n), e));
+    }
+    return 0;
+}
+
+// ---- importing and dumps ----
+
+static int wl_import(void *m, const char *path, tk_err *e) { return rn_import_torchvision(m, path, e); }
+static int wl_dump(void *m, const char *path, tk_err *e) { return rn_dump_step(m, path, e); }
+
+const tk_workload tk_workload_resnet = {
+    .version = TK_WORKLOAD_V1,
+    .name = "resnet",
+    .summary = "ResNet-50 v1.5 (MLPerf Training v1.x image classification, ImageNet), target top-1",
+    .metric = "top1",
+    .sections = rn_sections,
+    .config = wl_config,
+    .config_free = wl_config_free,
+    .create = wl_create,
+    .destroy = wl_destroy,
+    .init_weights = wl_init,
+    .weights_loaded = wl_loaded,
+    .reader_open = wl_reader_open,
+    .reader_close = wl_reader_close,
+    .reader_count = wl_reader_count,
+    .read_batch = wl_read_batch,
+    .batch_layout = wl_layout,
+    .inputs = wl_inputs,
+    .prepare = wl_prepare,
+    .step = wl_step,
+    .after_update = wl_after_update,
+    .evalset_load = wl_evalset_load,
+    .evalset_count = wl_evalset_count,
+    .evalset_free = wl_evalset_free,
+    .evaluate = wl_evaluate,
+    .mllog_hparams = wl_mllog_hparams,
+    .mllog_weights = wl_mllog_weights,
+    .import = wl_import,
+    .dump_step = wl_dump,
+};

@@ -1,0 +1,339 @@
+// ResNet's ops on the cuda backend against their CPU references (kernels/{conv,bn,pool,
+// xent_smooth,img_norm}.h): fresh random inputs each run, and small-integer inputs where the results must
+// be exact. Convolutions run through cuDNN (lib/gpu/cudnn_conv.h), fp32 with fp32-only engines and
+// bf16 with fp32 accumulation. Tolerances: fp32 <= 1e-5 relative (norm-wise), bf16 <= 1e-2 (the
+// reference rounds the same fp32 math to bf16 once; cuDNN's bf16 kernels may round partial sums);
+// small integers: fp32 bit-exact.
+#include "bn.h"
+#include "conv.h"
+#include "gpu/cudnn_conv.h"
+#include "gpu_test.h"
+#include "img_norm.h"
+#include "pool.h"
+#include "xent_smooth.h"
+
+// got vs ref (n values): relative error within tol; prints a table line.
+static int close_enough(const char *what, const float *got, const float *ref, size_t n, double tol) {
+    double err = gt_relerr(got, ref, n);
+    printf("# table resnet %-44s rel err %.2e (%zu of %zu differ)%s\n", what, err, gt_ndiff(got, ref, n), n,
+           err <= tol ? "" : "  <-- FAIL");
+    return err <= tol;
+}
+
+static float *rand_host(size_t n, int ints) {
+    float *x = gt_host(n * 4);
+    gt_fill(x, n, ints ? -2 : -1, ints ? 2 : 1, ints);
+    return x;
+}
+
+// ---- convolution ----
+
+typedef struct {
+    int N, H, C, K, R, stride, pad;
+} conv_case;
+
+static const conv_case conv_cases[] = {
+    {4, 14, 64, 32, 1, 1, 0},  // 1x1 (bottleneck)
+    {4, 14, 32, 64, 1, 2, 0},  // 1x1/2 (shortcut)
+    {4, 14, 32, 32, 3, 1, 1},  // 3x3
+    {4, 15, 32, 48, 3, 2, 1},  // 3x3/2 (v1.5), odd size
+    {2, 32, 4, 16, 7, 2, 3},   // the stem, input padded to 4 channels
+    {2, 9, 8, 8, 3, 1, 1},     // small channel counts
+};
+
+static void conv_one(tk_cudnn *h, const conv_case *cc, tk_dtype t, int ints, int *failed_) {
+    int *tk_failed_ = failed_;
+    tk_err e = {0};
+    tk_conv_shape s;
+    CHECK_EQ_INT(tk_conv_shape_init(&s, cc->N, cc->H, cc->H, cc->C, cc->K, cc->R, cc->R, cc->stride, cc->pad, &e), 0);
+    for (int p = 0; p < 3; p++) CHECK_EQ_INT(tk_cudnn_plan(h, (tk_conv_pass)p, &s, t, &e), 0);
+    if (e.code) {
+        char buf[1024];
+        tk_err_format(&e, buf, sizeof buf);
+        printf("# %s\n", buf);
+        return;
+    }
+    size_t nws = tk_cudnn_ws_bytes(h);
+    void *ws = nws ? gt_dev(nws) : NULL;
+    tk_cudnn_set_ws(h, ws, nws);
+    const size_t nx = (size_t)tk_conv_x_numel(&s), ny = (size_t)tk_conv_y_numel(&s), nw = (size_t)tk_conv_w_numel(&s);
+    float *x = rand_host(nx, ints), *w = rand_host(nw, ints), *dy = rand_host(ny, ints);
+    gt_round(x, nx, t), gt_round(w, nw, t), gt_round(dy, ny, t);
+    const size_t es = tk_dtype_size(t);
+    void *hx = gt_host(nx * es), *hw = gt_host(nw * es), *hdy = gt_host(ny * es);
+    void *dx_ = gt_dev(nx * es), *dw_ = gt_dev(nw * es), *ddy = gt_dev(ny * es), *out = gt_dev((nx > ny ? (nx > nw ? nx : nw) : (ny > nw ? ny : nw)) * es);
+    gt_up_as(dx_, x, nx, t), gt_up_as(dw_, w, nw, t), gt_up_as(ddy, dy, ny, t);
+    gt_down(hx, dx_, nx * es), gt_down(hw, dw_, nw * es), gt_down(hdy, ddy, ny * es);
+    const char *names[3] = {"fwd", "dgrad", "wgrad"};
+    for (int p = 0; p < 3; p++) {
+        const void *a = p == TK_CONV_BWD_DATA ? hdy : hx, *b = p == TK_CONV_BWD_FILTER ? hdy : hw;
+        const void *da = p == TK_CONV_BWD_DATA ? ddy : dx_, *db = p == TK_CONV_BWD_FILTER ? ddy : dw_;
+        size_t no = p == TK_CONV_FWD ? ny : p == TK_CONV_BWD_DATA ? nx : nw;
+        void *href = gt_host(no * es);
+        float *ref = gt_host(no * 4), *got = gt_host(no * 4);
+        CHECK_EQ_INT(tk_conv_ref((tk_conv_pass)p, &s, t, a, b, href, &e), 0);
+        for (size_t i = 0; i < no; i++) ref[i] = t == TK_BF16 ? tk_bf16_to_f32(((uint16_t *)href)[i]) : ((float *)href)[i];
+        gt_poison(out, no * es, 0xff);
+        CHECK_EQ_INT(tk_cudnn_conv(h, (tk_conv_pass)p, &s, t, da, db, out, &e), 0);
+        CHECK_EQ_INT(gt_sync(&e), 0);
+        gt_down_as(got, out, no, t);
+        char what[96];
+        snprintf(what, sizeof what, "conv %s %s%s N%d %dx%dx%d->%d %dx%d/%d", names[p], tk_dtype_name(t),
+                 ints ? " ints" : "", s.N, s.H, s.W, s.C, s.K, s.R, s.S, s.stride);
+        CHECK(close_enough(what, got, ref, no, t == TK_BF16 ? 1e-2 : ints ? 0 : 1e-5));
+        free(href), free(ref), free(got);
+    }
+    void *dev[] = {dx_, dw_, ddy, out, ws};
+    for (int i = 0; i < 5; i++)
+        if (dev[i]) tk_free(gt_ctx_, dev[i]);
+    free(x), free(w), free(dy), free(hx), free(hw), free(hdy);
+}
+
+TK_TEST(conv_cudnn_vs_reference) {
+    tk_err e = {0};
+    tk_cudnn *h = NULL;
+    if (tk_cudnn_create(gt_ctx_, 0, &h, &e)) {
+        char buf[1024];
+        tk_err_format(&e, buf, sizeof buf);
+        printf("# %s\n", buf);
+        CHECK(0);
+        return;
+    }
+    printf("# %s\n", tk_cudnn_describe());
+    for (size_t i = 0; i < sizeof conv_cases / sizeof *conv_cases; i++) {
+        conv_one(h, &conv_cases[i], TK_F32, 0, tk_failed_);
+        conv_one(h, &conv_cases[i], TK_F32, 1, tk_failed_);
+        conv_one(h, &conv_cases[i], TK_BF16, 0, tk_failed_);
+        conv_one(h, &conv_cases[i], TK_BF16, 1, tk_failed_);
+    }
+    for (int i = 0; i < tk_cudnn_nplans(h); i++) printf("#   plan %s\n", tk_cudnn_plan_desc(h, i));
+    tk_cudnn_destroy(h);
+}
+
+// ---- batch normalization ----
+
+static void bn_case(int64_t M, int C, tk_dtype t, int relu, int res, int *failed_) {
+    int *tk_failed_ = failed_;
+    tk_err e = {0};
+    const size_t n = (size_t)M * C, es = tk_dtype_size(t);
+    float *x = gt_host(n * 4), *r = rand_host(n, 0), *dy = rand_host(n, 0), *dy2 = rand_host(n, 0);
+    gt_fill(x, n, -0.5f, 2.5f, 0); // a mean away from 0, as convolution outputs have
+    gt_round(x, n, t), gt_round(r, n, t), gt_round(dy, n, t), gt_round(dy2, n, t);
+    float *gamma = rand_host((size_t)C, 0), *beta = rand_host((size_t)C, 0), *rm = rand_host((size_t)C, 0),
+          *rv = gt_host((size_t)C * 4);
+    gt_fill(rv, (size_t)C, 0.5f, 1.5f, 0);
+    // the reference on host copies in t
+    void *hx = gt_host(n * es), *hr = gt_host(n * es), *hdy = gt_host(n * es), *hdy2 = gt_host(n * es);
+    void *dx = gt_dev(n * es), *dr = gt_dev(n * es), *ddy = gt_dev(n * es), *ddy2 = gt_dev(n * es);
+    gt_up_as(dx, x, n, t), gt_up_as(dr, r, n, t), gt_up_as(ddy, dy, n, t), gt_up_as(ddy2, dy2, n, t);
+    gt_down(hx, dx, n * es), gt_down(hr, dr, n * es), gt_down(hdy, ddy, n * es), gt_down(hdy2, ddy2, n * es);
+    float *rm_ref = gt_host((size_t)C * 4), *rv_ref = gt_host((size_t)C * 4), *sm_ref = gt_host((size_t)C * 4),
+          *si_ref = gt_host((size_t)C * 4), *dg_ref = gt_host((size_t)C * 4), *db_ref = gt_host((size_t)C * 4);
+    memcpy(rm_ref, rm, (size_t)C * 4), memcpy(rv_ref, rv, (size_t)C * 4);
+    void *hy = gt_host(n * es), *hdxo = gt_host(n * es), *hdz = gt_host(n * es), *hye = gt_host(n * es);
+    const float eps = 1e-5f, mom = 0.1f;
+    CHECK_EQ_INT(tk_bn_fwd_train_ref(t, hx, M, C, gamma, beta, res ? hr : NULL, relu, eps, mom, rm_ref, rv_ref, sm_ref,
+                                     si_ref, hy, &e), 0);
+    CHECK_EQ_INT(tk_bn_bwd_ref(t, hx, relu ? hy : NULL, hdy, res ? hdy2 : NULL, M, C, gamma, sm_ref, si_ref, hdxo, hdz,
+                               dg_ref, db_ref, &e), 0);
+    CHECK_EQ_INT(tk_bn_fwd_eval_ref(t, hx, M, C, gamma, beta, res ? hr : NULL, relu, eps, rm_ref, rv_ref, hye, &e), 0);
+    // the device
+    float *dgm = gt_dev((size_t)C * 4), *dbt = gt_dev((size_t)C * 4), *drm = gt_dev((size_t)C * 4),
+          *drv = gt_dev((size_t)C * 4), *dsm = gt_dev((size_t)C * 4), *dsi = gt_dev((size_t)C * 4),
+          *ddg = gt_dev((size_t)C * 4), *ddb = gt_dev((size_t)C * 4);
+    void *dy_ = gt_dev(n * es), *ddx = gt_dev(n * es), *ddz = gt_dev(n * es), *dye = gt_dev(n * es);
+    void *ws = gt_dev(tk_bn_ws_bytes(TK_BACKEND_CUDA, M, C));
+    gt_up(dgm, gamma, (size_t)C * 4), gt_up(dbt, beta, (size_t)C * 4), gt_up(drm, rm, (size_t)C * 4),
+        gt_up(drv, rv, (size_t)C * 4);
+    gt_poison(dy_, n * es, 0xff), gt_poison(ddx, n * es, 0xff), gt_poison(ddz, n * es, 0xff);
+    CHECK_EQ_INT(tk_bn_fwd_train(gt_ctx_, t, dx, M, C, dgm, dbt, res ? dr : NULL, relu, eps, mom, drm, drv, dsm, dsi,
+                                 dy_, ws, &e), 0);
+    CHECK_EQ_INT(tk_bn_bwd(gt_ctx_, t, dx, relu ? dy_ : NULL, ddy, res ? ddy2 : NULL, M, C, dgm, dsm, dsi, ddx, ddz,
+                           ddg, ddb, ws, &e), 0);
+    CHECK_EQ_INT(tk_bn_fwd_eval(gt_ctx_, t, dx, M, C, dgm, dbt, res ? dr : NULL, relu, eps, drm, drv, dye, &e), 0);
+    CHECK_EQ_INT(gt_sync(&e), 0);
+    char what[96];
+    const double tol = t == TK_BF16 ? 1e-2 : 1e-5;
+    float *got = gt_host(n * 4), *ref = gt_host(n * 4), *gc = gt_host((size_t)C * 4);
+    struct { const char *name; void *dev, *host; } outs[] = {{"y", dy_, hy}, {"dx", ddx, hdxo}, {"dz", ddz, hdz},
+                                                             {"y eval", dye, hye}};
+    for (int k = 0; k < 4; k++) {
+        gt_down_as(got, outs[k].dev, n, t);
+        for (size_t i = 0; i < n; i++) ref[i] = t == TK_BF16 ? tk_bf16_to_f32(((uint16_t *)outs[k].host)[i]) : ((float *)outs[k].host)[i];
+        snprintf(what, sizeof what, "bn %s %s M%lld C%d%s%s", outs[k].name, tk_dtype_name(t), (long long)M, C,
+                 relu ? " relu" : "", res ? " res" : "");
+        CHECK(close_enough(what, got, ref, n, tol));
+    }
+    struct { const char *name; float *dev, *host; } stats[] = {{"mean", dsm, sm_ref}, {"invstd", dsi, si_ref},
+        {"running mean", drm, rm_ref}, {"running var", drv, rv_ref}, {"dgamma", ddg, dg_ref}, {"dbeta", ddb, db_ref}};
+    for (int k = 0; k < 6; k++) {
+        gt_down(gc, stats[k].dev, (size_t)C * 4);
+        snprintf(what, sizeof what, "bn %s %s M%lld C%d", stats[k].name, tk_dtype_name(t), (long long)M, C);
+        // statistics are fp32 on both sides; dgamma/dbeta sum rounded bf16 values the same way
+        CHECK(close_enough(what, gc, stats[k].host, (size_t)C, k >= 4 && t == TK_BF16 ? 1e-4 : 1e-5));
+    }
+    void *dev[] = {dgm, dbt, drm, drv, dsm, dsi, ddg, ddb, dy_, ddx, ddz, dye, ws, dx, dr, ddy, ddy2};
+    for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) tk_free(gt_ctx_, dev[i]);
+    void *host[] = {x, r, dy, dy2, gamma, beta, rm, rv, hx, hr, hdy, hdy2, rm_ref, rv_ref, sm_ref, si_ref, dg_ref,
+                    db_ref, hy, hdxo, hdz, hye, got, ref, gc};
+    for (size_t i = 0; i < sizeof host / sizeof *host; i++) free(host[i]);
+}
+
+TK_TEST(bn_vs_reference) {
+    for (int tt = 0; tt < 2; tt++) {
+        tk_dtype t = tt ? TK_BF16 : TK_F32;
+        bn_case(1000, 64, t, 1, 0, tk_failed_);      // vector path, ReLU
+        bn_case(2000, 256, t, 1, 1, tk_failed_);     // residual + ReLU
+        bn_case(37, 3, t, 0, 0, tk_failed_);         // scalar path, odd channels
+        bn_case(100003, 32, t, 1, 1, tk_failed_);    // many row groups (G capped at 1024)
+        bn_case(6, 2048, t, 0, 1, tk_failed_);       // ResNet-50's last stage at tiny M
+    }
+}
+
+// ---- pooling ----
+
+TK_TEST(pool_vs_reference) {
+    tk_err e = {0};
+    for (int tt = 0; tt < 2; tt++)
+        for (int ints = 0; ints < 2; ints++) {
+            const tk_dtype t = tt ? TK_BF16 : TK_F32;
+            const int N = 3, H = 17, W = 14, C = 24, R = 3, st = 2, pad = 1;
+            const int P = tk_pool_out(H, R, st, pad), Q = tk_pool_out(W, R, st, pad);
+            const size_t nx = (size_t)N * H * W * C, ny = (size_t)N * P * Q * C, es = tk_dtype_size(t);
+            float *x = rand_host(nx, ints), *dy = rand_host(ny, 0), *dy2 = rand_host(ny, 0);
+            gt_round(x, nx, t), gt_round(dy, ny, t), gt_round(dy2, ny, t);
+            void *hx = gt_host(nx * es), *hdy = gt_host(ny * es), *hdy2 = gt_host(ny * es), *hy = gt_host(ny * es),
+                 *hdx = gt_host(nx * es);
+            uint8_t *hidx = gt_host(ny), *gidx = gt_host(ny);
+            void *dx = gt_dev(nx * es), *ddy = gt_dev(ny * es), *ddy2 = gt_dev(ny * es), *dyo = gt_dev(ny * es),
+                 *ddx = gt_dev(nx * es);
+            uint8_t *didx = gt_dev(ny);
+            gt_up_as(dx, x, nx, t), gt_up_as(ddy, dy, ny, t), gt_up_as(ddy2, dy2, ny, t);
+            gt_down(hx, dx, nx * es), gt_down(hdy, ddy, ny * es), gt_down(hdy2, ddy2, ny * es);
+            CHECK_EQ_INT(tk_maxpool_fwd_ref(t, hx, N, H, W, C, R, st, pad, hy, hidx, &e), 0);
+            CHECK_EQ_INT(tk_maxpool_bwd_ref(t, hdy, hdy2, hidx, N, H, W, C, R, st, pad, hdx, &e), 0);
+            gt_poison(dyo, ny * es, 0xff), gt_poison(ddx, nx * es, 0xff);
+            CHECK_EQ_INT(tk_maxpool_fwd(gt_ctx_, t, dx, N, H, W, C, R, st, pad, dyo, didx, &e), 0);
+            CHECK_EQ_INT(tk_maxpool_bwd(gt_ctx_, t, ddy, ddy2, didx, N, H, W, C, R, st, pad, ddx, &e), 0);
+            CHECK_EQ_INT(gt_sync(&e), 0);
+            gt_down(gidx, didx, ny);
+            CHECK(memcmp(gidx, hidx, ny) == 0); // ties (small integers) resolved alike
+            // the same inputs and summation order on both sides: bit-exact
+            float *a = gt_host(ny * 4), *b = gt_host(ny * 4), *c2 = gt_host(nx * 4), *d = gt_host(nx * 4);
+            gt_down_as(a, dyo, ny, t), gt_down_as(c2, ddx, nx, t);
+            for (size_t i = 0; i < ny; i++) b[i] = t == TK_BF16 ? tk_bf16_to_f32(((uint16_t *)hy)[i]) : ((float *)hy)[i];
+            for (size_t i = 0; i < nx; i++) d[i] = t == TK_BF16 ? tk_bf16_to_f32(((uint16_t *)hdx)[i]) : ((float *)hdx)[i];
+            char what[64];
+            snprintf(what, sizeof what, "maxpool fwd %s%s", tk_dtype_name(t), ints ? " ints" : "");
+            CHECK(close_enough(what, a, b, ny, 0));
+            snprintf(what, sizeof what, "maxpool bwd %s%s", tk_dtype_name(t), ints ? " ints" : "");
+            CHECK(close_enough(what, c2, d, nx, 0));
+            // global average pooling over the same input (HW = H W)
+            void *hp = gt_host((size_t)N * C * es), *dp = gt_dev((size_t)N * C * es), *hq = gt_host(nx * es);
+            CHECK_EQ_INT(tk_avgpool_fwd_ref(t, hx, N, H * W, C, hp, &e), 0);
+            CHECK_EQ_INT(tk_avgpool_fwd(gt_ctx_, t, dx, N, H * W, C, dp, &e), 0);
+            CHECK_EQ_INT(tk_avgpool_bwd_ref(t, hp, N, H * W, C, hq, &e), 0);
+            CHECK_EQ_INT(tk_avgpool_bwd(gt_ctx_, t, dp, N, H * W, C, ddx, &e), 0);
+            CHECK_EQ_INT(gt_sync(&e), 0);
+            gt_down_as(a, dp, (size_t)N * C, t), gt_down_as(c2, ddx, nx, t);
+            for (size_t i = 0; i < (size_t)N * C; i++) b[i] = t == TK_BF16 ? tk_bf16_to_f32(((uint16_t *)hp)[i]) : ((float *)hp)[i];
+            for (size_t i = 0; i < nx; i++) d[i] = t == TK_BF16 ? tk_bf16_to_f32(((uint16_t *)hq)[i]) : ((float *)hq)[i];
+            snprintf(what, sizeof what, "avgpool fwd %s%s", tk_dtype_name(t), ints ? " ints" : "");
+            CHECK(close_enough(what, a, b, (size_t)N * C, 0));
+            snprintf(what, sizeof what, "avgpool bwd %s%s", tk_dtype_name(t), ints ? " ints" : "");
+            CHECK(close_enough(what, c2, d, nx, 0));
+            void *dev[] = {dx, ddy, ddy2, dyo, ddx, didx, dp};
+            for (int i = 0; i < 7; i++) tk_free(gt_ctx_, dev[i]);
+            void *host[] = {x, dy, dy2, hx, hdy, hdy2, hy, hdx, hidx, gidx, a, b, c2, d, hp, hq};
+            for (int i = 0; i < 16; i++) free(host[i]);
+        }
+}
+
+// ---- loss and accuracy ----
+
+TK_TEST(xent_top1_vs_reference) {
+    tk_err e = {0};
+    const int B = 67, K = 1000, N = 256;
+    for (int tt = 0; tt < 2; tt++) {
+        const tk_dtype t = tt ? TK_BF16 : TK_F32;
+        float *z = rand_host((size_t)B * K, 0), *zi = rand_host((size_t)B * K, 1);
+        for (size_t i = 0; i < (size_t)B * K; i++) z[i] *= 8;
+        int32_t *lab = gt_host((size_t)B * 4);
+        for (int b = 0; b < B; b++) lab[b] = (int32_t)(gt_u32((uint64_t)b) % K);
+        lab[3] = -1; // padding: no loss, no gradient, never a hit
+        lab[5] = K;  // out of range: likewise
+        const size_t es = tk_dtype_size(t);
+        void *hdz = gt_host((size_t)B * K * es);
+        double acc_ref[2] = {0.25, 1}, acc[2];
+        CHECK_EQ_INT(tk_xent_smooth_ref(z, lab, B, K, N, 0.1f, t, hdz, acc_ref, &e), 0);
+        float *dz = gt_dev((size_t)B * K * 4), *dzi = gt_dev((size_t)B * K * 4);
+        int32_t *dl = gt_dev((size_t)B * 4);
+        void *ddz = gt_dev((size_t)B * K * es), *ws = gt_dev(tk_xent_ws_bytes(TK_BACKEND_CUDA, B));
+        double *dacc = gt_dev(16), init[2] = {0.25, 1};
+        int64_t *cnt = gt_dev(8), c0 = 7, cg, cr = 7;
+        gt_up(dz, z, (size_t)B * K * 4), gt_up(dzi, zi, (size_t)B * K * 4), gt_up(dl, lab, (size_t)B * 4);
+        gt_up(dacc, init, 16), gt_up(cnt, &c0, 8);
+        gt_poison(ddz, (size_t)B * K * es, 0xff);
+        CHECK_EQ_INT(tk_xent_smooth(gt_ctx_, dz, dl, B, K, N, 0.1f, t, ddz, dacc, ws, &e), 0);
+        CHECK_EQ_INT(gt_sync(&e), 0);
+        gt_down(acc, dacc, 16);
+        float *got = gt_host((size_t)B * K * 4), *ref = gt_host((size_t)B * K * 4);
+        gt_down_as(got, ddz, (size_t)B * K, t);
+        for (size_t i = 0; i < (size_t)B * K; i++)
+            ref[i] = t == TK_BF16 ? tk_bf16_to_f32(((uint16_t *)hdz)[i]) : ((float *)hdz)[i];
+        char what[64];
+        snprintf(what, sizeof what, "xent dz %s", tk_dtype_name(t));
+        CHECK(close_enough(what, got, ref, (size_t)B * K, t == TK_BF16 ? 1e-2 : 1e-6));
+        printf("# table resnet xent loss %.17g vs %.17g\n", acc[0], acc_ref[0]);
+        CHECK(fabs(acc[0] - acc_ref[0]) <= 1e-12 * fabs(acc_ref[0]) && acc[1] == 2);
+        // top-1 on random logits and on small integers (ties: the first index)
+        for (int ints = 0; ints < 2; ints++) {
+            cr = cg = 7;
+            gt_up(cnt, &c0, 8);
+            const float *zz = ints ? zi : z;
+            for (int b = 0; b < B; b += 2) lab[b] = ints ? 0 : lab[b]; // many ties at index 0 on integers
+            gt_up(dl, lab, (size_t)B * 4);
+            CHECK_EQ_INT(tk_top1_count_ref(zz, lab, B, K, &cr, &e), 0);
+            CHECK_EQ_INT(tk_top1_count(gt_ctx_, ints ? dzi : dz, dl, B, K, cnt, &e), 0);
+            gt_down(&cg, cnt, 8);
+            printf("# table resnet top1 %s: %lld vs %lld hits\n", ints ? "ints" : "random", (long long)cg - 7,
+                   (long long)cr - 7);
+            CHECK_EQ_INT(cg, cr);
+        }
+        void *dev[] = {dz, dzi, dl, ddz, ws, dacc, cnt};
+        for (int i = 0; i < 7; i++) tk_free(gt_ctx_, dev[i]);
+        free(z), free(zi), free(lab), free(hdz), free(got), free(ref);
+    }
+}
+
+// ---- the input normalization ----
+
+TK_TEST(img_normalize_vs_reference) {
+    tk_err e = {0};
+    const int64_t npix = 3 * 29 * 31;
+    uint8_t *src = gt_host((size_t)npix * 3);
+    for (int64_t i = 0; i < npix * 3; i++) src[i] = (uint8_t)(gt_u32((uint64_t)i) >> 24);
+    const tk_img_norm n = {{123.675f, 116.28f, 103.53f}, {58.395f, 57.12f, 57.375f}};
+    uint8_t *dsrc = gt_dev((size_t)npix * 3);
+    gt_up(dsrc, src, (size_t)npix * 3);
+    for (int tt = 0; tt < 2; tt++)
+        for (int cin = 3; cin <= 8; cin += cin == 3 ? 1 : 4) {
+            const tk_dtype t = tt ? TK_BF16 : TK_F32;
+            const size_t no = (size_t)npix * cin, es = tk_dtype_size(t);
+            void *href = gt_host(no * es), *dd = gt_dev(no * es);
+            float *ref = gt_host(no * 4), *got = gt_host(no * 4);
+            CHECK_EQ_INT(tk_img_normalize_ref(src, npix, n, t, href, cin, &e), 0);
+            gt_poison(dd, no * es, 0xff);
+            CHECK_EQ_INT(tk_img_normalize(gt_ctx_, dsrc, npix, n, t, dd, cin, &e), 0);
+            CHECK_EQ_INT(gt_sync(&e), 0);
+            gt_down_as(got, dd, no, t);
+            for (size_t i = 0; i < no; i++) ref[i] = t == TK_BF16 ? tk_bf16_to_f32(((uint16_t *)href)[i]) : ((float *)href)[i];
+            char what[64];
+            snprintf(what, sizeof what, "img_normalize %s cin %d", tk_dtype_name(t), cin);
+            CHECK(close_enough(what, got, ref, no, 0)); // the same fp32 division on both sides
+            tk_free(gt_ctx_, dd);
+            free(href), free(ref), free(got);
+        }
+    tk_free(gt_ctx_, dsrc);
+    free(src);
+}

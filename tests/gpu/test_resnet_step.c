@@ -1,0 +1,319 @@
+// Whole ResNet training steps (lib/workloads/resnet/) on the cuda backend against the cpu
+// reference backend, the CUDA-graph replay against eager execution, and (TK_BENCH=1) the step's
+// throughput at ResNet-50's shape.
+//
+// (a) cpu vs cuda, fp32: a small ResNet (stages of 2, 1, 1, 1 bottleneck blocks, width 8, 10
+//     classes, 32x32 images, batch 16: identity and projection shortcuts, every op), both models
+//     from the same initial weights (drawn on the host from one seed) and the same batch. The
+//     loss within 1e-5 relative, each gradient tensor within 1e-3 and each running statistic
+//     within 1e-5 (norm-wise): the two backends sum in different orders (cuDNN's tiles, the
+//     BN kernels' row groups), and a pre-activation within an ulp of 0 may fall on different
+//     sides of a ReLU, which moves one sample's contribution in a few gradient entries.
+// (b) cuda bf16 vs cpu fp32, the same step: bf16 activations through 17 convolutions; the loss
+//     within 2e-2, the classifier's gradients within 1e-1, the running statistics within 3e-2
+//     (measured on an H100: 2e-5, 5.0e-2, 1.2e-2; a broken bf16 path is off by ~1). The deeper
+//     gradients are printed, not bounded: BN's backward projects out each channel's mean and its
+//     xhat component, so what reaches the layers below is a small difference of larger terms, and
+//     bf16's 2^-8 rounding of those terms dominates it (all gradients 0.43 from fp32, a BN bias
+//     0.72; fp32 itself is 5e-6). PyTorch's bf16 autocast is no different: on the full ResNet-50
+//     both are ~1.3 from fp64 (contrib/peers/resnet.py check --ref float64, tests/gpu/RESULTS.md).
+// (c) eval forward (running statistics) cpu vs cuda fp32: logits within 1e-5, the same top-1.
+// (d) graph vs eager: three steps with an SGD update, one model eager, one with the step captured
+//     once and replayed, from the same weights, deterministic engines: bit-identical weights.
+#include <cuda_runtime_api.h>
+
+#include "gpu/cudnn_conv.h"
+#include "gpu_test.h"
+#include "bn.h"
+#include "sgd.h"
+#include "xent_smooth.h"
+#include "workloads/resnet/resnet.h"
+
+static rn_config config(int b, int bf16, int big) {
+    rn_config c = {0};
+    const float mean[3] = {123.675f, 116.28f, 103.53f}, sd[3] = {58.395f, 57.12f, 57.375f};
+    for (int i = 0; i < 3; i++) c.mean[i] = mean[i], c.std[i] = sd[i];
+    c.nstages = 4;
+    int small[4] = {2, 1, 1, 1}, r50[4] = {3, 4, 6, 3};
+    for (int s = 0; s < 4; s++) c.layers[s] = big ? r50[s] : small[s];
+    c.width = big ? 64 : 8;
+    c.expansion = 4;
+    c.classes = big ? 1000 : 10;
+    c.image_size = big ? 224 : 32;
+    c.bf16 = bf16;
+    c.label_smoothing = 0.1, c.bn_eps = 1e-5, c.bn_momentum = 0.1;
+    c.batch = b;
+    c.seed = 5;
+    return c;
+}
+
+static rn_model *make(tk_ctx *c, const rn_config *cfg) {
+    tk_err e = {0};
+    rn_model *m = NULL;
+    if (rn_create_standalone(c, cfg, &m, &e) || rn_init_weights(m, cfg->seed, &e)) gt_die_("resnet model", &e);
+    return m;
+}
+
+// The same batch into both models' inputs: random 8-bit pixels, labels.
+static void set_batch(rn_model *m, uint64_t k) {
+    const size_t n = (size_t)m->b * m->S * m->S * 3;
+    uint8_t *x = gt_host(n);
+    int32_t *l = gt_host((size_t)m->b * 4);
+    for (size_t i = 0; i < n; i++) x[i] = (uint8_t)(tk_philox_draw(77 + k, 9, i).v[0] >> 24);
+    for (int i = 0; i < m->b; i++) l[i] = (int32_t)(tk_philox_draw(77 + k, 10, (uint64_t)i).v[0] % m->cfg.classes);
+    if (m->c->backend == TK_BACKEND_CUDA) {
+        gt_up(m->in_img, x, n);
+        gt_up(m->in_label, l, (size_t)m->b * 4);
+    } else {
+        memcpy(m->in_img, x, n);
+        memcpy(m->in_label, l, (size_t)m->b * 4);
+    }
+    free(x), free(l);
+}
+
+static double loss_of(rn_model *m) {
+    double acc[2];
+    tk_err e = {0};
+    if (tk_ctx_sync(m->c, &e) || tk_memcpy_d2h(m->c, acc, m->loss_acc, 16, TK_STREAM_COMPUTE, &e)) gt_die_("loss", &e);
+    tk_ctx_sync(m->c, &e);
+    return acc[0];
+}
+
+// Tensor i's values (dense: gradient, or weight when w) as fp32 on the host.
+static float *tensor(rn_model *m, int i, int w) {
+    const tk_param *p = &m->P->p[i];
+    size_t n = (size_t)tk_param_numel(p);
+    float *h = gt_host(n * 4);
+    const void *src = w || !(p->flags & TK_PARAM_DENSE) ? p->w : (const void *)p->g;
+    if (m->c->backend == TK_BACKEND_CUDA) gt_down(h, src, n * 4);
+    else memcpy(h, src, n * 4);
+    return h;
+}
+
+// tol_grad bounds every gradient tensor's error (per_tensor), or that of the classifier's (fc.weight,
+// fc.bias: well conditioned); all of them together and the worst are printed.
+static void compare_step(rn_model *cpu, rn_model *gpu, double tol_loss, double tol_grad, int per_tensor,
+                         double tol_stats, int *failed_) {
+    int *tk_failed_ = failed_;
+    tk_err e = {0};
+    set_batch(cpu, 0), set_batch(gpu, 0);
+    CHECK_EQ_INT(rn_train_step(cpu, &e), 0);
+    CHECK_EQ_INT(rn_train_step(gpu, &e), 0);
+    double lc = loss_of(cpu), lg = loss_of(gpu), lrel = fabs(lg - lc) / fabs(lc);
+    double worst = 0, worst_s = 0, num = 0, den = 0, fc = 0;
+    const char *wn = "", *wsn = "";
+    for (int i = 0; i < cpu->P->n; i++) {
+        const tk_param *p = &cpu->P->p[i];
+        const size_t n = (size_t)tk_param_numel(p);
+        float *a = tensor(cpu, i, 0), *b = tensor(gpu, i, 0);
+        double r = gt_relerr(b, a, n);
+        if (p->flags & TK_PARAM_DENSE) {
+            if (r >= worst) worst = r, wn = p->name;
+            if (strncmp(p->name, "fc.", 3) == 0) fc = r > fc ? r : fc;
+            for (size_t j = 0; j < n; j++) num += ((double)b[j] - a[j]) * ((double)b[j] - a[j]), den += (double)a[j] * a[j];
+        } else if (r >= worst_s) {
+            worst_s = r, wsn = p->name;
+        }
+        free(a), free(b);
+    }
+    printf("# table resnet step %s vs cpu fp32: loss %.9g vs %.9g (rel %.1e), classifier gradients %.1e, all "
+           "gradients %.1e, worst gradient %s %.1e, worst running statistic %s %.1e\n",
+           tk_dtype_name(gpu->t), lg, lc, lrel, fc, sqrt(num / den), wn, worst, wsn, worst_s);
+    CHECK(lrel <= tol_loss);
+    CHECK((per_tensor ? worst : fc) <= tol_grad);
+    CHECK(worst_s <= tol_stats);
+}
+
+TK_TEST(step_cpu_vs_cuda_fp32) {
+    tk_ctx *cc = NULL;
+    tk_err e = {0};
+    if (tk_ctx_create(&cc, TK_BACKEND_CPU, 0, &e)) gt_die_("cpu context", &e);
+    rn_config cfg = config(16, 0, 0);
+    rn_model *cpu = make(cc, &cfg), *gpu = make(gt_ctx_, &cfg);
+    printf("# cuda stem channels %d\n", gpu->cin);
+    compare_step(cpu, gpu, 1e-5, 1e-3, 1, 1e-5, tk_failed_);
+    // (c) the eval forward with the updated running statistics
+    set_batch(cpu, 1), set_batch(gpu, 1);
+    CHECK_EQ_INT(rn_forward(cpu, cpu->in_img, 0, &e), 0);
+    CHECK_EQ_INT(rn_forward(gpu, gpu->in_img, 0, &e), 0);
+    const size_t nl = (size_t)cfg.batch * cfg.classes;
+    float *lc = gt_host(nl * 4), *lg = gt_host(nl * 4);
+    memcpy(lc, cpu->logits, nl * 4);
+    gt_down(lg, gpu->logits, nl * 4);
+    double r = gt_relerr(lg, lc, nl);
+    int64_t hc = 0, hg = 0;
+    CHECK_EQ_INT(tk_top1_count_ref(lc, cpu->in_label, cfg.batch, cfg.classes, &hc, &e), 0);
+    CHECK_EQ_INT(tk_top1_count_ref(lg, cpu->in_label, cfg.batch, cfg.classes, &hg, &e), 0);
+    printf("# table resnet eval forward fp32: logits rel err %.1e, top-1 hits %lld vs %lld\n", r, (long long)hg,
+           (long long)hc);
+    CHECK(r <= 1e-5);
+    CHECK_EQ_INT(hg, hc);
+    free(lc), free(lg);
+    rn_destroy(cpu), rn_destroy(gpu);
+    tk_ctx_destroy(cc);
+}
+
+TK_TEST(step_cpu_fp32_vs_cuda_bf16) {
+    tk_ctx *cc = NULL;
+    tk_err e = {0};
+    if (tk_ctx_create(&cc, TK_BACKEND_CPU, 0, &e)) gt_die_("cpu context", &e);
+    rn_config c32 = config(16, 0, 0), c16 = config(16, 1, 0);
+    rn_model *cpu = make(cc, &c32), *gpu = make(gt_ctx_, &c16);
+    compare_step(cpu, gpu, 2e-2, 1e-1, 0, 3e-2, tk_failed_);
+    rn_destroy(cpu), rn_destroy(gpu);
+    tk_ctx_destroy(cc);
+}
+
+// One training iteration as train-step runs it: forward, backward, SGD at lr 0.05, the stem copy.
+static int iteration(rn_model *m, tk_err *e) {
+    TRY(rn_train_step(m, e));
+    TRY(tk_sgd_update(m->c, m->P->dense_w, m->P->dense_g, m->P->dense_n, m->lr, m->P->copy,
+                      m->P->copy ? m->P->copy_type : TK_F32, e));
+    return rn_refresh_stem(m, e);
+}
+
+TK_TEST(graph_vs_eager_bitwise) {
+    int saved = gt_ctx_->deterministic;
+    gt_ctx_->deterministic = 1;
+    tk_err e = {0};
+    rn_config cfg = config(16, 1, 0);
+    rn_model *a = make(gt_ctx_, &cfg), *b = make(gt_ctx_, &cfg);
+    float lr = 0.05f;
+    gt_up(a->lr, &lr, 4), gt_up(b->lr, &lr, 4);
+    tk_graph g = {0};
+    for (int s = 0; s < 3; s++) {
+        set_batch(a, (uint64_t)s + 10), set_batch(b, (uint64_t)s + 10);
+        CHECK_EQ_INT(iteration(a, &e), 0);
+        if (!g.valid) {
+            CHECK_EQ_INT(tk_graph_begin(gt_ctx_, &e), 0);
+            CHECK_EQ_INT(iteration(b, &e), 0);
+            CHECK_EQ_INT(tk_graph_end(gt_ctx_, &g, &e), 0);
+        }
+        CHECK_EQ_INT(tk_graph_launch(gt_ctx_, &g, &e), 0);
+        CHECK_EQ_INT(gt_sync(&e), 0);
+    }
+    const size_t n = a->P->dense_n;
+    float *wa = gt_host(n * 4), *wb = gt_host(n * 4);
+    gt_down(wa, a->P->dense_w, n * 4), gt_down(wb, b->P->dense_w, n * 4);
+    double la = loss_of(a), lb = loss_of(b);
+    printf("# table resnet graph vs eager (3 steps, bf16): %zu of %zu weights differ, loss sums %.17g vs %.17g\n",
+           gt_ndiff(wb, wa, n), n, lb, la);
+    CHECK(gt_ndiff(wb, wa, n) == 0);
+    CHECK(la == lb);
+    if (g.valid) tk_graph_destroy(&g);
+    free(wa), free(wb);
+    rn_destroy(a), rn_destroy(b);
+    gt_ctx_->deterministic = saved;
+}
+
+// ---- the benchmark (TK_BENCH=1): ResNet-50, batch 256, bf16, one batch resident on the GPU ----
+
+typedef struct {
+    rn_model *m;
+    tk_graph *g;
+    int what; // 0 step (graph), 1 step eager, 2 forward, 3 the convolutions alone, 4 the BNs alone
+} bench_arg;
+
+// Every BN pass of one training step (forward with statistics, backward), on the model's buffers.
+typedef struct {
+    rn_bn *bn;
+    const void *x, *res;
+    void *y;
+    int relu;
+    int64_t M;
+} bn_pass;
+
+static void run_bns(rn_model *m) {
+    tk_err e = {0};
+    const float eps = 1e-5f, mom = 0.1f;
+    bn_pass v[4 * RN_MAX_BLOCKS + 1];
+    int n = 0;
+    v[n++] = (bn_pass){&m->b0, m->y0, NULL, m->z0, 1, tk_conv_y_numel(&m->c0.s) / m->b0.C};
+    for (int i = 0; i < m->nblk; i++) {
+        rn_block *k = &m->blk[i];
+        v[n++] = (bn_pass){&k->b1, k->y1, NULL, k->z1, 1, tk_conv_y_numel(&k->c1.s) / k->b1.C};
+        v[n++] = (bn_pass){&k->b2, k->y2, NULL, k->z2, 1, tk_conv_y_numel(&k->c2.s) / k->b2.C};
+        v[n++] = (bn_pass){&k->b3, k->y3, k->down ? k->zd : k->in, k->out, 1, tk_conv_y_numel(&k->c3.s) / k->b3.C};
+        if (k->down) v[n++] = (bn_pass){&k->bd, k->yd, NULL, k->zd, 0, tk_conv_y_numel(&k->cd.s) / k->bd.C};
+    }
+    for (int i = 0; i < n; i++) {
+        rn_bn *b = v[i].bn;
+        tk_bn_fwd_train(m->c, m->t, v[i].x, v[i].M, b->C, b->gamma, b->beta, v[i].res, v[i].relu, eps, mom, b->rmean,
+                        b->rvar, b->smean, b->sinvstd, v[i].y, m->bn_ws, &e);
+        tk_bn_bwd(m->c, m->t, v[i].x, v[i].relu ? v[i].y : NULL, m->g[0], v[i].res ? m->g[1] : NULL, v[i].M, b->C,
+                  b->gamma, b->smean, b->sinvstd, m->g[2], v[i].res ? m->g[3] : NULL, b->dgamma, b->dbeta, m->bn_ws,
+                  &e);
+    }
+    if (e.code) gt_die_("bench bns", &e);
+}
+
+static void run_convs(rn_model *m) { // every conv pass of one step, on the model's buffers
+    tk_err e = {0};
+    const rn_conv *c0 = &m->c0;
+    tk_conv(m->c, m->dnn, TK_CONV_FWD, &c0->s, m->t, m->x0, c0->wc, m->y0, &e);
+    tk_conv(m->c, m->dnn, TK_CONV_BWD_FILTER, &c0->s, m->t, m->x0, m->g[0], m->dwbuf, &e);
+    for (int i = 0; i < m->nblk; i++) {
+        const rn_block *k = &m->blk[i];
+        const rn_conv *cv[4] = {&k->c1, &k->c2, &k->c3, &k->cd};
+        const void *in[4] = {k->in, k->z1, k->z2, k->in};
+        void *out[4] = {k->y1, k->y2, k->y3, k->yd};
+        for (int j = 0; j < (k->down ? 4 : 3); j++) {
+            tk_conv(m->c, m->dnn, TK_CONV_FWD, &cv[j]->s, m->t, in[j], cv[j]->wc, out[j], &e);
+            tk_conv(m->c, m->dnn, TK_CONV_BWD_DATA, &cv[j]->s, m->t, m->g[1], cv[j]->wc, m->g[2], &e);
+            tk_conv(m->c, m->dnn, TK_CONV_BWD_FILTER, &cv[j]->s, m->t, in[j], m->g[1], m->dwbuf, &e);
+        }
+    }
+    if (e.code) gt_die_("bench convs", &e);
+}
+
+static void bench_fn(void *p) {
+    bench_arg *a = p;
+    tk_err e = {0};
+    int rc = 0;
+    if (a->what == 0) rc = tk_graph_launch(a->m->c, a->g, &e);
+    else if (a->what == 1) rc = iteration(a->m, &e);
+    else if (a->what == 2) rc = rn_forward(a->m, a->m->in_img, 1, &e);
+    else if (a->what == 3) run_convs(a->m);
+    else run_bns(a->m);
+    if (rc) gt_die_("bench step", &e);
+}
+
+TK_TEST(step_throughput_bench) {
+    if (!getenv("TK_BENCH")) {
+        printf("# TK_BENCH=1 runs this benchmark\n");
+        return;
+    }
+    const int b = getenv("TK_BENCH_BATCH") ? atoi(getenv("TK_BENCH_BATCH")) : 256;
+    tk_err e = {0};
+    rn_config cfg = config(b, 1, 1);
+    size_t f0, tot, f1;
+    cudaMemGetInfo(&f0, &tot);
+    rn_model *m = make(gt_ctx_, &cfg);
+    cudaMemGetInfo(&f1, &tot);
+    float lr = 0.01f;
+    gt_up(m->lr, &lr, 4);
+    set_batch(m, 0);
+    tk_graph g = {0};
+    CHECK_EQ_INT(iteration(m, &e), 0); // warm-up (cuDNN's first runs), then the capture
+    CHECK_EQ_INT(tk_graph_begin(gt_ctx_, &e), 0);
+    CHECK_EQ_INT(iteration(m, &e), 0);
+    CHECK_EQ_INT(tk_graph_end(gt_ctx_, &g, &e), 0);
+    bench_arg a = {m, &g, 0};
+    const char *names[5] = {"step, CUDA graph", "step, eager", "forward (training)", "convolutions alone",
+                            "batch norms alone"};
+    double ms[5];
+    for (int w = 0; w < 5; w++) {
+        a.what = w;
+        ms[w] = gt_time_ms(bench_fn, &a, 20);
+        printf("# table resnet50 bench b=%d bf16 %-20s %8.2f ms  %8.0f images/s\n", b, names[w], ms[w], b * 1e3 / ms[w]);
+    }
+    printf("# table resnet50 bench: convolutions %.0f%%, batch norms %.0f%% of the graph step; model memory %.2f GiB; "
+           "%d conv plans, %.0f MiB workspace\n",
+           100 * ms[3] / ms[0], 100 * ms[4] / ms[0], (double)(f0 - f1) / (1 << 30), tk_cudnn_nplans(m->dnn),
+           (double)tk_cudnn_ws_bytes(m->dnn) / (1 << 20));
+    printf("# json {\"type\": \"bench\", \"impl\": \"trainkit\", \"batch\": %d, \"images_per_s\": %.1f, \"ms\": %.3f, "
+           "\"eager_images_per_s\": %.1f, \"conv_ms\": %.3f}\n",
+           b, b * 1e3 / ms[0], ms[0], b * 1e3 / ms[1], ms[3]);
+    tk_graph_destroy(&g);
+    rn_destroy(m);
+}
