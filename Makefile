@@ -20,6 +20,17 @@ CFLAGS   += -std=c11 -D_GNU_SOURCE $(OPT) -Wall -Wextra -fopenmp -Ilib -Ikernels
 # (the GPU machines have no jansson).
 LDLIBS   += -Wl,-Bstatic -lzstd -ljansson -Wl,-Bdynamic -lz -lm -lpthread
 LDFLAGS  += -fopenmp
+# libhdf5 (Debian: libhdf5-dev) for `prep bert-hdf5`, found with pkg-config; linked statically
+# (with its libsz/libaec) when the archives are there, so prep runs where libhdf5 is not
+# installed. Without it everything builds and `prep bert-hdf5` exits 2 saying so.
+HAVE_HDF5   := $(shell pkg-config --exists hdf5 2>/dev/null && echo 1)
+ifeq ($(HAVE_HDF5),1)
+HDF5_CFLAGS := -DTK_HAVE_HDF5 $(shell pkg-config --cflags hdf5)
+HDF5_LIBDIR := $(patsubst -L%,%,$(filter -L%,$(shell pkg-config --libs-only-L hdf5)))
+CFLAGS      += $(HDF5_CFLAGS)
+HDF5_STATIC := -L$(HDF5_LIBDIR) -Wl,-Bstatic -lhdf5 -lsz -laec -Wl,-Bdynamic
+LDLIBS      += $(if $(wildcard $(HDF5_LIBDIR)/libhdf5.a),$(HDF5_STATIC),$(shell pkg-config --libs hdf5)) -lz -lm -ldl
+endif
 ifneq ($(SAN),)
 CFLAGS   += -fsanitize=$(SAN) -fno-omit-frame-pointer
 LDFLAGS  += -fsanitize=$(SAN)
@@ -101,7 +112,7 @@ $(BUILD)/obj/tests/fuzz/replay_main.o: tests/fuzz/replay_main.c
 fuzz: $(LIB_SRC)
 	@mkdir -p $(BUILD)/fuzz
 	for f in $(FUZZ_SRC); do n=$$(basename $$f .c); \
-	  clang -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=fuzzer,address,undefined -Ilib -Ikernels \
+	  clang -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=fuzzer,address,undefined -Ilib -Ikernels $(HDF5_CFLAGS) \
 	    -o $(BUILD)/fuzz/$$n $$f $(LIB_SRC) $(LDLIBS) -fopenmp || exit 1; done
 
 $(BUILD)/tests/gpu/%: $(BUILD)/obj/tests/gpu/%.cu.o $(LIBTK) $(LIBCU)

@@ -381,8 +381,10 @@ static void bert_help(void) {
            "Synthetic text (prep synth bert; see prep(1) for the grammar):\n"
            "      --size ci|large        presets: ci (small vocabulary, CPU-learnable) or large\n"
            "                             (30522 tokens, BERT-large scale); default ci\n"
-           "      --parts N  --articles N  --sentences N  --eval-articles N\n"
-           "      --vocab-size N  --words N  --topics N  --successors N  --seed S\n\n"
+           "      --parts N  --articles N  --sentences N  --eval-articles N  --seed S\n"
+           "      --vocab-size N  --words N  --topics N  --successors N  --mean-words X\n"
+           "      --oracle-examples N    eval examples the oracle runs on (0: no oracle)\n"
+           "      --max-seq-length, --max-predictions, --masked-lm-prob: of those examples\n\n"
            "Exit status: 0 ok, 2 usage, 3 bad input data, 4 I/O error. See prep(1).\n",
            bert_usage);
 }
@@ -604,7 +606,7 @@ static int run_synth_bert(bert_cli *b, tk_err *e) {
 // Options of the BERT commands; `apply` names the commands each one is for.
 enum { BO_OUT, BO_VOCAB, BO_SEQ, BO_PRED, BO_MLM, BO_SHORT, BO_DUPE, BO_SEED, BO_RNG, BO_PICK, BO_EVAL10K,
        BO_CASED, BO_WORDCH, BO_VSIZE, BO_BASIC, BO_IDS, BO_THREADS, BO_PROGRESS, BO_SIZE, BO_PARTS, BO_ARTICLES,
-       BO_SENTENCES, BO_EVAL_ARTICLES, BO_WORDS, BO_TOPICS, BO_SUCC, BO_N };
+       BO_SENTENCES, BO_EVAL_ARTICLES, BO_WORDS, BO_TOPICS, BO_SUCC, BO_ORACLE, BO_MEANW, BO_N };
 #define ON(c) (1u << (c))
 static const unsigned bert_opt_apply[BO_N] = {
     [BO_OUT] = ON(B_BERT) | ON(B_HDF5) | ON(B_SYNTH),
@@ -633,6 +635,8 @@ static const unsigned bert_opt_apply[BO_N] = {
     [BO_WORDS] = ON(B_SYNTH),
     [BO_TOPICS] = ON(B_SYNTH),
     [BO_SUCC] = ON(B_SYNTH),
+    [BO_ORACLE] = ON(B_SYNTH),
+    [BO_MEANW] = ON(B_SYNTH),
 };
 #undef ON
 
@@ -651,6 +655,7 @@ static int bert_main(int argc, char **argv) {
         {"articles", required_argument, 0, 256 + BO_ARTICLES}, {"sentences", required_argument, 0, 256 + BO_SENTENCES},
         {"eval-articles", required_argument, 0, 256 + BO_EVAL_ARTICLES}, {"words", required_argument, 0, 256 + BO_WORDS},
         {"topics", required_argument, 0, 256 + BO_TOPICS}, {"successors", required_argument, 0, 256 + BO_SUCC},
+        {"oracle-examples", required_argument, 0, 256 + BO_ORACLE}, {"mean-words", required_argument, 0, 256 + BO_MEANW},
         {"help", no_argument, 0, 'h'},                  {"version", no_argument, 0, 'V'},
         {0, 0, 0, 0}};
     bert_cli b = {.cmd = bert_cmd_of(argc, argv), .vocab_size = 30522};
@@ -721,6 +726,11 @@ static int bert_main(int argc, char **argv) {
         case BO_WORDS: rc = tk_parse_i64(optarg, 2, 1000000, "--words", &v, &e); user.words = (int)v; break;
         case BO_TOPICS: rc = tk_parse_i64(optarg, 1, 64, "--topics", &v, &e); user.topics = (int)v; break;
         case BO_SUCC: rc = tk_parse_i64(optarg, 1, 64, "--successors", &v, &e); user.successors = (int)v; break;
+        case BO_ORACLE: // 0 = no oracle; the field's 0 means "not given", so store N + 1
+            rc = tk_parse_i64(optarg, 0, 10000, "--oracle-examples", &v, &e);
+            user.oracle_examples = (int)v + 1;
+            break;
+        case BO_MEANW: rc = tk_parse_f64(optarg, 1, 1000, "--mean-words", &user.mean_words, &e); break;
         }
         if (rc) return tk_cli_usage_error(prog, bert_usage, "%s", e.what);
     }

@@ -44,27 +44,35 @@ static int grow(void **p, size_t *cap, size_t need, size_t sz, tk_err *e) {
     return 0;
 }
 
-static int cmp_pos(const void *a, const void *b) {
-    return (int)((const bert_masked *)a)->pos - (int)((const bert_masked *)b)->pos;
-}
-
 // The original token at position p of [CLS] A [SEP] B [SEP].
 static int32_t token_at(const bert_corpus *c, const bert_inst *in, int p) {
     return (uint32_t)p <= in->la ? c->tok[in->a + (uint64_t)p - 1] : c->tok[in->b + ((uint64_t)p - in->la - 2)];
 }
 
-// create_masked_lm_predictions: shuffle the candidates, take the first num_to_predict.
+// create_masked_lm_predictions: shuffle the candidates, take the first num_to_predict, draw what
+// each shows, sort them by position.
 static int mask_instance(maker *mk, bert_inst *in, tk_err *e) {
     bert_examples *x = mk->x;
     int n = (int)(in->la + in->lb) + 3, nc = 0;
     for (int p = 1; p < n - 1; p++)
         if (p != (int)in->la + 1) mk->cand[nc++] = (uint16_t)p;
-    bert_rng_shuffle(&mk->r, mk->cand, (uint32_t)nc, sizeof *mk->cand);
     // Python's round() rounds half to even, as nearbyint does in the default rounding mode.
     long k = (long)nearbyint((double)n * mk->o->masked_lm_prob);
     if (k < 1) k = 1;
     if (k > mk->o->max_predictions) k = mk->o->max_predictions;
     if (k > nc) k = nc;
+    if (mk->o->rng == BERT_RNG_MT) {
+        bert_rng_shuffle(&mk->r, mk->cand, (uint32_t)nc, sizeof *mk->cand); // the reference's draws
+    } else {
+        // Only the first k matter: a partial Fisher-Yates gives them the same distribution (a
+        // uniform random k-subset in random order) with k draws instead of nc - 1.
+        for (long i = 0; i < k; i++) {
+            uint32_t j = (uint32_t)i + bert_rng_below(&mk->r, (uint32_t)(nc - i));
+            uint16_t t = mk->cand[i];
+            mk->cand[i] = mk->cand[j];
+            mk->cand[j] = t;
+        }
+    }
     TRY(grow((void **)&x->m, &x->mcap, x->nm + (size_t)k, sizeof *x->m, e));
     bert_masked *m = x->m + x->nm;
     for (long i = 0; i < k; i++) {
@@ -73,10 +81,15 @@ static int mask_instance(maker *mk, bert_inst *in, tk_err *e) {
         if (bert_rng_random(&mk->r) < 0.8) shown = mk->sp->mask;
         else if (bert_rng_random(&mk->r) < 0.5) shown = token_at(&x->c, in, p);
         else shown = (int32_t)bert_rng_below(&mk->r, (uint32_t)mk->vocab);
-        m[i].pos = (uint16_t)p;
-        m[i].shown = shown;
+        // insertion by position (k is small)
+        long j = i;
+        while (j > 0 && m[j - 1].pos > p) {
+            m[j] = m[j - 1];
+            j--;
+        }
+        m[j].pos = (uint16_t)p;
+        m[j].shown = shown;
     }
-    qsort(m, (size_t)k, sizeof *m, cmp_pos);
     in->moff = x->nm;
     in->nmask = (uint16_t)k;
     x->nm += (size_t)k;

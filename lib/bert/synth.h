@@ -37,7 +37,7 @@ typedef struct {
     // How the oracle's eval examples are made (prep bert --eval-10k with these).
     int max_seq_length, max_predictions;
     double masked_lm_prob;
-    int oracle_examples;       // examples the oracle runs on (0 = all 10000 eval examples)
+    int oracle_examples;       // 1 + the examples the oracle runs on (1: no oracle; 0: not set)
 } bert_synth_opts;
 
 void bert_synth_defaults(bert_synth_opts *o, int preset);
