@@ -594,10 +594,14 @@ static int run_bert_tokenize(bert_cli *b, char **files, int nfiles, tk_err *e) {
 
 static int run_synth_bert(bert_cli *b, tk_err *e) {
     if (!b->out) return tk_err_set(e, TK_EUSAGE, "prep synth bert needs -o DIR");
-    if (mkdir(b->out, 0755) != 0 && errno != EEXIST) return tk_err_errno(e, errno, "%s: cannot create", b->out);
+    int made = mkdir(b->out, 0755) == 0;
+    if (!made && errno != EEXIST) return tk_err_errno(e, errno, "%s: cannot create", b->out);
     char *summary = NULL;
-    TRY(bert_synth_write(&b->synth, b->out, &summary, e));
-    int rc = 0;
+    int rc = bert_synth_write(&b->synth, b->out, &summary, e);
+    if (rc) {
+        if (made) rmdir(b->out); // a failed run leaves nothing, not even the directory it made
+        return rc;
+    }
     if (printf("%s\n", summary) < 0) rc = tk_err_errno(e, errno, "cannot write to standard output");
     free(summary);
     return rc;

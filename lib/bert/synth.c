@@ -433,6 +433,12 @@ static int check_opts(const bert_synth_opts *o, tk_err *e) {
     if (o->successors > 64) return tk_err_set(e, TK_EUSAGE, "--successors is at most 64");
     if (o->vocab_size > BERT_MAX_VOCAB) return tk_err_set(e, TK_EUSAGE, "--vocab-size is at most %d", BERT_MAX_VOCAB);
     if (o->max_seq_length < 5) return tk_err_set(e, TK_EUSAGE, "--max-seq-length is at least 5");
+    // Words are 1 to 4 syllables; ask for at most half of what exists, so drawing them stays quick.
+    double syl = (double)strlen(consonants(o)) * (double)strlen(vowels(o)), all = 0, p = 1;
+    for (int k = 1; k <= 4; k++) all += (p *= syl);
+    if (o->words > all / 2)
+        return tk_err_set(e, TK_EUSAGE, "--words %d: at most %.0f different words of 1 to 4 of the %.0f syllables",
+                          o->words, floor(all / 2), syl);
     return 0;
 }
 
