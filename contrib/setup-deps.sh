@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Installs what building and testing trainkit needs on Debian 12 (run as root or with sudo):
 # the C libraries and test tools from Debian, and the Python test oracles from PyPI
-# (mlperf-logging, pycocotools, faster-coco-eval, safetensors, numpy, torch). The oracles are
-# used by tests and contrib/ only; no trainkit binary needs Python.
+# (mlperf-logging, pycocotools, faster-coco-eval, safetensors, numpy, torch, h5py, transformers).
+# The oracles are used by tests and contrib/ only; no trainkit binary needs Python. libhdf5-dev
+# (found with pkg-config) is for `prep bert-hdf5`; without it prep builds and that command exits 2.
 # Set TK_SKIP_PY=1 to skip the Python packages (their tests then skip with a message).
 set -eu
 SUDO=
 [ "$(id -u)" -eq 0 ] || SUDO=sudo
-pkgs="build-essential libzstd-dev libjansson-dev zlib1g-dev bats jq zstd python3-pip man-db gnuplot-nox"
+pkgs="build-essential libzstd-dev libjansson-dev zlib1g-dev bats jq zstd python3-pip man-db gnuplot-nox libhdf5-dev pkg-config"
 missing=
 for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then
@@ -18,7 +19,7 @@ if [ "${TK_SKIP_PY:-0}" != 1 ]; then
     py=python3
     need=
     for m in mlperf_logging:mlperf-logging pycocotools:pycocotools faster_coco_eval:faster-coco-eval \
-             safetensors:safetensors numpy:numpy torch:torch; do
+             safetensors:safetensors numpy:numpy torch:torch h5py:h5py transformers:transformers; do
         $py -c "import ${m%%:*}" 2>/dev/null || need="$need ${m#*:}"
     done
     if [ -n "$need" ]; then

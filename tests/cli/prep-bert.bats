@@ -252,3 +252,11 @@ need_h5() {
     [ "$output" = "prep: error: c.txt: offset 0: not an HDF5 file" ]
     [ -z "$(ls out.tks* 2>/dev/null)" ]
 }
+
+@test "prep bert-hdf5 in a prep built without libhdf5 exits 2 saying so" {
+    run prep bert-hdf5 -o out.tks /dev/null
+    [[ "$output" == *"built without libhdf5"* ]] || skip "this prep has libhdf5"
+    [ "$status" -eq 2 ]
+    [ "${lines[0]}" = "prep: bert-hdf5: this prep was built without libhdf5 (install libhdf5-dev, then rebuild)" ]
+    [ ! -e out.tks ]
+}
