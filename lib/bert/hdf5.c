@@ -165,31 +165,14 @@ int bert_h5_open(bert_h5 **hp, const char *path, tk_err *e) {
 int bert_h5_layout(const bert_h5 *h) { return h->layout; }
 uint64_t bert_h5_count(const bert_h5 *h) { return h->n; }
 
-// Reads rows [first, first+n) of dataset k as int32 into out (n * width values).
-static int read_rows(bert_h5 *h, int k, uint64_t first, size_t n, int32_t *out, tk_err *e) {
+// Reads rows [first, first+n) of dataset k into out through memory type mt: H5T_NATIVE_INT32
+// (n * width values) or a variable-length type (n hvl_t, which the caller reclaims).
+static int read_rows(bert_h5 *h, int k, uint64_t first, size_t n, hid_t mt, void *out, tk_err *e) {
     hsize_t start[2] = {first, 0}, count[2] = {n, h->width[k]};
     hid_t fs = H5Dget_space(h->d[k]);
     int rank = H5Sget_simple_extent_ndims(fs);
     hid_t ms = H5Screate_simple(rank, count, NULL);
     herr_t r = H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL);
-    if (r >= 0) r = H5Dread(h->d[k], H5T_NATIVE_INT32, ms, fs, H5P_DEFAULT, out);
-    H5Sclose(ms);
-    H5Sclose(fs);
-    if (r < 0) {
-        tk_err_set(e, TK_EDATA, "HDF5 cannot read '%s' records %llu..%llu", key_names[k], (unsigned long long)first,
-                   (unsigned long long)(first + n - 1));
-        return tk_err_where(e, "%s", h->path);
-    }
-    return 0;
-}
-
-// Reads the variable-length rows [first, first+n) of dataset k; the caller reclaims them.
-static int read_vlen(bert_h5 *h, int k, uint64_t first, size_t n, hvl_t *out, hid_t mt, tk_err *e) {
-    hsize_t start[1] = {first}, count[1] = {n};
-    hid_t fs = H5Dget_space(h->d[k]);
-    hid_t ms = H5Screate_simple(1, count, NULL);
-    herr_t r = H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL);
-    memset(out, 0, n * sizeof *out);
     if (r >= 0) r = H5Dread(h->d[k], mt, ms, fs, H5P_DEFAULT, out);
     H5Sclose(ms);
     H5Sclose(fs);
@@ -264,12 +247,9 @@ static int read_fixed(bert_h5 *h, uint64_t first, size_t n, bert_records *b, int
     }
     int32_t *ids = h->buf, *seg = ids + n * W, *mask = seg + n * W, *pos = mask + n * W, *mid = pos + n * Q,
             *nsp = mid + n * Q;
-    TRY(read_rows(h, K_IDS, first, n, ids, e));
-    TRY(read_rows(h, K_SEG, first, n, seg, e));
-    TRY(read_rows(h, K_MASK, first, n, mask, e));
-    TRY(read_rows(h, K_POS, first, n, pos, e));
-    TRY(read_rows(h, K_MID, first, n, mid, e));
-    TRY(read_rows(h, K_NSP, first, n, nsp, e));
+    int32_t *dst[6] = {ids, seg, mask, pos, mid, nsp};
+    static const int keys[6] = {K_IDS, K_SEG, K_MASK, K_POS, K_MID, K_NSP};
+    for (int k = 0; k < 6; k++) TRY(read_rows(h, keys[k], first, n, H5T_NATIVE_INT32, dst[k], e));
     for (size_t i = 0; i < n; i++) {
         uint64_t rec = first + i;
         // The sequence is input_mask's leading ones; the predictions are the nonzero positions
@@ -301,9 +281,9 @@ static int read_varlen(bert_h5 *h, uint64_t first, size_t n, bert_records *b, in
     hid_t mt = H5Tvlen_create(H5T_NATIVE_INT32);
     int rc = v && nsp ? 0 : tk_err_errno(e, ENOMEM, "out of memory"), got = 0;
     static const int keys[4] = {K_IDS, K_SEG, K_POS, K_MID};
-    for (int k = 0; !rc && k < 4; k++)
-        if (!(rc = read_vlen(h, keys[k], first, n, v + (size_t)k * n, mt, e))) got++;
-    if (!rc) rc = read_rows(h, K_NSP, first, n, nsp, e);
+    for (int k = 0; !rc && k < 4; k++) // zeroed, so a failed read reclaims nothing
+        if (!(rc = read_rows(h, keys[k], first, n, mt, v + (size_t)k * n, e))) got++;
+    if (!rc) rc = read_rows(h, K_NSP, first, n, H5T_NATIVE_INT32, nsp, e);
     for (size_t i = 0; !rc && i < n; i++) {
         const hvl_t *ids = &v[i], *seg = &v[n + i], *pos = &v[2 * n + i], *mid = &v[3 * n + i];
         if (seg->len != ids->len || mid->len != pos->len) {
