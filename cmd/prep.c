@@ -382,7 +382,8 @@ static void bert_help(void) {
            "      --size ci|large        presets: ci (small vocabulary, CPU-learnable) or large\n"
            "                             (30522 tokens, BERT-large scale); default ci\n"
            "      --parts N  --articles N  --sentences N  --eval-articles N  --seed S\n"
-           "      --vocab-size N  --words N  --topics N  --successors N  --mean-words X\n"
+           "      --vocab-size N  --words N  --topics N  --successors N  --successor-ratio X\n"
+           "      --mean-words X\n"
            "      --oracle-examples N    eval examples the oracle runs on (0: no oracle)\n"
            "      --max-seq-length, --max-predictions, --masked-lm-prob: of those examples\n\n"
            "Exit status: 0 ok, 2 usage, 3 bad input data, 4 I/O error. See prep(1).\n",
@@ -610,7 +611,7 @@ static int run_synth_bert(bert_cli *b, tk_err *e) {
 // Options of the BERT commands; `apply` names the commands each one is for.
 enum { BO_OUT, BO_VOCAB, BO_SEQ, BO_PRED, BO_MLM, BO_SHORT, BO_DUPE, BO_SEED, BO_RNG, BO_PICK, BO_EVAL10K,
        BO_CASED, BO_WORDCH, BO_VSIZE, BO_BASIC, BO_IDS, BO_THREADS, BO_PROGRESS, BO_SIZE, BO_PARTS, BO_ARTICLES,
-       BO_SENTENCES, BO_EVAL_ARTICLES, BO_WORDS, BO_TOPICS, BO_SUCC, BO_ORACLE, BO_MEANW, BO_N };
+       BO_SENTENCES, BO_EVAL_ARTICLES, BO_WORDS, BO_TOPICS, BO_SUCC, BO_ORACLE, BO_MEANW, BO_SRATIO, BO_N };
 #define ON(c) (1u << (c))
 static const unsigned bert_opt_apply[BO_N] = {
     [BO_OUT] = ON(B_BERT) | ON(B_HDF5) | ON(B_SYNTH),
@@ -641,6 +642,7 @@ static const unsigned bert_opt_apply[BO_N] = {
     [BO_SUCC] = ON(B_SYNTH),
     [BO_ORACLE] = ON(B_SYNTH),
     [BO_MEANW] = ON(B_SYNTH),
+    [BO_SRATIO] = ON(B_SYNTH),
 };
 #undef ON
 
@@ -660,6 +662,7 @@ static int bert_main(int argc, char **argv) {
         {"eval-articles", required_argument, 0, 256 + BO_EVAL_ARTICLES}, {"words", required_argument, 0, 256 + BO_WORDS},
         {"topics", required_argument, 0, 256 + BO_TOPICS}, {"successors", required_argument, 0, 256 + BO_SUCC},
         {"oracle-examples", required_argument, 0, 256 + BO_ORACLE}, {"mean-words", required_argument, 0, 256 + BO_MEANW},
+        {"successor-ratio", required_argument, 0, 256 + BO_SRATIO},
         {"help", no_argument, 0, 'h'},                  {"version", no_argument, 0, 'V'},
         {0, 0, 0, 0}};
     bert_cli b = {.cmd = bert_cmd_of(argc, argv), .vocab_size = 30522};
@@ -735,6 +738,7 @@ static int bert_main(int argc, char **argv) {
             user.oracle_examples = (int)v + 1;
             break;
         case BO_MEANW: rc = tk_parse_f64(optarg, 1, 1000, "--mean-words", &user.mean_words, &e); break;
+        case BO_SRATIO: rc = tk_parse_f64(optarg, 0.01, 1, "--successor-ratio", &user.successor_ratio, &e); break;
         }
         if (rc) return tk_cli_usage_error(prog, bert_usage, "%s", e.what);
     }

@@ -7,7 +7,7 @@
 //     sentence order carries a next-sentence signal;
 //   - a sentence starts with a word drawn from its topic's start list, then each word is followed
 //     by "." (the sentence ends) with probability 1/mean_words, or by one of its `successors`
-//     successor words under the topic, with geometric probabilities (1/2, 1/4, ...).
+//     successor words under the topic, with geometric probabilities (ratio successor_ratio).
 // The generator also makes the eval examples as `prep bert --eval-10k` would (with its options
 // L, P, masked_lm_prob) and computes on them, by exact forward-backward inference over the
 // grammar's hidden Markov chain, the accuracy of the Bayes-optimal masked-token predictor (the
@@ -31,6 +31,7 @@ typedef struct {
     int words;                 // grammar words
     int topics;
     int successors;            // successor words per word and topic
+    double successor_ratio;    // successor j has probability proportional to successor_ratio^j
     double mean_words;         // mean words per sentence (sentence end probability 1/mean_words)
     uint64_t seed;
     int threads;

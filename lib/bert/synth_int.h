@@ -11,7 +11,6 @@
 #include "bert/tokenizer.h"
 
 #define SYN_START 16          // start words per topic (fewer when there are fewer words)
-#define SYN_SUCC_RATIO 0.5    // successor j has probability proportional to SYN_SUCC_RATIO^j
 #define SYN_START_RATIO 0.8   // the same for the start list
 #define SYN_MAX_WORDS 200     // a sentence ends after this many words whatever the draw
 
