@@ -678,7 +678,7 @@ static int bert_main(int argc, char **argv) {
     char **av = argv + skip;
     tk_err e;
     tk_err_clear(&e);
-    int c, size_given = 0;
+    int c;
     int64_t v;
     bert_synth_defaults(&b.synth, BERT_SYNTH_CI);
     bert_synth_opts user = {0}; // synth options given on the command line, applied over the preset
@@ -724,7 +724,6 @@ static int bert_main(int argc, char **argv) {
             if (strcmp(optarg, "ci") == 0) bert_synth_defaults(&b.synth, BERT_SYNTH_CI);
             else if (strcmp(optarg, "large") == 0) bert_synth_defaults(&b.synth, BERT_SYNTH_LARGE);
             else return tk_cli_usage_error(prog, bert_usage, "--size: expected ci or large, got '%s'", optarg);
-            size_given = 1;
             break;
         case BO_PARTS: rc = tk_parse_i64(optarg, 1, 99999, "--parts", &v, &e); user.parts = (int)v; break;
         case BO_ARTICLES: rc = tk_parse_i64(optarg, 1, INT32_MAX, "--articles", &v, &e); user.articles = (int)v; break;
@@ -742,7 +741,6 @@ static int bert_main(int argc, char **argv) {
         }
         if (rc) return tk_cli_usage_error(prog, bert_usage, "%s", e.what);
     }
-    (void)size_given;
     for (int o = 0; o < BO_N; o++)
         if ((b.given >> o & 1) && !(bert_opt_apply[o] >> b.cmd & 1)) {
             const char *name = o == BO_OUT ? "output" : "?";
@@ -769,6 +767,9 @@ static int bert_main(int argc, char **argv) {
     default:
         if (nfiles) return tk_cli_usage_error(prog, bert_usage, "synth bert: unexpected argument '%s'", files[0]);
         bert_synth_apply(&b.synth, &user);
+        // 0 is a value these can take, not only "not given"
+        if (b.given >> BO_SEED & 1) b.synth.seed = b.pre.seed;
+        if (b.given >> BO_MLM & 1) b.synth.masked_lm_prob = b.pre.masked_lm_prob;
         b.synth.threads = b.threads;
         rc = run_synth_bert(&b, &e);
     }

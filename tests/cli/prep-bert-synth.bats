@@ -75,8 +75,11 @@ PY
     prep synth bert --articles 50 --eval-articles 30 --oracle-examples 50 --threads 1 -o a >/dev/null
     prep synth bert --articles 50 --eval-articles 30 --oracle-examples 50 --threads 2 -o b >/dev/null
     prep synth bert --articles 50 --eval-articles 30 --oracle-examples 50 --seed 2 -o c >/dev/null
+    prep synth bert --articles 50 --eval-articles 30 --oracle-examples 0 --seed 0 -o z >/dev/null
     for f in vocab.txt part-00000-of-00004 part-00003-of-00004 eval.txt manifest.json; do cmp a/$f b/$f; done
     ! cmp -s a/part-00000-of-00004 c/part-00000-of-00004
+    ! cmp -s a/part-00000-of-00004 z/part-00000-of-00004 # seed 0 is a seed, not "the default"
+    grep -q '"seed": 0,' z/manifest.json
 }
 
 @test "prep synth bert --size large: BERT's vocabulary layout, 30522 tokens" {
