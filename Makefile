@@ -1,7 +1,7 @@
 # trainkit: one Makefile for the whole tree. Files are discovered, so adding a source file needs
 # no edit here: lib/**/*.c and kernels/*_ref.c go into build/libtrainkit.a, lib/**/*.cu and
-# kernels/*.cu into build/libtkcuda.a (only when nvcc is present), cmd/NAME.c becomes
-# build/bin/NAME, tests/unit/test_*.c become unit tests, tests/gpu/test_*.{c,cu} GPU tests.
+# kernels/*.cu into build/libtkcuda.a (only when nvcc is present), cmd/NAME.c (with cmd/NAME/*.c,
+# when the binary has parts) becomes build/bin/NAME, tests/unit/test_*.c become unit tests, tests/gpu/test_*.{c,cu} GPU tests.
 
 CC        ?= gcc
 CUDA_HOME ?= /usr/local/cuda
@@ -29,12 +29,23 @@ endif
 IMG_LIBS := $(if $(HAVE_JPEG),-ljpeg) $(if $(HAVE_PNG),-lpng16)
 
 OPT      := $(if $(DEBUG),-O0 -g,-O2 -g)
-CFLAGS   += -std=c11 -D_GNU_SOURCE $(OPT) -Wall -Wextra -fopenmp -Ilib -Ikernels -MMD -MP
+CFLAGS   += -std=c11 -D_GNU_SOURCE $(OPT) -Wall -Wextra -fopenmp -Ilib -Ikernels -Icmd -MMD -MP
 # zstd and jansson are linked statically so binaries built here run on machines without them
 # (the GPU machines have no jansson).
 LDLIBS   += -Wl,-Bstatic $(IMG_LIBS) -lzstd -ljansson -Wl,-Bdynamic -lz -lm -lpthread
 CFLAGS   += $(if $(HAVE_JPEG),-DTK_HAVE_JPEG) $(if $(HAVE_PNG),-DTK_HAVE_PNG)
 LDFLAGS  += -fopenmp
+# libhdf5 (Debian: libhdf5-dev) for `prep bert-hdf5`, found with pkg-config; linked statically
+# (with its libsz/libaec) when the archives are there, so prep runs where libhdf5 is not
+# installed. Without it everything builds and `prep bert-hdf5` exits 2 saying so.
+HAVE_HDF5   := $(shell pkg-config --exists hdf5 2>/dev/null && echo 1)
+ifeq ($(HAVE_HDF5),1)
+HDF5_CFLAGS := -DTK_HAVE_HDF5 $(shell pkg-config --cflags hdf5)
+HDF5_LIBDIR := $(patsubst -L%,%,$(filter -L%,$(shell pkg-config --libs-only-L hdf5)))
+CFLAGS      += $(HDF5_CFLAGS)
+HDF5_STATIC := -L$(HDF5_LIBDIR) -Wl,-Bstatic -lhdf5 -lsz -laec -Wl,-Bdynamic
+LDLIBS      += $(if $(wildcard $(HDF5_LIBDIR)/libhdf5.a),$(HDF5_STATIC),$(shell pkg-config --libs hdf5)) -lz -lm -ldl
+endif
 ifneq ($(SAN),)
 CFLAGS   += -fsanitize=$(SAN) -fno-omit-frame-pointer
 LDFLAGS  += -fsanitize=$(SAN)
@@ -105,9 +116,11 @@ $(LIBCU): $(CU_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/bin/%: $(BUILD)/obj/cmd/%.o $(LIBTK) $(LIBCU)
+# A binary is cmd/NAME.c and, when it has several parts, cmd/NAME/*.c (prep's dataset commands).
+.SECONDEXPANSION:
+$(BUILD)/bin/%: $(BUILD)/obj/cmd/%.o $$(addprefix $(BUILD)/obj/,$$(subst .c,.o,$$(wildcard cmd/$$*/*.c))) $(LIBTK) $(LIBCU)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $< $(ALL_LIBS) $(LDLIBS) $(CUDA_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(ALL_LIBS) $(LDLIBS) $(CUDA_LIBS)
 
 $(BUILD)/tests/unit/%: $(BUILD)/obj/tests/unit/%.o $(LIBTK) $(LIBCU)
 	@mkdir -p $(dir $@)
@@ -126,7 +139,7 @@ $(BUILD)/obj/tests/fuzz/replay_main.o: tests/fuzz/replay_main.c
 fuzz: $(LIB_SRC)
 	@mkdir -p $(BUILD)/fuzz
 	for f in $(FUZZ_SRC); do n=$$(basename $$f .c); \
-	  clang -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=fuzzer,address,undefined -Ilib -Ikernels \
+	  clang -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=fuzzer,address,undefined -Ilib -Ikernels $(HDF5_CFLAGS) \
 	    $(if $(HAVE_JPEG),-DTK_HAVE_JPEG) $(if $(HAVE_PNG),-DTK_HAVE_PNG) \
 	    -o $(BUILD)/fuzz/$$n $$f $(LIB_SRC) $(LDLIBS) -fopenmp || exit 1; done
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building and testing trainkit needs on Debian 12: the C libraries and test tools
 # from Debian, and the Python test oracles from PyPI (mlperf-logging, pycocotools,
-# faster-coco-eval, safetensors, numpy, torch, torchvision, pillow). The oracles are used by tests and contrib/ only;
+# faster-coco-eval, safetensors, numpy, torch, torchvision, pillow, h5py, transformers). The oracles are used by tests and contrib/ only;
 # no trainkit binary needs Python.
 # Run it as it is, as root or as a user: it raises its privileges itself, with sudo, only for
 # apt-get and only when a Debian package is missing (a root shell needs no sudo installed; a user
@@ -10,9 +10,10 @@
 # Set TK_SKIP_PY=1 to skip the Python packages (their tests then skip with a message).
 set -eu
 # libjpeg62-turbo-dev and libpng-dev: the ImageNet tools (linked statically); libjpeg-turbo-progs:
-# cjpeg/djpeg/jpegtran for looking at JPEG test data.
+# cjpeg/djpeg/jpegtran for looking at JPEG test data. libhdf5-dev (found with pkg-config): prep
+# bert-hdf5 (without it prep builds and that command exits 2).
 pkgs="build-essential libzstd-dev libjansson-dev zlib1g-dev bats jq zstd python3-pip man-db gnuplot-nox
-      libjpeg62-turbo-dev libpng-dev libjpeg-turbo-progs"
+      libjpeg62-turbo-dev libpng-dev libjpeg-turbo-progs libhdf5-dev pkg-config"
 missing=
 for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then
@@ -33,7 +34,8 @@ if [ "${TK_SKIP_PY:-0}" != 1 ]; then
     py=python3
     need=
     for m in pycocotools:pycocotools faster_coco_eval:faster-coco-eval \
-             safetensors:safetensors numpy:numpy torch:torch torchvision:torchvision PIL:pillow; do
+             safetensors:safetensors numpy:numpy torch:torch torchvision:torchvision PIL:pillow \
+             h5py:h5py transformers:transformers; do
         $py -c "import ${m%%:*}" 2>/dev/null || need="$need ${m#*:}"
     done
     # log-check's rules (share/compliance) and expectations (tests/data/logcheck-newer) were made

@@ -1,0 +1,131 @@
+#!/usr/bin/env bats
+# prep synth bert: the MLPerf text layout, vocab.txt, the manifest with the oracle and unigram
+# accuracies, determinism, the large preset's vocabulary layout, and that prep bert reads it all.
+
+bats_require_minimum_version 1.5.0
+
+setup_file() {
+    # One ci-preset corpus shared by the tests that only read it.
+    cd "$BATS_FILE_TMPDIR"
+    prep synth bert -o ci >ci.out
+}
+
+setup() {
+    TMP="$BATS_TEST_TMPDIR"
+    cd "$TMP"
+    CI="$BATS_FILE_TMPDIR/ci"
+    DUMP="$TK_ROOT/contrib/synth/tks_dump.py"
+}
+
+need_python() {
+    command -v python3 >/dev/null && python3 -c 'import numpy' 2>/dev/null || skip "python3 with numpy is not installed"
+    command -v zstd >/dev/null || skip "the zstd command is not installed"
+}
+
+@test "prep synth bert: the files of the MLPerf layout and one JSON line" {
+    run cat "$BATS_FILE_TMPDIR/ci.out"
+    [[ "$output" == '{"type":"synth","dir":"ci","parts":4,"bytes":'*',"oracle_mlm_accuracy":0.'*',"unigram_mlm_accuracy":0.'*'}' ]]
+    [ "$(cd "$CI" && ls | tr '\n' ' ')" = "eval.txt manifest.json part-00000-of-00004 part-00001-of-00004 part-00002-of-00004 part-00003-of-00004 vocab.txt " ]
+    # 500 articles of 6 sentences a part: one sentence a line, a blank line after each article
+    [ "$(grep -c . "$CI/part-00000-of-00004")" -eq 3000 ]
+    [ "$(grep -c '^$' "$CI/part-00000-of-00004")" -eq 500 ]
+    [ "$(grep -c '^$' "$CI/eval.txt")" -eq 1000 ]
+    run grep -vc '^[A-Z][a-z]*\( [a-z]*\)*\.$' "$CI/part-00001-of-00004"
+    [ "$output" -eq 500 ] # only the blank lines are not "Word word ... word."
+}
+
+@test "prep synth bert: vocab.txt has the special tokens, letters, ## pieces and the exact size" {
+    [ "$(wc -l <"$CI/vocab.txt")" -eq 192 ]
+    [ "$(head -5 "$CI/vocab.txt" | tr '\n' ' ')" = "[PAD] [UNK] [CLS] [SEP] [MASK] " ]
+    grep -qx '##k' "$CI/vocab.txt"
+    [ "$(grep -c '^##' "$CI/vocab.txt")" -gt 30 ]
+    [ "$(sort "$CI/vocab.txt" | uniq -d | wc -l)" -eq 0 ]
+}
+
+@test "prep synth bert: the text tokenizes without [UNK], and some words split into ## pieces" {
+    prep bert-tokenize --vocab "$CI/vocab.txt" "$CI/part-00000-of-00004" "$CI/eval.txt" >tok.txt
+    ! grep -q '\[UNK\]' tok.txt
+    n=$(tr ' ' '\n' <tok.txt | grep -c '^##')
+    [ "$n" -gt 100 ]
+}
+
+@test "prep synth bert: the manifest's oracle is calibrated and above the unigram baseline" {
+    need_python
+    python3 - "$CI/manifest.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+assert m["generator"] == "trainkit prep synth bert" and m["format_version"] == 1
+p = m["params"]
+assert (p["size"], p["seed"], p["vocab_size"], p["parts"], p["articles_per_part"], p["sentences_per_article"]) == ("ci", 1, 192, 4, 500, 6), p
+o = m["oracle_examples"]
+assert (o["max_seq_length"], o["max_predictions_per_seq"], o["dupe_factor"], o["pick"], o["eval_examples"]) == (128, 20, 10, 10000, 10000), o
+assert o["masked_positions"] > 50000, o
+u, a, x = m["unigram_mlm_accuracy"], m["oracle_mlm_accuracy"], m["oracle_mlm_accuracy_expected"]
+assert 0.02 < u < a < 1, (u, a)
+# The argmax's hit rate and the mean posterior maximum agree when the inference is right.
+assert abs(a - x) < 0.01, (a, x)
+assert 0.4 < m["random_next_fraction"] < 0.7 and 0.5 < m["oracle_nsp_accuracy"] <= 1
+assert m["files"][0] == "vocab.txt" and m["files"][-1] == "eval.txt"
+assert m["train"]["articles"] == 2000 and m["train"]["sentences"] == 12000
+print(u, a, x)
+PY
+}
+
+@test "prep synth bert: same seed, same bytes, whatever the threads; another seed differs" {
+    prep synth bert --articles 50 --eval-articles 30 --oracle-examples 50 --threads 1 -o a >/dev/null
+    prep synth bert --articles 50 --eval-articles 30 --oracle-examples 50 --threads 2 -o b >/dev/null
+    prep synth bert --articles 50 --eval-articles 30 --oracle-examples 50 --seed 2 -o c >/dev/null
+    prep synth bert --articles 50 --eval-articles 30 --oracle-examples 0 --seed 0 -o z >/dev/null
+    for f in vocab.txt part-00000-of-00004 part-00003-of-00004 eval.txt manifest.json; do cmp a/$f b/$f; done
+    ! cmp -s a/part-00000-of-00004 c/part-00000-of-00004
+    ! cmp -s a/part-00000-of-00004 z/part-00000-of-00004 # seed 0 is a seed, not "the default"
+    grep -q '"seed": 0,' z/manifest.json
+}
+
+@test "prep synth bert --size large: BERT's vocabulary layout, 30522 tokens" {
+    run prep synth bert --size large --parts 2 --articles 20 --eval-articles 10 --oracle-examples 0 -o L
+    [ "$status" -eq 0 ]
+    [[ "$output" == *'"oracle_mlm_accuracy":null,"unigram_mlm_accuracy":null}' ]]
+    [ "$(wc -l <L/vocab.txt)" -eq 30522 ]
+    [ "$(sed -n '1p;2p;100p;101p;102p;103p;104p;105p;999p;1000p' L/vocab.txt | tr '\n' ' ')" = "[PAD] [unused0] [unused98] [UNK] [CLS] [SEP] [MASK] [unused99] [unused993] . " ]
+    grep -q '"oracle_mlm_accuracy": null' L/manifest.json
+    prep bert-tokenize --vocab L/vocab.txt L/part-00001-of-00002 | grep -q '##'
+}
+
+@test "prep synth bert | prep bert: train shards and the eval set the oracle ran on" {
+    need_python
+    prep bert --vocab "$CI/vocab.txt" --max-seq-length 128 --max-predictions 20 "$CI"/part-* | shard -n 2 -o shards/
+    shard --verify shards/*.tks
+    prep bert --vocab "$CI/vocab.txt" --eval-10k --max-seq-length 128 --max-predictions 20 -o eval.tks "$CI/eval.txt"
+    n=$(shard --stats eval.tks | grep -o '"records":[0-9]*' | cut -d: -f2)
+    [ "$n" -eq 10000 ]
+    # the manifest counted the masked positions of these very examples
+    masked=$(python3 "$DUMP" eval.tks | python3 -c 'import json, sys; print(sum(json.loads(l)["num_masked"] for l in sys.stdin))')
+    python3 -c 'import json, sys; m = json.load(open(sys.argv[1])); assert m["oracle_examples"]["masked_positions"] == int(sys.argv[2])' "$CI/manifest.json" "$masked"
+}
+
+@test "prep synth bert: impossible sizes are usage errors" {
+    run prep synth bert --vocab-size 40 -o x
+    [ "$status" -eq 2 ]
+    [ "${lines[0]}" = "prep: --vocab-size 40 is too small: letters and syllables take it all" ]
+    run prep synth bert --words 200000 -o x
+    [ "$status" -eq 2 ]
+    [ "${lines[0]}" = "prep: --words 200000: at most 173100 different words of 1 to 4 of the 24 syllables" ]
+    run prep synth bert -o x extra
+    [ "$status" -eq 2 ]
+    run prep synth bert
+    [ "$status" -eq 2 ]
+    [ "${lines[0]}" = "prep: prep synth bert needs -o DIR" ]
+    [ ! -e x ]
+}
+
+@test "prep synth bert: a full disk exits 4 and leaves none of its files" {
+    mkdir -p full
+    mount -t tmpfs -o size=200k tmpfs full 2>/dev/null || skip "cannot mount a tmpfs here"
+    run prep synth bert --articles 300 -o full/d
+    ls -A full/d >listing 2>/dev/null || true
+    umount full
+    [ "$status" -eq 4 ]
+    [[ "$output" == "prep: error: full/d/"*"No space left on device"* ]]
+    [ ! -s listing ]
+}
