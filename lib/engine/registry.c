@@ -6,8 +6,9 @@
 #include <string.h>
 
 extern const tk_workload tk_workload_dlrm;
+extern const tk_workload tk_workload_bert;
 
-static const tk_workload *const all[] = {&tk_workload_dlrm, NULL};
+static const tk_workload *const all[] = {&tk_workload_dlrm, &tk_workload_bert, NULL};
 
 const tk_workload *const *tk_workloads(void) { return all; }
 

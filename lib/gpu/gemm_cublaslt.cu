@@ -16,6 +16,10 @@
 // plan runs the plain GEMM and our kernels below do the epilogue, with the same results and the
 // same bit mask layout, so fused and unfused GEMMs can be mixed in one model.
 //
+// The GELU epilogues are never cuBLASLt's: its GELU is the tanh approximation, ours the exact erf
+// form (kernels/activation.h), so they always run as the plain GEMM plus our kernel (epi_gelu).
+// A strided batch (tk_gemm_args.batch) sets the layouts' batch count and offsets.
+//
 // One difference from the reference: cuBLASLt's RELU_AUX_BIAS sets the mask bit where the
 // pre-activation is exactly 0 (relu'(0) = 1) while kernels/gemm_ref.c and our unfused kernel
 // clear it (relu'(0) = 0, as PyTorch). Only exact zeros differ (with bf16/fp16 output its
@@ -28,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "activation.h"
 #include "gpu/gpu.h"
 
 namespace {
@@ -38,6 +43,8 @@ constexpr size_t kWsPerStream = (size_t)32 << 20;
 
 struct Key {
     int M, N, K, ta, tb, ab, cd, epi, has_c, align, align_epi, det, unfused, tf32;
+    int batch, pad_; // (pad_: no padding bytes before the strides, which memcmp would read)
+    int64_t sa, sb, sc;
 };
 
 struct Plan {
@@ -196,6 +203,24 @@ __global__ void epi_pointwise(T *D, int M, int N, int epi, const T *bias, uint8_
     if (epi == TK_EPI_RELU_BIAS) aux[byte] = n0 + 8 <= N ? out : (uint8_t)(out & ((1u << (N - n0)) - 1));
 }
 
+// The GELU epilogues (one thread per element): GELU_BIAS: v = D + bias, aux = v, D = gelu(v);
+// DGELU (and DGELU_BGRAD before its column sums): D = D * gelu'(aux). aux is (M, N) in T.
+template <typename T>
+__global__ void epi_gelu(T *D, int M, int N, int epi, const T *bias, T *aux) {
+    size_t n = (size_t)M * N;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float v = ld_f(D, i);
+        if (epi == TK_EPI_GELU_BIAS) {
+            v += ld_f(bias, i % N);
+            if (aux) st_f(aux, i, v);
+            v = tk_gelu_f(v);
+        } else {
+            v *= tk_dgelu_f(ld_f(aux, i));
+        }
+        st_f(D, i, v);
+    }
+}
+
 // Column sums of a row-major (R, C) matrix, in double, in a fixed order (deterministic). A
 // block is 64 column lanes x 4 row lanes; each thread sums V consecutive columns (one 8- or
 // 16-byte load per row when V = 4) over its rows of one chunk; partial sums go to
@@ -288,8 +313,14 @@ int unfused(const tk_gemm_args *g, int did_gemm, void *ws, size_t ws_bytes, cuda
     size_t mn = (size_t)g->M * g->N;
     if (!did_gemm && mn)
         scale_c<TC><<<(unsigned)((mn + 255) / 256), 256, 0, s>>>(D, (const TC *)g->C, g->beta, mn);
+    int gelu = g->epi == TK_EPI_GELU_BIAS || g->epi == TK_EPI_DGELU || g->epi == TK_EPI_DGELU_BGRAD;
+    if (gelu && mn) {
+        unsigned blocks = (unsigned)((mn + 255) / 256 < 8192 ? (mn + 255) / 256 : 8192);
+        epi_gelu<TC><<<blocks, 256, 0, s>>>(D, g->M, g->N, g->epi, (const TC *)g->bias, (TC *)g->aux);
+    }
+    if (g->epi == TK_EPI_DGELU_BGRAD) TRY(col_sum<TC>(D, g->M, g->N, (float *)g->bgrad, ws, ws_bytes, s, e));
     // DRELU_BGRAD: the mask and the column sums in one pass over D (col_sum below).
-    if (g->epi != TK_EPI_NONE && g->epi != TK_EPI_BGRADB && g->epi != TK_EPI_DRELU_BGRAD && mn) {
+    if (!gelu && g->epi != TK_EPI_NONE && g->epi != TK_EPI_BGRADB && g->epi != TK_EPI_DRELU_BGRAD && mn) {
         int64_t threads = ((int64_t)g->N + 7) / 8 * g->M;
         unsigned blocks = (unsigned)((threads + 255) / 256);
         const TC *bias = (const TC *)g->bias;
@@ -376,6 +407,18 @@ int plan_build(tk_ctx *c, Plan *p, const tk_gemm_args *g, tk_epilogue lt, int *f
     LT_TRY(g->transa ? cublasLtMatrixLayoutCreate(&p->lb, ab, M, K, M) : cublasLtMatrixLayoutCreate(&p->lb, ab, K, M, K),
            "cannot create the layout of A");
     LT_TRY(cublasLtMatrixLayoutCreate(&p->lcd, cd, N, M, N), "cannot create the layout of D");
+    if (g->batch > 1) {
+        int32_t bc = g->batch;
+        int64_t so[3] = {g->stride_b, g->stride_a, g->stride_c};
+        cublasLtMatrixLayout_t ls[3] = {p->la, p->lb, p->lcd};
+        for (int i = 0; i < 3; i++) {
+            LT_TRY(cublasLtMatrixLayoutSetAttribute(ls[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc, sizeof bc),
+                   "cannot set the batch count");
+            LT_TRY(cublasLtMatrixLayoutSetAttribute(ls[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &so[i],
+                                                    sizeof so[i]),
+                   "cannot set the batch stride");
+        }
+    }
     if (lt != TK_EPI_NONE) {
         cublasLtEpilogue_t epi = lt_epilogue(lt);
         LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi),
@@ -430,8 +473,10 @@ int plan_get(tk_ctx *c, const tk_gemm_args *g, Plan **out, tk_err *e) {
     unsigned align_epi = 256;
     const void *eptrs[] = {g->bias, g->aux, g->bgrad};
     for (const void *q : eptrs) align_epi = q && ptr_align(q) < align_epi ? ptr_align(q) : align_epi;
+    int batched = g->batch > 1;
     Key k = {g->M, g->N, g->K, g->transa, g->transb, (int)g->ab_type, (int)g->cd_type, (int)g->epi,
-             g->beta != 0.0f, (int)align, (int)align_epi, c->deterministic, cache->unfused, g->tf32 && g->ab_type == TK_F32};
+             g->beta != 0.0f, (int)align, (int)align_epi, c->deterministic, cache->unfused, g->tf32 && g->ab_type == TK_F32,
+             batched ? g->batch : 1, 0, batched ? g->stride_a : 0, batched ? g->stride_b : 0, batched ? g->stride_c : 0};
     for (int i = 0; i < cache->n; i++)
         if (memcmp(&cache->p[i].key, &k, sizeof k) == 0) {
             *out = &cache->p[i];
@@ -452,9 +497,10 @@ int plan_get(tk_ctx *c, const tk_gemm_args *g, Plan **out, tk_err *e) {
     // 0.20 ms without), slower than the plain GEMM plus our one-pass mask (and column sums), so
     // those are not fused.
     int slow_drelu = (g->epi == TK_EPI_DRELU || g->epi == TK_EPI_DRELU_BGRAD) && g->cd_type != TK_F32;
+    int gelu = g->epi == TK_EPI_GELU_BIAS || g->epi == TK_EPI_DGELU || g->epi == TK_EPI_DGELU_BGRAD;
     tk_epilogue levels[2];
     int nl = 0;
-    if (!cache->unfused && g->epi != TK_EPI_NONE && !slow_drelu) levels[nl++] = g->epi;
+    if (!cache->unfused && g->epi != TK_EPI_NONE && !slow_drelu && !gelu) levels[nl++] = g->epi;
     levels[nl++] = TK_EPI_NONE;
     int found = 0, rc = 0;
     for (int i = 0; i < nl && !rc && !found; i++) {
@@ -533,6 +579,8 @@ extern "C" int tk_gemm_cuda(tk_ctx *c, const tk_gemm_args *g, tk_err *e) {
         return tk_err_set(e, TK_EINTERNAL, "gemm (cuda): unsupported types %s/%s", tk_dtype_name(g->ab_type),
                           tk_dtype_name(g->cd_type));
     if (g->beta != 0.0f && !g->C) return tk_err_set(e, TK_EINTERNAL, "gemm: beta != 0 without C");
+    if (g->batch > 1 && (g->M == 0 || g->N == 0 || g->K == 0))
+        return tk_err_set(e, TK_EINTERNAL, "gemm: a batch of empty GEMMs");
     if (g->stream < 0 || g->stream >= TK_NSTREAMS)
         return tk_err_set(e, TK_EINTERNAL, "gemm: bad stream %d", g->stream);
     if (!c->gemm_cache) return tk_err_set(e, TK_EINTERNAL, "gemm: the cuda context has no cuBLASLt state");

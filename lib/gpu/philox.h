@@ -67,6 +67,18 @@ TK_HD float tk_philox_uniform(uint64_t seed, uint32_t stream, uint64_t i) {
     return tk_u32_to_unit(r.v[i & 3]);
 }
 
+// The i-th N(0, 1) draw of a stream (Box-Muller on the two words pairs of block i/2; u1 in (0, 1]
+// so the log is finite). Host code (the weight initializations).
+#ifndef __CUDACC__
+#include <math.h>
+static inline double tk_philox_normal(uint64_t seed, uint32_t stream, uint64_t i) {
+    tk_philox_ctr r = tk_philox_draw(seed, stream, i >> 1);
+    int h = (int)(i & 1) * 2;
+    double u1 = 1.0 - tk_u32_to_unit(r.v[h]), u2 = tk_u32_to_unit(r.v[h + 1]);
+    return sqrt(-2.0 * log(u1)) * cos(2.0 * 3.14159265358979323846 * u2);
+}
+#endif
+
 // Stream ids, so that different purposes never share random numbers.
 enum {
     TK_RNG_INIT = 1,      // weight initialization (stream + tensor index)
