@@ -4,9 +4,10 @@ with a planted, learnable structure, for trainkit's BERT tests without the text 
 Written from man/man5/tks.5 (frames compressed with the `zstd` command-line tool).
 
   bert_tks.py -o FILE --records N [--seq-len 32] [--max-pred 5] [--vocab 64] [--seed 1]
-              [--topic-prob 0.6] [--frame-records 1024] [--bad-record K:FIELD=VALUE]
+              [--topic-prob 0.6] [--min-len N] [--frame-records 1024] [--bad-record K:FIELD=VALUE]
 
-Each sequence is [CLS] A [SEP] B [SEP] with a length in [seq_len/2, seq_len]. Segment A has a topic
+Each sequence is [CLS] A [SEP] B [SEP] with a length in [min_len, seq_len] (min_len: seq_len/2 by
+default; --min-len SEQ_LEN: every token real, the benchmark's batches). Segment A has a topic
 token t: each of its tokens is t with probability topic_prob, else uniform over the ordinary
 tokens. Segment B has A's topic (next_sentence_label 0) or another one (label 1), half the time
 each. About 15% of the ordinary tokens are masked (at most max_pred), 80% [MASK], 10% a random
@@ -44,7 +45,7 @@ def make(args):
     nm = np.zeros(n, np.int16)
     nsp = np.zeros(n, np.uint8)
     for r in range(n):
-        total = int(rng.integers(L // 2, L + 1))
+        total = int(rng.integers(args.min_len or L // 2, L + 1))
         body = total - 3
         la = int(rng.integers(1, body))
         lb = body - la
@@ -140,11 +141,14 @@ def main():
     ap.add_argument("--vocab", type=int, default=64)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--topic-prob", type=float, default=0.6)
+    ap.add_argument("--min-len", type=int, default=0)
     ap.add_argument("--frame-records", type=int, default=1024)
     ap.add_argument("--bad-record", action="append")
     args = ap.parse_args()
-    if args.seq_len < 8 or args.vocab < FIRST + 2 or args.max_pred < 1:
-        sys.exit("bert_tks.py: need --seq-len >= 8, --vocab >= 7, --max-pred >= 1")
+    if args.seq_len < 8 or args.vocab < FIRST + 2 or args.max_pred < 1 or not 0 <= args.min_len <= args.seq_len:
+        sys.exit("bert_tks.py: need --seq-len >= 8, --vocab >= 7, --max-pred >= 1, 0 <= --min-len <= --seq-len")
+    if args.min_len and args.min_len < 5:
+        sys.exit("bert_tks.py: --min-len must be at least 5")
     meta = {"source": "bert", "input": "synthetic (contrib/synth/bert_tks.py)", "vocab_size": args.vocab,
             "max_seq_length": args.seq_len, "max_predictions_per_seq": args.max_pred,
             "special_ids": {"pad": PAD, "unk": UNK, "cls": CLS, "sep": SEP, "mask": MASK},

@@ -119,8 +119,7 @@ int tk_bert_create(tk_bert **out, const tk_bert_config *cfg, const tk_wl_env *en
     }
     tk_ctx *c = env->c;
     m->c = c;
-    m->cfg = *cfg;
-    m->cfg.opt = NULL; // the configuration's, not the model's
+    m->cfg = *cfg; // (opt is borrowed: the configuration outlives the model)
     m->P = env->params;
     m->dist = env->dist;
     m->rank = env->dist->rank;

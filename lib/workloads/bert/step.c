@@ -219,9 +219,7 @@ int tk_bert_fwd_bwd(tk_bert *m, tk_err *e) {
                         m->xent_ws, e));
     TRY(tk_bert_prof_mark(m, "loss", e));
     TRY(heads_bwd(m, pos, nmask, e));
-    TRY(encoder_bwd(m, ids, seg, len, e));
-    tk_bert_prof_step(m, 0);
-    return 0;
+    return encoder_bwd(m, ids, seg, len, e); // (the step's profile ends after the optimizer: after_update)
 }
 
 int tk_bert_eval_batch(tk_bert *m, const int32_t *ids, const uint8_t *seg, const int32_t *len, const int32_t *pos,
