@@ -1,6 +1,8 @@
 // CUDA side of kernels/attention.h's kernels. The softmax kernels take one warp a row of L
 // scores, each lane 8 consecutive keys at a time (one Philox call draws their dropout), fp32
-// math with the row's max and sum reduced by shuffles in a fixed order.
+// math with the row's max and sum reduced by shuffles in a fixed order; rows of up to 1024 keys
+// (a multiple of 8) are held in registers and read once (softmax_*_reg), longer or odd ones
+// re-read from memory. The head re-layouts move 16 bytes a thread when D % 8 == 0.
 #include "act_types.cuh"
 #include "attention.h"
 #include "dropout.cuh"
@@ -27,6 +29,58 @@ __global__ void heads(int B, int L, int NH, int D, int parts, const T *src, T *d
         if (split) dst[u] = src[t];
         else dst[t] = src[u];
     }
+}
+
+// The same re-layout 8 elements (16 bytes of bf16, 32 of fp32) a thread: D % 8 == 0 and both
+// buffers 16-byte aligned. Row r = (p, b, h, i) of the per-head layout; 32-bit index math per
+// 8 elements instead of 64-bit divisions per element.
+template <typename T>
+__global__ void heads_vec(int64_t chunks, int L, int NH, int B, int D, int parts, const T *src, T *dst, int split) {
+    const int cpr = D / 8; // chunks a row
+    for (int64_t q = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; q < chunks; q += (int64_t)gridDim.x * blockDim.x) {
+        int64_t r = q / cpr;
+        int c = (int)(q - r * cpr);
+        int64_t x = r;
+        int i = (int)(x % L);
+        x /= L;
+        int h = (int)(x % NH);
+        x /= NH;
+        int b = (int)(x % B);
+        int p = (int)(x / B);
+        size_t u = (size_t)r * D + c * 8;
+        size_t t = ((size_t)b * L + i) * parts * NH * D + ((size_t)p * NH + h) * D + c * 8;
+        const T *from = src + (split ? t : u);
+        T *to = dst + (split ? u : t);
+        if (sizeof(T) == 2) {
+            *(uint4 *)to = *(const uint4 *)from;
+        } else {
+            ((uint4 *)to)[0] = ((const uint4 *)from)[0];
+            ((uint4 *)to)[1] = ((const uint4 *)from)[1];
+        }
+    }
+}
+
+// 8 consecutive elements from / to registers: one 16-byte access for bf16, two for fp32.
+__device__ __forceinline__ void ld8v(const float *p, float v[8]) {
+    float4 a = ((const float4 *)p)[0], b = ((const float4 *)p)[1];
+    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+}
+__device__ __forceinline__ void st8v(float *p, const float v[8]) {
+    ((float4 *)p)[0] = make_float4(v[0], v[1], v[2], v[3]);
+    ((float4 *)p)[1] = make_float4(v[4], v[5], v[6], v[7]);
+}
+__device__ __forceinline__ void ld8v(const __nv_bfloat16 *p, float v[8]) {
+    uint4 u = *(const uint4 *)p;
+    const __nv_bfloat16 *h = (const __nv_bfloat16 *)&u;
+#pragma unroll
+    for (int j = 0; j < 8; j++) v[j] = __bfloat162float(h[j]);
+}
+__device__ __forceinline__ void st8v(__nv_bfloat16 *p, const float v[8]) {
+    uint4 u;
+    __nv_bfloat16 *h = (__nv_bfloat16 *)&u;
+#pragma unroll
+    for (int j = 0; j < 8; j++) h[j] = __float2bfloat16_rn(v[j]);
+    *(uint4 *)p = u;
 }
 
 __device__ __forceinline__ float warp_max(float v) {
@@ -92,6 +146,95 @@ softmax_bwd(int64_t rows, int L, const T *P, const T *dPd, tk_drop_dev drop, T *
     }
 }
 
+// The row in registers (L <= 256 C, L % 8 == 0, 16-byte aligned rows): lane l holds keys
+// 256 k + 8 l .. 256 k + 8 l + 7 of chunk k < C. S is read once; P and Pd written once. The same
+// sums as softmax_fwd, in another order (fp32).
+template <typename T, int C>
+__global__ void __launch_bounds__(kWarps * 32)
+softmax_fwd_reg(int64_t rows, int NHL, int L, const int32_t *len, const T *S, tk_drop_dev drop, T *P, T *Pd) {
+    int64_t r = (int64_t)blockIdx.x * kWarps + threadIdx.x / 32;
+    int lane = threadIdx.x % 32;
+    if (r >= rows) return;
+    int n = min(len[r / NHL], L);
+    size_t o = (size_t)r * L;
+    const int64_t step = tk_drop_step(drop);
+    float v[C][8], mx = -INFINITY;
+#pragma unroll
+    for (int k = 0; k < C; k++) {
+        int j0 = k * 256 + lane * 8;
+        if (j0 < L) ld8v(S + o + j0, v[k]);
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            if (j0 + j >= n) v[k][j] = -INFINITY;
+            mx = fmaxf(mx, v[k][j]);
+        }
+    }
+    mx = warp_max(mx);
+    float sum = 0;
+#pragma unroll
+    for (int k = 0; k < C; k++)
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            v[k][j] = k * 256 + lane * 8 + j < n ? expf(v[k][j] - mx) : 0.0f;
+            sum += v[k][j];
+        }
+    float inv = 1.0f / warp_sum(sum);
+#pragma unroll
+    for (int k = 0; k < C; k++) {
+        int j0 = k * 256 + lane * 8;
+        if (j0 >= L) continue;
+        float f[8], d[8];
+        if (Pd) tk_drop8(drop, step, (int64_t)(o + j0), f);
+#pragma unroll
+        for (int j = 0; j < 8; j++) v[k][j] *= inv;
+        st8v(P + o + j0, v[k]);
+        if (Pd) {
+#pragma unroll
+            for (int j = 0; j < 8; j++) d[j] = v[k][j] * f[j];
+            st8v(Pd + o + j0, d);
+        }
+    }
+}
+
+template <typename T, int C>
+__global__ void __launch_bounds__(kWarps * 32)
+softmax_bwd_reg(int64_t rows, int L, const T *P, const T *dPd, tk_drop_dev drop, T *dS) {
+    int64_t r = (int64_t)blockIdx.x * kWarps + threadIdx.x / 32;
+    int lane = threadIdx.x % 32;
+    if (r >= rows) return;
+    size_t o = (size_t)r * L;
+    const int64_t step = tk_drop_step(drop);
+    float p[C][8], g[C][8], c = 0;
+#pragma unroll
+    for (int k = 0; k < C; k++) {
+        int j0 = k * 256 + lane * 8;
+        if (j0 >= L) {
+#pragma unroll
+            for (int j = 0; j < 8; j++) p[k][j] = g[k][j] = 0;
+            continue;
+        }
+        float f[8];
+        tk_drop8(drop, step, (int64_t)(o + j0), f);
+        ld8v(P + o + j0, p[k]);
+        ld8v(dPd + o + j0, g[k]);
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            g[k][j] *= f[j];
+            c += g[k][j] * p[k][j];
+        }
+    }
+    c = warp_sum(c);
+#pragma unroll
+    for (int k = 0; k < C; k++) {
+        int j0 = k * 256 + lane * 8;
+        if (j0 >= L) continue;
+        float d[8];
+#pragma unroll
+        for (int j = 0; j < 8; j++) d[j] = p[k][j] * (g[k][j] - c);
+        st8v(dS + o + j0, d);
+    }
+}
+
 template <typename T>
 __global__ void probs_dropout(int64_t n, const T *P, tk_drop_dev drop, T *Pd) {
     const int64_t step = tk_drop_step(drop);
@@ -103,11 +246,26 @@ __global__ void probs_dropout(int64_t n, const T *P, tk_drop_dev drop, T *Pd) {
     }
 }
 
+int aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
+// The register kernels take rows of L <= 1024, a multiple of 8, 16-byte aligned.
+int reg_chunks(int L, const void *a, const void *b, const void *c2) {
+    if (L % 8 != 0 || L > 1024 || !aligned16(a) || !aligned16(b) || (c2 && !aligned16(c2))) return 0;
+    return (L + 255) / 256;
+}
+
 int heads_launch(tk_ctx *c, tk_dtype act, int B, int L, int NH, int D, int parts, const void *src, void *dst, int split,
                  tk_err *e) {
     size_t n = (size_t)parts * B * NH * L * D;
     if (n == 0) return 0;
     const char *name = split ? "attn_heads_split" : "attn_heads_merge";
+    if (D % 8 == 0 && aligned16(src) && aligned16(dst)) {
+        int64_t chunks = (int64_t)(n / 8);
+        TK_ACT_DISPATCH(act, name, e,
+                        heads_vec<T><<<tk_cu_blocks(chunks, 256), 256, 0, tk_cu_stream(c)>>>(
+                            chunks, L, NH, B, D, parts, (const T *)src, (T *)dst, split));
+        return tk_cu_check(e, name);
+    }
     TK_ACT_DISPATCH(act, name, e,
                     (heads<T><<<tk_cu_blocks((int64_t)n, 256), 256, 0, tk_cu_stream(c)>>>(B, L, NH, D, parts,
                                                                                           (const T *)src, (T *)dst,
@@ -133,6 +291,19 @@ int tk_attn_softmax_fwd_cuda(tk_ctx *c, tk_dtype act, int B, int NH, int L, cons
     if (rows == 0) return 0;
     tk_drop_dev d = tk_drop_dev_of(drop);
     unsigned blocks = (unsigned)((rows + kWarps - 1) / kWarps);
+    cudaStream_t st = tk_cu_stream(c);
+#define FWD_REG(CC)                                                                                                    \
+    TK_ACT_DISPATCH(act, "attn_softmax_fwd", e,                                                                        \
+                    softmax_fwd_reg<T, CC><<<blocks, kWarps * 32, 0, st>>>(rows, NH * L, L, len, (const T *)S, d,      \
+                                                                           (T *)P, (T *)Pd))
+    switch (reg_chunks(L, S, P, Pd)) {
+    case 1: FWD_REG(1); return tk_cu_check(e, "attn_softmax_fwd");
+    case 2: FWD_REG(2); return tk_cu_check(e, "attn_softmax_fwd");
+    case 3: FWD_REG(3); return tk_cu_check(e, "attn_softmax_fwd");
+    case 4: FWD_REG(4); return tk_cu_check(e, "attn_softmax_fwd");
+    default: break;
+    }
+#undef FWD_REG
     TK_ACT_DISPATCH(act, "attn_softmax_fwd", e,
                     (softmax_fwd<T><<<blocks, kWarps * 32, 0, tk_cu_stream(c)>>>(rows, NH * L, L, len, (const T *)S, d,
                                                                                  (T *)P, (T *)Pd)));
@@ -146,6 +317,19 @@ int tk_attn_softmax_bwd_cuda(tk_ctx *c, tk_dtype act, int B, int NH, int L, cons
     if (rows == 0) return 0;
     tk_drop_dev d = tk_drop_dev_of(drop);
     unsigned blocks = (unsigned)((rows + kWarps - 1) / kWarps);
+    cudaStream_t st = tk_cu_stream(c);
+#define BWD_REG(CC)                                                                                                    \
+    TK_ACT_DISPATCH(act, "attn_softmax_bwd", e,                                                                        \
+                    softmax_bwd_reg<T, CC><<<blocks, kWarps * 32, 0, st>>>(rows, L, (const T *)P, (const T *)dPd, d,   \
+                                                                           (T *)dS))
+    switch (reg_chunks(L, P, dPd, dS)) {
+    case 1: BWD_REG(1); return tk_cu_check(e, "attn_softmax_bwd");
+    case 2: BWD_REG(2); return tk_cu_check(e, "attn_softmax_bwd");
+    case 3: BWD_REG(3); return tk_cu_check(e, "attn_softmax_bwd");
+    case 4: BWD_REG(4); return tk_cu_check(e, "attn_softmax_bwd");
+    default: break;
+    }
+#undef BWD_REG
     TK_ACT_DISPATCH(act, "attn_softmax_bwd", e,
                     (softmax_bwd<T><<<blocks, kWarps * 32, 0, tk_cu_stream(c)>>>(rows, L, (const T *)P, (const T *)dPd,
                                                                                  d, (T *)dS)));

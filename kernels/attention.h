@@ -29,6 +29,8 @@ extern "C" {
 typedef struct tk_attn_bufs {
     void *qkvh;  // (3, B, NH, L, D): the heads of q, k, v (saved for the backward)
     void *P;     // (B, NH, L, L): the probabilities before dropout (saved)
+    void *Pd;    // (B, NH, L, L): after dropout (saved, so the backward need not draw them again);
+                 // NULL: the forward leaves them in S and the backward regenerates them there
     void *S;     // (B, NH, L, L): scratch (scores, Pd, their gradients)
     void *ctxh;  // (B, NH, L, D): scratch (the context per head, its gradient)
     void *dqkvh; // (3, B, NH, L, D): scratch of the backward

@@ -231,7 +231,9 @@ static void attn_case(int B, int L, int NH, int D, float p, tk_dtype t, int *tk_
     dd.step = Dstep;
     // reference
     float *ctx = gt_host(nc * 4), *dqkv = gt_host(nq * 4);
-    tk_attn_bufs hb = {gt_host(nq * 4), gt_host(np * 4), gt_host(np * 4), gt_host(nc * 4), gt_host(nq * 4)};
+    // the reference regenerates Pd in the backward, the device keeps it (bufs.Pd): the same results
+    tk_attn_bufs hb = {.qkvh = gt_host(nq * 4), .P = gt_host(np * 4), .S = gt_host(np * 4), .ctxh = gt_host(nc * 4),
+                       .dqkvh = gt_host(nq * 4)};
     tk_err e = {0};
     ok_or_die(tk_attention_fwd(cpu_, TK_F32, B, L, NH, D, qkv, len, &dh, &hb, ctx, &e) ||
                   tk_attention_bwd(cpu_, TK_F32, B, L, NH, D, len, &dh, &hb, dctx, dqkv, &e),
@@ -241,7 +243,8 @@ static void attn_case(int B, int L, int NH, int D, float p, tk_dtype t, int *tk_
     void *Dq = up(qkv, nq, t), *Ddc = up(dctx, nc, t), *Dctx = gt_dev(nc * es), *Ddq = gt_dev(nq * es);
     int32_t *Dlen = gt_dev(B * 4);
     gt_up(Dlen, len, B * 4);
-    tk_attn_bufs db = {gt_dev(nq * es), gt_dev(np * es), gt_dev(np * es), gt_dev(nc * es), gt_dev(nq * es)};
+    tk_attn_bufs db = {.qkvh = gt_dev(nq * es), .P = gt_dev(np * es), .Pd = gt_dev(np * es), .S = gt_dev(np * es),
+                       .ctxh = gt_dev(nc * es), .dqkvh = gt_dev(nq * es)};
     gt_poison(Dctx, nc * es, 0xff);
     gt_poison(Ddq, nq * es, 0xff);
     ok_or_die(tk_attention_fwd(gt_ctx_, t, B, L, NH, D, Dq, Dlen, &dd, &db, Dctx, &e) ||
@@ -261,8 +264,8 @@ static void attn_case(int B, int L, int NH, int D, float p, tk_dtype t, int *tk_
         for (size_t r = 0; r < (size_t)NH * L; r++)
             for (int j = len[b]; j < L; j++) nz += gp[((size_t)b * NH * L + r) * L + j] != 0;
     CHECK(nz == 0);
-    void *dv[] = {Dq, Ddc, Dctx, Ddq, Dlen, db.qkvh, db.P, db.S, db.ctxh, db.dqkvh, Dstep};
-    for (int i = 0; i < 11; i++) tk_free(gt_ctx_, dv[i]);
+    void *dv[] = {Dq, Ddc, Dctx, Ddq, Dlen, db.qkvh, db.P, db.S, db.ctxh, db.dqkvh, Dstep, db.Pd};
+    for (int i = 0; i < 12; i++) tk_free(gt_ctx_, dv[i]);
     void *hv[] = {qkv, dctx, len, ctx, dqkv, hb.qkvh, hb.P, hb.S, hb.ctxh, hb.dqkvh, gc, gq, gp};
     for (int i = 0; i < 13; i++) free(hv[i]);
 }

@@ -132,7 +132,9 @@ static int cpu_vs_cuda(const shape *s, double tol, int *tk_failed_) {
     tk_ctx *cpu;
     tk_err e = {0};
     if (tk_ctx_create(&cpu, TK_BACKEND_CPU, 0, &e)) gt_die_("cpu context", &e);
-    tk_instance *A = make(cpu, s), *G = make(gt_ctx_, s);
+    shape ref = *s;
+    ref.precision = "fp32"; // the reference is fp32 whatever the device computes in
+    tk_instance *A = make(cpu, &ref), *G = make(gt_ctx_, s);
     batch b = make_batch(s, 17);
     put_batch(A, &b, s), put_batch(G, &b, s);
     fwd_bwd(A, 3), fwd_bwd(G, 3);

@@ -232,7 +232,7 @@ TK_TEST(attention_forward_by_hand) {
     float qkv[3 * 3] = {1, 0, 2, 2, logf(3), 4, 0, 5, 9}, ctx[3];
     int32_t len[1] = {2};
     float qkvh[9], P[9], S[9], ctxh[3], dqkvh[9];
-    tk_attn_bufs ab = {qkvh, P, S, ctxh, dqkvh};
+    tk_attn_bufs ab = {.qkvh = qkvh, .P = P, .S = S, .ctxh = ctxh, .dqkvh = dqkvh};
     tk_err e = {0};
     CHECK(tk_attention_fwd(cpu(), TK_F32, 1, 3, 1, 1, qkv, len, NULL, &ab, ctx, &e) == 0);
     CHECK_NEAR(P[0], 0.25, 1e-6);
@@ -250,7 +250,8 @@ TK_TEST(attention_backward_matches_differences) {
     enum { B = 2, L = 5, NH = 2, D = 3, H = NH * D };
     float qkv[B * L * 3 * H], ctx[B * L * H], w[B * L * H], dqkv[B * L * 3 * H];
     static float qkvh[3 * B * L * H], P[B * NH * L * L], S[B * NH * L * L], ctxh[B * L * H], dqkvh[3 * B * L * H];
-    tk_attn_bufs ab = {qkvh, P, S, ctxh, dqkvh};
+    static float Pd[B * NH * L * L], dqkv2[B * L * 3 * H];
+    tk_attn_bufs ab = {.qkvh = qkvh, .P = P, .S = S, .ctxh = ctxh, .dqkvh = dqkvh};
     int32_t len[B] = {5, 3};
     int64_t step = 2;
     tk_dropout d = {.p = 0.2f, .seed = 5, .site = 1, .step = &step, .offset = 0};
@@ -258,6 +259,12 @@ TK_TEST(attention_backward_matches_differences) {
     tk_err e = {0};
     CHECK(tk_attention_fwd(cpu(), TK_F32, B, L, NH, D, qkv, len, &d, &ab, ctx, &e) == 0);
     CHECK(tk_attention_bwd(cpu(), TK_F32, B, L, NH, D, len, &d, &ab, w, dqkv, &e) == 0);
+    // the dropped-out probabilities kept by the forward (bufs.Pd) instead of drawn again: the same
+    tk_attn_bufs kept = ab;
+    kept.Pd = Pd;
+    CHECK(tk_attention_fwd(cpu(), TK_F32, B, L, NH, D, qkv, len, &d, &kept, ctx, &e) == 0);
+    CHECK(tk_attention_bwd(cpu(), TK_F32, B, L, NH, D, len, &d, &kept, w, dqkv2, &e) == 0);
+    CHECK(memcmp(dqkv, dqkv2, sizeof dqkv) == 0);
     for (size_t i = 0; i < sizeof qkv / 4; i++) {
         float keep = qkv[i];
         double f[2], h = 1e-2;

@@ -171,6 +171,7 @@ int tk_bert_create(tk_bert **out, const tk_bert_config *cfg, const tk_wl_env *en
     for (int l = 0; l < cfg->layers; l++) {
         tk_bert_layer *Ly = &m->layer[l];
         NEED(Ly->qkvh, heads3), NEED(Ly->P, probs), NEED(Ly->ctx, NHs), NEED(Ly->s1, NHs), NEED(Ly->h, NHs);
+        if (cfg->attn_dropout > 0) NEED(Ly->Pd, probs); // (kept: the backward does not redraw it)
         NEED(Ly->mean1, (size_t)N * 4), NEED(Ly->rstd1, (size_t)N * 4);
         NEED(Ly->pre, tk_gemm_gelu_aux_bytes(c, (int)N, F, m->act)), NEED(Ly->inter, NFs);
         NEED(Ly->s2, NHs), NEED(Ly->y, NHs), NEED(Ly->mean2, (size_t)N * 4), NEED(Ly->rstd2, (size_t)N * 4);

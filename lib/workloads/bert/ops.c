@@ -120,9 +120,10 @@ int tk_attention_fwd(tk_ctx *c, tk_dtype act, int B, int L, int NH, int D, const
     TRY(tk_attn_heads_split(c, act, B, L, NH, D, 3, qkv, bufs->qkvh, e));
     // S = Q K^T / sqrt(D)   (L, D) x (L, D)^T per head
     TRY(bgemm(c, act, n, L, L, D, 0, 1, 1.0f / sqrtf((float)D), q, hd, k, hd, bufs->S, ll, e));
-    TRY(tk_attn_softmax_fwd(c, act, B, NH, L, len, bufs->S, drop, bufs->P, dropping ? bufs->S : NULL, e));
+    void *pd = !dropping ? bufs->P : bufs->Pd ? bufs->Pd : bufs->S;
+    TRY(tk_attn_softmax_fwd(c, act, B, NH, L, len, bufs->S, drop, bufs->P, dropping ? pd : NULL, e));
     // ctx = Pd V   (L, L) x (L, D)
-    TRY(bgemm(c, act, n, L, D, L, 0, 0, 1.0f, dropping ? bufs->S : bufs->P, ll, v, hd, bufs->ctxh, hd, e));
+    TRY(bgemm(c, act, n, L, D, L, 0, 0, 1.0f, pd, ll, v, hd, bufs->ctxh, hd, e));
     return tk_attn_heads_merge(c, act, B, L, NH, D, 1, bufs->ctxh, ctx, e);
 }
 
@@ -137,8 +138,9 @@ int tk_attention_bwd(tk_ctx *c, tk_dtype act, int B, int L, int NH, int D, const
     const int dropping = drop && drop->p > 0;
     TRY(tk_attn_heads_split(c, act, B, L, NH, D, 1, dctx, bufs->ctxh, e)); // dctx per head
     // dV = Pd^T dctx
-    if (dropping) TRY(tk_attn_probs_dropout(c, act, B, NH, L, bufs->P, drop, bufs->S, e));
-    TRY(bgemm(c, act, n, L, D, L, 1, 0, 1.0f, dropping ? bufs->S : bufs->P, ll, bufs->ctxh, hd, dv, hd, e));
+    const void *pd = !dropping ? bufs->P : bufs->Pd ? bufs->Pd : bufs->S;
+    if (dropping && !bufs->Pd) TRY(tk_attn_probs_dropout(c, act, B, NH, L, bufs->P, drop, bufs->S, e));
+    TRY(bgemm(c, act, n, L, D, L, 1, 0, 1.0f, pd, ll, bufs->ctxh, hd, dv, hd, e));
     // dPd = dctx V^T, then dS in place
     TRY(bgemm(c, act, n, L, L, D, 0, 1, 1.0f, bufs->ctxh, hd, v, hd, bufs->S, ll, e));
     TRY(tk_attn_softmax_bwd(c, act, B, NH, L, len, bufs->P, bufs->S, drop, bufs->S, e));

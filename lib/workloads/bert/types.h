@@ -57,7 +57,8 @@ typedef struct tk_bert_layer {
     size_t off;             // ... and that tensor's float offset in the dense span
     float *Wqkv, *bqkv, *Wo, *bo, *g1, *b1, *Wi, *bi, *Wo2, *bo2, *g2, *b2;
     float *dWqkv, *dbqkv, *dWo, *dbo, *dg1, *db1, *dWi, *dbi, *dWo2, *dbo2, *dg2, *db2;
-    void *qkvh, *P;         // attention's saved heads and probabilities (tk_attn_bufs)
+    void *qkvh, *P, *Pd;    // attention's saved heads and probabilities (tk_attn_bufs; Pd NULL
+                            // without attention dropout)
     void *ctx;              // (N, H) the attention's output before the output dense
     void *s1, *h;           // (N, H) LayerNorm 1's input and output
     float *mean1, *rstd1;
