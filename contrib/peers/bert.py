@@ -25,7 +25,7 @@ import sys
 
 try:
     import torch
-    from safetensors.torch import load_file, save_file
+    from safetensors.torch import load_file
     from safetensors import safe_open
 except ImportError as err:  # the oracle's own dependencies
     print(f"bert.py: {err}", file=sys.stderr)
@@ -128,8 +128,8 @@ def export_hf(args):
     cfg = json.loads(args.config)
     torch.manual_seed(args.seed)
     m = hf_model(cfg)
-    sd = {k: v.contiguous() for k, v in m.state_dict().items() if k != "cls.predictions.decoder.weight"}
-    save_file(sd, args.out)
+    from safetensors.torch import save_model
+    save_model(m, args.out)  # tied tensors once, under one of their names (as HF saves them)
     return 0
 
 

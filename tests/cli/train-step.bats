@@ -35,9 +35,9 @@ setup() {
     run train-step -c "$CFG" -t x
     [ "$status" -eq 2 ]
     [ "${lines[0]}" = "train-step: --eval or --eval-dir is required" ]
-    run train-step -c "$CFG" -t x -e y --workload bert
+    run train-step -c "$CFG" -t x -e y --workload frobnicate
     [ "$status" -eq 2 ]
-    [ "${lines[0]}" = "train-step: --workload: unknown workload 'bert' (known: dlrm)" ]
+    [ "${lines[0]}" = "train-step: --workload: unknown workload 'frobnicate' (known: dlrm, bert)" ]
     run train-step -c "$CFG" -t x -e y --max-steps 0
     [ "$status" -eq 2 ]
     [ "${lines[0]}" = "train-step: --max-steps: expected an integer in [1, 9223372036854775807], got '0'" ]

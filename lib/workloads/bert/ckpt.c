@@ -12,8 +12,9 @@
 
 // ---- --init-checkpoint: Hugging Face BertForPreTraining safetensors ----
 
-// The file's tensor for our tensor `name`: the same name, or an older spelling (LayerNorm's
-// gamma/beta, the decoder's own bias, a BertModel file without the "bert." prefix).
+// The file's tensor for our tensor `name`: the same name, or another spelling (LayerNorm's
+// gamma/beta; the tied decoder weight and bias, which a file keeps under either name; a BertModel
+// file without the "bert." prefix).
 static const tk_st_tensor *find_hf(const tk_st_file *f, const char *name) {
     const tk_st_tensor *t = tk_st_find(f, name);
     char alt[TK_PARAM_NAME + 16];
@@ -24,6 +25,8 @@ static const tk_st_tensor *find_hf(const tk_st_file *f, const char *name) {
         t = tk_st_find(f, alt);
     }
     if (!t && strcmp(name, "cls.predictions.bias") == 0) t = tk_st_find(f, "cls.predictions.decoder.bias");
+    if (!t && strcmp(name, "bert.embeddings.word_embeddings.weight") == 0) // (tied: saved under either name)
+        t = tk_st_find(f, "cls.predictions.decoder.weight");
     if (!t && strncmp(name, "bert.", 5) == 0) t = find_hf(f, name + 5);
     return t;
 }
