@@ -60,29 +60,6 @@ __global__ void heads_vec(int64_t chunks, int L, int NH, int B, int D, int parts
     }
 }
 
-// 8 consecutive elements from / to registers: one 16-byte access for bf16, two for fp32.
-__device__ __forceinline__ void ld8v(const float *p, float v[8]) {
-    float4 a = ((const float4 *)p)[0], b = ((const float4 *)p)[1];
-    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
-}
-__device__ __forceinline__ void st8v(float *p, const float v[8]) {
-    ((float4 *)p)[0] = make_float4(v[0], v[1], v[2], v[3]);
-    ((float4 *)p)[1] = make_float4(v[4], v[5], v[6], v[7]);
-}
-__device__ __forceinline__ void ld8v(const __nv_bfloat16 *p, float v[8]) {
-    uint4 u = *(const uint4 *)p;
-    const __nv_bfloat16 *h = (const __nv_bfloat16 *)&u;
-#pragma unroll
-    for (int j = 0; j < 8; j++) v[j] = __bfloat162float(h[j]);
-}
-__device__ __forceinline__ void st8v(__nv_bfloat16 *p, const float v[8]) {
-    uint4 u;
-    __nv_bfloat16 *h = (__nv_bfloat16 *)&u;
-#pragma unroll
-    for (int j = 0; j < 8; j++) h[j] = __float2bfloat16_rn(v[j]);
-    *(uint4 *)p = u;
-}
-
 __device__ __forceinline__ float warp_max(float v) {
     for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
     return v;
@@ -162,7 +139,7 @@ softmax_fwd_reg(int64_t rows, int NHL, int L, const int32_t *len, const T *S, tk
 #pragma unroll
     for (int k = 0; k < C; k++) {
         int j0 = k * 256 + lane * 8;
-        if (j0 < L) ld8v(S + o + j0, v[k]);
+        if (j0 < L) tk_ld8(S + o + j0, v[k]);
 #pragma unroll
         for (int j = 0; j < 8; j++) {
             if (j0 + j >= n) v[k][j] = -INFINITY;
@@ -187,11 +164,11 @@ softmax_fwd_reg(int64_t rows, int NHL, int L, const int32_t *len, const T *S, tk
         if (Pd) tk_drop8(drop, step, (int64_t)(o + j0), f);
 #pragma unroll
         for (int j = 0; j < 8; j++) v[k][j] *= inv;
-        st8v(P + o + j0, v[k]);
+        tk_st8(P + o + j0, v[k]);
         if (Pd) {
 #pragma unroll
             for (int j = 0; j < 8; j++) d[j] = v[k][j] * f[j];
-            st8v(Pd + o + j0, d);
+            tk_st8(Pd + o + j0, d);
         }
     }
 }
@@ -215,8 +192,8 @@ softmax_bwd_reg(int64_t rows, int L, const T *P, const T *dPd, tk_drop_dev drop,
         }
         float f[8];
         tk_drop8(drop, step, (int64_t)(o + j0), f);
-        ld8v(P + o + j0, p[k]);
-        ld8v(dPd + o + j0, g[k]);
+        tk_ld8(P + o + j0, p[k]);
+        tk_ld8(dPd + o + j0, g[k]);
 #pragma unroll
         for (int j = 0; j < 8; j++) {
             g[k][j] *= f[j];
@@ -231,7 +208,7 @@ softmax_bwd_reg(int64_t rows, int L, const T *P, const T *dPd, tk_drop_dev drop,
         float d[8];
 #pragma unroll
         for (int j = 0; j < 8; j++) d[j] = p[k][j] * (g[k][j] - c);
-        st8v(dS + o + j0, d);
+        tk_st8(dS + o + j0, d);
     }
 }
 
@@ -246,11 +223,9 @@ __global__ void probs_dropout(int64_t n, const T *P, tk_drop_dev drop, T *Pd) {
     }
 }
 
-int aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
-
 // The register kernels take rows of L <= 1024, a multiple of 8, 16-byte aligned.
 int reg_chunks(int L, const void *a, const void *b, const void *c2) {
-    if (L % 8 != 0 || L > 1024 || !aligned16(a) || !aligned16(b) || (c2 && !aligned16(c2))) return 0;
+    if (L % 8 != 0 || L > 1024 || !tk_aligned16(a) || !tk_aligned16(b) || (c2 && !tk_aligned16(c2))) return 0;
     return (L + 255) / 256;
 }
 
@@ -259,7 +234,7 @@ int heads_launch(tk_ctx *c, tk_dtype act, int B, int L, int NH, int D, int parts
     size_t n = (size_t)parts * B * NH * L * D;
     if (n == 0) return 0;
     const char *name = split ? "attn_heads_split" : "attn_heads_merge";
-    if (D % 8 == 0 && aligned16(src) && aligned16(dst)) {
+    if (D % 8 == 0 && tk_aligned16(src) && tk_aligned16(dst)) {
         int64_t chunks = (int64_t)(n / 8);
         TK_ACT_DISPATCH(act, name, e,
                         heads_vec<T><<<tk_cu_blocks(chunks, 256), 256, 0, tk_cu_stream(c)>>>(

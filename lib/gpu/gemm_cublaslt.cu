@@ -203,8 +203,36 @@ __global__ void epi_pointwise(T *D, int M, int N, int epi, const T *bias, uint8_
     if (epi == TK_EPI_RELU_BIAS) aux[byte] = n0 + 8 <= N ? out : (uint8_t)(out & ((1u << (N - n0)) - 1));
 }
 
-// The GELU epilogues (one thread per element): GELU_BIAS: v = D + bias, aux = v, D = gelu(v);
-// DGELU (and DGELU_BGRAD before its column sums): D = D * gelu'(aux). aux is (M, N) in T.
+// The GELU epilogues: GELU_BIAS: v = D + bias, aux = v, D = gelu(v); DGELU: D = D * gelu'(aux)
+// (DGELU_BGRAD does it inside its column sums, col_sum_part). aux is (M, N) in T. epi_gelu_vec
+// takes 8 consecutive columns a thread with 16-byte accesses (N % 8 == 0, aligned), epi_gelu one
+// element a thread.
+template <typename T>
+__global__ void epi_gelu_vec(T *D, int M, int N, int epi, const T *bias, T *aux) {
+    const int groups = N / 8;
+    const int64_t n = (int64_t)M * groups;
+    for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < n; t += (int64_t)gridDim.x * blockDim.x) {
+        int64_t m = t / groups;
+        int n0 = (int)(t - m * groups) * 8;
+        size_t i = (size_t)m * N + n0;
+        float v[8], a[8];
+        ld8(D + i, v);
+        if (epi == TK_EPI_GELU_BIAS) {
+            ld8(bias + n0, a);
+#pragma unroll
+            for (int j = 0; j < 8; j++) v[j] += a[j];
+            if (aux) st8(aux + i, v);
+#pragma unroll
+            for (int j = 0; j < 8; j++) v[j] = tk_gelu_f(v[j]);
+        } else {
+            ld8(aux + i, a);
+#pragma unroll
+            for (int j = 0; j < 8; j++) v[j] *= tk_dgelu_f(a[j]);
+        }
+        st8(D + i, v);
+    }
+}
+
 template <typename T>
 __global__ void epi_gelu(T *D, int M, int N, int epi, const T *bias, T *aux) {
     size_t n = (size_t)M * N;
@@ -225,9 +253,11 @@ __global__ void epi_gelu(T *D, int M, int N, int epi, const T *bias, T *aux) {
 // block is 64 column lanes x 4 row lanes; each thread sums V consecutive columns (one 8- or
 // 16-byte load per row when V = 4) over its rows of one chunk; partial sums go to
 // part[chunk][c], and col_sum_finish adds the chunks in order. With aux (DRELU_BGRAD unfused),
-// X is D: the relu mask is applied to it in place first, so D is read once and written once.
-template <typename T, int V>
-__global__ void col_sum_part(T *X, int R, int C, int rows_per_chunk, double *part, const uint8_t *aux, int64_t ld) {
+// X is D: the relu mask is applied to it in place first, so D is read once and written once;
+// GELU (DGELU_BGRAD) likewise multiplies D by gelu'(gaux) (gaux: the (R, C) pre-activation) first.
+template <typename T, int V, bool GELU>
+__global__ void col_sum_part(T *X, int R, int C, int rows_per_chunk, double *part, const uint8_t *aux, int64_t ld,
+                             const T *gaux) {
     __shared__ double s[4][64 * V + 1];
     int c0 = (blockIdx.x * 64 + threadIdx.x) * V;
     int r0 = blockIdx.y * rows_per_chunk, r1 = min(R, r0 + rows_per_chunk);
@@ -237,7 +267,11 @@ __global__ void col_sum_part(T *X, int R, int C, int rows_per_chunk, double *par
             T *x = X + (size_t)r * C + c0;
             if constexpr (V == 4) {
                 float4 v = ld4(x);
-                if (aux) { // 4 consecutive columns: 4 bits of one byte (c0 % 4 == 0)
+                if constexpr (GELU) {
+                    float4 a = ld4(gaux + (size_t)r * C + c0);
+                    v.x *= tk_dgelu_f(a.x), v.y *= tk_dgelu_f(a.y), v.z *= tk_dgelu_f(a.z), v.w *= tk_dgelu_f(a.w);
+                    st_f(x, 0, v.x), st_f(x, 1, v.y), st_f(x, 2, v.z), st_f(x, 3, v.w);
+                } else if (aux) { // 4 consecutive columns: 4 bits of one byte (c0 % 4 == 0)
                     unsigned bits = aux[(r * ld + c0) / 8] >> ((r * ld + c0) % 8);
                     v.x = bits & 1 ? v.x : 0.0f, v.y = bits & 2 ? v.y : 0.0f;
                     v.z = bits & 4 ? v.z : 0.0f, v.w = bits & 8 ? v.w : 0.0f;
@@ -246,7 +280,8 @@ __global__ void col_sum_part(T *X, int R, int C, int rows_per_chunk, double *par
                 acc[0] += v.x, acc[1] += v.y, acc[2] += v.z, acc[3] += v.w;
             } else {
                 float v = ld_f(x, 0);
-                if (aux && !((aux[(r * ld + c0) / 8] >> ((r * ld + c0) % 8)) & 1)) st_f(x, 0, v = 0.0f);
+                if constexpr (GELU) st_f(x, 0, v *= tk_dgelu_f(ld_f(gaux, (size_t)r * C + c0)));
+                else if (aux && !((aux[(r * ld + c0) / 8] >> ((r * ld + c0) % 8)) & 1)) st_f(x, 0, v = 0.0f);
                 acc[0] += v;
             }
         }
@@ -280,10 +315,10 @@ __global__ void row_sum(const T *X, int R, int C, float *out) {
 
 template <typename T>
 int col_sum(const T *X, int R, int C, float *out, void *ws, size_t ws_bytes, cudaStream_t s, tk_err *e,
-            const uint8_t *aux = nullptr) {
+            const uint8_t *aux = nullptr, const T *gaux = nullptr) {
     if (C <= 0) return 0;
     // Enough chunks of rows to fill the GPU (about 2048 blocks), within the workspace.
-    int vec = C % 4 == 0 && (uintptr_t)X % (4 * sizeof(T)) == 0;
+    int vec = C % 4 == 0 && (uintptr_t)X % (4 * sizeof(T)) == 0 && (uintptr_t)gaux % (4 * sizeof(T)) == 0;
     int tiles = (C + 64 * (vec ? 4 : 1) - 1) / (64 * (vec ? 4 : 1));
     int chunks = R > 0 ? (R + 63) / 64 : 1;
     int want = (2048 + tiles - 1) / tiles;
@@ -294,8 +329,11 @@ int col_sum(const T *X, int R, int C, float *out, void *ws, size_t ws_bytes, cud
     int per = R > 0 ? (R + chunks - 1) / chunks : 0;
     double *part = (double *)ws;
     T *x = (T *)X; // written only when aux is given (then X is the GEMM's D)
-    if (vec) col_sum_part<T, 4><<<dim3(tiles, chunks), dim3(64, 4), 0, s>>>(x, R, C, per, part, aux, aux_ld(C));
-    else col_sum_part<T, 1><<<dim3(tiles, chunks), dim3(64, 4), 0, s>>>(x, R, C, per, part, aux, aux_ld(C));
+    dim3 grid(tiles, chunks), block(64, 4);
+    if (gaux && vec) col_sum_part<T, 4, true><<<grid, block, 0, s>>>(x, R, C, per, part, aux, aux_ld(C), gaux);
+    else if (gaux) col_sum_part<T, 1, true><<<grid, block, 0, s>>>(x, R, C, per, part, aux, aux_ld(C), gaux);
+    else if (vec) col_sum_part<T, 4, false><<<grid, block, 0, s>>>(x, R, C, per, part, aux, aux_ld(C), nullptr);
+    else col_sum_part<T, 1, false><<<grid, block, 0, s>>>(x, R, C, per, part, aux, aux_ld(C), nullptr);
     col_sum_finish<<<(C + 255) / 256, 256, 0, s>>>(part, chunks, C, out);
     return 0;
 }
@@ -314,11 +352,19 @@ int unfused(const tk_gemm_args *g, int did_gemm, void *ws, size_t ws_bytes, cuda
     if (!did_gemm && mn)
         scale_c<TC><<<(unsigned)((mn + 255) / 256), 256, 0, s>>>(D, (const TC *)g->C, g->beta, mn);
     int gelu = g->epi == TK_EPI_GELU_BIAS || g->epi == TK_EPI_DGELU || g->epi == TK_EPI_DGELU_BGRAD;
-    if (gelu && mn) {
-        unsigned blocks = (unsigned)((mn + 255) / 256 < 8192 ? (mn + 255) / 256 : 8192);
-        epi_gelu<TC><<<blocks, 256, 0, s>>>(D, g->M, g->N, g->epi, (const TC *)g->bias, (TC *)g->aux);
+    if ((g->epi == TK_EPI_GELU_BIAS || g->epi == TK_EPI_DGELU) && mn) {
+        const TC *bias = (const TC *)g->bias;
+        TC *aux = (TC *)g->aux;
+        int vec = g->N % 8 == 0 && (uintptr_t)D % 16 == 0 && (uintptr_t)aux % 16 == 0 &&
+                  (g->epi != TK_EPI_GELU_BIAS || (uintptr_t)bias % 16 == 0);
+        size_t work = vec ? mn / 8 : mn;
+        unsigned blocks = (unsigned)((work + 255) / 256 < 8192 ? (work + 255) / 256 : 8192);
+        if (vec) epi_gelu_vec<TC><<<blocks, 256, 0, s>>>(D, g->M, g->N, g->epi, bias, aux);
+        else epi_gelu<TC><<<blocks, 256, 0, s>>>(D, g->M, g->N, g->epi, bias, aux);
     }
-    if (g->epi == TK_EPI_DGELU_BGRAD) TRY(col_sum<TC>(D, g->M, g->N, (float *)g->bgrad, ws, ws_bytes, s, e));
+    // DGELU_BGRAD: gelu' and the column sums in one pass over D
+    if (g->epi == TK_EPI_DGELU_BGRAD)
+        TRY(col_sum<TC>(D, g->M, g->N, (float *)g->bgrad, ws, ws_bytes, s, e, nullptr, (const TC *)g->aux));
     // DRELU_BGRAD: the mask and the column sums in one pass over D (col_sum below).
     if (!gelu && g->epi != TK_EPI_NONE && g->epi != TK_EPI_BGRADB && g->epi != TK_EPI_DRELU_BGRAD && mn) {
         int64_t threads = ((int64_t)g->N + 7) / 8 * g->M;
