@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building and testing trainkit needs on Debian 12 (run as root or with sudo):
 # the C libraries and test tools from Debian, and the Python test oracles from PyPI
-# (mlperf-logging, pycocotools, faster-coco-eval, safetensors, numpy, torch). The oracles are
+# (mlperf-logging, pycocotools, faster-coco-eval, safetensors, numpy, torch, transformers). The oracles are
 # used by tests and contrib/ only; no trainkit binary needs Python.
 # Set TK_SKIP_PY=1 to skip the Python packages (their tests then skip with a message).
 set -eu
@@ -18,7 +18,7 @@ if [ "${TK_SKIP_PY:-0}" != 1 ]; then
     py=python3
     need=
     for m in mlperf_logging:mlperf-logging pycocotools:pycocotools faster_coco_eval:faster-coco-eval \
-             safetensors:safetensors numpy:numpy torch:torch; do
+             safetensors:safetensors numpy:numpy torch:torch transformers:transformers; do
         $py -c "import ${m%%:*}" 2>/dev/null || need="$need ${m#*:}"
     done
     if [ -n "$need" ]; then

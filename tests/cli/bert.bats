@@ -81,7 +81,7 @@ setup() {
 }
 
 @test "--init-checkpoint imports a Hugging Face BertForPreTraining safetensors file (its names, vocabulary rows padded)" {
-    shape='{"vocab_size": 32, "hidden_size": 32, "num_layers": 2, "num_heads": 2, "intermediate_size": 64, "max_position_embeddings": 64, "type_vocab_size": 2, "layer_norm_eps": 1e-12}'
+    shape='{"vocab_size": 32, "hidden_size": 32, "num_layers": 2, "num_heads": 2, "intermediate_size": 64, "max_position_embeddings": 512, "type_vocab_size": 2, "layer_norm_eps": 1e-12}'
     run python3 "$TK_ROOT/contrib/peers/bert.py" export-hf "$shape" hf.safetensors --seed 3
     [ "$status" -ne 77 ] || skip "$output"
     [ "$status" -eq 0 ]
