@@ -5,11 +5,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "activation.h" // tk_gelu_f, tk_dgelu_f: the GELU epilogues' math
 #include "gpu/gpu.h"
 
 static inline float a_at(const tk_gemm_args *g, const float *A, int m, int k) {
     return g->transa ? A[(size_t)k * g->M + m] : A[(size_t)m * g->K + k];
 }
+
+static int gemm_one(const tk_gemm_args *g, const float *A, const float *B, const float *C, float *D, int par,
+                    tk_err *e);
 
 int tk_gemm_ref(const tk_gemm_args *g, tk_err *e) {
     if (g->ab_type != TK_F32 || g->cd_type != TK_F32)
@@ -18,10 +22,25 @@ int tk_gemm_ref(const tk_gemm_args *g, tk_err *e) {
     if (g->M < 0 || g->N < 0 || g->K < 0)
         return tk_err_set(e, TK_EINTERNAL, "gemm: negative size %dx%dx%d", g->M, g->N, g->K);
     if (g->beta != 0 && !g->C) return tk_err_set(e, TK_EINTERNAL, "gemm: beta != 0 without C");
+    if (g->batch <= 1) return gemm_one(g, g->A, g->B, g->C, g->D, 1, e);
+    // A strided batch (the epilogue is NONE, checked by tk_gemm): the threads take whole GEMMs,
+    // each computed as the single one is (the same order of sums), serially.
+    int rc = 0;
+#pragma omp parallel for schedule(static) reduction(| : rc)
+    for (int i = 0; i < g->batch; i++) {
+        const float *C = g->C ? (const float *)g->C + (size_t)i * g->stride_c : NULL;
+        tk_err ei;
+        rc |= gemm_one(g, (const float *)g->A + (size_t)i * g->stride_a, (const float *)g->B + (size_t)i * g->stride_b,
+                       C, (float *)g->D + (size_t)i * g->stride_c, 0, &ei);
+    }
+    return rc ? tk_err_set(e, TK_EIO, "gemm: out of host memory") : 0;
+}
+
+static int gemm_one(const tk_gemm_args *g, const float *A, const float *B, const float *C, float *D, int par,
+                    tk_err *e) {
     const int M = g->M, N = g->N, K = g->K;
-    const float *A = g->A, *B = g->B, *C = g->C;
-    float *D = g->D;
     uint8_t *aux = g->aux;
+    float *gaux = g->aux; // the GELU epilogues' pre-activation
 
     // B^T is packed once so the inner loop always runs over contiguous rows of B (K, N).
     float *Bt = NULL;
@@ -33,7 +52,7 @@ int tk_gemm_ref(const tk_gemm_args *g, tk_err *e) {
         B = Bt;
     }
 
-#pragma omp parallel
+#pragma omp parallel if (par)
     {
         float *acc = malloc(sizeof(float) * (size_t)(N > 0 ? N : 1) * 4);
 #pragma omp for schedule(static)
@@ -66,6 +85,13 @@ int tk_gemm_ref(const tk_gemm_args *g, tk_err *e) {
                         break;
                     case TK_EPI_DRELU:
                     case TK_EPI_DRELU_BGRAD: v = aux[row + n] ? v : 0; break;
+                    case TK_EPI_GELU_BIAS:
+                        v += ((const float *)g->bias)[n];
+                        if (gaux) gaux[row + n] = v;
+                        v = tk_gelu_f(v);
+                        break;
+                    case TK_EPI_DGELU:
+                    case TK_EPI_DGELU_BGRAD: v *= tk_dgelu_f(gaux[row + n]); break;
                     default: break;
                     }
                     d[n] = v;
@@ -77,9 +103,9 @@ int tk_gemm_ref(const tk_gemm_args *g, tk_err *e) {
     free(Bt);
 
     // Bias-gradient epilogues: sums in double, in a fixed order, then rounded once.
-    if (g->epi == TK_EPI_DRELU_BGRAD) {
+    if (g->epi == TK_EPI_DRELU_BGRAD || g->epi == TK_EPI_DGELU_BGRAD) {
         float *bg = g->bgrad;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (par)
         for (int n = 0; n < N; n++) {
             double s = 0;
             for (int m = 0; m < M; m++) s += D[(size_t)m * N + n];
@@ -87,7 +113,7 @@ int tk_gemm_ref(const tk_gemm_args *g, tk_err *e) {
         }
     } else if (g->epi == TK_EPI_BGRADB) {
         float *bg = g->bgrad;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (par)
         for (int m = 0; m < M; m++) {
             double s = 0;
             for (int k = 0; k < K; k++) s += a_at(g, A, m, k);

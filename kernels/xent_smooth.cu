@@ -92,7 +92,7 @@ __global__ void __launch_bounds__(kT) top1_rows(const float *z, const int32_t *l
 
 } // namespace
 
-size_t tk_xent_ws_bytes_cuda(int B) { return tk_cu_align((size_t)(B > 0 ? B : 1) * sizeof(double)); }
+size_t tk_xent_smooth_ws_bytes_cuda(int B) { return tk_cu_align((size_t)(B > 0 ? B : 1) * sizeof(double)); }
 
 int tk_xent_smooth_cuda(tk_ctx *c, const float *z, const int32_t *label, int B, int K, int N, float eps, tk_dtype t,
                         void *dz, double *acc, void *ws, tk_err *e) {

@@ -8,7 +8,7 @@
 //   acc[0] += (sum_b loss_b) / N,  acc[1] += 1             (device accumulator, read at log points)
 // A row whose label is outside [0, K) (eval padding: -1) adds no loss and gets dz = 0.
 // Math in fp64; z (B, K) fp32; labels (B) i32; dz (B, K) in t (TK_F32, or TK_BF16 for the bf16
-// GEMM that reads it). ws: tk_xent_ws_bytes (the CUDA side's per-row losses, added in a fixed
+// GEMM that reads it). ws: tk_xent_smooth_ws_bytes (the CUDA side's per-row losses, added in a fixed
 // order: deterministic).
 // Top-1: *count += the rows whose label is the index of their largest logit (the first one on
 // ties; NaN never wins); count is a device i64.
@@ -20,7 +20,7 @@ extern "C" {
 #endif
 #include "gpu/gpu.h"
 
-size_t tk_xent_ws_bytes(tk_backend b, int B);
+size_t tk_xent_smooth_ws_bytes(tk_backend b, int B);
 int tk_xent_smooth(tk_ctx *c, const float *z, const int32_t *label, int B, int K, int N, float eps, tk_dtype t,
                    void *dz, double *acc, void *ws, tk_err *e);
 int tk_top1_count(tk_ctx *c, const float *z, const int32_t *label, int B, int K, int64_t *count, tk_err *e);
@@ -29,7 +29,7 @@ int tk_xent_smooth_ref(const float *z, const int32_t *label, int B, int K, int N
                        double *acc, tk_err *e);
 int tk_top1_count_ref(const float *z, const int32_t *label, int B, int K, int64_t *count, tk_err *e);
 #ifdef TK_HAVE_CUDA
-size_t tk_xent_ws_bytes_cuda(int B);
+size_t tk_xent_smooth_ws_bytes_cuda(int B);
 int tk_xent_smooth_cuda(tk_ctx *c, const float *z, const int32_t *label, int B, int K, int N, float eps, tk_dtype t,
                         void *dz, double *acc, void *ws, tk_err *e);
 int tk_top1_count_cuda(tk_ctx *c, const float *z, const int32_t *label, int B, int K, int64_t *count, tk_err *e);

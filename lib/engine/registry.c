@@ -6,10 +6,12 @@
 #include <string.h>
 
 extern const tk_workload tk_workload_dlrm;
+extern const tk_workload tk_workload_bert;
 extern const tk_workload tk_workload_mlp;
 extern const tk_workload tk_workload_resnet;
 
-static const tk_workload *const all[] = {&tk_workload_dlrm, &tk_workload_resnet, &tk_workload_mlp, NULL};
+static const tk_workload *const all[] = {&tk_workload_dlrm, &tk_workload_bert, &tk_workload_resnet, &tk_workload_mlp,
+                                         NULL};
 
 const tk_workload *const *tk_workloads(void) { return all; }
 

@@ -16,6 +16,10 @@
 // plan runs the plain GEMM and our kernels below do the epilogue, with the same results and the
 // same bit mask layout, so fused and unfused GEMMs can be mixed in one model.
 //
+// The GELU epilogues are never cuBLASLt's: its GELU is the tanh approximation, ours the exact erf
+// form (kernels/activation.h), so they always run as the plain GEMM plus our kernel (epi_gelu).
+// A strided batch (tk_gemm_args.batch) sets the layouts' batch count and offsets.
+//
 // One difference from the reference: cuBLASLt's RELU_AUX_BIAS sets the mask bit where the
 // pre-activation is exactly 0 (relu'(0) = 1) while kernels/gemm_ref.c and our unfused kernel
 // clear it (relu'(0) = 0, as PyTorch). Only exact zeros differ (with bf16/fp16 output its
@@ -28,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "activation.h"
 #include "gpu/gpu.h"
 
 namespace {
@@ -38,6 +43,8 @@ constexpr size_t kWsPerStream = (size_t)32 << 20;
 
 struct Key {
     int M, N, K, ta, tb, ab, cd, epi, has_c, align, align_epi, det, unfused, tf32;
+    int batch, pad_; // (pad_: no padding bytes before the strides, which memcmp would read)
+    int64_t sa, sb, sc;
 };
 
 struct Plan {
@@ -196,13 +203,61 @@ __global__ void epi_pointwise(T *D, int M, int N, int epi, const T *bias, uint8_
     if (epi == TK_EPI_RELU_BIAS) aux[byte] = n0 + 8 <= N ? out : (uint8_t)(out & ((1u << (N - n0)) - 1));
 }
 
+// The GELU epilogues: GELU_BIAS: v = D + bias, aux = v, D = gelu(v); DGELU: D = D * gelu'(aux)
+// (DGELU_BGRAD does it inside its column sums, col_sum_part). aux is (M, N) in T. epi_gelu_vec
+// takes 8 consecutive columns a thread with 16-byte accesses (N % 8 == 0, aligned), epi_gelu one
+// element a thread.
+template <typename T>
+__global__ void epi_gelu_vec(T *D, int M, int N, int epi, const T *bias, T *aux) {
+    const int groups = N / 8;
+    const int64_t n = (int64_t)M * groups;
+    for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < n; t += (int64_t)gridDim.x * blockDim.x) {
+        int64_t m = t / groups;
+        int n0 = (int)(t - m * groups) * 8;
+        size_t i = (size_t)m * N + n0;
+        float v[8], a[8];
+        ld8(D + i, v);
+        if (epi == TK_EPI_GELU_BIAS) {
+            ld8(bias + n0, a);
+#pragma unroll
+            for (int j = 0; j < 8; j++) v[j] += a[j];
+            if (aux) st8(aux + i, v);
+#pragma unroll
+            for (int j = 0; j < 8; j++) v[j] = tk_gelu_f(v[j]);
+        } else {
+            ld8(aux + i, a);
+#pragma unroll
+            for (int j = 0; j < 8; j++) v[j] *= tk_dgelu_f(a[j]);
+        }
+        st8(D + i, v);
+    }
+}
+
+template <typename T>
+__global__ void epi_gelu(T *D, int M, int N, int epi, const T *bias, T *aux) {
+    size_t n = (size_t)M * N;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float v = ld_f(D, i);
+        if (epi == TK_EPI_GELU_BIAS) {
+            v += ld_f(bias, i % N);
+            if (aux) st_f(aux, i, v);
+            v = tk_gelu_f(v);
+        } else {
+            v *= tk_dgelu_f(ld_f(aux, i));
+        }
+        st_f(D, i, v);
+    }
+}
+
 // Column sums of a row-major (R, C) matrix, in double, in a fixed order (deterministic). A
 // block is 64 column lanes x 4 row lanes; each thread sums V consecutive columns (one 8- or
 // 16-byte load per row when V = 4) over its rows of one chunk; partial sums go to
 // part[chunk][c], and col_sum_finish adds the chunks in order. With aux (DRELU_BGRAD unfused),
-// X is D: the relu mask is applied to it in place first, so D is read once and written once.
-template <typename T, int V>
-__global__ void col_sum_part(T *X, int R, int C, int rows_per_chunk, double *part, const uint8_t *aux, int64_t ld) {
+// X is D: the relu mask is applied to it in place first, so D is read once and written once;
+// GELU (DGELU_BGRAD) likewise multiplies D by gelu'(gaux) (gaux: the (R, C) pre-activation) first.
+template <typename T, int V, bool GELU>
+__global__ void col_sum_part(T *X, int R, int C, int rows_per_chunk, double *part, const uint8_t *aux, int64_t ld,
+                             const T *gaux) {
     __shared__ double s[4][64 * V + 1];
     int c0 = (blockIdx.x * 64 + threadIdx.x) * V;
     int r0 = blockIdx.y * rows_per_chunk, r1 = min(R, r0 + rows_per_chunk);
@@ -212,7 +267,11 @@ __global__ void col_sum_part(T *X, int R, int C, int rows_per_chunk, double *par
             T *x = X + (size_t)r * C + c0;
             if constexpr (V == 4) {
                 float4 v = ld4(x);
-                if (aux) { // 4 consecutive columns: 4 bits of one byte (c0 % 4 == 0)
+                if constexpr (GELU) {
+                    float4 a = ld4(gaux + (size_t)r * C + c0);
+                    v.x *= tk_dgelu_f(a.x), v.y *= tk_dgelu_f(a.y), v.z *= tk_dgelu_f(a.z), v.w *= tk_dgelu_f(a.w);
+                    st_f(x, 0, v.x), st_f(x, 1, v.y), st_f(x, 2, v.z), st_f(x, 3, v.w);
+                } else if (aux) { // 4 consecutive columns: 4 bits of one byte (c0 % 4 == 0)
                     unsigned bits = aux[(r * ld + c0) / 8] >> ((r * ld + c0) % 8);
                     v.x = bits & 1 ? v.x : 0.0f, v.y = bits & 2 ? v.y : 0.0f;
                     v.z = bits & 4 ? v.z : 0.0f, v.w = bits & 8 ? v.w : 0.0f;
@@ -221,7 +280,8 @@ __global__ void col_sum_part(T *X, int R, int C, int rows_per_chunk, double *par
                 acc[0] += v.x, acc[1] += v.y, acc[2] += v.z, acc[3] += v.w;
             } else {
                 float v = ld_f(x, 0);
-                if (aux && !((aux[(r * ld + c0) / 8] >> ((r * ld + c0) % 8)) & 1)) st_f(x, 0, v = 0.0f);
+                if constexpr (GELU) st_f(x, 0, v *= tk_dgelu_f(ld_f(gaux, (size_t)r * C + c0)));
+                else if (aux && !((aux[(r * ld + c0) / 8] >> ((r * ld + c0) % 8)) & 1)) st_f(x, 0, v = 0.0f);
                 acc[0] += v;
             }
         }
@@ -255,10 +315,10 @@ __global__ void row_sum(const T *X, int R, int C, float *out) {
 
 template <typename T>
 int col_sum(const T *X, int R, int C, float *out, void *ws, size_t ws_bytes, cudaStream_t s, tk_err *e,
-            const uint8_t *aux = nullptr) {
+            const uint8_t *aux = nullptr, const T *gaux = nullptr) {
     if (C <= 0) return 0;
     // Enough chunks of rows to fill the GPU (about 2048 blocks), within the workspace.
-    int vec = C % 4 == 0 && (uintptr_t)X % (4 * sizeof(T)) == 0;
+    int vec = C % 4 == 0 && (uintptr_t)X % (4 * sizeof(T)) == 0 && (uintptr_t)gaux % (4 * sizeof(T)) == 0;
     int tiles = (C + 64 * (vec ? 4 : 1) - 1) / (64 * (vec ? 4 : 1));
     int chunks = R > 0 ? (R + 63) / 64 : 1;
     int want = (2048 + tiles - 1) / tiles;
@@ -269,8 +329,11 @@ int col_sum(const T *X, int R, int C, float *out, void *ws, size_t ws_bytes, cud
     int per = R > 0 ? (R + chunks - 1) / chunks : 0;
     double *part = (double *)ws;
     T *x = (T *)X; // written only when aux is given (then X is the GEMM's D)
-    if (vec) col_sum_part<T, 4><<<dim3(tiles, chunks), dim3(64, 4), 0, s>>>(x, R, C, per, part, aux, aux_ld(C));
-    else col_sum_part<T, 1><<<dim3(tiles, chunks), dim3(64, 4), 0, s>>>(x, R, C, per, part, aux, aux_ld(C));
+    dim3 grid(tiles, chunks), block(64, 4);
+    if (gaux && vec) col_sum_part<T, 4, true><<<grid, block, 0, s>>>(x, R, C, per, part, aux, aux_ld(C), gaux);
+    else if (gaux) col_sum_part<T, 1, true><<<grid, block, 0, s>>>(x, R, C, per, part, aux, aux_ld(C), gaux);
+    else if (vec) col_sum_part<T, 4, false><<<grid, block, 0, s>>>(x, R, C, per, part, aux, aux_ld(C), nullptr);
+    else col_sum_part<T, 1, false><<<grid, block, 0, s>>>(x, R, C, per, part, aux, aux_ld(C), nullptr);
     col_sum_finish<<<(C + 255) / 256, 256, 0, s>>>(part, chunks, C, out);
     return 0;
 }
@@ -288,8 +351,22 @@ int unfused(const tk_gemm_args *g, int did_gemm, void *ws, size_t ws_bytes, cuda
     size_t mn = (size_t)g->M * g->N;
     if (!did_gemm && mn)
         scale_c<TC><<<(unsigned)((mn + 255) / 256), 256, 0, s>>>(D, (const TC *)g->C, g->beta, mn);
+    int gelu = g->epi == TK_EPI_GELU_BIAS || g->epi == TK_EPI_DGELU || g->epi == TK_EPI_DGELU_BGRAD;
+    if ((g->epi == TK_EPI_GELU_BIAS || g->epi == TK_EPI_DGELU) && mn) {
+        const TC *bias = (const TC *)g->bias;
+        TC *aux = (TC *)g->aux;
+        int vec = g->N % 8 == 0 && (uintptr_t)D % 16 == 0 && (uintptr_t)aux % 16 == 0 &&
+                  (g->epi != TK_EPI_GELU_BIAS || (uintptr_t)bias % 16 == 0);
+        size_t work = vec ? mn / 8 : mn;
+        unsigned blocks = (unsigned)((work + 255) / 256 < 8192 ? (work + 255) / 256 : 8192);
+        if (vec) epi_gelu_vec<TC><<<blocks, 256, 0, s>>>(D, g->M, g->N, g->epi, bias, aux);
+        else epi_gelu<TC><<<blocks, 256, 0, s>>>(D, g->M, g->N, g->epi, bias, aux);
+    }
+    // DGELU_BGRAD: gelu' and the column sums in one pass over D
+    if (g->epi == TK_EPI_DGELU_BGRAD)
+        TRY(col_sum<TC>(D, g->M, g->N, (float *)g->bgrad, ws, ws_bytes, s, e, nullptr, (const TC *)g->aux));
     // DRELU_BGRAD: the mask and the column sums in one pass over D (col_sum below).
-    if (g->epi != TK_EPI_NONE && g->epi != TK_EPI_BGRADB && g->epi != TK_EPI_DRELU_BGRAD && mn) {
+    if (!gelu && g->epi != TK_EPI_NONE && g->epi != TK_EPI_BGRADB && g->epi != TK_EPI_DRELU_BGRAD && mn) {
         int64_t threads = ((int64_t)g->N + 7) / 8 * g->M;
         unsigned blocks = (unsigned)((threads + 255) / 256);
         const TC *bias = (const TC *)g->bias;
@@ -376,6 +453,18 @@ int plan_build(tk_ctx *c, Plan *p, const tk_gemm_args *g, tk_epilogue lt, int *f
     LT_TRY(g->transa ? cublasLtMatrixLayoutCreate(&p->lb, ab, M, K, M) : cublasLtMatrixLayoutCreate(&p->lb, ab, K, M, K),
            "cannot create the layout of A");
     LT_TRY(cublasLtMatrixLayoutCreate(&p->lcd, cd, N, M, N), "cannot create the layout of D");
+    if (g->batch > 1) {
+        int32_t bc = g->batch;
+        int64_t so[3] = {g->stride_b, g->stride_a, g->stride_c};
+        cublasLtMatrixLayout_t ls[3] = {p->la, p->lb, p->lcd};
+        for (int i = 0; i < 3; i++) {
+            LT_TRY(cublasLtMatrixLayoutSetAttribute(ls[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc, sizeof bc),
+                   "cannot set the batch count");
+            LT_TRY(cublasLtMatrixLayoutSetAttribute(ls[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &so[i],
+                                                    sizeof so[i]),
+                   "cannot set the batch stride");
+        }
+    }
     if (lt != TK_EPI_NONE) {
         cublasLtEpilogue_t epi = lt_epilogue(lt);
         LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi),
@@ -430,8 +519,10 @@ int plan_get(tk_ctx *c, const tk_gemm_args *g, Plan **out, tk_err *e) {
     unsigned align_epi = 256;
     const void *eptrs[] = {g->bias, g->aux, g->bgrad};
     for (const void *q : eptrs) align_epi = q && ptr_align(q) < align_epi ? ptr_align(q) : align_epi;
+    int batched = g->batch > 1;
     Key k = {g->M, g->N, g->K, g->transa, g->transb, (int)g->ab_type, (int)g->cd_type, (int)g->epi,
-             g->beta != 0.0f, (int)align, (int)align_epi, c->deterministic, cache->unfused, g->tf32 && g->ab_type == TK_F32};
+             g->beta != 0.0f, (int)align, (int)align_epi, c->deterministic, cache->unfused, g->tf32 && g->ab_type == TK_F32,
+             batched ? g->batch : 1, 0, batched ? g->stride_a : 0, batched ? g->stride_b : 0, batched ? g->stride_c : 0};
     for (int i = 0; i < cache->n; i++)
         if (memcmp(&cache->p[i].key, &k, sizeof k) == 0) {
             *out = &cache->p[i];
@@ -452,9 +543,10 @@ int plan_get(tk_ctx *c, const tk_gemm_args *g, Plan **out, tk_err *e) {
     // 0.20 ms without), slower than the plain GEMM plus our one-pass mask (and column sums), so
     // those are not fused.
     int slow_drelu = (g->epi == TK_EPI_DRELU || g->epi == TK_EPI_DRELU_BGRAD) && g->cd_type != TK_F32;
+    int gelu = g->epi == TK_EPI_GELU_BIAS || g->epi == TK_EPI_DGELU || g->epi == TK_EPI_DGELU_BGRAD;
     tk_epilogue levels[2];
     int nl = 0;
-    if (!cache->unfused && g->epi != TK_EPI_NONE && !slow_drelu) levels[nl++] = g->epi;
+    if (!cache->unfused && g->epi != TK_EPI_NONE && !slow_drelu && !gelu) levels[nl++] = g->epi;
     levels[nl++] = TK_EPI_NONE;
     int found = 0, rc = 0;
     for (int i = 0; i < nl && !rc && !found; i++) {
@@ -533,6 +625,8 @@ extern "C" int tk_gemm_cuda(tk_ctx *c, const tk_gemm_args *g, tk_err *e) {
         return tk_err_set(e, TK_EINTERNAL, "gemm (cuda): unsupported types %s/%s", tk_dtype_name(g->ab_type),
                           tk_dtype_name(g->cd_type));
     if (g->beta != 0.0f && !g->C) return tk_err_set(e, TK_EINTERNAL, "gemm: beta != 0 without C");
+    if (g->batch > 1 && (g->M == 0 || g->N == 0 || g->K == 0))
+        return tk_err_set(e, TK_EINTERNAL, "gemm: a batch of empty GEMMs");
     if (g->stream < 0 || g->stream >= TK_NSTREAMS)
         return tk_err_set(e, TK_EINTERNAL, "gemm: bad stream %d", g->stream);
     if (!c->gemm_cache) return tk_err_set(e, TK_EINTERNAL, "gemm: the cuda context has no cuBLASLt state");

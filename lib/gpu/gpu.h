@@ -110,8 +110,15 @@ void tk_arena_release(tk_ctx *c, tk_arena *a);
 //       as PyTorch does, dW = dY^T @ X is M=out, K=batch, A = dY (transa), and the bias gradient
 //       is the sum of dY over the batch. (In cuBLASLt's column-major view our A is its B,
 //       hence the name.)
+//   TK_EPI_GELU_BIAS       D = gelu(D + bias); aux = D + bias     (forward of Linear+GELU; aux may be NULL)
+//   TK_EPI_DGELU           D = D * gelu'(aux)                     (aux from the forward GEMM)
+//   TK_EPI_DGELU_BGRAD     D = D * gelu'(aux); bgrad[n] = sum_m D[m, n]
+//       GELU is the exact (erf) form of kernels/activation.h, Hugging Face's "gelu". cuBLASLt's
+//       own GELU epilogues use the tanh approximation, so on cuda these run as the plain GEMM
+//       followed by our epilogue kernel (lib/gpu/gemm_cublaslt.cu).
 // aux is an opaque mask whose layout belongs to the backend (u8 per element on cpu, cuBLASLt's
-// bit mask on cuda): size it with tk_gemm_aux_bytes and never read it outside tk_gemm.
+// bit mask on cuda): size it with tk_gemm_aux_bytes and never read it outside tk_gemm. The GELU
+// epilogues' aux is the pre-activation, (M, N) row-major in cd_type: tk_gemm_gelu_aux_bytes.
 typedef enum {
     TK_EPI_NONE = 0,
     TK_EPI_BIAS,
@@ -119,6 +126,9 @@ typedef enum {
     TK_EPI_DRELU,
     TK_EPI_DRELU_BGRAD,
     TK_EPI_BGRADB,
+    TK_EPI_GELU_BIAS,
+    TK_EPI_DGELU,
+    TK_EPI_DGELU_BGRAD,
 } tk_epilogue;
 
 typedef struct tk_gemm_args {
@@ -137,9 +147,16 @@ typedef struct tk_gemm_args {
     int stream;
     int tf32;                    // fp32 A/B on cuda: let the tensor cores round them to TF32
                                  // (10-bit mantissa, fp32 accumulation); cpu ignores it
+    // A strided batch (attention's per-head products): batch > 1 computes `batch` independent
+    // GEMMs of the shape above, the i-th on A + i stride_a, B + i stride_b, C and D + i stride_c
+    // (strides in elements). Epilogue NONE only. 0 or 1: one GEMM.
+    int batch;
+    int64_t stride_a, stride_b, stride_c;
 } tk_gemm_args;
 int tk_gemm(tk_ctx *c, const tk_gemm_args *g, tk_err *e);
 size_t tk_gemm_aux_bytes(const tk_ctx *c, int M, int N);
+// The GELU epilogues' aux: the (M, N) pre-activation in cd (fp32 on cpu).
+size_t tk_gemm_gelu_aux_bytes(const tk_ctx *c, int M, int N, tk_dtype cd);
 int tk_gemm_ref(const tk_gemm_args *g, tk_err *e);      // kernels/gemm_ref.c
 #ifdef TK_HAVE_CUDA
 int tk_gemm_cuda(tk_ctx *c, const tk_gemm_args *g, tk_err *e); // lib/gpu/gemm_cublaslt.cu

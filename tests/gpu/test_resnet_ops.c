@@ -268,7 +268,7 @@ TK_TEST(xent_top1_vs_reference) {
         CHECK_EQ_INT(tk_xent_smooth_ref(z, lab, B, K, N, 0.1f, t, hdz, acc_ref, &e), 0);
         float *dz = gt_dev((size_t)B * K * 4), *dzi = gt_dev((size_t)B * K * 4);
         int32_t *dl = gt_dev((size_t)B * 4);
-        void *ddz = gt_dev((size_t)B * K * es), *ws = gt_dev(tk_xent_ws_bytes(TK_BACKEND_CUDA, B));
+        void *ddz = gt_dev((size_t)B * K * es), *ws = gt_dev(tk_xent_smooth_ws_bytes(TK_BACKEND_CUDA, B));
         double *dacc = gt_dev(16), init[2] = {0.25, 1};
         int64_t *cnt = gt_dev(8), c0 = 7, cg, cr = 7;
         gt_up(dz, z, (size_t)B * K * 4), gt_up(dzi, zi, (size_t)B * K * 4), gt_up(dl, lab, (size_t)B * 4);

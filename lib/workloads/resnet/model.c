@@ -212,7 +212,7 @@ static int activations(rn_model *m, tk_err *e) {
         bn_ws = w > bn_ws ? w : bn_ws;
     }
     NEED(m->bn_ws, bn_ws);
-    NEED(m->xent_ws, tk_xent_ws_bytes(m->c->backend, b));
+    NEED(m->xent_ws, tk_xent_smooth_ws_bytes(m->c->backend, b));
     rn_conv *cvs[4 * RN_MAX_BLOCKS + 1];
     int nc = all_convs(m, cvs);
     for (int i = 0; i < nc; i++) max_w = (size_t)tk_conv_w_numel(&cvs[i]->s) > max_w ? (size_t)tk_conv_w_numel(&cvs[i]->s) : max_w;

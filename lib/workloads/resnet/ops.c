@@ -71,9 +71,9 @@ int tk_avgpool_bwd(tk_ctx *c, tk_dtype t, const void *dy, int N, int HW, int C, 
     return TK_DISPATCH(c, tk_avgpool_bwd_ref(t, dy, N, HW, C, dx, e), tk_avgpool_bwd_cuda(c, t, dy, N, HW, C, dx, e));
 }
 
-size_t tk_xent_ws_bytes(tk_backend b, int B) {
+size_t tk_xent_smooth_ws_bytes(tk_backend b, int B) {
 #ifdef TK_HAVE_CUDA
-    if (b == TK_BACKEND_CUDA) return tk_xent_ws_bytes_cuda(B);
+    if (b == TK_BACKEND_CUDA) return tk_xent_smooth_ws_bytes_cuda(B);
 #endif
     (void)b, (void)B;
     return 0;

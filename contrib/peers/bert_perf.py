@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""BERT-large pre-training in PyTorch (transformers.BertForPreTraining), as the SPEED peer of
+trainkit's train-step.
+
+  bert_perf.py --mode eager|compile [--batch 32] [--seq 512] [--max-pred 76] [--iters 20]
+               [--warmup 5] [--layers 24] [--hidden 1024] [--heads 16] [--ffn 4096]
+               [--vocab 30522] [--device cuda] [--optimizer sgd|adamw]
+
+Times whole training steps (forward, masked-LM + next-sentence loss, backward, optimizer) and
+prints one JSON line {"type":"bench","impl":"torch-eager"|"torch-compile",...,"seqs_per_s":...}.
+
+How the peer runs (the fastest idiomatic PyTorch we know, not a strawman):
+  - BertForPreTraining with Hugging Face's BERT-large shape, dropout 0.1 (hidden and attention,
+    as trainkit's), attn_implementation="sdpa" (PyTorch's fused scaled-dot-product attention),
+    under torch.autocast(bf16) with fp32 parameters, gradients and optimizer.
+  - every token real (no attention mask is passed, so SDPA can take its flash kernel); --max-pred
+    masked positions per sequence carry a label, the others -100; a random next-sentence label.
+    (HF's head computes the vocabulary logits of every token, not only the masked ones: that is
+    how BertForPreTraining works, and part of what trainkit's dense_seq_output head saves.)
+  - optimizer: torch.optim.SGD(fused=True) by default, as train-step's configs use until the
+    engine has LAMB (then compare against --optimizer adamw(fused) as the closest fused
+    per-element optimizer torch has); set_to_none gradients.
+  - --mode compile: torch.compile(model) (default mode); compilation happens in the warm-up, its
+    time is reported as compile_s and excluded from the throughput.
+  - inputs generated on the device before timing; --warmup steps, then --iters steps with a CUDA
+    event around each; seqs_per_s = batch * iters / (first start event to last end event).
+"""
+import argparse
+import json
+import statistics
+import sys
+import time
+
+import torch
+
+
+def main():
+    ap = argparse.ArgumentParser(description="BertForPreTraining training-step throughput")
+    ap.add_argument("--mode", choices=["eager", "compile"], required=True)
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--seq", type=int, default=512)
+    ap.add_argument("--max-pred", type=int, default=76)
+    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--layers", type=int, default=24)
+    ap.add_argument("--hidden", type=int, default=1024)
+    ap.add_argument("--heads", type=int, default=16)
+    ap.add_argument("--ffn", type=int, default=4096)
+    ap.add_argument("--vocab", type=int, default=30522)
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--optimizer", choices=["sgd", "adamw"], default="sgd")
+    a = ap.parse_args()
+    try:
+        from transformers import BertConfig, BertForPreTraining
+    except ImportError:
+        print("bert_perf.py: transformers is not installed", file=sys.stderr)
+        sys.exit(77)
+    dev = torch.device(a.device)
+    torch.manual_seed(0)
+    cfg = BertConfig(vocab_size=a.vocab, hidden_size=a.hidden, num_hidden_layers=a.layers,
+                     num_attention_heads=a.heads, intermediate_size=a.ffn, hidden_act="gelu",
+                     hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
+                     max_position_embeddings=max(512, a.seq), type_vocab_size=2)
+    cfg._attn_implementation = "sdpa"
+    model = BertForPreTraining(cfg).to(dev)
+    model.train()
+    fused = dev.type == "cuda"
+    if a.optimizer == "sgd":
+        opt = torch.optim.SGD(model.parameters(), lr=1e-4, fused=fused)
+    else:
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=fused)
+    B, L, P = a.batch, a.seq, a.max_pred
+    ids = torch.randint(5, a.vocab, (B, L), device=dev)
+    seg = (torch.arange(L, device=dev)[None, :] >= L // 2).long().expand(B, L).contiguous()
+    labels = torch.full((B, L), -100, dtype=torch.long, device=dev)
+    pos = torch.stack([torch.randperm(L - 1, device=dev)[:P] + 1 for _ in range(B)])
+    labels.scatter_(1, pos, torch.randint(5, a.vocab, (B, P), device=dev))
+    nsp = torch.randint(0, 2, (B,), device=dev)
+    fwd = torch.compile(model) if a.mode == "compile" else model
+
+    def step():
+        with torch.autocast(dev.type, dtype=torch.bfloat16):
+            out = fwd(input_ids=ids, token_type_ids=seg, labels=labels, next_sentence_label=nsp)
+        out.loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return out.loss
+
+    t0 = time.perf_counter()
+    for _ in range(a.warmup):
+        loss = step()
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+    compile_s = time.perf_counter() - t0
+    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(a.iters)] \
+        if dev.type == "cuda" else None
+    t1 = time.perf_counter()
+    for i in range(a.iters):
+        if ev:
+            ev[i][0].record()
+        loss = step()
+        if ev:
+            ev[i][1].record()
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+        ms = [s.elapsed_time(e) for s, e in ev]
+        total = ev[0][0].elapsed_time(ev[-1][1])
+    else:
+        total = (time.perf_counter() - t1) * 1e3
+        ms = [total / a.iters]
+    print(json.dumps({"type": "bench", "impl": f"torch-{a.mode}", "batch": B, "seq": L, "max_pred": P,
+                      "layers": a.layers, "hidden": a.hidden, "optimizer": a.optimizer,
+                      "seqs_per_s": B * a.iters / (total / 1e3), "ms_per_iter_median": statistics.median(ms),
+                      "compile_s": compile_s if a.mode == "compile" else 0.0, "loss": float(loss.detach()),
+                      "torch": torch.__version__, "device": torch.cuda.get_device_name() if dev.type == "cuda" else "cpu"}))
+
+
+if __name__ == "__main__":
+    main()

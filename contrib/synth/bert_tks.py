@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""Small BERT pre-training shards (.tks, the schema `prep bert` writes: man/man5/trainkit-bert.5)
+with a planted, learnable structure, for trainkit's BERT tests without the text pipeline.
+Written from man/man5/tks.5 (frames compressed with the `zstd` command-line tool).
+
+  bert_tks.py -o FILE --records N [--seq-len 32] [--max-pred 5] [--vocab 64] [--seed 1]
+              [--topic-prob 0.6] [--min-len N] [--frame-records 1024] [--bad-record K:FIELD=VALUE]
+
+Each sequence is [CLS] A [SEP] B [SEP] with a length in [min_len, seq_len] (min_len: seq_len/2 by
+default; --min-len SEQ_LEN: every token real, the benchmark's batches). Segment A has a topic
+token t: each of its tokens is t with probability topic_prob, else uniform over the ordinary
+tokens. Segment B has A's topic (next_sentence_label 0) or another one (label 1), half the time
+each. About 15% of the ordinary tokens are masked (at most max_pred), 80% [MASK], 10% a random
+token, 10% unchanged, as create_pretraining_data. A masked token is its sequence's topic with
+probability about topic_prob, which the context reveals: a model that reads it gets about that
+masked-LM accuracy, one that does not about 1/(vocab - 5). Ids: 0 [PAD], 1 [UNK], 2 [CLS],
+3 [SEP], 4 [MASK].
+
+--bad-record K:FIELD=VALUE writes VALUE into record K's field (first element): tests of the
+reader's checks (e.g. 3:seq_len=999).
+"""
+import argparse
+import json
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+import zlib
+
+import numpy as np
+
+PAD, UNK, CLS, SEP, MASK = 0, 1, 2, 3, 4
+FIRST = 5
+
+
+def make(args):
+    rng = np.random.default_rng(args.seed)
+    n, L, P, V = args.records, args.seq_len, args.max_pred, args.vocab
+    ids = np.zeros((n, L), np.int16)
+    seg = np.zeros((n, L), np.uint8)
+    slen = np.zeros(n, np.int16)
+    pos = np.zeros((n, P), np.int16)
+    mid = np.zeros((n, P), np.int16)
+    nm = np.zeros(n, np.int16)
+    nsp = np.zeros(n, np.uint8)
+    for r in range(n):
+        total = int(rng.integers(args.min_len or L // 2, L + 1))
+        body = total - 3
+        la = int(rng.integers(1, body))
+        lb = body - la
+        ta = int(rng.integers(FIRST, V))
+        label = int(rng.integers(0, 2))
+        tb = ta if label == 0 else int(FIRST + (ta - FIRST + rng.integers(1, V - FIRST)) % (V - FIRST))
+
+        def words(k, t):
+            w = rng.integers(FIRST, V, size=k)
+            w[rng.random(k) < args.topic_prob] = t
+            return list(w)
+
+        toks = [CLS] + words(la, ta) + [SEP] + words(lb, tb) + [SEP]
+        segs = [0] * (la + 2) + [1] * (lb + 1)
+        cand = [i for i, t in enumerate(toks) if t not in (CLS, SEP)]
+        k = min(P, max(1, int(round(len(toks) * 0.15))))
+        chosen = sorted(rng.choice(cand, size=min(k, len(cand)), replace=False))
+        labels = []
+        for i in chosen:
+            labels.append(toks[i])
+            u = rng.random()
+            if u < 0.8:
+                toks[i] = MASK
+            elif u < 0.9:
+                toks[i] = int(rng.integers(FIRST, V))
+        ids[r, :total] = toks
+        seg[r, :total] = segs
+        slen[r] = total
+        pos[r, :len(chosen)] = chosen
+        mid[r, :len(chosen)] = labels
+        nm[r] = len(chosen)
+        nsp[r] = label
+    cols = {"input_ids": ids, "segment_ids": seg, "seq_len": slen, "masked_lm_positions": pos,
+            "masked_lm_ids": mid, "num_masked": nm, "next_sentence_labels": nsp}
+    for spec in args.bad_record or []:
+        rec, kv = spec.split(":", 1)
+        field, value = kv.split("=", 1)
+        a = cols[field]
+        if a.ndim == 1:
+            a[int(rec)] = int(value)
+        else:
+            a[int(rec), 0] = int(value)
+    return cols
+
+
+def crc(b):
+    return zlib.crc32(b) & 0xffffffff
+
+
+def write_tks(path, cols, meta, frame_records):
+    names = ["input_ids", "segment_ids", "seq_len", "masked_lm_positions", "masked_lm_ids", "num_masked",
+             "next_sentence_labels"]
+    dt = {np.dtype(np.int16): "i16", np.dtype(np.uint8): "u8"}
+    fields = [{"name": k, "dtype": dt[cols[k].dtype], "shape": list(cols[k].shape[1:])} for k in names]
+    n = len(cols["seq_len"])
+    schema = json.dumps({"fields": fields, "frame_records": frame_records, "meta": meta},
+                        separators=(",", ":")).encode()
+    head = b"\x89TKS\r\n\x1a\n" + struct.pack("<III", 1, 0, len(schema))
+    out = bytearray(head + struct.pack("<I", crc(head + schema)) + schema)
+    index = []
+    with tempfile.TemporaryDirectory() as tmp:
+        raw_path = os.path.join(tmp, "frame")
+        for first in range(0, n, frame_records):
+            k = min(frame_records, n - first)
+            raw = b"".join(np.ascontiguousarray(cols[c][first:first + k]).astype(cols[c].dtype.newbyteorder("<"))
+                           .tobytes() for c in names)
+            with open(raw_path, "wb") as f:
+                f.write(raw)
+            z = subprocess.run(["zstd", "-q", "-c", "--check", raw_path], stdout=subprocess.PIPE,
+                               check=True).stdout
+            bh = b"FRM1" + struct.pack("<II", k, len(z))
+            out += bh + struct.pack("<I", crc(bh))
+            index.append((len(out), len(z), first, k))
+            out += z
+    io = len(out)
+    entries = b"".join(struct.pack("<QQQII", o, c, f, k, 0) for o, c, f, k in index)
+    ih = b"IDX1" + struct.pack("<II", len(index), len(entries))
+    out += ih + struct.pack("<I", crc(ih)) + entries
+    trailer = struct.pack("<QQQ", io, len(index), n)
+    out += trailer + struct.pack("<I", crc(entries + trailer)) + b"TKSE"
+    tmp_path = path + ".tmp"
+    with open(tmp_path, "wb") as f:
+        f.write(out)
+    os.replace(tmp_path, path)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("-o", "--output", required=True)
+    ap.add_argument("--records", type=int, required=True)
+    ap.add_argument("--seq-len", type=int, default=32)
+    ap.add_argument("--max-pred", type=int, default=5)
+    ap.add_argument("--vocab", type=int, default=64)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--topic-prob", type=float, default=0.6)
+    ap.add_argument("--min-len", type=int, default=0)
+    ap.add_argument("--frame-records", type=int, default=1024)
+    ap.add_argument("--bad-record", action="append")
+    args = ap.parse_args()
+    if args.seq_len < 8 or args.vocab < FIRST + 2 or args.max_pred < 1 or not 0 <= args.min_len <= args.seq_len:
+        sys.exit("bert_tks.py: need --seq-len >= 8, --vocab >= 7, --max-pred >= 1, 0 <= --min-len <= --seq-len")
+    if args.min_len and args.min_len < 5:
+        sys.exit("bert_tks.py: --min-len must be at least 5")
+    meta = {"source": "bert", "input": "synthetic (contrib/synth/bert_tks.py)", "vocab_size": args.vocab,
+            "max_seq_length": args.seq_len, "max_predictions_per_seq": args.max_pred,
+            "special_ids": {"pad": PAD, "unk": UNK, "cls": CLS, "sep": SEP, "mask": MASK},
+            "seed": args.seed, "topic_prob": args.topic_prob}
+    write_tks(args.output, make(args), meta, args.frame_records)
+
+
+if __name__ == "__main__":
+    main()

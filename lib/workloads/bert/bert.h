@@ -1,0 +1,66 @@
+// BERT's functions, by file: config.c (the configuration), model.c (tensors, initialization,
+// buffers), step.c (forward, backward, the training step), data.c (the .tks reader and the eval
+// set), eval.c (masked-LM accuracy), ckpt.c (Hugging Face import, the step dump), profile.c
+// (--profile), ops.c (op dispatch), workload.c (the engine's table and the MLLOG keys).
+#ifndef TK_WORKLOADS_BERT_BERT_H
+#define TK_WORKLOADS_BERT_BERT_H
+
+#include "engine/config.h"
+#include "engine/workload.h"
+#include "workloads/bert/types.h"
+
+// ---- config.c ----
+int tk_bert_config_parse(json_t *root, const char *path, const tk_run_cfg *run, const char *data_meta,
+                         tk_bert_config *cfg, tk_err *e);
+void tk_bert_config_release(tk_bert_config *cfg);
+
+// ---- model.c ----
+int tk_bert_create(tk_bert **m, const tk_bert_config *cfg, const tk_wl_env *env, tk_err *e);
+void tk_bert_destroy(tk_bert *m);
+int tk_bert_init_weights(tk_bert *m, uint64_t seed, tk_err *e);
+// The compute copy after the masters changed (a load, an import).
+int tk_bert_weights_loaded(tk_bert *m, tk_err *e);
+// The tensor index of "bert.encoder.layer.L.NAME" etc.: the names of model.c.
+void tk_bert_batch_layout(const tk_bert *m, size_t bytes[7]);
+
+// ---- step.c ----
+// Forward and backward of the input batch (this rank's rows), the loss into loss_acc, the dense
+// gradients into the params' gradient span. Capturable.
+int tk_bert_fwd_bwd(tk_bert *m, tk_err *e);
+// Forward of b sequences for evaluation (no dropout): the masked-LM logits of the gathered rows,
+// the correct predictions added to m->counts.
+int tk_bert_eval_batch(tk_bert *m, const int32_t *ids, const uint8_t *seg, const int32_t *len, const int32_t *pos,
+                       const int32_t *mid, const int32_t *nmask, tk_err *e);
+
+// ---- data.c ----
+typedef struct tk_bert_data tk_bert_data;
+// The .tks files of prep bert (man/man5/trainkit-bert.5), checked against the model's L, P and vocab.
+int tk_bert_data_open(tk_bert_data **d, char *const *paths, int npaths, int L, int P, int vocab, int types,
+                      tk_err *e);
+void tk_bert_data_close(tk_bert_data *d);
+uint64_t tk_bert_data_count(const tk_bert_data *d);
+// n records from record `first` into host arrays of the model's shapes (ids, pos, mid, nmask, len,
+// nsp as i32; seg u8); every record checked (TK_EDATA naming the file and record).
+int tk_bert_data_read(tk_bert_data *d, uint64_t first, int n, int32_t *ids, uint8_t *seg, int32_t *len, int32_t *pos,
+                      int32_t *mid, int32_t *nmask, int32_t *nsp, tk_err *e);
+int tk_bert_evalset_load(tk_bert *m, char *const *paths, int npaths, tk_bert_evalset **es, tk_err *e);
+void tk_bert_evalset_free(tk_bert *m, tk_bert_evalset *es);
+
+// ---- eval.c ----
+// Masked-LM accuracy over the eval set (collective on several ranks: every rank gets it).
+int tk_bert_evaluate(tk_bert *m, tk_bert_evalset *es, double *acc, tk_err *e);
+
+// ---- ckpt.c ----
+// Hugging Face BertForPreTraining safetensors (its names; LayerNorm gamma/beta accepted).
+int tk_bert_import(tk_bert *m, const char *path, tk_err *e);
+int tk_bert_dump_step(tk_bert *m, const char *path, tk_err *e);
+
+// ---- profile.c ----
+int tk_bert_profile_start(tk_bert *m, tk_err *e);
+void tk_bert_profile_stop(tk_bert *m);
+int tk_bert_prof_mark(tk_bert *m, const char *name, tk_err *e);
+void tk_bert_prof_step(tk_bert *m, int begin);
+int tk_bert_profile_add(tk_bert *m, int keep, tk_err *e);
+json_t *tk_bert_profile_json(const tk_bert *m);
+
+#endif

@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# The BERT benchmark end to end: synthetic text in the MLPerf layout (prep synth bert: part files,
+# eval.txt, vocab.txt, manifest.json) -> prep bert -> shard -> train-step (to the target
+# masked-LM accuracy) -> evaluate the final checkpoint -> MLLOG checked by log-check and
+# MLCommons' checker -> time-to-train.
+#
+#   share/workloads/bert/run.sh [-o DIR] [--size tiny|large] [--seed S] [--config FILE]
+#                               [--target ACC] [--backend cpu|cuda|auto] [--gpus N] [--reuse-data]
+#                               [-- TRAIN-STEP OPTIONS]
+#
+# The backend: cuda when a GPU is present and the cuda backend works, else cpu (--backend).
+# --size tiny (the default on cpu): prep synth bert's ci preset (vocabulary 192, sequences of 128,
+# 20 masked positions) and tiny.json. --size large (the default on cuda): the large preset
+# (BERT's 30522 tokens, sequences of 512, 76 masked positions; ~600 MB of text, a few GB of
+# shards) and config.json (BERT-large, LAMB, bf16). The target: --target, else the data's: the
+# manifest's oracle (Bayes-optimal) masked-LM accuracy minus 0.05 when that is below the config's
+# MLPerf target 0.720, else 0.720 (the synthetic grammar is not Wikipedia: the real target may
+# be out of reach, and above the oracle it is unreachable). --reuse-data keeps the prepared data
+# of an earlier run with the same settings in DIR. --gpus N trains data-parallel on N local GPUs
+# (share/launch, the same global batch). Exit status: that of train-step (0 target reached, 1 not
+# reached, ...), or 1 when a log check fails.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../../.." && pwd)
+out=${TMPDIR:-/tmp}/trainkit-bert
+size=
+seed=1
+config=
+target=
+backend=auto
+reuse=0
+gpus=1
+extra=()
+
+usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; }
+while [ $# -gt 0 ]; do
+    case $1 in
+    -o | --out) out=$2; shift 2 ;;
+    --seed) seed=$2; shift 2 ;;
+    --config) config=$2; shift 2 ;;
+    --target) target=$2; shift 2 ;;
+    --backend) backend=$2; shift 2 ;;
+    --size) size=$2; shift 2 ;;
+    --reuse-data) reuse=1; shift ;;
+    --gpus) gpus=$2; shift 2 ;;
+    -h | --help) usage; exit 0 ;;
+    --) shift; extra=("$@"); break ;;
+    *) echo "run.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
+    esac
+done
+bin=${TK_BIN:-$root/build/bin}
+[ -x "$bin/train-step" ] || bin=$(dirname "$(command -v train-step || echo ./train-step)")
+for b in prep shard train-step evaluate; do
+    [ -x "$bin/$b" ] || { echo "run.sh: $b not found (build with make, or set TK_BIN)" >&2; exit 4; }
+done
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive} # (see share/workloads/dlrm/run.sh)
+t0=$(date +%s%N)
+mkdir -p "$out"
+step() { printf '%-10s %s [%d s]\n' "$1" "$2" $((($(date +%s%N) - t0) / 1000000000)) >&2; }
+
+if [ "$backend" = auto ]; then
+    backend=cpu
+    if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
+        probe=$(mktemp -d "${TMPDIR:-/tmp}/trainkit-probe.XXXXXX")
+        # a few examples through one cuda step prove the backend works here
+        "$bin/prep" synth bert --parts 1 --articles 20 --eval-articles 20 --oracle-examples 0 -o "$probe/t" >/dev/null 2>&1 &&
+            "$bin/prep" bert --vocab "$probe/t/vocab.txt" --max-seq-length 128 --max-predictions 20 -o "$probe/p.tks" \
+                "$probe/t/part-00000-of-00001" 2>/dev/null &&
+            "$bin/train-step" -c "$here/tiny.json" -t "$probe/p.tks" --backend cuda --set train.global_batch_size=4 \
+                --dump-step "$probe/probe.safetensors" >/dev/null 2>&1 && backend=cuda
+        rm -rf "$probe"
+    fi
+fi
+[ -n "$size" ] || { [ "$backend" = cuda ] && size=large || size=tiny; }
+# every: evaluations every N samples (the eval set is prep bert --eval-10k's 10,000 sequences)
+case $size in
+tiny) L=128; P=20; every=16384; : "${config:=$here/tiny.json}" ;;
+large) L=512; P=76; every=0; : "${config:=$here/config.json}" ;;
+*) echo "run.sh: --size must be tiny or large" >&2; exit 2 ;;
+esac
+[[ "$gpus" =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: --gpus must be a positive number" >&2; exit 2; }
+
+# The data: the text, its examples converted part by part in parallel and cut into 2 shards, the
+# eval set as the MLPerf reference picks it (prep bert --eval-10k).
+rm -rf "$out/ckpt"
+stamp="synth bert size=$size seed=$seed L=$L P=$P"
+if [ "$reuse" = 1 ] && [ "$(cat "$out/data.stamp" 2>/dev/null)" = "$stamp" ]; then
+    step prep "reusing $out ($stamp)"
+else
+    step prep "prep synth bert --size $([ "$size" = large ] && echo large || echo ci) (seed $seed), max_seq_length $L, $P predictions"
+    rm -rf "$out/text" "$out/parts" "$out/shards" "$out/eval.tks" "$out/data.stamp"
+    "$bin/prep" synth bert --size "$([ "$size" = large ] && echo large || echo ci)" --seed "$seed" \
+        --threads "$(nproc 2>/dev/null || echo 2)" -o "$out/text" >"$out/synth.json"
+    mkdir -p "$out/parts"
+    # shellcheck disable=SC2016 # expanded by the inner shell
+    ls "$out"/text/part-* | xargs -P "$(nproc 2>/dev/null || echo 2)" -I{} sh -c \
+        '"$1" bert --vocab "$2/text/vocab.txt" --max-seq-length "$3" --max-predictions "$4" --seed "$5" \
+            -o "$2/parts/$(basename "$6").tks" "$6"' sh "$bin/prep" "$out" "$L" "$P" "$seed" {}
+    step shard "the examples -> 2 shards"
+    "$bin/shard" --cat "$out"/parts/*.tks | "$bin/shard" -n 2 -o "$out/shards" - >/dev/null
+    rm -rf "$out/parts"
+    "$bin/prep" bert --vocab "$out/text/vocab.txt" --eval-10k --max-seq-length "$L" --max-predictions "$P" \
+        -o "$out/eval.tks" "$out/text/eval.txt"
+    echo "$stamp" >"$out/data.stamp"
+fi
+if [ -z "$target" ]; then
+    target=$(sed -n 's/^ *"oracle_mlm_accuracy": \([0-9.]*\),*$/\1/p' "$out/text/manifest.json" |
+        awk '{t = $1 - 0.05; if (t > 0.72 || t <= 0) t = 0.72; printf "%.4f", t}')
+fi
+
+step train "train-step $(basename "$config") on $backend, target mlm_accuracy $target$([ "$gpus" -gt 1 ] && echo ", $gpus ranks (share/launch)")"
+rm -f "$out/bert.mllog" "$out/rdv"
+set +e
+train=("$bin/train-step" -c "$config" -t "$out/shards" -e "$out/eval.tks" --backend "$backend"
+    --mllog "$out/bert.mllog" --ckpt-dir "$out/ckpt" --log-every 0 --set "target.mlm_accuracy=$target")
+[ "$every" = 0 ] || train+=(--eval-every "$every")
+train+=("${extra[@]}")
+if [ "$gpus" -gt 1 ]; then
+    "$root/share/launch" -n "$gpus" -- "${train[@]}" --rendezvous "file:$out/rdv" >"$out/train.jsonl"
+else
+    "${train[@]}" >"$out/train.jsonl"
+fi
+rc=$?
+set -e
+[ "$rc" -le 1 ] || { echo "run.sh: train-step failed (exit $rc)" >&2; exit "$rc"; }
+
+ckpt=$(ls -1 "$out"/ckpt/step-*.safetensors | sort -t- -k2 -n | tail -1)
+step evaluate "$(basename "$ckpt")"
+"$bin/evaluate" --checkpoint "$ckpt" --eval "$out/eval.tks" --backend "$backend" >"$out/evaluate.jsonl"
+
+checks=ok
+if [ -x "$bin/log-check" ]; then
+    step log-check "$out/bert.mllog"
+    "$bin/log-check" --ruleset 1.1.0 "$out/bert.mllog" >"$out/log-check.txt" || checks=failed
+fi
+if python3 -c 'import mlperf_logging' 2>/dev/null; then
+    step checker "mlperf_logging.compliance_checker --ruleset 1.1.0"
+    (cd "$out" && python3 -m mlperf_logging.compliance_checker --usage training --ruleset 1.1.0 \
+        bert.mllog >checker.txt 2>&1) || checks=failed
+fi
+
+result=$(grep '"type":"result"' "$out/train.jsonl")
+field() { sed -n "s/.*\"$1\":\([^,}]*\).*/\1/p" <<<"$result"; }
+total_ms=$((($(date +%s%N) - t0) / 1000000))
+printf 'bert: reached=%s mlm_accuracy=%s target=%s time_to_train_s=%s samples=%s backend=%s log=%s checks=%s total_s=%d.%03d\n' \
+    "$(field reached)" "$(field best_mlm_accuracy)" "$(field target)" "$(field time_to_train_s)" \
+    "$(field samples)" "$backend" "$out/bert.mllog" "$checks" $((total_ms / 1000)) $((total_ms % 1000))
+[ "$checks" = ok ] || exit 1
+exit "$rc"
