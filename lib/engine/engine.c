@@ -323,13 +323,13 @@ typedef struct {
     const tk_workload *wl;
     const void *cfg;
     char *const *paths;
-    int npaths;
+    int npaths, rank, world;
     int64_t spe;
 } src_arg;
 
 static int src_open(void *arg, void **rd, tk_err *e) {
     src_arg *a = arg;
-    return a->wl->reader_open(a->cfg, a->paths, a->npaths, rd, e);
+    return a->wl->reader_open(a->cfg, a->rank, a->world, a->paths, a->npaths, rd, e);
 }
 
 typedef struct {
@@ -425,7 +425,8 @@ static int train(run *r, tk_err *e) {
     if (o->max_steps > 0 && o->max_steps < stop_at) stop_at = o->max_steps;
     // Loader threads decode the batches ahead into pinned buffers while the device trains.
     int nload = o->loader_threads > 0 ? (int)o->loader_threads : r->c->backend == TK_BACKEND_CUDA ? default_loaders(r) : 1;
-    src_arg sa = {.wl = wl, .cfg = r->I.cfg, .paths = o->train, .npaths = o->ntrain, .spe = r->steps_per_epoch};
+    src_arg sa = {.wl = wl, .cfg = r->I.cfg, .paths = o->train, .npaths = o->ntrain, .spe = r->steps_per_epoch,
+                  .rank = o->ri.rank, .world = o->ri.world};
     tk_batch_source src = {.open = src_open_rd, .read = src_read, .close = src_close, .arg = &sa};
     tk_loader *ld = NULL;
     int rc = r->step < stop_at ? tk_loader_start(&ld, r->c, &src, &r->L, r->step, stop_at, nload, e) : 0;
@@ -532,7 +533,7 @@ static int dump_step(run *r, tk_err *e) {
     int rc = 0;
     for (int f = 0; !rc && f < r->L.nfields; f++)
         if (!(bufs[f] = malloc(r->L.bytes[f] + 1))) rc = tk_err_set(e, TK_EIO, "out of host memory");
-    if (!rc) rc = r->wl->reader_open(r->I.cfg, r->o->train, r->o->ntrain, &rd, e);
+    if (!rc) rc = r->wl->reader_open(r->I.cfg, r->o->ri.rank, r->o->ri.world, r->o->train, r->o->ntrain, &rd, e);
     if (!rc) rc = r->wl->read_batch(rd, r->step, r->steps_per_epoch, bufs, e);
     for (int f = 0; !rc && f < r->L.nfields; f++)
         rc = tk_memcpy_h2d(r->c, r->inputs[f], bufs[f], r->L.bytes[f], TK_STREAM_COMPUTE, e);
@@ -574,7 +575,7 @@ static int init(run *r, tk_backend be, tk_err *e) {
     if (want_comm) TRY(tk_comm_create(r->c, &o->ri, o->rendezvous, o->comm_timeout, &r->comm, e));
     // The data: its size gives the epoch.
     void *rd;
-    TRY(r->wl->reader_open(r->I.cfg, o->train, o->ntrain, &rd, e));
+    TRY(r->wl->reader_open(r->I.cfg, o->ri.rank, o->ri.world, o->train, o->ntrain, &rd, e));
     r->count = (int64_t)r->wl->reader_count(rd);
     r->B = r->I.run.batch;
     r->steps_per_epoch = r->count / r->B;

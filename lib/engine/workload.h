@@ -106,8 +106,10 @@ typedef struct tk_workload {
     int (*weights_loaded)(void *model, tk_err *e);
 
     // ---- data ----
-    // A reader of the training data; the engine opens one per loader thread.
-    int (*reader_open)(const void *cfg, char *const *paths, int npaths, void **rd, tk_err *e);
+    // A reader of the training data; the engine opens one per loader thread. rank and world: this
+    // process's place among the ranks, for a reader that decodes only its share of each global
+    // batch (batch_layout then gives the share's sizes).
+    int (*reader_open)(const void *cfg, int rank, int world, char *const *paths, int npaths, void **rd, tk_err *e);
     void (*reader_close)(void *rd);
     uint64_t (*reader_count)(void *rd);             // records
     // Batch `step` (0-based over the run; steps_per_epoch = count / global batch) into host fields

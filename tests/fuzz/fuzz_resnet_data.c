@@ -27,7 +27,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char *paths[1] = {path};
     if (rn_config_parse(root, "fuzz.json", &run, &cfg, &e) == 0) {
         rn_reader *r = NULL;
-        if (rn_reader_open(&cfg, paths, 1, &r, &e) == 0) {
+        if (rn_reader_open(&cfg, 0, 1, paths, 1, &r, &e) == 0) {
             uint64_t n = rn_reader_count(r);
             uint8_t img[2 * 8 * 8 * 3];
             int32_t lab[2];

@@ -165,10 +165,9 @@ static rn_reader *reader(rn_config *cfg, const char *path, int64_t B, int S, int
     snprintf(json, sizeof json, "{\"model\": {\"layers\": [1], \"width\": 4, \"image_size\": %d, \"classes\": 10}, "
                                 "\"data\": {\"flip\": %s}}", S, flip ? "true" : "false");
     if (parse(json, B, cfg, &e)) return NULL;
-    cfg->sh->rank = rank, cfg->sh->world = world;
     char *paths[1] = {(char *)path};
     rn_reader *r = NULL;
-    if (rn_reader_open(cfg, paths, 1, &r, &e)) printf("# %s\n", errstr(&e));
+    if (rn_reader_open(cfg, rank, world, paths, 1, &r, &e)) printf("# %s\n", errstr(&e));
     return r;
 }
 
@@ -294,7 +293,7 @@ TK_TEST(reader_bad_data) {
     CHECK_EQ_INT(parse(json, 4, &cfg, &e), 0);
     char *p[1] = {(char *)small};
     rn_reader *r = NULL;
-    CHECK_EQ_INT(rn_reader_open(&cfg, p, 1, &r, &e), TK_EDATA);
+    CHECK_EQ_INT(rn_reader_open(&cfg, 0, 1, p, 1, &r, &e), TK_EDATA);
     char want[600];
     snprintf(want, sizeof want, "%s: images of 12x12, smaller than model.image_size 16", small);
     CHECK(strstr(errstr(&e), want) != NULL);

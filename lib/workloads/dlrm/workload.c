@@ -54,7 +54,9 @@ typedef struct {
     const tk_dlrm_config *cfg;
 } reader;
 
-static int wl_reader_open(const void *cfg, char *const *paths, int npaths, void **rd, tk_err *e) {
+// Every rank reads the whole global batch (the tables' owners look up all of it).
+static int wl_reader_open(const void *cfg, int rank, int world, char *const *paths, int npaths, void **rd, tk_err *e) {
+    (void)rank, (void)world;
     const tk_dlrm_config *c = cfg;
     reader *r = calloc(1, sizeof *r);
     if (!r) return tk_err_set(e, TK_EIO, "out of host memory");

@@ -44,7 +44,9 @@ static void reader_close(void *rd) {
     free(d);
 }
 
-static int reader_open(const void *cfg, char *const *paths, int npaths, void **out, tk_err *e) {
+// Every rank reads the whole global batch and trains its rows (a small model: reading is cheap).
+static int reader_open(const void *cfg, int rank, int world, char *const *paths, int npaths, void **out, tk_err *e) {
+    (void)rank, (void)world;
     const tk_mlp_config *c = cfg;
     reader *d = calloc(1, sizeof *d);
     if (!d) return tk_err_set(e, TK_EIO, "out of host memory");
@@ -128,7 +130,7 @@ static int evalset_load(void *model, char *const *paths, int npaths, void **out,
     tk_mlp *m = model;
     tk_mlp_config c = m->cfg;
     reader *d;
-    TRY(reader_open(&c, paths, npaths, (void **)&d, e));
+    TRY(reader_open(&c, 0, 1, paths, npaths, (void **)&d, e));
     evalset *es = calloc(1, sizeof *es);
     int64_t n = (int64_t)reader_count(d);
     uint8_t *hl = malloc((size_t)n + 1);

@@ -107,7 +107,6 @@ int rn_config_parse(json_t *root, const char *path, const tk_run_cfg *run, rn_co
     cfg->sh = calloc(1, sizeof *cfg->sh);
     if (!cfg->sh) return tk_err_set(e, TK_EIO, "out of host memory");
     pthread_mutex_init(&cfg->sh->mu, NULL);
-    cfg->sh->world = 1;
     return 0;
 }
 

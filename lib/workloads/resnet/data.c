@@ -310,6 +310,7 @@ struct rn_reader {
     int64_t perm_epoch;
     int64_t *rec;
     rn_decoder dec;
+    int rank, world;             // the share of each global batch it decodes
 };
 
 static int same_paths(const rn_shared *sh, char *const *paths, int npaths) {
@@ -350,14 +351,20 @@ void rn_shared_free(rn_shared *sh) {
     free(sh);
 }
 
-int rn_reader_open(const rn_config *cfg, char *const *paths, int npaths, rn_reader **out, tk_err *e) {
+int rn_reader_open(const rn_config *cfg, int rank, int world, char *const *paths, int npaths, rn_reader **out,
+                   tk_err *e) {
     *out = NULL;
+    if (world < 1 || cfg->batch % world != 0)
+        return tk_err_set(e, TK_EUSAGE, "resnet: the global batch (%lld) must be a multiple of the world size (%d)",
+                          (long long)cfg->batch, world);
     rn_reader *r = calloc(1, sizeof *r);
     if (!r) return tk_err_set(e, TK_EIO, "out of host memory");
     r->cfg = cfg;
+    r->rank = rank;
+    r->world = world;
     r->perm_epoch = -1;
     int rc = shared_load(cfg, paths, npaths, &r->ds, &r->own, e);
-    int b = (int)(cfg->batch / (cfg->sh->world > 0 ? cfg->sh->world : 1));
+    int b = (int)(cfg->batch / world);
     if (!rc && !(r->rec = malloc((size_t)b * sizeof *r->rec))) rc = tk_err_set(e, TK_EIO, "out of host memory");
     if (!rc) rc = decoder_open(cfg, r->ds, b, &r->dec, e);
     if (rc) {
@@ -398,8 +405,8 @@ static int epoch_order(rn_reader *r, int64_t epoch, tk_err *e) {
 
 int rn_reader_batch(rn_reader *r, int64_t step, int64_t spe, uint8_t *img, int32_t *label, tk_err *e) {
     const rn_config *cfg = r->cfg;
-    const int world = cfg->sh->world, b = (int)(cfg->batch / world);
-    const int64_t epoch = step / spe, i = step % spe, first = i * cfg->batch + (int64_t)cfg->sh->rank * b;
+    const int b = (int)(cfg->batch / r->world);
+    const int64_t epoch = step / spe, i = step % spe, first = i * cfg->batch + (int64_t)r->rank * b;
     if (first + b > r->ds->n) return tk_err_set(e, TK_EINTERNAL, "resnet: batch %lld past the data", (long long)step);
     TRY(epoch_order(r, epoch, e));
     for (int k = 0; k < b; k++) r->rec[k] = r->perm[first + k];

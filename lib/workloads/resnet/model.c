@@ -293,10 +293,6 @@ int rn_create(const rn_config *cfg, const tk_wl_env *env, rn_model **out, tk_err
         goto fail;
     }
     m->b = (int)(cfg->batch / world);
-    if (cfg->sh) { // the readers decode this rank's share
-        cfg->sh->rank = m->dist->rank;
-        cfg->sh->world = world;
-    }
     if (m->c->backend == TK_BACKEND_CUDA) {
         if ((rc = tk_cudnn_create(m->c, 0, &m->dnn, e))) goto fail;
         if ((rc = pick_stem_channels(m, e))) goto fail;

@@ -41,11 +41,10 @@ enum { RN_INIT_TORCHVISION = 0, RN_INIT_MLPERF = 1 };
 
 struct rn_dataset;
 
-// What the loader threads' readers share (config.c makes it, create fills rank and world): the
-// training set is read into memory once for all of them.
+// What the loader threads' readers share (config.c makes it): the training set is read into
+// memory once for all of them.
 typedef struct rn_shared {
     pthread_mutex_t mu;
-    int rank, world;             // the reader decodes this rank's share of each global batch
     struct rn_dataset *train;    // the cached training set, and the files it came from
     char **paths;
     int npaths;
@@ -162,7 +161,9 @@ int rn_train_step(rn_model *m, tk_err *e); // both on the input buffers
 
 // ---- data.c ----
 typedef struct rn_reader rn_reader;
-int rn_reader_open(const rn_config *cfg, char *const *paths, int npaths, rn_reader **r, tk_err *e);
+// rank of world: the reader decodes this rank's share of each global batch.
+int rn_reader_open(const rn_config *cfg, int rank, int world, char *const *paths, int npaths, rn_reader **r,
+                   tk_err *e);
 void rn_reader_close(rn_reader *r);
 uint64_t rn_reader_count(const rn_reader *r);
 // Batch `step` of the run (this rank's share of the global batch) into img ((b, S, S, 3) u8: the

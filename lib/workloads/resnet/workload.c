@@ -45,8 +45,8 @@ static int wl_loaded(void *m, tk_err *e) { return rn_weights_loaded(m, e); }
 
 // ---- data ----
 
-static int wl_reader_open(const void *cfg, char *const *paths, int npaths, void **rd, tk_err *e) {
-    return rn_reader_open(cfg, paths, npaths, (rn_reader **)rd, e);
+static int wl_reader_open(const void *cfg, int rank, int world, char *const *paths, int npaths, void **rd, tk_err *e) {
+    return rn_reader_open(cfg, rank, world, paths, npaths, (rn_reader **)rd, e);
 }
 static void wl_reader_close(void *rd) { rn_reader_close(rd); }
 static uint64_t wl_reader_count(void *rd) { return rn_reader_count(rd); }
