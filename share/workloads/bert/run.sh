@@ -57,7 +57,7 @@ done
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive} # (see share/workloads/dlrm/run.sh)
 t0=$(date +%s%N)
 mkdir -p "$out"
-step() { printf '%-10s %s [%d s]\n' "$1" "$2" $((($(date +%s%N) - t0) / 1000000000)) >&2; }
+. "$root/share/workloads/run-common.sh" # step, run_workload
 
 if [ "$backend" = auto ]; then
     backend=cpu
@@ -109,42 +109,7 @@ if [ -z "$target" ]; then
         awk '{t = $1 - 0.05; if (t > 0.72 || t <= 0) t = 0.72; printf "%.4f", t}')
 fi
 
-step train "train-step $(basename "$config") on $backend, target mlm_accuracy $target$([ "$gpus" -gt 1 ] && echo ", $gpus ranks (share/launch)")"
-rm -f "$out/bert.mllog" "$out/rdv"
-set +e
-train=("$bin/train-step" -c "$config" -t "$out/shards" -e "$out/eval.tks" --backend "$backend"
-    --mllog "$out/bert.mllog" --ckpt-dir "$out/ckpt" --log-every 0 --set "target.mlm_accuracy=$target")
-[ "$every" = 0 ] || train+=(--eval-every "$every")
-train+=("${extra[@]}")
-if [ "$gpus" -gt 1 ]; then
-    "$root/share/launch" -n "$gpus" -- "${train[@]}" --rendezvous "file:$out/rdv" >"$out/train.jsonl"
-else
-    "${train[@]}" >"$out/train.jsonl"
-fi
-rc=$?
-set -e
-[ "$rc" -le 1 ] || { echo "run.sh: train-step failed (exit $rc)" >&2; exit "$rc"; }
-
-ckpt=$(ls -1 "$out"/ckpt/step-*.safetensors | sort -t- -k2 -n | tail -1)
-step evaluate "$(basename "$ckpt")"
-"$bin/evaluate" --checkpoint "$ckpt" --eval "$out/eval.tks" --backend "$backend" >"$out/evaluate.jsonl"
-
-checks=ok
-if [ -x "$bin/log-check" ]; then
-    step log-check "$out/bert.mllog"
-    "$bin/log-check" --ruleset 1.1.0 "$out/bert.mllog" >"$out/log-check.txt" || checks=failed
-fi
-if python3 -c 'import mlperf_logging' 2>/dev/null; then
-    step checker "mlperf_logging.compliance_checker --ruleset 1.1.0"
-    (cd "$out" && python3 -m mlperf_logging.compliance_checker --usage training --ruleset 1.1.0 \
-        bert.mllog >checker.txt 2>&1) || checks=failed
-fi
-
-result=$(grep '"type":"result"' "$out/train.jsonl")
-field() { sed -n "s/.*\"$1\":\([^,}]*\).*/\1/p" <<<"$result"; }
-total_ms=$((($(date +%s%N) - t0) / 1000000))
-printf 'bert: reached=%s mlm_accuracy=%s target=%s time_to_train_s=%s samples=%s backend=%s log=%s checks=%s total_s=%d.%03d\n' \
-    "$(field reached)" "$(field best_mlm_accuracy)" "$(field target)" "$(field time_to_train_s)" \
-    "$(field samples)" "$backend" "$out/bert.mllog" "$checks" $((total_ms / 1000)) $((total_ms % 1000))
-[ "$checks" = ok ] || exit 1
-exit "$rc"
+train_args=(--set "target.mlm_accuracy=$target")
+[ "$every" = 0 ] || train_args+=(--eval-every "$every")
+train_args+=("${extra[@]}")
+run_workload bert mlm_accuracy

@@ -66,7 +66,7 @@ done
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 t0=$(date +%s%N)
 mkdir -p "$out"
-step() { printf '%-10s %s [%d s]\n' "$1" "$2" $((($(date +%s%N) - t0) / 1000000000)) >&2; }
+. "$root/share/workloads/run-common.sh" # step, run_workload
 
 # The backend first: it picks the default size.
 if [ "$backend" = auto ]; then
@@ -123,42 +123,5 @@ else
     echo "$stamp" >"$out/data.stamp"
 fi
 
-step train "train-step $(basename "$config") on $backend$([ "$gpus" -gt 1 ] && echo ", $gpus ranks (share/launch)")"
-rm -f "$out/dlrm.mllog"
-set +e
-train=("$bin/train-step" -c "$config" -t "$out/shards" -e "$out/eval.tks" --backend "$backend"
-    --mllog "$out/dlrm.mllog" --ckpt-dir "$out/ckpt" --log-every 0 "${extra[@]}")
-if [ "$gpus" -gt 1 ]; then
-    # Same global batch as on one GPU (so the same convergence), split over the ranks; they meet
-    # through the rendezvous share/launch gives them.
-    "$root/share/launch" -n "$gpus" -- "${train[@]}" >"$out/train.jsonl"
-else
-    "${train[@]}" >"$out/train.jsonl"
-fi
-rc=$?
-set -e
-[ "$rc" -le 1 ] || { echo "run.sh: train-step failed (exit $rc)" >&2; exit "$rc"; }
-
-ckpt=$(ls -1 "$out"/ckpt/step-*.safetensors | sort -t- -k2 -n | tail -1)
-step evaluate "$(basename "$ckpt")"
-"$bin/evaluate" --checkpoint "$ckpt" --eval "$out/eval.tks" --backend "$backend" >"$out/evaluate.jsonl"
-
-checks=ok
-if [ -x "$bin/log-check" ]; then
-    step log-check "$out/dlrm.mllog"
-    "$bin/log-check" --ruleset 1.1.0 "$out/dlrm.mllog" >"$out/log-check.txt" || checks=failed
-fi
-if python3 -c 'import mlperf_logging' 2>/dev/null; then
-    step checker "mlperf_logging.compliance_checker --ruleset 1.1.0"
-    (cd "$out" && python3 -m mlperf_logging.compliance_checker --usage training --ruleset 1.1.0 \
-        dlrm.mllog >checker.txt 2>&1) || checks=failed
-fi
-
-result=$(grep '"type":"result"' "$out/train.jsonl")
-field() { sed -n "s/.*\"$1\":\([^,}]*\).*/\1/p" <<<"$result"; }
-total_ms=$((($(date +%s%N) - t0) / 1000000))
-printf 'dlrm: reached=%s auc=%s target=%s time_to_train_s=%s samples=%s backend=%s log=%s checks=%s total_s=%d.%03d\n' \
-    "$(field reached)" "$(field best_auc)" "$(field target)" "$(field time_to_train_s)" \
-    "$(field samples)" "$backend" "$out/dlrm.mllog" "$checks" $((total_ms / 1000)) $((total_ms % 1000))
-[ "$checks" = ok ] || exit 1
-exit "$rc"
+train_args=("${extra[@]}")
+run_workload dlrm auc

@@ -63,7 +63,7 @@ done
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 t0=$(date +%s%N)
 mkdir -p "$out"
-step() { printf '%-10s %s [%d s]\n' "$1" "$2" $((($(date +%s%N) - t0) / 1000000000)) >&2; }
+. "$root/share/workloads/run-common.sh" # step, run_workload
 
 if [ "$backend" = auto ]; then
     backend=cpu
@@ -107,35 +107,6 @@ else
     echo "$stamp" >"$out/data.stamp"
 fi
 
-step train "train-step $(basename "$config") on $backend"
-rm -f "$out/resnet.mllog"
-set +e
-"$bin/train-step" -c "$config" -t "$out/shards" -e "$out/eval.tks" --backend "$backend" \
-    --mllog "$out/resnet.mllog" --ckpt-dir "$out/ckpt" --log-every 0 "${sets[@]}" "${extra[@]}" >"$out/train.jsonl"
-rc=$?
-set -e
-[ "$rc" -le 1 ] || { echo "run.sh: train-step failed (exit $rc)" >&2; exit "$rc"; }
-
-ckpt=$(ls -1 "$out"/ckpt/step-*.safetensors | sort -t- -k2 -n | tail -1)
-step evaluate "$(basename "$ckpt")"
-"$bin/evaluate" --checkpoint "$ckpt" --eval "$out/eval.tks" --backend "$backend" >"$out/evaluate.jsonl"
-
-checks=ok
-if [ -x "$bin/log-check" ]; then
-    step log-check "$out/resnet.mllog"
-    "$bin/log-check" --ruleset 1.1.0 "$out/resnet.mllog" >"$out/log-check.txt" || checks=failed
-fi
-if python3 -c 'import mlperf_logging' 2>/dev/null; then
-    step checker "mlperf_logging.compliance_checker --ruleset 1.1.0"
-    (cd "$out" && python3 -m mlperf_logging.compliance_checker --usage training --ruleset 1.1.0 \
-        resnet.mllog >checker.txt 2>&1) || checks=failed
-fi
-
-result=$(grep '"type":"result"' "$out/train.jsonl")
-field() { sed -n "s/.*\"$1\":\([^,}]*\).*/\1/p" <<<"$result"; }
-total_ms=$((($(date +%s%N) - t0) / 1000000))
-printf 'resnet: reached=%s top1=%s target=%s time_to_train_s=%s samples=%s backend=%s log=%s checks=%s total_s=%d.%03d\n' \
-    "$(field reached)" "$(field best_top1)" "$(field target)" "$(field time_to_train_s)" \
-    "$(field samples)" "$backend" "$out/resnet.mllog" "$checks" $((total_ms / 1000)) $((total_ms % 1000))
-[ "$checks" = ok ] || exit 1
-exit "$rc"
+gpus=1
+train_args=("${sets[@]}" "${extra[@]}")
+run_workload resnet top1

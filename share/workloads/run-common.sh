@@ -1,0 +1,50 @@
+# What every share/workloads/NAME/run.sh shares, sourced after it has made its data: train, then
+# evaluate the last checkpoint, check the MLLOG (log-check and, when installed, MLCommons'
+# checker), print the one result line. The caller sets:
+#   bin root out config backend gpus  the binaries, the repository, the output directory (with
+#                                     shards/ and eval.tks), the config, cpu|cuda, ranks
+#   t0                                the start (date +%s%N), for the step timestamps
+#   train_args (array)                more train-step options (may be empty)
+# and calls run_workload NAME METRIC. Exit: train-step's (0 reached, 1 not), 1 when a check failed.
+
+step() { printf '%-10s %s [%d s]\n' "$1" "$2" $((($(date +%s%N) - t0) / 1000000000)) >&2; }
+
+run_workload() { # NAME METRIC
+    local name=$1 metric=$2 rc ckpt checks=ok
+    step train "train-step $(basename "$config") on $backend$([ "$gpus" -gt 1 ] && echo ", $gpus ranks (share/launch)")"
+    rm -f "$out/$name.mllog"
+    local train=("$bin/train-step" -c "$config" -t "$out/shards" -e "$out/eval.tks" --backend "$backend"
+                 --mllog "$out/$name.mllog" --ckpt-dir "$out/ckpt" --log-every 0 "${train_args[@]}")
+    set +e
+    if [ "$gpus" -gt 1 ]; then
+        # the same global batch as on one GPU (so the same convergence), split over the ranks; they
+        # meet through the rendezvous share/launch gives them
+        "$root/share/launch" -n "$gpus" -- "${train[@]}" >"$out/train.jsonl"
+    else
+        "${train[@]}" >"$out/train.jsonl"
+    fi
+    rc=$?
+    set -e
+    [ "$rc" -le 1 ] || { echo "run.sh: train-step failed (exit $rc)" >&2; exit "$rc"; }
+    ckpt=$(ls -1 "$out"/ckpt/step-*.safetensors | sort -t- -k2 -n | tail -1)
+    step evaluate "$(basename "$ckpt")"
+    "$bin/evaluate" --checkpoint "$ckpt" --eval "$out/eval.tks" --backend "$backend" >"$out/evaluate.jsonl"
+    if [ -x "$bin/log-check" ]; then
+        step log-check "$out/$name.mllog"
+        "$bin/log-check" --ruleset 1.1.0 "$out/$name.mllog" >"$out/log-check.txt" || checks=failed
+    fi
+    if python3 -c 'import mlperf_logging' 2>/dev/null; then
+        step checker "mlperf_logging.compliance_checker --ruleset 1.1.0"
+        (cd "$out" && python3 -m mlperf_logging.compliance_checker --usage training --ruleset 1.1.0 \
+            "$name.mllog" >checker.txt 2>&1) || checks=failed
+    fi
+    local result total_ms
+    result=$(grep '"type":"result"' "$out/train.jsonl")
+    field() { sed -n "s/.*\"$1\":\([^,}]*\).*/\1/p" <<<"$result"; }
+    total_ms=$((($(date +%s%N) - t0) / 1000000))
+    printf '%s: reached=%s %s=%s target=%s time_to_train_s=%s samples=%s backend=%s log=%s checks=%s total_s=%d.%03d\n' \
+        "$name" "$(field reached)" "$metric" "$(field "best_$metric")" "$(field target)" "$(field time_to_train_s)" \
+        "$(field samples)" "$backend" "$out/$name.mllog" "$checks" $((total_ms / 1000)) $((total_ms % 1000))
+    [ "$checks" = ok ] || exit 1
+    exit "$rc"
+}
