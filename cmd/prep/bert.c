@@ -19,7 +19,7 @@
 #include "bert/hdf5.h"
 #include "bert/pretrain.h"
 #include "bert/synth.h"
-#include "criteo/criteo.h" // tk_lines
+#include "core/lines.h"
 #include "prep/prep.h"
 
 // ---- BERT (man/man5/trainkit-bert.5) ---------------------------------------------------------

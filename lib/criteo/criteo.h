@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "core/err.h"
+#include "core/lines.h" // tk_lines: the TSV files are read through it
 #include "tks/tks.h"
 
 #define CRITEO_DENSE 13
@@ -23,18 +24,6 @@ typedef struct {
     int32_t dense[CRITEO_DENSE];
     uint32_t cat[CRITEO_CAT];
 } criteo_row;
-
-// ---- line input over plain, gzip (zlib) or zstd data, detected by magic bytes -------------
-typedef struct tk_lines tk_lines;
-// path "-" reads stdin.
-int tk_lines_open(tk_lines **l, const char *path, tk_err *e);
-// The next line without its '\n' (*line = NULL at the end). *newline = 0 when the data ended
-// without one. The pointer is valid until the next call.
-int tk_lines_next(tk_lines *l, const char **line, size_t *len, int *newline, tk_err *e);
-uint64_t tk_lines_lineno(const tk_lines *l); // 1-based number of the line last returned
-const char *tk_lines_name(const tk_lines *l);
-uint64_t tk_lines_bytes_in(const tk_lines *l); // bytes of (compressed) input consumed so far
-void tk_lines_close(tk_lines *l);
 
 // Parse one TSV line (no '\n'). On error fills e->what only (the caller adds "FILE: line N").
 // last_line_unterminated turns a field-count error into "truncated line".

@@ -3,13 +3,14 @@
 // Concatenated gzip members and zstd frames are read through, as gzip -d and zstd -d do.
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <zlib.h>
 #include <zstd.h>
 
-#include "criteo/criteo.h"
+#include "core/lines.h"
 
 #define IN_CAP (1 << 16)
 #define MAX_LINE (1 << 20)
