@@ -257,14 +257,6 @@ void tk_dlrm_destroy(tk_dlrm *m) {
     free(m);
 }
 
-// N(0, 1) from two Philox words (Box-Muller; u1 in (0, 1] so the log is finite).
-static float philox_normal(uint64_t seed, uint32_t stream, uint64_t i) {
-    tk_philox_ctr r = tk_philox_draw(seed, stream, i >> 1);
-    int h = (int)(i & 1) * 2;
-    double u1 = 1.0 - tk_u32_to_unit(r.v[h]), u2 = tk_u32_to_unit(r.v[h + 1]);
-    return (float)(sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2));
-}
-
 // A distinct Philox stream per tensor: id 0.. for the MLP tensors, 1000+t for table t.
 static uint32_t init_stream(int id) { return (uint32_t)TK_RNG_INIT | (uint32_t)(id + 1) << 8; }
 
@@ -290,8 +282,8 @@ int tk_dlrm_init_weights(tk_dlrm *m, uint64_t seed, tk_err *e) {
         tk_dlrm_layer *L = &m->L[l];
         float *w = h + (L->W - m->dense_w), *b = h + (L->b - m->dense_w);
         double sw = sqrt(2.0 / (L->in + L->out)), sb = sqrt(1.0 / L->out);
-        for (size_t i = 0; i < (size_t)L->in * L->out; i++) w[i] = (float)(sw * philox_normal(seed, init_stream(2 * l), i));
-        for (int i = 0; i < L->out; i++) b[i] = (float)(sb * philox_normal(seed, init_stream(2 * l + 1), (uint64_t)i));
+        for (size_t i = 0; i < (size_t)L->in * L->out; i++) w[i] = (float)(sw * tk_philox_normal(seed, init_stream(2 * l), i));
+        for (int i = 0; i < L->out; i++) b[i] = (float)(sb * tk_philox_normal(seed, init_stream(2 * l + 1), (uint64_t)i));
     }
     int rc = tk_memcpy_h2d(m->c, m->dense_w, h, ds, TK_STREAM_COMPUTE, e);
     // Tables, a staging buffer at a time.

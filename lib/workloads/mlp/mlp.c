@@ -125,14 +125,6 @@ fail:
     return rc;
 }
 
-// N(0, 1) from two Philox words (Box-Muller; u1 in (0, 1] so the log is finite).
-static float philox_normal(uint64_t seed, uint32_t stream, uint64_t i) {
-    tk_philox_ctr r = tk_philox_draw(seed, stream, i >> 1);
-    int h = (int)(i & 1) * 2;
-    double u1 = 1.0 - tk_u32_to_unit(r.v[h]), u2 = tk_u32_to_unit(r.v[h + 1]);
-    return (float)(sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2));
-}
-
 // Weights N(0, sqrt(2/(in+out))) (Glorot's normal), biases 0, from a Philox stream per tensor.
 int tk_mlp_init_weights(tk_mlp *m, uint64_t seed, tk_err *e) {
     tk_params *P = m->env.params;
@@ -143,7 +135,7 @@ int tk_mlp_init_weights(tk_mlp *m, uint64_t seed, tk_err *e) {
         const tk_mlp_layer *L = &m->L[l];
         double s = sqrt(2.0 / (L->in + L->out));
         for (size_t k = 0; k < (size_t)L->in * L->out; k++)
-            h[L->woff + k] = (float)(s * philox_normal(seed, (uint32_t)TK_RNG_INIT | (uint32_t)(l + 1) << 8, k));
+            h[L->woff + k] = (float)(s * tk_philox_normal(seed, (uint32_t)TK_RNG_INIT | (uint32_t)(l + 1) << 8, k));
     }
     int rc = tk_memcpy_h2d(m->c, P->dense_w, h, n * 4, TK_STREAM_COMPUTE, e);
     free(h);
