@@ -118,7 +118,7 @@ if [ "${TRAIN_STEP:-0}" = 1 ] && [ -x "$BIN/train-step" ]; then
     printf '%-34s %8s %12s\n' "train-step resnet50 (JPEG shards)" loaders samples/s
     for dec in $DECODERS; do
         lt=$([ "$dec" = nvjpeg ] && echo "${LOADER_THREADS:-4}" || echo "$NPROC")
-        "$BIN/train-step" -c share/workloads/resnet/config.json -t "$DIR/train.tks" --backend cuda \
+        "$BIN/train-step" -c share/workloads/resnet/config.json -t "$DIR/train.tks" -e "$DIR/val.tks" --backend cuda \
             --set train.global_batch_size="$BATCH" --set optimizer.base_lr=2.5 --set model.classes="$classes" \
             --set data.decoder="$dec" --max-steps "${STEPS:-60}" --log-every 10 --loader-threads "$lt" \
             >"$DIR/ts-$dec.jsonl" 2>"$DIR/ts-$dec.err" || { echo "train-step ($dec) failed: $(tail -3 "$DIR/ts-$dec.err")"; continue; }

@@ -137,7 +137,7 @@ struct tk_img_decoder {
     int device, threads, host_out, hw;
     nvjpegHandle_t h;
     nvjpegJpegState_t st;
-    nvjpegJpegStream_t js;
+    nvjpegJpegStream_t *js;      // one per thread
     int init_n;                  // the batch size nvjpegDecodeBatchedInitialize was given
     size_t ncap;                 // per-image host arrays below, for ncap images
     tk_jpeg_info *info;
@@ -166,7 +166,9 @@ struct tk_img_decoder {
 static void nj_close(tk_img_decoder *d) {
     if (!d) return;
     if (d->ctx) cudaSetDevice(d->device);
-    if (d->js) api.JpegStreamDestroy(d->js);
+    for (int i = 0; d->js && i < d->threads; i++)
+        if (d->js[i]) api.JpegStreamDestroy(d->js[i]);
+    free(d->js);
     if (d->st) api.JpegStateDestroy(d->st);
     if (d->h) api.Destroy(d->h);
     cudaFree(d->px);
@@ -185,8 +187,11 @@ static int nj_open(tk_img_decoder **dp, const tk_img_decoder_opts *o, tk_err *e)
     char why[512];
     if (!nj_available(why, sizeof why)) {
         tk_err_set(e, TK_EDEVICE, "the nvjpeg image decoder is not available: %s", why);
-        return tk_err_hint(e, "install the nvidia-nvjpeg wheel (contrib/setup-deps.sh) or put libnvjpeg.so.13 on "
-                              "LD_LIBRARY_PATH (or TK_NVJPEG_LIB); data.decoder \"auto\" falls back to the cpu decoder");
+        if (strstr(why, "libnvjpeg"))
+            return tk_err_hint(e, "install the nvidia-nvjpeg wheel (contrib/setup-deps.sh) or put libnvjpeg.so.13 on "
+                                  "LD_LIBRARY_PATH (or name it in TK_NVJPEG_LIB); data.decoder \"auto\" falls back to "
+                                  "the cpu decoder");
+        return tk_err_hint(e, "data.decoder \"auto\" falls back to the cpu decoder");
     }
     tk_img_decoder *d = calloc(1, sizeof *d);
     if (!d) return tk_err_errno(e, ENOMEM, "out of memory");
@@ -204,7 +209,9 @@ static int nj_open(tk_img_decoder **dp, const tk_img_decoder_opts *o, tk_err *e)
         if (s != NVJPEG_STATUS_SUCCESS) d->h = NULL, rc = nj_fail(e, s, "cannot create a handle");
     }
     if (!rc && (s = api.JpegStateCreate(d->h, &d->st)) != NVJPEG_STATUS_SUCCESS) rc = nj_fail(e, s, "cannot create a state");
-    if (!rc && (s = api.JpegStreamCreate(d->h, &d->js)) != NVJPEG_STATUS_SUCCESS) rc = nj_fail(e, s, "cannot create a stream");
+    if (!rc && !(d->js = calloc((size_t)d->threads, sizeof *d->js))) rc = tk_err_errno(e, ENOMEM, "out of memory");
+    for (int i = 0; !rc && i < d->threads; i++)
+        if ((s = api.JpegStreamCreate(d->h, &d->js[i])) != NVJPEG_STATUS_SUCCESS) rc = nj_fail(e, s, "cannot create a stream");
     if (rc) {
         nj_close(d);
         return rc;
@@ -255,18 +262,31 @@ static int nj_run(tk_img_decoder *d, const tk_img_transform *t, const tk_img_job
     TRY(grow_host(d, n, e));
     CU(cudaSetDevice(d->device), "cannot select the device");
     cudaStream_t stream = (cudaStream_t)d->ctx->stream[TK_STREAM_COMPUTE];
-    // Headers (our reader, as the CPU decoder), plans, and which images nvJPEG takes.
-    for (size_t i = 0; i < n; i++) {
-        if (tk_jpeg_info_read(jobs[i].data, jobs[i].size, &d->info[i], e)) return sample_err(e, &jobs[i]);
+    // Headers (our reader, as the CPU decoder), plans, and which images nvJPEG takes, over the
+    // threads (one nvJPEG stream parser each); the first bad image names the error.
+    long long bad = -1;
+#pragma omp parallel for num_threads(d->threads) schedule(dynamic, 8)
+    for (long long i = 0; i < (long long)n; i++) {
+        tk_err te;
+        if (tk_jpeg_info_read(jobs[i].data, jobs[i].size, &d->info[i], &te)) {
+#pragma omp critical(tk_img_nvjpeg_err)
+            if (bad < 0 || i < bad) bad = i;
+            continue;
+        }
         tk_img_plan(t, d->info[i].width, d->info[i].height, jobs[i].sample, &d->geom[i]);
         int ok = d->info[i].components != 4;
         if (ok && d->hw) {
-            nvjpegStatus_t s = api.JpegStreamParse(d->h, jobs[i].data, jobs[i].size, 0, 0, d->js);
+            nvjpegJpegStream_t js = d->js[omp_get_thread_num()];
+            nvjpegStatus_t s = api.JpegStreamParse(d->h, jobs[i].data, jobs[i].size, 0, 0, js);
             int unsupported = 1;
-            if (s == NVJPEG_STATUS_SUCCESS) s = api.DecodeBatchedSupported(d->h, d->js, &unsupported);
+            if (s == NVJPEG_STATUS_SUCCESS) s = api.DecodeBatchedSupported(d->h, js, &unsupported);
             ok = s == NVJPEG_STATUS_SUCCESS && unsupported == 0;
         }
         d->gpu[i] = ok;
+    }
+    if (bad >= 0) {
+        tk_jpeg_info_read(jobs[bad].data, jobs[bad].size, &d->info[bad], e); // its message again
+        return sample_err(e, &jobs[bad]);
     }
     // Layout: the nvJPEG images at full size, then the CPU ones (only their crop's region).
     size_t px = 0, ngpu = 0, tmp = 0, gpu_bytes = 0;
@@ -328,7 +348,7 @@ static int nj_run(tk_img_decoder *d, const tk_img_transform *t, const tk_img_job
     }
     // The others with libjpeg-turbo, meanwhile, into pinned memory, then one upload
     if (cpu_bytes) {
-        long long bad = -1;
+        bad = -1;
         tk_err first;
         tk_err_clear(&first);
 #pragma omp parallel for num_threads(d->threads) schedule(dynamic, 1)
