@@ -202,10 +202,14 @@ static int nj_open(tk_img_decoder **dp, const tk_img_decoder_opts *o, tk_err *e)
     nvjpegStatus_t s = NVJPEG_STATUS_SUCCESS;
     if (!rc) {
         // The hardware engines where there are some; else the default backend (GPU-assisted
-        // Huffman decoding for batches), with libjpeg-like interpolated chroma upsampling.
-        s = api.CreateEx(NVJPEG_BACKEND_HARDWARE, NULL, NULL, NVJPEG_FLAGS_DEFAULT, &d->h);
+        // Huffman decoding for batches); both asked for interpolated chroma upsampling (closer
+        // to libjpeg-turbo's "fancy" upsampling than replication), the hardware one without it
+        // where it refuses the flag.
+        const unsigned interp = NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION;
+        s = api.CreateEx(NVJPEG_BACKEND_HARDWARE, NULL, NULL, interp, &d->h);
+        if (s != NVJPEG_STATUS_SUCCESS) s = api.CreateEx(NVJPEG_BACKEND_HARDWARE, NULL, NULL, NVJPEG_FLAGS_DEFAULT, &d->h);
         d->hw = s == NVJPEG_STATUS_SUCCESS;
-        if (!d->hw) s = api.CreateEx(NVJPEG_BACKEND_DEFAULT, NULL, NULL, NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION, &d->h);
+        if (!d->hw) s = api.CreateEx(NVJPEG_BACKEND_DEFAULT, NULL, NULL, interp, &d->h);
         if (s != NVJPEG_STATUS_SUCCESS) d->h = NULL, rc = nj_fail(e, s, "cannot create a handle");
     }
     if (!rc && (s = api.JpegStateCreate(d->h, &d->st)) != NVJPEG_STATUS_SUCCESS) rc = nj_fail(e, s, "cannot create a state");
