@@ -6,16 +6,18 @@
 // Specification: the CPU decoder (cpu.c) with the same plan (tk_img_plan: the same crop and flip
 // for the same (seed, epoch, sample)) and the same resampling, bit for bit, from the full-size
 // image. Two differences remain, documented in man/man7/trainkit.7 and measured by
-// tests/gpu/test_nvjpeg.c: nvJPEG's IDCT, chroma upsampling and color conversion differ from
-// libjpeg-turbo's by a few levels of 255, and the CPU decoder decodes training crops at a DCT
-// scale (1/2, 1/4, 1/8) where the crop allows, which the GPU does not (it decodes at full size).
+// tests/gpu/test_nvjpeg.c: nvJPEG's decode differs from libjpeg-turbo's by under one level of 255
+// on chroma-subsampled images (with interpolated chroma upsampling, asked for below; 84 levels
+// at colour edges without it), and the CPU decoder decodes training crops at a DCT scale (1/2,
+// 1/4, 1/8) where the crop allows, which the GPU does not (it decodes at full size).
 // Images the GPU path does not take go through libjpeg-turbo on the CPU (the region the crop
 // reads, at full size) and are uploaded: CMYK/YCCK (the CPU decoder's TensorFlow conversion),
 // and with the hardware backend what nvjpegDecodeBatchedSupported refuses (progressive, ...).
 //
-// libnvjpeg is opened at run time (dlopen libnvjpeg.so.13, .so.12 or .so, or $TK_NVJPEG_LIB), so
-// binaries built with the headers run where it is absent: the decoder then says it is not
-// available and tk_img_decoder_pick falls back to the CPU decoder.
+// libnvjpeg is opened at run time (dlopen $TK_NVJPEG_LIB, else libnvjpeg.so.13, .so.12 or .so on
+// the library path, else /usr/local/cuda/lib64/libnvjpeg.so.13), so binaries built with the
+// headers run where it is absent: the decoder then says it is not available and
+// tk_img_decoder_pick falls back to the CPU decoder.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,7 +61,8 @@ static char load_msg[512];
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 
 static void load(void) {
-    const char *names[] = {getenv("TK_NVJPEG_LIB"), "libnvjpeg.so.13", "libnvjpeg.so.12", "libnvjpeg.so"};
+    const char *names[] = {getenv("TK_NVJPEG_LIB"), "libnvjpeg.so.13", "libnvjpeg.so.12", "libnvjpeg.so",
+                           "/usr/local/cuda/lib64/libnvjpeg.so.13"}; // the toolkit's, off the library path
     void *l = NULL;
     const char *used = NULL;
     for (size_t i = 0; i < sizeof names / sizeof *names && !l; i++)

@@ -6,7 +6,11 @@
 // JPEG decoders (nvJPEG's IDCT, chroma upsampling and color conversion against libjpeg-turbo's);
 // the training default (dct_scale on) adds the CPU decoder's reduced-size decode. CMYK goes
 // through libjpeg-turbo in both: equal bit for bit. The measured numbers are printed as
-// "# table" lines (tests/gpu/RESULTS.md); the bounds below are the documented tolerance.
+// "# table" lines (tests/gpu/RESULTS.md); the bounds below are the documented tolerance
+// (trainkit(7)): measured on an H100 with nvJPEG 13.0.4's hardware backend and interpolated chroma
+// upsampling, a max of 0.0164 and a mean under 1e-5; without the interpolation (nvJPEG's
+// default) the 4:2:0/4:2:2 images differed by up to 1.46 (84 levels) at colour edges, which these
+// bounds refuse.
 #include <math.h>
 #include <string.h>
 
@@ -107,13 +111,13 @@ static void compare(const char *label, int train, int dct, double tol_mean, doub
             mx = d > mx ? d : mx;
             sum += d;
         }
-        printf("# table nvjpeg-vs-cpu %s %-28s max %.4f mean %.5f (levels of 255: max %.1f mean %.2f)\n", label,
+        printf("# table nvjpeg-vs-cpu %s %-28s max %.4f mean %.2e (levels of 255: max %.1f mean %.2e)\n", label,
                set[i].name, mx, sum / per, mx * 0.226 * 255, sum / per * 0.226 * 255);
         if (!dct && strstr(set[i].name, "cmyk")) CHECK(mx == 0); // libjpeg-turbo on both sides, full size
         all_max = mx > all_max ? mx : all_max;
         all_sum += sum;
     }
-    printf("# table nvjpeg-vs-cpu %s all %d images: max %.4f mean %.5f\n", label, n, all_max, all_sum / (per * n));
+    printf("# table nvjpeg-vs-cpu %s all %d images: max %.4f mean %.2e\n", label, n, all_max, all_sum / (per * n));
     CHECK(all_sum / (per * n) <= tol_mean);
     CHECK(all_max <= tol_max);
     for (int i = 0; i < n; i++) free(set[i].data);
@@ -129,13 +133,13 @@ static int have_nvjpeg(void) {
 
 TK_TEST(nvjpeg_matches_cpu_full_size) {
     if (!have_nvjpeg()) return;
-    compare("train, cpu at full size", 1, 0, 0.05, 1.5, tk_failed_);
-    compare("eval, cpu at full size", 0, 0, 0.05, 1.5, tk_failed_);
+    compare("train, cpu at full size", 1, 0, 1e-3, 0.05, tk_failed_);
+    compare("eval, cpu at full size", 0, 0, 1e-3, 0.05, tk_failed_);
 }
 
 TK_TEST(nvjpeg_against_cpu_dct_scaled) {
     if (!have_nvjpeg()) return;
-    compare("train, cpu dct-scaled (default)", 1, 1, 0.1, 3.0, tk_failed_);
+    compare("train, cpu dct-scaled (default)", 1, 1, 0.05, 1.0, tk_failed_);
 }
 
 TK_TEST(nvjpeg_bad_jpeg_is_data_error) {
