@@ -68,6 +68,20 @@ ifeq ($(HAVE_CUDNN),1)
 CFLAGS    += -DTK_HAVE_CUDNN
 NVCCFLAGS += -DTK_HAVE_CUDNN -I$(CUDNN_HOME)/include
 endif
+# nvJPEG (the GPU image decoder, lib/image/nvjpeg.c): its header from the toolkit, else from the
+# nvidia-nvjpeg wheel (python3's site-packages: nvidia/cu13/include, or nvidia/nvjpeg/include for
+# CUDA 12's). Named by path (-DTK_NVJPEG_H), not put on the include path: the wheel's folder holds
+# CUDA runtime headers of another version. libnvjpeg is opened at run time (dlopen), so nothing
+# is linked; without the header the decoder says "built without the nvJPEG headers". NVJPEG_H=
+# builds without it.
+ifeq ($(origin NVJPEG_H),undefined)
+NVJPEG_H := $(firstword $(wildcard $(CUDA_HOME)/include/nvjpeg.h) \
+              $(shell python3 -c 'import nvidia, os; print(" ".join(os.path.join(p, s, "include", "nvjpeg.h") \
+                for p in nvidia.__path__ for s in ("cu13", "nvjpeg") if os.path.exists(os.path.join(p, s, "include", "nvjpeg.h"))))' 2>/dev/null))
+endif
+ifneq ($(NVJPEG_H),)
+CFLAGS    += -DTK_HAVE_NVJPEG -DTK_NVJPEG_H='"$(NVJPEG_H)"'
+endif
 endif
 
 LIB_SRC  := $(sort $(shell find lib -name '*.c') $(wildcard kernels/*.c))

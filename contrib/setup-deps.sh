@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building and testing trainkit needs on Debian 12: the C libraries and test tools
 # from Debian, and the Python test oracles from PyPI (mlperf-logging, pycocotools,
-# faster-coco-eval, safetensors, numpy, torch, torchvision, pillow, h5py, transformers). The oracles are used by tests and contrib/ only;
+# faster-coco-eval, nvidia-nvjpeg (optional, with CUDA: the GPU JPEG decoder's header), safetensors, numpy, torch, torchvision, pillow, h5py, transformers). The oracles are used by tests and contrib/ only;
 # no trainkit binary needs Python.
 # Run it as it is, as root or as a user: it raises its privileges itself, with sudo, only for
 # apt-get and only when a Debian package is missing (a root shell needs no sudo installed; a user
@@ -42,6 +42,13 @@ if [ "${TK_SKIP_PY:-0}" != 1 ]; then
     # with this version of MLCommons' tools; its tests compare against it
     [ "$($py -c 'import importlib.metadata as m; print(m.version("mlperf-logging"))' 2>/dev/null)" = 4.1.68 ] ||
         need="$need mlperf-logging==4.1.68"
+    # Optional: nvJPEG's header and library (the GPU JPEG decoder, lib/image/nvjpeg.c), for the
+    # CUDA 13 toolkit; where pip cannot get it the build goes on without the GPU decoder
+    if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
+        $py -c 'import nvidia, os, sys; sys.exit(not any(os.path.exists(os.path.join(p, "cu13/include/nvjpeg.h")) for p in nvidia.__path__))' 2>/dev/null ||
+            $py -m pip install -q 'nvidia-nvjpeg==13.0.*' 2>/dev/null || $py -m pip install -q --break-system-packages 'nvidia-nvjpeg==13.0.*' ||
+            echo "setup-deps.sh: note: nvidia-nvjpeg not installed: building without the GPU JPEG decoder" >&2
+    fi
     if [ -n "$need" ]; then
         # Debian's own python3 refuses pip installs outside a venv (PEP 668): allow it explicitly.
         $py -m pip install -q $need 2>/dev/null || $py -m pip install -q --break-system-packages $need

@@ -2,11 +2,13 @@
 // decoded, cropped, flipped, normalized NHWC images, timed. Built and run by
 // contrib/bench/imagenet_pipeline.sh against build/libtrainkit.a.
 //   imagenet_pipeline [--batch B] [--threads T] [--epochs E] [--eval] [--f32] [--window F]
-//                     [--prefetch P] [--decoder cpu] [--no-dct] [--seed S] [--dump FILE] SHARD...
+//                     [--prefetch P] [--decoder cpu|nvjpeg|auto] [--no-dct] [--seed S] [--dump FILE] SHARD...
 // Prints one JSON line: images, seconds (the epochs after the first, which warms the caches),
 // images_per_s, cpu_seconds (user + system of the whole process over the same epochs: on a
 // shared machine images_per_cpu_s says more than the wall clock), and a checksum of all the
-// batches (the same for every thread count).
+// batches (the same for every thread count). A decoder writing device memory (nvjpeg) leaves
+// its batches there, as training would use them: the checksum covers each epoch's first batch
+// only (copied back: one batch an epoch).
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +17,9 @@
 
 #include "core/progress.h"
 #include "imagenet/imagenet.h"
+#ifdef TK_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
 
 static double cpu_now(void) {
     struct rusage u;
@@ -57,17 +62,21 @@ int main(int argc, char **argv) {
     o.t.seed = seed;
     if (nodct) o.t.dct_scale = 0;
     o.dopts.threads = threads;
-    if (!(o.decoder = tk_img_decoder_find(decoder))) {
+    char note[600];
+    if (!(o.decoder = tk_img_decoder_pick(decoder, note, sizeof note))) {
         fprintf(stderr, "imagenet_pipeline: no decoder '%s' (have: %s)\n", decoder, tk_img_decoder_names());
         return 2;
     }
+    if (note[0]) fprintf(stderr, "imagenet_pipeline: note: %s\n", note);
+    const int on_dev = o.decoder->out_on_device;
     imagenet_loader *L;
-    tk_err e;
+    tk_err e = {0};
     if (imagenet_loader_open(&L, argv + optind, argc - optind, &o, &e)) {
         fprintf(stderr, "imagenet_pipeline: %s: %s\n", e.where, e.what);
         return e.code;
     }
     size_t per = (size_t)o.t.out_w * o.t.out_h * 3 * (f32 ? 4 : 2);
+    uint8_t *host = on_dev ? malloc(per * (size_t)o.batch) : NULL;
     uint64_t images = 0, sum = 0;
     double t0 = 0, c0 = 0;
     for (int ep = 0; ep < epochs; ep++) {
@@ -76,12 +85,19 @@ int main(int argc, char **argv) {
         imagenet_batch *b;
         while (imagenet_loader_next(L, &b, &e) == 0 && b) {
             const uint8_t *p = b->images; // a cheap checksum of the bytes
-            for (size_t i = 0; i < b->n * per; i += 61) sum = sum * 31 + p[i];
+            if (on_dev) {
+                p = NULL;
+#ifdef TK_HAVE_CUDA
+                if (b->index == 0 && host && cudaMemcpy(host, b->images, b->n * per, cudaMemcpyDeviceToHost) == cudaSuccess)
+                    p = host;
+#endif
+            }
+            for (size_t i = 0; p && i < b->n * per; i += 61) sum = sum * 31 + p[i];
             for (size_t i = 0; i < b->n; i++) sum = sum * 31 + (uint64_t)b->labels[i];
-            if (dump && ep == 0 && b->index == 0) {
+            if (dump && ep == 0 && b->index == 0 && p) {
                 FILE *f = fopen(dump, "wb");
                 if (f) {
-                    fwrite(b->images, per, b->n, f);
+                    fwrite(p, per, b->n, f);
                     fclose(f);
                 }
             }
@@ -96,12 +112,13 @@ int main(int argc, char **argv) {
         imagenet_loader_close(L);
         return e.code;
     }
-    printf("{\"type\":\"pipeline\",\"mode\":\"%s\",\"dtype\":\"%s\",\"threads\":%d,\"batch\":%d,\"records\":%llu,"
+    printf("{\"type\":\"pipeline\",\"decoder\":\"%s\",\"mode\":\"%s\",\"dtype\":\"%s\",\"threads\":%d,\"batch\":%d,\"records\":%llu,"
            "\"images\":%llu,\"seconds\":%.4f,\"images_per_s\":%.1f,\"cpu_seconds\":%.4f,\"images_per_cpu_s\":%.1f,"
            "\"checksum\":\"%016llx\"}\n",
-           eval ? "eval" : "train", f32 ? "f32" : "bf16", threads, o.batch, (unsigned long long)imagenet_loader_records(L),
+           o.decoder->name, eval ? "eval" : "train", f32 ? "f32" : "bf16", threads, o.batch, (unsigned long long)imagenet_loader_records(L),
            (unsigned long long)images, dt, dt > 0 ? images / dt : 0.0, dc, dc > 0 ? images / dc : 0.0,
            (unsigned long long)sum);
     imagenet_loader_close(L);
+    free(host);
     return 0;
 }

@@ -91,7 +91,7 @@ static int cpu_open(tk_img_decoder **dp, const tk_img_decoder_opts *o, tk_err *e
 
 static int cpu_run(tk_img_decoder *d, const tk_img_transform *t, const tk_img_job *jobs, size_t n,
                    void *out, tk_err *e) {
-    size_t per = (size_t)t->out_w * t->out_h * 3 * (t->dtype == TK_IMG_BF16 ? 2 : 4);
+    size_t per = (size_t)t->out_w * t->out_h * 3 * tk_img_dtype_bytes(t->dtype);
     long long bad = -1; // the first failing job, so the error does not depend on the threads
     tk_err first;
     tk_err_clear(&first);
@@ -123,7 +123,7 @@ static void cpu_close(tk_img_decoder *d) {
 }
 
 const tk_img_decoder_ops tk_img_decoder_cpu = {
-    .version = 1,
+    .version = 2,
     .name = "cpu",
     .out_on_device = 0,
     .open = cpu_open,

@@ -27,29 +27,48 @@ typedef struct {
 typedef struct {
     int threads;                 // cpu: worker threads (0 = 1)
     int device;                  // GPU decoders: the CUDA device
-    void *stream;                // GPU decoders: the cudaStream_t to work on (NULL: their own)
+    void *stream;                // GPU decoders: unused (they work on a stream of their own and
+                                 // finish the batch before run() returns)
+    int host_out;                // GPU decoders: run() writes host memory (copied back) instead
+                                 // of device memory
 } tk_img_decoder_opts;
 
 typedef struct tk_img_decoder tk_img_decoder; // each implementation's own state
 
 typedef struct tk_img_decoder_ops {
-    int version;                 // 1: the fields below; later versions only add fields
-    const char *name;            // "cpu", ...
-    int out_on_device;           // run() writes device memory (else host memory)
+    int version;                 // 2: the fields below; later versions only add fields
+    const char *name;            // "cpu", "nvjpeg"
+    int out_on_device;           // run() writes device memory (else host memory), unless opened
+                                 // with host_out
     int (*open)(tk_img_decoder **d, const tk_img_decoder_opts *o, tk_err *e);
     // Decodes and transforms n images into out: n x t->out_h x t->out_w x 3, t->dtype, NHWC.
     // On a bad image the whole batch fails; the error's where names the sample ("sample S").
     int (*run)(tk_img_decoder *d, const tk_img_transform *t, const tk_img_job *jobs, size_t n,
                void *out, tk_err *e);
     void (*close)(tk_img_decoder *d);
+    // version 2
+    // Can it open here? 1, or 0 with why (a sentence: "libnvjpeg.so.13 not found ..."). NULL: always.
+    int (*available)(char *why, size_t n);
+    // Output buffers in the memory run() writes (device memory for out_on_device): the caller's
+    // batch buffers. NULL: malloc/free.
+    void *(*alloc_out)(tk_img_decoder *d, size_t bytes);
+    void (*free_out)(tk_img_decoder *d, void *p);
 } tk_img_decoder_ops;
 
 extern const tk_img_decoder_ops tk_img_decoder_cpu;
+extern const tk_img_decoder_ops tk_img_decoder_nvjpeg; // lib/image/nvjpeg.c
 
 // The decoder called name, or NULL (decoders.c lists them).
 const tk_img_decoder_ops *tk_img_decoder_find(const char *name);
-// Names of the decoders built in, comma-separated ("cpu").
+// Names of the decoders built in, comma-separated ("cpu, nvjpeg"), and "auto".
 const char *tk_img_decoder_names(void);
+// The decoder to use for a name that may be "auto" (nvjpeg where it is available, else cpu), or
+// a decoder that is not available here (then cpu): note (n bytes) says why when the answer is not
+// the one named, else it is "". NULL for an unknown name.
+const tk_img_decoder_ops *tk_img_decoder_pick(const char *name, char *note, size_t n);
+// An open nvjpeg decoder in words, for benchmarks and tests: "nvJPEG 13.0.4 (libnvjpeg.so.13),
+// hardware backend".
+const char *tk_img_nvjpeg_describe(const tk_img_decoder *d);
 
 // The CPU decoder's work for one image, the specification the other decoders match: header,
 // plan, DCT-domain scale (t->dct_scale: the largest downscale 1/8, 1/4 or 1/2 that keeps the box

@@ -174,6 +174,11 @@ void tk_img_resample(const uint8_t *src, int sx, int sy, size_t stride, const tk
                 d[0] = tk_f32_to_bf16(x0);
                 d[1] = tk_f32_to_bf16(x1);
                 d[2] = tk_f32_to_bf16(x2);
+            } else if (t->dtype == TK_IMG_U8) {
+                uint8_t *d = (uint8_t *)out + o;
+                d[0] = tk_img_f32_to_u8(x0);
+                d[1] = tk_img_f32_to_u8(x1);
+                d[2] = tk_img_f32_to_u8(x2);
             } else {
                 float *d = (float *)out + o;
                 d[0] = x0;

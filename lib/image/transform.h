@@ -15,7 +15,9 @@ extern "C" {
 #endif
 
 typedef enum { TK_IMG_TRAIN = 0, TK_IMG_EVAL = 1 } tk_img_mode;
-typedef enum { TK_IMG_F32 = 0, TK_IMG_BF16 = 1 } tk_img_dtype;
+// U8: the normalized value rounded half up and clamped to 0..255 (with mean 0 and std 1: the
+// resampled pixel as bytes, what ResNet's loader stages for the device to normalize).
+typedef enum { TK_IMG_F32 = 0, TK_IMG_BF16 = 1, TK_IMG_U8 = 2 } tk_img_dtype;
 
 // What to make of each image. tk_img_transform_default fills ResNet's values.
 typedef struct {
@@ -71,12 +73,25 @@ void tk_img_axis_free(tk_img_axis *a);
 void tk_img_resample(const uint8_t *src, int sx, int sy, size_t stride, const tk_img_axis *ax,
                      const tk_img_axis *ay, int flip, const tk_img_transform *t, float *tmp, void *out);
 
-// fp32 -> bf16, round to nearest even (NaN kept quiet).
+// fp32 -> bf16, round to nearest even (NaN kept quiet). kernels/sgd.h defines the same function
+// for the kernels' references: a file that includes both includes sgd.h first (as the device
+// tests do, through gpu_test.h).
+#ifndef TK_KERNELS_SGD_H
 static inline uint16_t tk_f32_to_bf16(float f) {
     union { float f; uint32_t u; } v = {f};
     if ((v.u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((v.u >> 16) | 0x40);
     return (uint16_t)((v.u + 0x7fffu + ((v.u >> 16) & 1)) >> 16);
 }
+#endif
+
+// fp32 -> byte for TK_IMG_U8: + 0.5, truncated, clamped to 0..255 (NaN: 0).
+static inline uint8_t tk_img_f32_to_u8(float f) {
+    float v = f + 0.5f;
+    return (uint8_t)(v >= 255.0f ? 255 : v > 0.0f ? (int)v : 0);
+}
+
+// Bytes per output value of a dtype.
+static inline size_t tk_img_dtype_bytes(tk_img_dtype t) { return t == TK_IMG_F32 ? 4 : t == TK_IMG_BF16 ? 2 : 1; }
 
 #ifdef __cplusplus
 }

@@ -194,7 +194,7 @@ void imagenet_synth_wnid(int c, char out[16]);
 typedef struct {
     int batch;
     tk_img_transform t;          // mode (train: shuffled, full batches; eval: in order), sizes, dtype, seed
-    const tk_img_decoder_ops *decoder; // NULL: the CPU decoder
+    const tk_img_decoder_ops *decoder; // NULL: the CPU decoder (tk_img_decoder_pick finds one)
     tk_img_decoder_opts dopts;
     int prefetch;                // batches decoded ahead (default 2)
     size_t window_frames;        // train: records are shuffled within windows of this many frames
@@ -205,7 +205,9 @@ typedef struct {
 } imagenet_loader_opts;
 
 typedef struct {
-    void *images;                // n x out_h x out_w x 3, NHWC, t.dtype
+    void *images;                // n x out_h x out_w x 3, NHWC, t.dtype; device memory when the
+                                 // decoder writes there (out_on_device without dopts.host_out);
+                                 // else alloc's
     int32_t *labels;
     size_t n;                    // images (the last eval batch may be short)
     uint64_t index;              // batch index in the epoch

@@ -83,6 +83,14 @@ static void xfree(imagenet_loader *L, void *p) {
     if (L->o.release) L->o.release(p, L->o.alloc_ctx);
     else free(p);
 }
+// Image buffers: in the memory the decoder writes (device memory for nvjpeg), else as above.
+static int dev_images(const imagenet_loader *L) { return L->dec->version >= 2 && L->dec->alloc_out; }
+static void *ialloc(imagenet_loader *L, size_t n) { return dev_images(L) ? L->dec->alloc_out(L->d, n) : xalloc(L, n); }
+static void ifree(imagenet_loader *L, void *p) {
+    if (!p) return;
+    if (dev_images(L)) L->dec->free_out(L->d, p);
+    else xfree(L, p);
+}
 
 static uint64_t rand64(uint64_t seed, uint64_t a, uint64_t b) {
     tk_philox_ctr c = {{(uint32_t)a, (uint32_t)(a >> 32), TK_RNG_SHUFFLE, (uint32_t)b}};
@@ -165,7 +173,7 @@ static int window_for(imagenet_loader *L, uint64_t p, window **out, uint64_t *of
 }
 
 static size_t image_bytes(const imagenet_loader *L) {
-    return (size_t)L->o.t.out_w * L->o.t.out_h * 3 * (L->o.t.dtype == TK_IMG_BF16 ? 2 : 4);
+    return (size_t)L->o.t.out_w * L->o.t.out_h * 3 * tk_img_dtype_bytes(L->o.t.dtype);
 }
 
 // Makes batch b of the current epoch into s.
@@ -287,13 +295,13 @@ int imagenet_loader_open(imagenet_loader **Lp, char *const *files, int nfiles, c
     if (!rc && L->nrec == 0) rc = tk_err_set(e, TK_EDATA, "imagenet loader: the shards hold no records");
     if (!rc && L->train && L->nrec < (uint64_t)o->batch)
         rc = tk_err_set(e, TK_EDATA, "imagenet loader: %llu records, fewer than one batch of %d", (unsigned long long)L->nrec, o->batch);
+    if (!rc) rc = L->dec->open(&L->d, &o->dopts, e);
     size_t per = image_bytes(L) * (size_t)o->batch;
     for (int i = 0; i < L->nslots && !rc; i++) {
-        L->slots[i].b.images = xalloc(L, per);
+        L->slots[i].b.images = ialloc(L, per);
         L->slots[i].b.labels = xalloc(L, (size_t)o->batch * sizeof(int32_t));
         if (!L->slots[i].b.images || !L->slots[i].b.labels) rc = tk_err_errno(e, ENOMEM, "out of memory for batch buffers");
     }
-    if (!rc) rc = L->dec->open(&L->d, &o->dopts, e);
     if (!rc && pthread_create(&L->th, NULL, producer, L) != 0) rc = tk_err_errno(e, errno, "cannot start the loader thread");
     else if (!rc) L->started = 1;
     if (rc) {
@@ -396,12 +404,12 @@ void imagenet_loader_close(imagenet_loader *L) {
         pthread_mutex_unlock(&L->mu);
         pthread_join(L->th, NULL);
     }
-    if (L->d) L->dec->close(L->d);
     for (int i = 0; i < NWIN; i++) window_clear(&L->win[i]);
     for (int i = 0; L->slots && i < L->nslots; i++) {
-        xfree(L, L->slots[i].b.images);
+        if (L->d) ifree(L, L->slots[i].b.images);
         xfree(L, L->slots[i].b.labels);
     }
+    if (L->d) L->dec->close(L->d);
     for (int i = 0; L->r && i < L->nfiles; i++) tks_reader_close(L->r[i]);
     pthread_mutex_destroy(&L->mu);
     pthread_cond_destroy(&L->cv);

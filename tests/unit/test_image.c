@@ -11,6 +11,7 @@
 
 #include "image/codec.h"
 #include "image/image.h"
+#include "img_resize.h"
 #include "tk_test.h"
 #include "test_image.h"
 
@@ -457,4 +458,89 @@ TK_TEST(bad_inputs) {
     tk_img_scratch_free(&s);
     free(out);
     free(jpg);
+}
+
+// TK_IMG_U8 (ResNet's staging type): the float result + 0.5, truncated, clamped to 0..255.
+TK_TEST(decoder_u8_output) {
+    NEED_JPEG();
+    size_t n;
+    uint8_t *data = slurp(fix("baseline_420.jpg"), &n);
+    tk_img_job jobs[2] = {{data, n, 5}, {data, n, 6}};
+    tk_img_transform t;
+    tk_img_transform_default(&t, TK_IMG_TRAIN);
+    t.out_w = t.out_h = 32;
+    for (int c = 0; c < 3; c++) t.mean[c] = -3, t.std[c] = 0.5f; // (v + 3) * 2: some values past 255
+    size_t per = 32 * 32 * 3;
+    float *f = malloc(2 * per * 4);
+    uint8_t *u = malloc(2 * per);
+    tk_img_decoder *d;
+    tk_img_decoder_opts o = {.threads = 2};
+    tk_err e;
+    CHECK_EQ_INT(tk_img_decoder_cpu.open(&d, &o, &e), 0);
+    CHECK_EQ_INT(tk_img_decoder_cpu.run(d, &t, jobs, 2, f, &e), 0);
+    t.dtype = TK_IMG_U8;
+    CHECK_EQ_INT(tk_img_decoder_cpu.run(d, &t, jobs, 2, u, &e), 0);
+    int bad = 0, clamped = 0;
+    for (size_t i = 0; i < 2 * per; i++) {
+        double v = floor((double)f[i] + 0.5);
+        int want = v < 0 ? 0 : v > 255 ? 255 : (int)v;
+        bad += u[i] != want;
+        clamped += want == 255;
+    }
+    CHECK_EQ_INT(bad, 0);
+    CHECK(clamped > 0);
+    tk_img_decoder_cpu.close(d);
+    free(data), free(f), free(u);
+}
+
+// The decoder list and the fallback: "auto" is nvjpeg where it can open, else cpu with a note
+// saying why; a named decoder that cannot open here also falls back (the loader's rule).
+TK_TEST(decoder_pick_and_fallback) {
+    char note[512], why[512];
+    CHECK(strstr(tk_img_decoder_names(), "nvjpeg") != NULL);
+    CHECK(tk_img_decoder_find("nvjpeg") == &tk_img_decoder_nvjpeg);
+    CHECK(tk_img_decoder_pick("bogus", note, sizeof note) == NULL);
+    CHECK(tk_img_decoder_pick("cpu", note, sizeof note) == &tk_img_decoder_cpu);
+    CHECK_STR(note, "");
+    const tk_img_decoder_ops *a = tk_img_decoder_pick("auto", note, sizeof note);
+    if (tk_img_decoder_nvjpeg.available(why, sizeof why)) {
+        CHECK(a == &tk_img_decoder_nvjpeg);
+        CHECK_STR(note, "");
+    } else {
+        printf("#   nvjpeg not available here: %s\n", why);
+        CHECK(a == &tk_img_decoder_cpu);
+        CHECK(strstr(note, "nvjpeg is not available here") != NULL && strstr(note, why) != NULL);
+        CHECK(tk_img_decoder_pick("nvjpeg", note, sizeof note) == &tk_img_decoder_cpu);
+        tk_img_decoder *d = NULL;
+        tk_err e;
+        tk_img_decoder_opts o = {.threads = 1};
+        int rc = tk_img_decoder_nvjpeg.open(&d, &o, &e);
+        CHECK(rc == TK_EDEVICE || rc == TK_EUSAGE);
+        CHECK(d == NULL);
+        CHECK(strstr(e.what, "nvjpeg") != NULL);
+    }
+}
+
+// The GPU decoder's resampling kernel's reference on the cpu backend (kernels/img_resize.h), on
+// a case worked out by hand: the row 10, 20, 30, 40 halved with Pillow's triangle filter of
+// width 2 gives weights (3, 3, 1)/7 and (1, 3, 3)/7: 120/7 and 230/7; mirrored.
+TK_TEST(img_resize_reference_by_hand) {
+    uint8_t px[12];
+    for (int x = 0; x < 4; x++)
+        for (int c = 0; c < 3; c++) px[x * 3 + c] = (uint8_t)(10 * (x + 1) + c);
+    tk_img_rs_out o = {.out_w = 2, .out_h = 1, .std = {1, 1, 1}, .dtype = TK_IMG_F32};
+    tk_img_rs_job j = {.src = 0, .tmp = 0, .bx0 = 0, .bx1 = 4, .by0 = 0, .by1 = 1, .pitch = 12, .rw = 2, .rh = 1,
+                       .cx0 = 0, .cx1 = 4, .cy0 = 0, .cy1 = 1, .flip = 1};
+    CHECK_EQ_INT(tk_img_rs_maxtaps(&j, 1), 5);
+    float tmp[12], out[6];
+    tk_ctx *c;
+    tk_err e;
+    CHECK_EQ_INT(tk_ctx_create(&c, TK_BACKEND_CPU, 0, &e), 0);
+    CHECK_EQ_INT(tk_img_resize(c, px, &j, 1, 5, &o, tmp, NULL, out, &e), 0);
+    CHECK_NEAR(out[0], 230.0 / 7, 1e-6); // mirrored: output 1 first
+    CHECK_NEAR(out[3], 120.0 / 7, 1e-6);
+    CHECK_NEAR(out[4], 127.0 / 7, 1e-6);
+    o.dtype = (tk_img_dtype)9;
+    CHECK_EQ_INT(tk_img_resize(c, px, &j, 1, 5, &o, tmp, NULL, out, &e), TK_EINTERNAL);
+    tk_ctx_destroy(c);
 }

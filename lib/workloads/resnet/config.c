@@ -97,7 +97,7 @@ int rn_config_parse(json_t *root, const char *path, const tk_run_cfg *run, rn_co
     snprintf(cfg->decoder, sizeof cfg->decoder, "cpu");
     if (dec && !json_is_null(dec)) {
         if (!json_is_string(dec) || strlen(json_string_value(dec)) >= sizeof cfg->decoder)
-            return tk_cfg_bad(e, path, "data.decoder", "expected the name of an image decoder (\"cpu\")");
+            return tk_cfg_bad(e, path, "data.decoder", "expected the name of an image decoder (\"cpu\", \"nvjpeg\" or \"auto\")");
         snprintf(cfg->decoder, sizeof cfg->decoder, "%s", json_string_value(dec));
     }
     // the engine's sections

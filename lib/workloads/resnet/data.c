@@ -228,26 +228,26 @@ typedef struct rn_decoder {
     const tk_img_decoder_ops *ops;
     tk_img_decoder *dec;
     tk_img_job *jobs;
-    float *f32;                  // the decoder's fp32 output, rounded to bytes
 #endif
     int unused;
 } rn_decoder;
 
+// data.decoder: "cpu", "nvjpeg" (an error where it is not available) or "auto" (nvjpeg where it
+// is, else cpu). Every decoder writes host bytes here: the engine stages batches from host memory
+// (nvjpeg copies its output back: host_out).
 static int decoder_open(const rn_config *cfg, const rn_dataset *d, int n, rn_decoder *dc, tk_err *e) {
     memset(dc, 0, sizeof *dc);
 #ifdef RN_HAVE_JPEG
     if (d->kind != RN_DATA_JPEG) return 0;
-    dc->ops = tk_img_decoder_find(cfg->decoder);
+    char note[512];
+    dc->ops = strcmp(cfg->decoder, "auto") == 0 ? tk_img_decoder_pick("auto", note, sizeof note)
+                                                 : tk_img_decoder_find(cfg->decoder);
     if (!dc->ops) return tk_err_set(e, TK_EUSAGE, "data.decoder: no image decoder \"%s\" (have: %s)", cfg->decoder,
                                     tk_img_decoder_names());
-    if (dc->ops->out_on_device)
-        return tk_err_set(e, TK_EUSAGE, "data.decoder %s: decoders into device memory are not wired to ResNet yet",
-                          cfg->decoder);
-    tk_img_decoder_opts o = {.threads = 1}; // the engine runs several loader threads
+    tk_img_decoder_opts o = {.threads = 1, .host_out = 1}; // the engine runs several loader threads
     TRY(dc->ops->open(&dc->dec, &o, e));
     dc->jobs = calloc((size_t)n, sizeof *dc->jobs);
-    dc->f32 = malloc((size_t)n * cfg->image_size * cfg->image_size * 3 * sizeof(float) + 1);
-    if (!dc->jobs || !dc->f32) return tk_err_set(e, TK_EIO, "out of host memory");
+    if (!dc->jobs) return tk_err_set(e, TK_EIO, "out of host memory");
 #else
     (void)cfg, (void)d, (void)n, (void)e;
 #endif
@@ -258,7 +258,6 @@ static void decoder_close(rn_decoder *dc) {
 #ifdef RN_HAVE_JPEG
     if (dc->dec) dc->ops->close(dc->dec);
     free(dc->jobs);
-    free(dc->f32);
 #endif
     (void)dc;
 }
@@ -281,19 +280,13 @@ static int decode(const rn_dataset *d, const rn_config *cfg, rn_decoder *dc, int
     tr.ratio_min = cfg->ratio_min, tr.ratio_max = cfg->ratio_max;
     tr.flip = train && cfg->flip;
     for (int c = 0; c < 3; c++) tr.mean[c] = 0, tr.std[c] = 1; // resampled pixels, 0..255
-    tr.dtype = TK_IMG_F32;
+    tr.dtype = TK_IMG_U8; // rounded and clamped, as DALI's resize hands bytes to its normalization
     tr.seed = cfg->seed;
     tr.epoch = epoch;
     for (int i = 0; i < n; i++)
         dc->jobs[i] = (tk_img_job){.data = d->bytes + d->off[rec[i]], .size = d->off[rec[i] + 1] - d->off[rec[i]],
                                    .sample = (uint64_t)rec[i]};
-    TRY(dc->ops->run(dc->dec, &tr, dc->jobs, (size_t)n, dc->f32, e));
-    // to bytes, as DALI's resize hands bytes to its normalization: round, clamp
-    for (size_t i = 0; i < (size_t)n * per; i++) {
-        float v = dc->f32[i] + 0.5f;
-        img[i] = (uint8_t)(v <= 0 ? 0 : v >= 255 ? 255 : (int)v);
-    }
-    return 0;
+    return dc->ops->run(dc->dec, &tr, dc->jobs, (size_t)n, img, e);
 #else
     (void)dc, (void)epoch, (void)train, (void)img;
     return tk_err_set(e, TK_EINTERNAL, "resnet: JPEG records without the image decoders");

@@ -1,0 +1,463 @@
+// The nvJPEG image decoder (image.h): a batch's JPEGs decoded on the GPU by nvJPEG's batched
+// decoder (the hardware JPEG engines of an A100/H100 where nvjpegCreateEx gives the hardware
+// backend, else its default GPU-assisted backend), then cropped, resized, flipped and normalized
+// by our kernel (kernels/img_resize.h) into NHWC device memory.
+//
+// Specification: the CPU decoder (cpu.c) with the same plan (tk_img_plan: the same crop and flip
+// for the same (seed, epoch, sample)) and the same resampling, bit for bit, from the full-size
+// image. Two differences remain, documented in man/man7/trainkit.7 and measured by
+// tests/gpu/test_nvjpeg.c: nvJPEG's decode differs from libjpeg-turbo's by under one level of 255
+// on chroma-subsampled images (with interpolated chroma upsampling, asked for below; 84 levels
+// at colour edges without it), and the CPU decoder decodes training crops at a DCT scale (1/2,
+// 1/4, 1/8) where the crop allows, which the GPU does not (it decodes at full size).
+// Images the GPU path does not take go through libjpeg-turbo on the CPU (the region the crop
+// reads, at full size) and are uploaded: CMYK/YCCK (the CPU decoder's TensorFlow conversion),
+// and with the hardware backend what nvjpegDecodeBatchedSupported refuses (progressive, ...).
+//
+// libnvjpeg is opened at run time (dlopen $TK_NVJPEG_LIB, else libnvjpeg.so.13, .so.12 or .so on
+// the library path, else /usr/local/cuda/lib64/libnvjpeg.so.13), so binaries built with the
+// headers run where it is absent: the decoder then says it is not available and
+// tk_img_decoder_pick falls back to the CPU decoder.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "image/codec.h"
+#include "image/image.h"
+
+#if defined(TK_HAVE_CUDA) && defined(TK_HAVE_NVJPEG)
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <omp.h>
+#include <pthread.h>
+
+#include <cuda_runtime_api.h>
+#include <library_types.h>
+#include TK_NVJPEG_H
+
+#include "gpu/gpu.h"
+#include "img_resize.h"
+
+typedef struct {
+    nvjpegStatus_t (*CreateEx)(nvjpegBackend_t, nvjpegDevAllocator_t *, nvjpegPinnedAllocator_t *, unsigned int,
+                               nvjpegHandle_t *);
+    nvjpegStatus_t (*Destroy)(nvjpegHandle_t);
+    nvjpegStatus_t (*GetProperty)(libraryPropertyType, int *);
+    nvjpegStatus_t (*JpegStateCreate)(nvjpegHandle_t, nvjpegJpegState_t *);
+    nvjpegStatus_t (*JpegStateDestroy)(nvjpegJpegState_t);
+    nvjpegStatus_t (*DecodeBatchedInitialize)(nvjpegHandle_t, nvjpegJpegState_t, int, int, nvjpegOutputFormat_t);
+    nvjpegStatus_t (*DecodeBatched)(nvjpegHandle_t, nvjpegJpegState_t, const unsigned char *const *, const size_t *,
+                                    nvjpegImage_t *, cudaStream_t);
+    nvjpegStatus_t (*JpegStreamCreate)(nvjpegHandle_t, nvjpegJpegStream_t *);
+    nvjpegStatus_t (*JpegStreamDestroy)(nvjpegJpegStream_t);
+    nvjpegStatus_t (*JpegStreamParse)(nvjpegHandle_t, const unsigned char *, size_t, int, int, nvjpegJpegStream_t);
+    nvjpegStatus_t (*DecodeBatchedSupported)(nvjpegHandle_t, nvjpegJpegStream_t, int *);
+} nj_api;
+
+static nj_api api;
+static int api_ok;
+static char load_msg[512];
+static pthread_once_t load_once = PTHREAD_ONCE_INIT;
+
+static void load(void) {
+    const char *names[] = {getenv("TK_NVJPEG_LIB"), "libnvjpeg.so.13", "libnvjpeg.so.12", "libnvjpeg.so",
+                           "/usr/local/cuda/lib64/libnvjpeg.so.13"}; // the toolkit's, off the library path
+    void *l = NULL;
+    const char *used = NULL;
+    for (size_t i = 0; i < sizeof names / sizeof *names && !l; i++)
+        if (names[i] && *names[i] && (l = dlopen(names[i], RTLD_NOW | RTLD_LOCAL))) used = names[i];
+    if (!l) {
+        snprintf(load_msg, sizeof load_msg, "libnvjpeg.so.13 not found: %s", dlerror());
+        return;
+    }
+    nj_api a;
+#define SYM(field, name)                                                                                    \
+    if (!(*(void **)&a.field = dlsym(l, name))) {                                                          \
+        snprintf(load_msg, sizeof load_msg, "%s lacks %s", used, name);                                     \
+        return;                                                                                             \
+    }
+    SYM(CreateEx, "nvjpegCreateEx");
+    SYM(Destroy, "nvjpegDestroy");
+    SYM(GetProperty, "nvjpegGetProperty");
+    SYM(JpegStateCreate, "nvjpegJpegStateCreate");
+    SYM(JpegStateDestroy, "nvjpegJpegStateDestroy");
+    SYM(DecodeBatchedInitialize, "nvjpegDecodeBatchedInitialize");
+    SYM(DecodeBatched, "nvjpegDecodeBatched");
+    SYM(JpegStreamCreate, "nvjpegJpegStreamCreate");
+    SYM(JpegStreamDestroy, "nvjpegJpegStreamDestroy");
+    SYM(JpegStreamParse, "nvjpegJpegStreamParse");
+    SYM(DecodeBatchedSupported, "nvjpegDecodeBatchedSupported");
+#undef SYM
+    int maj = 0, min = 0, pat = 0;
+    a.GetProperty(MAJOR_VERSION, &maj);
+    a.GetProperty(MINOR_VERSION, &min);
+    a.GetProperty(PATCH_LEVEL, &pat);
+    snprintf(load_msg, sizeof load_msg, "nvJPEG %d.%d.%d (%s)", maj, min, pat, used);
+    api = a;
+    api_ok = 1;
+}
+
+static int nj_available(char *why, size_t n) {
+    if (!tk_img_have_jpeg()) {
+        snprintf(why, n, "built without libjpeg-turbo, which reads the headers");
+        return 0;
+    }
+    if (tk_cuda_device_count() < 1) {
+        snprintf(why, n, "no CUDA device");
+        return 0;
+    }
+    pthread_once(&load_once, load);
+    if (!api_ok) snprintf(why, n, "%s", load_msg);
+    return api_ok;
+}
+
+static const char *nj_status(nvjpegStatus_t s) {
+    static const char *const names[] = {"success", "not initialized", "invalid parameter", "bad JPEG",
+                                        "JPEG not supported", "allocator failure", "execution failed",
+                                        "architecture mismatch", "internal error", "implementation not supported",
+                                        "incomplete bitstream"};
+    return (unsigned)s < sizeof names / sizeof *names ? names[s] : "unknown status";
+}
+
+static int nj_fail(tk_err *e, nvjpegStatus_t s, const char *what) {
+    tk_err_set(e, TK_EDEVICE, "nvJPEG: %s: %s (status %d)", what, nj_status(s), (int)s);
+    return tk_err_lib(e, "nvjpeg", (int)s);
+}
+
+static int cu_fail(tk_err *e, cudaError_t s, const char *what) {
+    tk_err_set(e, TK_EDEVICE, "nvjpeg decoder: %s: %s", what, cudaGetErrorString(s));
+    return tk_err_lib(e, "cuda", (int)s);
+}
+#define CU(call, what)                                                                                      \
+    do {                                                                                                    \
+        cudaError_t st_ = (call);                                                                           \
+        if (st_ != cudaSuccess) return cu_fail(e, st_, what);                                               \
+    } while (0)
+
+struct tk_img_decoder {
+    tk_ctx *ctx;
+    int device, threads, host_out, hw;
+    nvjpegHandle_t h;
+    nvjpegJpegState_t st;
+    nvjpegJpegStream_t *js;      // one per thread
+    int init_n;                  // the batch size nvjpegDecodeBatchedInitialize was given
+    size_t ncap;                 // per-image host arrays below, for ncap images
+    tk_jpeg_info *info;
+    tk_img_geom *geom;
+    int *gpu;                    // 1: decoded by nvJPEG, else by libjpeg-turbo
+    size_t *off;                 // its pixels' byte offset in px (CPU images: in stage too)
+    const unsigned char **data;
+    size_t *len;
+    nvjpegImage_t *dst;
+    tk_img_rs_job *rs;
+    // device (and pinned) buffers, grown as needed
+    uint8_t *px;
+    size_t px_cap;
+    uint8_t *stage;
+    size_t stage_cap;
+    float *tmp;
+    size_t tmp_cap;
+    void *ws;
+    size_t ws_cap;
+    tk_img_rs_job *rs_d;
+    size_t rs_cap;
+    void *out;                   // host_out: the device output
+    size_t out_cap;
+};
+
+static void nj_close(tk_img_decoder *d) {
+    if (!d) return;
+    if (d->ctx) cudaSetDevice(d->device);
+    for (int i = 0; d->js && i < d->threads; i++)
+        if (d->js[i]) api.JpegStreamDestroy(d->js[i]);
+    free(d->js);
+    if (d->st) api.JpegStateDestroy(d->st);
+    if (d->h) api.Destroy(d->h);
+    cudaFree(d->px);
+    cudaFreeHost(d->stage);
+    cudaFree(d->tmp);
+    cudaFree(d->ws);
+    cudaFree(d->rs_d);
+    cudaFree(d->out);
+    free(d->info), free(d->geom), free(d->gpu), free(d->off), free(d->data), free(d->len), free(d->dst), free(d->rs);
+    tk_ctx_destroy(d->ctx);
+    free(d);
+}
+
+static int nj_open(tk_img_decoder **dp, const tk_img_decoder_opts *o, tk_err *e) {
+    *dp = NULL;
+    char why[512];
+    if (!nj_available(why, sizeof why)) {
+        tk_err_set(e, TK_EDEVICE, "the nvjpeg image decoder is not available: %s", why);
+        if (strstr(why, "libnvjpeg"))
+            return tk_err_hint(e, "install the nvidia-nvjpeg wheel (contrib/setup-deps.sh) or put libnvjpeg.so.13 on "
+                                  "LD_LIBRARY_PATH (or name it in TK_NVJPEG_LIB); data.decoder \"auto\" falls back to "
+                                  "the cpu decoder");
+        return tk_err_hint(e, "data.decoder \"auto\" falls back to the cpu decoder");
+    }
+    tk_img_decoder *d = calloc(1, sizeof *d);
+    if (!d) return tk_err_errno(e, ENOMEM, "out of memory");
+    d->device = o ? o->device : 0;
+    d->threads = o && o->threads > 0 ? o->threads : 1;
+    d->host_out = o ? o->host_out : 0;
+    int rc = tk_ctx_create(&d->ctx, TK_BACKEND_CUDA, d->device, e);
+    nvjpegStatus_t s = NVJPEG_STATUS_SUCCESS;
+    if (!rc) {
+        // The hardware engines where there are some; else the default backend (GPU-assisted
+        // Huffman decoding for batches); both asked for interpolated chroma upsampling (closer
+        // to libjpeg-turbo's "fancy" upsampling than replication), the hardware one without it
+        // where it refuses the flag.
+        const unsigned interp = NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION;
+        s = api.CreateEx(NVJPEG_BACKEND_HARDWARE, NULL, NULL, interp, &d->h);
+        if (s != NVJPEG_STATUS_SUCCESS) s = api.CreateEx(NVJPEG_BACKEND_HARDWARE, NULL, NULL, NVJPEG_FLAGS_DEFAULT, &d->h);
+        d->hw = s == NVJPEG_STATUS_SUCCESS;
+        if (!d->hw) s = api.CreateEx(NVJPEG_BACKEND_DEFAULT, NULL, NULL, interp, &d->h);
+        if (s != NVJPEG_STATUS_SUCCESS) d->h = NULL, rc = nj_fail(e, s, "cannot create a handle");
+    }
+    if (!rc && (s = api.JpegStateCreate(d->h, &d->st)) != NVJPEG_STATUS_SUCCESS) rc = nj_fail(e, s, "cannot create a state");
+    if (!rc && !(d->js = calloc((size_t)d->threads, sizeof *d->js))) rc = tk_err_errno(e, ENOMEM, "out of memory");
+    for (int i = 0; !rc && i < d->threads; i++)
+        if ((s = api.JpegStreamCreate(d->h, &d->js[i])) != NVJPEG_STATUS_SUCCESS) rc = nj_fail(e, s, "cannot create a stream");
+    if (rc) {
+        nj_close(d);
+        return rc;
+    }
+    *dp = d;
+    return 0;
+}
+
+// Grows a device (kind 0) or pinned host (kind 1) buffer to at least need bytes.
+static int grow_dev(void **p, size_t *cap, size_t need, int pinned, tk_err *e) {
+    if (need <= *cap) return 0;
+    size_t n = need + need / 4 + 4096;
+    if (pinned) cudaFreeHost(*p);
+    else cudaFree(*p);
+    *p = NULL;
+    *cap = 0;
+    cudaError_t st = pinned ? cudaMallocHost(p, n) : cudaMalloc(p, n);
+    if (st != cudaSuccess) {
+        *p = NULL;
+        return cu_fail(e, st, pinned ? "out of pinned host memory" : "out of device memory");
+    }
+    *cap = n;
+    return 0;
+}
+
+static int grow_host(tk_img_decoder *d, size_t n, tk_err *e) {
+    if (n <= d->ncap) return 0;
+#define G(f) if (!(d->f = realloc(d->f, n * sizeof *d->f))) return tk_err_errno(e, ENOMEM, "out of memory")
+    G(info);
+    G(geom);
+    G(gpu);
+    G(off);
+    G(data);
+    G(len);
+    G(dst);
+    G(rs);
+#undef G
+    d->ncap = n;
+    return 0;
+}
+
+static int sample_err(tk_err *e, const tk_img_job *j) { return tk_err_where(e, "sample %llu", (unsigned long long)j->sample); }
+
+static int nj_run(tk_img_decoder *d, const tk_img_transform *t, const tk_img_job *jobs, size_t n, void *out,
+                  tk_err *e) {
+    if (n == 0) return 0;
+    if (n > 65535) return tk_err_set(e, TK_EINTERNAL, "nvjpeg decoder: batches of at most 65535 images");
+    TRY(grow_host(d, n, e));
+    CU(cudaSetDevice(d->device), "cannot select the device");
+    cudaStream_t stream = (cudaStream_t)d->ctx->stream[TK_STREAM_COMPUTE];
+    // Headers (our reader, as the CPU decoder), plans, and which images nvJPEG takes, over the
+    // threads (one nvJPEG stream parser each); the first bad image names the error.
+    long long bad = -1;
+#pragma omp parallel for num_threads(d->threads) schedule(dynamic, 8)
+    for (long long i = 0; i < (long long)n; i++) {
+        tk_err te;
+        if (tk_jpeg_info_read(jobs[i].data, jobs[i].size, &d->info[i], &te)) {
+#pragma omp critical(tk_img_nvjpeg_err)
+            if (bad < 0 || i < bad) bad = i;
+            continue;
+        }
+        tk_img_plan(t, d->info[i].width, d->info[i].height, jobs[i].sample, &d->geom[i]);
+        int ok = d->info[i].components != 4;
+        if (ok && d->hw) {
+            nvjpegJpegStream_t js = d->js[omp_get_thread_num()];
+            nvjpegStatus_t s = api.JpegStreamParse(d->h, jobs[i].data, jobs[i].size, 0, 0, js);
+            int unsupported = 1;
+            if (s == NVJPEG_STATUS_SUCCESS) s = api.DecodeBatchedSupported(d->h, js, &unsupported);
+            ok = s == NVJPEG_STATUS_SUCCESS && unsupported == 0;
+        }
+        d->gpu[i] = ok;
+    }
+    if (bad >= 0) {
+        tk_jpeg_info_read(jobs[bad].data, jobs[bad].size, &d->info[bad], e); // its message again
+        return sample_err(e, &jobs[bad]);
+    }
+    // Layout: the nvJPEG images at full size, then the CPU ones (only their crop's region).
+    size_t px = 0, ngpu = 0, tmp = 0, gpu_bytes = 0;
+    for (int pass = 1; pass >= 0; pass--) {
+        for (size_t i = 0; i < n; i++) {
+            if (d->gpu[i] != pass) continue;
+            const tk_img_geom *g = &d->geom[i];
+            int W = pass ? d->info[i].width : g->x1 - g->x0, H = pass ? d->info[i].height : g->y1 - g->y0;
+            int dx = pass ? 0 : g->x0, dy = pass ? 0 : g->y0; // the buffer's origin in the image
+            d->off[i] = px;
+            tk_img_rs_job *r = &d->rs[i];
+            *r = (tk_img_rs_job){.src = (int64_t)px, .tmp = (int64_t)tmp, .pitch = W * 3, .flip = g->flip,
+                                 .rw = g->rw, .rh = g->rh, .wx = g->wx, .wy = g->wy};
+            r->bx0 = g->x0 - dx, r->bx1 = g->x1 - dx, r->by0 = g->y0 - dy, r->by1 = g->y1 - dy;
+            r->cx0 = g->x0 - dx, r->cx1 = g->x1 - dx, r->cy0 = g->y0 - dy, r->cy1 = g->y1 - dy;
+            px += ((size_t)W * H * 3 + 255) & ~(size_t)255;
+            tmp += (size_t)t->out_h * (size_t)(r->cx1 - r->cx0) * 3;
+            if (pass) {
+                d->data[ngpu] = jobs[i].data;
+                d->len[ngpu] = jobs[i].size;
+                memset(&d->dst[ngpu], 0, sizeof d->dst[ngpu]);
+                d->dst[ngpu].pitch[0] = (size_t)W * 3; // channel[0] once px is allocated
+                ngpu++;
+            }
+        }
+        if (pass) gpu_bytes = px;
+    }
+    size_t cpu_bytes = px - gpu_bytes;
+    tk_img_rs_out ro = {.out_w = t->out_w, .out_h = t->out_h, .dtype = t->dtype};
+    memcpy(ro.mean, t->mean, sizeof ro.mean);
+    memcpy(ro.std, t->std, sizeof ro.std);
+    int maxtaps = tk_img_rs_maxtaps(d->rs, (int)n);
+    TRY(tk_img_rs_check((int)n, &ro, maxtaps, e));
+    size_t out_bytes = n * (size_t)t->out_w * t->out_h * 3 * tk_img_dtype_bytes(t->dtype);
+    TRY(grow_dev((void **)&d->px, &d->px_cap, px, 0, e));
+    TRY(grow_dev((void **)&d->stage, &d->stage_cap, cpu_bytes, 1, e));
+    TRY(grow_dev((void **)&d->tmp, &d->tmp_cap, tmp * sizeof(float), 0, e));
+    TRY(grow_dev(&d->ws, &d->ws_cap, tk_img_rs_ws_bytes((int)n, &ro, maxtaps), 0, e));
+    TRY(grow_dev((void **)&d->rs_d, &d->rs_cap, n * sizeof *d->rs, 0, e));
+    if (d->host_out) TRY(grow_dev(&d->out, &d->out_cap, out_bytes, 0, e));
+    // nvJPEG's batch, on the stream
+    if (ngpu) {
+        for (size_t i = 0, k = 0; i < n; i++)
+            if (d->gpu[i]) d->dst[k++].channel[0] = d->px + d->off[i];
+        nvjpegStatus_t s = NVJPEG_STATUS_SUCCESS;
+        if ((int)ngpu != d->init_n) {
+            s = api.DecodeBatchedInitialize(d->h, d->st, (int)ngpu, d->threads, NVJPEG_OUTPUT_RGBI);
+            if (s != NVJPEG_STATUS_SUCCESS) return nj_fail(e, s, "cannot set up a batch");
+            d->init_n = (int)ngpu;
+        }
+        s = api.DecodeBatched(d->h, d->st, d->data, d->len, d->dst, stream);
+        if (s != NVJPEG_STATUS_SUCCESS) {
+            d->init_n = 0; // start the next batch afresh
+            nj_fail(e, s, "batched decode failed");
+            tk_err_set(e, s == NVJPEG_STATUS_BAD_JPEG || s == NVJPEG_STATUS_INCOMPLETE_BITSTREAM ? TK_EDATA : TK_EDEVICE,
+                       "nvJPEG: batched decode of %zu images failed: %s (status %d)", ngpu, nj_status(s), (int)s);
+            return tk_err_where(e, "samples %llu..", (unsigned long long)jobs[0].sample);
+        }
+    }
+    // The others with libjpeg-turbo, meanwhile, into pinned memory, then one upload
+    if (cpu_bytes) {
+        bad = -1;
+        tk_err first;
+        tk_err_clear(&first);
+#pragma omp parallel for num_threads(d->threads) schedule(dynamic, 1)
+        for (long long i = 0; i < (long long)n; i++) {
+            if (d->gpu[i]) continue;
+            const tk_img_geom *g = &d->geom[i];
+            int w = g->x1 - g->x0, h = g->y1 - g->y0;
+            tk_err te;
+            tk_err_clear(&te);
+            if (tk_jpeg_decode(jobs[i].data, jobs[i].size, 8, g->x0, g->y0, w, h, d->stage + (d->off[i] - gpu_bytes),
+                               (size_t)w * 3, NULL, &te)) {
+#pragma omp critical(tk_img_nvjpeg_err)
+                if (bad < 0 || i < bad) {
+                    bad = i;
+                    first = te;
+                }
+            }
+        }
+        if (bad >= 0) {
+            cudaStreamSynchronize(stream);
+            *e = first;
+            return sample_err(e, &jobs[bad]);
+        }
+        CU(cudaMemcpyAsync(d->px + gpu_bytes, d->stage, cpu_bytes, cudaMemcpyHostToDevice, stream), "upload");
+    }
+    CU(cudaMemcpyAsync(d->rs_d, d->rs, n * sizeof *d->rs, cudaMemcpyHostToDevice, stream), "upload");
+    void *dst = d->host_out ? d->out : out;
+    TRY(tk_img_resize(d->ctx, d->px, d->rs_d, (int)n, maxtaps, &ro, d->tmp, d->ws, dst, e));
+    if (d->host_out) CU(cudaMemcpyAsync(out, d->out, out_bytes, cudaMemcpyDeviceToHost, stream), "download");
+    CU(cudaStreamSynchronize(stream), "decoding a batch");
+    return 0;
+}
+
+static void *nj_alloc_out(tk_img_decoder *d, size_t bytes) {
+    void *p = NULL;
+    if (d->host_out) return malloc(bytes ? bytes : 1);
+    cudaSetDevice(d->device);
+    return cudaMalloc(&p, bytes ? bytes : 1) == cudaSuccess ? p : NULL;
+}
+
+static void nj_free_out(tk_img_decoder *d, void *p) {
+    if (d->host_out) free(p);
+    else cudaFree(p);
+}
+
+const char *tk_img_nvjpeg_describe(const tk_img_decoder *d) {
+    static char buf[600];
+    snprintf(buf, sizeof buf, "%s, %s backend", load_msg, d && d->hw ? "hardware" : "default");
+    return buf;
+}
+
+#else // built without CUDA or the nvJPEG headers
+
+static int nj_available(char *why, size_t n) {
+#ifndef TK_HAVE_CUDA
+    snprintf(why, n, "this trainkit was built without CUDA");
+#else
+    snprintf(why, n, "this trainkit was built without the nvJPEG headers");
+#endif
+    return 0;
+}
+
+static int nj_open(tk_img_decoder **dp, const tk_img_decoder_opts *o, tk_err *e) {
+    (void)o;
+    *dp = NULL;
+    char why[128];
+    nj_available(why, sizeof why);
+    tk_err_set(e, TK_EUSAGE, "the nvjpeg image decoder: %s", why);
+    return tk_err_hint(e, "install the nvidia-nvjpeg wheel (contrib/setup-deps.sh) and rebuild with nvcc; "
+                          "data.decoder \"auto\" falls back to the cpu decoder");
+}
+
+static int nj_run(tk_img_decoder *d, const tk_img_transform *t, const tk_img_job *jobs, size_t n, void *out,
+                  tk_err *e) {
+    (void)d, (void)t, (void)jobs, (void)n, (void)out;
+    return tk_err_set(e, TK_EINTERNAL, "nvjpeg decoder: run without open");
+}
+
+static void nj_close(tk_img_decoder *d) { (void)d; }
+static void *nj_alloc_out(tk_img_decoder *d, size_t bytes) {
+    (void)d;
+    return malloc(bytes ? bytes : 1);
+}
+static void nj_free_out(tk_img_decoder *d, void *p) {
+    (void)d;
+    free(p);
+}
+const char *tk_img_nvjpeg_describe(const tk_img_decoder *d) {
+    (void)d;
+    return "not built";
+}
+
+#endif
+
+const tk_img_decoder_ops tk_img_decoder_nvjpeg = {
+    .version = 2,
+    .name = "nvjpeg",
+    .out_on_device = 1,
+    .open = nj_open,
+    .run = nj_run,
+    .close = nj_close,
+    .available = nj_available,
+    .alloc_out = nj_alloc_out,
+    .free_out = nj_free_out,
+};
