@@ -6,9 +6,13 @@
 //             O += Pd V from registers; O / l and lse at the end.
 //   backward  prep: D_i = dO_i . O_i and the dropout mask as bits (one Philox call a byte) into ws;
 //             dkdv: block = 64 keys; loop over 64-query tiles: S^T = K Q^T, P^T from lse,
-//               dV += Pd^T dO, dP^T = V dO^T, dS^T = P^T (dP^T m - D), dK += dS^T Q;
+//               dV += Pd^T dO, dP^T = V dO^T, dS^T = P^T (dP^T m - D), dK += dS^T Q (the mask
+//               words of its keys come with each query tile through shared memory);
 //             dq: block = 64 queries; loop over key tiles: S, P, dP = dO V^T, dS, dQ += dS K.
-//   Each output row is written by one warp: deterministic, no atomics.
+//   Each output row is written by one warp: deterministic, no atomics. Registers bound the
+//   occupancy: forward 128 (4 blocks an SM), dkdv 245 (2), dq 168 (3); capping the forward and dq
+//   (small spills) measured 8% faster on the backward than leaving ptxas at 132 and 178 (H100,
+//   contrib/bench/NOTES.md).
 // The forward draws the mask itself: the 16 groups of 8 keys a thread's quad touches in a tile
 // are drawn one Philox call each, spread over the quad's 4 lanes and exchanged by shuffles (when
 // every group starts at a multiple of 8, i.e. Lstride and drop->offset are multiples of 8;
@@ -74,6 +78,12 @@ __device__ __forceinline__ void load_tile(bf16 *sm, const bf16 *g, int64_t ldg, 
 __device__ __forceinline__ void load_vec(float *sm, const float *g, int nvalid) {
     const int c = threadIdx.x;
     if (c < kTile) sm[c] = c < nvalid ? g[c] : 0.0f;
+}
+
+// 64 mask words, one a row (row stride `words`; rows >= nvalid zero), into shared memory.
+__device__ __forceinline__ void load_mask(uint64_t *sm, const uint64_t *g, int words, int nvalid) {
+    const int c = threadIdx.x;
+    if (c < kTile) sm[c] = c < nvalid ? g[(int64_t)c * words] : 0;
 }
 
 // The A fragments (16 rows x D) of a warp's rows r0 .. r0 + 15 of a shared tile.
@@ -164,7 +174,7 @@ __device__ __forceinline__ void drop_fwd(float p[8][4], const tk_drop_dev &dr, i
 // ---- forward ----
 
 template <int D>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, 4) // <= 128 registers: 4 blocks an SM
 fwd_kernel(int NH, int Lstride, const int32_t *start, const int32_t *len, const bf16 *qkv, tk_drop_dev dr,
            bool aligned, float scale_log2, bf16 *ctx, float *lse) {
     const int s = blockIdx.z, h = blockIdx.y, q0 = blockIdx.x * kTile;
@@ -309,6 +319,7 @@ dkdv_kernel(int NH, int Lstride, const int32_t *start, const int32_t *len, const
     // Q and dO double-buffered; K and V share the second buffers until their fragments are loaded
     __shared__ __align__(16) bf16 sQ[2][kTile * LD], sO[2][kTile * LD];
     __shared__ __align__(16) float sL[2][kTile], sD[2][kTile];
+    __shared__ uint64_t sM[2][kTile]; // the mask word of this block's keys, per query
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
     const int64_t ldq = (int64_t)3 * NH * D, ldo = (int64_t)NH * D, row0 = start[s];
     const int64_t lrow = ((int64_t)s * NH + h) * Lstride;
@@ -321,6 +332,7 @@ dkdv_kernel(int NH, int Lstride, const int32_t *start, const int32_t *len, const
     load_tile<D>(sO[0], dO, ldo, n);
     load_vec(sL[0], lse + lrow, n);
     load_vec(sD[0], delta + lrow, n);
+    if (dropping) load_mask(sM[0], mask + lrow * words + k0 / 64, words, n);
     cp_commit();
     uint32_t kf[D / 16][4], vf[D / 16][4];
     float dk[D / 8][4], dv[D / 8][4];
@@ -345,6 +357,7 @@ dkdv_kernel(int NH, int Lstride, const int32_t *start, const int32_t *len, const
             load_tile<D>(sO[buf ^ 1], dO + i1 * ldo, ldo, n - i1);
             load_vec(sL[buf ^ 1], lse + lrow + i1, n - i1);
             load_vec(sD[buf ^ 1], delta + lrow + i1, n - i1);
+            if (dropping) load_mask(sM[buf ^ 1], mask + (lrow + i1) * words + k0 / 64, words, n - i1);
         }
         cp_commit();
         // P^T (keys x queries)
@@ -361,8 +374,7 @@ dkdv_kernel(int NH, int Lstride, const int32_t *start, const int32_t *len, const
             for (int c = 0; c < 2; c++) {
                 const int ci = nt * 8 + 2 * t + c, i = i0 + ci; // query (column)
                 const float L2 = sL[buf][ci] * kLog2e, Dl = sD[buf][ci];
-                uint64_t mw = 0;
-                if (dropping && i < n) mw = mask[(lrow + i) * words + k0 / 64];
+                const uint64_t mw = dropping ? sM[buf][ci] : 0;
 #pragma unroll
                 for (int r = 0; r < 2; r++) {
                     const int e = 2 * r + c, j = kw + g + 8 * r;
@@ -391,7 +403,7 @@ dkdv_kernel(int NH, int Lstride, const int32_t *start, const int32_t *len, const
 
 // dQ of a block's 64 queries (each warp 16), looping over the key tiles.
 template <int D>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, 3) // <= 168 registers: 3 blocks an SM
 dq_kernel(int NH, int Lstride, const int32_t *start, const int32_t *len, const bf16 *qkv, const bf16 *dctx,
           const float *lse, const float *delta, const uint64_t *mask, bool dropping, float drop_scale, float scale,
           bf16 *dqkv) {

@@ -6,17 +6,20 @@
 #
 #   contrib/bench/flash_attn.sh          (from anywhere; builds nothing)
 #
-# Needs $BUILD/tests/gpu/test_flash_attn built with CUDA and an NVIDIA GPU; PEER=0 skips torch.
+# Needs $BUILD/tests/gpu/test_flash_attn built with CUDA (BIN=path names another build of it) and an
+# NVIDIA GPU; PEER=0 skips torch, OURS=0 runs torch only.
 # Prints "# table" lines: milliseconds (median of 15 calls) and TFLOP/s of the forward and the
 # backward, each counted as the model's work on the real tokens: forward 4 sum(len^2) NH D, the
 # backward 2.5 times that (FlashAttention's convention; our backward recomputes S twice).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 4
 BUILD=${BUILD:-build}
-BIN=$BUILD/tests/gpu/test_flash_attn
-[ -x "$BIN" ] || { echo "flash_attn.sh: $BIN is not built" >&2; exit 2; }
+BIN=${BIN:-$BUILD/tests/gpu/test_flash_attn}
 rc=0
-TK_FLASH_BENCH=1 "$BIN" flash_bench | grep -E '^# table|^#   |^not ok' || rc=1
+if [ "${OURS:-1}" != 0 ]; then
+    [ -x "$BIN" ] || { echo "flash_attn.sh: $BIN is not built" >&2; exit 2; }
+    TK_FLASH_BENCH=1 "$BIN" flash_bench | grep -E '^# table|^#   |^not ok' || rc=1
+fi
 [ "${PEER:-1}" = 0 ] && exit $rc
 ${PYTHON:-python3} - <<'EOF' || rc=1
 import torch
