@@ -23,8 +23,8 @@
 //
 // start and len are int32 in the backend's memory and read only there (no host sync, no
 // allocation: CUDA-graph capturable). cpu (the reference): act TK_F32 or TK_BF16, any D, fp64
-// sums. cuda: act TK_BF16 (fp32 accumulation on the tensor cores, the softmax in fp32), D 64,
-// qkv/ctx/dctx/dqkv 16-byte aligned.
+// sums. cuda: act TK_BF16 (fp32 accumulation on the tensor cores, the softmax in fp32), D 64
+// (others are refused: TK_EINTERNAL), qkv/ctx/dctx/dqkv/ws 16-byte aligned.
 #ifndef TK_KERNELS_FLASH_ATTN_H
 #define TK_KERNELS_FLASH_ATTN_H
 
