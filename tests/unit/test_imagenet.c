@@ -14,7 +14,7 @@ static char tmpdir[] = "/tmp/test_imagenet.XXXXXX";
 static const char *tpath(const char *name) {
     static char buf[8][512];
     static int k;
-    if (tmpdir[strlen(tmpdir) - 1] == 'X' && !mkdtemp(tmpdir)) abort();
+    if (tmpdir[strlen(tmpdir) - 1] == 'X' && !mkdtemp(tmpdir)) { perror(tmpdir); abort(); }
     char *b = buf[k++ % 8];
     snprintf(b, 512, "%s/%s", tmpdir, name);
     return b;

@@ -42,7 +42,7 @@ static char tmpdir[] = "/tmp/test_resnet.XXXXXX";
 static const char *tpath(const char *name) {
     static char buf[8][512];
     static int k;
-    if (tmpdir[strlen(tmpdir) - 1] == 'X' && !mkdtemp(tmpdir)) abort();
+    if (tmpdir[strlen(tmpdir) - 1] == 'X' && !mkdtemp(tmpdir)) { perror(tmpdir); abort(); }
     char *b = buf[k++ % 8];
     snprintf(b, 512, "%s/%s", tmpdir, name);
     return b;
@@ -68,7 +68,7 @@ static int parse(const char *text, int64_t batch, rn_config *cfg, tk_err *e) {
 static tk_ctx *cpu(void) {
     static tk_ctx *c;
     tk_err e = {0};
-    if (!c && tk_ctx_create(&c, TK_BACKEND_CPU, 0, &e)) abort();
+    if (!c && tk_ctx_create(&c, TK_BACKEND_CPU, 0, &e)) { fprintf(stderr, "%s\n", e.what); abort(); }
     return c;
 }
 

@@ -17,7 +17,7 @@ static const char *tpath(const char *name) {
     static char buf[8][256];
     static int k;
     if (!tmpdir[strlen(tmpdir) - 1] || tmpdir[strlen(tmpdir) - 1] == 'X')
-        if (!mkdtemp(tmpdir)) abort();
+        if (!mkdtemp(tmpdir)) { perror(tmpdir); abort(); }
     char *b = buf[k++ % 8];
     snprintf(b, 256, "%s/%s", tmpdir, name);
     return b;

@@ -16,7 +16,7 @@ static char tmpdir[] = "/tmp/test_tks_ragged.XXXXXX";
 static const char *tpath(const char *name) {
     static char buf[8][256];
     static int k;
-    if (tmpdir[strlen(tmpdir) - 1] == 'X' && !mkdtemp(tmpdir)) abort();
+    if (tmpdir[strlen(tmpdir) - 1] == 'X' && !mkdtemp(tmpdir)) { perror(tmpdir); abort(); }
     char *b = buf[k++ % 8];
     snprintf(b, 256, "%s/%s", tmpdir, name);
     return b;

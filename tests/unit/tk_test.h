@@ -64,6 +64,7 @@ static int tk_ntests_;
 
 int main(int argc, char **argv) {
     int fails = 0, n = 0;
+    setvbuf(stdout, NULL, _IOLBF, 0); // a test that aborts keeps the lines before it
     printf("1..%d\n", tk_ntests_);
     for (int i = 0; i < tk_ntests_; i++) {
         int run = argc < 2;
