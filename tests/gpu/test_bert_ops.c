@@ -323,9 +323,13 @@ TK_TEST(dropout_masks_identical) {
 
 // ---- embeddings ----
 
-static void embed_case(int B, int L, int H, int V, int ints, tk_dtype t, int *tk_failed_) {
+// lens: sequence lengths (the padding tokens left out of dword), else NULL.
+static void embed_case(int B, int L, int H, int V, int ints, int lens, tk_dtype t, int *tk_failed_) {
     const int T = 2, NP = L + 3;
     const size_t n = (size_t)B * L;
+    int32_t *len = gt_host((size_t)B * 4), *Dlen = gt_dev((size_t)B * 4);
+    for (int b = 0; b < B; b++) len[b] = b == 0 ? L : 1 + (int)(gt_u32(b + 77) % (uint32_t)L);
+    gt_up(Dlen, len, (size_t)B * 4);
     float *w = rnd((size_t)V * H, -3, 3, ints), *p = rnd((size_t)NP * H, -3, 3, ints), *ty = rnd((size_t)T * H, -3, 3, ints);
     float *de = rnd(n * H, -3, 3, ints), *dw0 = rnd((size_t)V * H, -3, 3, ints);
     int32_t *ids = gt_host(n * 4);
@@ -347,10 +351,12 @@ static void embed_case(int B, int L, int H, int V, int ints, tk_dtype t, int *tk
     gt_poison(Ddp, (size_t)NP * H * 4, 0xff);
     tk_err e = {0};
     ok_or_die(tk_bert_embed_fwd_ref(TK_F32, TK_F32, B, L, H, ids, seg, w, p, ty, out, &e) ||
-                  tk_bert_embed_bwd_ref(TK_F32, B, L, H, T, NP, ids, seg, de, dw, dp, dt, NULL, &e),
+                  tk_bert_embed_bwd_ref(TK_F32, B, L, H, T, NP, ids, seg, lens ? len : NULL, de, dw, dp, dt, NULL, &e),
               &e, "embed ref");
     ok_or_die(tk_bert_embed_fwd(gt_ctx_, t, t, B, L, H, Dids, Dseg, Dw, Dp, Dt, Dout, &e) ||
-                  tk_bert_embed_bwd(gt_ctx_, t, B, L, H, T, NP, Dids, Dseg, Dde, Ddw, Ddp, Ddt, ws, &e) || gt_sync(&e),
+                  tk_bert_embed_bwd(gt_ctx_, t, B, L, H, T, NP, Dids, Dseg, lens ? Dlen : NULL, Dde, Ddw, Ddp, Ddt, ws,
+                                    &e) ||
+                  gt_sync(&e),
               &e, "embed");
     float *go = down(Dout, n * H, t), *gw = down(Ddw, (size_t)V * H, TK_F32), *gp = down(Ddp, (size_t)NP * H, TK_F32),
           *gty = down(Ddt, (size_t)T * H, TK_F32);
@@ -358,7 +364,7 @@ static void embed_case(int B, int L, int H, int V, int ints, tk_dtype t, int *tk
         gt_round(out, n * H, t);
         size_t d = gt_ndiff(go, out, n * H) + gt_ndiff(gw, dw, (size_t)V * H) + gt_ndiff(gp, dp, (size_t)NP * H) +
                    gt_ndiff(gty, dt, (size_t)T * H);
-        printf("# table bert embed ints %-4s differing %zu\n", tk_dtype_name(t), d);
+        printf("# table bert embed ints%s %-4s differing %zu\n", lens ? " lens" : "", tk_dtype_name(t), d);
         CHECK(d == 0);
     } else {
         CHECK(!judge("embed fwd", t, gt_relerr(go, out, n * H), tol(t)));
@@ -367,16 +373,18 @@ static void embed_case(int B, int L, int H, int V, int ints, tk_dtype t, int *tk
         CHECK(!judge("embed bwd dpos", t, gt_relerr(gp, dp, (size_t)NP * H), 1e-5));
         CHECK(!judge("embed bwd dtype", t, gt_relerr(gty, dt, (size_t)T * H), 1e-5));
     }
-    void *dv[] = {Dw, Dp, Dt, Dde, Dout, Ddw, Ddp, Ddt, Dids, Dseg, ws};
-    for (int i = 0; i < 11; i++) tk_free(gt_ctx_, dv[i]);
-    void *hv[] = {w, p, ty, de, dw0, ids, seg, out, dw, dp, dt, go, gw, gp, gty};
-    for (int i = 0; i < 15; i++) free(hv[i]);
+    void *dv[] = {Dw, Dp, Dt, Dde, Dout, Ddw, Ddp, Ddt, Dids, Dseg, ws, Dlen};
+    for (int i = 0; i < 12; i++) tk_free(gt_ctx_, dv[i]);
+    void *hv[] = {w, p, ty, de, dw0, ids, seg, out, dw, dp, dt, go, gw, gp, gty, len};
+    for (int i = 0; i < 16; i++) free(hv[i]);
 }
 
 TK_TEST(bert_embed_random_and_ints) {
     for (int ti = 0; ti < 2; ti++) {
-        embed_case(4, 64, 128, 1000, 0, types[ti], tk_failed_);
-        embed_case(3, 37, 40, 300, 1, types[ti], tk_failed_);
+        for (int lens = 0; lens < 2; lens++) {
+            embed_case(4, 64, 128, 1000, 0, lens, types[ti], tk_failed_);
+            embed_case(3, 37, 40, 300, 1, lens, types[ti], tk_failed_);
+        }
     }
 }
 

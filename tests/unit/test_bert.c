@@ -36,6 +36,7 @@ static tk_instance *make(char *const *sets, int nsets, const char *meta, tk_err 
     int rc = tk_instance_config(I, root, "cfg.json", sets, nsets, meta, e);
     json_decref(root);
     if (!rc) rc = tk_instance_create(I, cpu(), NULL, 0, e);
+    if (!rc) rc = tk_instance_optimizer(I, 1, e);
     if (!rc) rc = I->wl->init_weights(I->model, 5, e);
     if (rc) {
         if (I->cfg || I->effective) tk_instance_destroy(I);
@@ -179,6 +180,18 @@ TK_TEST(unpadded_step_equals_padded) {
         printf("# round %d: %zu of %zu gradient elements differ (largest difference %.3g)\n", round, diff, n, worst);
         CHECK(diff == 0);
     }
+    // whole training iterations through the engine's instance (schedule, step, optimizer): the
+    // same weights after two updates (and the weights moved)
+    float *w0 = malloc(n * sizeof(float));
+    memcpy(w0, I->P.dense_w, n * sizeof(float));
+    for (int k = 0; k < 2; k++) {
+        put_batch(a), put_batch(b);
+        a->rows = tk_bert_rows_for(a, a->in_len), b->rows = tk_bert_rows_for(b, b->in_len);
+        CHECK(tk_instance_step(I, &e) == 0 && tk_instance_step(J, &e) == 0);
+    }
+    CHECK(memcmp(I->P.dense_w, J->P.dense_w, n * sizeof(float)) == 0);
+    CHECK(memcmp(I->P.dense_w, w0, n * sizeof(float)) != 0);
+    free(w0);
     destroy(I), destroy(J);
 }
 

@@ -328,13 +328,21 @@ TK_TEST(bert_embed_by_hand) {
     for (int i = 0; i < B * L * H; i++) CHECK_NEAR(out[i], want[i], 0);
     float de[B * L * H] = {1, 2, 3, 4, 5, 6, 7, 8}, dword[V * H] = {100, 100, 0, 0, 0, 0}, dpos[3 * H], dtype[2 * H];
     memset(dpos, 0x7f, sizeof dpos);
-    CHECK(tk_bert_embed_bwd(cpu(), TK_F32, B, L, H, 2, 3, ids, seg, de, dword, dpos, dtype, NULL, &e) == 0);
+    CHECK(tk_bert_embed_bwd(cpu(), TK_F32, B, L, H, 2, 3, ids, seg, NULL, de, dword, dpos, dtype, NULL, &e) == 0);
     float wword[V * H] = {100 + 3, 100 + 4, 0, 0, 1 + 5 + 7, 2 + 6 + 8}; // added to what was there
     float wpos[3 * H] = {1 + 5, 2 + 6, 3 + 7, 4 + 8, 0, 0};               // rows >= L: 0
     float wtype[2 * H] = {1, 2, 3 + 5 + 7, 4 + 6 + 8};
     for (int i = 0; i < V * H; i++) CHECK_NEAR(dword[i], wword[i], 0);
     for (int i = 0; i < 3 * H; i++) CHECK_NEAR(dpos[i], wpos[i], 0);
     for (int i = 0; i < 2 * H; i++) CHECK_NEAR(dtype[i], wtype[i], 0);
+    // with the lengths (2, 1): token 3 (sequence 1, position 1) is padding, out of dword (id 2's
+    // run is then tokens 0 and 2), still in dpos and dtype
+    int32_t len[B] = {2, 1};
+    float dword2[V * H] = {0};
+    CHECK(tk_bert_embed_bwd(cpu(), TK_F32, B, L, H, 2, 3, ids, seg, len, de, dword2, dpos, dtype, NULL, &e) == 0);
+    float wword2[V * H] = {3, 4, 0, 0, 1 + 5, 2 + 6};
+    for (int i = 0; i < V * H; i++) CHECK_NEAR(dword2[i], wword2[i], 0);
+    for (int i = 0; i < 3 * H; i++) CHECK_NEAR(dpos[i], wpos[i], 0);
 }
 
 TK_TEST(bert_gather_scatter_by_hand) {

@@ -72,9 +72,10 @@ int tk_bert_embed_fwd(tk_ctx *c, tk_dtype wt, tk_dtype act, int B, int L, int H,
                        tk_bert_embed_fwd_cuda(c, wt, act, B, L, H, ids, seg, word, pos, type, e_out, e));
 }
 int tk_bert_embed_bwd(tk_ctx *c, tk_dtype act, int B, int L, int H, int T, int npos, const int32_t *ids,
-                      const uint8_t *seg, const void *de, float *dword, float *dpos, float *dtype, void *ws, tk_err *e) {
-    return TK_DISPATCH(c, tk_bert_embed_bwd_ref(act, B, L, H, T, npos, ids, seg, de, dword, dpos, dtype, ws, e),
-                       tk_bert_embed_bwd_cuda(c, act, B, L, H, T, npos, ids, seg, de, dword, dpos, dtype, ws, e));
+                      const uint8_t *seg, const int32_t *len, const void *de, float *dword, float *dpos, float *dtype,
+                      void *ws, tk_err *e) {
+    return TK_DISPATCH(c, tk_bert_embed_bwd_ref(act, B, L, H, T, npos, ids, seg, len, de, dword, dpos, dtype, ws, e),
+                       tk_bert_embed_bwd_cuda(c, act, B, L, H, T, npos, ids, seg, len, de, dword, dpos, dtype, ws, e));
 }
 
 int tk_bert_starts(tk_ctx *c, int B, int L, int packed, const int32_t *len, int32_t *start, tk_err *e) {
