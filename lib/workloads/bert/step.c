@@ -8,9 +8,11 @@
 // attention (tk_attention_*: sequences by start and len) work on the rows; the backward unpacks
 // the embeddings' gradient. Rows past the last sequence hold zeros (pack) or stale finite values,
 // and their gradients are zero (the heads read only real rows, the attention writes none of them,
-// dQKV is cleared once a step), so they add nothing to any weight gradient. A linear layer's weight is stored (out, in) as torch.nn.Linear: y = x W^T + b, so
-// its weight gradient is dy^T x (M = out, K = tokens, the bias gradient fused: BGRADB) and its
-// input gradient dy W.
+// dQKV is cleared once a step), so they add nothing to any weight gradient.
+//
+// A linear layer's weight is stored (out, in) as torch.nn.Linear: y = x W^T + b, so its weight
+// gradient is dy^T x (M = out, K = tokens, the bias gradient fused: BGRADB) and its input
+// gradient dy W.
 #include "activation.h"
 #include "attention.h"
 #include "bert_embed.h"
