@@ -11,11 +11,13 @@ namespace {
 
 constexpr int kWarps = 8;
 
+// u indexes (p, b, h, i, d) of the per-head layout; sequence b's token i is row start[b] + i of
+// the rows (positions i >= len[b]: the split writes 0, the merge skips them).
 template <typename T>
-__global__ void heads(int B, int L, int NH, int D, int parts, const T *src, T *dst, int split) {
+__global__ void heads(int B, int L, int NH, int D, int parts, const int32_t *start, const int32_t *len, const T *src,
+                      T *dst, int split) {
     const size_t n = (size_t)parts * B * NH * L * D;
     for (size_t u = (size_t)blockIdx.x * blockDim.x + threadIdx.x; u < n; u += (size_t)gridDim.x * blockDim.x) {
-        // u indexes (p, b, h, i, d) of the per-head layout
         size_t x = u;
         int d = (int)(x % D);
         x /= D;
@@ -25,9 +27,11 @@ __global__ void heads(int B, int L, int NH, int D, int parts, const T *src, T *d
         x /= NH;
         int b = (int)(x % B);
         int p = (int)(x / B);
-        size_t t = ((size_t)b * L + i) * parts * NH * D + ((size_t)p * NH + h) * D + d;
-        if (split) dst[u] = src[t];
-        else dst[t] = src[u];
+        int in = i < len[b];
+        size_t t = ((size_t)start[b] + i) * parts * NH * D + ((size_t)p * NH + h) * D + d;
+        if (split && in) dst[u] = src[t];
+        else if (split) tk_st(dst, u, 0.0f);
+        else if (in) dst[t] = src[u];
     }
 }
 
@@ -35,7 +39,8 @@ __global__ void heads(int B, int L, int NH, int D, int parts, const T *src, T *d
 // buffers 16-byte aligned. Row r = (p, b, h, i) of the per-head layout; 32-bit index math per
 // 8 elements instead of 64-bit divisions per element.
 template <typename T>
-__global__ void heads_vec(int64_t chunks, int L, int NH, int B, int D, int parts, const T *src, T *dst, int split) {
+__global__ void heads_vec(int64_t chunks, int L, int NH, int B, int D, int parts, const int32_t *start,
+                          const int32_t *len, const T *src, T *dst, int split) {
     const int cpr = D / 8; // chunks a row
     for (int64_t q = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; q < chunks; q += (int64_t)gridDim.x * blockDim.x) {
         int64_t r = q / cpr;
@@ -47,10 +52,17 @@ __global__ void heads_vec(int64_t chunks, int L, int NH, int B, int D, int parts
         x /= NH;
         int b = (int)(x % B);
         int p = (int)(x / B);
+        int in = i < len[b];
+        if (!split && !in) continue;
         size_t u = (size_t)r * D + c * 8;
-        size_t t = ((size_t)b * L + i) * parts * NH * D + ((size_t)p * NH + h) * D + c * 8;
-        const T *from = src + (split ? t : u);
+        size_t t = ((size_t)start[b] + i) * parts * NH * D + ((size_t)p * NH + h) * D + c * 8;
         T *to = dst + (split ? u : t);
+        if (!in) { // (a split's padding position)
+            *(uint4 *)to = make_uint4(0, 0, 0, 0);
+            if (sizeof(T) == 4) ((uint4 *)to)[1] = make_uint4(0, 0, 0, 0);
+            continue;
+        }
+        const T *from = src + (split ? t : u);
         if (sizeof(T) == 2) {
             *(uint4 *)to = *(const uint4 *)from;
         } else {
@@ -84,7 +96,7 @@ softmax_fwd(int64_t rows, int NHL, int L, const int32_t *len, const T *S, tk_dro
     float sum = 0;
     for (int j = lane; j < n; j += 32) sum += expf(tk_ld(S, o + j) - mx);
     sum = warp_sum(sum);
-    float inv = 1.0f / sum;
+    float inv = sum > 0 ? 1.0f / sum : 0.0f; // (len 0: an unused slot, all 0)
     for (int j0 = lane * 8; j0 < L; j0 += 256) {
         float f[8];
         if (Pd) tk_drop8(drop, step, (int64_t)(o + j0), f);
@@ -155,7 +167,8 @@ softmax_fwd_reg(int64_t rows, int NHL, int L, const int32_t *len, const T *S, tk
             v[k][j] = k * 256 + lane * 8 + j < n ? expf(v[k][j] - mx) : 0.0f;
             sum += v[k][j];
         }
-    float inv = 1.0f / warp_sum(sum);
+    sum = warp_sum(sum);
+    float inv = sum > 0 ? 1.0f / sum : 0.0f;
 #pragma unroll
     for (int k = 0; k < C; k++) {
         int j0 = k * 256 + lane * 8;
@@ -229,8 +242,8 @@ int reg_chunks(int L, const void *a, const void *b, const void *c2) {
     return (L + 255) / 256;
 }
 
-int heads_launch(tk_ctx *c, tk_dtype act, int B, int L, int NH, int D, int parts, const void *src, void *dst, int split,
-                 tk_err *e) {
+int heads_launch(tk_ctx *c, tk_dtype act, int B, int L, int NH, int D, int parts, const int32_t *start,
+                 const int32_t *len, const void *src, void *dst, int split, tk_err *e) {
     size_t n = (size_t)parts * B * NH * L * D;
     if (n == 0) return 0;
     const char *name = split ? "attn_heads_split" : "attn_heads_merge";
@@ -238,26 +251,25 @@ int heads_launch(tk_ctx *c, tk_dtype act, int B, int L, int NH, int D, int parts
         int64_t chunks = (int64_t)(n / 8);
         TK_ACT_DISPATCH(act, name, e,
                         heads_vec<T><<<tk_cu_blocks(chunks, 256), 256, 0, tk_cu_stream(c)>>>(
-                            chunks, L, NH, B, D, parts, (const T *)src, (T *)dst, split));
+                            chunks, L, NH, B, D, parts, start, len, (const T *)src, (T *)dst, split));
         return tk_cu_check(e, name);
     }
     TK_ACT_DISPATCH(act, name, e,
-                    (heads<T><<<tk_cu_blocks((int64_t)n, 256), 256, 0, tk_cu_stream(c)>>>(B, L, NH, D, parts,
-                                                                                          (const T *)src, (T *)dst,
-                                                                                          split)));
+                    (heads<T><<<tk_cu_blocks((int64_t)n, 256), 256, 0, tk_cu_stream(c)>>>(
+                        B, L, NH, D, parts, start, len, (const T *)src, (T *)dst, split)));
     return tk_cu_check(e, name);
 }
 
 } // namespace
 
-int tk_attn_heads_split_cuda(tk_ctx *c, tk_dtype act, int B, int L, int NH, int D, int parts, const void *src,
-                             void *dst, tk_err *e) {
-    return heads_launch(c, act, B, L, NH, D, parts, src, dst, 1, e);
+int tk_attn_heads_split_cuda(tk_ctx *c, tk_dtype act, int B, int L, int NH, int D, int parts, const int32_t *start,
+                             const int32_t *len, const void *src, void *dst, tk_err *e) {
+    return heads_launch(c, act, B, L, NH, D, parts, start, len, src, dst, 1, e);
 }
 
-int tk_attn_heads_merge_cuda(tk_ctx *c, tk_dtype act, int B, int L, int NH, int D, int parts, const void *src,
-                             void *dst, tk_err *e) {
-    return heads_launch(c, act, B, L, NH, D, parts, src, dst, 0, e);
+int tk_attn_heads_merge_cuda(tk_ctx *c, tk_dtype act, int B, int L, int NH, int D, int parts, const int32_t *start,
+                             const int32_t *len, const void *src, void *dst, tk_err *e) {
+    return heads_launch(c, act, B, L, NH, D, parts, start, len, src, dst, 0, e);
 }
 
 int tk_attn_softmax_fwd_cuda(tk_ctx *c, tk_dtype act, int B, int NH, int L, const int32_t *len, const void *S,

@@ -9,32 +9,35 @@ static int check(tk_dtype act, const char *op, const tk_dropout *d, tk_err *e) {
     return 0;
 }
 
-// (B L, parts NH D) <-> (parts, B, NH, L, D)
-static void heads(int B, int L, int NH, int D, int parts, const float *src, float *dst, int split) {
+// sequence b's rows start[b] .. start[b] + len[b] - 1 of (rows, parts NH D) <-> (parts, B, NH, L, D);
+// the split writes 0 at positions i >= len[b], the merge writes only the sequences' rows.
+static void heads(int B, int L, int NH, int D, int parts, const int32_t *start, const int32_t *len, const float *src,
+                  float *dst, int split) {
 #pragma omp parallel for collapse(2) schedule(static)
     for (int p = 0; p < parts; p++)
         for (int b = 0; b < B; b++)
             for (int h = 0; h < NH; h++)
                 for (int i = 0; i < L; i++) {
-                    size_t t = ((size_t)b * L + i) * parts * NH * D + ((size_t)p * NH + h) * D;
+                    size_t t = ((size_t)start[b] + i) * parts * NH * D + ((size_t)p * NH + h) * D;
                     size_t u = ((((size_t)p * B + b) * NH + h) * L + i) * D;
+                    int in = i < len[b];
                     for (int d = 0; d < D; d++)
-                        if (split) dst[u + d] = src[t + d];
-                        else dst[t + d] = src[u + d];
+                        if (split) dst[u + d] = in ? src[t + d] : 0.0f;
+                        else if (in) dst[t + d] = src[u + d];
                 }
 }
 
-int tk_attn_heads_split_ref(tk_dtype act, int B, int L, int NH, int D, int parts, const void *src, void *dst,
-                            tk_err *e) {
+int tk_attn_heads_split_ref(tk_dtype act, int B, int L, int NH, int D, int parts, const int32_t *start,
+                            const int32_t *len, const void *src, void *dst, tk_err *e) {
     TRY(check(act, "attn_heads_split", NULL, e));
-    heads(B, L, NH, D, parts, src, dst, 1);
+    heads(B, L, NH, D, parts, start, len, src, dst, 1);
     return 0;
 }
 
-int tk_attn_heads_merge_ref(tk_dtype act, int B, int L, int NH, int D, int parts, const void *src, void *dst,
-                            tk_err *e) {
+int tk_attn_heads_merge_ref(tk_dtype act, int B, int L, int NH, int D, int parts, const int32_t *start,
+                            const int32_t *len, const void *src, void *dst, tk_err *e) {
     TRY(check(act, "attn_heads_merge", NULL, e));
-    heads(B, L, NH, D, parts, src, dst, 0);
+    heads(B, L, NH, D, parts, start, len, src, dst, 0);
     return 0;
 }
 

@@ -25,7 +25,7 @@ __global__ void embed_fwd(int64_t n, int L, int H, const int32_t *ids, const uin
 }
 
 struct Ws {
-    int32_t *keys_out, *tok_in, *tok_out;
+    int32_t *keys_in, *keys_out, *tok_in, *tok_out;
     double *part;
     void *temp;
     size_t temp_bytes, total;
@@ -38,6 +38,7 @@ Ws layout(void *base, int64_t n, int H, int T) {
                                     (int32_t *)nullptr, (int)n, 0, 32);
     char *p = (char *)base;
     size_t off = 0;
+    l.keys_in = (int32_t *)(p + off), off += tk_cu_align(4 * (size_t)n);
     l.keys_out = (int32_t *)(p + off), off += tk_cu_align(4 * (size_t)n);
     l.tok_in = (int32_t *)(p + off), off += tk_cu_align(4 * (size_t)n);
     l.tok_out = (int32_t *)(p + off), off += tk_cu_align(4 * (size_t)n);
@@ -47,16 +48,21 @@ Ws layout(void *base, int64_t n, int H, int T) {
     return l;
 }
 
-__global__ void iota(int64_t n, int32_t *x) {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+constexpr int32_t kPadKey = INT32_MAX; // the sort key of a padding token: after every id, in no run
+
+// The tokens' numbers and sort keys: the id, or kPadKey past the sequence's length.
+__global__ void keys_of(int64_t n, int L, const int32_t *ids, const int32_t *len, int32_t *keys, int32_t *x) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         x[i] = (int32_t)i;
+        keys[i] = len && i % L >= len[i / L] ? kPadKey : ids[i];
+    }
 }
 
 // Block k handles the run starting at sorted position k (others return at once).
 template <typename A>
 __global__ void word_runs(int64_t n, int H, const int32_t *keys, const int32_t *tok, const A *de, float *dword) {
     int64_t k = blockIdx.x;
-    if (k > 0 && keys[k] == keys[k - 1]) return;
+    if ((k > 0 && keys[k] == keys[k - 1]) || keys[k] == kPadKey) return;
     int64_t end = k + 1;
     while (end < n && keys[end] == keys[k]) end++;
     float *row = dword + (size_t)keys[k] * H;
@@ -117,8 +123,8 @@ size_t tk_bert_embed_bwd_ws_bytes_cuda(int B, int L, int H, int T) {
 }
 
 int tk_bert_embed_bwd_cuda(tk_ctx *c, tk_dtype act, int B, int L, int H, int ntypes, int npos, const int32_t *ids,
-                           const uint8_t *seg, const void *de, float *dword, float *dpos, float *dtype, void *ws,
-                           tk_err *e) {
+                           const uint8_t *seg, const int32_t *len, const void *de, float *dword, float *dpos,
+                           float *dtype, void *ws, tk_err *e) {
     const int nt = ntypes; // (T names the activation type below)
     if (nt < 1 || nt > TK_BERT_MAX_TYPES || npos < L)
         return tk_err_set(e, TK_EINTERNAL, "bert_embed_bwd: %d types, %d positions for L %d", nt, npos, L);
@@ -127,8 +133,8 @@ int tk_bert_embed_bwd_cuda(tk_ctx *c, tk_dtype act, int B, int L, int H, int nty
     cudaStream_t s = tk_cu_stream(c);
     Ws l = layout(ws, n, H, nt);
     int chunks = (int)((n + kChunk - 1) / kChunk);
-    iota<<<tk_cu_blocks(n, 256), 256, 0, s>>>(n, l.tok_in);
-    TRY(tk_cu_check(e, "bert_embed_bwd", cub::DeviceRadixSort::SortPairs(l.temp, l.temp_bytes, ids, l.keys_out, l.tok_in,
+    keys_of<<<tk_cu_blocks(n, 256), 256, 0, s>>>(n, L, ids, len, l.keys_in, l.tok_in);
+    TRY(tk_cu_check(e, "bert_embed_bwd", cub::DeviceRadixSort::SortPairs(l.temp, l.temp_bytes, l.keys_in, l.keys_out, l.tok_in,
                                                                          l.tok_out, (int)n, 0, 32, s)));
     TK_ACT_DISPATCH(act, "bert_embed_bwd", e, {
         word_runs<T><<<(unsigned)n, 128, 0, s>>>(n, H, l.keys_out, l.tok_out, (const T *)de, dword);

@@ -34,7 +34,8 @@ size_t tk_bert_embed_bwd_ws_bytes(tk_backend b, int B, int L, int H, int T) {
 }
 
 int tk_bert_embed_bwd_ref(tk_dtype act, int B, int L, int H, int T, int npos, const int32_t *ids, const uint8_t *seg,
-                          const void *de, float *dword, float *dpos, float *dtype, void *ws, tk_err *e) {
+                          const int32_t *len, const void *de, float *dword, float *dpos, float *dtype, void *ws,
+                          tk_err *e) {
     (void)ws;
     TRY(check(TK_F32, act, "bert_embed_bwd", e));
     if (T < 1 || T > TK_BERT_MAX_TYPES || npos < L)
@@ -48,18 +49,23 @@ int tk_bert_embed_bwd_ref(tk_dtype act, int B, int L, int H, int T, int npos, co
     // The tokens of each id, in order: a counting sort.
     int32_t maxid = 0;
     for (int64_t t = 0; t < n; t++) maxid = ids[t] > maxid ? ids[t] : maxid;
-    int64_t *start = calloc((size_t)maxid + 2, sizeof *start), *order = malloc(sizeof *order * (size_t)(n + 1));
+    int64_t *start = calloc((size_t)maxid + 3, sizeof *start), *order = malloc(sizeof *order * (size_t)(n + 1));
     if (!start || !order) {
         free(acc), free(start), free(order);
         return tk_err_set(e, TK_EIO, "bert_embed_bwd: out of host memory");
     }
-    for (int64_t t = 0; t < n; t++) start[ids[t] + 1]++;
+    // (the padding tokens, with len, in no run: their id counted as maxid + 1)
+#define KEY(t) (len && (t) % L >= len[(t) / L] ? maxid + 1 : ids[t])
+    for (int64_t t = 0; t < n; t++) start[KEY(t) + 1]++;
     for (int32_t v = 0; v <= maxid; v++) start[v + 1] += start[v];
-    for (int64_t t = 0; t < n; t++) order[start[ids[t]]++] = t;
+    int64_t nreal = 0;
+    for (int64_t t = 0; t < n; t++)
+        if (KEY(t) <= maxid) order[start[KEY(t)]++] = t, nreal++;
+#undef KEY
     for (int32_t v = maxid; v > 0; v--) start[v] = start[v - 1]; // back to the run starts
     start[0] = 0;
     for (int32_t v = 0; v <= maxid; v++) {
-        int64_t a = start[v], b = v < maxid ? start[v + 1] : n;
+        int64_t a = start[v], b = v < maxid ? start[v + 1] : nreal;
         if (a == b) continue;
         memset(acc, 0, sizeof(double) * (size_t)H);
         for (int64_t k = a; k < b; k++)

@@ -5,6 +5,9 @@
 # FFN 4096, vocabulary 30522, sequences of 512 tokens all real, 76 masked positions, batch 32,
 # dropout 0.1, SGD (train-step's optimizer until the engine has LAMB: the peer uses the same).
 # Then train-step --profile: the step's phases (eager, so slower than the graph).
+# LENGTHS=wikipedia: the sequences' lengths from MLPerf BERT's Wikipedia data instead (half the
+# tokens padding; contrib/synth/bert_tks.py --lengths wikipedia), train-step padded (model.unpad
+# false) and unpadded (true), the peer padded to SEQ with an attention mask, on the same sequences.
 #
 #   contrib/bench/bert.sh                (from anywhere; builds nothing)
 #
@@ -16,12 +19,14 @@
 #   PEERS=0    skip the PyTorch runs              COMPILE=0  skip torch.compile (eager only)
 #   PROFILE=0  skip the --profile run             DATA=DIR   where the .tks data is kept
 #   LAYERS=24  fewer layers (quick looks)         TINY=1     dry-run the plumbing on the CPU
+#   LENGTHS=real|wikipedia  the lengths           UNPADS="1"  train-step's model.unpad runs ("0 1": both)
 # Prints one table: impl, seqs/s, ms/step, TFLOP/s, fraction of 780 TFLOP/s (the measured bf16
 # GEMM peak of an H100 SXM, STYLE.md), ratio vs torch.compile. The FLOPs counted are the model's
-# useful work, the same for both: 3 x (forward) with the forward, per sequence,
-#   layers (2 L (4 H^2 + 2 H F) + 4 L^2 H) + 2 P (H^2 + H V) + 2 H^2 + 4 H
-# (the masked-LM head on the P masked positions; the peer computes it on all L tokens, extra work
-# it is not credited for). Exit 0 when every run succeeded, 1 when one failed, 2 when something is
+# useful work on the real tokens, the same for both: 3 x (forward) with the forward, per sequence
+# of n real tokens and p masked positions (averaged over the data: E[n], E[n^2], E[p]),
+#   layers (2 n (4 H^2 + 2 H F) + 4 n^2 H) + 2 p (H^2 + H V) + 2 H^2 + 4 H
+# (the masked-LM head on the masked positions; the peer computes it on all L tokens, and pads,
+# extra work it is not credited for). Exit 0 when every run succeeded, 1 when one failed, 2 when something is
 # not built, 5 when there is no GPU.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 4
@@ -31,12 +36,13 @@ BIN=$ROOT/$BUILD/bin
 PY=${PYTHON:-python3}
 BATCH=${BATCH:-32} SEQ=${SEQ:-512} PRED=${PRED:-76} STEPS=${STEPS:-30} LAYERS=${LAYERS:-24}
 PEERS=${PEERS:-1} COMPILE=${COMPILE:-1} PROFILE=${PROFILE:-1} TINY=${TINY:-0}
+LENGTHS=${LENGTHS:-real} UNPADS=${UNPADS:-1}
 H=1024 NH=16 F=4096 V=30522
 BACKEND=cuda PRECISION=bf16 PEERDEV=cuda
 if [ "$TINY" = 1 ]; then
     BATCH=4 SEQ=32 PRED=4 STEPS=${STEPS_TINY:-20} LAYERS=1 H=32 NH=2 F=64 V=100 BACKEND=cpu PRECISION=fp32 PEERDEV=cpu
 fi
-DATA=${DATA:-${TMPDIR:-/tmp}/trainkit-bert-bench-$SEQ-$V}
+DATA=${DATA:-${TMPDIR:-/tmp}/trainkit-bert-bench-$SEQ-$V-$LENGTHS}
 LOG=$(mktemp -d)
 die() { echo "bert.sh: error: $2" >&2; exit "$1"; }
 [ -x "$BIN/train-step" ] || die 2 "$BIN/train-step is not built (make BUILD=$BUILD, with nvcc for the cuda backend)"
@@ -46,35 +52,47 @@ fi
 mkdir -p "$DATA"
 n=$((BATCH * STEPS))
 if [ ! -s "$DATA/train.tks" ] || [ "$(cat "$DATA/records" 2>/dev/null)" != "$n" ]; then
-    g="$ROOT/contrib/synth/bert_tks.py --seq-len $SEQ --max-pred $PRED --vocab $V --min-len $SEQ"
-    "$PY" $g -o "$DATA/train.tks" --records "$n" --seed 1 && "$PY" $g -o "$DATA/eval.tks" --records "$BATCH" --seed 2 ||
-        die 1 "contrib/synth/bert_tks.py failed"
+    g="$ROOT/contrib/synth/bert_tks.py --seq-len $SEQ --max-pred $PRED --vocab $V"
+    [ "$LENGTHS" = wikipedia ] && g+=" --lengths wikipedia" || g+=" --min-len $SEQ"
+    "$PY" $g -o "$DATA/train.tks" --records "$n" --seed 1 --npz "$DATA/train.npz" &&
+        "$PY" $g -o "$DATA/eval.tks" --records "$BATCH" --seed 2 || die 1 "contrib/synth/bert_tks.py failed"
     echo "$n" >"$DATA/records"
 fi
-
-flops=$(awk -v l="$LAYERS" -v L="$SEQ" -v H="$H" -v F="$F" -v P="$PRED" -v V="$V" \
-    'BEGIN {printf "%.0f", 3 * (l * (2 * L * (4 * H * H + 2 * H * F) + 4 * L * L * H) + 2 * P * (H * H + H * V) + 2 * H * H + 4 * H)}')
+# E[n], E[n^2], E[p] of the training sequences
+read -r mn mn2 mp < <("$PY" -c 'import json, sys; s = json.load(open(sys.argv[1])); print(s["mean_len"], s["mean_len2"], s["mean_masked"])' "$DATA/train.npz.json") ||
+    die 1 "no statistics in $DATA/train.npz.json"
+flops=$(awk -v l="$LAYERS" -v n="$mn" -v n2="$mn2" -v H="$H" -v F="$F" -v p="$mp" -v V="$V" \
+    'BEGIN {printf "%.0f", 3 * (l * (2 * n * (4 * H * H + 2 * H * F) + 4 * n2 * H) + 2 * p * (H * H + H * V) + 2 * H * H + 4 * H)}')
 rows=()
 row() { # impl seqs_per_s ms
     rows+=("$(awk -v i="$1" -v s="$2" -v ms="$3" -v f="$flops" \
         'BEGIN {t = s * f / 1e12; printf "%-16s %9.1f %9.2f %8.1f %6.1f%%", i, s, ms, t, 100 * t / 780}')")
 }
-ours=(-c "$ROOT/share/workloads/bert/tiny.json" -t "$DATA/train.tks" -e "$DATA/eval.tks" -b "$BACKEND"
+# the tiny config's optimizer (SGD, as the peer's) with model.unpad and unpad_bucket added
+"$PY" -c 'import json, sys; c = json.load(open(sys.argv[1])); c["model"].update(unpad=False, unpad_bucket=1024); json.dump(c, open(sys.argv[2], "w"))' \
+    "$ROOT/share/workloads/bert/tiny.json" "$LOG/config.json" || die 1 "cannot write $LOG/config.json"
+ours=(-c "$LOG/config.json" -t "$DATA/train.tks" -e "$DATA/eval.tks" -b "$BACKEND"
       --precision "$PRECISION" --set model.hidden_size=$H --set model.num_layers=$LAYERS --set model.num_heads=$NH
       --set model.intermediate_size=$F --set model.max_position_embeddings=$SEQ --set train.global_batch_size=$BATCH
       --set train.eval_every_samples=1000000000 --set target.mlm_accuracy=0.9999 --set optimizer.base_lr=1e-4)
 rc=0
-"$BIN/train-step" "${ours[@]}" --max-steps "$STEPS" --log-every 10 >"$LOG/ours.jsonl" 2>"$LOG/ours.err"
-if [ $? -le 1 ]; then
-    # the windows after the first (which holds the graph capture and the first batches)
-    sps=$(grep '"type":"progress"' "$LOG/ours.jsonl" | tail -n +2 | sed 's/.*"samples_per_s":\([^,]*\).*/\1/' |
-        awk '{s += $1; n++} END {if (n) printf "%.3f", s / n}')
-    [ -n "$sps" ] && row trainkit "$sps" "$(awk -v s="$sps" -v b="$BATCH" 'BEGIN {printf "%.3f", 1e3 * b / s}')"
-    ours_sps=$sps
-else
-    echo "bert.sh: train-step failed: $(tail -3 "$LOG/ours.err")" >&2
-    rc=1
-fi
+for u in $UNPADS; do
+    name=trainkit-padded
+    [ "$u" = 1 ] && name=trainkit-unpad
+    [ "$u" = 1 ] && un=true || un=false
+    "$BIN/train-step" "${ours[@]}" --set model.unpad=$un --max-steps "$STEPS" --log-every 10 >"$LOG/ours$u.jsonl" 2>"$LOG/ours$u.err"
+    if [ $? -le 1 ]; then
+        # the windows after the first (which holds the graph captures and the first batches)
+        sps=$(grep '"type":"progress"' "$LOG/ours$u.jsonl" | tail -n +2 | sed 's/.*"samples_per_s":\([^,]*\).*/\1/' |
+            awk '{s += $1; n++} END {if (n) printf "%.3f", s / n}')
+        [ -n "$sps" ] && row $name "$sps" "$(awk -v s="$sps" -v b="$BATCH" 'BEGIN {printf "%.3f", 1e3 * b / s}')"
+        ours_sps=$sps
+    else
+        echo "bert.sh: train-step ($name) failed: $(tail -3 "$LOG/ours$u.err")" >&2
+        rc=1
+    fi
+done
+ours=("${ours[@]}" --set model.unpad=$([ "${u:-0}" = 1 ] && echo true || echo false))
 if [ "$PROFILE" = 1 ]; then
     "$BIN/train-step" "${ours[@]}" --max-steps 6 --log-every 0 --profile >"$LOG/prof.jsonl" 2>"$LOG/prof.err"
     grep '"type":"profile"' "$LOG/prof.jsonl" | "$PY" -c '
@@ -90,6 +108,7 @@ comp_sps=
 if [ "$PEERS" = 1 ]; then
     peer=(--batch "$BATCH" --seq "$SEQ" --max-pred "$PRED" --layers "$LAYERS" --hidden $H --heads $NH --ffn $F --vocab $V
           --device "$PEERDEV")
+    [ "$LENGTHS" = wikipedia ] && peer+=(--npz "$DATA/train.npz")
     [ "$TINY" = 1 ] && peer+=(--iters 2 --warmup 1)
     for mode in eager compile; do
         [ "$mode" = compile ] && [ "$COMPILE" != 1 ] && continue
@@ -103,11 +122,11 @@ if [ "$PEERS" = 1 ]; then
         fi
     done
 fi
-echo "BERT batch $BATCH x $SEQ tokens (all real), $PRED masked, $LAYERS layers, $(tk=$BACKEND; echo $tk) $PRECISION; model GFLOP/seq $(awk -v f="$flops" 'BEGIN {printf "%.1f", f / 1e9}')"
+echo "BERT batch $BATCH x $SEQ tokens ($LENGTHS lengths: mean $mn real, $(awk -v n="$mn" -v L="$SEQ" 'BEGIN {printf "%.1f%%", 100 * n / L}') of the tokens), $mp masked on average, $LAYERS layers, $BACKEND $PRECISION; model GFLOP/seq $(awk -v f="$flops" 'BEGIN {printf "%.1f", f / 1e9}')"
 printf '%-16s %9s %9s %8s %7s\n' impl seqs/s ms/step TFLOP/s "of 780"
 for r in "${rows[@]}"; do echo "$r"; done
 if [ -n "${ours_sps:-}" ] && [ -n "$comp_sps" ]; then
-    awk -v a="$ours_sps" -v b="$comp_sps" 'BEGIN {printf "trainkit / torch.compile: %.2fx\n", a / b}'
+    awk -v a="$ours_sps" -v b="$comp_sps" -v n="$name" 'BEGIN {printf "%s / torch.compile: %.2fx\n", n, a / b}'
 fi
 [ "$rc" = 0 ] && rm -rf "$LOG" || echo "bert.sh: logs kept in $LOG" >&2
 exit "$rc"

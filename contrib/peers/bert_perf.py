@@ -4,7 +4,7 @@ trainkit's train-step.
 
   bert_perf.py --mode eager|compile [--batch 32] [--seq 512] [--max-pred 76] [--iters 20]
                [--warmup 5] [--layers 24] [--hidden 1024] [--heads 16] [--ffn 4096]
-               [--vocab 30522] [--device cuda] [--optimizer sgd|adamw]
+               [--vocab 30522] [--device cuda] [--optimizer sgd|adamw] [--npz FILE]
 
 Times whole training steps (forward, masked-LM + next-sentence loss, backward, optimizer) and
 prints one JSON line {"type":"bench","impl":"torch-eager"|"torch-compile",...,"seqs_per_s":...}.
@@ -15,6 +15,10 @@ How the peer runs (the fastest idiomatic PyTorch we know, not a strawman):
     under torch.autocast(bf16) with fp32 parameters, gradients and optimizer.
   - every token real (no attention mask is passed, so SDPA can take its flash kernel); --max-pred
     masked positions per sequence carry a label, the others -100; a random next-sentence label.
+  - --npz FILE (contrib/synth/bert_tks.py --npz): the sequences trainkit trains on instead, batch
+    i of the file at step i (cycling over the first warmup + iters batches), padded to --seq with
+    an attention mask (the padded peer: SDPA then takes its masked kernel), labels on the masked
+    positions; the FLOPs are the same sequences' for both sides.
     (HF's head computes the vocabulary logits of every token, not only the masked ones: that is
     how BertForPreTraining works, and part of what trainkit's dense_seq_output head saves.)
   - optimizer: torch.optim.SGD(fused=True) by default, as train-step's configs use until the
@@ -34,6 +38,29 @@ import time
 import torch
 
 
+def npz_batches(path, B, L, n, dev):
+    """Up to n batches of B sequences of bert_tks.py's columns, padded to L, on the device."""
+    import numpy as np
+    z = np.load(path)
+    recs = len(z["seq_len"])
+    out = []
+    for k in range(max(1, min(n, recs // B))):
+        sl = slice(k * B, k * B + B)
+        ln = torch.from_numpy(z["seq_len"][sl].astype(np.int64))
+        ids = torch.from_numpy(z["input_ids"][sl, :L].astype(np.int64))
+        seg = torch.from_numpy(z["segment_ids"][sl, :L].astype(np.int64))
+        mask = (torch.arange(L)[None, :] < ln[:, None]).long()
+        labels = torch.full((B, L), -100, dtype=torch.long)
+        pos, mid, nm = z["masked_lm_positions"][sl], z["masked_lm_ids"][sl], z["num_masked"][sl]
+        for b in range(B):
+            for q in range(int(nm[b])):
+                labels[b, int(pos[b, q])] = int(mid[b, q])
+        nsp = torch.from_numpy(z["next_sentence_labels"][sl].astype(np.int64))
+        out.append({k2: v.to(dev) for k2, v in dict(input_ids=ids, token_type_ids=seg, attention_mask=mask,
+                                                      labels=labels, next_sentence_label=nsp).items()})
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description="BertForPreTraining training-step throughput")
     ap.add_argument("--mode", choices=["eager", "compile"], required=True)
@@ -49,6 +76,7 @@ def main():
     ap.add_argument("--vocab", type=int, default=30522)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--optimizer", choices=["sgd", "adamw"], default="sgd")
+    ap.add_argument("--npz", help="the sequences of bert_tks.py --npz (padded, with an attention mask)")
     a = ap.parse_args()
     try:
         from transformers import BertConfig, BertForPreTraining
@@ -76,11 +104,17 @@ def main():
     pos = torch.stack([torch.randperm(L - 1, device=dev)[:P] + 1 for _ in range(B)])
     labels.scatter_(1, pos, torch.randint(5, a.vocab, (B, P), device=dev))
     nsp = torch.randint(0, 2, (B,), device=dev)
+    batches = [dict(input_ids=ids, token_type_ids=seg, labels=labels, next_sentence_label=nsp)]
+    if a.npz:
+        batches = npz_batches(a.npz, B, L, a.warmup + a.iters, dev)
     fwd = torch.compile(model) if a.mode == "compile" else model
+    it = [0]
 
     def step():
+        kw = batches[it[0] % len(batches)]
+        it[0] += 1
         with torch.autocast(dev.type, dtype=torch.bfloat16):
-            out = fwd(input_ids=ids, token_type_ids=seg, labels=labels, next_sentence_label=nsp)
+            out = fwd(**kw)
         out.loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -110,6 +144,7 @@ def main():
         ms = [total / a.iters]
     print(json.dumps({"type": "bench", "impl": f"torch-{a.mode}", "batch": B, "seq": L, "max_pred": P,
                       "layers": a.layers, "hidden": a.hidden, "optimizer": a.optimizer,
+                      "data": a.npz or "all real",
                       "seqs_per_s": B * a.iters / (total / 1e3), "ms_per_iter_median": statistics.median(ms),
                       "compile_s": compile_s if a.mode == "compile" else 0.0, "loss": float(loss.detach()),
                       "torch": torch.__version__, "device": torch.cuda.get_device_name() if dev.type == "cuda" else "cpu"}))

@@ -4,10 +4,16 @@ with a planted, learnable structure, for trainkit's BERT tests without the text 
 Written from man/man5/tks.5 (frames compressed with the `zstd` command-line tool).
 
   bert_tks.py -o FILE --records N [--seq-len 32] [--max-pred 5] [--vocab 64] [--seed 1]
-              [--topic-prob 0.6] [--min-len N] [--frame-records 1024] [--bad-record K:FIELD=VALUE]
+              [--topic-prob 0.6] [--min-len N] [--lengths wikipedia] [--npz FILE]
+              [--frame-records 1024] [--bad-record K:FIELD=VALUE]
 
 Each sequence is [CLS] A [SEP] B [SEP] with a length in [min_len, seq_len] (min_len: seq_len/2 by
-default; --min-len SEQ_LEN: every token real, the benchmark's batches). Segment A has a topic
+default; --min-len SEQ_LEN: every token real, the benchmark's batches), or with --lengths
+wikipedia drawn from the length distribution of MLPerf BERT's Wikipedia training data at
+max_seq_length 512 (WIKI_HIST below; scaled to --seq-len when that is not 512): 23.4% of the
+sequences are 512 tokens long, the rest spread with a mode near 50 tokens, mean 255.8 tokens: half
+of a padded batch's tokens are padding. --npz FILE also writes the columns as a numpy archive (the
+PyTorch peer trains on the same sequences) with the lengths' statistics. Segment A has a topic
 token t: each of its tokens is t with probability topic_prob, else uniform over the ordinary
 tokens. Segment B has A's topic (next_sentence_label 0) or another one (label 1), half the time
 each. About 15% of the ordinary tokens are masked (at most max_pred), 80% [MASK], 10% a random
@@ -33,6 +39,25 @@ import numpy as np
 PAD, UNK, CLS, SEP, MASK = 0, 1, 2, 3, 4
 FIRST = 5
 
+# Sequence lengths of MLPerf BERT's phase-2 training data (Wikipedia, create_pretraining_data at
+# max_seq_length 512, 16,279,552 sequences), summed into bins of 16 tokens: bin k counts the
+# sequences of length 16k+1 .. 16k+16 (the last bin 497 .. 511), WIKI_FULL those of exactly 512.
+# Summed by us from the per-length histogram Graphcore published with Krell et al., "Efficient
+# sequence packing without cross-contamination" (arXiv 2107.02027; graphcore/examples,
+# tutorials/blogs_code/packedBERT/histograms.py). No sequence is shorter than 5 tokens.
+WIKI_HIST = [51863, 532972, 1099608, 1178636, 1020223, 833097, 695686, 601798, 534993, 479437, 437648, 403464,
+             374027, 346346, 324538, 304654, 285802, 268403, 254107, 241894, 230238, 219537, 209925, 199809,
+             191290, 183982, 176838, 170408, 163292, 158102, 153215, 138676]
+WIKI_FULL = 3815044
+
+
+def wiki_length(rng, L):
+    """One length from the Wikipedia histogram (uniform within its bin), scaled to max length L."""
+    w = np.array(WIKI_HIST + [WIKI_FULL], np.float64)
+    k = int(rng.choice(len(w), p=w / w.sum()))
+    n = 512 if k == len(WIKI_HIST) else int(rng.integers(16 * k + 1, min(16 * k + 16, 511) + 1))
+    return max(5, min(L, int(round(n * L / 512))))
+
 
 def make(args):
     rng = np.random.default_rng(args.seed)
@@ -45,7 +70,7 @@ def make(args):
     nm = np.zeros(n, np.int16)
     nsp = np.zeros(n, np.uint8)
     for r in range(n):
-        total = int(rng.integers(args.min_len or L // 2, L + 1))
+        total = wiki_length(rng, L) if args.lengths == "wikipedia" else int(rng.integers(args.min_len or L // 2, L + 1))
         body = total - 3
         la = int(rng.integers(1, body))
         lb = body - la
@@ -142,6 +167,8 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--topic-prob", type=float, default=0.6)
     ap.add_argument("--min-len", type=int, default=0)
+    ap.add_argument("--lengths", choices=["uniform", "wikipedia"], default="uniform")
+    ap.add_argument("--npz")
     ap.add_argument("--frame-records", type=int, default=1024)
     ap.add_argument("--bad-record", action="append")
     args = ap.parse_args()
@@ -153,7 +180,17 @@ def main():
             "max_seq_length": args.seq_len, "max_predictions_per_seq": args.max_pred,
             "special_ids": {"pad": PAD, "unk": UNK, "cls": CLS, "sep": SEP, "mask": MASK},
             "seed": args.seed, "topic_prob": args.topic_prob}
-    write_tks(args.output, make(args), meta, args.frame_records)
+    if args.lengths == "wikipedia":
+        meta["lengths"] = "wikipedia (MLPerf BERT phase 2, Krell et al. arXiv 2107.02027)"
+    cols = make(args)
+    write_tks(args.output, cols, meta, args.frame_records)
+    if args.npz:
+        n = cols["seq_len"].astype(np.float64)
+        stats = {"records": len(n), "mean_len": n.mean(), "mean_len2": (n * n).mean(),
+                 "mean_masked": cols["num_masked"].astype(np.float64).mean(), "real_fraction": n.mean() / args.seq_len}
+        np.savez(args.npz, **cols)
+        with open(args.npz + ".json", "w") as f:
+            json.dump(stats, f)
 
 
 if __name__ == "__main__":

@@ -375,6 +375,7 @@ static int stage_batch(run *r, tk_loader *ld, int64_t step, tk_err *e) {
     void *const *host;
     double t0 = tk_now();
     TRY(tk_loader_get(ld, step, &host, e));
+    if (r->wl->host_batch) r->wl->host_batch(r->I.model, (int)(step & 1), host);
     double t1 = tk_now();
     int rc = tk_stager_stage(&r->st, (int)(step & 1), host, staged_hook, r, e);
     tk_loader_put(ld, step);
@@ -415,8 +416,10 @@ static int train(run *r, tk_err *e) {
     void *m = r->I.model;
     int use_graph = r->c->backend == TK_BACKEND_CUDA && !o->no_graphs && !o->profile;
     int per_slot = wl->graph_per_slot && wl->graph_per_slot(m);
-    tk_graph graph[2] = {{0}};
-    int64_t graph_key[2] = {0, 0};
+    // the step's graphs by key (graph_key), each slot's last GRAPHS keys
+    enum { GRAPHS = 8 };
+    tk_graph graph[2][GRAPHS] = {{{0}}};
+    int64_t graph_key[2][GRAPHS] = {{0}}, graph_used[2][GRAPHS] = {{0}};
     tk_progress pr;
     tk_progress_init(&pr, "train", "steps", (uint64_t)r->total_steps, o->progress);
     if (!rank0(r)) pr.on = 0;
@@ -452,14 +455,22 @@ static int train(run *r, tk_err *e) {
         int64_t key = wl->graph_key ? wl->graph_key(m) : 0;
         double ts = o->profile ? tk_now() : 0;
         if (use_graph && key >= 0) { // (a step that cannot be captured runs eagerly)
-            int k = per_slot ? (int)(r->step & 1) : 0;
-            tk_graph *g = &graph[k];
-            if (g->valid && graph_key[k] != key) { // made again, once its last launch is done
+            int k = per_slot ? (int)(r->step & 1) : 0, j = 0;
+            for (int i = 0; i < GRAPHS; i++) { // the key's graph, else a free one, else the least recently used
+                if (graph[k][i].valid && graph_key[k][i] == key) {
+                    j = i;
+                    break;
+                }
+                if (graph[k][j].valid && (!graph[k][i].valid || graph_used[k][i] < graph_used[k][j])) j = i;
+            }
+            tk_graph *g = &graph[k][j];
+            graph_used[k][j] = r->step + 1;
+            if (g->valid && graph_key[k][j] != key) { // made again, once its last launch is done
                 if ((rc = tk_dist_sync(&r->I.dist, e))) break;
                 tk_graph_destroy(g);
             }
             if (!g->valid) {
-                graph_key[k] = key;
+                graph_key[k][j] = key;
                 rc = tk_graph_begin(r->c, e);
                 if (!rc) rc = tk_instance_step(&r->I, e);
                 if (!rc) rc = tk_graph_end(r->c, g, e);
@@ -512,7 +523,8 @@ static int train(run *r, tk_err *e) {
     // Out-of-process evaluation: wait for the results still pending.
     if (!rc && o->eval_dir && !r->reached) rc = poll_agreed(r, o->eval_wait, e);
     for (int k = 0; k < 2; k++)
-        if (graph[k].valid) tk_graph_destroy(&graph[k]);
+        for (int j = 0; j < GRAPHS; j++)
+            if (graph[k][j].valid) tk_graph_destroy(&graph[k][j]);
     tk_loader_stop(ld);
     if (o->profile && !wl->profile_json && nprof > 1) { // the engine's own: whole steps
         json_t *line = json_pack("{s:s, s:I, s:{s:f}}", "type", "profile", "steps", (json_int_t)(nprof - 1), "ms",

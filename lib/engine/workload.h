@@ -124,6 +124,10 @@ typedef struct tk_workload {
     int (*staged)(void *model, int slot, void *const *dev, int stream, tk_err *e);
     // The slot's batch is now the input (after the copy into the inputs). NULL: nothing to do.
     int (*use)(void *model, int slot, tk_err *e);
+    // A decoded batch on the host, before its copy into staging slot `slot`: its host fields
+    // (read only, valid during the call), for what the step's shapes depend on (BERT's packed rows:
+    // its graph_key). NULL: nothing.
+    void (*host_batch)(void *model, int slot, void *const *fields);
     // Once before training, with a reader at the start of the data: statistics the model needs
     // (DLRM's hybrid embedding chooses its replicated rows). *line (may stay NULL) gets a JSON
     // object that the engine prints as a line (with a "type"). NULL: nothing.
@@ -139,7 +143,8 @@ typedef struct tk_workload {
                                       // backward, as DLRM does); they are sums over the ranks afterwards
     int (*after_update)(void *model, tk_err *e);    // in the step's graph; NULL: nothing
     // Whether the step of the current input may be captured in a CUDA graph: < 0 no (run it
-    // eagerly), else a key; a graph made for another key is made again. NULL: always, key 0.
+    // eagerly), else a key; the engine keeps the graphs of the last 8 keys (a slot's, with
+    // graph_per_slot), made again when evicted. NULL: always, key 0.
     int64_t (*graph_key)(void *model);
     int (*graph_per_slot)(const void *model); // one graph per staging slot (the step reads the slot's
                                                // per-batch state in place). NULL: one graph

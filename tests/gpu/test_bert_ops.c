@@ -218,12 +218,22 @@ TK_TEST(layernorm_random) {
 
 // ---- attention ----
 
-static void attn_case(int B, int L, int NH, int D, float p, tk_dtype t, int *tk_failed_) {
+// packed: the sequences' rows one after the other (start = prefix sums), the last slot unused
+// (length 0), 3 rows past them; else the padded layout (start b L). Rows outside the sequences are
+// written by neither side (both start 0).
+static void attn_case(int B, int L, int NH, int D, float p, tk_dtype t, int packed, int *tk_failed_) {
     const int H = NH * D;
-    const size_t nq = (size_t)B * L * 3 * H, nc = (size_t)B * L * H, np = (size_t)B * NH * L * L;
+    int32_t *len = gt_host(B * 4), *start = gt_host(B * 4);
+    int rows = 0;
+    for (int b = 0; b < B; b++) {
+        len[b] = b == 0 ? L : packed && b == B - 1 ? 0 : 1 + (int)(gt_u32(b) % L);
+        start[b] = packed ? rows : b * L;
+        rows += packed ? len[b] : L;
+    }
+    rows += packed ? 3 : 0;
+    const size_t nq = (size_t)rows * 3 * H, nc = (size_t)rows * H, np = (size_t)B * NH * L * L;
+    const size_t nqh = (size_t)B * L * 3 * H, nch = (size_t)B * L * H; // the per-head layouts
     float *qkv = rnd(nq, -1, 1, 0), *dctx = rnd(nc, -1, 1, 0);
-    int32_t *len = gt_host(B * 4);
-    for (int b = 0; b < B; b++) len[b] = b == 0 ? L : 1 + (int)(gt_u32(b) % L);
     int64_t step = 3;
     tk_dropout dh = {.p = p, .seed = 2, .site = 9, .step = &step, .offset = 1000}, dd = dh;
     int64_t *Dstep = gt_dev(8);
@@ -231,32 +241,35 @@ static void attn_case(int B, int L, int NH, int D, float p, tk_dtype t, int *tk_
     dd.step = Dstep;
     // reference
     float *ctx = gt_host(nc * 4), *dqkv = gt_host(nq * 4);
+    memset(ctx, 0, nc * 4), memset(dqkv, 0, nq * 4);
     // the reference regenerates Pd in the backward, the device keeps it (bufs.Pd): the same results
-    tk_attn_bufs hb = {.qkvh = gt_host(nq * 4), .P = gt_host(np * 4), .S = gt_host(np * 4), .ctxh = gt_host(nc * 4),
-                       .dqkvh = gt_host(nq * 4)};
+    tk_attn_bufs hb = {.qkvh = gt_host(nqh * 4), .P = gt_host(np * 4), .S = gt_host(np * 4), .ctxh = gt_host(nch * 4),
+                       .dqkvh = gt_host(nqh * 4)};
     tk_err e = {0};
-    ok_or_die(tk_attention_fwd(cpu_, TK_F32, B, L, NH, D, qkv, len, &dh, &hb, ctx, &e) ||
-                  tk_attention_bwd(cpu_, TK_F32, B, L, NH, D, len, &dh, &hb, dctx, dqkv, &e),
+    ok_or_die(tk_attention_fwd(cpu_, TK_F32, B, L, NH, D, start, len, qkv, &dh, &hb, ctx, &e) ||
+                  tk_attention_bwd(cpu_, TK_F32, B, L, NH, D, start, len, qkv, &dh, &hb, dctx, dqkv, &e),
               &e, "attention ref");
     // device
     const size_t es = tk_dtype_size(t);
     void *Dq = up(qkv, nq, t), *Ddc = up(dctx, nc, t), *Dctx = gt_dev(nc * es), *Ddq = gt_dev(nq * es);
-    int32_t *Dlen = gt_dev(B * 4);
-    gt_up(Dlen, len, B * 4);
-    tk_attn_bufs db = {.qkvh = gt_dev(nq * es), .P = gt_dev(np * es), .Pd = gt_dev(np * es), .S = gt_dev(np * es),
-                       .ctxh = gt_dev(nc * es), .dqkvh = gt_dev(nq * es)};
-    gt_poison(Dctx, nc * es, 0xff);
-    gt_poison(Ddq, nq * es, 0xff);
-    ok_or_die(tk_attention_fwd(gt_ctx_, t, B, L, NH, D, Dq, Dlen, &dd, &db, Dctx, &e) ||
-                  tk_attention_bwd(gt_ctx_, t, B, L, NH, D, Dlen, &dd, &db, Ddc, Ddq, &e) || gt_sync(&e),
+    int32_t *Dlen = gt_dev(B * 4), *Dstart = gt_dev(B * 4);
+    gt_up(Dlen, len, B * 4), gt_up(Dstart, start, B * 4);
+    tk_attn_bufs db = {.qkvh = gt_dev(nqh * es), .P = gt_dev(np * es), .Pd = gt_dev(np * es), .S = gt_dev(np * es),
+                       .ctxh = gt_dev(nch * es), .dqkvh = gt_dev(nqh * es)};
+    // the per-head scratch poisoned: the split must write its padding positions
+    gt_poison(db.qkvh, nqh * es, 0xff), gt_poison(db.ctxh, nch * es, 0xff);
+    gt_poison(Dctx, nc * es, 0);
+    gt_poison(Ddq, nq * es, 0);
+    ok_or_die(tk_attention_fwd(gt_ctx_, t, B, L, NH, D, Dstart, Dlen, Dq, &dd, &db, Dctx, &e) ||
+                  tk_attention_bwd(gt_ctx_, t, B, L, NH, D, Dstart, Dlen, Dq, &dd, &db, Ddc, Ddq, &e) || gt_sync(&e),
               &e, "attention");
-    char what[80];
+    char what[96];
     float *gc = down(Dctx, nc, t), *gq = down(Ddq, nq, t), *gp = down(db.P, np, t);
-    snprintf(what, sizeof what, "attention B%d L%d NH%d D%d p%.1f ctx", B, L, NH, D, p);
+    snprintf(what, sizeof what, "attention%s B%d L%d NH%d D%d p%.1f ctx", packed ? " packed" : "", B, L, NH, D, p);
     CHECK(!judge(what, t, gt_relerr(gc, ctx, nc), tol(t)));
-    snprintf(what, sizeof what, "attention B%d L%d NH%d D%d p%.1f P", B, L, NH, D, p);
+    snprintf(what, sizeof what, "attention%s B%d L%d NH%d D%d p%.1f P", packed ? " packed" : "", B, L, NH, D, p);
     CHECK(!judge(what, t, gt_relerr(gp, hb.P, np), tol(t)));
-    snprintf(what, sizeof what, "attention B%d L%d NH%d D%d p%.1f dqkv", B, L, NH, D, p);
+    snprintf(what, sizeof what, "attention%s B%d L%d NH%d D%d p%.1f dqkv", packed ? " packed" : "", B, L, NH, D, p);
     CHECK(!judge(what, t, gt_relerr(gq, dqkv, nq), tol(t)));
     // the padding keys get exactly 0
     size_t nz = 0;
@@ -264,17 +277,19 @@ static void attn_case(int B, int L, int NH, int D, float p, tk_dtype t, int *tk_
         for (size_t r = 0; r < (size_t)NH * L; r++)
             for (int j = len[b]; j < L; j++) nz += gp[((size_t)b * NH * L + r) * L + j] != 0;
     CHECK(nz == 0);
-    void *dv[] = {Dq, Ddc, Dctx, Ddq, Dlen, db.qkvh, db.P, db.S, db.ctxh, db.dqkvh, Dstep, db.Pd};
-    for (int i = 0; i < 12; i++) tk_free(gt_ctx_, dv[i]);
-    void *hv[] = {qkv, dctx, len, ctx, dqkv, hb.qkvh, hb.P, hb.S, hb.ctxh, hb.dqkvh, gc, gq, gp};
-    for (int i = 0; i < 13; i++) free(hv[i]);
+    void *dv[] = {Dq, Ddc, Dctx, Ddq, Dlen, db.qkvh, db.P, db.S, db.ctxh, db.dqkvh, Dstep, db.Pd, Dstart};
+    for (int i = 0; i < 13; i++) tk_free(gt_ctx_, dv[i]);
+    void *hv[] = {qkv, dctx, len, ctx, dqkv, hb.qkvh, hb.P, hb.S, hb.ctxh, hb.dqkvh, gc, gq, gp, start};
+    for (int i = 0; i < 14; i++) free(hv[i]);
 }
 
 TK_TEST(attention_random) {
     for (int ti = 0; ti < 2; ti++) {
-        attn_case(3, 67, 4, 16, 0.1f, types[ti], tk_failed_); // L not a multiple of 8
-        attn_case(2, 128, 2, 64, 0.0f, types[ti], tk_failed_);
-        attn_case(2, 128, 2, 64, 0.1f, types[ti], tk_failed_);
+        for (int packed = 0; packed < 2; packed++) {
+            attn_case(3, 67, 4, 16, 0.1f, types[ti], packed, tk_failed_); // L not a multiple of 8
+            attn_case(2, 128, 2, 64, 0.0f, types[ti], packed, tk_failed_);
+            attn_case(3, 128, 2, 64, 0.1f, types[ti], packed, tk_failed_);
+        }
     }
 }
 
@@ -308,9 +323,13 @@ TK_TEST(dropout_masks_identical) {
 
 // ---- embeddings ----
 
-static void embed_case(int B, int L, int H, int V, int ints, tk_dtype t, int *tk_failed_) {
+// lens: sequence lengths (the padding tokens left out of dword), else NULL.
+static void embed_case(int B, int L, int H, int V, int ints, int lens, tk_dtype t, int *tk_failed_) {
     const int T = 2, NP = L + 3;
     const size_t n = (size_t)B * L;
+    int32_t *len = gt_host((size_t)B * 4), *Dlen = gt_dev((size_t)B * 4);
+    for (int b = 0; b < B; b++) len[b] = b == 0 ? L : 1 + (int)(gt_u32(b + 77) % (uint32_t)L);
+    gt_up(Dlen, len, (size_t)B * 4);
     float *w = rnd((size_t)V * H, -3, 3, ints), *p = rnd((size_t)NP * H, -3, 3, ints), *ty = rnd((size_t)T * H, -3, 3, ints);
     float *de = rnd(n * H, -3, 3, ints), *dw0 = rnd((size_t)V * H, -3, 3, ints);
     int32_t *ids = gt_host(n * 4);
@@ -332,10 +351,12 @@ static void embed_case(int B, int L, int H, int V, int ints, tk_dtype t, int *tk
     gt_poison(Ddp, (size_t)NP * H * 4, 0xff);
     tk_err e = {0};
     ok_or_die(tk_bert_embed_fwd_ref(TK_F32, TK_F32, B, L, H, ids, seg, w, p, ty, out, &e) ||
-                  tk_bert_embed_bwd_ref(TK_F32, B, L, H, T, NP, ids, seg, de, dw, dp, dt, NULL, &e),
+                  tk_bert_embed_bwd_ref(TK_F32, B, L, H, T, NP, ids, seg, lens ? len : NULL, de, dw, dp, dt, NULL, &e),
               &e, "embed ref");
     ok_or_die(tk_bert_embed_fwd(gt_ctx_, t, t, B, L, H, Dids, Dseg, Dw, Dp, Dt, Dout, &e) ||
-                  tk_bert_embed_bwd(gt_ctx_, t, B, L, H, T, NP, Dids, Dseg, Dde, Ddw, Ddp, Ddt, ws, &e) || gt_sync(&e),
+                  tk_bert_embed_bwd(gt_ctx_, t, B, L, H, T, NP, Dids, Dseg, lens ? Dlen : NULL, Dde, Ddw, Ddp, Ddt, ws,
+                                    &e) ||
+                  gt_sync(&e),
               &e, "embed");
     float *go = down(Dout, n * H, t), *gw = down(Ddw, (size_t)V * H, TK_F32), *gp = down(Ddp, (size_t)NP * H, TK_F32),
           *gty = down(Ddt, (size_t)T * H, TK_F32);
@@ -343,7 +364,7 @@ static void embed_case(int B, int L, int H, int V, int ints, tk_dtype t, int *tk
         gt_round(out, n * H, t);
         size_t d = gt_ndiff(go, out, n * H) + gt_ndiff(gw, dw, (size_t)V * H) + gt_ndiff(gp, dp, (size_t)NP * H) +
                    gt_ndiff(gty, dt, (size_t)T * H);
-        printf("# table bert embed ints %-4s differing %zu\n", tk_dtype_name(t), d);
+        printf("# table bert embed ints%s %-4s differing %zu\n", lens ? " lens" : "", tk_dtype_name(t), d);
         CHECK(d == 0);
     } else {
         CHECK(!judge("embed fwd", t, gt_relerr(go, out, n * H), tol(t)));
@@ -352,51 +373,105 @@ static void embed_case(int B, int L, int H, int V, int ints, tk_dtype t, int *tk
         CHECK(!judge("embed bwd dpos", t, gt_relerr(gp, dp, (size_t)NP * H), 1e-5));
         CHECK(!judge("embed bwd dtype", t, gt_relerr(gty, dt, (size_t)T * H), 1e-5));
     }
-    void *dv[] = {Dw, Dp, Dt, Dde, Dout, Ddw, Ddp, Ddt, Dids, Dseg, ws};
-    for (int i = 0; i < 11; i++) tk_free(gt_ctx_, dv[i]);
-    void *hv[] = {w, p, ty, de, dw0, ids, seg, out, dw, dp, dt, go, gw, gp, gty};
-    for (int i = 0; i < 15; i++) free(hv[i]);
+    void *dv[] = {Dw, Dp, Dt, Dde, Dout, Ddw, Ddp, Ddt, Dids, Dseg, ws, Dlen};
+    for (int i = 0; i < 12; i++) tk_free(gt_ctx_, dv[i]);
+    void *hv[] = {w, p, ty, de, dw0, ids, seg, out, dw, dp, dt, go, gw, gp, gty, len};
+    for (int i = 0; i < 16; i++) free(hv[i]);
 }
 
 TK_TEST(bert_embed_random_and_ints) {
     for (int ti = 0; ti < 2; ti++) {
-        embed_case(4, 64, 128, 1000, 0, types[ti], tk_failed_);
-        embed_case(3, 37, 40, 300, 1, types[ti], tk_failed_);
+        for (int lens = 0; lens < 2; lens++) {
+            embed_case(4, 64, 128, 1000, 0, lens, types[ti], tk_failed_);
+            embed_case(3, 37, 40, 300, 1, lens, types[ti], tk_failed_);
+        }
     }
 }
 
 // ---- gathered rows ----
 
+// start NULL (the padded layout) or the packed starts of the lengths (positions inside them).
+static void rows_case(tk_dtype t, int packed, int *tk_failed_) {
+    enum { B = 5, L = 40, H = 24, P = 6 };
+    int32_t len[B] = {40, 31, 33, 28, 36}, start[B + 1];
+    tk_err e = {0};
+    ok_or_die(tk_bert_starts_ref(B, L, 1, len, start, &e), &e, "starts ref");
+    const int64_t rows = packed ? start[B] + 5 : (int64_t)B * L;
+    float *hid = rnd((size_t)rows * H, -3, 3, 0), *dr = rnd((size_t)B * P * H, -3, 3, 0), *dc = rnd((size_t)B * H, -3, 3, 0);
+    int32_t pos[B * P], nm[B] = {6, 0, 3, 1, 5}, ids[B * P], lab[B * P], glab[B * P];
+    for (int i = 0; i < B * P; i++) pos[i] = 1 + (i % P) * 5 + (i / P), ids[i] = i * 7; // distinct, in [1, 28)
+    float *out = gt_host((size_t)B * P * H * 4), *dh = gt_host((size_t)rows * H * 4);
+    void *Dh = up(hid, (size_t)rows * H, t), *Ddr = up(dr, (size_t)B * P * H, t), *Ddc = up(dc, (size_t)B * H, t);
+    void *Dout = gt_dev((size_t)B * P * H * 4), *Ddh = gt_dev((size_t)rows * H * 4);
+    int32_t *Dpos = gt_dev(sizeof pos), *Dnm = gt_dev(sizeof nm), *Dids = gt_dev(sizeof ids), *Dlab = gt_dev(sizeof lab);
+    int32_t *Dst = gt_dev(sizeof start);
+    gt_up(Dpos, pos, sizeof pos), gt_up(Dnm, nm, sizeof nm), gt_up(Dids, ids, sizeof ids), gt_up(Dst, start, sizeof start);
+    gt_poison(Ddh, (size_t)rows * H * 4, 0xff);
+    const int32_t *hs = packed ? start : NULL, *ds = packed ? Dst : NULL;
+    ok_or_die(tk_bert_gather_ref(TK_F32, B, L, H, P, hid, hs, pos, nm, ids, out, lab, &e) ||
+                  tk_bert_scatter_ref(TK_F32, B, L, H, P, rows, dr, hs, pos, nm, dc, dh, &e),
+              &e, "rows ref");
+    ok_or_die(tk_bert_gather(gt_ctx_, t, B, L, H, P, Dh, ds, Dpos, Dnm, Dids, Dout, Dlab, &e) ||
+                  tk_bert_scatter(gt_ctx_, t, B, L, H, P, rows, Ddr, ds, Dpos, Dnm, Ddc, Ddh, &e) || gt_sync(&e),
+              &e, "rows");
+    float *gr = down(Dout, (size_t)B * P * H, t), *gd = down(Ddh, (size_t)rows * H, t);
+    gt_down(glab, Dlab, sizeof glab);
+    size_t d = gt_ndiff(gr, out, (size_t)B * P * H) + gt_ndiff(gd, dh, (size_t)rows * H);
+    for (int i = 0; i < B * P; i++) d += glab[i] != lab[i];
+    printf("# table bert gather/scatter%s %-4s differing %zu\n", packed ? " packed" : "", tk_dtype_name(t), d);
+    CHECK(d == 0);
+    void *dv[] = {Dh, Ddr, Ddc, Dout, Ddh, Dpos, Dnm, Dids, Dlab, Dst};
+    for (int i = 0; i < 10; i++) tk_free(gt_ctx_, dv[i]);
+    free(hid), free(dr), free(dc), free(out), free(dh), free(gr), free(gd);
+}
+
 TK_TEST(bert_rows_exact) {
-    const int B = 5, L = 40, H = 24, P = 6;
-    for (int ti = 0; ti < 2; ti++) {
-        tk_dtype t = types[ti];
-        float *hid = rnd((size_t)B * L * H, -3, 3, 0), *dr = rnd((size_t)B * P * H, -3, 3, 0), *dc = rnd((size_t)B * H, -3, 3, 0);
-        int32_t pos[5 * 6], nm[5] = {6, 0, 3, 1, 5}, ids[5 * 6], lab[5 * 6], glab[5 * 6];
-        for (int i = 0; i < B * P; i++) pos[i] = 1 + (i % P) * 5 + (i / P), ids[i] = i * 7; // distinct, >= 1
-        float *rows = gt_host((size_t)B * P * H * 4), *dh = gt_host((size_t)B * L * H * 4);
-        void *Dh = up(hid, (size_t)B * L * H, t), *Ddr = up(dr, (size_t)B * P * H, t), *Ddc = up(dc, (size_t)B * H, t);
-        void *Drows = gt_dev((size_t)B * P * H * 4), *Ddh = gt_dev((size_t)B * L * H * 4);
-        int32_t *Dpos = gt_dev(sizeof pos), *Dnm = gt_dev(sizeof nm), *Dids = gt_dev(sizeof ids), *Dlab = gt_dev(sizeof lab);
-        gt_up(Dpos, pos, sizeof pos), gt_up(Dnm, nm, sizeof nm), gt_up(Dids, ids, sizeof ids);
-        gt_poison(Ddh, (size_t)B * L * H * 4, 0xff);
-        tk_err e = {0};
-        ok_or_die(tk_bert_gather_ref(TK_F32, B, L, H, P, hid, pos, nm, ids, rows, lab, &e) ||
-                      tk_bert_scatter_ref(TK_F32, B, L, H, P, dr, pos, nm, dc, dh, &e),
-                  &e, "rows ref");
-        ok_or_die(tk_bert_gather(gt_ctx_, t, B, L, H, P, Dh, Dpos, Dnm, Dids, Drows, Dlab, &e) ||
-                      tk_bert_scatter(gt_ctx_, t, B, L, H, P, Ddr, Dpos, Dnm, Ddc, Ddh, &e) || gt_sync(&e),
-                  &e, "rows");
-        float *gr = down(Drows, (size_t)B * P * H, t), *gd = down(Ddh, (size_t)B * L * H, t);
-        gt_down(glab, Dlab, sizeof glab);
-        size_t d = gt_ndiff(gr, rows, (size_t)B * P * H) + gt_ndiff(gd, dh, (size_t)B * L * H);
-        for (int i = 0; i < B * P; i++) d += glab[i] != lab[i];
-        printf("# table bert gather/scatter %-4s differing %zu\n", tk_dtype_name(t), d);
-        CHECK(d == 0);
-        void *dv[] = {Dh, Ddr, Ddc, Drows, Ddh, Dpos, Dnm, Dids, Dlab};
-        for (int i = 0; i < 9; i++) tk_free(gt_ctx_, dv[i]);
-        free(hid), free(dr), free(dc), free(rows), free(dh), free(gr), free(gd);
-    }
+    for (int ti = 0; ti < 2; ti++)
+        for (int packed = 0; packed < 2; packed++) rows_case(types[ti], packed, tk_failed_);
+}
+
+// The starts, the packing of the real tokens and back: copies and zeros, bit for bit (random values
+// and small integers), with an unused slot (length 0) and rows past the last sequence.
+static void pack_case(int B, int L, int H, tk_dtype t, int ints, int *tk_failed_) {
+    int32_t *len = gt_host((size_t)B * 4), *st = gt_host((size_t)(B + 1) * 4), *gst = gt_host((size_t)(B + 1) * 4);
+    for (int b = 0; b < B; b++) len[b] = b == 1 ? 0 : b == 0 ? L : 1 + (int)(gt_u32(b + 50) % L);
+    tk_err e = {0};
+    ok_or_die(tk_bert_starts_ref(B, L, 1, len, st, &e), &e, "starts ref");
+    const int64_t rows = st[B] + 7, n = (int64_t)B * L;
+    float *src = rnd((size_t)n * H, -4, 4, ints), *pk = gt_host((size_t)rows * H * 4), *bk = gt_host((size_t)n * H * 4);
+    void *Dsrc = up(src, (size_t)n * H, t), *Dpk = gt_dev((size_t)rows * H * 4), *Dbk = gt_dev((size_t)n * H * 4);
+    int32_t *Dlen = gt_dev((size_t)B * 4), *Dst = gt_dev((size_t)(B + 1) * 4);
+    gt_up(Dlen, len, (size_t)B * 4);
+    gt_poison(Dpk, (size_t)rows * H * 4, 0xff), gt_poison(Dbk, (size_t)n * H * 4, 0xff);
+    ok_or_die(tk_bert_pack_ref(TK_F32, B, L, H, rows, st, len, src, pk, &e) ||
+                  tk_bert_unpack_ref(TK_F32, B, L, H, st, len, pk, bk, &e),
+              &e, "pack ref");
+    ok_or_die(tk_bert_starts(gt_ctx_, B, L, 1, Dlen, Dst, &e) ||
+                  tk_bert_pack(gt_ctx_, t, B, L, H, rows, Dst, Dlen, Dsrc, Dpk, &e) ||
+                  tk_bert_unpack(gt_ctx_, t, B, L, H, Dst, Dlen, Dpk, Dbk, &e) || gt_sync(&e),
+              &e, "pack");
+    gt_down(gst, Dst, (size_t)(B + 1) * 4);
+    float *gp = down(Dpk, (size_t)rows * H, t), *gb = down(Dbk, (size_t)n * H, t);
+    size_t d = gt_ndiff(gp, pk, (size_t)rows * H) + gt_ndiff(gb, bk, (size_t)n * H);
+    for (int b = 0; b <= B; b++) d += gst[b] != st[b];
+    // and the padded starts: b L
+    ok_or_die(tk_bert_starts(gt_ctx_, B, L, 0, Dlen, Dst, &e) || gt_sync(&e), &e, "starts");
+    gt_down(gst, Dst, (size_t)(B + 1) * 4);
+    for (int b = 0; b <= B; b++) d += gst[b] != b * L;
+    printf("# table bert pack/unpack B%d L%d H%d %s %-4s differing %zu\n", B, L, H, ints ? "ints" : "random",
+           tk_dtype_name(t), d);
+    CHECK(d == 0);
+    void *dv[] = {Dsrc, Dpk, Dbk, Dlen, Dst};
+    for (int i = 0; i < 5; i++) tk_free(gt_ctx_, dv[i]);
+    free(len), free(st), free(gst), free(src), free(pk), free(bk), free(gp), free(gb);
+}
+
+TK_TEST(bert_pack_exact) {
+    for (int ti = 0; ti < 2; ti++)
+        for (int ints = 0; ints < 2; ints++) {
+            pack_case(32, 512, 1024, types[ti], ints, tk_failed_);
+            pack_case(5, 37, 40, types[ti], ints, tk_failed_);
+        }
 }
 
 // ---- cross-entropy ----

@@ -12,6 +12,11 @@
 // (b) determinism and graphs: on cuda, two eager steps give bit-identical gradients, and the step
 //     captured in a CUDA graph (tk_instance_step: schedule, forward, backward, optimizer) and
 //     replayed gives bit-identical weights to the eager steps over 3 updates.
+// (c) model.unpad (the real tokens packed, rows rounded up to a bucket of 64): (a) with both sides
+//     unpadded (the same packed rows, so the same hidden-dropout masks; tests/unit/test_bert.c
+//     shows the unpadded step equal to the padded one on the cpu), and (b) with the three batches'
+//     different token counts under one graph of the largest bucket (the rows past each batch's
+//     tokens are found on the device).
 #include "engine/instance.h"
 #include "gpu_test.h"
 #include "workloads/bert/bert.h"
@@ -19,6 +24,7 @@
 typedef struct {
     int B, L, P, V, H, NH, F, layers;
     const char *precision;
+    int unpad;
 } shape;
 
 static json_t *config(const shape *s) {
@@ -27,12 +33,12 @@ static json_t *config(const shape *s) {
              "{\"workload\": \"bert\", \"model\": {\"vocab_size\": %d, \"hidden_size\": %d, \"num_layers\": %d, "
              "\"num_heads\": %d, \"intermediate_size\": %d, \"max_position_embeddings\": %d, \"type_vocab_size\": 2, "
              "\"max_seq_length\": %d, \"max_predictions_per_seq\": %d, \"hidden_dropout\": 0.1, "
-             "\"attention_dropout\": 0.1, \"precision\": \"%s\"}, "
+             "\"attention_dropout\": 0.1, \"precision\": \"%s\", \"unpad\": %s, \"unpad_bucket\": 64}, "
              "\"train\": {\"global_batch_size\": %d, \"max_epochs\": 1, \"evals_per_epoch\": 1, \"seed\": 5}, "
              "\"optimizer\": {\"name\": \"sgd\", \"base_lr\": 0.1, \"warmup_steps\": 2, \"decay_start_step\": 0, "
              "\"decay_steps\": 0, \"poly_power\": 1.0, \"min_lr\": 0.0}, "
              "\"target\": {\"metric\": \"mlm_accuracy\", \"mlm_accuracy\": 0.7}}",
-             s->V, s->H, s->layers, s->NH, s->F, s->L + 8, s->L, s->P, s->precision, s->B);
+             s->V, s->H, s->layers, s->NH, s->F, s->L + 8, s->L, s->P, s->precision, s->unpad ? "true" : "false", s->B);
     json_error_t je;
     json_t *j = json_loads(buf, 0, &je);
     if (!j) gt_die_(je.text, NULL);
@@ -44,7 +50,7 @@ static tk_instance *make(tk_ctx *c, const shape *s) {
     json_t *root = config(s);
     tk_err e = {0};
     if (tk_instance_config(I, root, "test", NULL, 0, NULL, &e) || tk_instance_create(I, c, NULL, 0, &e) ||
-        I->wl->init_weights(I->model, I->run.seed, &e))
+        tk_instance_optimizer(I, 1, &e) || I->wl->init_weights(I->model, I->run.seed, &e))
         gt_die_("bert instance", &e);
     json_decref(root);
     return I;
@@ -84,6 +90,7 @@ static batch make_batch(const shape *s, uint32_t salt) {
 static void put_batch(tk_instance *I, const batch *b, const shape *s) {
     tk_bert *m = I->model;
     tk_err e = {0};
+    m->rows = tk_bert_rows_for(m, b->len);
     const size_t B = (size_t)s->B, L = (size_t)s->L, P = (size_t)s->P;
     if (tk_memcpy_h2d(I->c, m->in_ids, b->ids, B * L * 4, TK_STREAM_COMPUTE, &e) ||
         tk_memcpy_h2d(I->c, m->in_seg, b->seg, B * L, TK_STREAM_COMPUTE, &e) ||
@@ -152,8 +159,8 @@ static int cpu_vs_cuda(const shape *s, double tol, int *tk_failed_) {
     }
     float fa = (float)la, fg = (float)lg;
     double lerr = gt_relerr(&fg, &fa, 1);
-    printf("# table bert step cpu vs cuda %-4s B%d L%d H%d V%d: loss %.6f vs %.6f (rel %.1e), worst gradient %.2e (%s)\n",
-           s->precision, s->B, s->L, s->H, s->V, la, lg, lerr, worst, wname);
+    printf("# table bert step cpu vs cuda %-4s%s B%d L%d H%d V%d: loss %.6f vs %.6f (rel %.1e), worst gradient %.2e (%s)\n",
+           s->precision, s->unpad ? " unpad" : "", s->B, s->L, s->H, s->V, la, lg, lerr, worst, wname);
     int bad = !(lerr <= tol) || !(worst <= tol);
     CHECK(!bad);
     free(ga), free(gg), free_batch(&b);
@@ -162,25 +169,27 @@ static int cpu_vs_cuda(const shape *s, double tol, int *tk_failed_) {
     return bad;
 }
 
-static const shape tiny = {8, 32, 5, 64, 32, 2, 64, 2, "fp32"};
-static const shape mid = {8, 128, 20, 30522, 256, 4, 1024, 2, "fp32"};
+static const shape tiny = {8, 32, 5, 64, 32, 2, 64, 2, "fp32", 0};
+static const shape mid = {8, 128, 20, 30522, 256, 4, 1024, 2, "fp32", 0};
 
-TK_TEST(step_cpu_vs_cuda_fp32) {
-    cpu_vs_cuda(&tiny, 1e-4, tk_failed_);
-    cpu_vs_cuda(&mid, 1e-4, tk_failed_);
-}
-
-TK_TEST(step_cpu_vs_cuda_bf16) {
+static void cpu_vs_cuda_all(const char *precision, double tol, int unpad, int *tk_failed_) {
     shape t = tiny, m = mid;
-    t.precision = m.precision = "bf16";
-    cpu_vs_cuda(&t, 5e-2, tk_failed_);
-    cpu_vs_cuda(&m, 5e-2, tk_failed_);
+    t.precision = m.precision = precision;
+    t.unpad = m.unpad = unpad;
+    cpu_vs_cuda(&t, tol, tk_failed_);
+    cpu_vs_cuda(&m, tol, tk_failed_);
 }
 
-TK_TEST(step_deterministic_and_graph_equals_eager) {
+TK_TEST(step_cpu_vs_cuda_fp32) { cpu_vs_cuda_all("fp32", 1e-4, 0, tk_failed_); }
+TK_TEST(step_cpu_vs_cuda_bf16) { cpu_vs_cuda_all("bf16", 5e-2, 0, tk_failed_); }
+TK_TEST(step_unpad_cpu_vs_cuda_fp32) { cpu_vs_cuda_all("fp32", 1e-4, 1, tk_failed_); }
+TK_TEST(step_unpad_cpu_vs_cuda_bf16) { cpu_vs_cuda_all("bf16", 5e-2, 1, tk_failed_); }
+
+static void graph_case(int unpad, int *tk_failed_) {
     gt_ctx_->deterministic = 1;
     shape s = mid;
     s.precision = "bf16";
+    s.unpad = unpad;
     tk_instance *E = make(gt_ctx_, &s), *Gr = make(gt_ctx_, &s);
     batch b[3] = {make_batch(&s, 1), make_batch(&s, 2), make_batch(&s, 3)};
     // two eager forward/backward passes of one batch: the same bits
@@ -198,8 +207,15 @@ TK_TEST(step_deterministic_and_graph_equals_eager) {
     if (tk_instance_write_step(E, 0, &e) || tk_instance_write_step(Gr, 0, &e) ||
         tk_memset0(gt_ctx_, E->loss_acc, 16, TK_STREAM_COMPUTE, &e))
         gt_die_("write step", &e);
+    // (one graph for the three batches: the largest of their rows)
+    int64_t rows = 0;
+    for (int k = 0; k < 3; k++) {
+        int64_t r = tk_bert_rows_for(E->model, b[k].len);
+        rows = r > rows ? r : rows;
+    }
     for (int k = 0; k < 3; k++) {
         put_batch(E, &b[k], &s), put_batch(Gr, &b[k], &s);
+        ((tk_bert *)E->model)->rows = ((tk_bert *)Gr->model)->rows = rows;
         if (tk_instance_step(E, &e)) gt_die_("eager step", &e);
         if (!graph.valid && (tk_graph_begin(gt_ctx_, &e) || tk_instance_step(Gr, &e) || tk_graph_end(gt_ctx_, &graph, &e)))
             gt_die_("capture", &e);
@@ -208,7 +224,8 @@ TK_TEST(step_deterministic_and_graph_equals_eager) {
     float *we = span(E, 0), *wg = span(Gr, 0);
     double le = loss_of(E), lg = loss_of(Gr);
     nd = gt_ndiff(we, wg, E->P.dense_n);
-    printf("# table bert graph vs eager, 3 updates: %zu of %zu weights differ, losses %.9g %.9g\n", nd, E->P.dense_n, le, lg);
+    printf("# table bert graph vs eager%s, 3 updates (rows %lld of %d): %zu of %zu weights differ, losses %.9g %.9g\n",
+           unpad ? " unpad" : "", (long long)rows, s.B * s.L, nd, E->P.dense_n, le, lg);
     CHECK(nd == 0 && le == lg);
     tk_graph_destroy(&graph);
     free(g1), free(g2), free(we), free(wg);
@@ -216,3 +233,6 @@ TK_TEST(step_deterministic_and_graph_equals_eager) {
     destroy(E), destroy(Gr);
     gt_ctx_->deterministic = 0;
 }
+
+TK_TEST(step_deterministic_and_graph_equals_eager) { graph_case(0, tk_failed_); }
+TK_TEST(step_unpad_deterministic_and_graph_equals_eager) { graph_case(1, tk_failed_); }

@@ -183,6 +183,7 @@ typedef struct {
     int B, L, NH, D;
     tk_attn_bufs ab;
     void *ctx, *dqkv;
+    int32_t *start; // b L (the padded layout)
 } unfused;
 
 static unfused mk_unfused(int B, int L, int NH, int D) {
@@ -190,17 +191,24 @@ static unfused mk_unfused(int B, int L, int NH, int D) {
     unfused u = {.B = B, .L = L, .NH = NH, .D = D, .ctx = gt_dev(R * H * 2), .dqkv = gt_dev(R * 3 * H * 2)};
     u.ab = (tk_attn_bufs){.qkvh = gt_dev(R * 3 * H * 2), .P = gt_dev(np * 2), .Pd = gt_dev(np * 2),
                           .S = gt_dev(np * 2), .ctxh = gt_dev(R * H * 2), .dqkvh = gt_dev(R * 3 * H * 2)};
+    int32_t *st = malloc((size_t)B * sizeof *st);
+    for (int b = 0; b < B; b++) st[b] = b * L;
+    u.start = gt_dev((size_t)B * sizeof *st);
+    gt_up(u.start, st, (size_t)B * sizeof *st);
+    free(st);
     return u;
 }
 static void free_unfused(unfused *u) {
-    void *p[] = {u->ctx, u->dqkv, u->ab.qkvh, u->ab.P, u->ab.Pd, u->ab.S, u->ab.ctxh, u->ab.dqkvh};
-    for (int i = 0; i < 8; i++) tk_free(gt_ctx_, p[i]);
+    void *p[] = {u->ctx, u->dqkv, u->ab.qkvh, u->ab.P, u->ab.Pd, u->ab.S, u->ab.ctxh, u->ab.dqkvh, u->start};
+    for (int i = 0; i < 9; i++) tk_free(gt_ctx_, p[i]);
 }
 static int unfused_fwd(unfused *u, const void *qkv, const int32_t *len, const tk_dropout *d, tk_err *e) {
-    return tk_attention_fwd(gt_ctx_, TK_BF16, u->B, u->L, u->NH, u->D, qkv, len, d, &u->ab, u->ctx, e);
+    return tk_attention_fwd(gt_ctx_, TK_BF16, u->B, u->L, u->NH, u->D, u->start, len, qkv, d, &u->ab, u->ctx, e);
 }
-static int unfused_bwd(unfused *u, const int32_t *len, const tk_dropout *d, const void *dctx, tk_err *e) {
-    return tk_attention_bwd(gt_ctx_, TK_BF16, u->B, u->L, u->NH, u->D, len, d, &u->ab, dctx, u->dqkv, e);
+static int unfused_bwd(unfused *u, const void *qkv, const int32_t *len, const tk_dropout *d, const void *dctx,
+                       tk_err *e) {
+    return tk_attention_bwd(gt_ctx_, TK_BF16, u->B, u->L, u->NH, u->D, u->start, len, qkv, d, &u->ab, dctx, u->dqkv,
+                            e);
 }
 
 // qkv, dctx given (dctx 0 on the rows i >= len); exact: ctx and dv compared bit for bit.
@@ -217,7 +225,7 @@ static void vs_unfused_on(const char *name, int B, int L, int NH, const int32_t 
     dd.step = b.step;
     tk_err e = {0};
     ok_or_die(run_flash(&y, &b, &dh, &e) || unfused_fwd(&u, b.qkv, b.len, &dd, &e) ||
-                  unfused_bwd(&u, b.len, &dd, b.dctx, &e) || gt_sync(&e),
+                  unfused_bwd(&u, b.qkv, b.len, &dd, b.dctx, &e) || gt_sync(&e),
               &e, "flash / unfused");
     float *fc = down(b.ctx, R * H, TK_BF16), *fq = down(b.dqkv, R * 3 * H, TK_BF16);
     float *uc = down(u.ctx, R * H, TK_BF16), *uq = down(u.dqkv, R * 3 * H, TK_BF16);
@@ -379,7 +387,7 @@ static void bench_fn(void *p) {
                                b->dctx, a->d, b->ws, b->dqkv, &e);
         break;
     case 2: rc = unfused_fwd(a->u, b->qkv, b->len, a->d, &e); break;
-    default: rc = unfused_bwd(a->u, b->len, a->d, b->dctx, &e); break;
+    default: rc = unfused_bwd(a->u, b->qkv, b->len, a->d, b->dctx, &e); break;
     }
     if (rc) gt_die_("bench", &e);
 }

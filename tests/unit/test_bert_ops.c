@@ -229,20 +229,20 @@ TK_TEST(layernorm_backward_no_dropout) { ln_fd_case(TK_LN_DROP_NONE, tk_failed_)
 TK_TEST(attention_forward_by_hand) {
     // one sequence of 3 tokens (2 real), one head of D = 1: q = (1, 2, 0), k = (0, ln 3, 5),
     // v = (2, 4, 9); S_ij = q_i k_j over the keys j < 2: row 0: P = (1/4, 3/4), ctx = 0.5 + 3
-    float qkv[3 * 3] = {1, 0, 2, 2, logf(3), 4, 0, 5, 9}, ctx[3];
-    int32_t len[1] = {2};
+    float qkv[3 * 3] = {1, 0, 2, 2, logf(3), 4, 0, 5, 9}, ctx[3] = {77, 77, 77};
+    int32_t len[1] = {2}, start[1] = {0};
     float qkvh[9], P[9], S[9], ctxh[3], dqkvh[9];
     tk_attn_bufs ab = {.qkvh = qkvh, .P = P, .S = S, .ctxh = ctxh, .dqkvh = dqkvh};
     tk_err e = {0};
-    CHECK(tk_attention_fwd(cpu(), TK_F32, 1, 3, 1, 1, qkv, len, NULL, &ab, ctx, &e) == 0);
+    CHECK(tk_attention_fwd(cpu(), TK_F32, 1, 3, 1, 1, start, len, qkv, NULL, &ab, ctx, &e) == 0);
     CHECK_NEAR(P[0], 0.25, 1e-6);
     CHECK_NEAR(P[1], 0.75, 1e-6);
     CHECK(P[2] == 0); // the padding key
     CHECK_NEAR(ctx[0], 3.5, 1e-6);
     // row 1: q = 2: scores (0, 2 ln 3): P = (1/10, 9/10): ctx = 0.2 + 3.6
     CHECK_NEAR(ctx[1], 3.8, 1e-5);
-    // row 2 (a padding query) still attends to the real keys: q = 0: P = (1/2, 1/2)
-    CHECK_NEAR(ctx[2], 3.0, 1e-6);
+    // row 2 (a padding query) is outside the sequence: not written
+    CHECK(ctx[2] == 77);
 }
 
 // loss = sum(ctx * w): dqkv against central differences, with padding and dropout.
@@ -252,30 +252,65 @@ TK_TEST(attention_backward_matches_differences) {
     static float qkvh[3 * B * L * H], P[B * NH * L * L], S[B * NH * L * L], ctxh[B * L * H], dqkvh[3 * B * L * H];
     static float Pd[B * NH * L * L], dqkv2[B * L * 3 * H];
     tk_attn_bufs ab = {.qkvh = qkvh, .P = P, .S = S, .ctxh = ctxh, .dqkvh = dqkvh};
-    int32_t len[B] = {5, 3};
+    int32_t len[B] = {5, 3}, start[B] = {0, L};
     int64_t step = 2;
     tk_dropout d = {.p = 0.2f, .seed = 5, .site = 1, .step = &step, .offset = 0};
     fill(qkv, sizeof qkv / 4, 20, -1, 1), fill(w, sizeof w / 4, 21, -1, 1);
     tk_err e = {0};
-    CHECK(tk_attention_fwd(cpu(), TK_F32, B, L, NH, D, qkv, len, &d, &ab, ctx, &e) == 0);
-    CHECK(tk_attention_bwd(cpu(), TK_F32, B, L, NH, D, len, &d, &ab, w, dqkv, &e) == 0);
+    CHECK(tk_attention_fwd(cpu(), TK_F32, B, L, NH, D, start, len, qkv, &d, &ab, ctx, &e) == 0);
+    memset(dqkv, 0, sizeof dqkv); // (rows outside the sequences are not written)
+    CHECK(tk_attention_bwd(cpu(), TK_F32, B, L, NH, D, start, len, qkv, &d, &ab, w, dqkv, &e) == 0);
     // the dropped-out probabilities kept by the forward (bufs.Pd) instead of drawn again: the same
     tk_attn_bufs kept = ab;
     kept.Pd = Pd;
-    CHECK(tk_attention_fwd(cpu(), TK_F32, B, L, NH, D, qkv, len, &d, &kept, ctx, &e) == 0);
-    CHECK(tk_attention_bwd(cpu(), TK_F32, B, L, NH, D, len, &d, &kept, w, dqkv2, &e) == 0);
+    CHECK(tk_attention_fwd(cpu(), TK_F32, B, L, NH, D, start, len, qkv, &d, &kept, ctx, &e) == 0);
+    memset(dqkv2, 0, sizeof dqkv2);
+    CHECK(tk_attention_bwd(cpu(), TK_F32, B, L, NH, D, start, len, qkv, &d, &kept, w, dqkv2, &e) == 0);
     CHECK(memcmp(dqkv, dqkv2, sizeof dqkv) == 0);
     for (size_t i = 0; i < sizeof qkv / 4; i++) {
         float keep = qkv[i];
         double f[2], h = 1e-2;
         for (int k = 0; k < 2; k++) {
             qkv[i] = keep + (k ? -h : h);
-            tk_attention_fwd(cpu(), TK_F32, B, L, NH, D, qkv, len, &d, &ab, ctx, &e);
+            tk_attention_fwd(cpu(), TK_F32, B, L, NH, D, start, len, qkv, &d, &ab, ctx, &e);
             f[k] = dot(ctx, w, sizeof ctx / 4);
         }
         qkv[i] = keep;
         CHECK_NEAR(dqkv[i], (f[0] - f[1]) / (2 * h), 2e-3);
     }
+}
+
+// The same sequences packed (rows start[s] = len[0] + .. + len[s-1], one row past them, and an
+// unused slot of length 0): the same ctx and dqkv on the sequences' rows as the padded layout
+// (the same per-head products, the same dropout elements), nothing written elsewhere.
+TK_TEST(attention_packed_equals_padded) {
+    enum { B = 3, L = 5, NH = 2, D = 3, H = NH * D, T = 5 + 3 + 1 };
+    static float qkv[B * L * 3 * H], w[B * L * H], ctx[B * L * H], dqkv[B * L * 3 * H];
+    static float pq[T * 3 * H], pw[T * H], pctx[T * H], pdqkv[T * 3 * H];
+    static float qkvh[3 * B * L * H], P[B * NH * L * L], S[B * NH * L * L], ctxh[B * L * H], dqkvh[3 * B * L * H];
+    tk_attn_bufs ab = {.qkvh = qkvh, .P = P, .S = S, .ctxh = ctxh, .dqkvh = dqkvh};
+    int32_t len[B] = {5, 3, 0}, start[B] = {0, L, 2 * L}, pstart[B] = {0, 5, 8};
+    int64_t step = 3;
+    tk_dropout d = {.p = 0.25f, .seed = 9, .site = 4, .step = &step, .offset = 7};
+    fill(qkv, sizeof qkv / 4, 30, -1, 1), fill(w, sizeof w / 4, 31, -1, 1);
+    for (int s = 0; s < B; s++) {
+        memcpy(pq + (size_t)pstart[s] * 3 * H, qkv + (size_t)start[s] * 3 * H, sizeof(float) * 3 * H * len[s]);
+        memcpy(pw + (size_t)pstart[s] * H, w + (size_t)start[s] * H, sizeof(float) * H * len[s]);
+    }
+    for (int i = 0; i < T * H; i++) pctx[i] = 55;
+    for (int i = 0; i < T * 3 * H; i++) pdqkv[i] = 55;
+    tk_err e = {0};
+    CHECK(tk_attention_fwd(cpu(), TK_F32, B, L, NH, D, start, len, qkv, &d, &ab, ctx, &e) == 0);
+    CHECK(tk_attention_bwd(cpu(), TK_F32, B, L, NH, D, start, len, qkv, &d, &ab, w, dqkv, &e) == 0);
+    CHECK(tk_attention_fwd(cpu(), TK_F32, B, L, NH, D, pstart, len, pq, &d, &ab, pctx, &e) == 0);
+    CHECK(tk_attention_bwd(cpu(), TK_F32, B, L, NH, D, pstart, len, pq, &d, &ab, pw, pdqkv, &e) == 0);
+    for (int s = 0; s < B; s++) {
+        CHECK(memcmp(pctx + (size_t)pstart[s] * H, ctx + (size_t)start[s] * H, sizeof(float) * H * len[s]) == 0);
+        CHECK(memcmp(pdqkv + (size_t)pstart[s] * 3 * H, dqkv + (size_t)start[s] * 3 * H,
+                     sizeof(float) * 3 * H * len[s]) == 0);
+    }
+    for (int i = 8 * H; i < T * H; i++) CHECK(pctx[i] == 55); // the row past the sequences
+    for (int i = 8 * 3 * H; i < T * 3 * H; i++) CHECK(pdqkv[i] == 55);
 }
 
 // ---- embeddings, rows ----
@@ -293,13 +328,21 @@ TK_TEST(bert_embed_by_hand) {
     for (int i = 0; i < B * L * H; i++) CHECK_NEAR(out[i], want[i], 0);
     float de[B * L * H] = {1, 2, 3, 4, 5, 6, 7, 8}, dword[V * H] = {100, 100, 0, 0, 0, 0}, dpos[3 * H], dtype[2 * H];
     memset(dpos, 0x7f, sizeof dpos);
-    CHECK(tk_bert_embed_bwd(cpu(), TK_F32, B, L, H, 2, 3, ids, seg, de, dword, dpos, dtype, NULL, &e) == 0);
+    CHECK(tk_bert_embed_bwd(cpu(), TK_F32, B, L, H, 2, 3, ids, seg, NULL, de, dword, dpos, dtype, NULL, &e) == 0);
     float wword[V * H] = {100 + 3, 100 + 4, 0, 0, 1 + 5 + 7, 2 + 6 + 8}; // added to what was there
     float wpos[3 * H] = {1 + 5, 2 + 6, 3 + 7, 4 + 8, 0, 0};               // rows >= L: 0
     float wtype[2 * H] = {1, 2, 3 + 5 + 7, 4 + 6 + 8};
     for (int i = 0; i < V * H; i++) CHECK_NEAR(dword[i], wword[i], 0);
     for (int i = 0; i < 3 * H; i++) CHECK_NEAR(dpos[i], wpos[i], 0);
     for (int i = 0; i < 2 * H; i++) CHECK_NEAR(dtype[i], wtype[i], 0);
+    // with the lengths (2, 1): token 3 (sequence 1, position 1) is padding, out of dword (id 2's
+    // run is then tokens 0 and 2), still in dpos and dtype
+    int32_t len[B] = {2, 1};
+    float dword2[V * H] = {0};
+    CHECK(tk_bert_embed_bwd(cpu(), TK_F32, B, L, H, 2, 3, ids, seg, len, de, dword2, dpos, dtype, NULL, &e) == 0);
+    float wword2[V * H] = {3, 4, 0, 0, 1 + 5, 2 + 6};
+    for (int i = 0; i < V * H; i++) CHECK_NEAR(dword2[i], wword2[i], 0);
+    for (int i = 0; i < 3 * H; i++) CHECK_NEAR(dpos[i], wpos[i], 0);
 }
 
 TK_TEST(bert_gather_scatter_by_hand) {
@@ -308,20 +351,53 @@ TK_TEST(bert_gather_scatter_by_hand) {
     for (int i = 0; i < B * L * H; i++) hid[i] = (float)i;
     int32_t pos[B * P] = {2, 3, 1, 3}, nm[B] = {2, 1}, ids[B * P] = {7, 8, 9, 10}, lab[B * P];
     tk_err e = {0};
-    CHECK(tk_bert_gather(cpu(), TK_F32, B, L, H, P, hid, pos, nm, ids, rows, lab, &e) == 0);
+    CHECK(tk_bert_gather(cpu(), TK_F32, B, L, H, P, hid, NULL, pos, nm, ids, rows, lab, &e) == 0);
     float want[B * P * H] = {4, 5, 6, 7, 10, 11, 8, 9}; // b1's second slot is padding: position 0
     for (int i = 0; i < B * P * H; i++) CHECK_NEAR(rows[i], want[i], 0);
     CHECK_EQ_INT(lab[0], 7);
     CHECK_EQ_INT(lab[1], 8);
     CHECK_EQ_INT(lab[2], 9);
     CHECK_EQ_INT(lab[3], -1);
-    CHECK(tk_bert_gather(cpu(), TK_F32, B, L, H, 1, hid, NULL, NULL, NULL, cls, NULL, &e) == 0);
+    CHECK(tk_bert_gather(cpu(), TK_F32, B, L, H, 1, hid, NULL, NULL, NULL, NULL, cls, NULL, &e) == 0);
     CHECK_NEAR(cls[2], 8, 0);
     float g[B * P * H] = {1, 1, 2, 2, 3, 3, 50, 50}, gc[B * H] = {10, 20, 30, 40}, dh[B * L * H];
     pos[1] = 2; // a repeated position adds up
-    CHECK(tk_bert_scatter(cpu(), TK_F32, B, L, H, P, g, pos, nm, gc, dh, &e) == 0);
+    CHECK(tk_bert_scatter(cpu(), TK_F32, B, L, H, P, 0, g, NULL, pos, nm, gc, dh, &e) == 0);
     float wd[B * L * H] = {10, 20, 0, 0, 3, 3, 0, 0, 30, 40, 3, 3, 0, 0, 0, 0};
     for (int i = 0; i < B * L * H; i++) CHECK_NEAR(dh[i], wd[i], 0);
+    // packed: sequence 1 starts at row 5 (rows 0 .. 6 of hid); scatter zeroes its 7 rows
+    int32_t start[B] = {0, 5};
+    pos[1] = 3;
+    CHECK(tk_bert_gather(cpu(), TK_F32, B, L, H, P, hid, start, pos, nm, ids, rows, lab, &e) == 0);
+    float wp[B * P * H] = {4, 5, 6, 7, 12, 13, 10, 11}; // b1: rows 6, then the padding slot's row 5
+    for (int i = 0; i < B * P * H; i++) CHECK_NEAR(rows[i], wp[i], 0);
+    pos[1] = 2;
+    for (int i = 0; i < B * L * H; i++) dh[i] = 99;
+    CHECK(tk_bert_scatter(cpu(), TK_F32, B, L, H, P, 7, g, start, pos, nm, gc, dh, &e) == 0);
+    float wdp[7 * H] = {10, 20, 0, 0, 3, 3, 0, 0, 0, 0, 30, 40, 3, 3};
+    for (int i = 0; i < 7 * H; i++) CHECK_NEAR(dh[i], wdp[i], 0);
+    CHECK(dh[7 * H] == 99); // past the rows: untouched
+}
+
+TK_TEST(bert_pack_unpack_by_hand) {
+    enum { B = 3, L = 3, H = 2, ROWS = 6 };
+    float src[B * L * H], pk[ROWS * H], back[B * L * H];
+    for (int i = 0; i < B * L * H; i++) src[i] = (float)(i + 1);
+    int32_t len[B] = {2, 0, 3}, start[B + 1];
+    tk_err e = {0};
+    CHECK(tk_bert_starts(cpu(), B, L, 0, len, start, &e) == 0);
+    CHECK(start[0] == 0 && start[1] == 3 && start[2] == 6 && start[3] == 9);
+    CHECK(tk_bert_starts(cpu(), B, L, 1, len, start, &e) == 0);
+    CHECK(start[0] == 0 && start[1] == 2 && start[2] == 2 && start[3] == 5);
+    for (int i = 0; i < ROWS * H; i++) pk[i] = -1;
+    CHECK(tk_bert_pack(cpu(), TK_F32, B, L, H, ROWS, start, len, src, pk, &e) == 0);
+    // rows: sequence 0's tokens 0, 1; sequence 2's tokens 0 .. 2; row 5 (past them) zeroed
+    float want[ROWS * H] = {1, 2, 3, 4, 13, 14, 15, 16, 17, 18, 0, 0};
+    for (int i = 0; i < ROWS * H; i++) CHECK_NEAR(pk[i], want[i], 0);
+    for (int i = 0; i < B * L * H; i++) back[i] = -1;
+    CHECK(tk_bert_unpack(cpu(), TK_F32, B, L, H, start, len, pk, back, &e) == 0);
+    float wb[B * L * H] = {1, 2, 3, 4, 0, 0, 0, 0, 0, 0, 0, 0, 13, 14, 15, 16, 17, 18};
+    for (int i = 0; i < B * L * H; i++) CHECK_NEAR(back[i], wb[i], 0);
 }
 
 // ---- cross-entropy ----

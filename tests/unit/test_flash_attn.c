@@ -75,8 +75,8 @@ static void vs_padded(int B, int L, int NH, int D, float p, const int32_t *len, 
     tk_attn_bufs ab = {.qkvh = malloc(nq * 4), .P = malloc(np * 4), .S = malloc(np * 4), .ctxh = malloc(nc * 4),
                        .dqkvh = malloc(nq * 4)};
     tk_err e = {0};
-    CHECK(tk_attention_fwd(cpu(), TK_F32, B, L, NH, D, qkv, len, &d, &ab, c1, &e) == 0);
-    CHECK(tk_attention_bwd(cpu(), TK_F32, B, L, NH, D, len, &d, &ab, dctx, g1, &e) == 0);
+    CHECK(tk_attention_fwd(cpu(), TK_F32, B, L, NH, D, start, len, qkv, &d, &ab, c1, &e) == 0);
+    CHECK(tk_attention_bwd(cpu(), TK_F32, B, L, NH, D, start, len, qkv, &d, &ab, dctx, g1, &e) == 0);
     CHECK(tk_flash_attn_fwd(cpu(), TK_F32, B, NH, D, L, start, len, qkv, &d, c2, lse, &e) == 0);
     CHECK(tk_flash_attn_bwd(cpu(), TK_F32, B, NH, D, L, start, len, qkv, c2, lse, dctx, &d, ws, g2, &e) == 0);
     double ec = relerr_rows(c2, c1, rows, H, keep), eg = relerr_rows(g2, g1, rows, 3 * H, keep);

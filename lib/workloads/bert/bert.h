@@ -27,6 +27,10 @@ void tk_bert_batch_layout(const tk_bert *m, size_t bytes[7]);
 // Forward and backward of the input batch (this rank's rows), the loss into loss_acc, the dense
 // gradients into the params' gradient span. Capturable.
 int tk_bert_fwd_bwd(tk_bert *m, tk_err *e);
+// The layers' rows for a global batch of these lengths (host memory): N, or with model.unpad this
+// rank's real tokens rounded up to model.unpad_bucket (at most N). The caller sets m->rows to it
+// before the step (the engine's staging hooks do; N at creation).
+int64_t tk_bert_rows_for(const tk_bert *m, const int32_t *len);
 // Forward of b sequences for evaluation (no dropout): the masked-LM logits of the gathered rows,
 // the correct predictions added to m->counts.
 int tk_bert_eval_batch(tk_bert *m, const int32_t *ids, const uint8_t *seg, const int32_t *len, const int32_t *pos,

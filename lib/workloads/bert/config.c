@@ -32,7 +32,7 @@ int tk_bert_config_parse(json_t *root, const char *path, const tk_run_cfg *run, 
     static const char *const model_keys[] = {
         "vocab_size", "vocab_pad_multiple", "hidden_size", "num_layers", "num_heads", "intermediate_size",
         "max_position_embeddings", "type_vocab_size", "max_seq_length", "max_predictions_per_seq", "hidden_dropout",
-        "attention_dropout", "dropout", "layer_norm_eps", "initializer_range", "precision", NULL};
+        "attention_dropout", "dropout", "layer_norm_eps", "initializer_range", "precision", "unpad", "unpad_bucket", NULL};
     static const char *const data_keys[] = {"train_samples", "eval_samples", "note", NULL};
     memset(cfg, 0, sizeof *cfg);
     TRY(tk_cfg_keys(root, path, "model", model_keys, e));
@@ -94,6 +94,15 @@ int tk_bert_config_parse(json_t *root, const char *path, const tk_run_cfg *run, 
     if ((rc = tk_cfg_enum(root, path, "model.precision", precisions, 0, &pr, e))) goto out;
     cfg->tf32 = pr == 1;
     cfg->bf16 = pr == 2;
+    // "unpad": the layers on the real tokens only (packed); "unpad_bucket": their rows rounded up
+    // to a multiple of it (one CUDA graph a bucket).
+    int unpad = 0;
+    v = 1024;
+    if ((rc = tk_cfg_bool_opt(root, path, "model.unpad", &unpad, e)) ||
+        (rc = tk_cfg_int_opt(root, path, "model.unpad_bucket", 1, 1 << 20, &v, e)))
+        goto out;
+    cfg->unpad = unpad;
+    cfg->unpad_bucket = (int)v;
     if (run->batch > INT32_MAX / 2) {
         rc = tk_cfg_bad(e, path, "train.global_batch_size", "too large");
         goto out;

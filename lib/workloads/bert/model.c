@@ -143,6 +143,7 @@ int tk_bert_create(tk_bert **out, const tk_bert_config *cfg, const tk_wl_env *en
     const int b = m->b, L = cfg->L, P = cfg->P, H = cfg->hidden, F = cfg->ffn, NH = cfg->heads, Vp = cfg->vocab_padded;
     const int64_t N = (int64_t)b * L, R = (int64_t)b * P;
     m->N = N, m->R = R;
+    m->rows = m->slot_rows[0] = m->slot_rows[1] = N;
     if (N * (int64_t)(3 * H > F ? 3 * H : F) > INT32_MAX || (int64_t)b * NH * L * L > ((int64_t)1 << 40) ||
         R * Vp > INT32_MAX) {
         rc = tk_err_set(e, TK_EUSAGE, "bert: a batch of %d sequences of %d is too large for one rank", b, L);
@@ -166,11 +167,12 @@ int tk_bert_create(tk_bert **out, const tk_bert_config *cfg, const tk_wl_env *en
     NEED(m->in_ids, bytes[0]), NEED(m->in_seg, bytes[1]), NEED(m->in_len, bytes[2]), NEED(m->in_pos, bytes[3]);
     NEED(m->in_mid, bytes[4]), NEED(m->in_nmask, bytes[5]), NEED(m->in_nsp, bytes[6]);
     NEED(m->e, NHs), NEED(m->mean0, (size_t)N * 4), NEED(m->rstd0, (size_t)N * 4), NEED(m->x0, NHs);
-    NEED(m->qkv, heads3), NEED(m->tmp, NHs);
+    NEED(m->tmp, NHs), NEED(m->start, (size_t)(b + 1) * 4);
+    if (cfg->unpad) NEED(m->xp, NHs);
     NEED(m->attn.S, probs), NEED(m->attn.ctxh, NHs), NEED(m->attn.dqkvh, heads3);
     for (int l = 0; l < cfg->layers; l++) {
         tk_bert_layer *Ly = &m->layer[l];
-        NEED(Ly->qkvh, heads3), NEED(Ly->P, probs), NEED(Ly->ctx, NHs), NEED(Ly->s1, NHs), NEED(Ly->h, NHs);
+        NEED(Ly->qkv, heads3), NEED(Ly->qkvh, heads3), NEED(Ly->P, probs), NEED(Ly->ctx, NHs), NEED(Ly->s1, NHs), NEED(Ly->h, NHs);
         if (cfg->attn_dropout > 0) NEED(Ly->Pd, probs); // (kept: the backward does not redraw it)
         NEED(Ly->mean1, (size_t)N * 4), NEED(Ly->rstd1, (size_t)N * 4);
         NEED(Ly->pre, tk_gemm_gelu_aux_bytes(c, (int)N, F, m->act)), NEED(Ly->inter, NFs);

@@ -40,15 +40,15 @@ int tk_layernorm_bwd(tk_ctx *c, tk_dtype act, int64_t R, int H, const void *dy, 
         tk_layernorm_bwd_cuda(c, act, R, H, dy, s, mean, rstd, gamma, drop, where, ds, dx, dgamma, dbeta, ws, e));
 }
 
-int tk_attn_heads_split(tk_ctx *c, tk_dtype act, int B, int L, int NH, int D, int parts, const void *src, void *dst,
-                        tk_err *e) {
-    return TK_DISPATCH(c, tk_attn_heads_split_ref(act, B, L, NH, D, parts, src, dst, e),
-                       tk_attn_heads_split_cuda(c, act, B, L, NH, D, parts, src, dst, e));
+int tk_attn_heads_split(tk_ctx *c, tk_dtype act, int B, int L, int NH, int D, int parts, const int32_t *start,
+                        const int32_t *len, const void *src, void *dst, tk_err *e) {
+    return TK_DISPATCH(c, tk_attn_heads_split_ref(act, B, L, NH, D, parts, start, len, src, dst, e),
+                       tk_attn_heads_split_cuda(c, act, B, L, NH, D, parts, start, len, src, dst, e));
 }
-int tk_attn_heads_merge(tk_ctx *c, tk_dtype act, int B, int L, int NH, int D, int parts, const void *src, void *dst,
-                        tk_err *e) {
-    return TK_DISPATCH(c, tk_attn_heads_merge_ref(act, B, L, NH, D, parts, src, dst, e),
-                       tk_attn_heads_merge_cuda(c, act, B, L, NH, D, parts, src, dst, e));
+int tk_attn_heads_merge(tk_ctx *c, tk_dtype act, int B, int L, int NH, int D, int parts, const int32_t *start,
+                        const int32_t *len, const void *src, void *dst, tk_err *e) {
+    return TK_DISPATCH(c, tk_attn_heads_merge_ref(act, B, L, NH, D, parts, start, len, src, dst, e),
+                       tk_attn_heads_merge_cuda(c, act, B, L, NH, D, parts, start, len, src, dst, e));
 }
 int tk_attn_softmax_fwd(tk_ctx *c, tk_dtype act, int B, int NH, int L, const int32_t *len, const void *S,
                         const tk_dropout *drop, void *P, void *Pd, tk_err *e) {
@@ -72,20 +72,37 @@ int tk_bert_embed_fwd(tk_ctx *c, tk_dtype wt, tk_dtype act, int B, int L, int H,
                        tk_bert_embed_fwd_cuda(c, wt, act, B, L, H, ids, seg, word, pos, type, e_out, e));
 }
 int tk_bert_embed_bwd(tk_ctx *c, tk_dtype act, int B, int L, int H, int T, int npos, const int32_t *ids,
-                      const uint8_t *seg, const void *de, float *dword, float *dpos, float *dtype, void *ws, tk_err *e) {
-    return TK_DISPATCH(c, tk_bert_embed_bwd_ref(act, B, L, H, T, npos, ids, seg, de, dword, dpos, dtype, ws, e),
-                       tk_bert_embed_bwd_cuda(c, act, B, L, H, T, npos, ids, seg, de, dword, dpos, dtype, ws, e));
+                      const uint8_t *seg, const int32_t *len, const void *de, float *dword, float *dpos, float *dtype,
+                      void *ws, tk_err *e) {
+    return TK_DISPATCH(c, tk_bert_embed_bwd_ref(act, B, L, H, T, npos, ids, seg, len, de, dword, dpos, dtype, ws, e),
+                       tk_bert_embed_bwd_cuda(c, act, B, L, H, T, npos, ids, seg, len, de, dword, dpos, dtype, ws, e));
 }
 
-int tk_bert_gather(tk_ctx *c, tk_dtype act, int B, int L, int H, int P, const void *hidden, const int32_t *pos,
-                   const int32_t *nmask, const int32_t *ids, void *out, int32_t *labels, tk_err *e) {
-    return TK_DISPATCH(c, tk_bert_gather_ref(act, B, L, H, P, hidden, pos, nmask, ids, out, labels, e),
-                       tk_bert_gather_cuda(c, act, B, L, H, P, hidden, pos, nmask, ids, out, labels, e));
+int tk_bert_starts(tk_ctx *c, int B, int L, int packed, const int32_t *len, int32_t *start, tk_err *e) {
+    return TK_DISPATCH(c, tk_bert_starts_ref(B, L, packed, len, start, e),
+                       tk_bert_starts_cuda(c, B, L, packed, len, start, e));
 }
-int tk_bert_scatter(tk_ctx *c, tk_dtype act, int B, int L, int H, int P, const void *drows, const int32_t *pos,
-                    const int32_t *nmask, const void *dcls, void *dhidden, tk_err *e) {
-    return TK_DISPATCH(c, tk_bert_scatter_ref(act, B, L, H, P, drows, pos, nmask, dcls, dhidden, e),
-                       tk_bert_scatter_cuda(c, act, B, L, H, P, drows, pos, nmask, dcls, dhidden, e));
+int tk_bert_pack(tk_ctx *c, tk_dtype act, int B, int L, int H, int64_t rows, const int32_t *start,
+                 const int32_t *len, const void *src, void *dst, tk_err *e) {
+    return TK_DISPATCH(c, tk_bert_pack_ref(act, B, L, H, rows, start, len, src, dst, e),
+                       tk_bert_pack_cuda(c, act, B, L, H, rows, start, len, src, dst, e));
+}
+int tk_bert_unpack(tk_ctx *c, tk_dtype act, int B, int L, int H, const int32_t *start, const int32_t *len,
+                   const void *src, void *dst, tk_err *e) {
+    return TK_DISPATCH(c, tk_bert_unpack_ref(act, B, L, H, start, len, src, dst, e),
+                       tk_bert_unpack_cuda(c, act, B, L, H, start, len, src, dst, e));
+}
+int tk_bert_gather(tk_ctx *c, tk_dtype act, int B, int L, int H, int P, const void *hidden, const int32_t *start,
+                   const int32_t *pos, const int32_t *nmask, const int32_t *ids, void *out, int32_t *labels,
+                   tk_err *e) {
+    return TK_DISPATCH(c, tk_bert_gather_ref(act, B, L, H, P, hidden, start, pos, nmask, ids, out, labels, e),
+                       tk_bert_gather_cuda(c, act, B, L, H, P, hidden, start, pos, nmask, ids, out, labels, e));
+}
+int tk_bert_scatter(tk_ctx *c, tk_dtype act, int B, int L, int H, int P, int64_t rows, const void *drows,
+                    const int32_t *start, const int32_t *pos, const int32_t *nmask, const void *dcls, void *dhidden,
+                    tk_err *e) {
+    return TK_DISPATCH(c, tk_bert_scatter_ref(act, B, L, H, P, rows, drows, start, pos, nmask, dcls, dhidden, e),
+                       tk_bert_scatter_cuda(c, act, B, L, H, P, rows, drows, start, pos, nmask, dcls, dhidden, e));
 }
 
 int tk_xent_fwd_bwd(tk_ctx *c, tk_dtype act, int R, int C, int ld, const void *logits, const int32_t *labels,
@@ -110,25 +127,28 @@ static int bgemm(tk_ctx *c, tk_dtype act, int batch, int M, int N, int K, int ta
     return tk_gemm(c, &g, e);
 }
 
-int tk_attention_fwd(tk_ctx *c, tk_dtype act, int B, int L, int NH, int D, const void *qkv, const int32_t *len,
-                     const tk_dropout *drop, const tk_attn_bufs *bufs, void *ctx, tk_err *e) {
+int tk_attention_fwd(tk_ctx *c, tk_dtype act, int B, int L, int NH, int D, const int32_t *start,
+                     const int32_t *len, const void *qkv, const tk_dropout *drop, const tk_attn_bufs *bufs, void *ctx,
+                     tk_err *e) {
     const int n = B * NH;
     const int64_t hd = (int64_t)L * D, ll = (int64_t)L * L;
     const size_t part = (size_t)n * hd * tk_dtype_size(act);
     const char *q = bufs->qkvh, *k = q + part, *v = k + part;
     const int dropping = drop && drop->p > 0;
-    TRY(tk_attn_heads_split(c, act, B, L, NH, D, 3, qkv, bufs->qkvh, e));
+    TRY(tk_attn_heads_split(c, act, B, L, NH, D, 3, start, len, qkv, bufs->qkvh, e));
     // S = Q K^T / sqrt(D)   (L, D) x (L, D)^T per head
     TRY(bgemm(c, act, n, L, L, D, 0, 1, 1.0f / sqrtf((float)D), q, hd, k, hd, bufs->S, ll, e));
     void *pd = !dropping ? bufs->P : bufs->Pd ? bufs->Pd : bufs->S;
     TRY(tk_attn_softmax_fwd(c, act, B, NH, L, len, bufs->S, drop, bufs->P, dropping ? pd : NULL, e));
     // ctx = Pd V   (L, L) x (L, D)
     TRY(bgemm(c, act, n, L, D, L, 0, 0, 1.0f, pd, ll, v, hd, bufs->ctxh, hd, e));
-    return tk_attn_heads_merge(c, act, B, L, NH, D, 1, bufs->ctxh, ctx, e);
+    return tk_attn_heads_merge(c, act, B, L, NH, D, 1, start, len, bufs->ctxh, ctx, e);
 }
 
-int tk_attention_bwd(tk_ctx *c, tk_dtype act, int B, int L, int NH, int D, const int32_t *len,
-                     const tk_dropout *drop, const tk_attn_bufs *bufs, const void *dctx, void *dqkv, tk_err *e) {
+int tk_attention_bwd(tk_ctx *c, tk_dtype act, int B, int L, int NH, int D, const int32_t *start,
+                     const int32_t *len, const void *qkv, const tk_dropout *drop, const tk_attn_bufs *bufs,
+                     const void *dctx, void *dqkv, tk_err *e) {
+    (void)qkv; // (this composition reads the heads it saved in bufs->qkvh)
     const int n = B * NH;
     const int64_t hd = (int64_t)L * D, ll = (int64_t)L * L;
     const size_t part = (size_t)n * hd * tk_dtype_size(act);
@@ -136,7 +156,7 @@ int tk_attention_bwd(tk_ctx *c, tk_dtype act, int B, int L, int NH, int D, const
     char *dq = bufs->dqkvh, *dk = dq + part, *dv = dk + part;
     const float scale = 1.0f / sqrtf((float)D);
     const int dropping = drop && drop->p > 0;
-    TRY(tk_attn_heads_split(c, act, B, L, NH, D, 1, dctx, bufs->ctxh, e)); // dctx per head
+    TRY(tk_attn_heads_split(c, act, B, L, NH, D, 1, start, len, dctx, bufs->ctxh, e)); // dctx per head
     // dV = Pd^T dctx
     const void *pd = !dropping ? bufs->P : bufs->Pd ? bufs->Pd : bufs->S;
     if (dropping && !bufs->Pd) TRY(tk_attn_probs_dropout(c, act, B, NH, L, bufs->P, drop, bufs->S, e));
@@ -147,5 +167,5 @@ int tk_attention_bwd(tk_ctx *c, tk_dtype act, int B, int L, int NH, int D, const
     // dQ = dS K / sqrt(D), dK = dS^T Q / sqrt(D)
     TRY(bgemm(c, act, n, L, D, L, 0, 0, scale, bufs->S, ll, k, hd, dq, hd, e));
     TRY(bgemm(c, act, n, L, D, L, 1, 0, scale, bufs->S, ll, q, hd, dk, hd, e));
-    return tk_attn_heads_merge(c, act, B, L, NH, D, 3, bufs->dqkvh, dqkv, e);
+    return tk_attn_heads_merge(c, act, B, L, NH, D, 3, start, len, bufs->dqkvh, dqkv, e);
 }

@@ -2,9 +2,17 @@
 // no allocation: the cuda backend captures it in a CUDA graph.
 //
 // Notation: N = b L tokens of this rank's b sequences, R = b P masked-LM rows, H hidden, F
-// intermediate. A linear layer's weight is stored (out, in) as torch.nn.Linear: y = x W^T + b, so
-// its weight gradient is dy^T x (M = out, K = tokens, the bias gradient fused: BGRADB) and its
-// input gradient dy W.
+// intermediate; rows: the layers' rows (N padded; with model.unpad the real tokens packed, rounded
+// up to the bucket: tk_bert types.h). The embeddings (and their LayerNorm and dropout) run on the
+// padded layout, then the real tokens are packed; the layers, the heads' gathers and the
+// attention (tk_attention_*: sequences by start and len) work on the rows; the backward unpacks
+// the embeddings' gradient. Rows past the last sequence hold zeros (pack) or stale finite values,
+// and their gradients are zero (the heads read only real rows, the attention writes none of them,
+// dQKV is cleared once a step), so they add nothing to any weight gradient.
+//
+// A linear layer's weight is stored (out, in) as torch.nn.Linear: y = x W^T + b, so its weight
+// gradient is dy^T x (M = out, K = tokens, the bias gradient fused: BGRADB) and its input
+// gradient dy W.
 #include "activation.h"
 #include "attention.h"
 #include "bert_embed.h"
@@ -68,23 +76,25 @@ static tk_dropout dropout(const tk_bert *m, int train, int layer, int kind) {
 // output in layer[layers - 1].y.
 static int encoder_fwd(tk_bert *m, int train, const int32_t *ids, const uint8_t *seg, const int32_t *len, tk_err *e) {
     const tk_bert_config *c = &m->cfg;
-    const int b = m->b, L = c->L, H = c->hidden, F = c->ffn, NH = c->heads, N = (int)m->N;
+    const int b = m->b, L = c->L, H = c->hidden, F = c->ffn, NH = c->heads, N = (int)m->rows;
     tk_range_push("forward");
     TRY(tk_bert_embed_fwd(m->c, m->act, m->act, b, L, H, ids, seg, wc(m, m->word), wc(m, m->pos), wc(m, m->type), m->e,
                           e));
     tk_dropout d = dropout(m, train, -1, 0);
-    TRY(tk_layernorm_fwd(m->c, m->act, N, H, m->e, NULL, &d, TK_LN_DROP_POST, m->eg, m->eb, c->ln_eps, m->x0, NULL,
+    TRY(tk_layernorm_fwd(m->c, m->act, m->N, H, m->e, NULL, &d, TK_LN_DROP_POST, m->eg, m->eb, c->ln_eps, m->x0, NULL,
                          m->mean0, m->rstd0, e));
+    TRY(tk_bert_starts(m->c, b, L, c->unpad, len, m->start, e));
+    if (c->unpad) TRY(tk_bert_pack(m->c, m->act, b, L, H, N, m->start, len, m->x0, m->xp, e));
     TRY(tk_bert_prof_mark(m, "embeddings_fwd", e));
-    const void *x = m->x0;
+    const void *x = c->unpad ? m->xp : m->x0;
     for (int l = 0; l < c->layers; l++) {
         tk_bert_layer *Ly = &m->layer[l];
-        TRY(linear(m, N, 3 * H, H, x, Ly->Wqkv, Ly->bqkv, m->qkv, TK_EPI_BIAS, NULL, e));
+        TRY(linear(m, N, 3 * H, H, x, Ly->Wqkv, Ly->bqkv, Ly->qkv, TK_EPI_BIAS, NULL, e));
         TRY(tk_bert_prof_mark(m, "qkv_fwd", e));
         tk_attn_bufs ab = m->attn;
         ab.qkvh = Ly->qkvh, ab.P = Ly->P, ab.Pd = Ly->Pd;
         d = dropout(m, train, l, DROP_ATTN);
-        TRY(tk_attention_fwd(m->c, m->act, b, L, NH, H / NH, m->qkv, len, &d, &ab, Ly->ctx, e));
+        TRY(tk_attention_fwd(m->c, m->act, b, L, NH, H / NH, m->start, len, Ly->qkv, &d, &ab, Ly->ctx, e));
         TRY(tk_bert_prof_mark(m, "attention_fwd", e));
         TRY(linear(m, N, H, H, Ly->ctx, Ly->Wo, Ly->bo, m->tmp, TK_EPI_BIAS, NULL, e));
         d = dropout(m, train, l, DROP_ATTN_OUT);
@@ -107,8 +117,8 @@ static int encoder_fwd(tk_bert *m, int train, const int32_t *ids, const uint8_t 
 static int mlm_fwd(tk_bert *m, const int32_t *pos, const int32_t *mid, const int32_t *nmask, tk_err *e) {
     const tk_bert_config *c = &m->cfg;
     const int H = c->hidden, R = (int)m->R;
-    TRY(tk_bert_gather(m->c, m->act, m->b, c->L, H, c->P, m->layer[c->layers - 1].y, pos, nmask, mid, m->g, m->labels,
-                       e));
+    TRY(tk_bert_gather(m->c, m->act, m->b, c->L, H, c->P, m->layer[c->layers - 1].y, m->start, pos, nmask, mid, m->g,
+                       m->labels, e));
     TRY(linear(m, R, H, H, m->g, m->Wt, m->bt, m->t1, TK_EPI_GELU_BIAS, m->t_pre, e));
     TRY(tk_layernorm_fwd(m->c, m->act, R, H, m->t1, NULL, NULL, TK_LN_DROP_NONE, m->tg, m->tb, c->ln_eps, m->t2, NULL,
                          m->mean_t, m->rstd_t, e));
@@ -122,7 +132,8 @@ static int mlm_fwd(tk_bert *m, const int32_t *pos, const int32_t *mid, const int
 static int nsp_fwd(tk_bert *m, tk_err *e) {
     const tk_bert_config *c = &m->cfg;
     const int H = c->hidden, b = m->b;
-    TRY(tk_bert_gather(m->c, m->act, b, c->L, H, 1, m->layer[c->layers - 1].y, NULL, NULL, NULL, m->cls, NULL, e));
+    TRY(tk_bert_gather(m->c, m->act, b, c->L, H, 1, m->layer[c->layers - 1].y, m->start, NULL, NULL, NULL, m->cls, NULL,
+                       e));
     TRY(linear(m, b, H, H, m->cls, m->Wp, m->bp, m->pooled, TK_EPI_BIAS, NULL, e));
     TRY(tk_tanh_fwd(m->c, m->act, (int64_t)b * H, m->pooled, m->pooled, e));
     TRY(linear(m, b, 2, H, m->pooled, m->Wn, m->bn, m->nsp_logits, TK_EPI_BIAS, NULL, e));
@@ -148,19 +159,21 @@ static int heads_bwd(tk_bert *m, const int32_t *pos, const int32_t *nmask, tk_er
     TRY(tk_gelu_bwd(m->c, m->act, (int64_t)R * H, m->t_pre, m->dg, m->dg, e));
     // (the transform's input gradient goes to the dH scratch, free until the layers' backward)
     TRY(linear_bwd(m, R, H, H, m->g, m->dg, m->Wt, m->dWt, m->dbt, m->dH, 0, e));
-    TRY(tk_bert_scatter(m->c, m->act, b, c->L, H, c->P, m->dH, pos, nmask, m->pooled, m->dY, e));
+    TRY(tk_bert_scatter(m->c, m->act, b, c->L, H, c->P, m->rows, m->dH, m->start, pos, nmask, m->pooled, m->dY, e));
     tk_range_pop();
     return tk_bert_prof_mark(m, "heads_bwd", e);
 }
 
 static int encoder_bwd(tk_bert *m, const int32_t *ids, const uint8_t *seg, const int32_t *len, tk_err *e) {
     const tk_bert_config *c = &m->cfg;
-    const int b = m->b, L = c->L, H = c->hidden, F = c->ffn, NH = c->heads, N = (int)m->N;
+    const int b = m->b, L = c->L, H = c->hidden, F = c->ffn, NH = c->heads, N = (int)m->rows;
     void *dY = m->dY, *dX = m->dX;
     tk_range_push("backward");
+    // the attention's input gradient has no value at rows outside the sequences: 0 for the GEMMs
+    TRY(tk_memset0(m->c, m->dQKV, (size_t)N * 3 * H * tk_dtype_size(m->act), TK_STREAM_COMPUTE, e));
     for (int l = c->layers - 1; l >= 0; l--) {
         tk_bert_layer *Ly = &m->layer[l];
-        const void *x = l > 0 ? m->layer[l - 1].y : m->x0;
+        const void *x = l > 0 ? m->layer[l - 1].y : c->unpad ? m->xp : m->x0;
         // LayerNorm 2: dH (the residual's gradient) and dA (the output dense's)
         tk_dropout d = dropout(m, 1, l, DROP_FFN_OUT);
         TRY(tk_layernorm_bwd(m->c, m->act, N, H, dY, Ly->s2, Ly->mean2, Ly->rstd2, Ly->g2, &d, TK_LN_DROP_PRE, m->dH, m->dA,
@@ -180,7 +193,7 @@ static int encoder_bwd(tk_bert *m, const int32_t *ids, const uint8_t *seg, const
         tk_attn_bufs ab = m->attn;
         ab.qkvh = Ly->qkvh, ab.P = Ly->P, ab.Pd = Ly->Pd;
         d = dropout(m, 1, l, DROP_ATTN);
-        TRY(tk_attention_bwd(m->c, m->act, b, L, NH, H / NH, len, &d, &ab, m->dCtx, m->dQKV, e));
+        TRY(tk_attention_bwd(m->c, m->act, b, L, NH, H / NH, m->start, len, Ly->qkv, &d, &ab, m->dCtx, m->dQKV, e));
         TRY(tk_bert_prof_mark(m, "attention_bwd", e));
         TRY(linear_bwd(m, N, 3 * H, H, x, m->dQKV, Ly->Wqkv, Ly->dWqkv, Ly->dbqkv, dX, 1, e));
         TRY(tk_bert_prof_mark(m, "qkv_bwd", e));
@@ -190,10 +203,14 @@ static int encoder_bwd(tk_bert *m, const int32_t *ids, const uint8_t *seg, const
         dY = dX, dX = t;
     }
     // the embeddings: LayerNorm (dropout after it), then the three tables
+    if (c->unpad) { // (to the padded layout, zeros at the padding: dH is free)
+        TRY(tk_bert_unpack(m->c, m->act, b, L, H, m->start, len, dY, m->dH, e));
+        dY = m->dH;
+    }
     tk_dropout d = dropout(m, 1, -1, 0);
-    TRY(tk_layernorm_bwd(m->c, m->act, N, H, dY, m->e, m->mean0, m->rstd0, m->eg, &d, TK_LN_DROP_POST, dY, NULL, m->deg,
-                         m->deb, m->ln_ws, e));
-    TRY(tk_bert_embed_bwd(m->c, m->act, b, L, H, c->types, c->max_pos, ids, seg, dY, m->dword, m->dpos, m->dtype,
+    TRY(tk_layernorm_bwd(m->c, m->act, m->N, H, dY, m->e, m->mean0, m->rstd0, m->eg, &d, TK_LN_DROP_POST, dY, NULL,
+                         m->deg, m->deb, m->ln_ws, e));
+    TRY(tk_bert_embed_bwd(m->c, m->act, b, L, H, c->types, c->max_pos, ids, seg, len, dY, m->dword, m->dpos, m->dtype,
                           m->emb_ws, e));
     tk_range_pop();
     return tk_bert_prof_mark(m, "embeddings_bwd", e);
@@ -225,7 +242,20 @@ int tk_bert_fwd_bwd(tk_bert *m, tk_err *e) {
 int tk_bert_eval_batch(tk_bert *m, const int32_t *ids, const uint8_t *seg, const int32_t *len, const int32_t *pos,
                        const int32_t *mid, const int32_t *nmask, tk_err *e) {
     const tk_bert_config *c = &m->cfg;
-    TRY(encoder_fwd(m, 0, ids, seg, len, e));
-    TRY(mlm_fwd(m, pos, mid, nmask, e));
+    const int64_t keep = m->rows;
+    m->rows = m->N; // (the eval set's lengths are not on the host: every row, the packed ones first)
+    int rc = encoder_fwd(m, 0, ids, seg, len, e);
+    if (!rc) rc = mlm_fwd(m, pos, mid, nmask, e);
+    m->rows = keep;
+    TRY(rc);
     return tk_xent_correct(m->c, m->act, (int)m->R, c->vocab, c->vocab_padded, m->logits, m->labels, m->counts, e);
+}
+
+int64_t tk_bert_rows_for(const tk_bert *m, const int32_t *len) {
+    if (!m->cfg.unpad) return m->N;
+    int64_t T = 0;
+    for (int s = 0; s < m->b; s++) T += len[(size_t)m->rank * m->b + s];
+    const int64_t q = m->cfg.unpad_bucket;
+    T = (T + q - 1) / q * q;
+    return T < 1 ? (q < m->N ? q : m->N) : T < m->N ? T : m->N;
 }

@@ -45,6 +45,8 @@ typedef struct tk_bert_config {
     double init_std;
     int bf16, tf32;         // "precision": bf16 or tf32 (cuda), else fp32
     int batch;              // the global batch
+    int unpad;              // model.unpad: the layers run on the real tokens only (packed rows)
+    int unpad_bucket;       // model.unpad_bucket: the packed rows rounded up to a multiple of it
     uint64_t seed;
     json_t *opt;            // the effective "optimizer" section (its MLLOG keys), a reference
     int64_t max_steps;      // train.max_steps (opt_learning_rate_training_steps without total_steps)
@@ -57,6 +59,7 @@ typedef struct tk_bert_layer {
     size_t off;             // ... and that tensor's float offset in the dense span
     float *Wqkv, *bqkv, *Wo, *bo, *g1, *b1, *Wi, *bi, *Wo2, *bo2, *g2, *b2;
     float *dWqkv, *dbqkv, *dWo, *dbo, *dg1, *db1, *dWi, *dbi, *dWo2, *dbo2, *dg2, *db2;
+    void *qkv;              // (rows, 3H) the attention's input (kept: tk_attention_bwd reads it)
     void *qkvh, *P, *Pd;    // attention's saved heads and probabilities (tk_attn_bufs; Pd NULL
                             // without attention dropout)
     void *ctx;              // (N, H) the attention's output before the output dense
@@ -77,6 +80,13 @@ typedef struct tk_bert {
     int rank, world;
     int b;                  // sequences a rank trains on (batch / world)
     int64_t N, R;           // tokens (b L) and masked-LM rows (b P) of a rank's batch
+    // The layers' rows: N (padded: sequence s at rows s L ..), or with cfg.unpad the real tokens of
+    // the batch packed (sequence s at rows start[s] .., kernels/bert_rows.h) rounded up to
+    // cfg.unpad_bucket, at most N: from the host's copy of the lengths (tk_bert_set_rows; each
+    // bucket its own CUDA graph, graph_key), the starts computed on the device.
+    int64_t rows;
+    int64_t slot_rows[2];   // the rows of the batch in each staging slot
+    int32_t *start;         // (b + 1) i32, device
     tk_dtype act;
     float *lr;              // the engine's device scalars
     int64_t *step;
@@ -96,8 +106,9 @@ typedef struct tk_bert {
     tk_arena acts;
     void *e;                // (N, H) the embeddings' sum (the LayerNorm's input)
     float *mean0, *rstd0;
-    void *x0;               // (N, H) the embeddings' output
-    void *qkv, *tmp;        // (N, 3H), (N, H) scratch of the forward
+    void *x0;               // (N, H) the embeddings' output (padded layout)
+    void *xp;               // (N, H) ... packed (cfg.unpad), the first layer's input
+    void *tmp;              // (N, H) scratch of the forward
     tk_attn_bufs attn;      // S, ctxh, dqkvh: scratch shared by the layers
     void *g;                // (R, H) the gathered masked positions
     int32_t *labels;        // (R) their labels, -1 for padding slots

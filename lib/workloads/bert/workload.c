@@ -94,6 +94,22 @@ static void wl_inputs(void *model, void **f) {
     f[6] = m->in_nsp;
 }
 
+// The packed rows of a batch (model.unpad): from the host's lengths (field 2) as it is staged,
+// the step's shapes when its slot becomes the input, one CUDA graph per bucket of rows.
+static void wl_host_batch(void *model, int slot, void *const *f) {
+    tk_bert *m = model;
+    m->slot_rows[slot & 1] = tk_bert_rows_for(m, f[2]);
+}
+
+static int wl_use(void *model, int slot, tk_err *e) {
+    (void)e;
+    tk_bert *m = model;
+    m->rows = m->slot_rows[slot & 1];
+    return 0;
+}
+
+static int64_t wl_graph_key(void *model) { return ((tk_bert *)model)->rows; }
+
 // ---- step ----
 
 static int wl_step(void *m, tk_err *e) { return tk_bert_fwd_bwd(m, e); }
@@ -208,7 +224,10 @@ const tk_workload tk_workload_bert = {
     .read_batch = wl_read_batch,
     .batch_layout = wl_layout,
     .inputs = wl_inputs,
+    .host_batch = wl_host_batch,
+    .use = wl_use,
     .step = wl_step,
+    .graph_key = wl_graph_key,
     .after_update = wl_after_update,
     .evalset_load = wl_evalset_load,
     .evalset_count = wl_evalset_count,
