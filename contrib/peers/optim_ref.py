@@ -2,6 +2,7 @@
 """trainkit's optimizers and learning-rate schedules against PyTorch and the MLPerf references.
 
   optim_ref.py check DRIVER [--case NAME ...] [--steps N] [--perturb]
+  optim_ref.py lamb-step CONFIG DUMP AFTER [--t T] [--perturb]
 
 Cases: sgd, momentum, nesterov, adam, adamw, lamb, lamb-nobc, lars, lars-nesterov (N updates);
 sched-bert, sched-resnet, sched-cosine, sched-step (whole schedules, 200 to 640 updates).
@@ -19,6 +20,17 @@ the CosineAnnealingLR formula). After every step the weights and the optimizer s
 compared: max |ours - ref| / max |ref| over all tensors' floats. Prints one line per case; exit 0 when every
 error is <= 1e-6, 1 otherwise (2 on a usage or driver error). --perturb changes one
 hyperparameter on the reference side only, so the check must fail (the test that the test bites).
+
+lamb-step checks one LAMB update of a real model: CONFIG is the workload configuration (its
+"optimizer" section), DUMP `train-step --dump-step` (the weights, their gradients and the
+optimizer state before update T, 1-based, default 1), AFTER the checkpoint written after that
+update (train-step --max-steps T --ckpt-dir, from the same start). The reference applies lamb_reference to the dump's tensors with the MLPerf BERT
+reference's own exclusion rule (exclude_from_weight_decay = ["LayerNorm", "layer_norm", "bias"]
+on the tensor names, excluded from the trust ratio too), at the rate of nvidia_bert_lr for the
+config's schedule, in float64, and compares the weights and both moments of every tensor:
+max |ours - ref| / max |ref| per tensor. Prints the gradient norm, the clip factor and the worst
+tensor; exit 0 when every error is <= 1e-5, 1 otherwise. --perturb excludes nothing on the
+reference side (the check must fail).
 """
 import argparse
 import json
@@ -318,7 +330,54 @@ def check_case(name, cfg, driver, steps, perturb, tmp, spe=0):
     return ok
 
 
+def lamb_step(config, dump, after, t, perturb):
+    """See the module's doc: one update of a real model's LAMB against lamb_reference."""
+    from safetensors.torch import load_file as load_torch
+    d, a = load_torch(dump), load_torch(after)
+    with open(config) as f:
+        cfg = json.load(f)["optimizer"]
+    if cfg.get("name") != "lamb":
+        raise RuntimeError(f"{config}: the optimizer is {cfg.get('name')}, not lamb")
+    names = [k[len("grad."):] for k in d if k.startswith("grad.")]
+    hp = hyper(cfg)
+    lr = schedule_lrs(cfg, t, 0)[t - 1]
+    excluded = lambda n: any(x in n for x in ("LayerNorm", "layer_norm", "bias"))
+    params = [d[n].double().clone() for n in names]
+    grads = [d["grad." + n].double() for n in names]
+    ms = [d["optimizer.m." + n].double().clone() for n in names]
+    vs = [d["optimizer.v." + n].double().clone() for n in names]
+    flags = [0 if perturb or not excluded(n) else NO_DECAY | NO_ADAPT for n in names]
+    gnorm = math.sqrt(sum(float((g ** 2).sum()) for g in grads))
+    lamb_reference(params, grads, ms, vs, flags, lr, t, hp)
+    worst, where = 0.0, ""
+    for n, p, m, v in zip(names, params, ms, vs):
+        for ours, ref in ((a[n], p), (a["optimizer.m." + n], m), (a["optimizer.v." + n], v)):
+            scale = float(ref.abs().max())
+            e = float((ours.double() - ref).abs().max()) / (scale if scale > 0 else 1.0)
+            if e >= worst:
+                worst, where = e, n
+    clip = min(1.0, hp["max_grad_norm"] / (gnorm + 1e-6)) if hp["max_grad_norm"] > 0 else 1.0
+    ok = worst <= 1e-5
+    print(f"lamb-step t {t} lr {lr:.6g} tensors {len(names)} excluded {sum(1 for f in flags if f)} "
+          f"grad_norm {gnorm:.6g} clip {clip:.6g} worst {worst:.1e} ({where}) {'ok' if ok else 'FAIL'}")
+    return 0 if ok else 1
+
+
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "lamb-step":
+        lp = argparse.ArgumentParser(prog="optim_ref.py lamb-step")
+        lp.add_argument("config")
+        lp.add_argument("dump")
+        lp.add_argument("after")
+        lp.add_argument("--t", type=int, default=1)
+        lp.add_argument("--perturb", action="store_true")
+        la = lp.parse_args(sys.argv[2:])
+        torch.set_num_threads(1)
+        try:
+            return lamb_step(la.config, la.dump, la.after, la.t, la.perturb)
+        except (RuntimeError, KeyError, OSError) as e:
+            print(f"optim_ref.py: error: {e}", file=sys.stderr)
+            return 2
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[1])
     sub = ap.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("check")

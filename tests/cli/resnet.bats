@@ -2,7 +2,7 @@
 # ResNet (lib/workloads/resnet/) through train-step and evaluate on the cpu backend: the tiny
 # config (share/workloads/resnet/tiny.json) trains on synthetic decoded images to its target with
 # a falling loss; evaluate agrees with train-step; the MLLOG's lines; one training step against
-# torchvision (contrib/peers/resnet.py: the tiny network, and ResNet-50 itself at 64x64);
+# torchvision in fp64 (contrib/peers/resnet.py: the tiny network, and ResNet-50 itself at 64x64);
 # --init-checkpoint from a torchvision state dict; bad data and options.
 
 setup_file() {
@@ -61,25 +61,54 @@ torch_peer() {
     [[ "${lines[1]}" == *"[WEIGHTS_INIT_WARNING]" ]]
 }
 
-@test "resnet: one step of the tiny network equals torchvision's (loss <= 1e-3, gradients <= 1e-2)" {
+@test "resnet: one step of the tiny network equals torchvision's in fp64 (loss <= 1e-3, every gradient <= 1e-2 on the norm)" {
     torch_peer
     run train-step -c "$TINY" -t "$D/data/train.tks" -b cpu --dump-step dump.safetensors
     [ "$status" -eq 0 ]
-    run python3 "$TK_ROOT/contrib/peers/resnet.py" check dump.safetensors
+    run python3 "$TK_ROOT/contrib/peers/resnet.py" check dump.safetensors --ref float64
     echo "$output" >&3
     [ "$status" -eq 0 ]
     [ "$(echo "$output" | jq .tensors)" -eq 53 ]
+    echo "$output" | jq -e '.loss_rel <= 1e-3 and .grad_rel_max <= 1e-2 and .ok'
+    # the check bites: one gradient 2% off fails it, naming the tensor
+    python3 -c '
+import sys; from safetensors import safe_open; from safetensors.torch import save_file
+f = safe_open(sys.argv[1], "pt"); t = {k: f.get_tensor(k) for k in f.keys()}
+t["grad.fc.weight"] = t["grad.fc.weight"] * 1.02
+save_file(t, sys.argv[2], metadata=f.metadata())' dump.safetensors bad.safetensors
+    run python3 "$TK_ROOT/contrib/peers/resnet.py" check bad.safetensors --ref float64
+    [ "$status" -eq 1 ]
+    echo "$output" | jq -e '.grad_worst == "fc.weight" and .grad_rel_max > 0.019 and (.ok | not)'
 }
 
-@test "resnet: ResNet-50 itself (161 tensors, 64x64, batch 4): the step as close to fp64 as PyTorch's fp32" {
-    torch_peer
-    TK_RESNET_SYNTH="$PWD/r50:4:4:64:1000:2" "$TK_BIN/../tests/unit/test_resnet"
+# ResNet-50 itself at 64x64, batch 4: the per-tensor error on the norm, ||ours - torch_fp64|| /
+# ||torch_fp64||, beside torch's own fp32 step on the same metric (the noise floor).
+r50_dump() { # INIT-CHECKPOINT-ARGS...
+    TK_RESNET_SYNTH="$PWD/r50:4:4:64:1000:2" "$TK_BIN/../tests/unit/test_resnet" >/dev/null
     run train-step -c "$TINY" -t r50/train.tks -b cpu --set 'model.layers=[3,4,6,3]' --set model.width=64 \
         --set model.classes=1000 --set model.image_size=64 --set data.eval_resize=73 \
-        --set train.global_batch_size=4 --dump-step dump.safetensors
+        --set train.global_batch_size=4 "$@" --dump-step dump.safetensors
     [ "$status" -eq 0 ]
-    # BN over few rows per channel makes this step's gradients sensitive to rounding: PyTorch's
-    # own fp32 step is ~3% from fp64 here. Ours must be no further (with 1.5x room).
+}
+
+@test "resnet: ResNet-50 (161 tensors, 64x64, batch 4, residual BN weights 0.1): every gradient within 1e-2 of fp64" {
+    torch_peer
+    python3 "$TK_ROOT/contrib/peers/resnet.py" init tv.safetensors --residual-gamma 0.1
+    r50_dump --init-checkpoint tv.safetensors
+    run python3 "$TK_ROOT/contrib/peers/resnet.py" check dump.safetensors --ref float64
+    echo "$output" >&3
+    [ "$status" -eq 0 ]
+    [ "$(echo "$output" | jq .tensors)" -eq 161 ]
+    # measured: ours 2.6e-4 (worst tensor), torch's fp32 9.9e-4: the criterion is 1e-2 for both
+    echo "$output" | jq -e '.loss_rel <= 1e-3 and .grad_rel_max <= 1e-2 and .stats_rel_max <= 1e-2 and .torch_fp32_grad_rel_max <= 1e-2'
+}
+
+@test "resnet: ResNet-50 at torchvision's default init: the step as close to fp64 as PyTorch's fp32 (both ~1.4%, above 1e-2)" {
+    torch_peer
+    r50_dump
+    # At the default init (every BN weight 1) the deep BN network amplifies rounding: PyTorch's
+    # own fp32 step is ~1.4% from fp64 on its worst tensor, so 1e-2 cannot hold for any fp32
+    # step. Ours must be no further than PyTorch's fp32 (with 1.5x room).
     run python3 "$TK_ROOT/contrib/peers/resnet.py" check dump.safetensors --ref float64 --tol-grad 1
     echo "$output" >&3
     [ "$status" -eq 0 ]
