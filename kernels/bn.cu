@@ -28,11 +28,12 @@ __host__ __device__ inline Tiles tiles_of(int C, int N) {
     return Tiles{V, kThreads / Vt, (V + kThreads - 1) / kThreads};
 }
 
-// The partial sums' row groups: about 16 block iterations each, at most kMaxGroups. A function of
-// (M, C, N) only, so the sums' order is fixed.
+// The partial sums' row groups: about 4 block iterations each (many blocks for the small
+// activations of the last stages), at most kMaxGroups. A function of (M, C, N) only, so the
+// sums' order is fixed.
 int groups(int64_t M, int C, int N) {
     const int R = tiles_of(C, N).R;
-    int64_t g = (M + (int64_t)R * 16 - 1) / ((int64_t)R * 16);
+    int64_t g = (M + (int64_t)R * 4 - 1) / ((int64_t)R * 4);
     return (int)(g < 1 ? 1 : g > kMaxGroups ? kMaxGroups : g);
 }
 int groups_max(int64_t M, int C) { // over the vector widths a call may take (1, 4, 8)
@@ -74,24 +75,44 @@ template <int N> __device__ __forceinline__ Place place(int C) {
     return Place{R, tid / Vt, (v0 + tid % Vt) * N, Vt, tid / Vt < R};
 }
 
+// The backward's ReLU mask recomputed from x (bn.h): the forward's scale and shift from gamma,
+// beta and the saved statistics, as stats_final computes them, and round_t(x scale + shift) > 0.
+struct BwdMask {
+    const float *gamma, *beta; // beta NULL: no mask from x
+};
+template <int N>
+__device__ __forceinline__ void mask_coef(BwdMask mk, int c0, const float *mean, const float *invstd, float *ms,
+                                          float *mh) {
+    if (!mk.beta) return;
+#pragma unroll
+    for (int k = 0; k < N; k++) {
+        ms[k] = __fmul_rn(mk.gamma[c0 + k], invstd[k]);
+        mh[k] = __fsub_rn(mk.beta[c0 + k], __fmul_rn(mean[k], ms[k]));
+    }
+}
+template <typename T> __device__ __forceinline__ bool xmask_on(float x, float scale, float shift) {
+    return rn_round<T>(__fadd_rn(__fmul_rn(x, scale), shift)) > 0.0f;
+}
+
 // Part 1 of the per-channel sums, both directions: each thread adds its rows' values of its N
 // channels, then the R row lanes of a vector are added in a fixed tree into the block's partial.
 //   forward (BWD false): s = sum (x - x[0, c]), q = sum (x - x[0, c])^2
 //   backward: dz (bn.h; written to dz_out when asked), s = sum dz, q = sum dz xhat
 template <typename T, int N, bool BWD>
 __global__ void __launch_bounds__(kThreads)
-    partial(const T *__restrict__ x, const T *__restrict__ y, const T *__restrict__ dy, const T *__restrict__ dy2,
-            const float *__restrict__ mean, const float *__restrict__ invstd, int64_t M, int C,
-            float *__restrict__ part, T *__restrict__ dz_out) {
+    partial(const T *__restrict__ x, const T *__restrict__ y, const BwdMask mk, const T *__restrict__ dy,
+            const T *__restrict__ dy2, const float *__restrict__ mean, const float *__restrict__ invstd, int64_t M,
+            int C, float *__restrict__ part, T *__restrict__ dz_out) {
     __shared__ float sh[2][kThreads * N];
     const Place p = place<N>(C);
-    float s[N], q[N], a[N], b[N];
+    float s[N], q[N], a[N], b[N], ms[N], mh[N];
 #pragma unroll
     for (int k = 0; k < N; k++) s[k] = q[k] = 0;
     if (p.active) {
         if (BWD) {
 #pragma unroll
             for (int k = 0; k < N; k++) a[k] = mean[p.c0 + k], b[k] = invstd[p.c0 + k];
+            mask_coef<N>(mk, p.c0, a, b, ms, mh);
         } else {
             ldn<T, N>(x, (size_t)p.c0, a); // the shift: row 0
         }
@@ -111,6 +132,7 @@ __global__ void __launch_bounds__(kThreads)
                     float dz = g[k];
                     if (dy2) dz += g2[k];
                     if (y && !(yv[k] > 0.0f)) dz = 0.0f;
+                    if (mk.beta && !xmask_on<T>(xv[k], ms[k], mh[k])) dz = 0.0f;
                     dz = rn_round<T>(dz);
                     float xhat = __fmul_rn(__fsub_rn(xv[k], a[k]), b[k]);
                     s[k] += dz;
@@ -151,16 +173,18 @@ __global__ void __launch_bounds__(kThreads)
 
 // The launch of part 1 with the widest vectors the channels and pointers allow; returns G.
 template <typename T, bool BWD>
-int launch_partial(cudaStream_t st, const void *x, const void *y, const void *dy, const void *dy2, const float *mean,
-                   const float *invstd, int64_t M, int C, float *part, void *dz_out) {
+int launch_partial(cudaStream_t st, const void *x, const void *y, BwdMask mk, const void *dy, const void *dy2,
+                   const float *mean, const float *invstd, int64_t M, int C, float *part, void *dz_out) {
     constexpr int NV = RnVec<T>::N;
     const bool vec = C % NV == 0 && rn_aligned16(x, y, dy, dy2, dz_out);
     const int N = vec ? NV : 1, G = groups(M, C, N), tiles = tiles_of(C, N).tiles;
     const T *X = (const T *)x, *Y = (const T *)y, *DY = (const T *)dy, *DY2 = (const T *)dy2;
     if (vec)
-        partial<T, NV, BWD><<<dim3(G, tiles), kThreads, 0, st>>>(X, Y, DY, DY2, mean, invstd, M, C, part, (T *)dz_out);
+        partial<T, NV, BWD><<<dim3(G, tiles), kThreads, 0, st>>>(X, Y, mk, DY, DY2, mean, invstd, M, C, part,
+                                                                 (T *)dz_out);
     else
-        partial<T, 1, BWD><<<dim3(G, tiles), kThreads, 0, st>>>(X, Y, DY, DY2, mean, invstd, M, C, part, (T *)dz_out);
+        partial<T, 1, BWD><<<dim3(G, tiles), kThreads, 0, st>>>(X, Y, mk, DY, DY2, mean, invstd, M, C, part,
+                                                                (T *)dz_out);
     return G;
 }
 
@@ -269,17 +293,19 @@ __global__ void __launch_bounds__(kThreads)
 // or read from dzin (part 1 wrote it: two reads instead of four).
 template <typename T, int N>
 __global__ void __launch_bounds__(kThreads)
-    bwd_dx(const T *__restrict__ x, const T *__restrict__ y, const T *__restrict__ dy, const T *__restrict__ dy2,
-           const T *__restrict__ dzin, const float *__restrict__ save_mean, const float *__restrict__ save_invstd,
-           const float *__restrict__ coef, int64_t M, int C, T *__restrict__ dx) {
+    bwd_dx(const T *__restrict__ x, const T *__restrict__ y, const BwdMask mk, const T *__restrict__ dy,
+           const T *__restrict__ dy2, const T *__restrict__ dzin, const float *__restrict__ save_mean,
+           const float *__restrict__ save_invstd, const float *__restrict__ coef, int64_t M, int C,
+           T *__restrict__ dx) {
     const Place p = place<N>(C);
     if (!p.active) return;
-    float mu[N], is[N], ca[N], cb[N], cg[N];
+    float mu[N], is[N], ca[N], cb[N], cg[N], ms[N], mh[N];
 #pragma unroll
     for (int k = 0; k < N; k++) {
         const int c = p.c0 + k;
         mu[k] = save_mean[c], is[k] = save_invstd[c], ca[k] = coef[c], cb[k] = coef[C + c], cg[k] = coef[2 * C + c];
     }
+    if (!dzin) mask_coef<N>(mk, p.c0, mu, is, ms, mh);
     const int64_t step = (int64_t)gridDim.x * p.R;
 #pragma unroll 4
     for (int64_t m = (int64_t)blockIdx.x * p.R + p.r; m < M; m += step) {
@@ -295,6 +321,7 @@ __global__ void __launch_bounds__(kThreads)
             if (!dzin) {
                 if (dy2) dz += g2[k];
                 if (y && !(yv[k] > 0.0f)) dz = 0.0f;
+                if (mk.beta && !xmask_on<T>(xv[k], ms[k], mh[k])) dz = 0.0f;
                 dz = rn_round<T>(dz);
             }
             float xhat = __fmul_rn(__fsub_rn(xv[k], mu[k]), is[k]);
@@ -329,7 +356,8 @@ int fwd_train(tk_ctx *c, const void *x, int64_t M, int C, const float *gamma, co
               float *save_invstd, void *y, void *ws, tk_err *e) {
     cudaStream_t st = tk_cu_stream(c);
     float *part = (float *)ws, *coef = coef_of(ws, M, C);
-    const int G = launch_partial<T, false>(st, x, nullptr, nullptr, nullptr, nullptr, nullptr, M, C, part, nullptr);
+    const int G = launch_partial<T, false>(st, x, nullptr, BwdMask{}, nullptr, nullptr, nullptr, nullptr, M, C, part,
+                                           nullptr);
     stats_final<T><<<fin_blocks(C), dim3(kFinC, kFinLanes), 0, st>>>(part, G, (const T *)x, M, C, gamma, beta, eps,
                                                                       momentum, run_mean, run_var, save_mean,
                                                                       save_invstd, coef);
@@ -338,23 +366,24 @@ int fwd_train(tk_ctx *c, const void *x, int64_t M, int C, const float *gamma, co
 }
 
 template <typename T>
-int bwd(tk_ctx *c, const void *x, const void *y, const void *dy, const void *dy2, int64_t M, int C,
+int bwd(tk_ctx *c, const void *x, const void *y, const float *beta, const void *dy, const void *dy2, int64_t M, int C,
         const float *gamma, const float *save_mean, const float *save_invstd, void *dx, void *dz_out, float *dgamma,
         float *dbeta, void *ws, tk_err *e) {
     cudaStream_t st = tk_cu_stream(c);
     float *part = (float *)ws, *coef = coef_of(ws, M, C);
-    const int G = launch_partial<T, true>(st, x, y, dy, dy2, save_mean, save_invstd, M, C, part, dz_out);
+    const BwdMask mk = {gamma, y ? nullptr : beta};
+    const int G = launch_partial<T, true>(st, x, y, mk, dy, dy2, save_mean, save_invstd, M, C, part, dz_out);
     bwd_final<<<fin_blocks(C), dim3(kFinC, kFinLanes), 0, st>>>(part, G, M, C, gamma, save_invstd, dgamma, dbeta,
                                                                 coef);
     constexpr int NV = RnVec<T>::N;
     const bool vec = C % NV == 0 && rn_aligned16(x, y, dy, dy2, dx) && rn_aligned16(dz_out);
     const T *X = (const T *)x, *Y = (const T *)y, *DY = (const T *)dy, *DY2 = (const T *)dy2, *DZ = (const T *)dz_out;
     if (vec)
-        bwd_dx<T, NV><<<elem_grid(M, C, NV), kThreads, 0, st>>>(X, Y, DY, DY2, DZ, save_mean, save_invstd, coef, M, C,
-                                                               (T *)dx);
+        bwd_dx<T, NV><<<elem_grid(M, C, NV), kThreads, 0, st>>>(X, Y, mk, DY, DY2, DZ, save_mean, save_invstd, coef,
+                                                               M, C, (T *)dx);
     else
-        bwd_dx<T, 1><<<elem_grid(M, C, 1), kThreads, 0, st>>>(X, Y, DY, DY2, DZ, save_mean, save_invstd, coef, M, C,
-                                                             (T *)dx);
+        bwd_dx<T, 1><<<elem_grid(M, C, 1), kThreads, 0, st>>>(X, Y, mk, DY, DY2, DZ, save_mean, save_invstd, coef, M,
+                                                             C, (T *)dx);
     return tk_cu_check(e, "bn_bwd");
 }
 
@@ -384,12 +413,12 @@ int tk_bn_fwd_eval_cuda(tk_ctx *c, tk_dtype t, const void *x, int64_t M, int C, 
     return tk_cu_check(e, "bn_fwd_eval");
 }
 
-int tk_bn_bwd_cuda(tk_ctx *c, tk_dtype t, const void *x, const void *y, const void *dy, const void *dy2, int64_t M,
-                   int C, const float *gamma, const float *save_mean, const float *save_invstd, void *dx, void *dz_out,
-                   float *dgamma, float *dbeta, void *ws, tk_err *e) {
+int tk_bn_bwd_cuda(tk_ctx *c, tk_dtype t, const void *x, const void *y, const float *beta, const void *dy,
+                   const void *dy2, int64_t M, int C, const float *gamma, const float *save_mean,
+                   const float *save_invstd, void *dx, void *dz_out, float *dgamma, float *dbeta, void *ws, tk_err *e) {
     TRY(check(t, M, C, e));
     if (t == TK_BF16)
-        return bwd<__nv_bfloat16>(c, x, y, dy, dy2, M, C, gamma, save_mean, save_invstd, dx, dz_out, dgamma, dbeta,
-                                  ws, e);
-    return bwd<float>(c, x, y, dy, dy2, M, C, gamma, save_mean, save_invstd, dx, dz_out, dgamma, dbeta, ws, e);
+        return bwd<__nv_bfloat16>(c, x, y, beta, dy, dy2, M, C, gamma, save_mean, save_invstd, dx, dz_out, dgamma,
+                                  dbeta, ws, e);
+    return bwd<float>(c, x, y, beta, dy, dy2, M, C, gamma, save_mean, save_invstd, dx, dz_out, dgamma, dbeta, ws, e);
 }

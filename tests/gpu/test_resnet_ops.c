@@ -137,7 +137,7 @@ static void bn_case(int64_t M, int C, tk_dtype t, int relu, int res, int ints, i
     const float eps = 1e-5f, mom = 0.1f;
     CHECK_EQ_INT(tk_bn_fwd_train_ref(t, hx, M, C, gamma, beta, res ? hr : NULL, relu, eps, mom, rm_ref, rv_ref, sm_ref,
                                      si_ref, hy, &e), 0);
-    CHECK_EQ_INT(tk_bn_bwd_ref(t, hx, relu ? hy : NULL, hdy, res ? hdy2 : NULL, M, C, gamma, sm_ref, si_ref, hdxo, hdz,
+    CHECK_EQ_INT(tk_bn_bwd_ref(t, hx, relu ? hy : NULL, NULL, hdy, res ? hdy2 : NULL, M, C, gamma, sm_ref, si_ref, hdxo, hdz,
                                dg_ref, db_ref, &e), 0);
     CHECK_EQ_INT(tk_bn_fwd_eval_ref(t, hx, M, C, gamma, beta, res ? hr : NULL, relu, eps, rm_ref, rv_ref, hye, &e), 0);
     // the device
@@ -151,7 +151,7 @@ static void bn_case(int64_t M, int C, tk_dtype t, int relu, int res, int ints, i
     gt_poison(dy_, n * es, 0xff), gt_poison(ddx, n * es, 0xff), gt_poison(ddz, n * es, 0xff);
     CHECK_EQ_INT(tk_bn_fwd_train(gt_ctx_, t, dx, M, C, dgm, dbt, res ? dr : NULL, relu, eps, mom, drm, drv, dsm, dsi,
                                  dy_, ws, &e), 0);
-    CHECK_EQ_INT(tk_bn_bwd(gt_ctx_, t, dx, relu ? dy_ : NULL, ddy, res ? ddy2 : NULL, M, C, dgm, dsm, dsi, ddx, ddz,
+    CHECK_EQ_INT(tk_bn_bwd(gt_ctx_, t, dx, relu ? dy_ : NULL, NULL, ddy, res ? ddy2 : NULL, M, C, dgm, dsm, dsi, ddx, ddz,
                            ddg, ddb, ws, &e), 0);
     CHECK_EQ_INT(tk_bn_fwd_eval(gt_ctx_, t, dx, M, C, dgm, dbt, res ? dr : NULL, relu, eps, drm, drv, dye, &e), 0);
     CHECK_EQ_INT(gt_sync(&e), 0);
@@ -176,6 +176,32 @@ static void bn_case(int64_t M, int C, tk_dtype t, int relu, int res, int ints, i
         // statistics are fp32 on both sides; dgamma/dbeta sum rounded bf16 values the same way
         CHECK(close_enough(what, gc, stats[k].host, (size_t)C,
                            ints && k != 4 ? 0 : k >= 4 && t == TK_BF16 ? 1e-4 : 1e-5));
+    }
+    if (relu && !res) { // the backward with its mask recomputed from x (no y): the same as from y
+        void *hdx2 = gt_host(n * es), *hdz2 = gt_host(n * es);
+        float *dg2 = gt_host((size_t)C * 4), *db2 = gt_host((size_t)C * 4);
+        CHECK_EQ_INT(tk_bn_bwd_ref(t, hx, NULL, beta, hdy, NULL, M, C, gamma, sm_ref, si_ref, hdx2, hdz2, dg2, db2, &e),
+                     0);
+        CHECK(memcmp(hdx2, hdxo, n * es) == 0 && memcmp(hdz2, hdz, n * es) == 0); // the reference agrees with itself
+        gt_poison(ddx, n * es, 0xff), gt_poison(ddz, n * es, 0xff);
+        CHECK_EQ_INT(tk_bn_bwd(gt_ctx_, t, dx, NULL, dbt, ddy, NULL, M, C, dgm, dsm, dsi, ddx, ddz, ddg, ddb, ws, &e), 0);
+        CHECK_EQ_INT(gt_sync(&e), 0);
+        struct { const char *name; void *dev, *host; } o2[] = {{"dx x-mask", ddx, hdx2}, {"dz x-mask", ddz, hdz2}};
+        for (int k = 0; k < 2; k++) {
+            gt_down_as(got, o2[k].dev, n, t);
+            for (size_t i = 0; i < n; i++) ref[i] = t == TK_BF16 ? tk_bf16_to_f32(((uint16_t *)o2[k].host)[i]) : ((float *)o2[k].host)[i];
+            snprintf(what, sizeof what, "bn %s %s M%lld C%d%s", o2[k].name, tk_dtype_name(t), (long long)M, C,
+                     ints ? " ints" : "");
+            CHECK(close_enough(what, got, ref, n, ints && k == 1 ? 0 : tol));
+        }
+        struct { const char *name; float *dev, *host; } s2[] = {{"dgamma x-mask", ddg, dg2}, {"dbeta x-mask", ddb, db2}};
+        for (int k = 0; k < 2; k++) {
+            gt_down(gc, s2[k].dev, (size_t)C * 4);
+            snprintf(what, sizeof what, "bn %s %s M%lld C%d%s", s2[k].name, tk_dtype_name(t), (long long)M, C,
+                     ints ? " ints" : "");
+            CHECK(close_enough(what, gc, s2[k].host, (size_t)C, ints && k == 1 ? 0 : t == TK_BF16 ? 1e-4 : 1e-5));
+        }
+        free(hdx2), free(hdz2), free(dg2), free(db2);
     }
     void *dev[] = {dgm, dbt, drm, drv, dsm, dsi, ddg, ddb, dy_, ddx, ddz, dye, ws, dx, dr, ddy, ddy2};
     for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) tk_free(gt_ctx_, dev[i]);

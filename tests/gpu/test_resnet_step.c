@@ -247,8 +247,9 @@ static void run_bn(rn_model *m, const bn_pass *v, int dir) {
         tk_bn_fwd_train(m->c, m->t, v->x, v->M, b->C, b->gamma, b->beta, v->res, v->relu, eps, mom, b->rmean, b->rvar,
                         b->smean, b->sinvstd, v->y, m->bn_ws, &e);
     if (dir != 0)
-        tk_bn_bwd(m->c, m->t, v->x, v->relu ? v->y : NULL, m->g[0], v->res ? m->g[1] : NULL, v->M, b->C, b->gamma,
-                  b->smean, b->sinvstd, m->g[2], v->res ? m->g[3] : NULL, b->dgamma, b->dbeta, m->bn_ws, &e);
+        tk_bn_bwd(m->c, m->t, v->x, v->relu && v->res ? v->y : NULL, v->relu && !v->res ? b->beta : NULL, m->g[0],
+                  v->res ? m->g[1] : NULL, v->M, b->C, b->gamma, b->smean, b->sinvstd, m->g[2],
+                  v->res ? m->g[3] : NULL, b->dgamma, b->dbeta, m->bn_ws, &e);
     if (e.code) gt_die_("bench bns", &e);
 }
 
@@ -319,8 +320,9 @@ static void part_fn(void *p) {
 
 // Each BN pass of the step alone (forward, backward) and the other passes: "# table" lines with
 // each one's time and the bytes its kernels move per second (BN forward: x read twice, for the
-// statistics and the apply, res read and y written once; backward: x, dy and y read twice and dx
-// written, or with dy2 x, dy, dy2, y read once, dz written and read back with x, dx written).
+// statistics and the apply, res read and y written once; backward: x and dy read twice (the ReLU
+// mask from x) and dx written, or with dy2 x, dy, dy2, y read once, dz written and read back with
+// x, dx written).
 static void breakdown(rn_model *m) {
     bn_pass v[4 * RN_MAX_BLOCKS + 1];
     const int n = bn_passes(m, v);
@@ -334,7 +336,7 @@ static void breakdown(rn_model *m) {
         }
         const double el = (double)v[i].M * v[i].bn->C;
         const double bf = el * es * (3 + (v[i].res != NULL));
-        const double bb = el * es * (v[i].res ? 4 + 1 + 2 + 1 : 2 * (2 + (v[i].relu != 0)) + 1);
+        const double bb = el * es * (v[i].res ? 4 + 1 + 2 + 1 : 2 * 2 + 1);
         printf("# table resnet50 bn %2d M %7lld C %4d%s%s: fwd %7.1f us (%5.0f GB/s)  bwd %7.1f us (%5.0f GB/s)\n",
                i, (long long)v[i].M, v[i].bn->C, v[i].relu ? " relu" : "", v[i].res ? " res" : "", ms[0] * 1e3,
                bf / ms[0] / 1e6, ms[1] * 1e3, bb / ms[1] / 1e6);
