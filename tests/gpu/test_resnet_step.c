@@ -404,6 +404,7 @@ TK_TEST(step_throughput_bench) {
            "\"eager_images_per_s\": %.1f, \"conv_ms\": %.3f}\n",
            b, b * 1e3 / ms[0], ms[0], b * 1e3 / ms[1], ms[3]);
     breakdown(m);
+    for (int i = 0; i < tk_cudnn_nplans(m->dnn); i++) printf("# plan %s\n", tk_cudnn_plan_desc(m->dnn, i));
     tk_graph_destroy(&g);
     rn_destroy(m);
 }
