@@ -6,7 +6,7 @@
 // The per-channel sums (statistics forward, dbeta/dgamma backward) are two kernels: blocks add
 // fp32 partials over a fixed set of rows (G row groups, G a function of M, C and N only, at most
 // 1024) and reduce their row lanes in a fixed tree; then a block per 32 channels adds the G
-// partials in fp64, 16 lanes over the partials, the lanes added in a fixed order. No atomics:
+// partials in fp64, 32 lanes over the partials, the lanes added in a fixed order. No atomics:
 // the same inputs give the same bits on every run and every graph replay.
 #include "bn.h"
 #include "cuda_util.cuh"
@@ -17,7 +17,7 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kMaxGroups = 1024;
 constexpr int kElemBlocks = 2048; // the elementwise passes' blocks (about 2 waves of 8 per SM on an H100)
-constexpr int kFinC = 32, kFinLanes = 16;
+constexpr int kFinC = 32, kFinLanes = 32;
 
 // The tiles of a call: V vectors of N channels per row, up to 256 per tile.
 struct Tiles {
@@ -188,14 +188,15 @@ int launch_partial(cudaStream_t st, const void *x, const void *y, BwdMask mk, co
     return G;
 }
 
-// Part 2's sums: thread (cx, lane) of a block of 32 channels adds partials lane, lane + 16, ... in
-// fp64; lane 0 then adds the 16 lanes in order. Returns the sums to lane 0 (others: garbage).
+// Part 2's sums: thread (cx, lane) of a block of 32 channels adds partials lane, lane + 32, ... in
+// fp64 (at most 32 of them, loads 8 at a time); lane 0 then adds the 32 lanes in order. Returns the
+// sums to lane 0 (others: garbage).
 __device__ __forceinline__ void final_sums(const float *__restrict__ part, int G, int C, int c, double *S, double *Q) {
     __shared__ double sh[2][kFinLanes][kFinC];
     const int cx = threadIdx.x, lane = threadIdx.y;
     double s = 0, q = 0;
     if (c < C) {
-#pragma unroll 4
+#pragma unroll 8
         for (int g = lane; g < G; g += kFinLanes) {
             const float2 v = *reinterpret_cast<const float2 *>(part + ((size_t)g * C + c) * 2);
             s += v.x, q += v.y;
