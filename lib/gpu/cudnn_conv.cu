@@ -188,9 +188,6 @@ struct tk_cudnn {
     void *ws;
     Plan *p;
     int n, cap;
-    cudaStream_t st;                                 // the stream it runs on
-    cudaStream_t own;                                // a side handle's own stream, else NULL
-    cudaEvent_t fork_ev, join_ev, ev[TK_CUDNN_SLOTS]; // (side handles)
 };
 
 namespace {
@@ -352,7 +349,7 @@ int time_candidates(tk_cudnn *h, const tk_conv_shape *s, tk_dtype t, const Cand 
                  ny = (size_t)tk_conv_y_numel(s) * es;
     size_t nws = 0;
     for (int i = 0; i < n; i++) nws = (size_t)c[i].ws > nws ? (size_t)c[i].ws : nws;
-    cudaStream_t st = h->st;
+    cudaStream_t st = (cudaStream_t)h->c->stream[TK_STREAM_COMPUTE];
     void *x = nullptr, *w = nullptr, *y = nullptr, *ws = nullptr;
     cudaEvent_t a = nullptr, b = nullptr;
     int rc = cudaMalloc(&x, nx) != cudaSuccess || cudaMalloc(&w, nw) != cudaSuccess ||
@@ -425,7 +422,7 @@ int pick(tk_cudnn *h, Desc &graph, tk_conv_pass pass, const tk_conv_shape *s, tk
 
 } // namespace
 
-static int create(tk_ctx *c, size_t ws_limit, int side, tk_cudnn **out, tk_err *e) {
+int tk_cudnn_create(tk_ctx *c, size_t ws_limit, tk_cudnn **out, tk_err *e) {
     *out = NULL;
     pthread_once(&load_once, load);
     if (!api.lib) {
@@ -437,33 +434,15 @@ static int create(tk_ctx *c, size_t ws_limit, int side, tk_cudnn **out, tk_err *
     if (!h) return tk_err_set(e, TK_EIO, "out of host memory");
     h->c = c;
     h->ws_limit = ws_limit ? ws_limit : (size_t)256 << 20;
-    h->st = (cudaStream_t)c->stream[TK_STREAM_COMPUTE];
-    if (side) {
-        int bad = cudaStreamCreateWithFlags(&h->own, cudaStreamNonBlocking) != cudaSuccess;
-        bad = bad || cudaEventCreateWithFlags(&h->fork_ev, cudaEventDisableTiming) != cudaSuccess;
-        bad = bad || cudaEventCreateWithFlags(&h->join_ev, cudaEventDisableTiming) != cudaSuccess;
-        for (int i = 0; i < TK_CUDNN_SLOTS && !bad; i++)
-            bad = cudaEventCreateWithFlags(&h->ev[i], cudaEventDisableTiming) != cudaSuccess;
-        if (bad) {
-            cudaGetLastError();
-            tk_cudnn_destroy(h);
-            return tk_err_set(e, TK_EDEVICE, "cudnn: cannot make a side stream and its events");
-        }
-        h->st = h->own;
-    }
     cudnnStatus_t st = api.Create(&h->h);
-    if (st == CUDNN_STATUS_SUCCESS) st = api.SetStream(h->h, h->st);
+    if (st == CUDNN_STATUS_SUCCESS) st = api.SetStream(h->h, (cudaStream_t)c->stream[TK_STREAM_COMPUTE]);
     if (st != CUDNN_STATUS_SUCCESS) {
-        tk_cudnn_destroy(h);
+        if (h->h) api.Destroy(h->h);
+        free(h);
         return dnn_fail(e, st, "create handle");
     }
     *out = h;
     return 0;
-}
-
-int tk_cudnn_create(tk_ctx *c, size_t ws_limit, tk_cudnn **out, tk_err *e) { return create(c, ws_limit, 0, out, e); }
-int tk_cudnn_create_side(tk_ctx *c, size_t ws_limit, tk_cudnn **out, tk_err *e) {
-    return create(c, ws_limit, 1, out, e);
 }
 
 void tk_cudnn_destroy(tk_cudnn *h) {
@@ -475,41 +454,7 @@ void tk_cudnn_destroy(tk_cudnn *h) {
     }
     free(h->p);
     if (h->h) api.Destroy(h->h);
-    if (h->own) {
-        cudaStreamSynchronize(h->own);
-        for (int i = 0; i < TK_CUDNN_SLOTS; i++)
-            if (h->ev[i]) cudaEventDestroy(h->ev[i]);
-        if (h->fork_ev) cudaEventDestroy(h->fork_ev);
-        if (h->join_ev) cudaEventDestroy(h->join_ev);
-        cudaStreamDestroy(h->own);
-    }
     free(h);
-}
-
-static int cuda_fail(tk_err *e, cudaError_t err, const char *what) {
-    return tk_err_set(e, TK_EDEVICE, "cudnn %s: %s", what, cudaGetErrorString(err));
-}
-
-int tk_cudnn_fork(tk_cudnn *h, tk_err *e) {
-    if (!h->own) return tk_err_set(e, TK_EINTERNAL, "cudnn: fork of a handle without a side stream");
-    cudaStream_t cs = (cudaStream_t)h->c->stream[TK_STREAM_COMPUTE];
-    cudaError_t err = cudaEventRecord(h->fork_ev, cs);
-    if (err == cudaSuccess) err = cudaStreamWaitEvent(h->own, h->fork_ev, 0);
-    return err == cudaSuccess ? 0 : cuda_fail(e, err, "fork");
-}
-
-int tk_cudnn_mark(tk_cudnn *h, int slot, tk_err *e) {
-    if (!h->own || slot < 0 || slot >= TK_CUDNN_SLOTS) return tk_err_set(e, TK_EINTERNAL, "cudnn: bad mark %d", slot);
-    cudaError_t err = cudaEventRecord(h->ev[slot], h->own);
-    return err == cudaSuccess ? 0 : cuda_fail(e, err, "mark");
-}
-
-int tk_cudnn_join(tk_cudnn *h, int slot, tk_err *e) {
-    if (!h->own || slot >= TK_CUDNN_SLOTS) return tk_err_set(e, TK_EINTERNAL, "cudnn: bad join %d", slot);
-    cudaEvent_t ev = slot < 0 ? h->join_ev : h->ev[slot];
-    cudaError_t err = slot < 0 ? cudaEventRecord(ev, h->own) : cudaSuccess;
-    if (err == cudaSuccess) err = cudaStreamWaitEvent((cudaStream_t)h->c->stream[TK_STREAM_COMPUTE], ev, 0);
-    return err == cudaSuccess ? 0 : cuda_fail(e, err, "join");
 }
 
 int tk_cudnn_plan(tk_cudnn *h, tk_conv_pass pass, const tk_conv_shape *s, tk_dtype t, tk_err *e) {
@@ -619,8 +564,4 @@ int tk_cudnn_conv(tk_cudnn *h, tk_conv_pass pass, const tk_conv_shape *s, tk_dty
 int tk_cudnn_nplans(const tk_cudnn *h) { return (void)h, 0; }
 const char *tk_cudnn_plan_desc(const tk_cudnn *h, int i) { return (void)h, (void)i, ""; }
 const char *tk_cudnn_describe(void) { return "built without cuDNN"; }
-int tk_cudnn_create_side(tk_ctx *c, size_t ws_limit, tk_cudnn **h, tk_err *e) { return tk_cudnn_create(c, ws_limit, h, e); }
-int tk_cudnn_fork(tk_cudnn *h, tk_err *e) { return (void)h, no_cudnn(e); }
-int tk_cudnn_mark(tk_cudnn *h, int slot, tk_err *e) { return (void)h, (void)slot, no_cudnn(e); }
-int tk_cudnn_join(tk_cudnn *h, int slot, tk_err *e) { return (void)h, (void)slot, no_cudnn(e); }
 #endif

@@ -50,17 +50,6 @@ int tk_cudnn_nplans(const tk_cudnn *h);
 const char *tk_cudnn_plan_desc(const tk_cudnn *h, int i);
 // "cuDNN 9.19.0" (the library loaded), or why none is loaded.
 const char *tk_cudnn_describe(void);
-// A handle on a stream of its own (non-blocking, made and destroyed with it), for work beside the
-// compute stream (ResNet's weight gradients). tk_cudnn_fork: its stream waits for the compute
-// stream's work so far; tk_cudnn_mark: records its own work so far in event slot (0 ..
-// TK_CUDNN_SLOTS - 1); tk_cudnn_join: the compute stream waits for slot's last mark (slot < 0: for
-// all the side stream's work so far). Inside a CUDA graph capture of the compute stream the fork
-// brings the side stream into the capture; every fork must be joined before the capture ends.
-#define TK_CUDNN_SLOTS 64
-int tk_cudnn_create_side(tk_ctx *c, size_t ws_limit, tk_cudnn **h, tk_err *e);
-int tk_cudnn_fork(tk_cudnn *h, tk_err *e);
-int tk_cudnn_mark(tk_cudnn *h, int slot, tk_err *e);
-int tk_cudnn_join(tk_cudnn *h, int slot, tk_err *e);
 #else
 static inline int tk_cudnn_create(tk_ctx *c, size_t ws_limit, tk_cudnn **h, tk_err *e) {
     (void)c, (void)ws_limit;
@@ -76,13 +65,6 @@ static inline size_t tk_cudnn_ws_bytes(const tk_cudnn *h) { return (void)h, 0; }
 static inline void tk_cudnn_set_ws(tk_cudnn *h, void *ws, size_t bytes) { (void)h, (void)ws, (void)bytes; }
 static inline int tk_cudnn_nplans(const tk_cudnn *h) { return (void)h, 0; }
 static inline const char *tk_cudnn_describe(void) { return "built without CUDA"; }
-#define TK_CUDNN_SLOTS 64
-static inline int tk_cudnn_create_side(tk_ctx *c, size_t ws_limit, tk_cudnn **h, tk_err *e) {
-    return tk_cudnn_create(c, ws_limit, h, e);
-}
-static inline int tk_cudnn_fork(tk_cudnn *h, tk_err *e) { return (void)h, (void)e, 0; }
-static inline int tk_cudnn_mark(tk_cudnn *h, int slot, tk_err *e) { return (void)h, (void)slot, (void)e, 0; }
-static inline int tk_cudnn_join(tk_cudnn *h, int slot, tk_err *e) { return (void)h, (void)slot, (void)e, 0; }
 #endif
 
 #ifdef __cplusplus

@@ -259,20 +259,11 @@ static void run_bns(rn_model *m) {
     for (int i = 0; i < n; i++) run_bn(m, &v[i], 2);
 }
 
-// A weight gradient as the step runs it (on the side stream when the model has one, joined at
-// once here so the compute stream's events time it).
-static void wgrad(rn_model *m, const rn_conv *cv, const void *x, const void *dy, tk_err *e) {
-    if (m->side && !e->code) tk_cudnn_fork(m->side, e);
-    if (!e->code)
-        tk_conv(m->c, m->side ? m->side : m->dnn, TK_CONV_BWD_FILTER, &cv->s, m->t, x, dy, cv->dwt ? cv->dwt : (void *)cv->dw, e);
-    if (m->side && !e->code) tk_cudnn_join(m->side, -1, e);
-}
-
 static void run_convs(rn_model *m) { // every conv pass of one step, on the model's buffers
     tk_err e = {0};
     const rn_conv *c0 = &m->c0;
     tk_conv(m->c, m->dnn, TK_CONV_FWD, &c0->s, m->t, m->x0, c0->wc, m->y0, &e);
-    wgrad(m, c0, m->x0, m->g[0], &e);
+    tk_conv(m->c, m->dnn, TK_CONV_BWD_FILTER, &c0->s, m->t, m->x0, m->g[0], m->dwbuf, &e);
     for (int i = 0; i < m->nblk; i++) {
         const rn_block *k = &m->blk[i];
         const rn_conv *cv[4] = {&k->c1, &k->c2, &k->c3, &k->cd};
@@ -281,7 +272,7 @@ static void run_convs(rn_model *m) { // every conv pass of one step, on the mode
         for (int j = 0; j < (k->down ? 4 : 3); j++) {
             tk_conv(m->c, m->dnn, TK_CONV_FWD, &cv[j]->s, m->t, in[j], cv[j]->wc, out[j], &e);
             tk_conv(m->c, m->dnn, TK_CONV_BWD_DATA, &cv[j]->s, m->t, m->g[1], cv[j]->wc, m->g[2], &e);
-            wgrad(m, cv[j], in[j], m->g[1], &e);
+            tk_conv(m->c, m->dnn, TK_CONV_BWD_FILTER, &cv[j]->s, m->t, in[j], m->g[1], m->dwbuf, &e);
         }
     }
     if (e.code) gt_die_("bench convs", &e);
@@ -414,27 +405,6 @@ TK_TEST(step_throughput_bench) {
            b, b * 1e3 / ms[0], ms[0], b * 1e3 / ms[1], ms[3]);
     breakdown(m);
     for (int i = 0; i < tk_cudnn_nplans(m->dnn); i++) printf("# plan %s\n", tk_cudnn_plan_desc(m->dnn, i));
-    for (int i = 0; m->side && i < tk_cudnn_nplans(m->side); i++)
-        printf("# plan %s (side stream)\n", tk_cudnn_plan_desc(m->side, i));
-    const int side = m->side != NULL;
     tk_graph_destroy(&g);
     rn_destroy(m);
-    // the same step with the weight gradients on the compute stream (serial), for comparison
-    cfg.serial_wgrad = side;
-    if (side) {
-        m = make(gt_ctx_, &cfg);
-        gt_up(m->lr, &lr, 4);
-        set_batch(m, 0);
-        tk_graph g2 = {0};
-        CHECK_EQ_INT(iteration(m, &e), 0);
-        CHECK_EQ_INT(tk_graph_begin(gt_ctx_, &e), 0);
-        CHECK_EQ_INT(iteration(m, &e), 0);
-        CHECK_EQ_INT(tk_graph_end(gt_ctx_, &g2, &e), 0);
-        bench_arg a2 = {m, &g2, 0};
-        double ms2 = gt_time_ms(bench_fn, &a2, 20);
-        printf("# table resnet50 bench b=%d bf16 %-20s %8.2f ms  %8.0f images/s (weight gradients serial)\n", b,
-               names[0], ms2, b * 1e3 / ms2);
-        tk_graph_destroy(&g2);
-        rn_destroy(m);
-    }
 }

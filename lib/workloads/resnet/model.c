@@ -216,18 +216,12 @@ static int activations(rn_model *m, tk_err *e) {
     rn_conv *cvs[4 * RN_MAX_BLOCKS + 1];
     int nc = all_convs(m, cvs);
     for (int i = 0; i < nc; i++) max_w = (size_t)tk_conv_w_numel(&cvs[i]->s) > max_w ? (size_t)tk_conv_w_numel(&cvs[i]->s) : max_w;
-    for (int i = 0; i < nc; i++) // the weight gradients' buffers in t where a cast follows
-        if (m->t == TK_BF16 || (i == 0 && m->cin != 3)) {
-            if (m->side) NEED(cvs[i]->dwt, (size_t)tk_conv_w_numel(&cvs[i]->s) * es);
-            else if (!m->dwbuf) NEED(m->dwbuf, max_w * es);
-        }
+    if (m->t == TK_BF16 || m->cin != 3) NEED(m->dwbuf, max_w * es);
     if (m->cin != 3) NEED(m->w0p, (size_t)tk_conv_w_numel(&m->c0.s) * es);
     NEED(m->top1, 8);
     void *dnn_ws = NULL;
-    size_t dnn_bytes = m->dnn ? tk_cudnn_ws_bytes(m->dnn) : 0, side_bytes = m->side ? tk_cudnn_ws_bytes(m->side) : 0;
+    size_t dnn_bytes = m->dnn ? tk_cudnn_ws_bytes(m->dnn) : 0;
     NEED(dnn_ws, dnn_bytes);
-    void *side_ws = NULL;
-    if (m->side) NEED(side_ws, side_bytes);
 #undef ACT
 #undef NEED
     TRY(tk_arena_init(m->c, &m->acts, need + 256, "resnet activations", e));
@@ -237,9 +231,6 @@ static int activations(rn_model *m, tk_err *e) {
         memcpy(slot[i], &p, sizeof p); // (the slots are pointers of several types)
     }
     if (m->dnn) tk_cudnn_set_ws(m->dnn, dnn_ws, dnn_bytes);
-    if (m->side) tk_cudnn_set_ws(m->side, side_ws, side_bytes);
-    for (int i = 0; i < nc; i++)
-        if (!cvs[i]->dwt && (m->t == TK_BF16 || (i == 0 && m->cin != 3))) cvs[i]->dwt = m->dwbuf;
     if (m->w0p) m->c0.wc = m->w0p; // the stem reads its padded copy (rn_refresh_stem fills it)
     // the blocks' inputs
     for (int i = 0; i < m->nblk; i++) m->blk[i].in = i == 0 ? m->pool : m->blk[i - 1].out;
@@ -252,9 +243,7 @@ static int plan_convs(rn_model *m, tk_err *e) {
     int nc = all_convs(m, cvs);
     for (int i = 0; i < nc; i++)
         for (int p = 0; p < 3; p++)
-            if (!(p == TK_CONV_BWD_DATA && i == 0))
-                TRY(tk_cudnn_plan(p == TK_CONV_BWD_FILTER && m->side ? m->side : m->dnn, (tk_conv_pass)p,
-                                  &cvs[i]->s, m->t, e));
+            if (!(p == TK_CONV_BWD_DATA && i == 0)) TRY(tk_cudnn_plan(m->dnn, (tk_conv_pass)p, &cvs[i]->s, m->t, e));
     return 0;
 }
 
@@ -306,7 +295,6 @@ int rn_create(const rn_config *cfg, const tk_wl_env *env, rn_model **out, tk_err
     m->b = (int)(cfg->batch / world);
     if (m->c->backend == TK_BACKEND_CUDA) {
         if ((rc = tk_cudnn_create(m->c, 0, &m->dnn, e))) goto fail;
-        if (!cfg->serial_wgrad && (rc = tk_cudnn_create_side(m->c, 0, &m->side, e))) goto fail;
         if ((rc = pick_stem_channels(m, e))) goto fail;
     }
     if ((rc = shapes(m, e)) || (rc = declare(m, e))) goto fail;
@@ -360,7 +348,6 @@ void rn_destroy(rn_model *m) {
     if (!m) return;
     tk_arena_release(m->c, &m->acts);
     tk_cudnn_destroy(m->dnn);
-    tk_cudnn_destroy(m->side);
     if (m->P == &m->own_params) tk_params_release(&m->own_params);
     if (m->dist == &m->own_dist) tk_dist_release(&m->own_dist);
     if (m->own_scalars) tk_free(m->c, m->own_scalars);

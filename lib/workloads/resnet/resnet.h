@@ -35,8 +35,7 @@
 
 #define RN_MAX_STAGES 4
 #define RN_MAX_BLOCKS 64
-#define RN_NBUF 8 // backward scratch buffers (a block's backward holds at most 4 at once; the
-                  // others let weight gradients on the side stream read theirs meanwhile)
+#define RN_NBUF 5 // backward scratch buffers (a block's backward holds at most 4 at once)
 
 enum { RN_INIT_TORCHVISION = 0, RN_INIT_MLPERF = 1 };
 
@@ -69,7 +68,6 @@ typedef struct rn_config {
     uint64_t seed;
     json_t *optimizer;           // the "optimizer" section, for the MLLOG keys
     rn_shared *sh;
-    int serial_wgrad;            // cuda: the weight gradients on the compute stream too (tests)
 } rn_config;
 
 // One convolution: shape at the per-rank batch, its weight and gradient, what cuDNN reads/writes.
@@ -78,9 +76,6 @@ typedef struct rn_conv {
     int pidx;
     float *w, *dw;               // master weight (K, R, S, C) fp32 and its gradient
     const void *wc;              // the compute copy the forward and backward data read
-    void *dwt;                   // its weight gradient in t before the cast into dw (bf16, or the
-                                 // stem's padded channels; NULL: none): the model's dwbuf, or,
-                                 // with the side stream, a buffer of its own
 } rn_conv;
 
 typedef struct rn_bn {
@@ -103,9 +98,6 @@ typedef struct rn_model {
     tk_params *P;
     tk_dist *dist;
     struct tk_cudnn *dnn;        // cuda only
-    struct tk_cudnn *side;       // cuda: the weight gradients' handle on a stream beside the
-                                 // compute stream, so they overlap the rest of the backward
-    unsigned wslot;              // the next of its event slots
     tk_dtype t;                  // activations: TK_F32 or TK_BF16
     int b;                       // per-rank batch
     int S, cin;                  // image size; stem input channels (3, or padded for cuDNN)

@@ -2,7 +2,6 @@
 // host reads, no allocation, so the cuda backend captures the training step in a CUDA graph.
 #include "bn.h"
 #include "cast2d.h"
-#include "gpu/cudnn_conv.h"
 #include "img_norm.h"
 #include "pool.h"
 #include "workloads/resnet/resnet.h"
@@ -18,26 +17,15 @@ static int conv_dgrad(rn_model *m, const rn_conv *cv, const void *dy, void *dx, 
     return tk_conv(m->c, m->dnn, TK_CONV_BWD_DATA, &cv->s, m->t, dy, cv->wc, dx, e);
 }
 
-// The weight gradient into the fp32 gradient span: directly in fp32, else into cv->dwt (bf16, or
-// the stem's padded channels) and cast (dropping the padding): at once without the side stream;
-// with it, the gradient runs there (after the compute stream's work so far), *slot names the
-// event that marks it done, and the cast waits for rn_backward's end (cast_wgrad).
-static int cast_wgrad(rn_model *m, const rn_conv *cv, tk_err *e) {
+// The weight gradient into the fp32 gradient span: directly in fp32, else through dwbuf (bf16, or
+// the stem's padded channels, dropped by the cast).
+static int conv_wgrad(rn_model *m, const rn_conv *cv, const void *x, const void *dy, tk_err *e) {
     const tk_conv_shape *s = &cv->s;
-    const int C = cv == &m->c0 && m->cin != 3 ? 3 : s->C;
-    return tk_cast2d(m->c, cv->dwt, m->t, s->C, cv->dw, TK_F32, C, (int64_t)s->K * s->R * s->S, C, e);
-}
-
-static int conv_wgrad(rn_model *m, const rn_conv *cv, const void *x, const void *dy, int *slot, tk_err *e) {
-    *slot = -1;
-    if (m->side) {
-        TRY(tk_cudnn_fork(m->side, e));
-        TRY(tk_conv(m->c, m->side, TK_CONV_BWD_FILTER, &cv->s, m->t, x, dy, cv->dwt ? cv->dwt : (void *)cv->dw, e));
-        *slot = (int)(m->wslot++ % TK_CUDNN_SLOTS); // (round robin: a later mark covers an earlier one)
-        return tk_cudnn_mark(m->side, *slot, e);
-    }
-    TRY(tk_conv(m->c, m->dnn, TK_CONV_BWD_FILTER, &cv->s, m->t, x, dy, cv->dwt ? cv->dwt : (void *)cv->dw, e));
-    return cv->dwt ? cast_wgrad(m, cv, e) : 0;
+    const int padded = cv == &m->c0 && m->cin != 3;
+    if (m->t == TK_F32 && !padded) return tk_conv(m->c, m->dnn, TK_CONV_BWD_FILTER, s, TK_F32, x, dy, cv->dw, e);
+    TRY(tk_conv(m->c, m->dnn, TK_CONV_BWD_FILTER, s, m->t, x, dy, m->dwbuf, e));
+    const int C = padded ? 3 : s->C;
+    return tk_cast2d(m->c, m->dwbuf, m->t, s->C, cv->dw, TK_F32, C, (int64_t)s->K * s->R * s->S, C, e);
 }
 
 static int bn_fwd(rn_model *m, rn_bn *bn, const void *x, int64_t M, const void *res, int relu, void *y, int train,
@@ -96,28 +84,15 @@ int rn_forward(rn_model *m, const uint8_t *img, int train, tk_err *e) {
     return 0;
 }
 
-// The backward's scratch buffers (RN_NBUF of the largest activation), handed out and back. A
-// buffer a weight gradient on the side stream still reads is handed back pending (with the event
-// slot that marks that gradient done): it is handed out again only when no other is free, and
-// then after the compute stream waits for that event.
+// The backward's scratch buffers (RN_NBUF of the largest activation), handed out and back.
 typedef struct {
     rn_model *m;
-    unsigned busy, pending;
-    int slot[RN_NBUF];
-    int rc;
-    tk_err *e;
+    unsigned busy;
 } pool_t;
 
 static void *take(pool_t *p) {
     for (int i = 0; i < RN_NBUF; i++)
-        if (!((p->busy | p->pending) >> i & 1)) {
-            p->busy |= 1u << i;
-            return p->m->g[i];
-        }
-    for (int i = 0; i < RN_NBUF; i++)
-        if (p->pending >> i & 1) {
-            if (!p->rc) p->rc = tk_cudnn_join(p->m->side, p->slot[i], p->e);
-            p->pending &= ~(1u << i);
+        if (!(p->busy >> i & 1)) {
             p->busy |= 1u << i;
             return p->m->g[i];
         }
@@ -129,55 +104,45 @@ static void put(pool_t *p, const void *buf) {
         if (buf && p->m->g[i] == buf) p->busy &= ~(1u << i);
 }
 
-// buf's last reader is the weight gradient marked by slot (-1: none, it is free now).
-static void put_after(pool_t *p, const void *buf, int slot) {
-    for (int i = 0; i < RN_NBUF; i++)
-        if (buf && p->m->g[i] == buf) {
-            p->busy &= ~(1u << i);
-            if (slot >= 0) p->pending |= 1u << i, p->slot[i] = slot;
-        }
-}
-
 // A block's backward, given the gradients of its output from the next block's main path (*gy)
 // and shortcut (*gs, NULL after the last block); leaves the gradients of its input in the same
 // two.
 static int block_bwd(rn_model *m, pool_t *p, rn_block *k, void **gy, void **gs, tk_err *e) {
-    int slot;
     void *dz = take(p), *d3 = take(p);
     TRY(bn_bwd(m, &k->b3, k->y3, k->out, 0, *gy, *gs, rows(&k->c3), d3, dz, e));
     put(p, *gy), put(p, *gs);
     void *g2 = take(p);
     TRY(conv_dgrad(m, &k->c3, d3, g2, e));
-    TRY(conv_wgrad(m, &k->c3, k->z2, d3, &slot, e));
-    put_after(p, d3, slot);
+    TRY(conv_wgrad(m, &k->c3, k->z2, d3, e));
+    put(p, d3);
     void *d2 = take(p);
     TRY(bn_bwd(m, &k->b2, k->y2, NULL, 1, g2, NULL, rows(&k->c2), d2, NULL, e));
     put(p, g2);
     void *g1 = take(p);
     TRY(conv_dgrad(m, &k->c2, d2, g1, e));
-    TRY(conv_wgrad(m, &k->c2, k->z1, d2, &slot, e));
-    put_after(p, d2, slot);
+    TRY(conv_wgrad(m, &k->c2, k->z1, d2, e));
+    put(p, d2);
     void *d1 = take(p);
     TRY(bn_bwd(m, &k->b1, k->y1, NULL, 1, g1, NULL, rows(&k->c1), d1, NULL, e));
     put(p, g1);
     void *ga = take(p);
     TRY(conv_dgrad(m, &k->c1, d1, ga, e));
-    TRY(conv_wgrad(m, &k->c1, k->in, d1, &slot, e));
-    put_after(p, d1, slot);
+    TRY(conv_wgrad(m, &k->c1, k->in, d1, e));
+    put(p, d1);
     if (k->down) { // the shortcut's BN (no ReLU of its own) and convolution
         void *dd = take(p);
         TRY(bn_bwd(m, &k->bd, k->yd, NULL, 0, dz, NULL, rows(&k->cd), dd, NULL, e));
         put(p, dz);
         void *gsn = take(p);
         TRY(conv_dgrad(m, &k->cd, dd, gsn, e));
-        TRY(conv_wgrad(m, &k->cd, k->in, dd, &slot, e));
-        put_after(p, dd, slot);
+        TRY(conv_wgrad(m, &k->cd, k->in, dd, e));
+        put(p, dd);
         *gs = gsn;
     } else {
         *gs = dz; // the identity shortcut passes the masked gradient through
     }
     *gy = ga;
-    return p->rc;
+    return 0;
 }
 
 int rn_backward(rn_model *m, const int32_t *label, tk_err *e) {
@@ -195,7 +160,7 @@ int rn_backward(rn_model *m, const int32_t *label, tk_err *e) {
     tk_gemm_args gx = {.M = b, .N = m->Cf, .K = K, .ab_type = m->t, .cd_type = m->t, .A = m->dlogits,
                        .B = tk_params_copy_of(m->P, m->fcw), .D = m->dfeat, .alpha = 1, .stream = TK_STREAM_COMPUTE};
     TRY(tk_gemm(m->c, &gx, e));
-    pool_t p = {.m = m, .e = e};
+    pool_t p = {.m = m};
     void *gy = take(&p), *gs = NULL;
     const rn_block *last = &m->blk[m->nblk - 1];
     TRY(tk_avgpool_bwd(m->c, m->t, m->dfeat, b, (int)rows(&last->c3) / b, m->Cf, gy, e));
@@ -204,23 +169,8 @@ int rn_backward(rn_model *m, const int32_t *label, tk_err *e) {
     TRY(tk_maxpool_bwd(m->c, m->t, gy, gs, m->pool_idx, b, m->H0, m->H0, cfg->width, 3, 2, 1, dpool, e));
     put(&p, gy), put(&p, gs);
     void *d0 = take(&p);
-    TRY(p.rc);
     TRY(bn_bwd(m, &m->b0, m->y0, NULL, 1, dpool, NULL, rows(&m->c0), d0, NULL, e));
-    int slot;
-    TRY(conv_wgrad(m, &m->c0, m->x0, d0, &slot, e));
-    if (m->side) { // every weight gradient done, then the casts
-        TRY(tk_cudnn_join(m->side, -1, e));
-        rn_conv *cv[4] = {&m->c0};
-        for (int i = -1; i < m->nblk; i++) {
-            int n = 1;
-            if (i >= 0) {
-                rn_block *k = &m->blk[i];
-                cv[0] = &k->c1, cv[1] = &k->c2, cv[2] = &k->c3, cv[3] = &k->cd, n = k->down ? 4 : 3;
-            }
-            for (int j = 0; j < n; j++)
-                if (cv[j]->dwt) TRY(cast_wgrad(m, cv[j], e));
-        }
-    }
+    TRY(conv_wgrad(m, &m->c0, m->x0, d0, e));
     tk_range_pop();
     return 0;
 }
