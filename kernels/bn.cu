@@ -1,9 +1,13 @@
-// CUDA side of kernels/bn.h. The per-channel sums (statistics forward, dbeta/dgamma backward) are
-// two kernels: blocks add fp32 partials over a fixed set of rows, reading 16-byte vectors of
-// channels (partial: G row groups, G a function of M and C only) and reducing their row lanes in
-// a fixed order; one thread per channel then adds the G partials in fp64. No atomics: the same
-// inputs give the same bits on every run and every graph replay. The elementwise passes (apply,
-// dx) take 16-byte vectors of channels too, when the channel count and the pointers allow.
+// CUDA side of kernels/bn.h. Every kernel walks the (M, C) activation as tiles: a block of 256
+// threads covers up to 256 vectors of N channels (16 bytes: 8 bf16 or 4 fp32, else N = 1), so
+// R = 256 / (vectors in the tile) rows at a time (tiles along grid.y when C / N > 256), and each
+// thread keeps its channels for the whole kernel: no index division, and the per-channel
+// coefficients are loaded once into registers. Rows go round grid.x with a stride.
+// The per-channel sums (statistics forward, dbeta/dgamma backward) are two kernels: blocks add
+// fp32 partials over a fixed set of rows (G row groups, G a function of M, C and N only, at most
+// 1024) and reduce their row lanes in a fixed tree; then a block per 32 channels adds the G
+// partials in fp64, 32 lanes over the partials, the lanes added in a fixed order. No atomics:
+// the same inputs give the same bits on every run and every graph replay.
 #include "bn.h"
 #include "cuda_util.cuh"
 #include "rn_vec.cuh"
@@ -11,19 +15,36 @@
 namespace {
 
 constexpr int kThreads = 256;
+constexpr int kMaxGroups = 1024;
+constexpr int kElemBlocks = 2048; // the elementwise passes' blocks (about 2 waves of 8 per SM on an H100)
+constexpr int kFinC = 32, kFinLanes = 32;
 
-// The partial sums' grid: blocks of 256 threads each cover a tile of up to 256 vectors of N
-// channels (C / N vectors per row; tiles along grid.y) and R = 256 / (vectors in the tile) rows
-// at a time; G = grid.x row groups of about 16 block iterations, at most 2048. A function of
-// (M, C, N) only, so the sums' order is fixed.
+// The tiles of a call: V vectors of N channels per row, up to 256 per tile.
+struct Tiles {
+    int V, R, tiles;
+};
+__host__ __device__ inline Tiles tiles_of(int C, int N) {
+    const int V = C / N, Vt = V < kThreads ? V : kThreads;
+    return Tiles{V, kThreads / Vt, (V + kThreads - 1) / kThreads};
+}
+
+// The partial sums' row groups: about 16 block iterations each, at most kMaxGroups (4 iterations
+// measured slower on an H100 for the last stages' small activations: 47 -> 60 us per BN forward
+// at M 50176, C 256). A function of (M, C, N) only, so the sums' order is fixed.
 int groups(int64_t M, int C, int N) {
-    const int V = C / N, Vt = V < kThreads ? V : kThreads, R = kThreads / Vt;
+    const int R = tiles_of(C, N).R;
     int64_t g = (M + (int64_t)R * 16 - 1) / ((int64_t)R * 16);
-    return (int)(g < 1 ? 1 : g > 2048 ? 2048 : g);
+    return (int)(g < 1 ? 1 : g > kMaxGroups ? kMaxGroups : g);
 }
 int groups_max(int64_t M, int C) { // over the vector widths a call may take (1, 4, 8)
     int a = groups(M, C, 1), b = C % 4 == 0 ? groups(M, C, 4) : 0, c = C % 8 == 0 ? groups(M, C, 8) : 0;
     return a > b ? (a > c ? a : c) : (b > c ? b : c);
+}
+// The elementwise passes' row blocks.
+int elem_blocks(int64_t M, int C, int N) {
+    const Tiles t = tiles_of(C, N);
+    int64_t rb = (M + t.R - 1) / t.R, cap = (kElemBlocks + t.tiles - 1) / t.tiles;
+    return (int)(rb < cap ? rb : cap);
 }
 
 // ws: partials (G x C x 2 floats), then coef (3 x C floats).
@@ -43,30 +64,62 @@ template <typename T, int N> __device__ __forceinline__ void stn(T *p, size_t i,
     else rn_vstore(p, i, f);
 }
 
+// A thread's place in its tile: its row lane r (of R; idle when r >= R), its first channel c0.
+struct Place {
+    int R, r, c0, Vt;
+    bool active;
+};
+template <int N> __device__ __forceinline__ Place place(int C) {
+    const int V = C / N, v0 = blockIdx.y * kThreads, Vt = V - v0 < kThreads ? V - v0 : kThreads;
+    const int R = kThreads / Vt, tid = threadIdx.x;
+    return Place{R, tid / Vt, (v0 + tid % Vt) * N, Vt, tid / Vt < R};
+}
+
+// The backward's ReLU mask recomputed from x (bn.h): the forward's scale and shift from gamma,
+// beta and the saved statistics, as stats_final computes them, and round_t(x scale + shift) > 0.
+struct BwdMask {
+    const float *gamma, *beta; // beta NULL: no mask from x
+};
+template <int N>
+__device__ __forceinline__ void mask_coef(BwdMask mk, int c0, const float *mean, const float *invstd, float *ms,
+                                          float *mh) {
+    if (!mk.beta) return;
+#pragma unroll
+    for (int k = 0; k < N; k++) {
+        ms[k] = __fmul_rn(mk.gamma[c0 + k], invstd[k]);
+        mh[k] = __fsub_rn(mk.beta[c0 + k], __fmul_rn(mean[k], ms[k]));
+    }
+}
+template <typename T> __device__ __forceinline__ bool xmask_on(float x, float scale, float shift) {
+    return rn_round<T>(__fadd_rn(__fmul_rn(x, scale), shift)) > 0.0f;
+}
+
 // Part 1 of the per-channel sums, both directions: each thread adds its rows' values of its N
-// channels, then the R row lanes of a vector are added in a fixed order into the block's partial.
+// channels, then the R row lanes of a vector are added in a fixed tree into the block's partial.
 //   forward (BWD false): s = sum (x - x[0, c]), q = sum (x - x[0, c])^2
 //   backward: dz (bn.h; written to dz_out when asked), s = sum dz, q = sum dz xhat
 template <typename T, int N, bool BWD>
-__global__ void __launch_bounds__(kThreads) partial(const T *x, const T *y, const T *dy, const T *dy2,
-                                                    const float *mean, const float *invstd, int64_t M, int C,
-                                                    float *part, T *dz_out) {
-    __shared__ float sh[kThreads * N];
-    const int V = C / N, v0 = blockIdx.y * kThreads, Vt = V - v0 < kThreads ? V - v0 : kThreads, R = kThreads / Vt;
-    const int tid = threadIdx.x, r = tid / Vt, v = v0 + tid % Vt, c0 = v * N;
-    const bool active = r < R;
-    float s[N], q[N], a[N], b[N];
+__global__ void __launch_bounds__(kThreads)
+    partial(const T *__restrict__ x, const T *__restrict__ y, const BwdMask mk, const T *__restrict__ dy,
+            const T *__restrict__ dy2, const float *__restrict__ mean, const float *__restrict__ invstd, int64_t M,
+            int C, float *__restrict__ part, T *__restrict__ dz_out) {
+    __shared__ float sh[2][kThreads * N];
+    const Place p = place<N>(C);
+    float s[N], q[N], a[N], b[N], ms[N], mh[N];
 #pragma unroll
     for (int k = 0; k < N; k++) s[k] = q[k] = 0;
-    if (active) {
+    if (p.active) {
         if (BWD) {
 #pragma unroll
-            for (int k = 0; k < N; k++) a[k] = mean[c0 + k], b[k] = invstd[c0 + k];
+            for (int k = 0; k < N; k++) a[k] = mean[p.c0 + k], b[k] = invstd[p.c0 + k];
+            mask_coef<N>(mk, p.c0, a, b, ms, mh);
         } else {
-            ldn<T, N>(x, (size_t)c0, a); // the shift: row 0
+            ldn<T, N>(x, (size_t)p.c0, a); // the shift: row 0
         }
-        for (int64_t m = (int64_t)blockIdx.x * R + r; m < M; m += (int64_t)gridDim.x * R) {
-            const size_t i = (size_t)m * C + c0;
+        const int64_t step = (int64_t)gridDim.x * p.R;
+#pragma unroll 4
+        for (int64_t m = (int64_t)blockIdx.x * p.R + p.r; m < M; m += step) {
+            const size_t i = (size_t)m * C + p.c0;
             float xv[N];
             ldn<T, N>(x, i, xv);
             if (BWD) {
@@ -79,6 +132,7 @@ __global__ void __launch_bounds__(kThreads) partial(const T *x, const T *y, cons
                     float dz = g[k];
                     if (dy2) dz += g2[k];
                     if (y && !(yv[k] > 0.0f)) dz = 0.0f;
+                    if (mk.beta && !xmask_on<T>(xv[k], ms[k], mh[k])) dz = 0.0f;
                     dz = rn_round<T>(dz);
                     float xhat = __fmul_rn(__fsub_rn(xv[k], a[k]), b[k]);
                     s[k] += dz;
@@ -96,46 +150,75 @@ __global__ void __launch_bounds__(kThreads) partial(const T *x, const T *y, cons
             }
         }
     }
-    for (int pass = 0; pass < 2; pass++) {
-        float *acc = pass ? q : s;
+    const int tid = threadIdx.x;
 #pragma unroll
-        for (int k = 0; k < N; k++) sh[tid * N + k] = acc[k];
-        __syncthreads();
-        if (active && r == 0) {
-            for (int rr = 1; rr < R; rr++)
+    for (int k = 0; k < N; k++) sh[0][tid * N + k] = s[k], sh[1][tid * N + k] = q[k];
+    __syncthreads();
+    // lane r adds lane r + h (h = 1, 2, 4, ...) where r is a multiple of 2h: a fixed tree
+    for (int h = 1; h < p.R; h *= 2) {
+        if (p.active && p.r % (2 * h) == 0 && p.r + h < p.R) {
+            const int o = tid + h * p.Vt;
 #pragma unroll
-                for (int k = 0; k < N; k++) acc[k] += sh[(rr * Vt + tid) * N + k];
-#pragma unroll
-            for (int k = 0; k < N; k++) part[((size_t)blockIdx.x * C + c0 + k) * 2 + pass] = acc[k];
+            for (int k = 0; k < N; k++) sh[0][tid * N + k] += sh[0][o * N + k], sh[1][tid * N + k] += sh[1][o * N + k];
         }
         __syncthreads();
     }
+    if (p.active && p.r == 0)
+#pragma unroll
+        for (int k = 0; k < N; k++) {
+            float *d = part + ((size_t)blockIdx.x * C + p.c0 + k) * 2;
+            d[0] = sh[0][tid * N + k], d[1] = sh[1][tid * N + k];
+        }
 }
 
 // The launch of part 1 with the widest vectors the channels and pointers allow; returns G.
 template <typename T, bool BWD>
-int launch_partial(cudaStream_t st, const void *x, const void *y, const void *dy, const void *dy2, const float *mean,
-                   const float *invstd, int64_t M, int C, float *part, void *dz_out) {
+int launch_partial(cudaStream_t st, const void *x, const void *y, BwdMask mk, const void *dy, const void *dy2,
+                   const float *mean, const float *invstd, int64_t M, int C, float *part, void *dz_out) {
     constexpr int NV = RnVec<T>::N;
     const bool vec = C % NV == 0 && rn_aligned16(x, y, dy, dy2, dz_out);
-    const int N = vec ? NV : 1, G = groups(M, C, N), tiles = (C / N + kThreads - 1) / kThreads;
+    const int N = vec ? NV : 1, G = groups(M, C, N), tiles = tiles_of(C, N).tiles;
     const T *X = (const T *)x, *Y = (const T *)y, *DY = (const T *)dy, *DY2 = (const T *)dy2;
     if (vec)
-        partial<T, NV, BWD><<<dim3(G, tiles), kThreads, 0, st>>>(X, Y, DY, DY2, mean, invstd, M, C, part, (T *)dz_out);
+        partial<T, NV, BWD><<<dim3(G, tiles), kThreads, 0, st>>>(X, Y, mk, DY, DY2, mean, invstd, M, C, part,
+                                                                 (T *)dz_out);
     else
-        partial<T, 1, BWD><<<dim3(G, tiles), kThreads, 0, st>>>(X, Y, DY, DY2, mean, invstd, M, C, part, (T *)dz_out);
+        partial<T, 1, BWD><<<dim3(G, tiles), kThreads, 0, st>>>(X, Y, mk, DY, DY2, mean, invstd, M, C, part,
+                                                                (T *)dz_out);
     return G;
 }
 
-// Part 2: one thread per channel: the statistics, the running update, scale and shift.
-template <typename T>
-__global__ void stats_final(const float *part, int G, const T *x, int64_t M, int C, const float *gamma,
-                            const float *beta, float eps, float momentum, float *run_mean, float *run_var,
-                            float *save_mean, float *save_invstd, float *coef) {
-    const int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= C) return;
+// Part 2's sums: thread (cx, lane) of a block of 32 channels adds partials lane, lane + 32, ... in
+// fp64 (at most 32 of them, loads 8 at a time); lane 0 then adds the 32 lanes in order. Returns the
+// sums to lane 0 (others: garbage).
+__device__ __forceinline__ void final_sums(const float *__restrict__ part, int G, int C, int c, double *S, double *Q) {
+    __shared__ double sh[2][kFinLanes][kFinC];
+    const int cx = threadIdx.x, lane = threadIdx.y;
     double s = 0, q = 0;
-    for (int g = 0; g < G; g++) s += part[((size_t)g * C + c) * 2], q += part[((size_t)g * C + c) * 2 + 1];
+    if (c < C) {
+#pragma unroll 8
+        for (int g = lane; g < G; g += kFinLanes) {
+            const float2 v = *reinterpret_cast<const float2 *>(part + ((size_t)g * C + c) * 2);
+            s += v.x, q += v.y;
+        }
+    }
+    sh[0][lane][cx] = s, sh[1][lane][cx] = q;
+    __syncthreads();
+    if (lane == 0)
+        for (int l = 1; l < kFinLanes; l++) s += sh[0][l][cx], q += sh[1][l][cx];
+    *S = s, *Q = q;
+}
+
+// Part 2 forward: the statistics, the running update, scale and shift.
+template <typename T>
+__global__ void __launch_bounds__(kFinC *kFinLanes)
+    stats_final(const float *part, int G, const T *x, int64_t M, int C, const float *gamma, const float *beta,
+                float eps, float momentum, float *run_mean, float *run_var, float *save_mean, float *save_invstd,
+                float *coef) {
+    const int c = blockIdx.x * kFinC + threadIdx.x;
+    double s, q;
+    final_sums(part, G, C, c, &s, &q);
+    if (threadIdx.y != 0 || c >= C) return;
     double md = s / (double)M, var = q / (double)M - md * md;
     if (var < 0) var = 0;
     double mean = (double)rn_f(x[c]) + md, unbiased = M > 1 ? var * (double)M / (double)(M - 1) : var;
@@ -149,55 +232,14 @@ __global__ void stats_final(const float *part, int G, const T *x, int64_t M, int
     coef[C + c] = __fsub_rn(beta[c], __fmul_rn(fmean, scale));
 }
 
-// y = act(x scale + shift [+ res]); VEC: 16-byte vectors of channels. Training: scale and shift
-// from coef (stats_final); EVAL: each element's from the running statistics, computed as
-// stats_final computes them (the eval entry point has no workspace for coef).
-struct EvalStats {
-    const float *gamma, *beta, *mean, *var;
-    float eps;
-};
-
-template <typename T, bool VEC, bool EVAL>
-__global__ void apply(const T *x, const T *res, int relu, const float *coef, EvalStats ev, int64_t M, int C, T *y) {
-    constexpr int N = VEC ? RnVec<T>::N : 1;
-    const size_t nv = (size_t)M * C / N;
-    for (size_t j = (size_t)blockIdx.x * blockDim.x + threadIdx.x; j < nv; j += (size_t)gridDim.x * blockDim.x) {
-        const size_t i = j * N;
-        const int c0 = (int)(i % (size_t)C);
-        float v[N], r[N];
-        if (VEC) {
-            rn_vload(x, i, v);
-            if (res) rn_vload(res, i, r);
-        } else {
-            v[0] = rn_f(x[i]);
-            if (res) r[0] = rn_f(res[i]);
-        }
-#pragma unroll
-        for (int k = 0; k < N; k++) {
-            const int c = c0 + k;
-            float scale, shift;
-            if (EVAL) {
-                float invstd = (float)(1.0 / sqrt((double)ev.var[c] + (double)ev.eps));
-                scale = __fmul_rn(ev.gamma[c], invstd);
-                shift = __fsub_rn(ev.beta[c], __fmul_rn(ev.mean[c], scale));
-            } else {
-                scale = coef[c], shift = coef[C + c];
-            }
-            float o = __fadd_rn(__fmul_rn(v[k], scale), shift);
-            if (res) o = __fadd_rn(o, r[k]);
-            v[k] = act(o, relu);
-        }
-        if (VEC) rn_vstore(y, i, v);
-        else y[i] = rn_to<T>(v[0]);
-    }
-}
-
-__global__ void bwd_final(const float *part, int G, int64_t M, int C, const float *gamma, const float *save_invstd,
-                          float *dgamma, float *dbeta, float *coef) {
-    const int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= C) return;
-    double sb = 0, sg = 0;
-    for (int g = 0; g < G; g++) sb += part[((size_t)g * C + c) * 2], sg += part[((size_t)g * C + c) * 2 + 1];
+// Part 2 backward: dbeta, dgamma and dx's coefficients.
+__global__ void __launch_bounds__(kFinC *kFinLanes)
+    bwd_final(const float *part, int G, int64_t M, int C, const float *gamma, const float *save_invstd, float *dgamma,
+              float *dbeta, float *coef) {
+    const int c = blockIdx.x * kFinC + threadIdx.x;
+    double sb, sg;
+    final_sums(part, G, C, c, &sb, &sg);
+    if (threadIdx.y != 0 || c >= C) return;
     dbeta[c] = (float)sb;
     dgamma[c] = (float)sg;
     coef[c] = __fmul_rn(gamma[c], save_invstd[c]);
@@ -205,16 +247,70 @@ __global__ void bwd_final(const float *part, int G, int64_t M, int C, const floa
     coef[2 * C + c] = (float)(sg / (double)M);
 }
 
+// y = act(x scale + shift [+ res]). Training: scale and shift from coef (stats_final); EVAL: from
+// the running statistics, computed as stats_final computes them (the eval entry point has no
+// workspace for coef).
+struct EvalStats {
+    const float *gamma, *beta, *mean, *var;
+    float eps;
+};
+
+template <typename T, int N, bool EVAL>
+__global__ void __launch_bounds__(kThreads)
+    apply(const T *__restrict__ x, const T *__restrict__ res, int relu, const float *__restrict__ coef, EvalStats ev,
+          int64_t M, int C, T *__restrict__ y) {
+    const Place p = place<N>(C);
+    if (!p.active) return;
+    float scale[N], shift[N];
+#pragma unroll
+    for (int k = 0; k < N; k++) {
+        const int c = p.c0 + k;
+        if (EVAL) {
+            float invstd = (float)(1.0 / sqrt((double)ev.var[c] + (double)ev.eps));
+            scale[k] = __fmul_rn(ev.gamma[c], invstd);
+            shift[k] = __fsub_rn(ev.beta[c], __fmul_rn(ev.mean[c], scale[k]));
+        } else {
+            scale[k] = coef[c], shift[k] = coef[C + c];
+        }
+    }
+    const int64_t step = (int64_t)gridDim.x * p.R;
+#pragma unroll 4
+    for (int64_t m = (int64_t)blockIdx.x * p.R + p.r; m < M; m += step) {
+        const size_t i = (size_t)m * C + p.c0;
+        float v[N], r[N];
+        ldn<T, N>(x, i, v);
+        if (res) ldn<T, N>(res, i, r);
+#pragma unroll
+        for (int k = 0; k < N; k++) {
+            float o = __fadd_rn(__fmul_rn(v[k], scale[k]), shift[k]);
+            if (res) o = __fadd_rn(o, r[k]);
+            v[k] = act(o, relu);
+        }
+        stn<T, N>(y, i, v);
+    }
+}
+
 // dx = a (dz - b - xhat g) with the coefficients of bwd_final; dz recomputed from dy, dy2 and y,
 // or read from dzin (part 1 wrote it: two reads instead of four).
-template <typename T, bool VEC>
-__global__ void bwd_dx(const T *x, const T *y, const T *dy, const T *dy2, const T *dzin, const float *save_mean,
-                       const float *save_invstd, const float *coef, int64_t M, int C, T *dx) {
-    constexpr int N = VEC ? RnVec<T>::N : 1;
-    const size_t nv = (size_t)M * C / N;
-    for (size_t j = (size_t)blockIdx.x * blockDim.x + threadIdx.x; j < nv; j += (size_t)gridDim.x * blockDim.x) {
-        const size_t i = j * N;
-        const int c0 = (int)(i % (size_t)C);
+template <typename T, int N>
+__global__ void __launch_bounds__(kThreads)
+    bwd_dx(const T *__restrict__ x, const T *__restrict__ y, const BwdMask mk, const T *__restrict__ dy,
+           const T *__restrict__ dy2, const T *__restrict__ dzin, const float *__restrict__ save_mean,
+           const float *__restrict__ save_invstd, const float *__restrict__ coef, int64_t M, int C,
+           T *__restrict__ dx) {
+    const Place p = place<N>(C);
+    if (!p.active) return;
+    float mu[N], is[N], ca[N], cb[N], cg[N], ms[N], mh[N];
+#pragma unroll
+    for (int k = 0; k < N; k++) {
+        const int c = p.c0 + k;
+        mu[k] = save_mean[c], is[k] = save_invstd[c], ca[k] = coef[c], cb[k] = coef[C + c], cg[k] = coef[2 * C + c];
+    }
+    if (!dzin) mask_coef<N>(mk, p.c0, mu, is, ms, mh);
+    const int64_t step = (int64_t)gridDim.x * p.R;
+#pragma unroll 4
+    for (int64_t m = (int64_t)blockIdx.x * p.R + p.r; m < M; m += step) {
+        const size_t i = (size_t)m * C + p.c0;
         float xv[N], g[N], g2[N], yv[N], o[N];
         ldn<T, N>(x, i, xv);
         ldn<T, N>(dzin ? dzin : dy, i, g);
@@ -222,15 +318,15 @@ __global__ void bwd_dx(const T *x, const T *y, const T *dy, const T *dy2, const 
         if (!dzin && y) ldn<T, N>(y, i, yv);
 #pragma unroll
         for (int k = 0; k < N; k++) {
-            const int c = c0 + k;
             float dz = g[k];
             if (!dzin) {
                 if (dy2) dz += g2[k];
                 if (y && !(yv[k] > 0.0f)) dz = 0.0f;
+                if (mk.beta && !xmask_on<T>(xv[k], ms[k], mh[k])) dz = 0.0f;
                 dz = rn_round<T>(dz);
             }
-            float xhat = __fmul_rn(__fsub_rn(xv[k], save_mean[c]), save_invstd[c]);
-            o[k] = __fmul_rn(coef[c], __fsub_rn(__fsub_rn(dz, coef[C + c]), __fmul_rn(xhat, coef[2 * C + c])));
+            float xhat = __fmul_rn(__fsub_rn(xv[k], mu[k]), is[k]);
+            o[k] = __fmul_rn(ca[k], __fsub_rn(__fsub_rn(dz, cb[k]), __fmul_rn(xhat, cg[k])));
         }
         stn<T, N>(dx, i, o);
     }
@@ -242,17 +338,17 @@ int check(tk_dtype t, int64_t M, int C, tk_err *e) {
     return 0;
 }
 
+dim3 elem_grid(int64_t M, int C, int N) { return dim3(elem_blocks(M, C, N), tiles_of(C, N).tiles); }
+unsigned fin_blocks(int C) { return (unsigned)((C + kFinC - 1) / kFinC); }
+
 template <typename T, bool EVAL>
 void launch_apply(cudaStream_t st, const void *x, const void *res, int relu, const float *coef, EvalStats ev,
                   int64_t M, int C, void *y) {
-    const bool vec = C % RnVec<T>::N == 0 && rn_aligned16(x, res, y);
-    const int64_t n = M * C / (vec ? RnVec<T>::N : 1);
-    if (vec)
-        apply<T, true, EVAL><<<tk_cu_blocks(n, 256), 256, 0, st>>>((const T *)x, (const T *)res, relu, coef, ev, M, C,
-                                                                    (T *)y);
-    else
-        apply<T, false, EVAL><<<tk_cu_blocks(n, 256), 256, 0, st>>>((const T *)x, (const T *)res, relu, coef, ev, M, C,
-                                                                     (T *)y);
+    constexpr int NV = RnVec<T>::N;
+    const bool vec = C % NV == 0 && rn_aligned16(x, res, y);
+    const T *X = (const T *)x, *RS = (const T *)res;
+    if (vec) apply<T, NV, EVAL><<<elem_grid(M, C, NV), kThreads, 0, st>>>(X, RS, relu, coef, ev, M, C, (T *)y);
+    else apply<T, 1, EVAL><<<elem_grid(M, C, 1), kThreads, 0, st>>>(X, RS, relu, coef, ev, M, C, (T *)y);
 }
 
 template <typename T>
@@ -261,35 +357,38 @@ int fwd_train(tk_ctx *c, const void *x, int64_t M, int C, const float *gamma, co
               float *save_invstd, void *y, void *ws, tk_err *e) {
     cudaStream_t st = tk_cu_stream(c);
     float *part = (float *)ws, *coef = coef_of(ws, M, C);
-    const int G = launch_partial<T, false>(st, x, nullptr, nullptr, nullptr, nullptr, nullptr, M, C, part, nullptr);
-    stats_final<T><<<(C + 127) / 128, 128, 0, st>>>(part, G, (const T *)x, M, C, gamma, beta, eps, momentum, run_mean,
-                                                    run_var, save_mean, save_invstd, coef);
+    const int G = launch_partial<T, false>(st, x, nullptr, BwdMask{}, nullptr, nullptr, nullptr, nullptr, M, C, part,
+                                           nullptr);
+    stats_final<T><<<fin_blocks(C), dim3(kFinC, kFinLanes), 0, st>>>(part, G, (const T *)x, M, C, gamma, beta, eps,
+                                                                      momentum, run_mean, run_var, save_mean,
+                                                                      save_invstd, coef);
     launch_apply<T, false>(st, x, res, relu, coef, EvalStats{}, M, C, y);
     return tk_cu_check(e, "bn_fwd_train");
 }
 
 template <typename T>
-int bwd(tk_ctx *c, const void *x, const void *y, const void *dy, const void *dy2, int64_t M, int C,
+int bwd(tk_ctx *c, const void *x, const void *y, const float *beta, const void *dy, const void *dy2, int64_t M, int C,
         const float *gamma, const float *save_mean, const float *save_invstd, void *dx, void *dz_out, float *dgamma,
         float *dbeta, void *ws, tk_err *e) {
     cudaStream_t st = tk_cu_stream(c);
     float *part = (float *)ws, *coef = coef_of(ws, M, C);
-    const int G = launch_partial<T, true>(st, x, y, dy, dy2, save_mean, save_invstd, M, C, part, dz_out);
-    bwd_final<<<(C + 127) / 128, 128, 0, st>>>(part, G, M, C, gamma, save_invstd, dgamma, dbeta, coef);
-    const bool vec = C % RnVec<T>::N == 0 && rn_aligned16(x, y, dy, dy2, dx) && rn_aligned16(dz_out);
-    const int64_t n = M * C / (vec ? RnVec<T>::N : 1);
+    const BwdMask mk = {gamma, y ? nullptr : beta};
+    const int G = launch_partial<T, true>(st, x, y, mk, dy, dy2, save_mean, save_invstd, M, C, part, dz_out);
+    bwd_final<<<fin_blocks(C), dim3(kFinC, kFinLanes), 0, st>>>(part, G, M, C, gamma, save_invstd, dgamma, dbeta,
+                                                                coef);
+    constexpr int NV = RnVec<T>::N;
+    const bool vec = C % NV == 0 && rn_aligned16(x, y, dy, dy2, dx) && rn_aligned16(dz_out);
     const T *X = (const T *)x, *Y = (const T *)y, *DY = (const T *)dy, *DY2 = (const T *)dy2, *DZ = (const T *)dz_out;
     if (vec)
-        bwd_dx<T, true><<<tk_cu_blocks(n, 256), 256, 0, st>>>(X, Y, DY, DY2, DZ, save_mean, save_invstd, coef, M, C,
-                                                              (T *)dx);
+        bwd_dx<T, NV><<<elem_grid(M, C, NV), kThreads, 0, st>>>(X, Y, mk, DY, DY2, DZ, save_mean, save_invstd, coef,
+                                                               M, C, (T *)dx);
     else
-        bwd_dx<T, false><<<tk_cu_blocks(n, 256), 256, 0, st>>>(X, Y, DY, DY2, DZ, save_mean, save_invstd, coef, M, C,
-                                                               (T *)dx);
+        bwd_dx<T, 1><<<elem_grid(M, C, 1), kThreads, 0, st>>>(X, Y, mk, DY, DY2, DZ, save_mean, save_invstd, coef, M,
+                                                             C, (T *)dx);
     return tk_cu_check(e, "bn_bwd");
 }
 
 } // namespace
-
 size_t tk_bn_ws_bytes_cuda(int64_t M, int C) {
     return tk_cu_align((size_t)groups_max(M, C) * C * 2 * sizeof(float)) + tk_cu_align((size_t)3 * C * sizeof(float));
 }
@@ -315,12 +414,12 @@ int tk_bn_fwd_eval_cuda(tk_ctx *c, tk_dtype t, const void *x, int64_t M, int C, 
     return tk_cu_check(e, "bn_fwd_eval");
 }
 
-int tk_bn_bwd_cuda(tk_ctx *c, tk_dtype t, const void *x, const void *y, const void *dy, const void *dy2, int64_t M,
-                   int C, const float *gamma, const float *save_mean, const float *save_invstd, void *dx, void *dz_out,
-                   float *dgamma, float *dbeta, void *ws, tk_err *e) {
+int tk_bn_bwd_cuda(tk_ctx *c, tk_dtype t, const void *x, const void *y, const float *beta, const void *dy,
+                   const void *dy2, int64_t M, int C, const float *gamma, const float *save_mean,
+                   const float *save_invstd, void *dx, void *dz_out, float *dgamma, float *dbeta, void *ws, tk_err *e) {
     TRY(check(t, M, C, e));
     if (t == TK_BF16)
-        return bwd<__nv_bfloat16>(c, x, y, dy, dy2, M, C, gamma, save_mean, save_invstd, dx, dz_out, dgamma, dbeta,
-                                  ws, e);
-    return bwd<float>(c, x, y, dy, dy2, M, C, gamma, save_mean, save_invstd, dx, dz_out, dgamma, dbeta, ws, e);
+        return bwd<__nv_bfloat16>(c, x, y, beta, dy, dy2, M, C, gamma, save_mean, save_invstd, dx, dz_out, dgamma,
+                                  dbeta, ws, e);
+    return bwd<float>(c, x, y, beta, dy, dy2, M, C, gamma, save_mean, save_invstd, dx, dz_out, dgamma, dbeta, ws, e);
 }

@@ -9,8 +9,11 @@
 //   y = act(x scale + shift [+ res])     act: ReLU or identity
 // Eval forward: the same y with the running statistics (nothing updated).
 // Backward (training statistics), given the output's gradient dy and, optionally, dy2 added to it
-// (the block's shortcut gradient), and, when the forward had a ReLU, its output y:
-//   dz = round_t((dy [+ dy2]) [* (y > 0)])          the gradient at x scale + shift (+ res)
+// (the block's shortcut gradient), and, when the forward had a ReLU, its mask: from its output y,
+// or, for a forward without a residual, recomputed from x (y NULL, beta given): the training
+// forward's own fp32 scale = gamma invstd and shift = beta - mean scale (save_mean, save_invstd),
+// so round_t(x scale + shift) > 0 is exactly y > 0, and y need not be read:
+//   dz = round_t((dy [+ dy2]) [* mask])              the gradient at x scale + shift (+ res)
 //   xhat = (x - mean) invstd
 //   dbeta = sum dz,  dgamma = sum dz xhat           (fp64 sums)
 //   dx = gamma invstd (dz - dbeta / M - xhat dgamma / M)
@@ -37,10 +40,11 @@ int tk_bn_fwd_train(tk_ctx *c, tk_dtype t, const void *x, int64_t M, int C, cons
 int tk_bn_fwd_eval(tk_ctx *c, tk_dtype t, const void *x, int64_t M, int C, const float *gamma, const float *beta,
                    const void *res, int relu, float eps, const float *run_mean, const float *run_var, void *y,
                    tk_err *e);
-// y: the forward's output when it had a ReLU, else NULL. dgamma, dbeta are overwritten.
-int tk_bn_bwd(tk_ctx *c, tk_dtype t, const void *x, const void *y, const void *dy, const void *dy2, int64_t M, int C,
-              const float *gamma, const float *save_mean, const float *save_invstd, void *dx, void *dz_out,
-              float *dgamma, float *dbeta, void *ws, tk_err *e);
+// y: the forward's output when it had a ReLU, else NULL; beta: non-NULL (with y NULL) when the
+// forward had a ReLU and no residual (the mask from x). dgamma, dbeta are overwritten.
+int tk_bn_bwd(tk_ctx *c, tk_dtype t, const void *x, const void *y, const float *beta, const void *dy, const void *dy2,
+              int64_t M, int C, const float *gamma, const float *save_mean, const float *save_invstd, void *dx,
+              void *dz_out, float *dgamma, float *dbeta, void *ws, tk_err *e);
 
 int tk_bn_fwd_train_ref(tk_dtype t, const void *x, int64_t M, int C, const float *gamma, const float *beta,
                         const void *res, int relu, float eps, float momentum, float *run_mean, float *run_var,
@@ -48,9 +52,9 @@ int tk_bn_fwd_train_ref(tk_dtype t, const void *x, int64_t M, int C, const float
 int tk_bn_fwd_eval_ref(tk_dtype t, const void *x, int64_t M, int C, const float *gamma, const float *beta,
                        const void *res, int relu, float eps, const float *run_mean, const float *run_var, void *y,
                        tk_err *e);
-int tk_bn_bwd_ref(tk_dtype t, const void *x, const void *y, const void *dy, const void *dy2, int64_t M, int C,
-                  const float *gamma, const float *save_mean, const float *save_invstd, void *dx, void *dz_out,
-                  float *dgamma, float *dbeta, tk_err *e);
+int tk_bn_bwd_ref(tk_dtype t, const void *x, const void *y, const float *beta, const void *dy, const void *dy2,
+                  int64_t M, int C, const float *gamma, const float *save_mean, const float *save_invstd, void *dx,
+                  void *dz_out, float *dgamma, float *dbeta, tk_err *e);
 #ifdef TK_HAVE_CUDA
 size_t tk_bn_ws_bytes_cuda(int64_t M, int C);
 int tk_bn_fwd_train_cuda(tk_ctx *c, tk_dtype t, const void *x, int64_t M, int C, const float *gamma, const float *beta,
@@ -59,9 +63,9 @@ int tk_bn_fwd_train_cuda(tk_ctx *c, tk_dtype t, const void *x, int64_t M, int C,
 int tk_bn_fwd_eval_cuda(tk_ctx *c, tk_dtype t, const void *x, int64_t M, int C, const float *gamma, const float *beta,
                         const void *res, int relu, float eps, const float *run_mean, const float *run_var, void *y,
                         tk_err *e);
-int tk_bn_bwd_cuda(tk_ctx *c, tk_dtype t, const void *x, const void *y, const void *dy, const void *dy2, int64_t M,
-                   int C, const float *gamma, const float *save_mean, const float *save_invstd, void *dx, void *dz_out,
-                   float *dgamma, float *dbeta, void *ws, tk_err *e);
+int tk_bn_bwd_cuda(tk_ctx *c, tk_dtype t, const void *x, const void *y, const float *beta, const void *dy,
+                   const void *dy2, int64_t M, int C, const float *gamma, const float *save_mean,
+                   const float *save_invstd, void *dx, void *dz_out, float *dgamma, float *dbeta, void *ws, tk_err *e);
 #endif
 
 #ifdef __cplusplus

@@ -61,25 +61,37 @@ int tk_bn_fwd_eval_ref(tk_dtype t, const void *x, int64_t M, int C, const float 
     return 0;
 }
 
-// dz of row m, channel c (bn.h), rounded to t.
-static inline float dz_at(tk_dtype t, const void *y, const void *dy, const void *dy2, size_t i) {
+// dz of row m, channel c (bn.h), rounded to t; the mask from y, or from x with the forward's scale
+// and shift (mx).
+static inline float round_t(tk_dtype t, float v) { return t == TK_BF16 ? tk_bf16_to_f32(tk_f32_to_bf16(v)) : v; }
+
+typedef struct {
+    int on;
+    float scale, shift;
+} xmask;
+
+static inline float dz_at(tk_dtype t, const void *x, const void *y, xmask mx, const void *dy, const void *dy2,
+                          size_t i) {
     float g = tk_act_ld(dy, t, i);
     if (dy2) g += tk_act_ld(dy2, t, i);
     if (y && !(tk_act_ld(y, t, i) > 0)) g = 0;
-    return t == TK_BF16 ? tk_bf16_to_f32(tk_f32_to_bf16(g)) : g;
+    if (mx.on && !(round_t(t, tk_act_ld(x, t, i) * mx.scale + mx.shift) > 0)) g = 0;
+    return round_t(t, g);
 }
 
-int tk_bn_bwd_ref(tk_dtype t, const void *x, const void *y, const void *dy, const void *dy2, int64_t M, int C,
-                  const float *gamma, const float *save_mean, const float *save_invstd, void *dx, void *dz_out,
-                  float *dgamma, float *dbeta, tk_err *e) {
+int tk_bn_bwd_ref(tk_dtype t, const void *x, const void *y, const float *beta, const void *dy, const void *dy2,
+                  int64_t M, int C, const float *gamma, const float *save_mean, const float *save_invstd, void *dx,
+                  void *dz_out, float *dgamma, float *dbeta, tk_err *e) {
     TRY(check(t, M, C, e));
 #pragma omp parallel for schedule(static)
     for (int c = 0; c < C; c++) {
         const float mean = save_mean[c], invstd = save_invstd[c];
+        xmask mx = {!y && beta, 0, 0};
+        if (mx.on) mx.scale = gamma[c] * invstd, mx.shift = beta[c] - mean * mx.scale; // as the forward
         double sb = 0, sg = 0;
         for (int64_t m = 0; m < M; m++) {
             size_t i = (size_t)m * C + c;
-            float dz = dz_at(t, y, dy, dy2, i), xhat = (tk_act_ld(x, t, i) - mean) * invstd;
+            float dz = dz_at(t, x, y, mx, dy, dy2, i), xhat = (tk_act_ld(x, t, i) - mean) * invstd;
             sb += dz;
             sg += (double)dz * xhat;
             if (dz_out) tk_act_st(dz_out, t, i, dz);
@@ -89,7 +101,7 @@ int tk_bn_bwd_ref(tk_dtype t, const void *x, const void *y, const void *dy, cons
         const float a = gamma[c] * invstd, b = (float)(sb / (double)M), g = (float)(sg / (double)M);
         for (int64_t m = 0; m < M; m++) {
             size_t i = (size_t)m * C + c;
-            float dz = dz_at(t, y, dy, dy2, i), xhat = (tk_act_ld(x, t, i) - mean) * invstd;
+            float dz = dz_at(t, x, y, mx, dy, dy2, i), xhat = (tk_act_ld(x, t, i) - mean) * invstd;
             tk_act_st(dx, t, i, a * (dz - b - xhat * g));
         }
     }

@@ -1,34 +1,74 @@
 // CUDA side of kernels/pool.h: one thread per output element (max pooling forward, average
 // pooling forward) or per input element (the gathered backwards), channels fastest so warps read
-// consecutive channels; the same order of additions as the reference.
+// consecutive channels; the same order of additions as the reference. Max pooling takes 16-byte
+// vectors of channels per thread where C and the pointers allow.
 #include "cuda_util.cuh"
 #include "pool.h"
 #include "rn_vec.cuh"
 
 namespace {
 
-template <typename T>
-__global__ void maxpool_fwd(const T *x, int N, int H, int W, int C, int R, int stride, int pad, int P, int Q, T *y,
-                            uint8_t *idx) {
-    const size_t total = (size_t)N * P * Q * C;
-    for (size_t o = (size_t)blockIdx.x * blockDim.x + threadIdx.x; o < total; o += (size_t)gridDim.x * blockDim.x) {
-        const int c = (int)(o % C);
-        size_t r0 = o / C;
-        const int q = (int)(r0 % Q), p = (int)(r0 / Q % P), n = (int)(r0 / Q / P);
-        float m = 0;
-        int best = -1;
+// N channels per thread (a 16-byte vector of them, or N = 1): thread j of the flat index takes
+// vector j % V (V = C / N) of pixel j / V; 32-bit index arithmetic where the count fits.
+template <typename I, int N> __device__ __forceinline__ void split(I j, int V, int *c0, I *pix) {
+    *pix = j / (I)V;
+    *c0 = (int)(j - *pix * (I)V) * N;
+}
+
+// idx's N bytes at o (an aligned group of N when N > 1).
+template <int N> __device__ __forceinline__ void ld_idx(const uint8_t *p, size_t o, uint8_t *v) {
+    if constexpr (N == 8) *reinterpret_cast<uint2 *>(v) = *reinterpret_cast<const uint2 *>(p + o);
+    else if constexpr (N == 4) *reinterpret_cast<uint32_t *>(v) = *reinterpret_cast<const uint32_t *>(p + o);
+    else v[0] = p[o];
+}
+template <int N> __device__ __forceinline__ void st_idx(uint8_t *p, size_t o, const uint8_t *v) {
+    if constexpr (N == 8) *reinterpret_cast<uint2 *>(p + o) = *reinterpret_cast<const uint2 *>(v);
+    else if constexpr (N == 4) *reinterpret_cast<uint32_t *>(p + o) = *reinterpret_cast<const uint32_t *>(v);
+    else p[o] = v[0];
+}
+template <typename T, int N> __device__ __forceinline__ void ldv(const T *p, size_t i, float *f) {
+    if constexpr (N == 1) f[0] = rn_f(p[i]);
+    else rn_vload(p, i, f);
+}
+template <typename T, int N> __device__ __forceinline__ void stv(T *p, size_t i, const float *f) {
+    if constexpr (N == 1) p[i] = rn_to<T>(f[0]);
+    else rn_vstore(p, i, f);
+}
+
+template <typename T, int N, typename I>
+__global__ void maxpool_fwd(const T *__restrict__ x, int NB, int H, int W, int C, int R, int stride, int pad, int P,
+                            int Q, T *__restrict__ y, uint8_t *__restrict__ idx) {
+    const int V = C / N;
+    const I total = (I)NB * P * Q * V;
+    for (I j = (I)blockIdx.x * blockDim.x + threadIdx.x; j < total; j += (I)gridDim.x * blockDim.x) {
+        int c0;
+        I r0;
+        split<I, N>(j, V, &c0, &r0);
+        const I pq = (I)P * Q, n = r0 / pq, rem = r0 - n * pq;
+        const int p = (int)(rem / (I)Q), q = (int)(rem - (I)p * Q);
+        float m[N];
+        int best[N];
+#pragma unroll
+        for (int k = 0; k < N; k++) m[k] = 0, best[k] = -1;
         for (int r = 0; r < R; r++) {
             int h = p * stride - pad + r;
             if (h < 0 || h >= H) continue;
             for (int s = 0; s < R; s++) {
                 int w = q * stride - pad + s;
                 if (w < 0 || w >= W) continue;
-                float v = rn_f(x[(((size_t)n * H + h) * W + w) * C + c]);
-                if (best < 0 || v > m || (v != v && m == m)) m = v, best = r * R + s;
+                float v[N];
+                ldv<T, N>(x, (((size_t)n * H + h) * W + w) * C + c0, v);
+#pragma unroll
+                for (int k = 0; k < N; k++)
+                    if (best[k] < 0 || v[k] > m[k] || (v[k] != v[k] && m[k] == m[k])) m[k] = v[k], best[k] = r * R + s;
             }
         }
-        y[o] = rn_to<T>(m);
-        idx[o] = (uint8_t)best;
+        const size_t o = (size_t)r0 * C + c0;
+        uint8_t b[N];
+#pragma unroll
+        for (int k = 0; k < N; k++) b[k] = (uint8_t)best[k];
+        stv<T, N>(y, o, m);
+        st_idx<N>(idx, o, b);
     }
 }
 
@@ -39,27 +79,41 @@ __device__ __forceinline__ void windows(int h, int R, int stride, int pad, int P
     if (*hi > P - 1) *hi = P - 1;
 }
 
-template <typename T>
-__global__ void maxpool_bwd(const T *dy, const T *dy2, const uint8_t *idx, int N, int H, int W, int C, int R,
-                            int stride, int pad, int P, int Q, T *dx) {
-    const size_t total = (size_t)N * H * W * C;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
-        const int c = (int)(i % C);
-        size_t r0 = i / C;
-        const int w = (int)(r0 % W), h = (int)(r0 / W % H), n = (int)(r0 / W / H);
+template <typename T, int N, typename I>
+__global__ void maxpool_bwd(const T *__restrict__ dy, const T *__restrict__ dy2, const uint8_t *__restrict__ idx,
+                            int NB, int H, int W, int C, int R, int stride, int pad, int P, int Q, T *__restrict__ dx) {
+    const int V = C / N;
+    const I total = (I)NB * H * W * V;
+    for (I j = (I)blockIdx.x * blockDim.x + threadIdx.x; j < total; j += (I)gridDim.x * blockDim.x) {
+        int c0;
+        I r0;
+        split<I, N>(j, V, &c0, &r0);
+        const I hw = (I)H * W, n = r0 / hw, rem = r0 - n * hw;
+        const int h = (int)(rem / (I)W), w = (int)(rem - (I)h * W);
         int p0, p1, q0, q1;
         windows(h, R, stride, pad, P, &p0, &p1);
         windows(w, R, stride, pad, Q, &q0, &q1);
-        float acc = 0;
+        float acc[N];
+#pragma unroll
+        for (int k = 0; k < N; k++) acc[k] = 0;
         for (int p = p0; p <= p1; p++)
             for (int q = q0; q <= q1; q++) {
-                size_t o = (((size_t)n * P + p) * Q + q) * C + c;
-                if (idx[o] != (h - p * stride + pad) * R + (w - q * stride + pad)) continue;
-                float g = rn_f(dy[o]);
-                if (dy2) g += rn_f(dy2[o]);
-                acc += g;
+                const size_t o = (((size_t)n * P + p) * Q + q) * C + c0;
+                const int want = (h - p * stride + pad) * R + (w - q * stride + pad);
+                uint8_t b[N];
+                ld_idx<N>(idx, o, b);
+                bool any = false;
+#pragma unroll
+                for (int k = 0; k < N; k++) any |= b[k] == want;
+                if (!any) continue;
+                float g[N], g2[N];
+                ldv<T, N>(dy, o, g);
+                if (dy2) ldv<T, N>(dy2, o, g2);
+#pragma unroll
+                for (int k = 0; k < N; k++)
+                    if (b[k] == want) acc[k] += dy2 ? g[k] + g2[k] : g[k];
             }
-        dx[i] = rn_to<T>(acc);
+        stv<T, N>(dx, (size_t)r0 * C + c0, acc);
     }
 }
 
@@ -81,6 +135,40 @@ template <typename T> __global__ void avgpool_bwd(const T *dy, int N, int HW, in
     }
 }
 
+// The vector width (16 bytes of channels when C and the pointers allow) and the index type (32-bit
+// when the count of vectors fits) of a pooling launch.
+template <typename T>
+void mp_fwd(cudaStream_t st, const void *x, int N, int H, int W, int C, int R, int stride, int pad, int P, int Q,
+            void *y, uint8_t *idx) {
+    constexpr int NV = RnVec<T>::N;
+    const bool vec = C % NV == 0 && rn_aligned16(x, y) && ((uintptr_t)idx & (NV - 1)) == 0;
+    const int64_t n = (int64_t)N * P * Q * C / (vec ? NV : 1);
+    const bool small = n < ((int64_t)1 << 31);
+    const unsigned nb = tk_cu_blocks(n, 256);
+    const T *X = (const T *)x;
+    T *Y = (T *)y;
+    if (vec && small) maxpool_fwd<T, NV, uint32_t><<<nb, 256, 0, st>>>(X, N, H, W, C, R, stride, pad, P, Q, Y, idx);
+    else if (vec) maxpool_fwd<T, NV, uint64_t><<<nb, 256, 0, st>>>(X, N, H, W, C, R, stride, pad, P, Q, Y, idx);
+    else if (small) maxpool_fwd<T, 1, uint32_t><<<nb, 256, 0, st>>>(X, N, H, W, C, R, stride, pad, P, Q, Y, idx);
+    else maxpool_fwd<T, 1, uint64_t><<<nb, 256, 0, st>>>(X, N, H, W, C, R, stride, pad, P, Q, Y, idx);
+}
+
+template <typename T>
+void mp_bwd(cudaStream_t st, const void *dy, const void *dy2, const uint8_t *idx, int N, int H, int W, int C, int R,
+            int stride, int pad, int P, int Q, void *dx) {
+    constexpr int NV = RnVec<T>::N;
+    const bool vec = C % NV == 0 && rn_aligned16(dy, dy2, dx) && ((uintptr_t)idx & (NV - 1)) == 0;
+    const int64_t n = (int64_t)N * H * W * C / (vec ? NV : 1);
+    const bool small = n < ((int64_t)1 << 31);
+    const unsigned nb = tk_cu_blocks(n, 256);
+    const T *DY = (const T *)dy, *DY2 = (const T *)dy2;
+    T *DX = (T *)dx;
+    if (vec && small) maxpool_bwd<T, NV, uint32_t><<<nb, 256, 0, st>>>(DY, DY2, idx, N, H, W, C, R, stride, pad, P, Q, DX);
+    else if (vec) maxpool_bwd<T, NV, uint64_t><<<nb, 256, 0, st>>>(DY, DY2, idx, N, H, W, C, R, stride, pad, P, Q, DX);
+    else if (small) maxpool_bwd<T, 1, uint32_t><<<nb, 256, 0, st>>>(DY, DY2, idx, N, H, W, C, R, stride, pad, P, Q, DX);
+    else maxpool_bwd<T, 1, uint64_t><<<nb, 256, 0, st>>>(DY, DY2, idx, N, H, W, C, R, stride, pad, P, Q, DX);
+}
+
 } // namespace
 
 #define BF (t == TK_BF16)
@@ -90,9 +178,8 @@ int tk_maxpool_fwd_cuda(tk_ctx *c, tk_dtype t, const void *x, int N, int H, int 
                         void *y, uint8_t *idx, tk_err *e) {
     TRY(tk_pool_check(t, N, H, W, C, R, stride, pad, e));
     const int P = tk_pool_out(H, R, stride, pad), Q = tk_pool_out(W, R, stride, pad);
-    const unsigned nb = tk_cu_blocks((int64_t)N * P * Q * C, 256);
-    if (BF) maxpool_fwd<<<nb, 256, 0, tk_cu_stream(c)>>>((const bf *)x, N, H, W, C, R, stride, pad, P, Q, (bf *)y, idx);
-    else maxpool_fwd<<<nb, 256, 0, tk_cu_stream(c)>>>((const float *)x, N, H, W, C, R, stride, pad, P, Q, (float *)y, idx);
+    if (BF) mp_fwd<bf>(tk_cu_stream(c), x, N, H, W, C, R, stride, pad, P, Q, y, idx);
+    else mp_fwd<float>(tk_cu_stream(c), x, N, H, W, C, R, stride, pad, P, Q, y, idx);
     return tk_cu_check(e, "maxpool_fwd");
 }
 
@@ -100,13 +187,8 @@ int tk_maxpool_bwd_cuda(tk_ctx *c, tk_dtype t, const void *dy, const void *dy2, 
                         int W, int C, int R, int stride, int pad, void *dx, tk_err *e) {
     TRY(tk_pool_check(t, N, H, W, C, R, stride, pad, e));
     const int P = tk_pool_out(H, R, stride, pad), Q = tk_pool_out(W, R, stride, pad);
-    const unsigned nb = tk_cu_blocks((int64_t)N * H * W * C, 256);
-    if (BF)
-        maxpool_bwd<<<nb, 256, 0, tk_cu_stream(c)>>>((const bf *)dy, (const bf *)dy2, idx, N, H, W, C, R, stride, pad,
-                                                     P, Q, (bf *)dx);
-    else
-        maxpool_bwd<<<nb, 256, 0, tk_cu_stream(c)>>>((const float *)dy, (const float *)dy2, idx, N, H, W, C, R, stride,
-                                                     pad, P, Q, (float *)dx);
+    if (BF) mp_bwd<bf>(tk_cu_stream(c), dy, dy2, idx, N, H, W, C, R, stride, pad, P, Q, dx);
+    else mp_bwd<float>(tk_cu_stream(c), dy, dy2, idx, N, H, W, C, R, stride, pad, P, Q, dx);
     return tk_cu_check(e, "maxpool_bwd");
 }
 

@@ -4,7 +4,9 @@
 # torch.compile), in one invocation, batch 256 of 224x224 images already in GPU memory (no input
 # pipeline on either side). Ours: test_resnet_step's step_throughput_bench (the training step as
 # train-step captures it: forward, backward, an SGD update of the flat fp32 weights and their
-# bf16 copy, in one CUDA graph; also eager, the forward alone and the convolutions alone).
+# bf16 copy, in one CUDA graph; also eager, the forward alone, the convolutions alone, the batch
+# norms alone, and in LOGDIR/ours.out each BN pass and the step's other passes alone, with the
+# cuDNN plans it chose).
 #
 #   contrib/bench/resnet.sh            (from anywhere; builds nothing)
 #

@@ -1,5 +1,6 @@
 // cuDNN 9 convolutions (cudnn_conv.h): the graph API's descriptors for one convolution, plans
-// from the heuristics, a per-shape cache, execution through a variant pack.
+// from the heuristics (the fastest of the first few, timed, unless deterministic), a per-shape
+// cache, execution through a variant pack.
 #include "gpu/cudnn_conv.h"
 
 #include <stdio.h>
@@ -137,7 +138,7 @@ struct Plan {
     cudnnBackendDescriptor_t keep[2]; // the plan's operation graph and engine configuration, kept
                                       // alive as long as it (as cudnn-frontend does)
     int64_t ws;
-    char desc[160];
+    char desc[192];
 };
 
 const char *const kPassName[3] = {"fwd", "dgrad", "wgrad"};
@@ -147,7 +148,8 @@ int same(const Plan &p, tk_conv_pass pass, const tk_conv_shape *s, tk_dtype t) {
 }
 
 // Whether an engine's numerical notes suit the type: fp32 stays fp32 (no TF32 tensor cores, no
-// reduced-precision reduction); deterministic runs take no nondeterministic engine.
+// reduced-precision reduction, no FFT or Winograd transforms: the reference's sums, exact on
+// small integers); deterministic runs take no nondeterministic engine.
 int notes_ok(cudnnBackendDescriptor_t cfg, tk_dtype t, int deterministic, int64_t *engine_id) {
     Desc eng;
     tk_err e0;
@@ -167,7 +169,11 @@ int notes_ok(cudnnBackendDescriptor_t cfg, tk_dtype t, int deterministic, int64_
         if (deterministic && notes[i] == CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC) return 0;
         if (t == TK_F32 && (notes[i] == CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS ||
                             notes[i] == CUDNN_NUMERICAL_NOTE_TENSOR_CORE ||
-                            notes[i] == CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION))
+                            notes[i] == CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION ||
+                            notes[i] == CUDNN_NUMERICAL_NOTE_FFT || notes[i] == CUDNN_NUMERICAL_NOTE_WINOGRAD ||
+                            notes[i] == CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_4x4 ||
+                            notes[i] == CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_6x6 ||
+                            notes[i] == CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_13x13))
             return 0;
     }
     return 1;
@@ -233,11 +239,25 @@ int op_graph(tk_cudnn *h, tk_conv_pass pass, const tk_conv_shape *s, tk_dtype t,
     return 0;
 }
 
-// The first engine configuration of the heuristics' list (mode) that suits and finalizes into a
-// plan within the workspace limit: *plan (0 when none did).
-int first_plan(tk_cudnn *h, Desc &graph, cudnnBackendHeurMode_t mode, tk_dtype t, cudnnBackendDescriptor_t *plan,
-               cudnnBackendDescriptor_t *cfg, int64_t *ws, int64_t *engine, int *tried, tk_err *e) {
-    *plan = nullptr;
+// An engine configuration of the heuristics' list finalized into a plan.
+struct Cand {
+    cudnnBackendDescriptor_t plan, cfg;
+    int64_t ws, engine;
+    int index; // in the list
+};
+
+void drop(Cand &c) {
+    if (c.plan) api.DestroyDescriptor(c.plan);
+    if (c.cfg) api.DestroyDescriptor(c.cfg);
+    c.plan = c.cfg = nullptr;
+}
+
+// The engine configurations of the heuristics' list (mode) that suit and finalize into a plan within
+// the workspace limit, in the list's order: up to max of them into c[*n] (only list entry `only`
+// when it is >= 0).
+int candidates(tk_cudnn *h, Desc &graph, cudnnBackendHeurMode_t mode, tk_dtype t, int only, Cand *c, int max, int *n,
+               int *tried, tk_err *e) {
+    *n = 0;
     Desc heur;
     TRY(heur.make(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, e));
     TRY(set(heur.d, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph.d, e));
@@ -257,8 +277,9 @@ int first_plan(tk_cudnn *h, Desc &graph, cudnnBackendHeurMode_t mode, tk_dtype t
     int64_t got = 0;
     DNN(api.GetAttribute(heur.d, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got, raw),
         "heuristics results");
-    for (int64_t i = 0; i < got; i++) {
+    for (int64_t i = 0; i < got && *n < max; i++) {
         int64_t id = -1;
+        if (only >= 0 && i != only) continue;
         if (!notes_ok(raw[i], t, h->c->deterministic, &id)) continue;
         (*tried)++;
         Desc p;
@@ -266,16 +287,136 @@ int first_plan(tk_cudnn *h, Desc &graph, cudnnBackendHeurMode_t mode, tk_dtype t
         TRY(set(p.d, kPlanHandle, CUDNN_TYPE_HANDLE, 1, &h->h, e));
         TRY(set(p.d, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &raw[i], e));
         if (api.Finalize(p.d) != CUDNN_STATUS_SUCCESS) continue; // this engine cannot run the shape
-        int64_t need = 0, n = 0;
-        DNN(api.GetAttribute(p.d, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n, &need),
+        int64_t need = 0, nn = 0;
+        DNN(api.GetAttribute(p.d, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &nn, &need),
             "plan workspace size");
         if (need < 0 || (size_t)need > h->ws_limit) continue;
-        *plan = p.release();
-        *cfg = cfgs[i].release();
-        *ws = need;
-        *engine = id;
+        c[(*n)++] = Cand{p.release(), cfgs[i].release(), need, id, (int)i};
+    }
+    return 0;
+}
+
+// One run of a plan on the given buffers (x, w, y by the graph's unique ids).
+int execute(tk_cudnn *h, cudnnBackendDescriptor_t plan, void *x, void *w, void *y, void *ws, const char *what,
+            tk_err *e) {
+    int64_t uids[3] = {UID_X, UID_W, UID_Y};
+    void *ptrs[3] = {x, w, y};
+    Desc vp;
+    TRY(vp.make(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, e));
+    TRY(set(vp.d, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids, e));
+    TRY(set(vp.d, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, ptrs, e));
+    TRY(set(vp.d, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws, e));
+    DNN(api.Finalize(vp.d), "finalize variant pack");
+    DNN(api.Execute(h->h, plan, vp.d), what);
+    return 0;
+}
+
+// The autotuning (ctx->deterministic off): the first kTune candidates of heuristics mode A run on
+// scratch buffers of the shape, kRuns times each after one warm-up, and the fastest (median run)
+// is kept. The choice (its index in the list) is remembered for the process, so every model of
+// the process runs the same engines (graph vs eager tests, evaluation beside training).
+constexpr int kTune = 8, kRuns = 3;
+
+struct Tuned {
+    tk_conv_pass pass;
+    tk_conv_shape s;
+    tk_dtype t;
+    int index;
+};
+pthread_mutex_t tuned_mu = PTHREAD_MUTEX_INITIALIZER;
+Tuned tuned[1024];
+int ntuned;
+
+int tuned_index(tk_conv_pass pass, const tk_conv_shape *s, tk_dtype t) {
+    int r = -1;
+    pthread_mutex_lock(&tuned_mu);
+    for (int i = 0; i < ntuned && r < 0; i++)
+        if (tuned[i].pass == pass && tuned[i].t == t && memcmp(&tuned[i].s, s, sizeof *s) == 0) r = tuned[i].index;
+    pthread_mutex_unlock(&tuned_mu);
+    return r;
+}
+
+void remember(tk_conv_pass pass, const tk_conv_shape *s, tk_dtype t, int index) {
+    pthread_mutex_lock(&tuned_mu);
+    if (ntuned < (int)(sizeof tuned / sizeof *tuned)) tuned[ntuned++] = Tuned{pass, *s, t, index};
+    pthread_mutex_unlock(&tuned_mu);
+}
+
+// The median time of kRuns runs of each candidate into ms[] (a candidate that fails: infinity);
+// nonzero when the scratch buffers could not be had (then nothing is timed).
+int time_candidates(tk_cudnn *h, const tk_conv_shape *s, tk_dtype t, const Cand *c, int n, float *ms) {
+    const size_t es = t == TK_BF16 ? 2 : 4, nx = (size_t)tk_conv_x_numel(s) * es, nw = (size_t)tk_conv_w_numel(s) * es,
+                 ny = (size_t)tk_conv_y_numel(s) * es;
+    size_t nws = 0;
+    for (int i = 0; i < n; i++) nws = (size_t)c[i].ws > nws ? (size_t)c[i].ws : nws;
+    cudaStream_t st = (cudaStream_t)h->c->stream[TK_STREAM_COMPUTE];
+    void *x = nullptr, *w = nullptr, *y = nullptr, *ws = nullptr;
+    cudaEvent_t a = nullptr, b = nullptr;
+    int rc = cudaMalloc(&x, nx) != cudaSuccess || cudaMalloc(&w, nw) != cudaSuccess ||
+             cudaMalloc(&y, ny) != cudaSuccess || (nws && cudaMalloc(&ws, nws) != cudaSuccess) ||
+             cudaEventCreate(&a) != cudaSuccess || cudaEventCreate(&b) != cudaSuccess;
+    if (!rc) rc = cudaMemsetAsync(x, 0, nx, st) != cudaSuccess || cudaMemsetAsync(w, 0, nw, st) != cudaSuccess ||
+                  cudaMemsetAsync(y, 0, ny, st) != cudaSuccess;
+    for (int i = 0; !rc && i < n; i++) {
+        tk_err e0 = {0};
+        float r[kRuns];
+        ms[i] = 1e30f;
+        if (execute(h, c[i].plan, x, w, y, ws, "autotune", &e0)) continue; // warm-up
+        int bad = 0;
+        for (int k = 0; k < kRuns && !bad; k++) {
+            cudaEventRecord(a, st);
+            bad = execute(h, c[i].plan, x, w, y, ws, "autotune", &e0);
+            cudaEventRecord(b, st);
+            bad = bad || cudaEventSynchronize(b) != cudaSuccess || cudaEventElapsedTime(&r[k], a, b) != cudaSuccess;
+        }
+        if (bad) continue;
+        for (int p = 1; p < kRuns; p++)
+            for (int q = p; q > 0 && r[q] < r[q - 1]; q--) {
+                float tmp = r[q];
+                r[q] = r[q - 1], r[q - 1] = tmp;
+            }
+        ms[i] = r[kRuns / 2];
+    }
+    cudaStreamSynchronize(st);
+    cudaGetLastError(); // (a failed candidate's launch error is not the caller's)
+    if (a) cudaEventDestroy(a);
+    if (b) cudaEventDestroy(b);
+    void *bufs[4] = {x, w, y, ws};
+    for (int i = 0; i < 4; i++)
+        if (bufs[i]) cudaFree(bufs[i]);
+    return rc;
+}
+
+// The plan of a pass: the remembered engine, or mode A's candidates timed (autotuning) or its
+// first (deterministic), else the fallback list's first. *chosen: empty plan when none.
+int pick(tk_cudnn *h, Desc &graph, tk_conv_pass pass, const tk_conv_shape *s, tk_dtype t, Cand *chosen, int *tried,
+         float *best_ms, int *ntimed, tk_err *e) {
+    *chosen = Cand{};
+    *best_ms = -1, *ntimed = 0;
+    const int tune = !h->c->deterministic;
+    int n = 0;
+    Cand c[kTune];
+    const int remembered = tune ? tuned_index(pass, s, t) : -1;
+    if (remembered >= 0) TRY(candidates(h, graph, CUDNN_HEUR_MODE_A, t, remembered, c, 1, &n, tried, e));
+    if (!n) TRY(candidates(h, graph, CUDNN_HEUR_MODE_A, t, -1, c, tune ? kTune : 1, &n, tried, e));
+    int k = 0;
+    if (n > 1) {
+        float ms[kTune];
+        if (!time_candidates(h, s, t, c, n, ms)) {
+            for (int i = 1; i < n; i++)
+                if (ms[i] < ms[k]) k = i;
+            *best_ms = ms[k], *ntimed = n;
+        }
+        remember(pass, s, t, c[k].index);
+    }
+    for (int i = 0; i < n; i++)
+        if (i != k) drop(c[i]);
+    if (n) {
+        *chosen = c[k];
         return 0;
     }
+    TRY(candidates(h, graph, CUDNN_HEUR_MODE_FALLBACK, t, -1, c, 1, &n, tried, e));
+    if (n) *chosen = c[0];
     return 0;
 }
 
@@ -330,12 +471,11 @@ int tk_cudnn_plan(tk_cudnn *h, tk_conv_pass pass, const tk_conv_shape *s, tk_dty
     }
     Desc graph;
     TRY(op_graph(h, pass, s, t, graph, e));
-    cudnnBackendDescriptor_t plan = nullptr, cfg = nullptr;
-    int64_t ws = 0, engine = -1;
-    int tried = 0;
-    TRY(first_plan(h, graph, CUDNN_HEUR_MODE_A, t, &plan, &cfg, &ws, &engine, &tried, e));
-    if (!plan) TRY(first_plan(h, graph, CUDNN_HEUR_MODE_FALLBACK, t, &plan, &cfg, &ws, &engine, &tried, e));
-    if (!plan) {
+    Cand c;
+    int tried = 0, ntimed = 0;
+    float ms = -1;
+    TRY(pick(h, graph, pass, s, t, &c, &tried, &ms, &ntimed, e));
+    if (!c.plan) {
         tk_err_set(e, TK_EDEVICE,
                    "cuDNN has no engine for %s N %d %dx%dx%d -> %d %dx%d/%d pad %d in %s (%d engines tried, "
                    "workspace limit %zu B)",
@@ -347,13 +487,16 @@ int tk_cudnn_plan(tk_cudnn *h, tk_conv_pass pass, const tk_conv_shape *s, tk_dty
     p->pass = pass;
     p->s = *s;
     p->t = t;
-    p->plan = plan;
+    p->plan = c.plan;
     p->keep[0] = graph.release();
-    p->keep[1] = cfg;
-    p->ws = ws;
-    snprintf(p->desc, sizeof p->desc, "%s N%d %dx%dx%d -> %d %dx%d/%d %s: engine %lld, %lld B workspace",
-             kPassName[pass], s->N, s->H, s->W, s->C, s->K, s->R, s->S, s->stride, tk_dtype_name(t), (long long)engine,
-             (long long)ws);
+    p->keep[1] = c.cfg;
+    p->ws = c.ws;
+    const int64_t ws = c.ws;
+    char timed[48] = "";
+    if (ntimed) snprintf(timed, sizeof timed, ", fastest of %d: %.3f ms", ntimed, ms);
+    snprintf(p->desc, sizeof p->desc, "%s N%d %dx%dx%d -> %d %dx%d/%d %s: engine %lld (list %d), %lld B workspace%s",
+             kPassName[pass], s->N, s->H, s->W, s->C, s->K, s->R, s->S, s->stride, tk_dtype_name(t),
+             (long long)c.engine, c.index, (long long)ws, timed);
     if ((size_t)ws > h->ws_need) h->ws_need = (size_t)ws;
     return 0;
 }
@@ -379,16 +522,7 @@ int tk_cudnn_conv(tk_cudnn *h, tk_conv_pass pass, const tk_conv_shape *s, tk_dty
     void *x = (void *)a, *w = (void *)b, *y = out;
     if (pass == TK_CONV_BWD_DATA) x = out, w = (void *)b, y = (void *)a;
     if (pass == TK_CONV_BWD_FILTER) x = (void *)a, w = out, y = (void *)b;
-    int64_t uids[3] = {UID_X, UID_W, UID_Y};
-    void *ptrs[3] = {x, w, y}, *ws = h->ws;
-    Desc vp;
-    TRY(vp.make(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, e));
-    TRY(set(vp.d, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids, e));
-    TRY(set(vp.d, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, ptrs, e));
-    TRY(set(vp.d, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws, e));
-    DNN(api.Finalize(vp.d), "finalize variant pack");
-    DNN(api.Execute(h->h, p->plan, vp.d), kPassName[pass]);
-    return 0;
+    return execute(h, p->plan, x, w, y, h->ws, kPassName[pass], e);
 }
 
 int tk_cudnn_nplans(const tk_cudnn *h) { return h ? h->n : 0; }

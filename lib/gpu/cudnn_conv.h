@@ -2,12 +2,15 @@
 // data and backward filter of kernels/conv.h (NHWC activations, KRSC filters, fp32 or bf16 with
 // fp32 accumulation). Each distinct (pass, shape, type) gets an execution plan once, before any
 // capture: the operation graph of one convolution, cuDNN's heuristics (mode A, then the fallback
-// list), and the first engine configuration that finalizes within the workspace limit and whose
-// numerical notes the type allows (fp32: no tensor-core down-conversion, so fp32 stays fp32; with
-// ctx->deterministic: no nondeterministic engine). Plans are cached per shape; running one is a
-// variant pack and cudnnBackendExecute on the compute stream: no allocation, no host sync, so it
-// can be captured in a CUDA graph. The workspace is the caller's (one buffer for all plans, sized
-// by tk_cudnn_ws_bytes once every shape is planned).
+// list), and, of the engine configurations that finalize within the workspace limit and whose
+// numerical notes the type allows (fp32: no tensor-core down-conversion, FFT or Winograd, so fp32
+// stays fp32; with ctx->deterministic: no nondeterministic engine), the fastest of mode A's first
+// 8, each timed on scratch buffers of the shape (autotuning, as torch's cudnn.benchmark; the
+// choice is kept for the process, so its models agree), or, with ctx->deterministic, the first
+// (the same engine on every run, so runs repeat bit for bit). Plans are cached per shape; running
+// one is a variant pack and cudnnBackendExecute on the compute stream: no allocation, no host
+// sync, so it can be captured in a CUDA graph. The workspace is the caller's (one buffer for all
+// plans, sized by tk_cudnn_ws_bytes once every shape is planned).
 //
 // libcudnn.so.9 is opened at run time (dlopen) on the first tk_cudnn_create, so nothing else in
 // trainkit needs it to start; without it, or in a build without cuDNN's headers, tk_cudnn_create

@@ -112,12 +112,15 @@ TK_TEST(conv_cudnn_vs_reference) {
 
 // ---- batch normalization ----
 
-static void bn_case(int64_t M, int C, tk_dtype t, int relu, int res, int *failed_) {
+// ints: small-integer x, dy, dy2, res and M a power of two, so the statistics are exact on both
+// sides: y, y eval, dz, dbeta and every statistic must then be bit-exact.
+static void bn_case(int64_t M, int C, tk_dtype t, int relu, int res, int ints, int *failed_) {
     int *tk_failed_ = failed_;
     tk_err e = {0};
     const size_t n = (size_t)M * C, es = tk_dtype_size(t);
-    float *x = gt_host(n * 4), *r = rand_host(n, 0), *dy = rand_host(n, 0), *dy2 = rand_host(n, 0);
-    gt_fill(x, n, -0.5f, 2.5f, 0); // a mean away from 0, as convolution outputs have
+    float *x = gt_host(n * 4), *r = rand_host(n, ints), *dy = rand_host(n, ints), *dy2 = rand_host(n, ints);
+    if (ints) gt_fill(x, n, -2, 5, 1);
+    else gt_fill(x, n, -0.5f, 2.5f, 0); // a mean away from 0, as convolution outputs have
     gt_round(x, n, t), gt_round(r, n, t), gt_round(dy, n, t), gt_round(dy2, n, t);
     float *gamma = rand_host((size_t)C, 0), *beta = rand_host((size_t)C, 0), *rm = rand_host((size_t)C, 0),
           *rv = gt_host((size_t)C * 4);
@@ -134,7 +137,7 @@ static void bn_case(int64_t M, int C, tk_dtype t, int relu, int res, int *failed
     const float eps = 1e-5f, mom = 0.1f;
     CHECK_EQ_INT(tk_bn_fwd_train_ref(t, hx, M, C, gamma, beta, res ? hr : NULL, relu, eps, mom, rm_ref, rv_ref, sm_ref,
                                      si_ref, hy, &e), 0);
-    CHECK_EQ_INT(tk_bn_bwd_ref(t, hx, relu ? hy : NULL, hdy, res ? hdy2 : NULL, M, C, gamma, sm_ref, si_ref, hdxo, hdz,
+    CHECK_EQ_INT(tk_bn_bwd_ref(t, hx, relu ? hy : NULL, NULL, hdy, res ? hdy2 : NULL, M, C, gamma, sm_ref, si_ref, hdxo, hdz,
                                dg_ref, db_ref, &e), 0);
     CHECK_EQ_INT(tk_bn_fwd_eval_ref(t, hx, M, C, gamma, beta, res ? hr : NULL, relu, eps, rm_ref, rv_ref, hye, &e), 0);
     // the device
@@ -148,7 +151,7 @@ static void bn_case(int64_t M, int C, tk_dtype t, int relu, int res, int *failed
     gt_poison(dy_, n * es, 0xff), gt_poison(ddx, n * es, 0xff), gt_poison(ddz, n * es, 0xff);
     CHECK_EQ_INT(tk_bn_fwd_train(gt_ctx_, t, dx, M, C, dgm, dbt, res ? dr : NULL, relu, eps, mom, drm, drv, dsm, dsi,
                                  dy_, ws, &e), 0);
-    CHECK_EQ_INT(tk_bn_bwd(gt_ctx_, t, dx, relu ? dy_ : NULL, ddy, res ? ddy2 : NULL, M, C, dgm, dsm, dsi, ddx, ddz,
+    CHECK_EQ_INT(tk_bn_bwd(gt_ctx_, t, dx, relu ? dy_ : NULL, NULL, ddy, res ? ddy2 : NULL, M, C, dgm, dsm, dsi, ddx, ddz,
                            ddg, ddb, ws, &e), 0);
     CHECK_EQ_INT(tk_bn_fwd_eval(gt_ctx_, t, dx, M, C, dgm, dbt, res ? dr : NULL, relu, eps, drm, drv, dye, &e), 0);
     CHECK_EQ_INT(gt_sync(&e), 0);
@@ -160,17 +163,45 @@ static void bn_case(int64_t M, int C, tk_dtype t, int relu, int res, int *failed
     for (int k = 0; k < 4; k++) {
         gt_down_as(got, outs[k].dev, n, t);
         for (size_t i = 0; i < n; i++) ref[i] = t == TK_BF16 ? tk_bf16_to_f32(((uint16_t *)outs[k].host)[i]) : ((float *)outs[k].host)[i];
-        snprintf(what, sizeof what, "bn %s %s M%lld C%d%s%s", outs[k].name, tk_dtype_name(t), (long long)M, C,
-                 relu ? " relu" : "", res ? " res" : "");
-        CHECK(close_enough(what, got, ref, n, tol));
+        snprintf(what, sizeof what, "bn %s %s M%lld C%d%s%s%s", outs[k].name, tk_dtype_name(t), (long long)M, C,
+                 relu ? " relu" : "", res ? " res" : "", ints ? " ints" : "");
+        CHECK(close_enough(what, got, ref, n, ints && k != 1 ? 0 : tol));
     }
     struct { const char *name; float *dev, *host; } stats[] = {{"mean", dsm, sm_ref}, {"invstd", dsi, si_ref},
         {"running mean", drm, rm_ref}, {"running var", drv, rv_ref}, {"dgamma", ddg, dg_ref}, {"dbeta", ddb, db_ref}};
     for (int k = 0; k < 6; k++) {
         gt_down(gc, stats[k].dev, (size_t)C * 4);
-        snprintf(what, sizeof what, "bn %s %s M%lld C%d", stats[k].name, tk_dtype_name(t), (long long)M, C);
+        snprintf(what, sizeof what, "bn %s %s M%lld C%d%s", stats[k].name, tk_dtype_name(t), (long long)M, C,
+                 ints ? " ints" : "");
         // statistics are fp32 on both sides; dgamma/dbeta sum rounded bf16 values the same way
-        CHECK(close_enough(what, gc, stats[k].host, (size_t)C, k >= 4 && t == TK_BF16 ? 1e-4 : 1e-5));
+        CHECK(close_enough(what, gc, stats[k].host, (size_t)C,
+                           ints && k != 4 ? 0 : k >= 4 && t == TK_BF16 ? 1e-4 : 1e-5));
+    }
+    if (relu && !res) { // the backward with its mask recomputed from x (no y): the same as from y
+        void *hdx2 = gt_host(n * es), *hdz2 = gt_host(n * es);
+        float *dg2 = gt_host((size_t)C * 4), *db2 = gt_host((size_t)C * 4);
+        CHECK_EQ_INT(tk_bn_bwd_ref(t, hx, NULL, beta, hdy, NULL, M, C, gamma, sm_ref, si_ref, hdx2, hdz2, dg2, db2, &e),
+                     0);
+        CHECK(memcmp(hdx2, hdxo, n * es) == 0 && memcmp(hdz2, hdz, n * es) == 0); // the reference agrees with itself
+        gt_poison(ddx, n * es, 0xff), gt_poison(ddz, n * es, 0xff);
+        CHECK_EQ_INT(tk_bn_bwd(gt_ctx_, t, dx, NULL, dbt, ddy, NULL, M, C, dgm, dsm, dsi, ddx, ddz, ddg, ddb, ws, &e), 0);
+        CHECK_EQ_INT(gt_sync(&e), 0);
+        struct { const char *name; void *dev, *host; } o2[] = {{"dx x-mask", ddx, hdx2}, {"dz x-mask", ddz, hdz2}};
+        for (int k = 0; k < 2; k++) {
+            gt_down_as(got, o2[k].dev, n, t);
+            for (size_t i = 0; i < n; i++) ref[i] = t == TK_BF16 ? tk_bf16_to_f32(((uint16_t *)o2[k].host)[i]) : ((float *)o2[k].host)[i];
+            snprintf(what, sizeof what, "bn %s %s M%lld C%d%s", o2[k].name, tk_dtype_name(t), (long long)M, C,
+                     ints ? " ints" : "");
+            CHECK(close_enough(what, got, ref, n, ints && k == 1 ? 0 : tol));
+        }
+        struct { const char *name; float *dev, *host; } s2[] = {{"dgamma x-mask", ddg, dg2}, {"dbeta x-mask", ddb, db2}};
+        for (int k = 0; k < 2; k++) {
+            gt_down(gc, s2[k].dev, (size_t)C * 4);
+            snprintf(what, sizeof what, "bn %s %s M%lld C%d%s", s2[k].name, tk_dtype_name(t), (long long)M, C,
+                     ints ? " ints" : "");
+            CHECK(close_enough(what, gc, s2[k].host, (size_t)C, ints && k == 1 ? 0 : t == TK_BF16 ? 1e-4 : 1e-5));
+        }
+        free(hdx2), free(hdz2), free(dg2), free(db2);
     }
     void *dev[] = {dgm, dbt, drm, drv, dsm, dsi, ddg, ddb, dy_, ddx, ddz, dye, ws, dx, dr, ddy, ddy2};
     for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) tk_free(gt_ctx_, dev[i]);
@@ -182,11 +213,15 @@ static void bn_case(int64_t M, int C, tk_dtype t, int relu, int res, int *failed
 TK_TEST(bn_vs_reference) {
     for (int tt = 0; tt < 2; tt++) {
         tk_dtype t = tt ? TK_BF16 : TK_F32;
-        bn_case(1000, 64, t, 1, 0, tk_failed_);      // vector path, ReLU
-        bn_case(2000, 256, t, 1, 1, tk_failed_);     // residual + ReLU
-        bn_case(37, 3, t, 0, 0, tk_failed_);         // scalar path, odd channels
-        bn_case(100003, 32, t, 1, 1, tk_failed_);    // many row groups (G capped at 1024)
-        bn_case(6, 2048, t, 0, 1, tk_failed_);       // ResNet-50's last stage at tiny M
+        bn_case(1000, 64, t, 1, 0, 0, tk_failed_);      // vector path, ReLU
+        bn_case(2000, 256, t, 1, 1, 0, tk_failed_);     // residual + ReLU
+        bn_case(37, 3, t, 0, 0, 0, tk_failed_);         // scalar path, odd channels
+        bn_case(100003, 32, t, 1, 1, 0, tk_failed_);    // many row groups (G capped at 1024)
+        bn_case(6, 2048, t, 0, 1, 0, tk_failed_);       // ResNet-50's last stage at tiny M
+        bn_case(300, 2056, t, 1, 1, 0, tk_failed_);     // a last tile of one vector (bf16: 257 vectors)
+        bn_case(1024, 64, t, 1, 1, 1, tk_failed_);      // small integers: exact
+        bn_case(4096, 5, t, 1, 0, 1, tk_failed_);       // small integers, scalar path
+        bn_case(262144, 48, t, 0, 1, 1, tk_failed_);    // small integers, G capped, every final lane busy
     }
 }
 
@@ -194,10 +229,11 @@ TK_TEST(bn_vs_reference) {
 
 TK_TEST(pool_vs_reference) {
     tk_err e = {0};
-    for (int tt = 0; tt < 2; tt++)
+    // C 24: 16-byte vectors of channels in both types; C 6: one channel per thread
+    for (int tt = 0; tt < 4; tt++)
         for (int ints = 0; ints < 2; ints++) {
-            const tk_dtype t = tt ? TK_BF16 : TK_F32;
-            const int N = 3, H = 17, W = 14, C = 24, R = 3, st = 2, pad = 1;
+            const tk_dtype t = tt & 1 ? TK_BF16 : TK_F32;
+            const int N = 3, H = 17, W = 14, C = tt < 2 ? 24 : 6, R = 3, st = 2, pad = 1;
             const int P = tk_pool_out(H, R, st, pad), Q = tk_pool_out(W, R, st, pad);
             const size_t nx = (size_t)N * H * W * C, ny = (size_t)N * P * Q * C, es = tk_dtype_size(t);
             float *x = rand_host(nx, ints), *dy = rand_host(ny, 0), *dy2 = rand_host(ny, 0);
@@ -224,9 +260,9 @@ TK_TEST(pool_vs_reference) {
             for (size_t i = 0; i < ny; i++) b[i] = t == TK_BF16 ? tk_bf16_to_f32(((uint16_t *)hy)[i]) : ((float *)hy)[i];
             for (size_t i = 0; i < nx; i++) d[i] = t == TK_BF16 ? tk_bf16_to_f32(((uint16_t *)hdx)[i]) : ((float *)hdx)[i];
             char what[64];
-            snprintf(what, sizeof what, "maxpool fwd %s%s", tk_dtype_name(t), ints ? " ints" : "");
+            snprintf(what, sizeof what, "maxpool fwd %s C%d%s", tk_dtype_name(t), C, ints ? " ints" : "");
             CHECK(close_enough(what, a, b, ny, 0));
-            snprintf(what, sizeof what, "maxpool bwd %s%s", tk_dtype_name(t), ints ? " ints" : "");
+            snprintf(what, sizeof what, "maxpool bwd %s C%d%s", tk_dtype_name(t), C, ints ? " ints" : "");
             CHECK(close_enough(what, c2, d, nx, 0));
             // global average pooling over the same input (HW = H W)
             void *hp = gt_host((size_t)N * C * es), *dp = gt_dev((size_t)N * C * es), *hq = gt_host(nx * es);
@@ -238,9 +274,9 @@ TK_TEST(pool_vs_reference) {
             gt_down_as(a, dp, (size_t)N * C, t), gt_down_as(c2, ddx, nx, t);
             for (size_t i = 0; i < (size_t)N * C; i++) b[i] = t == TK_BF16 ? tk_bf16_to_f32(((uint16_t *)hp)[i]) : ((float *)hp)[i];
             for (size_t i = 0; i < nx; i++) d[i] = t == TK_BF16 ? tk_bf16_to_f32(((uint16_t *)hq)[i]) : ((float *)hq)[i];
-            snprintf(what, sizeof what, "avgpool fwd %s%s", tk_dtype_name(t), ints ? " ints" : "");
+            snprintf(what, sizeof what, "avgpool fwd %s C%d%s", tk_dtype_name(t), C, ints ? " ints" : "");
             CHECK(close_enough(what, a, b, (size_t)N * C, 0));
-            snprintf(what, sizeof what, "avgpool bwd %s%s", tk_dtype_name(t), ints ? " ints" : "");
+            snprintf(what, sizeof what, "avgpool bwd %s C%d%s", tk_dtype_name(t), C, ints ? " ints" : "");
             CHECK(close_enough(what, c2, d, nx, 0));
             void *dev[] = {dx, ddy, ddy2, dyo, ddx, didx, dp};
             for (int i = 0; i < 7; i++) tk_free(gt_ctx_, dev[i]);

@@ -25,6 +25,8 @@
 #include "gpu/cudnn_conv.h"
 #include "gpu_test.h"
 #include "bn.h"
+#include "img_norm.h"
+#include "pool.h"
 #include "sgd.h"
 #include "xent_smooth.h"
 #include "workloads/resnet/resnet.h"
@@ -223,10 +225,7 @@ typedef struct {
     int64_t M;
 } bn_pass;
 
-static void run_bns(rn_model *m) {
-    tk_err e = {0};
-    const float eps = 1e-5f, mom = 0.1f;
-    bn_pass v[4 * RN_MAX_BLOCKS + 1];
+static int bn_passes(rn_model *m, bn_pass *v) {
     int n = 0;
     v[n++] = (bn_pass){&m->b0, m->y0, NULL, m->z0, 1, tk_conv_y_numel(&m->c0.s) / m->b0.C};
     for (int i = 0; i < m->nblk; i++) {
@@ -236,15 +235,28 @@ static void run_bns(rn_model *m) {
         v[n++] = (bn_pass){&k->b3, k->y3, k->down ? k->zd : k->in, k->out, 1, tk_conv_y_numel(&k->c3.s) / k->b3.C};
         if (k->down) v[n++] = (bn_pass){&k->bd, k->yd, NULL, k->zd, 0, tk_conv_y_numel(&k->cd.s) / k->bd.C};
     }
-    for (int i = 0; i < n; i++) {
-        rn_bn *b = v[i].bn;
-        tk_bn_fwd_train(m->c, m->t, v[i].x, v[i].M, b->C, b->gamma, b->beta, v[i].res, v[i].relu, eps, mom, b->rmean,
-                        b->rvar, b->smean, b->sinvstd, v[i].y, m->bn_ws, &e);
-        tk_bn_bwd(m->c, m->t, v[i].x, v[i].relu ? v[i].y : NULL, m->g[0], v[i].res ? m->g[1] : NULL, v[i].M, b->C,
-                  b->gamma, b->smean, b->sinvstd, m->g[2], v[i].res ? m->g[3] : NULL, b->dgamma, b->dbeta, m->bn_ws,
-                  &e);
-    }
+    return n;
+}
+
+// BN pass v: its forward (dir 0), its backward (1), or both (2).
+static void run_bn(rn_model *m, const bn_pass *v, int dir) {
+    tk_err e = {0};
+    const float eps = 1e-5f, mom = 0.1f;
+    rn_bn *b = v->bn;
+    if (dir != 1)
+        tk_bn_fwd_train(m->c, m->t, v->x, v->M, b->C, b->gamma, b->beta, v->res, v->relu, eps, mom, b->rmean, b->rvar,
+                        b->smean, b->sinvstd, v->y, m->bn_ws, &e);
+    if (dir != 0)
+        tk_bn_bwd(m->c, m->t, v->x, v->relu && v->res ? v->y : NULL, v->relu && !v->res ? b->beta : NULL, m->g[0],
+                  v->res ? m->g[1] : NULL, v->M, b->C, b->gamma, b->smean, b->sinvstd, m->g[2],
+                  v->res ? m->g[3] : NULL, b->dgamma, b->dbeta, m->bn_ws, &e);
     if (e.code) gt_die_("bench bns", &e);
+}
+
+static void run_bns(rn_model *m) {
+    bn_pass v[4 * RN_MAX_BLOCKS + 1];
+    const int n = bn_passes(m, v);
+    for (int i = 0; i < n; i++) run_bn(m, &v[i], 2);
 }
 
 static void run_convs(rn_model *m) { // every conv pass of one step, on the model's buffers
@@ -264,6 +276,83 @@ static void run_convs(rn_model *m) { // every conv pass of one step, on the mode
         }
     }
     if (e.code) gt_die_("bench convs", &e);
+}
+
+// The step's other passes, one at a time (the breakdown): 0 input normalization, 1 max pool
+// forward, 2 max pool backward, 3 average pool forward, 4 average pool backward, 5 loss, 6 SGD
+// update of every weight and its bf16 copy.
+typedef struct {
+    rn_model *m;
+    int what, bn, dir;
+} part_arg;
+
+static void part_fn(void *p) {
+    part_arg *a = p;
+    rn_model *m = a->m;
+    tk_err e = {0};
+    const int b = m->b, W = m->cfg.width;
+    const rn_block *last = &m->blk[m->nblk - 1];
+    const int hw = (int)(tk_conv_y_numel(&last->c3.s) / last->c3.s.K / b);
+    if (a->bn >= 0) {
+        bn_pass v[4 * RN_MAX_BLOCKS + 1];
+        bn_passes(m, v);
+        run_bn(m, &v[a->bn], a->dir);
+        return;
+    }
+    int rc = 0;
+    tk_img_norm nrm = {{123.675f, 116.28f, 103.53f}, {58.395f, 57.12f, 57.375f}};
+    switch (a->what) {
+    case 0: rc = tk_img_normalize(m->c, m->in_img, (int64_t)b * m->S * m->S, nrm, m->t, m->x0, m->cin, &e); break;
+    case 1: rc = tk_maxpool_fwd(m->c, m->t, m->z0, b, m->H0, m->H0, W, 3, 2, 1, m->pool, m->pool_idx, &e); break;
+    case 2: rc = tk_maxpool_bwd(m->c, m->t, m->g[0], m->g[1], m->pool_idx, b, m->H0, m->H0, W, 3, 2, 1, m->g[2], &e); break;
+    case 3: rc = tk_avgpool_fwd(m->c, m->t, last->out, b, hw, m->Cf, m->feat, &e); break;
+    case 4: rc = tk_avgpool_bwd(m->c, m->t, m->dfeat, b, hw, m->Cf, m->g[0], &e); break;
+    case 5:
+        rc = tk_xent_smooth(m->c, m->logits, m->in_label, b, m->cfg.classes, b, 0.1f, m->t, m->dlogits, m->loss_acc,
+                            m->xent_ws, &e);
+        break;
+    default:
+        rc = tk_sgd_update(m->c, m->P->dense_w, m->P->dense_g, m->P->dense_n, m->lr, m->P->copy,
+                           m->P->copy ? m->P->copy_type : TK_F32, &e);
+    }
+    if (rc) gt_die_("bench part", &e);
+}
+
+// Each BN pass of the step alone (forward, backward) and the other passes: "# table" lines with
+// each one's time and the bytes its kernels move per second (BN forward: x read twice, for the
+// statistics and the apply, res read and y written once; backward: x and dy read twice (the ReLU
+// mask from x) and dx written, or with dy2 x, dy, dy2, y read once, dz written and read back with
+// x, dx written).
+static void breakdown(rn_model *m) {
+    bn_pass v[4 * RN_MAX_BLOCKS + 1];
+    const int n = bn_passes(m, v);
+    const double es = (double)tk_dtype_size(m->t);
+    double tf = 0, tb = 0;
+    for (int i = 0; i < n; i++) {
+        double ms[2];
+        for (int d = 0; d < 2; d++) {
+            part_arg a = {m, 0, i, d};
+            ms[d] = gt_time_ms(part_fn, &a, 10);
+        }
+        const double el = (double)v[i].M * v[i].bn->C;
+        const double bf = el * es * (3 + (v[i].res != NULL));
+        const double bb = el * es * (v[i].res ? 4 + 1 + 2 + 1 : 2 * 2 + 1);
+        printf("# table resnet50 bn %2d M %7lld C %4d%s%s: fwd %7.1f us (%5.0f GB/s)  bwd %7.1f us (%5.0f GB/s)\n",
+               i, (long long)v[i].M, v[i].bn->C, v[i].relu ? " relu" : "", v[i].res ? " res" : "", ms[0] * 1e3,
+               bf / ms[0] / 1e6, ms[1] * 1e3, bb / ms[1] / 1e6);
+        tf += ms[0], tb += ms[1];
+    }
+    printf("# table resnet50 bn total: forwards %.2f ms, backwards %.2f ms\n", tf, tb);
+    const char *names[7] = {"input normalize", "max pool fwd", "max pool bwd", "avg pool fwd", "avg pool bwd",
+                            "loss (xent)", "SGD update"};
+    double tot = 0;
+    for (int w = 0; w < 7; w++) {
+        part_arg a = {m, w, -1, 0};
+        double ms = gt_time_ms(part_fn, &a, 10);
+        tot += ms;
+        printf("# table resnet50 other %-16s %7.1f us\n", names[w], ms * 1e3);
+    }
+    printf("# table resnet50 other passes total %.2f ms\n", tot);
 }
 
 static void bench_fn(void *p) {
@@ -314,6 +403,8 @@ TK_TEST(step_throughput_bench) {
     printf("# json {\"type\": \"bench\", \"impl\": \"trainkit\", \"batch\": %d, \"images_per_s\": %.1f, \"ms\": %.3f, "
            "\"eager_images_per_s\": %.1f, \"conv_ms\": %.3f}\n",
            b, b * 1e3 / ms[0], ms[0], b * 1e3 / ms[1], ms[3]);
+    breakdown(m);
+    for (int i = 0; i < tk_cudnn_nplans(m->dnn); i++) printf("# plan %s\n", tk_cudnn_plan_desc(m->dnn, i));
     tk_graph_destroy(&g);
     rn_destroy(m);
 }

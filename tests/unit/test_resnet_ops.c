@@ -136,7 +136,7 @@ TK_TEST(bn_backward_finite_differences) {
     for (int relu = 0; relu < 2; relu++) {
         float rm[C] = {0}, rv[C] = {1, 1, 1}, sm[C], si[C], y[M * C], dx[M * C], dz[M * C], dg[C], db[C];
         CHECK_EQ_INT(tk_bn_fwd_train_ref(TK_F32, x, M, C, gamma, beta, res, relu, 1e-5f, 0.1f, rm, rv, sm, si, y, &e), 0);
-        CHECK_EQ_INT(tk_bn_bwd_ref(TK_F32, x, relu ? y : NULL, dy, dy2, M, C, gamma, sm, si, dx, dz, dg, db, &e), 0);
+        CHECK_EQ_INT(tk_bn_bwd_ref(TK_F32, x, relu ? y : NULL, NULL, dy, dy2, M, C, gamma, sm, si, dx, dz, dg, db, &e), 0);
         // L as a function of the inputs; h small against the margin of every pre-activation
         double margin = 1e9;
         float pre[M * C], tmp[M * C], trm[C], trv[C], tsm[C], tsi[C];
@@ -170,6 +170,17 @@ TK_TEST(bn_backward_finite_differences) {
         // the residual's gradient is dz: (dy + dy2) masked by the ReLU
         for (int i = 0; i < M * C; i++) CHECK(dz[i] == (relu && !(y[i] > 0) ? 0.0f : dy[i] + dy2[i]));
     }
+    // without a residual, the ReLU's mask recomputed from x and beta is y > 0: the same bits
+    float rm[C] = {0}, rv[C] = {1, 1, 1}, sm[C], si[C], y[M * C], a[4][M * C], g[4][C];
+    CHECK_EQ_INT(tk_bn_fwd_train_ref(TK_F32, x, M, C, gamma, beta, NULL, 1, 1e-5f, 0.1f, rm, rv, sm, si, y, &e), 0);
+    int zeros = 0;
+    for (int i = 0; i < M * C; i++) zeros += !(y[i] > 0);
+    CHECK(zeros > 0 && zeros < M * C);
+    CHECK_EQ_INT(tk_bn_bwd_ref(TK_F32, x, y, NULL, wgt, NULL, M, C, gamma, sm, si, a[0], a[1], g[0], g[1], &e), 0);
+    CHECK_EQ_INT(tk_bn_bwd_ref(TK_F32, x, NULL, beta, wgt, NULL, M, C, gamma, sm, si, a[2], a[3], g[2], g[3], &e), 0);
+    CHECK(memcmp(a[0], a[2], sizeof a[0]) == 0 && memcmp(a[1], a[3], sizeof a[1]) == 0);
+    CHECK(memcmp(g[0], g[2], sizeof g[0]) == 0 && memcmp(g[1], g[3], sizeof g[1]) == 0);
+    for (int i = 0; i < M * C; i++) CHECK(a[1][i] == (y[i] > 0 ? wgt[i] : 0.0f));
 }
 
 // ---- pooling ----

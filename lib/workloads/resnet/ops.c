@@ -40,15 +40,15 @@ int tk_bn_fwd_eval(tk_ctx *c, tk_dtype t, const void *x, int64_t M, int C, const
                        tk_bn_fwd_eval_cuda(c, t, x, M, C, gamma, beta, res, relu, eps, run_mean, run_var, y, e));
 }
 
-int tk_bn_bwd(tk_ctx *c, tk_dtype t, const void *x, const void *y, const void *dy, const void *dy2, int64_t M, int C,
-              const float *gamma, const float *save_mean, const float *save_invstd, void *dx, void *dz_out,
-              float *dgamma, float *dbeta, void *ws, tk_err *e) {
+int tk_bn_bwd(tk_ctx *c, tk_dtype t, const void *x, const void *y, const float *beta, const void *dy, const void *dy2,
+              int64_t M, int C, const float *gamma, const float *save_mean, const float *save_invstd, void *dx,
+              void *dz_out, float *dgamma, float *dbeta, void *ws, tk_err *e) {
     (void)ws;
     return TK_DISPATCH(c,
-                       tk_bn_bwd_ref(t, x, y, dy, dy2, M, C, gamma, save_mean, save_invstd, dx, dz_out, dgamma,
+                       tk_bn_bwd_ref(t, x, y, beta, dy, dy2, M, C, gamma, save_mean, save_invstd, dx, dz_out, dgamma,
                                      dbeta, e),
-                       tk_bn_bwd_cuda(c, t, x, y, dy, dy2, M, C, gamma, save_mean, save_invstd, dx, dz_out, dgamma,
-                                      dbeta, ws, e));
+                       tk_bn_bwd_cuda(c, t, x, y, beta, dy, dy2, M, C, gamma, save_mean, save_invstd, dx, dz_out,
+                                      dgamma, dbeta, ws, e));
 }
 
 int tk_maxpool_fwd(tk_ctx *c, tk_dtype t, const void *x, int N, int H, int W, int C, int R, int stride, int pad,

@@ -37,10 +37,12 @@ static int bn_fwd(rn_model *m, rn_bn *bn, const void *x, int64_t M, const void *
                            bn->rmean, bn->rvar, bn->smean, bn->sinvstd, y, m->bn_ws, e);
 }
 
-static int bn_bwd(rn_model *m, const rn_bn *bn, const void *x, const void *y, const void *dy, const void *dy2,
-                  int64_t M, void *dx, void *dz, tk_err *e) {
-    return tk_bn_bwd(m->c, m->t, x, y, dy, dy2, M, bn->C, bn->gamma, bn->smean, bn->sinvstd, dx, dz, bn->dgamma,
-                     bn->dbeta, m->bn_ws, e);
+// relu: the forward had a ReLU and no residual: its mask is recomputed from x (kernels/bn.h), so
+// its output is not read again; y: the output of a forward with a ReLU and a residual.
+static int bn_bwd(rn_model *m, const rn_bn *bn, const void *x, const void *y, int relu, const void *dy,
+                  const void *dy2, int64_t M, void *dx, void *dz, tk_err *e) {
+    return tk_bn_bwd(m->c, m->t, x, y, relu ? bn->beta : NULL, dy, dy2, M, bn->C, bn->gamma, bn->smean, bn->sinvstd,
+                     dx, dz, bn->dgamma, bn->dbeta, m->bn_ws, e);
 }
 
 static int block_fwd(rn_model *m, rn_block *k, int train, tk_err *e) {
@@ -107,21 +109,21 @@ static void put(pool_t *p, const void *buf) {
 // two.
 static int block_bwd(rn_model *m, pool_t *p, rn_block *k, void **gy, void **gs, tk_err *e) {
     void *dz = take(p), *d3 = take(p);
-    TRY(bn_bwd(m, &k->b3, k->y3, k->out, *gy, *gs, rows(&k->c3), d3, dz, e));
+    TRY(bn_bwd(m, &k->b3, k->y3, k->out, 0, *gy, *gs, rows(&k->c3), d3, dz, e));
     put(p, *gy), put(p, *gs);
     void *g2 = take(p);
     TRY(conv_dgrad(m, &k->c3, d3, g2, e));
     TRY(conv_wgrad(m, &k->c3, k->z2, d3, e));
     put(p, d3);
     void *d2 = take(p);
-    TRY(bn_bwd(m, &k->b2, k->y2, k->z2, g2, NULL, rows(&k->c2), d2, NULL, e));
+    TRY(bn_bwd(m, &k->b2, k->y2, NULL, 1, g2, NULL, rows(&k->c2), d2, NULL, e));
     put(p, g2);
     void *g1 = take(p);
     TRY(conv_dgrad(m, &k->c2, d2, g1, e));
     TRY(conv_wgrad(m, &k->c2, k->z1, d2, e));
     put(p, d2);
     void *d1 = take(p);
-    TRY(bn_bwd(m, &k->b1, k->y1, k->z1, g1, NULL, rows(&k->c1), d1, NULL, e));
+    TRY(bn_bwd(m, &k->b1, k->y1, NULL, 1, g1, NULL, rows(&k->c1), d1, NULL, e));
     put(p, g1);
     void *ga = take(p);
     TRY(conv_dgrad(m, &k->c1, d1, ga, e));
@@ -129,7 +131,7 @@ static int block_bwd(rn_model *m, pool_t *p, rn_block *k, void **gy, void **gs, 
     put(p, d1);
     if (k->down) { // the shortcut's BN (no ReLU of its own) and convolution
         void *dd = take(p);
-        TRY(bn_bwd(m, &k->bd, k->yd, NULL, dz, NULL, rows(&k->cd), dd, NULL, e));
+        TRY(bn_bwd(m, &k->bd, k->yd, NULL, 0, dz, NULL, rows(&k->cd), dd, NULL, e));
         put(p, dz);
         void *gsn = take(p);
         TRY(conv_dgrad(m, &k->cd, dd, gsn, e));
@@ -167,7 +169,7 @@ int rn_backward(rn_model *m, const int32_t *label, tk_err *e) {
     TRY(tk_maxpool_bwd(m->c, m->t, gy, gs, m->pool_idx, b, m->H0, m->H0, cfg->width, 3, 2, 1, dpool, e));
     put(&p, gy), put(&p, gs);
     void *d0 = take(&p);
-    TRY(bn_bwd(m, &m->b0, m->y0, m->z0, dpool, NULL, rows(&m->c0), d0, NULL, e));
+    TRY(bn_bwd(m, &m->b0, m->y0, NULL, 1, dpool, NULL, rows(&m->c0), d0, NULL, e));
     TRY(conv_wgrad(m, &m->c0, m->x0, d0, e));
     tk_range_pop();
     return 0;
