@@ -80,7 +80,7 @@ resnet50)
     : "${classes:=100}" "${train_pc:=260}" "${val_pc:=50}" "${image:=500x375}" "${config:=$here/config.json}"
     # one GPU: batch 256 (NVIDIA's 3264 over 8 GPUs does not fit one), the LARS rate scaled with it
     sets=(--set train.global_batch_size=256 --set optimizer.base_lr=2.5 --set "model.classes=$classes"
-          --set train.eval_every_samples=0 --set train.eval_offset_samples=0 --set train.evals_per_epoch=1)
+          --set train.eval_every_samples=null --set train.eval_offset_samples=null --set train.evals_per_epoch=1)
     ;;
 *) echo "run.sh: --size must be tiny or resnet50" >&2; exit 2 ;;
 esac
@@ -107,6 +107,9 @@ else
     echo "$stamp" >"$out/data.stamp"
 fi
 
+# the tiny net has 53 of the 161 tensors MLCommons' 1.1.0 rules list as initialized (blocks
+# unit2..unit6 of each stage it does not have): the one check it cannot pass
+[ "$size" = tiny ] && checker_known="sorted(s['initialized_tensors'])"
 gpus=1
 train_args=("${sets[@]}" "${extra[@]}")
 run_workload resnet top1
