@@ -10,10 +10,13 @@
 // in the backend's memory. Activations in act (TK_F32; TK_BF16 on cuda: the products in bf16 with
 // fp32 accumulation, the softmax in fp32).
 //
-// tk_attention_fwd / _bwd (lib/workloads/bert/ops.c) are the op boundary a fused (flash) kernel
-// replaces; today they scatter each sequence into a padded per-head layout of Lstride rows (the
-// positions past len[s] zero) and run strided-batched GEMMs (tk_gemm) around the kernels below,
-// each with its reference (B = nseq, L = Lstride):
+// tk_attention_fwd / _bwd (lib/workloads/bert/ops.c) take one of two paths, by bufs->fused:
+// fused, the flash kernel (kernels/flash_attn.h: the scores never reach memory, the work follows
+// the real lengths; tk_attention_fusable says where it is built: cuda, bf16, D 64); unfused, each
+// sequence scattered into a padded per-head layout of Lstride rows (the positions past len[s]
+// zero) and strided-batched GEMMs (tk_gemm) around the kernels below, each with its reference
+// (B = nseq, L = Lstride). Both write the same rows, draw the same dropout masks, and compute the
+// same math (bf16 rounding aside: the unfused path rounds S, P and Pd to act):
 //   heads_split  (rows, parts NH D) -> (parts, B, NH, L, D)  (q, k, v contiguous per head;
 //                positions i >= len[s] written 0)
 //   heads_merge  the inverse for i < len[s] (nothing else written)
@@ -40,7 +43,16 @@ typedef struct tk_attn_bufs {
     void *S;     // (nseq, NH, Lstride, Lstride): scratch (scores, Pd, their gradients)
     void *ctxh;  // (nseq, NH, Lstride, D): scratch (the context per head, its gradient)
     void *dqkvh; // (3, nseq, NH, Lstride, D): scratch of the backward
+    // fused != 0: the flash kernel, which needs only these three (the above may be NULL):
+    int fused;
+    float *lse;  // (nseq, NH, Lstride) f32: the forward's log-sum-exp (saved for the backward)
+    const void *out; // the forward's ctx (the backward reads it: set for tk_attention_bwd)
+    void *ws;    // tk_flash_attn_bwd_ws_bytes(rows, nseq, NH, D, Lstride): scratch of the backward
 } tk_attn_bufs;
+
+// Whether the fused path is built for this backend, activation type and head dimension (cuda,
+// bf16, D 64); elsewhere a caller leaves bufs->fused 0.
+int tk_attention_fusable(const tk_ctx *c, tk_dtype act, int D);
 
 // drop may be NULL or p = 0; bufs' per-head buffers hold nseq sequences of Lstride rows.
 int tk_attention_fwd(tk_ctx *c, tk_dtype act, int nseq, int Lstride, int NH, int D, const int32_t *start,

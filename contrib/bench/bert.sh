@@ -6,8 +6,8 @@
 # dropout 0.1, SGD (train-step's optimizer until the engine has LAMB: the peer uses the same).
 # Then train-step --profile: the step's phases (eager, so slower than the graph).
 # LENGTHS=wikipedia: the sequences' lengths from MLPerf BERT's Wikipedia data instead (half the
-# tokens padding; contrib/synth/bert_tks.py --lengths wikipedia), train-step padded (model.unpad
-# false) and unpadded (true), the peer padded to SEQ with an attention mask, on the same sequences.
+# tokens padding; contrib/synth/bert_tks.py --lengths wikipedia), the peer padded to SEQ with an
+# attention mask, on the same sequences as train-step's RUNS.
 #
 #   contrib/bench/bert.sh                (from anywhere; builds nothing)
 #
@@ -16,10 +16,12 @@
 # Environment knobs:
 #   BATCH=32 SEQ=512 PRED=76   the batch          STEPS=30   train-step steps (progress every 10;
 #                                                            the first window is the warm-up)
-#   PEERS=0    skip the PyTorch runs              COMPILE=0  skip torch.compile (eager only)
+#   PEERS=0    skip the PyTorch runs              COMPILE=0  skip torch.compile   EAGER=0  skip torch eager
 #   PROFILE=0  skip the --profile run             DATA=DIR   where the .tks data is kept
 #   LAYERS=24  fewer layers (quick looks)         TINY=1     dry-run the plumbing on the CPU
-#   LENGTHS=real|wikipedia  the lengths           UNPADS="1"  train-step's model.unpad runs ("0 1": both)
+#   LENGTHS=real|wikipedia  the lengths
+#   RUNS="unpad-fused"  train-step's runs, any of unpad-fused, unpad-unfused, padded-fused, padded-unfused
+#                       (model.unpad true/false, model.fused_attention true/false); --profile runs the last
 # Prints one table: impl, seqs/s, ms/step, TFLOP/s, fraction of 780 TFLOP/s (the measured bf16
 # GEMM peak of an H100 SXM, STYLE.md), ratio vs torch.compile. The FLOPs counted are the model's
 # useful work on the real tokens, the same for both: 3 x (forward) with the forward, per sequence
@@ -35,8 +37,8 @@ BUILD=${BUILD:-build}
 BIN=$ROOT/$BUILD/bin
 PY=${PYTHON:-python3}
 BATCH=${BATCH:-32} SEQ=${SEQ:-512} PRED=${PRED:-76} STEPS=${STEPS:-30} LAYERS=${LAYERS:-24}
-PEERS=${PEERS:-1} COMPILE=${COMPILE:-1} PROFILE=${PROFILE:-1} TINY=${TINY:-0}
-LENGTHS=${LENGTHS:-real} UNPADS=${UNPADS:-1}
+PEERS=${PEERS:-1} COMPILE=${COMPILE:-1} EAGER=${EAGER:-1} PROFILE=${PROFILE:-1} TINY=${TINY:-0}
+LENGTHS=${LENGTHS:-real} RUNS=${RUNS:-unpad-fused}
 H=1024 NH=16 F=4096 V=30522
 BACKEND=cuda PRECISION=bf16 PEERDEV=cuda
 if [ "$TINY" = 1 ]; then
@@ -66,33 +68,40 @@ flops=$(awk -v l="$LAYERS" -v n="$mn" -v n2="$mn2" -v H="$H" -v F="$F" -v p="$mp
 rows=()
 row() { # impl seqs_per_s ms
     rows+=("$(awk -v i="$1" -v s="$2" -v ms="$3" -v f="$flops" \
-        'BEGIN {t = s * f / 1e12; printf "%-16s %9.1f %9.2f %8.1f %6.1f%%", i, s, ms, t, 100 * t / 780}')")
+        'BEGIN {t = s * f / 1e12; printf "%-24s %9.1f %9.2f %8.1f %6.1f%%", i, s, ms, t, 100 * t / 780}')")
+    echo "bert.sh: ${rows[-1]}" >&2 # (as it comes: a run cut short keeps what it measured)
 }
 # the tiny config's optimizer (SGD, as the peer's) with model.unpad and unpad_bucket added
-"$PY" -c 'import json, sys; c = json.load(open(sys.argv[1])); c["model"].update(unpad=False, unpad_bucket=1024); json.dump(c, open(sys.argv[2], "w"))' \
+"$PY" -c 'import json, sys; c = json.load(open(sys.argv[1])); c["model"].update(unpad=False, unpad_bucket=1024, fused_attention=True); json.dump(c, open(sys.argv[2], "w"))' \
     "$ROOT/share/workloads/bert/tiny.json" "$LOG/config.json" || die 1 "cannot write $LOG/config.json"
 ours=(-c "$LOG/config.json" -t "$DATA/train.tks" -e "$DATA/eval.tks" -b "$BACKEND"
       --precision "$PRECISION" --set model.hidden_size=$H --set model.num_layers=$LAYERS --set model.num_heads=$NH
       --set model.intermediate_size=$F --set model.max_position_embeddings=$SEQ --set train.global_batch_size=$BATCH
       --set train.eval_every_samples=1000000000 --set target.mlm_accuracy=0.9999 --set optimizer.base_lr=1e-4)
 rc=0
-for u in $UNPADS; do
-    name=trainkit-padded
-    [ "$u" = 1 ] && name=trainkit-unpad
-    [ "$u" = 1 ] && un=true || un=false
-    "$BIN/train-step" "${ours[@]}" --set model.unpad=$un --max-steps "$STEPS" --log-every 10 >"$LOG/ours$u.jsonl" 2>"$LOG/ours$u.err"
+ours_rows=()
+for run in $RUNS; do
+    case $run in
+    unpad-fused) set_=(--set model.unpad=true --set model.fused_attention=true) ;;
+    unpad-unfused) set_=(--set model.unpad=true --set model.fused_attention=false) ;;
+    padded-fused) set_=(--set model.unpad=false --set model.fused_attention=true) ;;
+    padded-unfused) set_=(--set model.unpad=false --set model.fused_attention=false) ;;
+    *) die 2 "RUNS: unknown run '$run' (unpad-fused, unpad-unfused, padded-fused, padded-unfused)" ;;
+    esac
+    name=trainkit-$run
+    "$BIN/train-step" "${ours[@]}" "${set_[@]}" --max-steps "$STEPS" --log-every 10 >"$LOG/$run.jsonl" 2>"$LOG/$run.err"
     if [ $? -le 1 ]; then
         # the windows after the first (which holds the graph captures and the first batches)
-        sps=$(grep '"type":"progress"' "$LOG/ours$u.jsonl" | tail -n +2 | sed 's/.*"samples_per_s":\([^,]*\).*/\1/' |
+        sps=$(grep '"type":"progress"' "$LOG/$run.jsonl" | tail -n +2 | sed 's/.*"samples_per_s":\([^,]*\).*/\1/' |
             awk '{s += $1; n++} END {if (n) printf "%.3f", s / n}')
-        [ -n "$sps" ] && row $name "$sps" "$(awk -v s="$sps" -v b="$BATCH" 'BEGIN {printf "%.3f", 1e3 * b / s}')"
-        ours_sps=$sps
+        [ -n "$sps" ] && row $name "$sps" "$(awk -v s="$sps" -v b="$BATCH" 'BEGIN {printf "%.3f", 1e3 * b / s}')" &&
+            ours_rows+=("$name $sps")
     else
-        echo "bert.sh: train-step ($name) failed: $(tail -3 "$LOG/ours$u.err")" >&2
+        echo "bert.sh: train-step ($name) failed: $(tail -3 "$LOG/$run.err")" >&2
         rc=1
     fi
 done
-ours=("${ours[@]}" --set model.unpad=$([ "${u:-0}" = 1 ] && echo true || echo false))
+ours=("${ours[@]}" "${set_[@]}")
 if [ "$PROFILE" = 1 ]; then
     "$BIN/train-step" "${ours[@]}" --max-steps 6 --log-every 0 --profile >"$LOG/prof.jsonl" 2>"$LOG/prof.err"
     grep '"type":"profile"' "$LOG/prof.jsonl" | "$PY" -c '
@@ -112,6 +121,7 @@ if [ "$PEERS" = 1 ]; then
     [ "$TINY" = 1 ] && peer+=(--iters 2 --warmup 1)
     for mode in eager compile; do
         [ "$mode" = compile ] && [ "$COMPILE" != 1 ] && continue
+        [ "$mode" = eager ] && [ "$EAGER" != 1 ] && continue
         if "$PY" "$ROOT/contrib/peers/bert_perf.py" --mode "$mode" "${peer[@]}" >"$LOG/$mode.json" 2>"$LOG/$mode.err"; then
             s=$(sed 's/.*"seqs_per_s": \([^,]*\).*/\1/' "$LOG/$mode.json")
             row "torch-$mode" "$s" "$(sed 's/.*"ms_per_iter_median": \([^,]*\).*/\1/' "$LOG/$mode.json")"
@@ -123,10 +133,12 @@ if [ "$PEERS" = 1 ]; then
     done
 fi
 echo "BERT batch $BATCH x $SEQ tokens ($LENGTHS lengths: mean $mn real, $(awk -v n="$mn" -v L="$SEQ" 'BEGIN {printf "%.1f%%", 100 * n / L}') of the tokens), $mp masked on average, $LAYERS layers, $BACKEND $PRECISION; model GFLOP/seq $(awk -v f="$flops" 'BEGIN {printf "%.1f", f / 1e9}')"
-printf '%-16s %9s %9s %8s %7s\n' impl seqs/s ms/step TFLOP/s "of 780"
+printf '%-24s %9s %9s %8s %7s\n' impl seqs/s ms/step TFLOP/s "of 780"
 for r in "${rows[@]}"; do echo "$r"; done
-if [ -n "${ours_sps:-}" ] && [ -n "$comp_sps" ]; then
-    awk -v a="$ours_sps" -v b="$comp_sps" -v n="$name" 'BEGIN {printf "%s / torch.compile: %.2fx\n", n, a / b}'
+if [ -n "$comp_sps" ]; then
+    for r in "${ours_rows[@]}"; do
+        awk -v a="${r#* }" -v b="$comp_sps" -v n="${r%% *}" 'BEGIN {printf "%s / torch.compile: %.2fx\n", n, a / b}'
+    done
 fi
 [ "$rc" = 0 ] && rm -rf "$LOG" || echo "bert.sh: logs kept in $LOG" >&2
 exit "$rc"

@@ -17,6 +17,9 @@
 //     shows the unpadded step equal to the padded one on the cpu), and (b) with the three batches'
 //     different token counts under one graph of the largest bucket (the rows past each batch's
 //     tokens are found on the device).
+// (d) model.fused_attention: the mid shape (head size 64) in bf16 takes the fused attention
+//     (kernels/flash_attn.h; checked, not assumed); fp32 and the tiny shape (head size 16) the
+//     unfused one. (a) in bf16 and the graph cases run with it; (a) and (c) in bf16 again without.
 #include "engine/instance.h"
 #include "gpu_test.h"
 #include "workloads/bert/bert.h"
@@ -25,6 +28,7 @@ typedef struct {
     int B, L, P, V, H, NH, F, layers;
     const char *precision;
     int unpad;
+    int unfused; // model.fused_attention false
 } shape;
 
 static json_t *config(const shape *s) {
@@ -33,12 +37,14 @@ static json_t *config(const shape *s) {
              "{\"workload\": \"bert\", \"model\": {\"vocab_size\": %d, \"hidden_size\": %d, \"num_layers\": %d, "
              "\"num_heads\": %d, \"intermediate_size\": %d, \"max_position_embeddings\": %d, \"type_vocab_size\": 2, "
              "\"max_seq_length\": %d, \"max_predictions_per_seq\": %d, \"hidden_dropout\": 0.1, "
-             "\"attention_dropout\": 0.1, \"precision\": \"%s\", \"unpad\": %s, \"unpad_bucket\": 64}, "
+             "\"attention_dropout\": 0.1, \"precision\": \"%s\", \"unpad\": %s, \"unpad_bucket\": 64, "
+             "\"fused_attention\": %s}, "
              "\"train\": {\"global_batch_size\": %d, \"max_epochs\": 1, \"evals_per_epoch\": 1, \"seed\": 5}, "
              "\"optimizer\": {\"name\": \"sgd\", \"base_lr\": 0.1, \"warmup_steps\": 2, \"decay_start_step\": 0, "
              "\"decay_steps\": 0, \"poly_power\": 1.0, \"min_lr\": 0.0}, "
              "\"target\": {\"metric\": \"mlm_accuracy\", \"mlm_accuracy\": 0.7}}",
-             s->V, s->H, s->layers, s->NH, s->F, s->L + 8, s->L, s->P, s->precision, s->unpad ? "true" : "false", s->B);
+             s->V, s->H, s->layers, s->NH, s->F, s->L + 8, s->L, s->P, s->precision, s->unpad ? "true" : "false",
+             s->unfused ? "false" : "true", s->B);
     json_error_t je;
     json_t *j = json_loads(buf, 0, &je);
     if (!j) gt_die_(je.text, NULL);
@@ -55,6 +61,11 @@ static tk_instance *make(tk_ctx *c, const shape *s) {
     json_decref(root);
     return I;
 }
+
+// Whether s on the cuda backend should take the fused attention (stated here, not asked of the
+// code under test): bf16, head size 64, not switched off.
+static int wants_fused(const shape *s) { return !strcmp(s->precision, "bf16") && s->H / s->NH == 64 && !s->unfused; }
+static int is_fused(const tk_instance *I) { return ((const tk_bert *)I->model)->attn.fused; }
 
 // A batch like prep bert's: [CLS] ... [SEP] ... [SEP] of random lengths, distinct masked positions.
 typedef struct {
@@ -159,9 +170,11 @@ static int cpu_vs_cuda(const shape *s, double tol, int *tk_failed_) {
     }
     float fa = (float)la, fg = (float)lg;
     double lerr = gt_relerr(&fg, &fa, 1);
-    printf("# table bert step cpu vs cuda %-4s%s B%d L%d H%d V%d: loss %.6f vs %.6f (rel %.1e), worst gradient %.2e (%s)\n",
-           s->precision, s->unpad ? " unpad" : "", s->B, s->L, s->H, s->V, la, lg, lerr, worst, wname);
-    int bad = !(lerr <= tol) || !(worst <= tol);
+    printf("# table bert step cpu vs cuda %-4s%s%s B%d L%d H%d V%d: loss %.6f vs %.6f (rel %.1e), worst gradient %.2e "
+           "(%s)\n",
+           s->precision, s->unpad ? " unpad" : "", is_fused(G) ? " fused" : " unfused", s->B, s->L, s->H, s->V, la, lg,
+           lerr, worst, wname);
+    int bad = !(lerr <= tol) || !(worst <= tol) || is_fused(G) != wants_fused(s) || is_fused(A);
     CHECK(!bad);
     free(ga), free(gg), free_batch(&b);
     destroy(A), destroy(G);
@@ -169,8 +182,8 @@ static int cpu_vs_cuda(const shape *s, double tol, int *tk_failed_) {
     return bad;
 }
 
-static const shape tiny = {8, 32, 5, 64, 32, 2, 64, 2, "fp32", 0};
-static const shape mid = {8, 128, 20, 30522, 256, 4, 1024, 2, "fp32", 0};
+static const shape tiny = {8, 32, 5, 64, 32, 2, 64, 2, "fp32", 0, 0};
+static const shape mid = {8, 128, 20, 30522, 256, 4, 1024, 2, "fp32", 0, 0};
 
 static void cpu_vs_cuda_all(const char *precision, double tol, int unpad, int *tk_failed_) {
     shape t = tiny, m = mid;
@@ -180,17 +193,27 @@ static void cpu_vs_cuda_all(const char *precision, double tol, int unpad, int *t
     cpu_vs_cuda(&m, tol, tk_failed_);
 }
 
+// the mid shape in bf16 with the fused attention switched off (the other cases' mid bf16 take it)
+static void cpu_vs_cuda_unfused(int unpad, int *tk_failed_) {
+    shape m = mid;
+    m.precision = "bf16", m.unpad = unpad, m.unfused = 1;
+    cpu_vs_cuda(&m, 5e-2, tk_failed_);
+}
+
 TK_TEST(step_cpu_vs_cuda_fp32) { cpu_vs_cuda_all("fp32", 1e-4, 0, tk_failed_); }
 TK_TEST(step_cpu_vs_cuda_bf16) { cpu_vs_cuda_all("bf16", 5e-2, 0, tk_failed_); }
 TK_TEST(step_unpad_cpu_vs_cuda_fp32) { cpu_vs_cuda_all("fp32", 1e-4, 1, tk_failed_); }
 TK_TEST(step_unpad_cpu_vs_cuda_bf16) { cpu_vs_cuda_all("bf16", 5e-2, 1, tk_failed_); }
+TK_TEST(step_cpu_vs_cuda_bf16_unfused) { cpu_vs_cuda_unfused(0, tk_failed_); }
+TK_TEST(step_unpad_cpu_vs_cuda_bf16_unfused) { cpu_vs_cuda_unfused(1, tk_failed_); }
 
-static void graph_case(int unpad, int *tk_failed_) {
+static void graph_case(int unpad, int unfused, int *tk_failed_) {
     gt_ctx_->deterministic = 1;
     shape s = mid;
     s.precision = "bf16";
-    s.unpad = unpad;
+    s.unpad = unpad, s.unfused = unfused;
     tk_instance *E = make(gt_ctx_, &s), *Gr = make(gt_ctx_, &s);
+    CHECK(is_fused(E) == !unfused && is_fused(Gr) == !unfused);
     batch b[3] = {make_batch(&s, 1), make_batch(&s, 2), make_batch(&s, 3)};
     // two eager forward/backward passes of one batch: the same bits
     put_batch(E, &b[0], &s);
@@ -224,8 +247,8 @@ static void graph_case(int unpad, int *tk_failed_) {
     float *we = span(E, 0), *wg = span(Gr, 0);
     double le = loss_of(E), lg = loss_of(Gr);
     nd = gt_ndiff(we, wg, E->P.dense_n);
-    printf("# table bert graph vs eager%s, 3 updates (rows %lld of %d): %zu of %zu weights differ, losses %.9g %.9g\n",
-           unpad ? " unpad" : "", (long long)rows, s.B * s.L, nd, E->P.dense_n, le, lg);
+    printf("# table bert graph vs eager%s%s, 3 updates (rows %lld of %d): %zu of %zu weights differ, losses %.9g %.9g\n",
+           unpad ? " unpad" : "", unfused ? " unfused" : " fused", (long long)rows, s.B * s.L, nd, E->P.dense_n, le, lg);
     CHECK(nd == 0 && le == lg);
     tk_graph_destroy(&graph);
     free(g1), free(g2), free(we), free(wg);
@@ -234,5 +257,6 @@ static void graph_case(int unpad, int *tk_failed_) {
     gt_ctx_->deterministic = 0;
 }
 
-TK_TEST(step_deterministic_and_graph_equals_eager) { graph_case(0, tk_failed_); }
-TK_TEST(step_unpad_deterministic_and_graph_equals_eager) { graph_case(1, tk_failed_); }
+TK_TEST(step_deterministic_and_graph_equals_eager) { graph_case(0, 0, tk_failed_); }
+TK_TEST(step_unpad_deterministic_and_graph_equals_eager) { graph_case(1, 0, tk_failed_); }
+TK_TEST(step_unpad_unfused_deterministic_and_graph_equals_eager) { graph_case(1, 1, tk_failed_); }

@@ -190,7 +190,8 @@ static unfused mk_unfused(int B, int L, int NH, int D) {
     const size_t H = (size_t)NH * D, R = (size_t)B * L, np = (size_t)B * NH * L * L;
     unfused u = {.B = B, .L = L, .NH = NH, .D = D, .ctx = gt_dev(R * H * 2), .dqkv = gt_dev(R * 3 * H * 2)};
     u.ab = (tk_attn_bufs){.qkvh = gt_dev(R * 3 * H * 2), .P = gt_dev(np * 2), .Pd = gt_dev(np * 2),
-                          .S = gt_dev(np * 2), .ctxh = gt_dev(R * H * 2), .dqkvh = gt_dev(R * 3 * H * 2)};
+                          .S = gt_dev(np * 2), .ctxh = gt_dev(R * H * 2), .dqkvh = gt_dev(R * 3 * H * 2),
+                          .fused = 0}; // the unfused path, forced (tk_attention_* would take the fused one if asked)
     int32_t *st = malloc((size_t)B * sizeof *st);
     for (int b = 0; b < B; b++) st[b] = b * L;
     u.start = gt_dev((size_t)B * sizeof *st);

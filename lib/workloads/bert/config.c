@@ -32,7 +32,8 @@ int tk_bert_config_parse(json_t *root, const char *path, const tk_run_cfg *run, 
     static const char *const model_keys[] = {
         "vocab_size", "vocab_pad_multiple", "hidden_size", "num_layers", "num_heads", "intermediate_size",
         "max_position_embeddings", "type_vocab_size", "max_seq_length", "max_predictions_per_seq", "hidden_dropout",
-        "attention_dropout", "dropout", "layer_norm_eps", "initializer_range", "precision", "unpad", "unpad_bucket", NULL};
+        "attention_dropout", "dropout", "layer_norm_eps", "initializer_range", "precision", "unpad", "unpad_bucket",
+        "fused_attention", NULL};
     static const char *const data_keys[] = {"train_samples", "eval_samples", "note", NULL};
     memset(cfg, 0, sizeof *cfg);
     TRY(tk_cfg_keys(root, path, "model", model_keys, e));
@@ -96,12 +97,15 @@ int tk_bert_config_parse(json_t *root, const char *path, const tk_run_cfg *run, 
     cfg->bf16 = pr == 2;
     // "unpad": the layers on the real tokens only (packed); "unpad_bucket": their rows rounded up
     // to a multiple of it (one CUDA graph a bucket).
-    int unpad = 0;
+    // "fused_attention": the flash kernel where it is built (cuda, bf16, head size 64).
+    int unpad = 0, fused = 1;
     v = 1024;
     if ((rc = tk_cfg_bool_opt(root, path, "model.unpad", &unpad, e)) ||
-        (rc = tk_cfg_int_opt(root, path, "model.unpad_bucket", 1, 1 << 20, &v, e)))
+        (rc = tk_cfg_int_opt(root, path, "model.unpad_bucket", 1, 1 << 20, &v, e)) ||
+        (rc = tk_cfg_bool_opt(root, path, "model.fused_attention", &fused, e)))
         goto out;
     cfg->unpad = unpad;
+    cfg->fused_attention = fused;
     cfg->unpad_bucket = (int)v;
     if (run->batch > INT32_MAX / 2) {
         rc = tk_cfg_bad(e, path, "train.global_batch_size", "too large");

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "bert_embed.h"
+#include "flash_attn.h"
 #include "gpu/philox.h"
 #include "layernorm.h"
 #include "workloads/bert/bert.h"
@@ -169,11 +170,20 @@ int tk_bert_create(tk_bert **out, const tk_bert_config *cfg, const tk_wl_env *en
     NEED(m->e, NHs), NEED(m->mean0, (size_t)N * 4), NEED(m->rstd0, (size_t)N * 4), NEED(m->x0, NHs);
     NEED(m->tmp, NHs), NEED(m->start, (size_t)(b + 1) * 4);
     if (cfg->unpad) NEED(m->xp, NHs);
-    NEED(m->attn.S, probs), NEED(m->attn.ctxh, NHs), NEED(m->attn.dqkvh, heads3);
+    // the attention: the fused path keeps lse a layer and one backward workspace; the unfused one
+    // the heads and probabilities a layer (P and Pd: b NH L^2 each) and shared scratch
+    const int fused = cfg->fused_attention && tk_attention_fusable(c, m->act, H / NH);
+    m->attn.fused = fused;
+    if (fused)
+        NEED(m->attn.ws, tk_flash_attn_bwd_ws_bytes((int)N, b, NH, H / NH, L));
+    else
+        NEED(m->attn.S, probs), NEED(m->attn.ctxh, NHs), NEED(m->attn.dqkvh, heads3);
     for (int l = 0; l < cfg->layers; l++) {
         tk_bert_layer *Ly = &m->layer[l];
-        NEED(Ly->qkv, heads3), NEED(Ly->qkvh, heads3), NEED(Ly->P, probs), NEED(Ly->ctx, NHs), NEED(Ly->s1, NHs), NEED(Ly->h, NHs);
-        if (cfg->attn_dropout > 0) NEED(Ly->Pd, probs); // (kept: the backward does not redraw it)
+        NEED(Ly->qkv, heads3), NEED(Ly->ctx, NHs), NEED(Ly->s1, NHs), NEED(Ly->h, NHs);
+        if (fused) NEED(Ly->lse, (size_t)b * NH * L * 4);
+        else NEED(Ly->qkvh, heads3), NEED(Ly->P, probs);
+        if (!fused && cfg->attn_dropout > 0) NEED(Ly->Pd, probs); // (kept: the backward does not redraw it)
         NEED(Ly->mean1, (size_t)N * 4), NEED(Ly->rstd1, (size_t)N * 4);
         NEED(Ly->pre, tk_gemm_gelu_aux_bytes(c, (int)N, F, m->act)), NEED(Ly->inter, NFs);
         NEED(Ly->s2, NHs), NEED(Ly->y, NHs), NEED(Ly->mean2, (size_t)N * 4), NEED(Ly->rstd2, (size_t)N * 4);

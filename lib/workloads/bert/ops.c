@@ -1,13 +1,14 @@
 // Dispatch of BERT's ops (kernels/{activation,layernorm,attention,bert_embed,bert_rows,xent}.h):
 // the cpu backend runs the reference, the cuda backend the kernel (lib/gpu/dispatch.h); and the
-// attention's forward and backward, the op boundary a fused kernel will take over, composed of
-// strided-batched GEMMs and the attention kernels.
+// attention's forward and backward: the fused kernel (kernels/flash_attn.h) where bufs->fused
+// says so, else composed of strided-batched GEMMs and the attention kernels.
 #include <math.h>
 
 #include "activation.h"
 #include "attention.h"
 #include "bert_embed.h"
 #include "bert_rows.h"
+#include "flash_attn.h"
 #include "gpu/dispatch.h"
 #include "layernorm.h"
 #include "xent.h"
@@ -127,9 +128,14 @@ static int bgemm(tk_ctx *c, tk_dtype act, int batch, int M, int N, int K, int ta
     return tk_gemm(c, &g, e);
 }
 
+int tk_attention_fusable(const tk_ctx *c, tk_dtype act, int D) {
+    return c->backend == TK_BACKEND_CUDA && act == TK_BF16 && D == 64;
+}
+
 int tk_attention_fwd(tk_ctx *c, tk_dtype act, int B, int L, int NH, int D, const int32_t *start,
                      const int32_t *len, const void *qkv, const tk_dropout *drop, const tk_attn_bufs *bufs, void *ctx,
                      tk_err *e) {
+    if (bufs->fused) return tk_flash_attn_fwd(c, act, B, NH, D, L, start, len, qkv, drop, ctx, bufs->lse, e);
     const int n = B * NH;
     const int64_t hd = (int64_t)L * D, ll = (int64_t)L * L;
     const size_t part = (size_t)n * hd * tk_dtype_size(act);
@@ -148,7 +154,10 @@ int tk_attention_fwd(tk_ctx *c, tk_dtype act, int B, int L, int NH, int D, const
 int tk_attention_bwd(tk_ctx *c, tk_dtype act, int B, int L, int NH, int D, const int32_t *start,
                      const int32_t *len, const void *qkv, const tk_dropout *drop, const tk_attn_bufs *bufs,
                      const void *dctx, void *dqkv, tk_err *e) {
-    (void)qkv; // (this composition reads the heads it saved in bufs->qkvh)
+    if (bufs->fused)
+        return tk_flash_attn_bwd(c, act, B, NH, D, L, start, len, qkv, bufs->out, bufs->lse, dctx, drop, bufs->ws,
+                                 dqkv, e);
+    // (this composition reads the heads it saved in bufs->qkvh)
     const int n = B * NH;
     const int64_t hd = (int64_t)L * D, ll = (int64_t)L * L;
     const size_t part = (size_t)n * hd * tk_dtype_size(act);

@@ -92,7 +92,7 @@ static int encoder_fwd(tk_bert *m, int train, const int32_t *ids, const uint8_t 
         TRY(linear(m, N, 3 * H, H, x, Ly->Wqkv, Ly->bqkv, Ly->qkv, TK_EPI_BIAS, NULL, e));
         TRY(tk_bert_prof_mark(m, "qkv_fwd", e));
         tk_attn_bufs ab = m->attn;
-        ab.qkvh = Ly->qkvh, ab.P = Ly->P, ab.Pd = Ly->Pd;
+        ab.qkvh = Ly->qkvh, ab.P = Ly->P, ab.Pd = Ly->Pd, ab.lse = Ly->lse, ab.out = Ly->ctx;
         d = dropout(m, train, l, DROP_ATTN);
         TRY(tk_attention_fwd(m->c, m->act, b, L, NH, H / NH, m->start, len, Ly->qkv, &d, &ab, Ly->ctx, e));
         TRY(tk_bert_prof_mark(m, "attention_fwd", e));
@@ -191,7 +191,7 @@ static int encoder_bwd(tk_bert *m, const int32_t *ids, const uint8_t *seg, const
         TRY(linear_bwd(m, N, H, H, Ly->ctx, m->dA, Ly->Wo, Ly->dWo, Ly->dbo, m->dCtx, 0, e));
         TRY(tk_bert_prof_mark(m, "attn_out_ln_bwd", e));
         tk_attn_bufs ab = m->attn;
-        ab.qkvh = Ly->qkvh, ab.P = Ly->P, ab.Pd = Ly->Pd;
+        ab.qkvh = Ly->qkvh, ab.P = Ly->P, ab.Pd = Ly->Pd, ab.lse = Ly->lse, ab.out = Ly->ctx;
         d = dropout(m, 1, l, DROP_ATTN);
         TRY(tk_attention_bwd(m->c, m->act, b, L, NH, H / NH, m->start, len, Ly->qkv, &d, &ab, m->dCtx, m->dQKV, e));
         TRY(tk_bert_prof_mark(m, "attention_bwd", e));

@@ -47,6 +47,7 @@ typedef struct tk_bert_config {
     int batch;              // the global batch
     int unpad;              // model.unpad: the layers run on the real tokens only (packed rows)
     int unpad_bucket;       // model.unpad_bucket: the packed rows rounded up to a multiple of it
+    int fused_attention;    // model.fused_attention: the flash kernel where it is built (tk_attention_fusable)
     uint64_t seed;
     json_t *opt;            // the effective "optimizer" section (its MLLOG keys), a reference
     int64_t max_steps;      // train.max_steps (opt_learning_rate_training_steps without total_steps)
@@ -61,7 +62,8 @@ typedef struct tk_bert_layer {
     float *dWqkv, *dbqkv, *dWo, *dbo, *dg1, *db1, *dWi, *dbi, *dWo2, *dbo2, *dg2, *db2;
     void *qkv;              // (rows, 3H) the attention's input (kept: tk_attention_bwd reads it)
     void *qkvh, *P, *Pd;    // attention's saved heads and probabilities (tk_attn_bufs; Pd NULL
-                            // without attention dropout)
+                            // without attention dropout; all three NULL on the fused path)
+    float *lse;             // (b, NH, L) f32: the fused attention's log-sum-exp (NULL unfused)
     void *ctx;              // (N, H) the attention's output before the output dense
     void *s1, *h;           // (N, H) LayerNorm 1's input and output
     float *mean1, *rstd1;
@@ -109,7 +111,7 @@ typedef struct tk_bert {
     void *x0;               // (N, H) the embeddings' output (padded layout)
     void *xp;               // (N, H) ... packed (cfg.unpad), the first layer's input
     void *tmp;              // (N, H) scratch of the forward
-    tk_attn_bufs attn;      // S, ctxh, dqkvh: scratch shared by the layers
+    tk_attn_bufs attn;      // S, ctxh, dqkvh (unfused) or fused and ws: shared by the layers
     void *g;                // (R, H) the gathered masked positions
     int32_t *labels;        // (R) their labels, -1 for padding slots
     void *t_pre, *t1, *t2;  // (R, H) the transform's GELU input and output, its LayerNorm's output
