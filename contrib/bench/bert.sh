@@ -20,6 +20,7 @@
 #   PROFILE=0  skip the --profile run             DATA=DIR   where the .tks data is kept
 #   LAYERS=24  fewer layers (quick looks)         TINY=1     dry-run the plumbing on the CPU
 #   LENGTHS=real|wikipedia  the lengths
+#   BUCKET=1024  model.unpad_bucket: the packed rows are rounded up to a multiple of it (one graph each)
 #   RUNS="unpad-fused"  train-step's runs, any of unpad-fused, unpad-unfused, padded-fused, padded-unfused
 #                       (model.unpad true/false, model.fused_attention true/false); --profile runs the last
 # Prints one table: impl, seqs/s, ms/step, TFLOP/s, fraction of 780 TFLOP/s (the measured bf16
@@ -38,7 +39,7 @@ BIN=$ROOT/$BUILD/bin
 PY=${PYTHON:-python3}
 BATCH=${BATCH:-32} SEQ=${SEQ:-512} PRED=${PRED:-76} STEPS=${STEPS:-30} LAYERS=${LAYERS:-24}
 PEERS=${PEERS:-1} COMPILE=${COMPILE:-1} EAGER=${EAGER:-1} PROFILE=${PROFILE:-1} TINY=${TINY:-0}
-LENGTHS=${LENGTHS:-real} RUNS=${RUNS:-unpad-fused}
+LENGTHS=${LENGTHS:-real} RUNS=${RUNS:-unpad-fused} BUCKET=${BUCKET:-1024}
 H=1024 NH=16 F=4096 V=30522
 BACKEND=cuda PRECISION=bf16 PEERDEV=cuda
 if [ "$TINY" = 1 ]; then
@@ -71,9 +72,10 @@ row() { # impl seqs_per_s ms
         'BEGIN {t = s * f / 1e12; printf "%-24s %9.1f %9.2f %8.1f %6.1f%%", i, s, ms, t, 100 * t / 780}')")
     echo "bert.sh: ${rows[-1]}" >&2 # (as it comes: a run cut short keeps what it measured)
 }
-# the tiny config's optimizer (SGD, as the peer's) with model.unpad and unpad_bucket added
-"$PY" -c 'import json, sys; c = json.load(open(sys.argv[1])); c["model"].update(unpad=False, unpad_bucket=1024, fused_attention=True); json.dump(c, open(sys.argv[2], "w"))' \
-    "$ROOT/share/workloads/bert/tiny.json" "$LOG/config.json" || die 1 "cannot write $LOG/config.json"
+# the tiny config with plain SGD (the peer's optimizer; tiny.json trains with LAMB) and model.unpad,
+# unpad_bucket, fused_attention added
+"$PY" -c 'import json, sys; c = json.load(open(sys.argv[1])); c["model"].update(unpad=False, unpad_bucket=int(sys.argv[3]), fused_attention=True); c["optimizer"] = {"name": "sgd", "base_lr": 1e-4, "warmup_steps": 0, "decay_start_step": 0, "decay_steps": 0, "poly_power": 1.0, "min_lr": 0.0}; json.dump(c, open(sys.argv[2], "w"))' \
+    "$ROOT/share/workloads/bert/tiny.json" "$LOG/config.json" "$BUCKET" || die 1 "cannot write $LOG/config.json"
 ours=(-c "$LOG/config.json" -t "$DATA/train.tks" -e "$DATA/eval.tks" -b "$BACKEND"
       --precision "$PRECISION" --set model.hidden_size=$H --set model.num_layers=$LAYERS --set model.num_heads=$NH
       --set model.intermediate_size=$F --set model.max_position_embeddings=$SEQ --set train.global_batch_size=$BATCH
