@@ -1,15 +1,30 @@
-# What every share/workloads/NAME/run.sh shares, sourced after it has made its data: train, then
-# evaluate the last checkpoint, check the MLLOG (log-check and, when installed, MLCommons'
-# checker), print the one result line. The caller sets:
-#   bin root out config backend gpus  the binaries, the repository, the output directory (with
-#                                     shards/ and eval.tks), the config, cpu|cuda, ranks
-#   t0                                the start (date +%s%N), for the step timestamps
+# What every share/workloads/NAME/run.sh shares. Sourced after the options are read, with root
+# and out set (the repository, the output directory): run_begin finds the binaries (bin) and starts
+# the clock (t0); once the data is made (out/shards/, out/eval.tks), run_workload trains, evaluates
+# the last checkpoint, checks the MLLOG (log-check and, when installed, MLCommons' checker) and
+# prints the one result line. Before run_workload the caller sets:
+#   config backend gpus               the config, cpu|cuda, ranks
 #   train_args (array)                more train-step options (may be empty)
 #   checker_known                     optional: the one check of MLCommons' checker this configuration
 #                                     cannot pass, by its text in "failed test:" (a tiny net has
 #                                     fewer tensors than its 'initialized_tensors' rule lists); when
 #                                     it is the only failure, checks=ok and checker=known:... says so
 # and calls run_workload NAME METRIC. Exit: train-step's (0 reached, 1 not), 1 when a check failed.
+
+# After the options: the binaries ($TK_BIN, the build of this checkout, or PATH) into bin, OpenMP
+# threads that sleep at barriers (spinning made DLRM's cpu run on a busy machine 6x slower:
+# time_to_train 32 s vs 5.6 s), the start time t0, and the output directory.
+run_begin() {
+    bin=${TK_BIN:-$root/build/bin}
+    [ -x "$bin/train-step" ] || bin=$(dirname "$(command -v train-step || echo ./train-step)")
+    local b
+    for b in prep shard train-step evaluate; do
+        [ -x "$bin/$b" ] || { echo "run.sh: $b not found (build with make, or set TK_BIN)" >&2; exit 4; }
+    done
+    export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
+    t0=$(date +%s%N)
+    mkdir -p "$out"
+}
 
 step() { printf '%-10s %s [%d s]\n' "$1" "$2" $((($(date +%s%N) - t0) / 1000000000)) >&2; }
 

@@ -55,15 +55,8 @@ while [ $# -gt 0 ]; do
     *) echo "run.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
     esac
 done
-bin=${TK_BIN:-$root/build/bin}
-[ -x "$bin/train-step" ] || bin=$(dirname "$(command -v train-step || echo ./train-step)")
-for b in prep shard train-step evaluate; do
-    [ -x "$bin/$b" ] || { echo "run.sh: $b not found (build with make, or set TK_BIN)" >&2; exit 4; }
-done
-export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
-t0=$(date +%s%N)
-mkdir -p "$out"
-. "$root/share/workloads/run-common.sh" # step, run_workload
+. "$root/share/workloads/run-common.sh" # run_begin, step, run_workload
+run_begin
 
 if [ "$backend" = auto ]; then
     backend=cpu
