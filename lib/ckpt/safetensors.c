@@ -388,3 +388,9 @@ int tk_st_read_verified(const tk_st_file *f, const tk_st_tensor *t, tk_st_chunk_
     }
     return tk_st_check(f, t, crc, e);
 }
+
+int tk_st_read_all(const tk_st_file *f, const tk_st_tensor *t, void *dst, tk_err *e) {
+    size_t nb = (size_t)(t->end - t->begin);
+    TRY(tk_st_read(f, t, 0, dst, nb, e));
+    return tk_st_check(f, t, tk_crc32c(0, dst, nb), e);
+}

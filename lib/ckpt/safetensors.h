@@ -67,6 +67,8 @@ int tk_st_check(const tk_st_file *f, const tk_st_tensor *t, uint32_t crc, tk_err
 typedef int (*tk_st_chunk_fn)(void *arg, uint64_t off, const void *chunk, size_t n, tk_err *e);
 int tk_st_read_verified(const tk_st_file *f, const tk_st_tensor *t, tk_st_chunk_fn fn, void *arg, void *buf,
                         size_t buf_bytes, tk_err *e);
+// Reads tensor t whole into dst (tk_st_nbytes(t) bytes) and checks its checksum.
+int tk_st_read_all(const tk_st_file *f, const tk_st_tensor *t, void *dst, tk_err *e);
 // Parses a safetensors dtype name ("F32", ...); -1 if unknown.
 int tk_st_dtype_parse(const char *s);
 uint64_t tk_st_nbytes(const tk_st_tensor *t);

@@ -31,16 +31,6 @@ static const tk_st_tensor *find_hf(const tk_st_file *f, const char *name) {
     return t;
 }
 
-typedef struct {
-    char *buf;
-} chunk_arg;
-
-static int put_chunk(void *arg, uint64_t off, const void *chunk, size_t n, tk_err *e) {
-    (void)e;
-    memcpy(((chunk_arg *)arg)->buf + off, chunk, n);
-    return 0;
-}
-
 // Tensor t of f into dst (rows x cols f32, the first `have` rows from the file, the rest 0).
 static int read_tensor(const tk_st_file *f, const tk_st_tensor *t, const tk_param *p, int vocab, float *dst,
                        tk_err *e) {
@@ -59,10 +49,9 @@ static int read_tensor(const tk_st_file *f, const tk_st_tensor *t, const tk_para
         return TK_EDATA;
     }
     size_t n = (size_t)(have * cols), es = tk_dtype_size(t->dtype);
-    char *raw = malloc(n * es + 1), *buf = malloc(1 << 20);
-    int rc = !raw || !buf ? tk_err_set(e, TK_EIO, "out of host memory") : 0;
-    chunk_arg a = {raw};
-    if (!rc) rc = tk_st_read_verified(f, t, put_chunk, &a, buf, 1 << 20, e);
+    char *raw = malloc(n * es + 1);
+    int rc = !raw ? tk_err_set(e, TK_EIO, "out of host memory") : 0;
+    if (!rc) rc = tk_st_read_all(f, t, raw, e);
     for (size_t i = 0; !rc && i < n; i++) {
         if (t->dtype == TK_F32) memcpy(&dst[i], raw + 4 * i, 4);
         else {
@@ -81,7 +70,7 @@ static int read_tensor(const tk_st_file *f, const tk_st_tensor *t, const tk_para
         }
     }
     for (size_t i = n; !rc && i < (size_t)want; i++) dst[i] = 0;
-    free(raw), free(buf);
+    free(raw);
     return rc;
 }
 

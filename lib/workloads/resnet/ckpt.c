@@ -10,16 +10,6 @@
 #include "sgd.h" // tk_bf16_to_f32
 #include "workloads/resnet/resnet.h"
 
-typedef struct {
-    char *buf;
-} chunk_arg;
-
-static int put_chunk(void *arg, uint64_t off, const void *chunk, size_t n, tk_err *e) {
-    (void)e;
-    memcpy(((chunk_arg *)arg)->buf + off, chunk, n);
-    return 0;
-}
-
 static void shape_str(const int64_t *s, int nd, char *buf, size_t n) {
     size_t o = (size_t)snprintf(buf, n, "[");
     for (int d = 0; d < nd && o < n; d++) o += (size_t)snprintf(buf + o, n - o, d ? ", %lld" : "%lld", (long long)s[d]);
@@ -72,9 +62,7 @@ int rn_import_torchvision(rn_model *m, const char *path, tk_err *e) {
                 break;
             }
         }
-        chunk_arg ca = {(char *)h};
-        char stage[1 << 16];
-        if ((rc = tk_st_read_verified(f, st, put_chunk, &ca, stage, sizeof stage, e))) break;
+        if ((rc = tk_st_read_all(f, st, h, e))) break;
         const float *src = h;
         if (conv) { // (K, C, R, S) -> (K, R, S, C)
             const int64_t K = p->shape[0], R = p->shape[1], S = p->shape[2], C = p->shape[3];
