@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "core/progress.h"
+#include "sgd.h" // tk_bf16_to_f32, tk_f32_to_bf16 (round to nearest even, NaN stays NaN)
 
 // The counters are shared between processes: only lock-free atomics are address-free.
 _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2 && ATOMIC_INT_LOCK_FREE == 2, "lock-free atomics needed");
@@ -85,19 +86,6 @@ static const char *coll_name(int k) {
 
 // ---- sums -----------------------------------------------------------------------------------
 
-static float bf16_to_f32(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-static uint16_t f32_to_bf16(float f) { // round to nearest even; NaN stays NaN
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
 
 int tk_shm_sum_check(tk_dtype t, float scale, tk_err *e) {
     switch (t) {
@@ -143,7 +131,7 @@ void tk_shm_sum(tk_dtype t, float scale, const void *const *src, int nsrc, void 
                 memcpy(x, (const float *)src[j] + i0, m * sizeof(float));
             } else if (t == TK_BF16) {
                 const uint16_t *s = (const uint16_t *)src[j] + i0;
-                for (size_t i = 0; i < m; i++) x[i] = bf16_to_f32(s[i]);
+                for (size_t i = 0; i < m; i++) x[i] = tk_bf16_to_f32(s[i]);
             } else {
 #ifdef __FLT16_MAX__
                 const _Float16 *s = (const _Float16 *)src[j] + i0;
@@ -159,7 +147,7 @@ void tk_shm_sum(tk_dtype t, float scale, const void *const *src, int nsrc, void 
             memcpy((float *)dst + i0, acc, m * sizeof(float));
         } else if (t == TK_BF16) {
             uint16_t *d = (uint16_t *)dst + i0;
-            for (size_t i = 0; i < m; i++) d[i] = f32_to_bf16(acc[i]);
+            for (size_t i = 0; i < m; i++) d[i] = tk_f32_to_bf16(acc[i]);
         } else {
 #ifdef __FLT16_MAX__
             _Float16 *d = (_Float16 *)dst + i0;
