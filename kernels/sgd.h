@@ -9,6 +9,7 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+#include "core/bf16.h" // tk_f32_to_bf16, tk_bf16_to_f32 (the references use them through this header)
 #include "gpu/gpu.h"
 
 // w (n) f32; g (n) f32; lr (1) f32 device; copy (n) copy_type or NULL.
@@ -20,18 +21,6 @@ int tk_sgd_update_ref(float *w, const float *g, size_t n, const float *lr, void 
 int tk_sgd_update_cuda(tk_ctx *c, float *w, const float *g, size_t n, const float *lr, void *copy,
                        tk_dtype copy_type, tk_err *e);
 #endif
-
-// fp32 -> bf16 with round-to-nearest-even (NaN stays NaN), and back. Shared by the references.
-static inline uint16_t tk_f32_to_bf16(float f) {
-    union { float f; uint32_t u; } v = {f};
-    if ((v.u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((v.u >> 16) | 0x40);
-    v.u += 0x7fffu + ((v.u >> 16) & 1u);
-    return (uint16_t)(v.u >> 16);
-}
-static inline float tk_bf16_to_f32(uint16_t h) {
-    union { uint32_t u; float f; } v = {(uint32_t)h << 16};
-    return v.f;
-}
 
 #ifdef __cplusplus
 }

@@ -29,7 +29,7 @@
 #include <unistd.h>
 
 #include "core/progress.h"
-#include "sgd.h" // tk_bf16_to_f32, tk_f32_to_bf16 (round to nearest even, NaN stays NaN)
+#include "core/bf16.h"
 
 // The counters are shared between processes: only lock-free atomics are address-free.
 _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2 && ATOMIC_INT_LOCK_FREE == 2, "lock-free atomics needed");

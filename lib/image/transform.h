@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/bf16.h" // tk_f32_to_bf16
 #include "core/err.h"
 
 #ifdef __cplusplus
@@ -72,17 +73,6 @@ void tk_img_axis_free(tk_img_axis *a);
 // when flip, normalized with t's mean/std, as t->dtype. tmp: ay.n * (ax.hi - ax.lo) * 3 floats.
 void tk_img_resample(const uint8_t *src, int sx, int sy, size_t stride, const tk_img_axis *ax,
                      const tk_img_axis *ay, int flip, const tk_img_transform *t, float *tmp, void *out);
-
-// fp32 -> bf16, round to nearest even (NaN kept quiet). kernels/sgd.h defines the same function
-// for the kernels' references: a file that includes both includes sgd.h first (as the device
-// tests do, through gpu_test.h).
-#ifndef TK_KERNELS_SGD_H
-static inline uint16_t tk_f32_to_bf16(float f) {
-    union { float f; uint32_t u; } v = {f};
-    if ((v.u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((v.u >> 16) | 0x40);
-    return (uint16_t)((v.u + 0x7fffu + ((v.u >> 16) & 1)) >> 16);
-}
-#endif
 
 // fp32 -> byte for TK_IMG_U8: + 0.5, truncated, clamped to 0..255 (NaN: 0).
 static inline uint8_t tk_img_f32_to_u8(float f) {

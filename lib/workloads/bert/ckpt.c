@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "engine/ckpt.h"
-#include "sgd.h" // tk_bf16_to_f32
+#include "core/bf16.h"
 #include "workloads/bert/bert.h"
 
 // ---- --init-checkpoint: Hugging Face BertForPreTraining safetensors ----

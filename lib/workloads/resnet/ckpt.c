@@ -7,7 +7,7 @@
 
 #include "engine/ckpt.h"
 #include "img_norm.h"
-#include "sgd.h" // tk_bf16_to_f32
+#include "core/bf16.h"
 #include "workloads/resnet/resnet.h"
 
 static void shape_str(const int64_t *s, int nd, char *buf, size_t n) {
