@@ -50,6 +50,7 @@ static int wl_reader_open(const void *cfg, int rank, int world, char *const *pat
 }
 static void wl_reader_close(void *rd) { rn_reader_close(rd); }
 static uint64_t wl_reader_count(void *rd) { return rn_reader_count(rd); }
+static unsigned wl_reader_device(void *rd, int device) { return rn_reader_device(rd, device); }
 
 static int wl_read_batch(void *rd, int64_t step, int64_t spe, void *const *f, tk_err *e) {
     return rn_reader_batch(rd, step, spe, f[0], f[1], e);
@@ -160,7 +161,7 @@ static int wl_import(void *m, const char *path, tk_err *e) { return rn_import_to
 static int wl_dump(void *m, const char *path, tk_err *e) { return rn_dump_step(m, path, e); }
 
 const tk_workload tk_workload_resnet = {
-    .version = TK_WORKLOAD_V1,
+    .version = TK_WORKLOAD_V2,
     .name = "resnet",
     .summary = "ResNet-50 v1.5 (MLPerf Training v1.x image classification, ImageNet), target top-1",
     .metric = "top1",
@@ -188,4 +189,5 @@ const tk_workload tk_workload_resnet = {
     .mllog_weights = wl_mllog_weights,
     .import = wl_import,
     .dump_step = wl_dump,
+    .reader_device = wl_reader_device,
 };
