@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/progress.h"
 #include "image/codec.h"
 #include "image/image.h"
 
@@ -144,7 +145,9 @@ struct tk_img_decoder {
     int prio;                    // the stream has the device's greatest priority
     int async;                   // stream-ordered device allocations (nvjpegCreateExV2)
     unsigned long long n_alloc, n_free; // nvJPEG's device allocations and frees (async)
-    unsigned long long batches;
+    tk_img_decoder_stats stats;  // run()'s phases
+    cudaEvent_t ev[3];           // timed: before nvJPEG's decode, before the resize, after it
+    cudaEvent_t done;            // the batch's end, waited for without spinning (blocking sync)
     nvjpegHandle_t h;
     nvjpegJpegState_t st;
     nvjpegJpegStream_t *js;      // one per thread
@@ -228,6 +231,9 @@ static void nj_close(tk_img_decoder *d) {
     if (!d) return;
     if (d->ctx) cudaSetDevice(d->device);
     if (d->ctx && d->ctx->stream[TK_STREAM_COMPUTE]) cudaStreamSynchronize((cudaStream_t)d->ctx->stream[TK_STREAM_COMPUTE]);
+    for (int i = 0; i < 3; i++)
+        if (d->ev[i]) cudaEventDestroy(d->ev[i]);
+    if (d->done) cudaEventDestroy(d->done);
     for (int i = 0; d->js && i < d->threads; i++)
         if (d->js[i]) api.JpegStreamDestroy(d->js[i]);
     free(d->js);
@@ -259,9 +265,15 @@ static int nj_open(tk_img_decoder **dp, const tk_img_decoder_opts *o, tk_err *e)
     if (!d) return tk_err_errno(e, ENOMEM, "out of memory");
     d->device = o ? o->device : 0;
     d->threads = o && o->threads > 0 ? o->threads : 1;
+    const char *nt = getenv("TK_NVJPEG_THREADS"); // parse threads, overriding the caller's (tuning)
+    if (nt && atoi(nt) > 0 && atoi(nt) <= 64) d->threads = atoi(nt);
     d->host_out = o ? o->host_out : 0;
     int rc = tk_ctx_create(&d->ctx, TK_BACKEND_CUDA, d->device, e);
     if (!rc) rc = priority_stream(d, e);
+    for (int i = 0; !rc && i < 3; i++)
+        if (cudaEventCreate(&d->ev[i]) != cudaSuccess) d->ev[i] = NULL, rc = tk_err_set(e, TK_EDEVICE, "cannot create an event");
+    if (!rc && cudaEventCreateWithFlags(&d->done, cudaEventBlockingSync | cudaEventDisableTiming) != cudaSuccess)
+        d->done = NULL, rc = tk_err_set(e, TK_EDEVICE, "cannot create an event");
     // Stream-ordered allocations where the library has nvjpegCreateExV2, unless
     // TK_NVJPEG_ALLOC=default (nvJPEG's own cudaMalloc / cudaFree).
     const char *al = getenv("TK_NVJPEG_ALLOC");
@@ -348,6 +360,7 @@ static int nj_run(tk_img_decoder *d, const tk_img_transform *t, const tk_img_job
     TRY(grow_host(d, n, e));
     CU(cudaSetDevice(d->device), "cannot select the device");
     cudaStream_t stream = (cudaStream_t)d->ctx->stream[TK_STREAM_COMPUTE];
+    const double t0 = tk_now();
     // Headers (our reader, as the CPU decoder), plans, and which images nvJPEG takes, over the
     // threads (one nvJPEG stream parser each); the first bad image names the error.
     long long bad = -1;
@@ -374,6 +387,7 @@ static int nj_run(tk_img_decoder *d, const tk_img_transform *t, const tk_img_job
         tk_jpeg_info_read(jobs[bad].data, jobs[bad].size, &d->info[bad], e); // its message again
         return sample_err(e, &jobs[bad]);
     }
+    const double t1 = tk_now();
     // Layout: the nvJPEG images at full size, then the CPU ones (only their crop's region).
     size_t px = 0, ngpu = 0, tmp = 0, gpu_bytes = 0;
     for (int pass = 1; pass >= 0; pass--) {
@@ -414,6 +428,7 @@ static int nj_run(tk_img_decoder *d, const tk_img_transform *t, const tk_img_job
     TRY(grow_dev((void **)&d->rs_d, &d->rs_cap, n * sizeof *d->rs, 0, stream, e));
     if (d->host_out) TRY(grow_dev(&d->out, &d->out_cap, out_bytes, 0, stream, e));
     // nvJPEG's batch, on the stream
+    CU(cudaEventRecord(d->ev[0], stream), "event");
     if (ngpu) {
         for (size_t i = 0, k = 0; i < n; i++)
             if (d->gpu[i]) d->dst[k++].channel[0] = d->px + d->off[i];
@@ -462,10 +477,23 @@ static int nj_run(tk_img_decoder *d, const tk_img_transform *t, const tk_img_job
     }
     CU(cudaMemcpyAsync(d->rs_d, d->rs, n * sizeof *d->rs, cudaMemcpyHostToDevice, stream), "upload");
     void *dst = d->host_out ? d->out : out;
+    CU(cudaEventRecord(d->ev[1], stream), "event");
     TRY(tk_img_resize(d->ctx, d->px, d->rs_d, (int)n, maxtaps, &ro, d->tmp, d->ws, dst, e));
+    CU(cudaEventRecord(d->ev[2], stream), "event");
     if (d->host_out) CU(cudaMemcpyAsync(out, d->out, out_bytes, cudaMemcpyDeviceToHost, stream), "download");
-    CU(cudaStreamSynchronize(stream), "decoding a batch");
-    d->batches++;
+    const double t2 = tk_now();
+    // The loader thread sleeps until the batch is done (a spinning wait would take a CPU from the
+    // other loader threads' parsing for as long as the GPU takes).
+    CU(cudaEventRecord(d->done, stream), "event");
+    CU(cudaEventSynchronize(d->done), "decoding a batch");
+    float ms0 = 0, ms1 = 0;
+    if (cudaEventElapsedTime(&ms0, d->ev[0], d->ev[1]) == cudaSuccess) d->stats.decode_gpu_s += ms0 * 1e-3;
+    if (cudaEventElapsedTime(&ms1, d->ev[1], d->ev[2]) == cudaSuccess) d->stats.resize_gpu_s += ms1 * 1e-3;
+    d->stats.batches++;
+    d->stats.images += n;
+    d->stats.parse_s += t1 - t0;
+    d->stats.submit_s += t2 - t1;
+    d->stats.wait_s += tk_now() - t2;
     return 0;
 }
 
@@ -481,13 +509,18 @@ static void nj_free_out(tk_img_decoder *d, void *p) {
     else cudaFree(p);
 }
 
+void tk_img_nvjpeg_stats(const tk_img_decoder *d, tk_img_decoder_stats *st) {
+    if (d) *st = d->stats;
+    else memset(st, 0, sizeof *st);
+}
+
 const char *tk_img_nvjpeg_describe(const tk_img_decoder *d) {
     static _Thread_local char buf[700];
     int n = snprintf(buf, sizeof buf, "%s, %s backend", load_msg, d && d->hw ? "hardware" : "default");
     if (d && n > 0 && (size_t)n < sizeof buf)
         snprintf(buf + n, sizeof buf - (size_t)n, ", %s priority stream, %s (%llu batches; nvJPEG's allocations %llu, frees %llu)",
                  d->prio ? "greatest" : "default", d->async ? "stream-ordered allocations" : "nvJPEG's allocator",
-                 d->batches, d->n_alloc, d->n_free);
+                 (unsigned long long)d->stats.batches, d->n_alloc, d->n_free);
     return buf;
 }
 
@@ -530,6 +563,10 @@ static void nj_free_out(tk_img_decoder *d, void *p) {
 const char *tk_img_nvjpeg_describe(const tk_img_decoder *d) {
     (void)d;
     return "not built";
+}
+void tk_img_nvjpeg_stats(const tk_img_decoder *d, tk_img_decoder_stats *st) {
+    (void)d;
+    memset(st, 0, sizeof *st);
 }
 
 #endif

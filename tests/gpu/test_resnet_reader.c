@@ -4,11 +4,13 @@
 // host bytes). The same decoder and kernels write both, so the batches must be equal bit for bit,
 // for every step of two epochs (other orders, other crops); a reader that cannot write device
 // memory (the cpu decoder, decoded records) says so and keeps writing host bytes.
+#include <pthread.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "../unit/imagenet_prep.h"
 #include "../unit/resnet_synth.h"
+#include "core/progress.h"
 #include "gpu_test.h"
 #include "image/image.h"
 #include "workloads/resnet/resnet.h"
@@ -118,6 +120,74 @@ TK_TEST(host_only_readers_say_no) {
     CHECK_EQ_INT(rn_reader_device(r, 0), 0);
     rn_reader_close(r);
     rn_config_release(&c2);
+}
+
+// ---- the benchmark (TK_BENCH_SHARD=FILE, a prep imagenet shard): the loader threads' work alone ----
+// T threads (TK_BENCH_THREADS, default "1 8"), each its own reader as the engine's loader threads
+// have, decoding batches of 256 (224x224) into device memory, no training beside them: images/s
+// over all, and each reader's time per batch by phase (tk_img_nvjpeg_stats).
+typedef struct {
+    rn_config *cfg;
+    const char *path;
+    int w, nthreads, batches;
+    int64_t spe;
+    int rc;
+} bench_arg;
+
+static void *bench_thread(void *p) {
+    bench_arg *a = p;
+    char *paths[1] = {(char *)a->path};
+    rn_reader *r = NULL;
+    tk_err e = {0};
+    uint8_t *img = NULL;
+    int32_t lab[256];
+    a->rc = rn_reader_open(a->cfg, 0, 1, paths, 1, &r, &e);
+    if (!a->rc && rn_reader_device(r, 0) != 1) a->rc = -1;
+    if (!a->rc && cudaMalloc((void **)&img, (size_t)256 * 224 * 224 * 3) != cudaSuccess) a->rc = -2;
+    for (int i = 0; !a->rc && i < a->batches; i++)
+        a->rc = rn_reader_batch(r, a->w + (int64_t)i * a->nthreads, a->spe, img, lab, &e);
+    if (a->rc > 0) printf("# thread %d: %s\n", a->w, e.what);
+    cudaFree(img);
+    rn_reader_close(r);
+    return NULL;
+}
+
+TK_TEST(bench_readers_alone) {
+    const char *path = getenv("TK_BENCH_SHARD");
+    if (!path || !*path) {
+        printf("# TK_BENCH_SHARD=FILE (a prep imagenet shard) runs this benchmark\n");
+        return;
+    }
+    if (!have_nvjpeg()) return;
+    const char *tl = getenv("TK_BENCH_THREADS");
+    char list[64];
+    snprintf(list, sizeof list, "%s", tl && *tl ? tl : "1 8");
+    for (char *tok = strtok(list, " "); tok; tok = strtok(NULL, " ")) {
+        int T = atoi(tok), per = T >= 12 ? 2 : 24 / T;
+        if (T < 1 || T > 32) continue;
+        rn_config cfg;
+        rn_reader *probe = open_reader(&cfg, path, "nvjpeg", 256, 224); // loads the shard once
+        int64_t spe = (int64_t)rn_reader_count(probe) / 256;
+        rn_reader_close(probe);
+        pthread_t th[32];
+        bench_arg a[32];
+        double t0 = tk_now();
+        for (int w = 0; w < T; w++) {
+            a[w] = (bench_arg){.cfg = &cfg, .path = path, .w = w, .nthreads = T, .batches = per, .spe = spe};
+            pthread_create(&th[w], NULL, bench_thread, &a[w]);
+        }
+        int bad = 0;
+        for (int w = 0; w < T; w++) pthread_join(th[w], NULL), bad += a[w].rc != 0;
+        double dt = tk_now() - t0;
+        CHECK_EQ_INT(bad, 0);
+        const rn_shared *sh = cfg.sh;
+        double k = sh->dec_batches ? 1e3 / (double)sh->dec_batches : 0;
+        printf("# table resnet-reader bench: %2d readers alone, %3llu batches of 256: %6.0f images/s; per batch: "
+               "parse %.1f ms, submit %.1f ms, wait %.1f ms; GPU spans: decode %.1f ms, resize %.1f ms\n", T,
+               (unsigned long long)sh->dec_batches, (double)sh->dec_images / dt, sh->dec_parse_s * k,
+               sh->dec_submit_s * k, sh->dec_wait_s * k, sh->dec_decode_gpu_s * k, sh->dec_resize_gpu_s * k);
+        rn_config_release(&cfg);
+    }
 }
 
 TK_TEST(zz_cleanup) {

@@ -388,6 +388,18 @@ int rn_reader_open(const rn_config *cfg, int rank, int world, char *const *paths
 
 void rn_reader_close(rn_reader *r) {
     if (!r) return;
+#ifdef RN_HAVE_JPEG
+    if (r->dec.dec && r->dec.ops == &tk_img_decoder_nvjpeg) { // its time, for the result line
+        tk_img_decoder_stats st;
+        tk_img_nvjpeg_stats(r->dec.dec, &st);
+        rn_shared *sh = r->cfg->sh;
+        pthread_mutex_lock(&sh->mu);
+        sh->dec_batches += st.batches, sh->dec_images += st.images;
+        sh->dec_parse_s += st.parse_s, sh->dec_submit_s += st.submit_s, sh->dec_wait_s += st.wait_s;
+        sh->dec_decode_gpu_s += st.decode_gpu_s, sh->dec_resize_gpu_s += st.resize_gpu_s;
+        pthread_mutex_unlock(&sh->mu);
+    }
+#endif
     if (r->own) ds_free(r->ds);
     decoder_close(&r->dec);
     free(r->perm);

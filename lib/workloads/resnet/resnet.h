@@ -48,6 +48,9 @@ typedef struct rn_shared {
     struct rn_dataset *train;    // the cached training set, and the files it came from
     char **paths;
     int npaths;
+    // the GPU decoder's time in the training readers (tk_img_nvjpeg_stats), added up as they close
+    uint64_t dec_batches, dec_images;
+    double dec_parse_s, dec_submit_s, dec_wait_s, dec_decode_gpu_s, dec_resize_gpu_s;
 } rn_shared;
 
 typedef struct rn_config {

@@ -155,6 +155,21 @@ static int wl_mllog_weights(void *model, tk_mllog *L, tk_err *e) {
     return 0;
 }
 
+// ---- the result line ----
+
+// The GPU decoder's time per batch in the loader threads (train-step's result line: "decoder").
+static json_t *wl_result_extra(const void *model) {
+    const rn_model *m = model;
+    const rn_shared *sh = m->cfg.sh;
+    if (!sh || sh->dec_batches == 0) return NULL;
+    const double k = 1e3 / (double)sh->dec_batches;
+    return json_pack("{s:{s:s, s:I, s:I, s:f, s:f, s:f, s:f, s:f}}", "decoder", "name", m->cfg.decoder, "batches",
+                     (json_int_t)sh->dec_batches, "images", (json_int_t)sh->dec_images, "parse_ms_per_batch",
+                     sh->dec_parse_s * k, "submit_ms_per_batch", sh->dec_submit_s * k, "wait_ms_per_batch",
+                     sh->dec_wait_s * k, "decode_gpu_ms_per_batch", sh->dec_decode_gpu_s * k,
+                     "resize_gpu_ms_per_batch", sh->dec_resize_gpu_s * k);
+}
+
 // ---- importing and dumps ----
 
 static int wl_import(void *m, const char *path, tk_err *e) { return rn_import_torchvision(m, path, e); }
@@ -189,5 +204,6 @@ const tk_workload tk_workload_resnet = {
     .mllog_weights = wl_mllog_weights,
     .import = wl_import,
     .dump_step = wl_dump,
+    .result_extra = wl_result_extra,
     .reader_device = wl_reader_device,
 };
