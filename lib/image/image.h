@@ -31,11 +31,6 @@ typedef struct {
                                  // finish the batch before run() returns)
     int host_out;                // GPU decoders: run() writes host memory (copied back) instead
                                  // of device memory
-    double cpu_share;            // GPU decoders: about this share of the images (0..1, picked by
-                                 // their sample index, so the same ones whatever the batch) is
-                                 // decoded by libjpeg-turbo on the decoder's threads at full size,
-                                 // then resized on the GPU with the others: less work on the SMs
-                                 // that a training step needs (0: none)
 } tk_img_decoder_opts;
 
 typedef struct tk_img_decoder tk_img_decoder; // each implementation's own state

@@ -143,7 +143,6 @@ struct tk_img_decoder {
     tk_ctx *ctx;
     int device, threads, host_out, hw;
     int prio;                    // the stream has the device's greatest priority
-    uint64_t cpu_below;          // images whose sample hash is below this go to libjpeg-turbo
     int async;                   // stream-ordered device allocations (nvjpegCreateExV2)
     unsigned long long n_alloc, n_free; // nvJPEG's device allocations and frees (async)
     tk_img_decoder_stats stats;  // run()'s phases
@@ -266,11 +265,7 @@ static int nj_open(tk_img_decoder **dp, const tk_img_decoder_opts *o, tk_err *e)
     if (!d) return tk_err_errno(e, ENOMEM, "out of memory");
     d->device = o ? o->device : 0;
     d->threads = o && o->threads > 0 ? o->threads : 1;
-    const char *nt = getenv("TK_NVJPEG_THREADS"); // parse threads, overriding the caller's (tuning)
-    if (nt && atoi(nt) > 0 && atoi(nt) <= 64) d->threads = atoi(nt);
     d->host_out = o ? o->host_out : 0;
-    const double share = o && o->cpu_share > 0 ? (o->cpu_share < 1 ? o->cpu_share : 1) : 0;
-    d->cpu_below = share >= 1 ? UINT64_MAX : (uint64_t)(share * 18446744073709551616.0);
     int rc = tk_ctx_create(&d->ctx, TK_BACKEND_CUDA, d->device, e);
     if (!rc) rc = priority_stream(d, e);
     for (int i = 0; !rc && i < 3; i++)
@@ -354,14 +349,6 @@ static int grow_host(tk_img_decoder *d, size_t n, tk_err *e) {
     return 0;
 }
 
-// The sample's place in [0, 2^64): splitmix64's finalizer, so the CPU's share is spread evenly.
-static uint64_t sample_hash(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
 static int sample_err(tk_err *e, const tk_img_job *j) { return tk_err_where(e, "sample %llu", (unsigned long long)j->sample); }
 
 static int nj_run(tk_img_decoder *d, const tk_img_transform *t, const tk_img_job *jobs, size_t n, void *out,
@@ -384,7 +371,7 @@ static int nj_run(tk_img_decoder *d, const tk_img_transform *t, const tk_img_job
             continue;
         }
         tk_img_plan(t, d->info[i].width, d->info[i].height, jobs[i].sample, &d->geom[i]);
-        int ok = d->info[i].components != 4 && !(d->cpu_below && sample_hash(jobs[i].sample) < d->cpu_below);
+        int ok = d->info[i].components != 4;
         if (ok && d->hw) {
             nvjpegJpegStream_t js = d->js[omp_get_thread_num()];
             nvjpegStatus_t s = api.JpegStreamParse(d->h, jobs[i].data, jobs[i].size, 0, 0, js);

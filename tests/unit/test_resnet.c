@@ -138,7 +138,6 @@ TK_TEST(config_errors) {
         {"{\"data\": {\"eval_resize\": 200}}", "cfg.json: $.data.eval_resize: expected at least model.image_size"},
         {"{\"data\": {\"crop_scale\": [0.5, 0.1]}}", "cfg.json: $.data.crop_scale: expected [min, max] ranges with min <= max"},
         {"{\"model\": {\"init\": \"xavier\"}}", "cfg.json: $.model.init: expected \"torchvision\" or \"mlperf\""},
-        {"{\"data\": {\"decoder_cpu_share\": 1.5}}", "cfg.json: $.data.decoder_cpu_share: "},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         memset(&e, 0, sizeof e);

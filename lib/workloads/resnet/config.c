@@ -32,7 +32,7 @@ int rn_config_parse(json_t *root, const char *path, const tk_run_cfg *run, rn_co
                                              "label_smoothing", "bn_epsilon", "bn_momentum", "init",
                                              "zero_init_residual", NULL};
     static const char *const data_keys[] = {"eval_resize", "crop_scale", "crop_ratio", "flip", "mean", "std",
-                                            "decoder", "decoder_cpu_share", "train_samples", "eval_samples", "note", NULL};
+                                            "decoder", "train_samples", "eval_samples", "note", NULL};
     static const char *const precisions[] = {"fp32", "bf16", NULL}, *const inits[] = {"torchvision", "mlperf", NULL};
     memset(cfg, 0, sizeof *cfg);
     TRY(tk_cfg_keys(root, path, "model", model_keys, e));
@@ -100,7 +100,6 @@ int rn_config_parse(json_t *root, const char *path, const tk_run_cfg *run, rn_co
             return tk_cfg_bad(e, path, "data.decoder", "expected the name of an image decoder (\"cpu\", \"nvjpeg\" or \"auto\")");
         snprintf(cfg->decoder, sizeof cfg->decoder, "%s", json_string_value(dec));
     }
-    TRY(tk_cfg_num_opt(root, path, "data.decoder_cpu_share", 0, 1, &cfg->decoder_cpu_share, e));
     // the engine's sections
     cfg->batch = run->batch;
     cfg->seed = run->seed;

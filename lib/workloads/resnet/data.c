@@ -231,7 +231,6 @@ typedef struct rn_decoder {
 #endif
     int out_device;              // images into device memory of CUDA device `device`
     int device;                  // (rn_reader_device), else host bytes
-    double cpu_share;            // data.decoder_cpu_share
 } rn_decoder;
 
 // data.decoder: "cpu", "nvjpeg" (an error where it is not available) or "auto" (nvjpeg where it
@@ -258,7 +257,6 @@ static int decoder_open(const rn_config *cfg, const rn_dataset *d, int n, rn_dec
     }
     dc->jobs = calloc((size_t)n, sizeof *dc->jobs);
     if (!dc->jobs) return tk_err_set(e, TK_EIO, "out of host memory");
-    dc->cpu_share = cfg->decoder_cpu_share;
 #else
     (void)cfg, (void)d, (void)n, (void)e;
 #endif
@@ -268,8 +266,7 @@ static int decoder_open(const rn_config *cfg, const rn_dataset *d, int n, rn_dec
 #ifdef RN_HAVE_JPEG
 static int decoder_start(rn_decoder *dc, tk_err *e) {
     // one thread each: the engine runs several loader threads
-    tk_img_decoder_opts o = {.threads = 1, .host_out = !dc->out_device, .device = dc->device,
-                             .cpu_share = dc->cpu_share};
+    tk_img_decoder_opts o = {.threads = 1, .host_out = !dc->out_device, .device = dc->device};
     return dc->ops->open(&dc->dec, &o, e);
 }
 #endif

@@ -66,7 +66,6 @@ typedef struct rn_config {
     int flip;
     float mean[3], std[3];       // (pixel - mean) / std, pixels in 0..255
     char decoder[16];            // the image decoder (lib/image): "cpu"
-    double decoder_cpu_share;    // GPU decoders: the share of images decoded on the CPU (0)
     // from the engine's sections
     int64_t batch;               // global
     uint64_t seed;
