@@ -59,6 +59,8 @@ static void help(void) {
            "      --threads N         OpenMP threads for the cpu backend\n"
            "      --loader-threads N  threads decoding training batches ahead (cuda: this rank's\n"
            "                          share of the CPUs less 2, 2 to 16; cpu 1)\n"
+           "      --host-batches      decoded batches through host memory even where the reader\n"
+           "                          can write device memory (the GPU image decoder)\n"
            "      --dump-step FILE    write one step's weights, batch, loss and gradients, exit\n"
            "      --submission-org S, --submission-platform S   MLLOG submission_* values\n"
            "      --progress          progress on stderr even when it is not a terminal\n"
@@ -147,7 +149,7 @@ int main(int argc, char **argv) {
     enum {
         O_MLLOG = 256, O_CKDIR, O_CKEVERY, O_RESUME, O_EVERY, O_SEED, O_EPOCHS, O_STEPS, O_NOGRAPH,
         O_EVDIR, O_WAIT, O_DUMP, O_SET, O_LOGEVERY, O_THREADS, O_ORG, O_PLATFORM, O_PROGRESS,
-        O_PRECISION, O_LOADER, O_RDV, O_CTIMEOUT, O_PROFILE, O_INIT
+        O_PRECISION, O_LOADER, O_RDV, O_CTIMEOUT, O_PROFILE, O_INIT, O_HOSTB
     };
     static struct option longopts[64 + MAX_WL_OPTS] = {
         {"workload", required_argument, 0, 'w'}, {"config", required_argument, 0, 'c'},
@@ -165,7 +167,7 @@ int main(int argc, char **argv) {
         {"submission-org", required_argument, 0, O_ORG},
         {"submission-platform", required_argument, 0, O_PLATFORM},
         {"progress", no_argument, 0, O_PROGRESS}, {"precision", required_argument, 0, O_PRECISION},
-        {"loader-threads", required_argument, 0, O_LOADER},
+        {"loader-threads", required_argument, 0, O_LOADER}, {"host-batches", no_argument, 0, O_HOSTB},
         {"rendezvous", required_argument, 0, O_RDV}, {"comm-timeout", required_argument, 0, O_CTIMEOUT},
         {"help", no_argument, 0, 'h'}, {"version", no_argument, 0, 'V'}};
     int nlong = 0;
@@ -220,6 +222,7 @@ int main(int argc, char **argv) {
             break;
         case O_STEPS: rc = tk_parse_i64(optarg, 1, INT64_MAX, "--max-steps", &o.max_steps, &e); break;
         case O_NOGRAPH: o.no_graphs = 1; break;
+        case O_HOSTB: o.host_batches = 1; break;
         case O_PROFILE: o.profile = 1; break;
         case O_EVDIR: o.eval_dir = optarg; break;
         case O_WAIT: rc = tk_parse_f64(optarg, 0, 1e7, "--eval-wait", &o.eval_wait, &e); break;

@@ -6,12 +6,15 @@
 # made once in DIR. With the nvjpeg decoder built and available (a GPU, libnvjpeg.so.13), the
 # pipeline also runs on it (batches left in device memory, as training uses them); and with
 # TRAIN_STEP=1 and a GPU, train-step trains ResNet-50 (config.json at batch BATCH) on the same
-# JPEGs for STEPS steps with each decoder, and prints its samples/s.
+# JPEGs for STEPS steps with each decoder, and prints its samples/s (nvjpeg twice: with the
+# engine's device batches, the decoded images never leaving the GPU, and with --host-batches, the
+# images copied back to the host and up again).
 #   contrib/bench/imagenet_pipeline.sh [DIR]     (default /tmp/imagenet-bench)
 # Env: CLASSES (100), PER_CLASS (20), THREADS (list, default 1..nproc), BATCH (256), EPOCHS (3:
 # the first warms the page cache and is not timed), PREP (1: time prep imagenet too; 0: only
-# make the shards), DECODERS ("cpu nvjpeg"), TRAIN_STEP (0), STEPS (60), LOADER_THREADS (4 for
-# nvjpeg), NOBUILD=1 (use the prebuilt driver as it is).
+# make the shards), PIPELINE (1; 0: no pipeline-alone rows), DECODERS ("cpu nvjpeg"),
+# TRAIN_STEP (0), STEPS (60), LOADER_THREADS (4 for nvjpeg), NOBUILD=1 (use the prebuilt driver
+# as it is).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 DIR=${1:-/tmp/imagenet-bench}
@@ -75,7 +78,8 @@ else
 fi
 "$BIN/prep" imagenet -o "$DIR/val.tks" --labels "$DIR/syn/LOC_val_solution.csv" "$DIR/syn/val" >/dev/null
 sums=""
-for t in $THREADS; do
+[ "${PIPELINE:-1}" = 1 ] || THREADS_PIPE=""
+for t in ${THREADS_PIPE-$THREADS}; do
     row() { printf '%-34s %8s %12.0f %16.0f\n' "$1" "$t" "$(echo "$2" | num images_per_s)" "$(echo "$2" | num images_per_cpu_s)"; }
     s=$("$DRV" --batch "$BATCH" --threads "$t" --epochs "$EPOCHS" "$DIR/train.tks")
     row "pipeline train (RRC+flip, bf16)" "$s"
@@ -86,13 +90,15 @@ for t in $THREADS; do
     row "pipeline eval (256 + center 224)" "$s"
 done
 # The batches are the same whatever the threads: one checksum for all the runs.
-[ "$(echo $sums | tr ' ' '\n' | sort -u | wc -l)" -eq 1 ] || { echo "checksums differ across thread counts:$sums" >&2; exit 1; }
-echo
-echo "train batches identical for threads $THREADS (checksum $(echo $sums | cut -d' ' -f1))"
+if [ -n "$sums" ]; then
+    [ "$(echo $sums | tr ' ' '\n' | sort -u | wc -l)" -eq 1 ] || { echo "checksums differ across thread counts:$sums" >&2; exit 1; }
+    echo
+    echo "train batches identical for threads $THREADS (checksum $(echo $sums | cut -d' ' -f1))"
+fi
 
 # The GPU decoder: the same pipeline, batches into device memory (threads: the CPU fallback's)
 DECODERS=${DECODERS:-cpu nvjpeg}
-if [[ " $DECODERS " == *" nvjpeg "* ]]; then
+if [ "${PIPELINE:-1}" = 1 ] && [[ " $DECODERS " == *" nvjpeg "* ]]; then
     echo
     t=$(echo $THREADS | awk '{print $NF}')
     if s=$("$DRV" --decoder nvjpeg --batch "$BATCH" --threads "$t" --epochs "$EPOCHS" "$DIR/train.tks" 2>"$DIR/nvjpeg.err") &&
@@ -115,19 +121,29 @@ if [ "${TRAIN_STEP:-0}" = 1 ] && [ -x "$BIN/train-step" ]; then
     fi
     classes=$(ls "$DIR/syn/train" | wc -l)
     echo
-    printf '%-34s %8s %12s\n' "train-step resnet50 (JPEG shards)" loaders samples/s
-    for dec in $DECODERS; do
+    printf '%-40s %8s %12s\n' "train-step resnet50 (JPEG shards)" loaders samples/s
+    runs=""
+    for dec in $DECODERS; do runs="$runs $dec"; [ "$dec" = nvjpeg ] && runs="$runs nvjpeg-host"; done
+    for run in $runs; do
+        dec=${run%-host}
+        extra=()
+        [ "$run" != "$dec" ] && extra=(--host-batches)
         lt=$([ "$dec" = nvjpeg ] && echo "${LOADER_THREADS:-4}" || echo "$NPROC")
         rc=0
         "$BIN/train-step" -c share/workloads/resnet/config.json -t "$DIR/train.tks" -e "$DIR/val.tks" --backend cuda \
             --set train.global_batch_size="$BATCH" --set optimizer.base_lr=2.5 --set model.classes="$classes" \
-            --set data.decoder="$dec" --max-steps "${STEPS:-60}" --log-every 10 --loader-threads "$lt" \
-            >"$DIR/ts-$dec.jsonl" 2>"$DIR/ts-$dec.err" || rc=$? # 1: the target not reached, as expected
-        [ "$rc" -le 1 ] || { echo "train-step ($dec) failed (exit $rc): $(tail -3 "$DIR/ts-$dec.err")"; continue; }
-        # the last progress window's samples/s (the first ones include the start-up), and how long
-        # each step waited for the loader in it
-        p=$(grep '"progress"' "$DIR/ts-$dec.jsonl" | tail -1)
-        printf '%-34s %8s %12.0f   loader wait %.1f ms/step\n' "train-step, decoder $dec" "$lt" \
-            "$(echo "$p" | num samples_per_s)" "$(echo "$p" | num loader_wait_ms)"
+            --set data.decoder="$dec" --max-steps "${STEPS:-60}" --log-every 10 --loader-threads "$lt" "${extra[@]}" \
+            >"$DIR/ts-$run.jsonl" 2>"$DIR/ts-$run.err" || rc=$? # 1: the target not reached, as expected
+        [ "$rc" -le 1 ] || { echo "train-step ($run) failed (exit $rc): $(tail -3 "$DIR/ts-$run.err")"; continue; }
+        # the progress windows after the first half of the steps (the first ones include the
+        # start-up): their mean samples/s, and how long each step waited for the loader in them
+        m=$(grep '"progress"' "$DIR/ts-$run.jsonl" | awk -v half=$((${STEPS:-60} / 2)) '
+            { s = $0; sub(/.*"step":/, "", s); st = s + 0
+              p = $0; sub(/.*"samples_per_s":/, "", p); w = $0; sub(/.*"loader_wait_ms":/, "", w)
+              if (st > half) { n++; sp += p + 0; lw += w + 0 } }
+            END { if (n) printf "%.0f %.1f %d", sp / n, lw / n, n; else print "0 0 0" }')
+        set -- $m
+        printf '%-40s %8s %12s   loader wait %s ms/step (%s windows)%s\n' "train-step, $run" "$lt" "$1" "$2" "$3" \
+            "$(grep -q '"device_batches"' "$DIR/ts-$run.jsonl" && echo ", device batches")"
     done
 fi

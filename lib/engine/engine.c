@@ -39,6 +39,7 @@ typedef struct run {
     int64_t *pend;           // steps of checkpoints awaiting an external result, oldest first
     int npend, cap_pend;
     double wait_loader, wait_copy; // seconds the loop waited for decoded batches / their copies
+    int device_loaders;      // loader threads whose reader writes device memory (device batches)
     tk_stager st;
     void *inputs[TK_BATCH_MAX_FIELDS];
     tk_batch_layout L;
@@ -325,6 +326,7 @@ typedef struct {
     char *const *paths;
     int npaths, rank, world;
     int64_t spe;
+    int device;              // the CUDA device for device batches, or -1: host batches only
 } src_arg;
 
 static int src_open(void *arg, void **rd, tk_err *e) {
@@ -365,19 +367,29 @@ static void src_close(void *rd) {
     free(r);
 }
 
+// Device batches where the workload's reader can write them (workload.h reader_device).
+static unsigned src_on_device(void *rd) {
+    src_rd *r = rd;
+    const tk_workload *wl = r->a->wl;
+    if (r->a->device < 0 || wl->version < TK_WORKLOAD_V2 || !wl->reader_device) return 0;
+    return wl->reader_device(r->rd, r->a->device);
+}
+
 static int staged_hook(void *arg, int slot, void *const *dev, int stream, tk_err *e) {
     run *r = arg;
     return r->wl->staged ? r->wl->staged(r->I.model, slot, dev, stream, e) : 0;
 }
 
-// Takes decoded batch `step` from the loader and copies it into staging slot step % 2.
+// Takes decoded batch `step` from the loader and copies it into staging slot step % 2 (from
+// pinned host memory, or device to device for the fields its reader wrote in device memory).
 static int stage_batch(run *r, tk_loader *ld, int64_t step, tk_err *e) {
-    void *const *host;
+    void *const *buf;
+    unsigned dev_mask = 0;
     double t0 = tk_now();
-    TRY(tk_loader_get(ld, step, &host, e));
-    if (r->wl->host_batch) r->wl->host_batch(r->I.model, (int)(step & 1), host);
+    TRY(tk_loader_get(ld, step, &buf, &dev_mask, e));
+    if (r->wl->host_batch && !dev_mask) r->wl->host_batch(r->I.model, (int)(step & 1), buf);
     double t1 = tk_now();
-    int rc = tk_stager_stage(&r->st, (int)(step & 1), host, staged_hook, r, e);
+    int rc = tk_stager_stage(&r->st, (int)(step & 1), buf, dev_mask, staged_hook, r, e);
     tk_loader_put(ld, step);
     r->wait_loader += t1 - t0;
     r->wait_copy += tk_now() - t1;
@@ -426,13 +438,17 @@ static int train(run *r, tk_err *e) {
     int64_t stop_at = r->total_steps;
     if (r->I.run.max_steps > 0 && r->I.run.max_steps < stop_at) stop_at = r->I.run.max_steps;
     if (o->max_steps > 0 && o->max_steps < stop_at) stop_at = o->max_steps;
-    // Loader threads decode the batches ahead into pinned buffers while the device trains.
+    // Loader threads decode the batches ahead into pinned buffers (device buffers for a reader that
+    // writes device memory) while the device trains.
     int nload = o->loader_threads > 0 ? (int)o->loader_threads : r->c->backend == TK_BACKEND_CUDA ? default_loaders(r) : 1;
     src_arg sa = {.wl = wl, .cfg = r->I.cfg, .paths = o->train, .npaths = o->ntrain, .spe = r->steps_per_epoch,
-                  .rank = o->ri.rank, .world = o->ri.world};
-    tk_batch_source src = {.open = src_open_rd, .read = src_read, .close = src_close, .arg = &sa};
+                  .rank = o->ri.rank, .world = o->ri.world,
+                  .device = r->c->backend == TK_BACKEND_CUDA && !o->host_batches ? r->c->device : -1};
+    tk_batch_source src = {.open = src_open_rd, .read = src_read, .close = src_close, .on_device = src_on_device,
+                           .arg = &sa};
     tk_loader *ld = NULL;
     int rc = r->step < stop_at ? tk_loader_start(&ld, r->c, &src, &r->L, r->step, stop_at, nload, e) : 0;
+    r->device_loaders = tk_loader_device_workers(ld);
     int in_epoch = 0, staged = 0;
     double tw = tk_now(), tprof = 0;
     int64_t sw = 0, nprof = 0;
@@ -668,6 +684,7 @@ static int finish(run *r, int rc, double tt, int64_t step0, tk_err *e) {
                              tt > 0 ? (double)(done * r->B) / tt : 0.0);
     json_object_update(res, rest);
     json_decref(rest);
+    if (r->device_loaders > 0) json_object_set_new(res, "device_batches", json_integer(r->device_loaders));
     json_t *extra = r->wl->result_extra ? r->wl->result_extra(r->I.model) : NULL;
     if (extra) json_object_update(res, extra);
     json_decref(extra);

@@ -38,6 +38,8 @@ typedef struct tk_train_opts {
     int no_graphs, profile, progress;
     int64_t threads;               // cpu backend threads (0: default)
     int64_t loader_threads;        // 0: default
+    int host_batches;              // every batch through pinned host memory, even from a reader
+                                   // that can write device memory (workload.h reader_device)
     const char *dump;              // --dump-step FILE
     const char *org, *platform;    // MLLOG submission_org, submission_platform
     const char *rendezvous;        // several ranks: how they meet

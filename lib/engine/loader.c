@@ -10,6 +10,7 @@ typedef struct loader_slot {
     int w;
     void *rd;
     void *buf[TK_BATCH_MAX_FIELDS];
+    unsigned dev;  // the fields whose buf is device memory (the reader writes there)
     int64_t step;  // the batch in the slot (state 1 or 2), or the next one to decode
     int state;     // 0: to decode, 1: ready, 2: failed (err)
     tk_err err;
@@ -75,7 +76,9 @@ int tk_loader_start(tk_loader **out, tk_ctx *c, const tk_batch_source *src, cons
         s->w = w;
         s->step = first + w;
         rc = src->open(src->arg, &s->rd, e);
-        for (int f = 0; !rc && f < L->nfields; f++) rc = tk_host_alloc_pinned(c, &s->buf[f], L->bytes[f] + 1, e);
+        s->dev = !rc && src->on_device ? src->on_device(s->rd) & ((1u << L->nfields) - 1) : 0;
+        for (int f = 0; !rc && f < L->nfields; f++)
+            rc = (s->dev >> f & 1 ? tk_malloc : tk_host_alloc_pinned)(c, &s->buf[f], L->bytes[f] + 1, e);
     }
     for (int w = 0; !rc && w < nworkers; w++) {
         if (pthread_create(&sl[w].th, NULL, loader_main, &sl[w]) != 0)
@@ -91,7 +94,7 @@ int tk_loader_start(tk_loader **out, tk_ctx *c, const tk_batch_source *src, cons
     return 0;
 }
 
-int tk_loader_get(tk_loader *l, int64_t step, void *const **bufs, tk_err *e) {
+int tk_loader_get(tk_loader *l, int64_t step, void *const **bufs, unsigned *dev_mask, tk_err *e) {
     if (step < l->first || step >= l->last)
         return tk_err_set(e, TK_EINTERNAL, "loader: step %lld outside [%lld, %lld)", (long long)step,
                           (long long)l->first, (long long)l->last);
@@ -103,6 +106,7 @@ int tk_loader_get(tk_loader *l, int64_t step, void *const **bufs, tk_err *e) {
     pthread_mutex_unlock(&l->mu);
     if (failed) return e->code;
     *bufs = s->buf;
+    if (dev_mask) *dev_mask = s->dev;
     return 0;
 }
 
@@ -112,6 +116,12 @@ void tk_loader_put(tk_loader *l, int64_t step) {
     if (s->state == 1 && s->step == step) s->state = 0;
     pthread_cond_broadcast(&l->work);
     pthread_mutex_unlock(&l->mu);
+}
+
+int tk_loader_device_workers(const tk_loader *l) {
+    int n = 0;
+    for (int w = 0; l && w < l->nw; w++) n += l->slot[w].dev != 0;
+    return n;
 }
 
 void tk_loader_stop(tk_loader *l) {
@@ -124,7 +134,10 @@ void tk_loader_stop(tk_loader *l) {
         loader_slot *s = &l->slot[w];
         if (s->started) pthread_join(s->th, NULL);
         if (s->rd) l->src.close(s->rd);
-        for (int f = 0; f < l->L.nfields; f++) tk_host_free_pinned(l->c, s->buf[f]);
+        for (int f = 0; f < l->L.nfields; f++) {
+            if (s->dev >> f & 1) tk_free(l->c, s->buf[f]);
+            else tk_host_free_pinned(l->c, s->buf[f]);
+        }
     }
     pthread_mutex_destroy(&l->mu);
     pthread_cond_destroy(&l->ready);
@@ -163,12 +176,14 @@ void tk_stager_release(tk_stager *s) {
     }
 }
 
-int tk_stager_stage(tk_stager *s, int slot, void *const *host, tk_stage_hook hook, void *arg, tk_err *e) {
+int tk_stager_stage(tk_stager *s, int slot, void *const *src, unsigned dev_mask, tk_stage_hook hook, void *arg,
+                    tk_err *e) {
     if (slot < 0 || slot > 1) return tk_err_set(e, TK_EINTERNAL, "stager: slot %d", slot);
     tk_ctx *c = s->c;
     const int cs = TK_STREAM_COPY;
     TRY(tk_event_wait(c, cs, &s->taken[slot], e)); // the step before has moved the old contents out
-    for (int f = 0; f < s->L.nfields; f++) TRY(tk_memcpy_h2d_async(c, s->dev[slot][f], host[f], s->L.bytes[f], cs, e));
+    for (int f = 0; f < s->L.nfields; f++)
+        TRY((dev_mask >> f & 1 ? tk_memcpy_d2d : tk_memcpy_h2d_async)(c, s->dev[slot][f], src[f], s->L.bytes[f], cs, e));
     if (hook) TRY(hook(arg, slot, s->dev[slot], cs, e));
     TRY(tk_event_record(c, &s->copied[slot], cs, e));
     return tk_event_sync(c, &s->copied[slot], e);

@@ -36,6 +36,7 @@ extern "C" {
 #endif
 
 #define TK_WORKLOAD_V1 1
+#define TK_WORKLOAD_V2 2 // + reader_device
 
 // What the engine hands a model at creation.
 typedef struct tk_wl_env {
@@ -73,7 +74,7 @@ typedef struct tk_wl_option {
 } tk_wl_option;
 
 typedef struct tk_workload {
-    int version;                      // TK_WORKLOAD_V1
+    int version;                      // TK_WORKLOAD_V2 (V1: the members before reader_device)
     const char *name;                 // the config's "workload" and MLLOG submission_benchmark
     const char *summary;              // one line for --help
     const char *metric;               // its eval metric: the config's target.metric and the key of
@@ -184,6 +185,19 @@ typedef struct tk_workload {
     json_t *(*profile_json)(const void *model);
     // Members added to the run's result line (a new object or NULL).
     json_t *(*result_extra)(const void *model);
+
+    // ---- device batches (version 2) ----
+    // Which fields reader rd can write straight into memory of CUDA device `device` (a GPU image
+    // decoder's images, which would otherwise come back to the host only to be copied up again):
+    // a mask, bit f for field f of batch_layout, from now on written there; 0: it goes on writing
+    // host memory. The engine asks each loader thread's reader once, after reader_open, on the
+    // cuda backend (not under train-step --host-batches); read_batch then gets device buffers for
+    // those fields and pinned host ones for the others (one set per loader thread; the engine
+    // moves each batch into a staging slot on the copy stream, device to device for the device
+    // fields) and returns only once the batch is complete in them (it may wait for its own stream:
+    // that blocks its loader thread, never the loop). host_batch is not called for batches with
+    // device fields, so a workload whose graph_key needs the host fields answers 0. NULL: host.
+    unsigned (*reader_device)(void *rd, int device);
 } tk_workload;
 
 #ifdef __cplusplus

@@ -67,8 +67,20 @@ const char *tk_img_decoder_names(void);
 // the one named, else it is "". NULL for an unknown name.
 const tk_img_decoder_ops *tk_img_decoder_pick(const char *name, char *note, size_t n);
 // An open nvjpeg decoder in words, for benchmarks and tests: "nvJPEG 13.0.4 (libnvjpeg.so.13),
-// hardware backend".
+// hardware backend, ...".
 const char *tk_img_nvjpeg_describe(const tk_img_decoder *d);
+// Where an nvjpeg decoder's run() spent its time so far (host clock, summed over the batches):
+// parse (headers, plans and nvJPEG's stream parse on the decoder's threads), submit (nvJPEG's
+// batched decode call and the queuing of the rest), wait (until the stream had finished the
+// batch: the GPU's share, and what it queued behind); and on the stream's clock (CUDA events) the
+// spans of nvJPEG's decode (with the upload of CPU-decoded images) and of the resize kernels,
+// their own time where nothing else runs on the GPU. Zeros for another decoder or none.
+typedef struct {
+    uint64_t batches, images;
+    double parse_s, submit_s, wait_s;
+    double decode_gpu_s, resize_gpu_s;
+} tk_img_decoder_stats;
+void tk_img_nvjpeg_stats(const tk_img_decoder *d, tk_img_decoder_stats *st);
 
 // The CPU decoder's work for one image, the specification the other decoders match: header,
 // plan, DCT-domain scale (t->dct_scale: the largest downscale 1/8, 1/4 or 1/2 that keeps the box

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/progress.h"
 #include "image/codec.h"
 #include "image/image.h"
 
@@ -42,6 +43,8 @@
 typedef struct {
     nvjpegStatus_t (*CreateEx)(nvjpegBackend_t, nvjpegDevAllocator_t *, nvjpegPinnedAllocator_t *, unsigned int,
                                nvjpegHandle_t *);
+    nvjpegStatus_t (*CreateExV2)(nvjpegBackend_t, nvjpegDevAllocatorV2_t *, nvjpegPinnedAllocatorV2_t *, unsigned int,
+                                 nvjpegHandle_t *); // NULL in libraries before it
     nvjpegStatus_t (*Destroy)(nvjpegHandle_t);
     nvjpegStatus_t (*GetProperty)(libraryPropertyType, int *);
     nvjpegStatus_t (*JpegStateCreate)(nvjpegHandle_t, nvjpegJpegState_t *);
@@ -89,6 +92,7 @@ static void load(void) {
     SYM(JpegStreamParse, "nvjpegJpegStreamParse");
     SYM(DecodeBatchedSupported, "nvjpegDecodeBatchedSupported");
 #undef SYM
+    *(void **)&a.CreateExV2 = dlsym(l, "nvjpegCreateExV2");
     int maj = 0, min = 0, pat = 0;
     a.GetProperty(MAJOR_VERSION, &maj);
     a.GetProperty(MINOR_VERSION, &min);
@@ -138,6 +142,12 @@ static int cu_fail(tk_err *e, cudaError_t s, const char *what) {
 struct tk_img_decoder {
     tk_ctx *ctx;
     int device, threads, host_out, hw;
+    int prio;                    // the stream has the device's greatest priority
+    int async;                   // stream-ordered device allocations (nvjpegCreateExV2)
+    unsigned long long n_alloc, n_free; // nvJPEG's device allocations and frees (async)
+    tk_img_decoder_stats stats;  // run()'s phases
+    cudaEvent_t ev[3];           // timed: before nvJPEG's decode, before the resize, after it
+    cudaEvent_t done;            // the batch's end, waited for without spinning (blocking sync)
     nvjpegHandle_t h;
     nvjpegJpegState_t st;
     nvjpegJpegStream_t *js;      // one per thread
@@ -166,9 +176,64 @@ struct tk_img_decoder {
     size_t out_cap;
 };
 
+// nvJPEG's device memory, stream-ordered (cudaMallocAsync / cudaFreeAsync on the stream nvJPEG
+// names): buffers it grows while a training step runs on the device cost no device-wide
+// synchronization, as cudaFree (the default allocator) does. Counted, for the describe line.
+static int dev_malloc_async(void *ctx, void **p, size_t n, cudaStream_t s) {
+    tk_img_decoder *d = ctx;
+    d->n_alloc++;
+    return cudaMallocAsync(p, n ? n : 1, s) == cudaSuccess ? 0 : 1;
+}
+
+static int dev_free_async(void *ctx, void *p, size_t n, cudaStream_t s) {
+    tk_img_decoder *d = ctx;
+    (void)n;
+    d->n_free++;
+    return p && cudaFreeAsync(p, s) != cudaSuccess;
+}
+
+static int pinned_malloc(void *ctx, void **p, size_t n, cudaStream_t s) {
+    (void)ctx, (void)s;
+    return cudaMallocHost(p, n ? n : 1) == cudaSuccess ? 0 : 1;
+}
+
+static int pinned_free(void *ctx, void *p, size_t n, cudaStream_t s) {
+    (void)ctx, (void)n;
+    if (!p) return 0;
+    if (cudaStreamSynchronize(s) != cudaSuccess) return 1; // its last use is queued on s
+    return cudaFreeHost(p) != cudaSuccess;
+}
+
+static nvjpegStatus_t create(tk_img_decoder *d, nvjpegBackend_t b, unsigned flags) {
+    if (!d->async) return api.CreateEx(b, NULL, NULL, flags, &d->h);
+    nvjpegDevAllocatorV2_t da = {.dev_malloc = dev_malloc_async, .dev_free = dev_free_async, .dev_ctx = d};
+    nvjpegPinnedAllocatorV2_t pa = {.pinned_malloc = pinned_malloc, .pinned_free = pinned_free, .pinned_ctx = d};
+    return api.CreateExV2(b, &da, &pa, flags, &d->h);
+}
+
+// The decoder's kernels (nvJPEG's and the resize) on a stream of the device's greatest priority:
+// a batch decoded beside a training step gets SMs as the step's blocks retire, not after its
+// kernels. TK_NVJPEG_PRIORITY=0 keeps the default (least) priority.
+static int priority_stream(tk_img_decoder *d, tk_err *e) {
+    const char *v = getenv("TK_NVJPEG_PRIORITY");
+    if (v && strcmp(v, "0") == 0) return 0;
+    int least = 0, greatest = 0;
+    cudaStream_t s;
+    CU(cudaDeviceGetStreamPriorityRange(&least, &greatest), "cannot read the stream priorities");
+    CU(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, greatest), "cannot create a stream");
+    cudaStreamDestroy((cudaStream_t)d->ctx->stream[TK_STREAM_COMPUTE]);
+    d->ctx->stream[TK_STREAM_COMPUTE] = s;
+    d->prio = 1;
+    return 0;
+}
+
 static void nj_close(tk_img_decoder *d) {
     if (!d) return;
     if (d->ctx) cudaSetDevice(d->device);
+    if (d->ctx && d->ctx->stream[TK_STREAM_COMPUTE]) cudaStreamSynchronize((cudaStream_t)d->ctx->stream[TK_STREAM_COMPUTE]);
+    for (int i = 0; i < 3; i++)
+        if (d->ev[i]) cudaEventDestroy(d->ev[i]);
+    if (d->done) cudaEventDestroy(d->done);
     for (int i = 0; d->js && i < d->threads; i++)
         if (d->js[i]) api.JpegStreamDestroy(d->js[i]);
     free(d->js);
@@ -179,7 +244,7 @@ static void nj_close(tk_img_decoder *d) {
     cudaFree(d->tmp);
     cudaFree(d->ws);
     cudaFree(d->rs_d);
-    cudaFree(d->out);
+    cudaFree(d->out); // (cudaFree takes stream-ordered allocations too, after the synchronization above)
     free(d->info), free(d->geom), free(d->gpu), free(d->off), free(d->data), free(d->len), free(d->dst), free(d->rs);
     tk_ctx_destroy(d->ctx);
     free(d);
@@ -202,18 +267,40 @@ static int nj_open(tk_img_decoder **dp, const tk_img_decoder_opts *o, tk_err *e)
     d->threads = o && o->threads > 0 ? o->threads : 1;
     d->host_out = o ? o->host_out : 0;
     int rc = tk_ctx_create(&d->ctx, TK_BACKEND_CUDA, d->device, e);
+    if (!rc) rc = priority_stream(d, e);
+    for (int i = 0; !rc && i < 3; i++)
+        if (cudaEventCreate(&d->ev[i]) != cudaSuccess) d->ev[i] = NULL, rc = tk_err_set(e, TK_EDEVICE, "cannot create an event");
+    if (!rc && cudaEventCreateWithFlags(&d->done, cudaEventBlockingSync | cudaEventDisableTiming) != cudaSuccess)
+        d->done = NULL, rc = tk_err_set(e, TK_EDEVICE, "cannot create an event");
+    // Stream-ordered allocations where the library has nvjpegCreateExV2, unless
+    // TK_NVJPEG_ALLOC=default (nvJPEG's own cudaMalloc / cudaFree).
+    const char *al = getenv("TK_NVJPEG_ALLOC");
+    d->async = api.CreateExV2 != NULL && !(al && strcmp(al, "default") == 0);
+    if (!rc && d->async) { // the device's pool keeps freed memory for the next batches
+        cudaMemPool_t pool;
+        uint64_t keep = UINT64_MAX;
+        if (cudaDeviceGetDefaultMemPool(&pool, d->device) == cudaSuccess)
+            cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
+    }
     nvjpegStatus_t s = NVJPEG_STATUS_SUCCESS;
     if (!rc) {
         // The hardware engines where there are some; else the default backend (GPU-assisted
         // Huffman decoding for batches); both asked for interpolated chroma upsampling (closer
         // to libjpeg-turbo's "fancy" upsampling than replication), the hardware one without it
-        // where it refuses the flag.
+        // where it refuses the flag; each with stream-ordered allocations first, then without.
         const unsigned interp = NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION;
-        s = api.CreateEx(NVJPEG_BACKEND_HARDWARE, NULL, NULL, interp, &d->h);
-        if (s != NVJPEG_STATUS_SUCCESS) s = api.CreateEx(NVJPEG_BACKEND_HARDWARE, NULL, NULL, NVJPEG_FLAGS_DEFAULT, &d->h);
-        d->hw = s == NVJPEG_STATUS_SUCCESS;
-        if (!d->hw) s = api.CreateEx(NVJPEG_BACKEND_DEFAULT, NULL, NULL, interp, &d->h);
-        if (s != NVJPEG_STATUS_SUCCESS) d->h = NULL, rc = nj_fail(e, s, "cannot create a handle");
+        const struct { nvjpegBackend_t b; unsigned flags; } tries[] = {
+            {NVJPEG_BACKEND_HARDWARE, interp}, {NVJPEG_BACKEND_HARDWARE, NVJPEG_FLAGS_DEFAULT},
+            {NVJPEG_BACKEND_DEFAULT, interp}};
+        const int async = d->async;
+        s = NVJPEG_STATUS_NOT_INITIALIZED;
+        for (size_t i = 0; i < sizeof tries / sizeof *tries && s != NVJPEG_STATUS_SUCCESS; i++) {
+            d->hw = tries[i].b == NVJPEG_BACKEND_HARDWARE;
+            for (d->async = async; d->async >= 0 && s != NVJPEG_STATUS_SUCCESS; d->async--)
+                s = create(d, tries[i].b, tries[i].flags);
+            d->async++; // the one that worked
+        }
+        if (s != NVJPEG_STATUS_SUCCESS) d->h = NULL, d->hw = 0, rc = nj_fail(e, s, "cannot create a handle");
     }
     if (!rc && (s = api.JpegStateCreate(d->h, &d->st)) != NVJPEG_STATUS_SUCCESS) rc = nj_fail(e, s, "cannot create a state");
     if (!rc && !(d->js = calloc((size_t)d->threads, sizeof *d->js))) rc = tk_err_errno(e, ENOMEM, "out of memory");
@@ -227,15 +314,17 @@ static int nj_open(tk_img_decoder **dp, const tk_img_decoder_opts *o, tk_err *e)
     return 0;
 }
 
-// Grows a device (kind 0) or pinned host (kind 1) buffer to at least need bytes.
-static int grow_dev(void **p, size_t *cap, size_t need, int pinned, tk_err *e) {
+// Grows a device (kind 0) or pinned host (kind 1) buffer to at least need bytes. Device buffers
+// are stream-ordered on the decoder's stream s (no device-wide synchronization when a batch needs
+// more while a training step runs).
+static int grow_dev(void **p, size_t *cap, size_t need, int pinned, cudaStream_t s, tk_err *e) {
     if (need <= *cap) return 0;
     size_t n = need + need / 4 + 4096;
     if (pinned) cudaFreeHost(*p);
-    else cudaFree(*p);
+    else if (*p) cudaFreeAsync(*p, s);
     *p = NULL;
     *cap = 0;
-    cudaError_t st = pinned ? cudaMallocHost(p, n) : cudaMalloc(p, n);
+    cudaError_t st = pinned ? cudaMallocHost(p, n) : cudaMallocAsync(p, n, s);
     if (st != cudaSuccess) {
         *p = NULL;
         return cu_fail(e, st, pinned ? "out of pinned host memory" : "out of device memory");
@@ -269,6 +358,7 @@ static int nj_run(tk_img_decoder *d, const tk_img_transform *t, const tk_img_job
     TRY(grow_host(d, n, e));
     CU(cudaSetDevice(d->device), "cannot select the device");
     cudaStream_t stream = (cudaStream_t)d->ctx->stream[TK_STREAM_COMPUTE];
+    const double t0 = tk_now();
     // Headers (our reader, as the CPU decoder), plans, and which images nvJPEG takes, over the
     // threads (one nvJPEG stream parser each); the first bad image names the error.
     long long bad = -1;
@@ -295,6 +385,7 @@ static int nj_run(tk_img_decoder *d, const tk_img_transform *t, const tk_img_job
         tk_jpeg_info_read(jobs[bad].data, jobs[bad].size, &d->info[bad], e); // its message again
         return sample_err(e, &jobs[bad]);
     }
+    const double t1 = tk_now();
     // Layout: the nvJPEG images at full size, then the CPU ones (only their crop's region).
     size_t px = 0, ngpu = 0, tmp = 0, gpu_bytes = 0;
     for (int pass = 1; pass >= 0; pass--) {
@@ -328,13 +419,14 @@ static int nj_run(tk_img_decoder *d, const tk_img_transform *t, const tk_img_job
     int maxtaps = tk_img_rs_maxtaps(d->rs, (int)n);
     TRY(tk_img_rs_check((int)n, &ro, maxtaps, e));
     size_t out_bytes = n * (size_t)t->out_w * t->out_h * 3 * tk_img_dtype_bytes(t->dtype);
-    TRY(grow_dev((void **)&d->px, &d->px_cap, px, 0, e));
-    TRY(grow_dev((void **)&d->stage, &d->stage_cap, cpu_bytes, 1, e));
-    TRY(grow_dev((void **)&d->tmp, &d->tmp_cap, tmp * sizeof(float), 0, e));
-    TRY(grow_dev(&d->ws, &d->ws_cap, tk_img_rs_ws_bytes((int)n, &ro, maxtaps), 0, e));
-    TRY(grow_dev((void **)&d->rs_d, &d->rs_cap, n * sizeof *d->rs, 0, e));
-    if (d->host_out) TRY(grow_dev(&d->out, &d->out_cap, out_bytes, 0, e));
+    TRY(grow_dev((void **)&d->px, &d->px_cap, px, 0, stream, e));
+    TRY(grow_dev((void **)&d->stage, &d->stage_cap, cpu_bytes, 1, stream, e));
+    TRY(grow_dev((void **)&d->tmp, &d->tmp_cap, tmp * sizeof(float), 0, stream, e));
+    TRY(grow_dev(&d->ws, &d->ws_cap, tk_img_rs_ws_bytes((int)n, &ro, maxtaps), 0, stream, e));
+    TRY(grow_dev((void **)&d->rs_d, &d->rs_cap, n * sizeof *d->rs, 0, stream, e));
+    if (d->host_out) TRY(grow_dev(&d->out, &d->out_cap, out_bytes, 0, stream, e));
     // nvJPEG's batch, on the stream
+    CU(cudaEventRecord(d->ev[0], stream), "event");
     if (ngpu) {
         for (size_t i = 0, k = 0; i < n; i++)
             if (d->gpu[i]) d->dst[k++].channel[0] = d->px + d->off[i];
@@ -383,9 +475,23 @@ static int nj_run(tk_img_decoder *d, const tk_img_transform *t, const tk_img_job
     }
     CU(cudaMemcpyAsync(d->rs_d, d->rs, n * sizeof *d->rs, cudaMemcpyHostToDevice, stream), "upload");
     void *dst = d->host_out ? d->out : out;
+    CU(cudaEventRecord(d->ev[1], stream), "event");
     TRY(tk_img_resize(d->ctx, d->px, d->rs_d, (int)n, maxtaps, &ro, d->tmp, d->ws, dst, e));
+    CU(cudaEventRecord(d->ev[2], stream), "event");
     if (d->host_out) CU(cudaMemcpyAsync(out, d->out, out_bytes, cudaMemcpyDeviceToHost, stream), "download");
-    CU(cudaStreamSynchronize(stream), "decoding a batch");
+    const double t2 = tk_now();
+    // The loader thread sleeps until the batch is done (a spinning wait would take a CPU from the
+    // other loader threads' parsing for as long as the GPU takes).
+    CU(cudaEventRecord(d->done, stream), "event");
+    CU(cudaEventSynchronize(d->done), "decoding a batch");
+    float ms0 = 0, ms1 = 0;
+    if (cudaEventElapsedTime(&ms0, d->ev[0], d->ev[1]) == cudaSuccess) d->stats.decode_gpu_s += ms0 * 1e-3;
+    if (cudaEventElapsedTime(&ms1, d->ev[1], d->ev[2]) == cudaSuccess) d->stats.resize_gpu_s += ms1 * 1e-3;
+    d->stats.batches++;
+    d->stats.images += n;
+    d->stats.parse_s += t1 - t0;
+    d->stats.submit_s += t2 - t1;
+    d->stats.wait_s += tk_now() - t2;
     return 0;
 }
 
@@ -401,9 +507,18 @@ static void nj_free_out(tk_img_decoder *d, void *p) {
     else cudaFree(p);
 }
 
+void tk_img_nvjpeg_stats(const tk_img_decoder *d, tk_img_decoder_stats *st) {
+    if (d) *st = d->stats;
+    else memset(st, 0, sizeof *st);
+}
+
 const char *tk_img_nvjpeg_describe(const tk_img_decoder *d) {
-    static char buf[600];
-    snprintf(buf, sizeof buf, "%s, %s backend", load_msg, d && d->hw ? "hardware" : "default");
+    static _Thread_local char buf[700];
+    int n = snprintf(buf, sizeof buf, "%s, %s backend", load_msg, d && d->hw ? "hardware" : "default");
+    if (d && n > 0 && (size_t)n < sizeof buf)
+        snprintf(buf + n, sizeof buf - (size_t)n, ", %s priority stream, %s (%llu batches; nvJPEG's allocations %llu, frees %llu)",
+                 d->prio ? "greatest" : "default", d->async ? "stream-ordered allocations" : "nvJPEG's allocator",
+                 (unsigned long long)d->stats.batches, d->n_alloc, d->n_free);
     return buf;
 }
 
@@ -446,6 +561,10 @@ static void nj_free_out(tk_img_decoder *d, void *p) {
 const char *tk_img_nvjpeg_describe(const tk_img_decoder *d) {
     (void)d;
     return "not built";
+}
+void tk_img_nvjpeg_stats(const tk_img_decoder *d, tk_img_decoder_stats *st) {
+    (void)d;
+    memset(st, 0, sizeof *st);
 }
 
 #endif

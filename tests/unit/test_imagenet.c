@@ -6,6 +6,7 @@
 
 #include "image/codec.h"
 #include "imagenet/imagenet.h"
+#include "imagenet_prep.h"
 #include "tk_test.h"
 #include "test_image.h"
 
@@ -217,26 +218,6 @@ static const char *tree(void) {
     return dir;
 }
 
-static int prep_dir(const char *dir, const imagenet_scan_opts *so, const char *out, int threads, const tks_writer_opts *wo,
-                    imagenet_prep_stats *ps, tk_err *e) {
-    imagenet_items it;
-    imagenet_synsets syn;
-    imagenet_scan_stats sc;
-    TRY(imagenet_scan(dir, so, &it, &syn, &sc, e));
-    tks_schema s;
-    imagenet_schema(&s, "test", &syn, 0);
-    tks_writer *w;
-    int rc = tks_writer_open(&w, out, &s, wo, e);
-    imagenet_prep_opts po = {.threads = threads, .check_decode = 1, .quality = 100, .skip_bad = so->skip_bad};
-    memset(ps, 0, sizeof *ps);
-    if (!rc) rc = imagenet_prep_files(&it, &syn, w, &po, ps, e);
-    if (!rc) rc = tks_writer_close(w, e);
-    else tks_writer_abort(w);
-    imagenet_items_free(&it);
-    imagenet_synsets_free(&syn);
-    return rc;
-}
-
 TK_TEST(scan_and_prep_train_tree) {
     NEED_JPEG();
     const char *dir = tree();
@@ -261,12 +242,12 @@ TK_TEST(scan_and_prep_train_tree) {
     imagenet_items_free(&it);
     imagenet_synsets_free(&syn);
     imagenet_prep_stats ps;
-    CHECK_EQ_INT(prep_dir(train, &so, tpath("t1.tks"), 1, NULL, &ps, &e), 0);
+    CHECK_EQ_INT(imagenet_test_prep(train, &so, tpath("t1.tks"), 1, NULL, &ps, &e), 0);
     CHECK_EQ_INT(ps.records, 24);
     CHECK_EQ_INT(ps.grayscale, 1);      // synth: class 0 image 1 is grayscale,
     CHECK_EQ_INT(ps.converted_cmyk, 1); // image 2 CMYK
     CHECK_EQ_INT(ps.converted_png, 1);  // and image 3 a PNG named .JPEG
-    CHECK_EQ_INT(prep_dir(train, &so, tpath("t3.tks"), 3, NULL, &ps, &e), 0);
+    CHECK_EQ_INT(imagenet_test_prep(train, &so, tpath("t3.tks"), 3, NULL, &ps, &e), 0);
     size_t n1, n3;
     uint8_t *b1 = slurp(tpath("t1.tks"), &n1), *b3 = slurp(tpath("t3.tks"), &n3);
     CHECK(n1 == n3 && memcmp(b1, b3, n1) == 0); // the same bytes whatever the threads
@@ -306,7 +287,7 @@ TK_TEST(scan_flat_val_three_label_forms_agree) {
         imagenet_scan_opts so = {.labels_file = lab[k], .devkit_synsets = k == 2 ? order : NULL};
         char out[32];
         snprintf(out, sizeof out, "v%d.tks", k);
-        CHECK_EQ_INT(prep_dir(val, &so, tpath(out), 2, NULL, &ps, &e), 0);
+        CHECK_EQ_INT(imagenet_test_prep(val, &so, tpath(out), 2, NULL, &ps, &e), 0);
         CHECK_EQ_INT(ps.records, 8);
     }
     size_t n0, n;
@@ -411,7 +392,7 @@ TK_TEST(loader_windows_cover_every_record) {
     tks_writer_opts wo = {.records_per_frame = 4};
     imagenet_prep_stats ps;
     tk_err e;
-    CHECK_EQ_INT(prep_dir(train, &so, tpath("small.tks"), 2, &wo, &ps, &e), 0);
+    CHECK_EQ_INT(imagenet_test_prep(train, &so, tpath("small.tks"), 2, &wo, &ps, &e), 0);
     uint64_t labels_sum[2] = {0, 0};
     for (int win = 0; win < 2; win++) {
         imagenet_loader_opts o = {.batch = 3, .window_frames = win ? 2 : 0, .dopts = {.threads = 2}};

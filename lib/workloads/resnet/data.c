@@ -226,15 +226,17 @@ static void decoded_one(const rn_dataset *d, const rn_config *cfg, int train, ui
 typedef struct rn_decoder {
 #ifdef RN_HAVE_JPEG
     const tk_img_decoder_ops *ops;
-    tk_img_decoder *dec;
+    tk_img_decoder *dec;         // opened at the first batch (in the loader thread that decodes it)
     tk_img_job *jobs;
 #endif
-    int unused;
+    int out_device;              // images into device memory of CUDA device `device`
+    int device;                  // (rn_reader_device), else host bytes
 } rn_decoder;
 
 // data.decoder: "cpu", "nvjpeg" (an error where it is not available) or "auto" (nvjpeg where it
-// is, else cpu). Every decoder writes host bytes here: the engine stages batches from host memory
-// (nvjpeg copies its output back: host_out).
+// is, else cpu). The decoder itself opens at the first batch, once it is known where the images
+// go: host bytes (nvjpeg copies its output back: host_out), or the device when the engine takes
+// device batches (rn_reader_device).
 static int decoder_open(const rn_config *cfg, const rn_dataset *d, int n, rn_decoder *dc, tk_err *e) {
     memset(dc, 0, sizeof *dc);
 #ifdef RN_HAVE_JPEG
@@ -244,8 +246,15 @@ static int decoder_open(const rn_config *cfg, const rn_dataset *d, int n, rn_dec
                                                  : tk_img_decoder_find(cfg->decoder);
     if (!dc->ops) return tk_err_set(e, TK_EUSAGE, "data.decoder: no image decoder \"%s\" (have: %s)", cfg->decoder,
                                     tk_img_decoder_names());
-    tk_img_decoder_opts o = {.threads = 1, .host_out = 1}; // the engine runs several loader threads
-    TRY(dc->ops->open(&dc->dec, &o, e));
+    // A named decoder that cannot work here fails now with its own message (its open says why),
+    // not at the first batch in a loader thread.
+    char why[512];
+    if (dc->ops->version >= 2 && dc->ops->available && !dc->ops->available(why, sizeof why)) {
+        tk_img_decoder_opts o = {.threads = 1, .host_out = 1};
+        int rc = dc->ops->open(&dc->dec, &o, e);
+        if (!rc) return tk_err_set(e, TK_EINTERNAL, "image decoder %s: opened while unavailable (%s)", dc->ops->name, why);
+        return rc;
+    }
     dc->jobs = calloc((size_t)n, sizeof *dc->jobs);
     if (!dc->jobs) return tk_err_set(e, TK_EIO, "out of host memory");
 #else
@@ -253,6 +262,14 @@ static int decoder_open(const rn_config *cfg, const rn_dataset *d, int n, rn_dec
 #endif
     return 0;
 }
+
+#ifdef RN_HAVE_JPEG
+static int decoder_start(rn_decoder *dc, tk_err *e) {
+    // one thread each: the engine runs several loader threads
+    tk_img_decoder_opts o = {.threads = 1, .host_out = !dc->out_device, .device = dc->device};
+    return dc->ops->open(&dc->dec, &o, e);
+}
+#endif
 
 static void decoder_close(rn_decoder *dc) {
 #ifdef RN_HAVE_JPEG
@@ -286,6 +303,7 @@ static int decode(const rn_dataset *d, const rn_config *cfg, rn_decoder *dc, int
     for (int i = 0; i < n; i++)
         dc->jobs[i] = (tk_img_job){.data = d->bytes + d->off[rec[i]], .size = d->off[rec[i] + 1] - d->off[rec[i]],
                                    .sample = (uint64_t)rec[i]};
+    if (!dc->dec) TRY(decoder_start(dc, e));
     return dc->ops->run(dc->dec, &tr, dc->jobs, (size_t)n, img, e);
 #else
     (void)dc, (void)epoch, (void)train, (void)img;
@@ -370,6 +388,18 @@ int rn_reader_open(const rn_config *cfg, int rank, int world, char *const *paths
 
 void rn_reader_close(rn_reader *r) {
     if (!r) return;
+#ifdef RN_HAVE_JPEG
+    if (r->dec.dec && r->dec.ops == &tk_img_decoder_nvjpeg) { // its time, for the result line
+        tk_img_decoder_stats st;
+        tk_img_nvjpeg_stats(r->dec.dec, &st);
+        rn_shared *sh = r->cfg->sh;
+        pthread_mutex_lock(&sh->mu);
+        sh->dec_batches += st.batches, sh->dec_images += st.images;
+        sh->dec_parse_s += st.parse_s, sh->dec_submit_s += st.submit_s, sh->dec_wait_s += st.wait_s;
+        sh->dec_decode_gpu_s += st.decode_gpu_s, sh->dec_resize_gpu_s += st.resize_gpu_s;
+        pthread_mutex_unlock(&sh->mu);
+    }
+#endif
     if (r->own) ds_free(r->ds);
     decoder_close(&r->dec);
     free(r->perm);
@@ -378,6 +408,19 @@ void rn_reader_close(rn_reader *r) {
 }
 
 uint64_t rn_reader_count(const rn_reader *r) { return (uint64_t)r->ds->n; }
+
+unsigned rn_reader_device(rn_reader *r, int device) {
+#ifdef RN_HAVE_JPEG
+    rn_decoder *dc = &r->dec;
+    if (r->ds->kind != RN_DATA_JPEG || !dc->ops || !dc->ops->out_on_device || dc->dec) return 0;
+    dc->out_device = 1;
+    dc->device = device;
+    return 1u << 0; // the images; the labels stay host bytes
+#else
+    (void)r, (void)device;
+    return 0;
+#endif
+}
 
 // The epoch's order: a Fisher-Yates shuffle with Philox draws keyed by (seed, epoch).
 static int epoch_order(rn_reader *r, int64_t epoch, tk_err *e) {

@@ -48,6 +48,9 @@ typedef struct rn_shared {
     struct rn_dataset *train;    // the cached training set, and the files it came from
     char **paths;
     int npaths;
+    // the GPU decoder's time in the training readers (tk_img_nvjpeg_stats), added up as they close
+    uint64_t dec_batches, dec_images;
+    double dec_parse_s, dec_submit_s, dec_wait_s, dec_decode_gpu_s, dec_resize_gpu_s;
 } rn_shared;
 
 typedef struct rn_config {
@@ -166,6 +169,10 @@ int rn_reader_open(const rn_config *cfg, int rank, int world, char *const *paths
                    tk_err *e);
 void rn_reader_close(rn_reader *r);
 uint64_t rn_reader_count(const rn_reader *r);
+// The engine's device batches (workload.h reader_device): JPEG records with a decoder that writes
+// device memory (nvjpeg) decode their images (field 0) into memory of CUDA device `device` from
+// now on: returns 1 << 0; else 0 (host bytes, as before). Before the first batch only.
+unsigned rn_reader_device(rn_reader *r, int device);
 // Batch `step` of the run (this rank's share of the global batch) into img ((b, S, S, 3) u8: the
 // model normalizes on the device) and label ((b) i32).
 int rn_reader_batch(rn_reader *r, int64_t step, int64_t spe, uint8_t *img, int32_t *label, tk_err *e);

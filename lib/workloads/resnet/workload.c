@@ -50,6 +50,7 @@ static int wl_reader_open(const void *cfg, int rank, int world, char *const *pat
 }
 static void wl_reader_close(void *rd) { rn_reader_close(rd); }
 static uint64_t wl_reader_count(void *rd) { return rn_reader_count(rd); }
+static unsigned wl_reader_device(void *rd, int device) { return rn_reader_device(rd, device); }
 
 static int wl_read_batch(void *rd, int64_t step, int64_t spe, void *const *f, tk_err *e) {
     return rn_reader_batch(rd, step, spe, f[0], f[1], e);
@@ -154,13 +155,28 @@ static int wl_mllog_weights(void *model, tk_mllog *L, tk_err *e) {
     return 0;
 }
 
+// ---- the result line ----
+
+// The GPU decoder's time per batch in the loader threads (train-step's result line: "decoder").
+static json_t *wl_result_extra(const void *model) {
+    const rn_model *m = model;
+    const rn_shared *sh = m->cfg.sh;
+    if (!sh || sh->dec_batches == 0) return NULL;
+    const double k = 1e3 / (double)sh->dec_batches;
+    return json_pack("{s:{s:s, s:I, s:I, s:f, s:f, s:f, s:f, s:f}}", "decoder", "name", m->cfg.decoder, "batches",
+                     (json_int_t)sh->dec_batches, "images", (json_int_t)sh->dec_images, "parse_ms_per_batch",
+                     sh->dec_parse_s * k, "submit_ms_per_batch", sh->dec_submit_s * k, "wait_ms_per_batch",
+                     sh->dec_wait_s * k, "decode_gpu_ms_per_batch", sh->dec_decode_gpu_s * k,
+                     "resize_gpu_ms_per_batch", sh->dec_resize_gpu_s * k);
+}
+
 // ---- importing and dumps ----
 
 static int wl_import(void *m, const char *path, tk_err *e) { return rn_import_torchvision(m, path, e); }
 static int wl_dump(void *m, const char *path, tk_err *e) { return rn_dump_step(m, path, e); }
 
 const tk_workload tk_workload_resnet = {
-    .version = TK_WORKLOAD_V1,
+    .version = TK_WORKLOAD_V2,
     .name = "resnet",
     .summary = "ResNet-50 v1.5 (MLPerf Training v1.x image classification, ImageNet), target top-1",
     .metric = "top1",
@@ -188,4 +204,6 @@ const tk_workload tk_workload_resnet = {
     .mllog_weights = wl_mllog_weights,
     .import = wl_import,
     .dump_step = wl_dump,
+    .result_extra = wl_result_extra,
+    .reader_device = wl_reader_device,
 };
