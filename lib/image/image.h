@@ -79,6 +79,7 @@ typedef struct {
     uint64_t batches, images;
     double parse_s, submit_s, wait_s;
     double decode_gpu_s, resize_gpu_s;
+    uint64_t pinned_allocs, pinned_frees; // nvJPEG's pinned host buffers (cudaFreeHost waits for the device)
 } tk_img_decoder_stats;
 void tk_img_nvjpeg_stats(const tk_img_decoder *d, tk_img_decoder_stats *st);
 

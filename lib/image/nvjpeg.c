@@ -145,6 +145,7 @@ struct tk_img_decoder {
     int prio;                    // the stream has the device's greatest priority
     int async;                   // stream-ordered device allocations (nvjpegCreateExV2)
     unsigned long long n_alloc, n_free; // nvJPEG's device allocations and frees (async)
+    unsigned long long n_pin_alloc, n_pin_free; // its pinned host ones (cudaFreeHost synchronizes)
     tk_img_decoder_stats stats;  // run()'s phases
     cudaEvent_t ev[3];           // timed: before nvJPEG's decode, before the resize, after it
     cudaEvent_t done;            // the batch's end, waited for without spinning (blocking sync)
@@ -193,13 +194,17 @@ static int dev_free_async(void *ctx, void *p, size_t n, cudaStream_t s) {
 }
 
 static int pinned_malloc(void *ctx, void **p, size_t n, cudaStream_t s) {
-    (void)ctx, (void)s;
+    tk_img_decoder *d = ctx;
+    (void)s;
+    d->n_pin_alloc++;
     return cudaMallocHost(p, n ? n : 1) == cudaSuccess ? 0 : 1;
 }
 
 static int pinned_free(void *ctx, void *p, size_t n, cudaStream_t s) {
-    (void)ctx, (void)n;
+    tk_img_decoder *d = ctx;
+    (void)n;
     if (!p) return 0;
+    d->n_pin_free++;
     if (cudaStreamSynchronize(s) != cudaSuccess) return 1; // its last use is queued on s
     return cudaFreeHost(p) != cudaSuccess;
 }
@@ -508,17 +513,20 @@ static void nj_free_out(tk_img_decoder *d, void *p) {
 }
 
 void tk_img_nvjpeg_stats(const tk_img_decoder *d, tk_img_decoder_stats *st) {
-    if (d) *st = d->stats;
-    else memset(st, 0, sizeof *st);
+    if (d) {
+        *st = d->stats;
+        st->pinned_allocs = d->n_pin_alloc, st->pinned_frees = d->n_pin_free;
+    } else
+        memset(st, 0, sizeof *st);
 }
 
 const char *tk_img_nvjpeg_describe(const tk_img_decoder *d) {
     static _Thread_local char buf[700];
     int n = snprintf(buf, sizeof buf, "%s, %s backend", load_msg, d && d->hw ? "hardware" : "default");
     if (d && n > 0 && (size_t)n < sizeof buf)
-        snprintf(buf + n, sizeof buf - (size_t)n, ", %s priority stream, %s (%llu batches; nvJPEG's allocations %llu, frees %llu)",
+        snprintf(buf + n, sizeof buf - (size_t)n, ", %s priority stream, %s (%llu batches; nvJPEG's allocations %llu, frees %llu; pinned %llu, %llu)",
                  d->prio ? "greatest" : "default", d->async ? "stream-ordered allocations" : "nvJPEG's allocator",
-                 (unsigned long long)d->stats.batches, d->n_alloc, d->n_free);
+                 (unsigned long long)d->stats.batches, d->n_alloc, d->n_free, d->n_pin_alloc, d->n_pin_free);
     return buf;
 }
 

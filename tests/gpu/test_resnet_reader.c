@@ -7,11 +7,13 @@
 #include <pthread.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "../unit/imagenet_prep.h"
 #include "../unit/resnet_synth.h"
 #include "core/progress.h"
 #include "gpu_test.h"
+#include "cast2d.h"
 #include "image/image.h"
 #include "workloads/resnet/resnet.h"
 
@@ -152,6 +154,37 @@ static void *bench_thread(void *p) {
     return NULL;
 }
 
+// A load beside the readers (TK_BENCH_BUSY), to tell what slows nvJPEG beside a training step:
+// "cast" keeps every SM and the memory busy with our own elementwise kernel (fp32 -> bf16 over
+// 1 GiB, as the BN passes do), "spin" every SM with little memory traffic (a 4096^2 bf16 copy
+// repeated: L2-resident), both on a least-priority stream of their own context; "" none.
+typedef struct {
+    const char *mode;
+    volatile int stop;
+    unsigned long long calls;
+} busy_arg;
+
+static void *busy_thread(void *p) {
+    busy_arg *b = p;
+    tk_ctx *c = NULL;
+    tk_err e = {0};
+    void *src = NULL, *dst = NULL;
+    int64_t rows = strcmp(b->mode, "spin") ? 1 << 18 : 1 << 12, cols = strcmp(b->mode, "spin") ? 1024 : 4096;
+    if (tk_ctx_create(&c, TK_BACKEND_CUDA, 0, &e) || tk_malloc(c, &src, (size_t)(rows * cols * 4), &e) ||
+        tk_malloc(c, &dst, (size_t)(rows * cols * 2), &e)) {
+        printf("# busy: %s\n", e.what);
+        return NULL;
+    }
+    cudaMemset(src, 0, (size_t)(rows * cols * 4));
+    while (!b->stop) {
+        for (int i = 0; i < 8 && !tk_cast2d(c, src, TK_F32, cols, dst, TK_BF16, cols, rows, cols, &e); i++) b->calls++;
+        if (tk_ctx_sync(c, &e)) break;
+    }
+    tk_free(c, src), tk_free(c, dst);
+    tk_ctx_destroy(c);
+    return NULL;
+}
+
 TK_TEST(bench_readers_alone) {
     const char *path = getenv("TK_BENCH_SHARD");
     if (!path || !*path) {
@@ -169,8 +202,11 @@ TK_TEST(bench_readers_alone) {
         rn_reader *probe = open_reader(&cfg, path, "nvjpeg", 256, 224); // loads the shard once
         int64_t spe = (int64_t)rn_reader_count(probe) / 256;
         rn_reader_close(probe);
-        pthread_t th[32];
+        pthread_t th[32], bt;
         bench_arg a[32];
+        const char *bm = getenv("TK_BENCH_BUSY");
+        busy_arg load = {.mode = bm && *bm ? bm : NULL};
+        if (load.mode) pthread_create(&bt, NULL, busy_thread, &load), usleep(200000);
         double t0 = tk_now();
         for (int w = 0; w < T; w++) {
             a[w] = (bench_arg){.cfg = &cfg, .path = path, .w = w, .nthreads = T, .batches = per, .spe = spe};
@@ -179,13 +215,17 @@ TK_TEST(bench_readers_alone) {
         int bad = 0;
         for (int w = 0; w < T; w++) pthread_join(th[w], NULL), bad += a[w].rc != 0;
         double dt = tk_now() - t0;
+        if (load.mode) load.stop = 1, pthread_join(bt, NULL);
         CHECK_EQ_INT(bad, 0);
         const rn_shared *sh = cfg.sh;
         double k = sh->dec_batches ? 1e3 / (double)sh->dec_batches : 0;
         // images/s: on the wall clock (decoders' start-up included), and from the readers' own
         // time in run() (per thread: the sum over the threads / T)
         double busy = (sh->dec_parse_s + sh->dec_submit_s + sh->dec_wait_s) / T;
-        printf("# table resnet-reader bench: %2d readers alone, %3llu batches of 256: %6.0f images/s (wall), %6.0f "
+        printf("# table resnet-reader bench: %2d readers, beside %s (%llu calls), pinned allocations %llu frees %llu\n", T,
+               load.mode ? load.mode : "nothing", load.calls, (unsigned long long)sh->dec_pinned_allocs,
+               (unsigned long long)sh->dec_pinned_frees);
+        printf("# table resnet-reader bench: %2d readers, %3llu batches of 256: %6.0f images/s (wall), %6.0f "
                "(in run); per batch: parse %.1f ms, submit %.1f ms, wait %.1f ms; GPU spans: decode %.1f ms, "
                "resize %.1f ms\n", T, (unsigned long long)sh->dec_batches, (double)sh->dec_images / dt,
                busy > 0 ? (double)sh->dec_images / busy : 0.0, sh->dec_parse_s * k, sh->dec_submit_s * k,

@@ -395,6 +395,7 @@ void rn_reader_close(rn_reader *r) {
         rn_shared *sh = r->cfg->sh;
         pthread_mutex_lock(&sh->mu);
         sh->dec_batches += st.batches, sh->dec_images += st.images;
+        sh->dec_pinned_allocs += st.pinned_allocs, sh->dec_pinned_frees += st.pinned_frees;
         sh->dec_parse_s += st.parse_s, sh->dec_submit_s += st.submit_s, sh->dec_wait_s += st.wait_s;
         sh->dec_decode_gpu_s += st.decode_gpu_s, sh->dec_resize_gpu_s += st.resize_gpu_s;
         pthread_mutex_unlock(&sh->mu);

@@ -49,7 +49,7 @@ typedef struct rn_shared {
     char **paths;
     int npaths;
     // the GPU decoder's time in the training readers (tk_img_nvjpeg_stats), added up as they close
-    uint64_t dec_batches, dec_images;
+    uint64_t dec_batches, dec_images, dec_pinned_allocs, dec_pinned_frees;
     double dec_parse_s, dec_submit_s, dec_wait_s, dec_decode_gpu_s, dec_resize_gpu_s;
 } rn_shared;
 
