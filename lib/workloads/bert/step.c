@@ -101,7 +101,11 @@ static int encoder_fwd(tk_bert *m, int train, const int32_t *ids, const uint8_t 
         TRY(tk_layernorm_fwd(m->c, m->act, N, H, m->tmp, x, &d, TK_LN_DROP_PRE, Ly->g1, Ly->b1, c->ln_eps, Ly->h, Ly->s1,
                              Ly->mean1, Ly->rstd1, e));
         TRY(tk_bert_prof_mark(m, "attn_out_ln_fwd", e));
-        TRY(linear(m, N, F, H, Ly->h, Ly->Wi, Ly->bi, Ly->inter, TK_EPI_GELU_BIAS, Ly->pre, e));
+        // the intermediate: its bias fused in the GEMM (cuBLASLt's BIAS epilogue) writing the
+        // pre-activation, then GELU in one pass (the GELU_BIAS epilogue is the plain GEMM plus
+        // our pass over D writing both pre and inter: one (N, F) write more; lib/gpu/gemm_cublaslt.cu)
+        TRY(linear(m, N, F, H, Ly->h, Ly->Wi, Ly->bi, Ly->pre, TK_EPI_BIAS, NULL, e));
+        TRY(tk_gelu_fwd(m->c, m->act, (int64_t)N * F, Ly->pre, Ly->inter, e));
         TRY(linear(m, N, H, F, Ly->inter, Ly->Wo2, Ly->bo2, m->tmp, TK_EPI_BIAS, NULL, e));
         d = dropout(m, train, l, DROP_FFN_OUT);
         TRY(tk_layernorm_fwd(m->c, m->act, N, H, m->tmp, Ly->h, &d, TK_LN_DROP_PRE, Ly->g2, Ly->b2, c->ln_eps, Ly->y,
