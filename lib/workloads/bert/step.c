@@ -214,6 +214,7 @@ static int encoder_bwd(tk_bert *m, const int32_t *ids, const uint8_t *seg, const
     tk_dropout d = dropout(m, 1, -1, 0);
     TRY(tk_layernorm_bwd(m->c, m->act, m->N, H, dY, m->e, m->mean0, m->rstd0, m->eg, &d, TK_LN_DROP_POST, dY, NULL,
                          m->deg, m->deb, m->ln_ws, e));
+    TRY(tk_bert_prof_mark(m, "embeddings_ln_bwd", e)); // (the tables' gradients apart: embeddings_bwd)
     TRY(tk_bert_embed_bwd(m->c, m->act, b, L, H, c->types, c->max_pos, ids, seg, len, dY, m->dword, m->dpos, m->dtype,
                           m->emb_ws, e));
     tk_range_pop();
