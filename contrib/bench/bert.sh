@@ -24,7 +24,8 @@
 #   PROFILE=0  skip the --profile run             DATA=DIR   where the .tks data is kept
 #   LAYERS=24  fewer layers (quick looks)         TINY=1     dry-run the plumbing on the CPU
 #   LENGTHS=real|wikipedia  the lengths       EXTRA="--no-graphs"  more train-step options (its runs only)
-#   BUCKET=1024  model.unpad_bucket: the packed rows are rounded up to a multiple of it (one graph each)
+#   BUCKET=128  model.unpad_bucket: the packed rows are rounded up to a multiple of it (one graph each;
+#               128: ~70 padding rows a batch of 32 on these lengths, 1024: ~520)
 #   RUNS="unpad-fused"  train-step's runs, any of unpad-fused, unpad-unfused, padded-fused, padded-unfused
 #                       (model.unpad true/false, model.fused_attention true/false); --profile runs the last
 # Prints one table: impl, seqs/s, ms/step, TFLOP/s, fraction of 780 TFLOP/s (the measured bf16
@@ -44,7 +45,7 @@ PY=${PYTHON:-python3}
 BATCH=${BATCH:-32} SEQ=${SEQ:-512} PRED=${PRED:-76} EPOCH=${EPOCH:-30} LAYERS=${LAYERS:-24}
 STEPS=${STEPS:-$((3 * EPOCH))}
 PEERS=${PEERS:-1} COMPILE=${COMPILE:-1} EAGER=${EAGER:-1} PROFILE=${PROFILE:-1} TINY=${TINY:-0}
-LENGTHS=${LENGTHS:-real} RUNS=${RUNS:-unpad-fused} BUCKET=${BUCKET:-1024} EXTRA=${EXTRA:-}
+LENGTHS=${LENGTHS:-real} RUNS=${RUNS:-unpad-fused} BUCKET=${BUCKET:-128} EXTRA=${EXTRA:-}
 H=1024 NH=16 F=4096 V=30522
 BACKEND=cuda PRECISION=bf16 PEERDEV=cuda
 if [ "$TINY" = 1 ]; then
