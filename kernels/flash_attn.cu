@@ -308,7 +308,7 @@ prep_kernel(int NH, int D, int Lstride, const int32_t *start, const int32_t *len
 
 // dK, dV of a block's 64 keys (each warp 16), looping over the query tiles.
 template <int D>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, 3) // <= 168 registers: 3 blocks an SM (was 245, 2)
 dkdv_kernel(int NH, int Lstride, const int32_t *start, const int32_t *len, const bf16 *qkv, const bf16 *dctx,
             const float *lse, const float *delta, const uint64_t *mask, bool dropping, float drop_scale,
             float scale, bf16 *dqkv) {

@@ -2,7 +2,8 @@
 // a row, each thread 8 consecutive features at a time (one Philox call draws their dropout); the
 // row in registers with 16-byte accesses when H is a multiple of 8 up to 4096 (ln_*_reg), else in
 // shared memory (fp32). The backward's dgamma and dbeta: column sums in fp64 over
-// fixed chunks of rows (partials in the workspace), then the chunks added in order: deterministic.
+// fixed chunks of rows (partials in the workspace), then the chunks added in a fixed order:
+// deterministic.
 #include "act_types.cuh"
 #include "dropout.cuh"
 #include "layernorm.h"
@@ -10,7 +11,7 @@
 namespace {
 
 constexpr int kThreads = 128;
-constexpr int kChunkRows = 64; // rows a partial of dgamma/dbeta sums
+constexpr int kChunkRows = 32; // rows a partial of dgamma/dbeta sums
 
 __device__ __forceinline__ float block_sum(float v, float *red) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -211,34 +212,68 @@ int reg_groups(int H, const void *a, const void *b, const void *c, const void *d
     return (H + kThreads * 8 - 1) / (kThreads * 8);
 }
 
-// part[chunk][0 or 1][h]: the chunk's sums of g xhat and g for feature h.
-template <typename T>
-__global__ void ln_bwd_params(int64_t R, int H, const T *dy, const T *s, const float *mean, const float *rstd,
-                              tk_drop_dev post, double *part) {
-    int h = blockIdx.x * blockDim.x + threadIdx.x;
-    int64_t r0 = (int64_t)blockIdx.y * kChunkRows, r1 = r0 + kChunkRows < R ? r0 + kChunkRows : R;
-    if (h >= H) return;
+// part[chunk][0 or 1][h]: the chunk's sums of g xhat and g for feature h. A block is 64 column
+// lanes x 4 row lanes; a thread sums V consecutive features (V = 8: 16-byte loads and one Philox
+// call for the dropout, when H % 8 == 0 and dy, s are 16-byte aligned) over its rows of the
+// chunk (every 4th), then the 4 row lanes are added in order. (Was one feature a thread, 64 rows
+// in a row with 2-byte loads.)
+template <typename T, int V>
+__global__ void __launch_bounds__(256)
+ln_bwd_params(int64_t R, int H, const T *dy, const T *s, const float *mean, const float *rstd, tk_drop_dev post,
+              double *part) {
+    __shared__ double red[2][4][64 * V];
+    const int h0 = (blockIdx.x * 64 + threadIdx.x) * V;
+    const int64_t r0 = (int64_t)blockIdx.y * kChunkRows, r1 = r0 + kChunkRows < R ? r0 + kChunkRows : R;
     const int64_t step = tk_drop_step(post);
-    double sg = 0, sb = 0;
-    for (int64_t r = r0; r < r1; r++) {
-        size_t i = (size_t)r * H + h;
-        float g = tk_ld(dy, i) * tk_drop1(post, step, (int64_t)i);
-        float x = (tk_ld(s, i) - mean[r]) * rstd[r];
-        sg += (double)g * x;
-        sb += g;
+    double sg[V], sb[V];
+#pragma unroll
+    for (int j = 0; j < V; j++) sg[j] = 0, sb[j] = 0;
+    if (h0 < H)
+        for (int64_t r = r0 + threadIdx.y; r < r1; r += 4) {
+            const size_t o = (size_t)r * H + h0;
+            float g[V], x[V], f[V];
+            if constexpr (V == 8) {
+                tk_ld8(dy + o, g);
+                tk_ld8(s + o, x);
+                tk_drop8(post, step, (int64_t)o, f);
+            } else {
+                g[0] = tk_ld(dy, o), x[0] = tk_ld(s, o), f[0] = tk_drop1(post, step, (int64_t)o);
+            }
+            const float m = mean[r], rs = rstd[r];
+#pragma unroll
+            for (int j = 0; j < V; j++) {
+                float gj = g[j] * f[j], xj = (x[j] - m) * rs;
+                sg[j] += (double)gj * xj;
+                sb[j] += gj;
+            }
+        }
+#pragma unroll
+    for (int j = 0; j < V; j++) red[0][threadIdx.y][threadIdx.x * V + j] = sg[j], red[1][threadIdx.y][threadIdx.x * V + j] = sb[j];
+    __syncthreads();
+    for (int k = threadIdx.y * 64 + threadIdx.x; k < 64 * V; k += 256) {
+        int h = blockIdx.x * 64 * V + k;
+        if (h >= H) continue;
+        part[((size_t)blockIdx.y * 2) * H + h] = ((red[0][0][k] + red[0][1][k]) + red[0][2][k]) + red[0][3][k];
+        part[((size_t)blockIdx.y * 2 + 1) * H + h] = ((red[1][0][k] + red[1][1][k]) + red[1][2][k]) + red[1][3][k];
     }
-    part[((size_t)blockIdx.y * 2) * H + h] = sg;
-    part[((size_t)blockIdx.y * 2 + 1) * H + h] = sb;
 }
 
-__global__ void ln_bwd_finish(int chunks, int H, const double *part, float *dgamma, float *dbeta) {
-    int h = blockIdx.x * blockDim.x + threadIdx.x;
-    if (h >= H) return;
+// The chunks' partials added: a block is 32 features x 8 chunk lanes (lane y adds chunks y, y + 8,
+// ... in order), then the 8 lanes in order. (Was one thread a feature adding every chunk.)
+__global__ void __launch_bounds__(256) ln_bwd_finish(int chunks, int H, const double *part, float *dgamma, float *dbeta) {
+    __shared__ double red[2][8][33];
+    const int h = blockIdx.x * 32 + threadIdx.x;
     double sg = 0, sb = 0;
-    for (int c = 0; c < chunks; c++) {
-        sg += part[((size_t)c * 2) * H + h];
-        sb += part[((size_t)c * 2 + 1) * H + h];
-    }
+    if (h < H)
+        for (int c = threadIdx.y; c < chunks; c += 8) {
+            sg += part[((size_t)c * 2) * H + h];
+            sb += part[((size_t)c * 2 + 1) * H + h];
+        }
+    red[0][threadIdx.y][threadIdx.x] = sg, red[1][threadIdx.y][threadIdx.x] = sb;
+    __syncthreads();
+    if (threadIdx.y != 0 || h >= H) return;
+    sg = 0, sb = 0;
+    for (int y = 0; y < 8; y++) sg += red[0][y][threadIdx.x], sb += red[1][y][threadIdx.x];
     dgamma[h] = (float)sg;
     dbeta[h] = (float)sb;
 }
@@ -300,10 +335,13 @@ int tk_layernorm_bwd_cuda(tk_ctx *c, tk_dtype act, int64_t R, int H, const void 
     size_t sm = (size_t)H * 8;
     TK_ACT_DISPATCH(act, "layernorm_bwd", e, {
         // the parameter gradients first: ds may overwrite dy
-        if (chunks > 0)
-            ln_bwd_params<T><<<dim3((H + 255) / 256, chunks), 256, 0, st>>>(R, H, (const T *)dy, (const T *)s, mean, rstd,
-                                                                            post, (double *)ws);
-        ln_bwd_finish<<<(H + 255) / 256, 256, 0, st>>>(chunks, H, (const double *)ws, dgamma, dbeta);
+        if (chunks > 0 && H % 8 == 0 && tk_aligned16(dy) && tk_aligned16(s))
+            ln_bwd_params<T, 8><<<dim3((H + 511) / 512, chunks), dim3(64, 4), 0, st>>>(
+                R, H, (const T *)dy, (const T *)s, mean, rstd, post, (double *)ws);
+        else if (chunks > 0)
+            ln_bwd_params<T, 1><<<dim3((H + 63) / 64, chunks), dim3(64, 4), 0, st>>>(
+                R, H, (const T *)dy, (const T *)s, mean, rstd, post, (double *)ws);
+        ln_bwd_finish<<<(H + 31) / 32, dim3(32, 8), 0, st>>>(chunks, H, (const double *)ws, dgamma, dbeta);
         int G = R > 0 ? reg_groups(H, dy, s, ds, dx, gamma, NULL) : 0;
         if (G == 1) ln_bwd_rows_reg<T, 1><<<(unsigned)R, kThreads, 0, st>>>(H, (const T *)dy, (const T *)s, mean, rstd,
                                                                           gamma, pre, post, (T *)ds, (T *)dx);

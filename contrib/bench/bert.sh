@@ -14,13 +14,18 @@
 # Needs $BUILD/bin/train-step built with CUDA, an NVIDIA GPU, python3 with numpy (and the zstd
 # tool) for the data unless $DATA already holds it, and torch + transformers for the peer.
 # Environment knobs:
-#   BATCH=32 SEQ=512 PRED=76   the batch          STEPS=30   train-step steps (progress every 10;
-#                                                            the first window is the warm-up)
+#   BATCH=32 SEQ=512 PRED=76   the batch
+#   EPOCH=30   the data's batches (BATCH x EPOCH sequences); STEPS=3 x EPOCH train-step steps,
+#              progress every EPOCH steps. The first window (the first pass over the data) is the
+#              warm-up and is not counted: it holds the CUDA graph captures, one for each row
+#              bucket the data has (model.unpad), which a long run pays once; the later windows
+#              replay the same batches with every graph made.
 #   PEERS=0    skip the PyTorch runs              COMPILE=0  skip torch.compile   EAGER=0  skip torch eager
 #   PROFILE=0  skip the --profile run             DATA=DIR   where the .tks data is kept
 #   LAYERS=24  fewer layers (quick looks)         TINY=1     dry-run the plumbing on the CPU
-#   LENGTHS=real|wikipedia  the lengths
-#   BUCKET=1024  model.unpad_bucket: the packed rows are rounded up to a multiple of it (one graph each)
+#   LENGTHS=real|wikipedia  the lengths       EXTRA="--no-graphs"  more train-step options (its runs only)
+#   BUCKET=128  model.unpad_bucket: the packed rows are rounded up to a multiple of it (one graph each;
+#               128: ~70 padding rows a batch of 32 on these lengths, 1024: ~520)
 #   RUNS="unpad-fused"  train-step's runs, any of unpad-fused, unpad-unfused, padded-fused, padded-unfused
 #                       (model.unpad true/false, model.fused_attention true/false); --profile runs the last
 # Prints one table: impl, seqs/s, ms/step, TFLOP/s, fraction of 780 TFLOP/s (the measured bf16
@@ -37,13 +42,14 @@ ROOT=$PWD
 BUILD=${BUILD:-build}
 BIN=$ROOT/$BUILD/bin
 PY=${PYTHON:-python3}
-BATCH=${BATCH:-32} SEQ=${SEQ:-512} PRED=${PRED:-76} STEPS=${STEPS:-30} LAYERS=${LAYERS:-24}
+BATCH=${BATCH:-32} SEQ=${SEQ:-512} PRED=${PRED:-76} EPOCH=${EPOCH:-30} LAYERS=${LAYERS:-24}
+STEPS=${STEPS:-$((3 * EPOCH))}
 PEERS=${PEERS:-1} COMPILE=${COMPILE:-1} EAGER=${EAGER:-1} PROFILE=${PROFILE:-1} TINY=${TINY:-0}
-LENGTHS=${LENGTHS:-real} RUNS=${RUNS:-unpad-fused} BUCKET=${BUCKET:-1024}
+LENGTHS=${LENGTHS:-real} RUNS=${RUNS:-unpad-fused} BUCKET=${BUCKET:-128} EXTRA=${EXTRA:-}
 H=1024 NH=16 F=4096 V=30522
 BACKEND=cuda PRECISION=bf16 PEERDEV=cuda
 if [ "$TINY" = 1 ]; then
-    BATCH=4 SEQ=32 PRED=4 STEPS=${STEPS_TINY:-20} LAYERS=1 H=32 NH=2 F=64 V=100 BACKEND=cpu PRECISION=fp32 PEERDEV=cpu
+    BATCH=4 SEQ=32 PRED=4 EPOCH=10 STEPS=${STEPS_TINY:-20} LAYERS=1 H=32 NH=2 F=64 V=100 BACKEND=cpu PRECISION=fp32 PEERDEV=cpu
 fi
 DATA=${DATA:-${TMPDIR:-/tmp}/trainkit-bert-bench-$SEQ-$V-$LENGTHS}
 LOG=$(mktemp -d)
@@ -53,7 +59,7 @@ if [ "$TINY" != 1 ] && ! { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -
     die 5 "no NVIDIA GPU on this machine: this benchmark needs one; TINY=1 dry-runs it on the CPU"
 fi
 mkdir -p "$DATA"
-n=$((BATCH * STEPS))
+n=$((BATCH * EPOCH))
 if [ ! -s "$DATA/train.tks" ] || [ "$(cat "$DATA/records" 2>/dev/null)" != "$n" ]; then
     g="$ROOT/contrib/synth/bert_tks.py --seq-len $SEQ --max-pred $PRED --vocab $V"
     [ "$LENGTHS" = wikipedia ] && g+=" --lengths wikipedia" || g+=" --min-len $SEQ"
@@ -64,6 +70,12 @@ fi
 # E[n], E[n^2], E[p] of the training sequences
 read -r mn mn2 mp < <("$PY" -c 'import json, sys; s = json.load(open(sys.argv[1])); print(s["mean_len"], s["mean_len2"], s["mean_masked"])' "$DATA/train.npz.json") ||
     die 1 "no statistics in $DATA/train.npz.json"
+# the unpadded step's row buckets in the data: how many distinct (graphs), mean rows per batch, mean padding rows
+read -r nbk mrows mpad < <("$PY" -c 'import numpy as np, sys
+n = np.load(sys.argv[1])["seq_len"].astype(np.int64); B, q = int(sys.argv[2]), int(sys.argv[3])
+T = n[: len(n) // B * B].reshape(-1, B).sum(1); R = np.minimum((T + q - 1) // q * q, B * int(sys.argv[4]))
+print(len(set(R.tolist())), "%.0f" % R.mean(), "%.0f" % (R - T).mean())' "$DATA/train.npz" "$BATCH" "$BUCKET" "$SEQ") ||
+    die 1 "cannot read $DATA/train.npz"
 flops=$(awk -v l="$LAYERS" -v n="$mn" -v n2="$mn2" -v H="$H" -v F="$F" -v p="$mp" -v V="$V" \
     'BEGIN {printf "%.0f", 3 * (l * (2 * n * (4 * H * H + 2 * H * F) + 4 * n2 * H) + 2 * p * (H * H + H * V) + 2 * H * H + 4 * H)}')
 rows=()
@@ -79,6 +91,7 @@ row() { # impl seqs_per_s ms
 ours=(-c "$LOG/config.json" -t "$DATA/train.tks" -e "$DATA/eval.tks" -b "$BACKEND"
       --precision "$PRECISION" --set model.hidden_size=$H --set model.num_layers=$LAYERS --set model.num_heads=$NH
       --set model.intermediate_size=$F --set model.max_position_embeddings=$SEQ --set train.global_batch_size=$BATCH
+      --set train.max_epochs=$(((STEPS + EPOCH - 1) / EPOCH))
       --set train.eval_every_samples=1000000000 --set target.mlm_accuracy=0.9999 --set optimizer.base_lr=1e-4)
 rc=0
 ours_rows=()
@@ -91,11 +104,12 @@ for run in $RUNS; do
     *) die 2 "RUNS: unknown run '$run' (unpad-fused, unpad-unfused, padded-fused, padded-unfused)" ;;
     esac
     name=trainkit-$run
-    "$BIN/train-step" "${ours[@]}" "${set_[@]}" --max-steps "$STEPS" --log-every 10 >"$LOG/$run.jsonl" 2>"$LOG/$run.err"
+    "$BIN/train-step" "${ours[@]}" "${set_[@]}" $EXTRA --max-steps "$STEPS" --log-every "$EPOCH" >"$LOG/$run.jsonl" 2>"$LOG/$run.err"
     if [ $? -le 1 ]; then
         # the windows after the first (which holds the graph captures and the first batches)
-        sps=$(grep '"type":"progress"' "$LOG/$run.jsonl" | tail -n +2 | sed 's/.*"samples_per_s":\([^,]*\).*/\1/' |
-            awk '{s += $1; n++} END {if (n) printf "%.3f", s / n}')
+        w=$(grep '"type":"progress"' "$LOG/$run.jsonl" | sed 's/.*"samples_per_s":\([^,]*\).*/\1/')
+        echo "bert.sh: $run: seqs/s per window of $EPOCH steps (the first is the warm-up):" $w >&2
+        sps=$(echo "$w" | tail -n +2 | awk '{s += $1; n++} END {if (n) printf "%.3f", s / n}')
         [ -n "$sps" ] && row $name "$sps" "$(awk -v s="$sps" -v b="$BATCH" 'BEGIN {printf "%.3f", 1e3 * b / s}')" &&
             ours_rows+=("$name $sps")
     else
@@ -135,6 +149,7 @@ if [ "$PEERS" = 1 ]; then
     done
 fi
 echo "BERT batch $BATCH x $SEQ tokens ($LENGTHS lengths: mean $mn real, $(awk -v n="$mn" -v L="$SEQ" 'BEGIN {printf "%.1f%%", 100 * n / L}') of the tokens), $mp masked on average, $LAYERS layers, $BACKEND $PRECISION; model GFLOP/seq $(awk -v f="$flops" 'BEGIN {printf "%.1f", f / 1e9}')"
+echo "unpad: bucket $BUCKET rows, $nbk buckets (graphs) in the data's $EPOCH batches, mean $mrows rows a batch of which $mpad padding; $STEPS steps, the first $EPOCH not counted"
 printf '%-24s %9s %9s %8s %7s\n' impl seqs/s ms/step TFLOP/s "of 780"
 for r in "${rows[@]}"; do echo "$r"; done
 if [ -n "$comp_sps" ]; then
@@ -142,5 +157,5 @@ if [ -n "$comp_sps" ]; then
         awk -v a="${r#* }" -v b="$comp_sps" -v n="${r%% *}" 'BEGIN {printf "%s / torch.compile: %.2fx\n", n, a / b}'
     done
 fi
-[ "$rc" = 0 ] && rm -rf "$LOG" || echo "bert.sh: logs kept in $LOG" >&2
+[ "$rc" = 0 ] && [ -z "${KEEP:-}" ] && rm -rf "$LOG" || echo "bert.sh: logs kept in $LOG" >&2
 exit "$rc"

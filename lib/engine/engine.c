@@ -428,8 +428,9 @@ static int train(run *r, tk_err *e) {
     void *m = r->I.model;
     int use_graph = r->c->backend == TK_BACKEND_CUDA && !o->no_graphs && !o->profile;
     int per_slot = wl->graph_per_slot && wl->graph_per_slot(m);
-    // the step's graphs by key (graph_key), each slot's last GRAPHS keys
-    enum { GRAPHS = 8 };
+    // the step's graphs by key (graph_key), each slot's last GRAPHS keys (BERT's unpadded step has
+    // one a row bucket: about 50 at batch 32 with 128-row buckets; each capture costs tens of ms)
+    enum { GRAPHS = 64 };
     tk_graph graph[2][GRAPHS] = {{{0}}};
     int64_t graph_key[2][GRAPHS] = {{0}}, graph_used[2][GRAPHS] = {{0}};
     tk_progress pr;

@@ -101,7 +101,11 @@ static int encoder_fwd(tk_bert *m, int train, const int32_t *ids, const uint8_t 
         TRY(tk_layernorm_fwd(m->c, m->act, N, H, m->tmp, x, &d, TK_LN_DROP_PRE, Ly->g1, Ly->b1, c->ln_eps, Ly->h, Ly->s1,
                              Ly->mean1, Ly->rstd1, e));
         TRY(tk_bert_prof_mark(m, "attn_out_ln_fwd", e));
-        TRY(linear(m, N, F, H, Ly->h, Ly->Wi, Ly->bi, Ly->inter, TK_EPI_GELU_BIAS, Ly->pre, e));
+        // the intermediate: its bias fused in the GEMM (cuBLASLt's BIAS epilogue) writing the
+        // pre-activation, then GELU in one pass (the GELU_BIAS epilogue is the plain GEMM plus
+        // our pass over D writing both pre and inter: one (N, F) write more; lib/gpu/gemm_cublaslt.cu)
+        TRY(linear(m, N, F, H, Ly->h, Ly->Wi, Ly->bi, Ly->pre, TK_EPI_BIAS, NULL, e));
+        TRY(tk_gelu_fwd(m->c, m->act, (int64_t)N * F, Ly->pre, Ly->inter, e));
         TRY(linear(m, N, H, F, Ly->inter, Ly->Wo2, Ly->bo2, m->tmp, TK_EPI_BIAS, NULL, e));
         d = dropout(m, train, l, DROP_FFN_OUT);
         TRY(tk_layernorm_fwd(m->c, m->act, N, H, m->tmp, Ly->h, &d, TK_LN_DROP_PRE, Ly->g2, Ly->b2, c->ln_eps, Ly->y,
@@ -210,6 +214,7 @@ static int encoder_bwd(tk_bert *m, const int32_t *ids, const uint8_t *seg, const
     tk_dropout d = dropout(m, 1, -1, 0);
     TRY(tk_layernorm_bwd(m->c, m->act, m->N, H, dY, m->e, m->mean0, m->rstd0, m->eg, &d, TK_LN_DROP_POST, dY, NULL,
                          m->deg, m->deb, m->ln_ws, e));
+    TRY(tk_bert_prof_mark(m, "embeddings_ln_bwd", e)); // (the tables' gradients apart: embeddings_bwd)
     TRY(tk_bert_embed_bwd(m->c, m->act, b, L, H, c->types, c->max_pos, ids, seg, len, dY, m->dword, m->dpos, m->dtype,
                           m->emb_ws, e));
     tk_range_pop();
