@@ -99,7 +99,7 @@ int tk_bert_config_parse(json_t *root, const char *path, const tk_run_cfg *run, 
     // to a multiple of it (one CUDA graph a bucket).
     // "fused_attention": the flash kernel where it is built (cuda, bf16, head size 64).
     int unpad = 0, fused = 1;
-    v = 1024;
+    v = 128;
     if ((rc = tk_cfg_bool_opt(root, path, "model.unpad", &unpad, e)) ||
         (rc = tk_cfg_int_opt(root, path, "model.unpad_bucket", 1, 1 << 20, &v, e)) ||
         (rc = tk_cfg_bool_opt(root, path, "model.fused_attention", &fused, e)))
