@@ -86,6 +86,29 @@ PY
     grep -q '"seed": 0,' z/manifest.json
 }
 
+@test "prep synth bert --topic-prob 0: the successor grammar alone, no topic word" {
+    need_python
+    prep synth bert --topic-prob 0 --articles 100 --eval-articles 200 --oracle-examples 2000 -o t0 >/dev/null
+    prep synth bert --articles 100 --eval-articles 200 --oracle-examples 2000 -o t1 >/dev/null
+    python3 - t0/manifest.json t1/manifest.json <<'PY'
+import json, sys
+m0, m1 = (json.load(open(f)) for f in sys.argv[1:])
+assert m0["params"]["topic_prob"] == 0 and m1["params"]["topic_prob"] == 0.95, (m0["params"], m1["params"])
+# without topic words a word follows from its neighbours only (then the oracle is high too: 3
+# successors a word), and no word makes most of the text: the unigram is low; the inference
+# stays calibrated (argmax hits and mean posterior maximum agree) in both
+for m in (m0, m1):
+    assert abs(m["oracle_mlm_accuracy"] - m["oracle_mlm_accuracy_expected"]) < 0.02, m
+assert m0["unigram_mlm_accuracy"] < 0.25 < m1["oracle_mlm_accuracy"] - m1["unigram_mlm_accuracy"], (m0, m1)
+PY
+    # the text shows it too: the most frequent word of an article is most of its words with
+    # topic words, not without them
+    top() { awk 'BEGIN{RS=""} NR<=100 {n=split(tolower($0),w,/[ .\n]+/); delete c; m=0; t=0
+        for(i=1;i<=n;i++) if(w[i]!=""){c[w[i]]++; t++; if(c[w[i]]>m)m=c[w[i]]} s+=m/t} END{printf "%.0f\n", 100*s/100}' "$1"; }
+    [ "$(top t1/part-00000-of-00004)" -gt 70 ]
+    [ "$(top t0/part-00000-of-00004)" -lt 40 ]
+}
+
 @test "prep synth bert --size large: BERT's vocabulary layout, 30522 tokens" {
     run prep synth bert --size large --parts 2 --articles 20 --eval-articles 10 --oracle-examples 0 -o L
     [ "$status" -eq 0 ]
@@ -141,6 +164,11 @@ PY
     run prep synth bert --words 200000 -o x
     [ "$status" -eq 2 ]
     [ "${lines[0]}" = "prep: --words 200000: at most 173100 different words of 1 to 4 of the 24 syllables" ]
+    run prep synth bert --topic-words 65 -o x
+    [ "$status" -eq 2 ]
+    [ "${lines[0]}" = "prep: --topic-words: expected an integer in [1, 64], got '65'" ]
+    run prep synth bert --topic-prob 1.5 -o x
+    [ "$status" -eq 2 ]
     run prep synth bert -o x extra
     [ "$status" -eq 2 ]
     run prep synth bert
