@@ -65,7 +65,7 @@ static void bert_help(void) {
            "                             (30522 tokens, BERT-large scale); default ci\n"
            "      --parts N  --articles N  --sentences N  --eval-articles N  --seed S\n"
            "      --vocab-size N  --words N  --topics N  --successors N  --successor-ratio X\n"
-           "      --mean-words X\n"
+           "      --mean-words X  --topic-words N  --topic-ratio X  --topic-prob X\n"
            "      --oracle-examples N    eval examples the oracle runs on (0: no oracle)\n"
            "      --max-seq-length, --max-predictions, --masked-lm-prob: of those examples\n\n"
            "Exit status: 0 ok, 2 usage, 3 bad input data, 4 I/O error. See prep(1).\n",
@@ -293,7 +293,8 @@ static int run_synth_bert(bert_cli *b, tk_err *e) {
 // Options of the BERT commands; `apply` names the commands each one is for.
 enum { BO_OUT, BO_VOCAB, BO_SEQ, BO_PRED, BO_MLM, BO_SHORT, BO_DUPE, BO_SEED, BO_RNG, BO_PICK, BO_EVAL10K,
        BO_CASED, BO_WORDCH, BO_VSIZE, BO_BASIC, BO_IDS, BO_THREADS, BO_PROGRESS, BO_SIZE, BO_PARTS, BO_ARTICLES,
-       BO_SENTENCES, BO_EVAL_ARTICLES, BO_WORDS, BO_TOPICS, BO_SUCC, BO_ORACLE, BO_MEANW, BO_SRATIO, BO_N };
+       BO_SENTENCES, BO_EVAL_ARTICLES, BO_WORDS, BO_TOPICS, BO_SUCC, BO_ORACLE, BO_MEANW, BO_SRATIO,
+       BO_TWORDS, BO_TRATIO, BO_TPROB, BO_N };
 #define ON(c) (1u << (c))
 static const unsigned bert_opt_apply[BO_N] = {
     [BO_OUT] = ON(B_BERT) | ON(B_HDF5) | ON(B_SYNTH),
@@ -325,6 +326,9 @@ static const unsigned bert_opt_apply[BO_N] = {
     [BO_ORACLE] = ON(B_SYNTH),
     [BO_MEANW] = ON(B_SYNTH),
     [BO_SRATIO] = ON(B_SYNTH),
+    [BO_TWORDS] = ON(B_SYNTH),
+    [BO_TRATIO] = ON(B_SYNTH),
+    [BO_TPROB] = ON(B_SYNTH),
 };
 #undef ON
 
@@ -344,7 +348,8 @@ int prep_bert_main(int argc, char **argv) {
         {"eval-articles", required_argument, 0, 256 + BO_EVAL_ARTICLES}, {"words", required_argument, 0, 256 + BO_WORDS},
         {"topics", required_argument, 0, 256 + BO_TOPICS}, {"successors", required_argument, 0, 256 + BO_SUCC},
         {"oracle-examples", required_argument, 0, 256 + BO_ORACLE}, {"mean-words", required_argument, 0, 256 + BO_MEANW},
-        {"successor-ratio", required_argument, 0, 256 + BO_SRATIO},
+        {"successor-ratio", required_argument, 0, 256 + BO_SRATIO}, {"topic-words", required_argument, 0, 256 + BO_TWORDS},
+        {"topic-ratio", required_argument, 0, 256 + BO_TRATIO}, {"topic-prob", required_argument, 0, 256 + BO_TPROB},
         {"help", no_argument, 0, 'h'},                  {"version", no_argument, 0, 'V'},
         {0, 0, 0, 0}};
     bert_cli b = {.cmd = prep_bert_cmd_of(argc, argv), .vocab_size = 30522};
@@ -420,6 +425,12 @@ int prep_bert_main(int argc, char **argv) {
             break;
         case BO_MEANW: rc = tk_parse_f64(optarg, 1, 1000, "--mean-words", &user.mean_words, &e); break;
         case BO_SRATIO: rc = tk_parse_f64(optarg, 0.01, 1, "--successor-ratio", &user.successor_ratio, &e); break;
+        case BO_TWORDS: rc = tk_parse_i64(optarg, 1, 64, "--topic-words", &v, &e); user.topic_words = (int)v; break;
+        case BO_TRATIO: rc = tk_parse_f64(optarg, 0.01, 1, "--topic-ratio", &user.topic_ratio, &e); break;
+        case BO_TPROB: // 0 is a value here: the field's 0 means "not given", so 0 is stored as -1
+            rc = tk_parse_f64(optarg, 0, 1, "--topic-prob", &user.topic_prob, &e);
+            if (!rc && user.topic_prob == 0) user.topic_prob = -1;
+            break;
         }
         if (rc) return tk_cli_usage_error(prog, bert_usage, "%s", e.what);
     }

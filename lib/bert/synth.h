@@ -2,12 +2,16 @@
 // written from a stochastic grammar with a known, learnable structure (man/man1/prep.1):
 //   - words are strings of syllables; frequent words are whole vocabulary entries, the others
 //     WordPiece into word-initial and "##" pieces;
-//   - an article is a sequence of sentences (one a line); each sentence has a topic, the article's
-//     first one at random and each next one the topic after it (mod the number of topics), so
-//     sentence order carries a next-sentence signal;
-//   - a sentence starts with a word drawn from its topic's start list, then each word is followed
-//     by "." (the sentence ends) with probability 1/mean_words, or by one of its `successors`
-//     successor words under the topic, with geometric probabilities (ratio successor_ratio).
+//   - an article is a sequence of sentences (one a line) with one topic, drawn at random and kept
+//     by all its sentences; each topic has its own `topic_words` words (whole vocabulary
+//     entries, disjoint between topics while there are enough), with geometric probabilities
+//     (ratio topic_ratio);
+//   - each word of a sentence is, with probability topic_prob, one of its topic's words, else the
+//     first word one of its topic's start words and each next one of the previous word's
+//     `successors` successor words under the topic, with geometric probabilities (ratio
+//     successor_ratio); after each word the sentence ends ("." ) with probability 1/mean_words.
+//   So a masked word is predictable from the bag of its context (the article's topic), and a
+//   little more from its neighbours (successors, the pieces of a split word).
 // The generator also makes the eval examples as `prep bert --eval-10k` would (with its options
 // L, P, masked_lm_prob) and computes on them, by exact forward-backward inference over the
 // grammar's hidden Markov chain, the accuracy of the Bayes-optimal masked-token predictor (the
@@ -33,6 +37,9 @@ typedef struct {
     int successors;            // successor words per word and topic
     double successor_ratio;    // successor j has probability proportional to successor_ratio^j
     double mean_words;         // mean words per sentence (sentence end probability 1/mean_words)
+    int topic_words;           // words of each topic's own list
+    double topic_ratio;        // topic word j has probability proportional to topic_ratio^j
+    double topic_prob;         // a word is drawn from its topic's list with this probability (-1: 0 given)
     uint64_t seed;
     int threads;
     // How the oracle's eval examples are made (prep bert --eval-10k with these).

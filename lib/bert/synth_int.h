@@ -15,13 +15,16 @@
 #define SYN_MAX_WORDS 200     // a sentence ends after this many words whatever the draw
 
 typedef struct {
-    int W, M, K, KS;
+    int W, M, K, KS, Z;
     char **word;              // W lower-case words; word 0 the most popular
     int32_t *poff, *piece;    // WordPiece ids of word w: piece[poff[w] .. poff[w+1])
     int32_t *succ;            // [M][W][K] successor words
     double *psucc;            // [K]
     int32_t *start;           // [M][KS] first words of a sentence
     double *pstart;           // [KS]
+    int32_t *tword;           // [M][Z] each topic's own words (whole vocabulary entries)
+    double *ptword;           // [Z]
+    double p_topic;           // a word is one of its topic's words with this probability
     double p_end;             // a sentence ends after a word with this probability
     int32_t dot;              // token id of "."
     bert_vocab *vocab;

@@ -4,7 +4,8 @@
 //
 // Hidden states, per topic k: (k, w, j), piece j of word w, and (k, END), the "." that ends a
 // sentence. (k, w, last piece) goes to (k, END) with p_end, else to (k, w', 0) with (1 - p_end)
-// P_k(w' | w); (k, END) goes to (k+1 mod M, w', 0) with the start probabilities of topic k+1.
+// (t U_k(w') + (1 - t) P_k(w' | w)), U_k the topic's own words, t = p_topic; (k, END) goes to
+// (k, w', 0) with t U_k(w') + (1 - t) S_k(w'), S_k the start words (an article keeps its topic).
 // Each state shows one token. The model of an example (the approximations of the oracle):
 //   - segment A starts from the chain's stationary distribution pi; B continues the chain from
 //     A's last state with probability 1/2, else starts afresh from pi (the random next sentence);
@@ -46,10 +47,11 @@ static void model_free(model *m) {
 }
 
 // One step of the chain within topic k: ak -> ok (its T1 states), with `inflow` the mass that
-// arrives from the previous topic's END to start a sentence.
+// arrives from the topic's END to start a sentence. A next word is one of the topic's own words
+// with p_topic, else a successor of the word before (or, first in a sentence, a start word).
 static void step_topic(const model *m, int k, const double *ak, double *ok, double inflow) {
     const syn_grammar *g = m->g;
-    int T1 = m->T1, W = g->W, K = g->K, KS = g->KS;
+    int T1 = m->T1, W = g->W, K = g->K, KS = g->KS, Z = g->Z;
     double ends = 0;
     for (int w = 0; w < W; w++) {
         int b = m->base[w], l = m->len[w];
@@ -57,44 +59,50 @@ static void step_topic(const model *m, int k, const double *ak, double *ok, doub
         for (int j = l - 1; j >= 1; j--) ok[b + j] = ak[b + j - 1];
         ends += ak[b + l - 1];
     }
-    for (int w = 0; w < W; w++) {
-        double x = (1 - g->p_end) * ak[m->base[w] + m->len[w] - 1];
+    double pt = g->p_topic, ps = 1 - pt;
+    for (int w = 0; w < W && ps > 0; w++) {
+        double x = ps * (1 - g->p_end) * ak[m->base[w] + m->len[w] - 1];
         if (x == 0) continue;
         const int32_t *su = g->succ + ((size_t)k * (size_t)W + (size_t)w) * (size_t)K;
         for (int j = 0; j < K; j++) ok[m->base[su[j]]] += x * g->psucc[j];
     }
-    const int32_t *st = g->start + (size_t)k * (size_t)KS;
-    for (int j = 0; j < KS; j++) ok[m->base[st[j]]] += inflow * g->pstart[j];
+    const int32_t *st = g->start + (size_t)k * (size_t)KS, *tw = g->tword + (size_t)k * (size_t)Z;
+    for (int j = 0; j < KS; j++) ok[m->base[st[j]]] += ps * inflow * g->pstart[j];
+    double topical = pt * ((1 - g->p_end) * ends + inflow);
+    for (int j = 0; j < Z && pt > 0; j++) ok[m->base[tw[j]]] += topical * g->ptword[j];
     ok[T1 - 1] = g->p_end * ends;
 }
 
-// out = the distribution one step after a (a and out are different buffers).
+// out = the distribution one step after a (a and out are different buffers). An article keeps
+// its topic: END of topic k starts the next sentence of topic k.
 static void propagate(const model *m, const double *a, double *out) {
     int T1 = m->T1, M = m->g->M;
     for (int k = 0; k < M; k++)
         step_topic(m, k, a + (size_t)k * (size_t)T1, out + (size_t)k * (size_t)T1,
-                   a[(size_t)((k + M - 1) % M) * (size_t)T1 + (size_t)T1 - 1]);
+                   a[(size_t)k * (size_t)T1 + (size_t)T1 - 1]);
 }
 
 // out(s) = sum over s'' of P(s -> s'') b(s''): one step of the backward recursion.
 static void back(const model *m, const double *b, double *out) {
     const syn_grammar *g = m->g;
-    int T1 = m->T1, W = g->W, K = g->K, KS = g->KS, M = g->M;
+    int T1 = m->T1, W = g->W, K = g->K, KS = g->KS, M = g->M, Z = g->Z;
+    double pt = g->p_topic, ps = 1 - pt;
     for (int k = 0; k < M; k++) {
-        const double *bk = b + (size_t)k * (size_t)T1, *bn = b + (size_t)((k + 1) % M) * (size_t)T1;
+        const double *bk = b + (size_t)k * (size_t)T1;
         double *ok = out + (size_t)k * (size_t)T1;
+        const int32_t *tw = g->tword + (size_t)k * (size_t)Z, *st = g->start + (size_t)k * (size_t)KS;
+        double topical = 0, v = 0;
+        for (int j = 0; j < Z; j++) topical += g->ptword[j] * bk[m->base[tw[j]]];
         for (int w = 0; w < W; w++) {
             int base = m->base[w], l = m->len[w];
             for (int j = 0; j < l - 1; j++) ok[base + j] = bk[base + j + 1];
             const int32_t *su = g->succ + ((size_t)k * (size_t)W + (size_t)w) * (size_t)K;
-            double v = 0;
-            for (int j = 0; j < K; j++) v += g->psucc[j] * bk[m->base[su[j]]];
-            ok[base + l - 1] = g->p_end * bk[T1 - 1] + (1 - g->p_end) * v;
+            double u = 0;
+            for (int j = 0; j < K; j++) u += g->psucc[j] * bk[m->base[su[j]]];
+            ok[base + l - 1] = g->p_end * bk[T1 - 1] + (1 - g->p_end) * (pt * topical + ps * u);
         }
-        const int32_t *st = g->start + (size_t)((k + 1) % M) * (size_t)KS;
-        double v = 0;
-        for (int j = 0; j < KS; j++) v += g->pstart[j] * bn[m->base[st[j]]];
-        ok[T1 - 1] = v;
+        for (int j = 0; j < KS; j++) v += g->pstart[j] * bk[m->base[st[j]]];
+        ok[T1 - 1] = pt * topical + ps * v;
     }
 }
 
@@ -139,8 +147,9 @@ static int model_init(model *m, const syn_grammar *g, const bert_special *sp, tk
     }
     for (size_t s = 0; s < m->S; s++) m->tok_state[m->tok_off[m->emit[s]] + fill[m->emit[s]]++] = (int32_t)s;
     free(fill);
-    // The stationary distribution. The topic cycle enters each topic's sentence once a cycle, so
-    // pi(k, s) is proportional to the expected visits of (k, s) during one sentence of topic k:
+    // The stationary distribution. Articles draw their topic uniformly and all have the same
+    // number of sentences, so each topic has as many sentences, and pi(k, s) is proportional to
+    // the expected visits of (k, s) during one sentence of topic k:
     // the sum over n of start_k Q_k^n, Q_k the chain inside the topic (the mass that reaches END
     // leaves; END itself is visited once).
     double *x = m->pi, *y = nx, total = 0;
@@ -170,10 +179,11 @@ static int model_init(model *m, const syn_grammar *g, const bert_special *sp, tk
     for (size_t s = 0; s < m->S; s++) m->pi[s] = acc[s] / total;
     free(acc);
     free(nx);
-    for (int k = 0; k < g->M; k++)
-        for (int j = 0; j < g->KS; j++)
-            m->first[(size_t)k * (size_t)m->T1 + (size_t)m->base[g->start[(size_t)k * (size_t)g->KS + (size_t)j]]] +=
-                g->pstart[j] / g->M;
+    for (int k = 0; k < g->M; k++) { // the first word of a sentence: a topic word or a start word
+        double *fk = m->first + (size_t)k * (size_t)m->T1;
+        for (int j = 0; j < g->KS; j++) fk[m->base[g->start[(size_t)k * (size_t)g->KS + (size_t)j]]] += (1 - g->p_topic) * g->pstart[j] / g->M;
+        for (int j = 0; j < g->Z; j++) fk[m->base[g->tword[(size_t)k * (size_t)g->Z + (size_t)j]]] += g->p_topic * g->ptword[j] / g->M;
+    }
     return 0;
 }
 
