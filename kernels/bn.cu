@@ -209,6 +209,23 @@ __device__ __forceinline__ void final_sums(const float *__restrict__ part, int G
     *S = s, *Q = q;
 }
 
+// Channel c's statistics out, given its mean and biased variance (fp64; a negative variance, the
+// one-pass formula's rounding, is 0): saved, the running update, the apply's scale and shift.
+__device__ __forceinline__ void stats_out(int c, double mean, double var, int64_t M, int C, const float *gamma,
+                                          const float *beta, float eps, float momentum, float *run_mean,
+                                          float *run_var, float *save_mean, float *save_invstd, float *coef) {
+    if (var < 0) var = 0;
+    double unbiased = M > 1 ? var * (double)M / (double)(M - 1) : var;
+    float invstd = (float)(1.0 / sqrt(var + (double)eps)), fmean = (float)mean;
+    save_mean[c] = fmean;
+    save_invstd[c] = invstd;
+    run_mean[c] = (float)((1.0 - momentum) * run_mean[c] + momentum * mean);
+    run_var[c] = (float)((1.0 - momentum) * run_var[c] + momentum * unbiased);
+    float scale = __fmul_rn(gamma[c], invstd);
+    coef[c] = scale;
+    coef[C + c] = __fsub_rn(beta[c], __fmul_rn(fmean, scale));
+}
+
 // Part 2 forward: the statistics, the running update, scale and shift.
 template <typename T>
 __global__ void __launch_bounds__(kFinC *kFinLanes)
@@ -220,16 +237,19 @@ __global__ void __launch_bounds__(kFinC *kFinLanes)
     final_sums(part, G, C, c, &s, &q);
     if (threadIdx.y != 0 || c >= C) return;
     double md = s / (double)M, var = q / (double)M - md * md;
-    if (var < 0) var = 0;
-    double mean = (double)rn_f(x[c]) + md, unbiased = M > 1 ? var * (double)M / (double)(M - 1) : var;
-    float invstd = (float)(1.0 / sqrt(var + (double)eps)), fmean = (float)mean;
-    save_mean[c] = fmean;
-    save_invstd[c] = invstd;
-    run_mean[c] = (float)((1.0 - momentum) * run_mean[c] + momentum * mean);
-    run_var[c] = (float)((1.0 - momentum) * run_var[c] + momentum * unbiased);
-    float scale = __fmul_rn(gamma[c], invstd);
-    coef[c] = scale;
-    coef[C + c] = __fsub_rn(beta[c], __fmul_rn(fmean, scale));
+    stats_out(c, (double)rn_f(x[c]) + md, var, M, C, gamma, beta, eps, momentum, run_mean, run_var, save_mean,
+              save_invstd, coef);
+}
+
+// The statistics from sums made elsewhere (tk_bn_fwd_train_sums): one thread per channel, the
+// same updates and coefficients as stats_final.
+__global__ void __launch_bounds__(kThreads)
+    sums_final(const float *sum, const float *sqsum, int64_t M, int C, const float *gamma, const float *beta, float eps,
+               float momentum, float *run_mean, float *run_var, float *save_mean, float *save_invstd, float *coef) {
+    const int c = blockIdx.x * kThreads + threadIdx.x;
+    if (c >= C) return;
+    double mean = (double)sum[c] / (double)M, var = (double)sqsum[c] / (double)M - mean * mean;
+    stats_out(c, mean, var, M, C, gamma, beta, eps, momentum, run_mean, run_var, save_mean, save_invstd, coef);
 }
 
 // Part 2 backward: dbeta, dgamma and dx's coefficients.
@@ -367,6 +387,19 @@ int fwd_train(tk_ctx *c, const void *x, int64_t M, int C, const float *gamma, co
 }
 
 template <typename T>
+int fwd_train_sums(tk_ctx *c, const void *x, int64_t M, int C, const float *sum, const float *sqsum,
+                   const float *gamma, const float *beta, const void *res, int relu, float eps, float momentum,
+                   float *run_mean, float *run_var, float *save_mean, float *save_invstd, void *y, void *ws,
+                   tk_err *e) {
+    cudaStream_t st = tk_cu_stream(c);
+    float *coef = coef_of(ws, M, C);
+    sums_final<<<(C + kThreads - 1) / kThreads, kThreads, 0, st>>>(sum, sqsum, M, C, gamma, beta, eps, momentum,
+                                                                   run_mean, run_var, save_mean, save_invstd, coef);
+    launch_apply<T, false>(st, x, res, relu, coef, EvalStats{}, M, C, y);
+    return tk_cu_check(e, "bn_fwd_train_sums");
+}
+
+template <typename T>
 int bwd(tk_ctx *c, const void *x, const void *y, const float *beta, const void *dy, const void *dy2, int64_t M, int C,
         const float *gamma, const float *save_mean, const float *save_invstd, void *dx, void *dz_out, float *dgamma,
         float *dbeta, void *ws, tk_err *e) {
@@ -402,6 +435,18 @@ int tk_bn_fwd_train_cuda(tk_ctx *c, tk_dtype t, const void *x, int64_t M, int C,
                                         save_mean, save_invstd, y, ws, e);
     return fwd_train<float>(c, x, M, C, gamma, beta, res, relu, eps, momentum, run_mean, run_var, save_mean,
                             save_invstd, y, ws, e);
+}
+
+int tk_bn_fwd_train_sums_cuda(tk_ctx *c, tk_dtype t, const void *x, int64_t M, int C, const float *sum,
+                              const float *sqsum, const float *gamma, const float *beta, const void *res, int relu,
+                              float eps, float momentum, float *run_mean, float *run_var, float *save_mean,
+                              float *save_invstd, void *y, void *ws, tk_err *e) {
+    TRY(check(t, M, C, e));
+    if (t == TK_BF16)
+        return fwd_train_sums<__nv_bfloat16>(c, x, M, C, sum, sqsum, gamma, beta, res, relu, eps, momentum, run_mean,
+                                             run_var, save_mean, save_invstd, y, ws, e);
+    return fwd_train_sums<float>(c, x, M, C, sum, sqsum, gamma, beta, res, relu, eps, momentum, run_mean, run_var,
+                                 save_mean, save_invstd, y, ws, e);
 }
 
 int tk_bn_fwd_eval_cuda(tk_ctx *c, tk_dtype t, const void *x, int64_t M, int C, const float *gamma, const float *beta,

@@ -40,6 +40,17 @@ int tk_bn_fwd_train(tk_ctx *c, tk_dtype t, const void *x, int64_t M, int C, cons
 int tk_bn_fwd_eval(tk_ctx *c, tk_dtype t, const void *x, int64_t M, int C, const float *gamma, const float *beta,
                    const void *res, int relu, float eps, const float *run_mean, const float *run_var, void *y,
                    tk_err *e);
+// The training forward from per-channel sums made elsewhere (the convolution's epilogue:
+// lib/gpu/cudnn_conv.h tk_cudnn_conv_fwd_stats): sum[c] = sum over the rows of x, sqsum[c] = of x^2
+// (fp32, C each; device memory on cuda). mean = sum / M, var = max(sqsum / M - mean^2, 0) in fp64
+// from the fp32 sums, then the running update, save_*, and y as tk_bn_fwd_train. One pass over x
+// instead of two; the variance is the one-pass formula's, so it loses precision when a channel's
+// |mean| is large against its standard deviation (not so for convolution outputs; NVIDIA's MLPerf
+// ResNet computes it the same way).
+int tk_bn_fwd_train_sums(tk_ctx *c, tk_dtype t, const void *x, int64_t M, int C, const float *sum, const float *sqsum,
+                         const float *gamma, const float *beta, const void *res, int relu, float eps, float momentum,
+                         float *run_mean, float *run_var, float *save_mean, float *save_invstd, void *y, void *ws,
+                         tk_err *e);
 // y: the forward's output when it had a ReLU, else NULL; beta: non-NULL (with y NULL) when the
 // forward had a ReLU and no residual (the mask from x). dgamma, dbeta are overwritten.
 int tk_bn_bwd(tk_ctx *c, tk_dtype t, const void *x, const void *y, const float *beta, const void *dy, const void *dy2,
@@ -49,6 +60,10 @@ int tk_bn_bwd(tk_ctx *c, tk_dtype t, const void *x, const void *y, const float *
 int tk_bn_fwd_train_ref(tk_dtype t, const void *x, int64_t M, int C, const float *gamma, const float *beta,
                         const void *res, int relu, float eps, float momentum, float *run_mean, float *run_var,
                         float *save_mean, float *save_invstd, void *y, tk_err *e);
+int tk_bn_fwd_train_sums_ref(tk_dtype t, const void *x, int64_t M, int C, const float *sum, const float *sqsum,
+                             const float *gamma, const float *beta, const void *res, int relu, float eps,
+                             float momentum, float *run_mean, float *run_var, float *save_mean, float *save_invstd,
+                             void *y, tk_err *e);
 int tk_bn_fwd_eval_ref(tk_dtype t, const void *x, int64_t M, int C, const float *gamma, const float *beta,
                        const void *res, int relu, float eps, const float *run_mean, const float *run_var, void *y,
                        tk_err *e);
@@ -60,6 +75,10 @@ size_t tk_bn_ws_bytes_cuda(int64_t M, int C);
 int tk_bn_fwd_train_cuda(tk_ctx *c, tk_dtype t, const void *x, int64_t M, int C, const float *gamma, const float *beta,
                          const void *res, int relu, float eps, float momentum, float *run_mean, float *run_var,
                          float *save_mean, float *save_invstd, void *y, void *ws, tk_err *e);
+int tk_bn_fwd_train_sums_cuda(tk_ctx *c, tk_dtype t, const void *x, int64_t M, int C, const float *sum,
+                              const float *sqsum, const float *gamma, const float *beta, const void *res, int relu,
+                              float eps, float momentum, float *run_mean, float *run_var, float *save_mean,
+                              float *save_invstd, void *y, void *ws, tk_err *e);
 int tk_bn_fwd_eval_cuda(tk_ctx *c, tk_dtype t, const void *x, int64_t M, int C, const float *gamma, const float *beta,
                         const void *res, int relu, float eps, const float *run_mean, const float *run_var, void *y,
                         tk_err *e);

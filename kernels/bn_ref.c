@@ -23,6 +23,34 @@ static void apply(tk_dtype t, const void *x, int64_t M, int C, int c, float scal
     }
 }
 
+// The statistics' updates and y for channel c, given its mean and biased variance (fp64).
+static void finish(tk_dtype t, const void *x, int64_t M, int C, int c, double mean, double var, const float *gamma,
+                   const float *beta, const void *res, int relu, float eps, float momentum, float *run_mean,
+                   float *run_var, float *save_mean, float *save_invstd, void *y) {
+    double unbiased = M > 1 ? var * (double)M / (double)(M - 1) : var;
+    float invstd = (float)(1.0 / sqrt(var + (double)eps)), fmean = (float)mean;
+    save_mean[c] = fmean;
+    save_invstd[c] = invstd;
+    run_mean[c] = (float)((1.0 - momentum) * run_mean[c] + momentum * mean);
+    run_var[c] = (float)((1.0 - momentum) * run_var[c] + momentum * unbiased);
+    float scale = gamma[c] * invstd, shift = beta[c] - fmean * scale;
+    apply(t, x, M, C, c, scale, shift, res, relu, y);
+}
+
+int tk_bn_fwd_train_sums_ref(tk_dtype t, const void *x, int64_t M, int C, const float *sum, const float *sqsum,
+                             const float *gamma, const float *beta, const void *res, int relu, float eps,
+                             float momentum, float *run_mean, float *run_var, float *save_mean, float *save_invstd,
+                             void *y, tk_err *e) {
+    TRY(check(t, M, C, e));
+#pragma omp parallel for schedule(static)
+    for (int c = 0; c < C; c++) {
+        double mean = (double)sum[c] / (double)M, var = (double)sqsum[c] / (double)M - mean * mean;
+        finish(t, x, M, C, c, mean, var < 0 ? 0 : var, gamma, beta, res, relu, eps, momentum, run_mean, run_var,
+               save_mean, save_invstd, y);
+    }
+    return 0;
+}
+
 int tk_bn_fwd_train_ref(tk_dtype t, const void *x, int64_t M, int C, const float *gamma, const float *beta,
                         const void *res, int relu, float eps, float momentum, float *run_mean, float *run_var,
                         float *save_mean, float *save_invstd, void *y, tk_err *e) {
@@ -36,14 +64,8 @@ int tk_bn_fwd_train_ref(tk_dtype t, const void *x, int64_t M, int C, const float
             double d = tk_act_ld(x, t, (size_t)m * C + c) - mean;
             v += d * d;
         }
-        double var = v / (double)M, unbiased = M > 1 ? v / (double)(M - 1) : var;
-        float invstd = (float)(1.0 / sqrt(var + (double)eps)), fmean = (float)mean;
-        save_mean[c] = fmean;
-        save_invstd[c] = invstd;
-        run_mean[c] = (float)((1.0 - momentum) * run_mean[c] + momentum * mean);
-        run_var[c] = (float)((1.0 - momentum) * run_var[c] + momentum * unbiased);
-        float scale = gamma[c] * invstd, shift = beta[c] - fmean * scale;
-        apply(t, x, M, C, c, scale, shift, res, relu, y);
+        finish(t, x, M, C, c, mean, v / (double)M, gamma, beta, res, relu, eps, momentum, run_mean, run_var, save_mean,
+               save_invstd, y);
     }
     return 0;
 }

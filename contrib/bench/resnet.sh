@@ -33,6 +33,12 @@ if ! ldconfig -p 2>/dev/null | grep -q 'libcudnn.so.9' && [ ! -e /usr/local/cuda
     d=$("$PY" -c 'import nvidia.cudnn as m, os; print(os.path.join(list(m.__path__)[0], "lib"))' 2>/dev/null)
     [ -n "$d" ] && export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
+# NVRTC for cuDNN's runtime-compiled (fused) engines: the toolkit's, else python's nvidia wheels'
+if ! ldconfig -p 2>/dev/null | grep -q 'libnvrtc\.so' && [ ! -e /usr/local/cuda/lib64/libnvrtc.so ]; then
+    for d in $("$PY" -c 'import nvidia, glob, os; print(" ".join(sorted({os.path.dirname(f) for p in nvidia.__path__ for f in glob.glob(os.path.join(p, "*", "lib", "libnvrtc.so*"))})))' 2>/dev/null); do
+        export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    done
+fi
 RES=$LOGDIR/results.jsonl
 : >"$RES"
 rc=0

@@ -12,6 +12,7 @@
 #include <cudnn_backend.h>
 #include <dlfcn.h>
 #include <pthread.h>
+#include <time.h>
 
 namespace {
 
@@ -115,7 +116,11 @@ int set(cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t a, cudnnBackendA
     return 0;
 }
 
-enum : int64_t { UID_X = 1, UID_W = 2, UID_Y = 3 };
+enum : int64_t { UID_X = 1, UID_W = 2, UID_Y = 3, UID_SUM = 4, UID_SQSUM = 5 };
+
+// The passes a plan runs: kernels/conv.h's three, and the forward with BN's statistics in its
+// epilogue (cuDNN's genstats runtime fusion).
+constexpr int kFwdStats = 3, kNumPass = 4;
 
 // An NHWC tensor (dims in cuDNN's N, C, H, W order, strides of channels-last).
 int tensor(Desc &t, int64_t uid, cudnnDataType_t dt, int64_t n, int64_t c, int64_t h, int64_t w, tk_err *e) {
@@ -131,19 +136,20 @@ int tensor(Desc &t, int64_t uid, cudnnDataType_t dt, int64_t n, int64_t c, int64
 }
 
 struct Plan {
-    tk_conv_pass pass;
+    int pass;
     tk_conv_shape s;
     tk_dtype t;
     cudnnBackendDescriptor_t plan;
     cudnnBackendDescriptor_t keep[2]; // the plan's operation graph and engine configuration, kept
                                       // alive as long as it (as cudnn-frontend does)
     int64_t ws;
-    char desc[192];
+    float ms;         // the autotuning's time of the chosen engine (-1: not timed)
+    char desc[224];
 };
 
-const char *const kPassName[3] = {"fwd", "dgrad", "wgrad"};
+const char *const kPassName[kNumPass] = {"fwd", "dgrad", "wgrad", "fwd+stats"};
 
-int same(const Plan &p, tk_conv_pass pass, const tk_conv_shape *s, tk_dtype t) {
+int same(const Plan &p, int pass, const tk_conv_shape *s, tk_dtype t) {
     return p.pass == pass && p.t == t && memcmp(&p.s, s, sizeof *s) == 0;
 }
 
@@ -188,14 +194,20 @@ struct tk_cudnn {
     void *ws;
     Plan *p;
     int n, cap;
+    int fusion; // fused plans allowed (TK_CUDNN_FUSION=0: never)
 };
 
 namespace {
 
 // The operation graph of one convolution pass.
-int op_graph(tk_cudnn *h, tk_conv_pass pass, const tk_conv_shape *s, tk_dtype t, Desc &graph, tk_err *e) {
+// kFwdStats: the forward, then a genstats operation on its (non-virtual) output y into the per-channel
+// fp32 sum and sum of squares (1, K, 1, 1), with math precision prec.
+int op_graph(tk_cudnn *h, int pass, const tk_conv_shape *s, tk_dtype t, cudnnDataType_t prec, Desc &graph,
+             tk_err *e) {
     cudnnDataType_t dt = t == TK_BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT, ct = CUDNN_DATA_FLOAT;
-    Desc x, w, y, conv, op;
+    const int stats = pass == kFwdStats;
+    if (stats) pass = TK_CONV_FWD;
+    Desc x, w, y, conv, op, sum, sq, gs;
     TRY(tensor(x, UID_X, dt, s->N, s->C, s->H, s->W, e));
     TRY(tensor(w, UID_W, dt, s->K, s->C, s->R, s->S, e));
     TRY(tensor(y, UID_Y, dt, s->N, s->K, s->P, s->Q, e));
@@ -232,8 +244,22 @@ int op_graph(tk_cudnn *h, tk_conv_pass pass, const tk_conv_shape *s, tk_dtype t,
     TRY(set(op.d, attr[pass][4], CUDNN_TYPE_FLOAT, 1, &alpha, e));
     TRY(set(op.d, attr[pass][5], CUDNN_TYPE_FLOAT, 1, &beta, e));
     DNN(api.Finalize(op.d), "finalize convolution operation");
+    cudnnBackendDescriptor_t ops[2] = {op.d, nullptr};
+    if (stats) {
+        cudnnGenStatsMode_t mode = CUDNN_GENSTATS_SUM_SQSUM;
+        TRY(tensor(sum, UID_SUM, CUDNN_DATA_FLOAT, 1, s->K, 1, 1, e));
+        TRY(tensor(sq, UID_SQSUM, CUDNN_DATA_FLOAT, 1, s->K, 1, 1, e));
+        TRY(gs.make(CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR, e));
+        TRY(set(gs.d, CUDNN_ATTR_OPERATION_GENSTATS_MODE, CUDNN_TYPE_GENSTATS_MODE, 1, &mode, e));
+        TRY(set(gs.d, CUDNN_ATTR_OPERATION_GENSTATS_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec, e));
+        TRY(set(gs.d, CUDNN_ATTR_OPERATION_GENSTATS_XDESC, D, 1, &y.d, e));
+        TRY(set(gs.d, CUDNN_ATTR_OPERATION_GENSTATS_SUMDESC, D, 1, &sum.d, e));
+        TRY(set(gs.d, CUDNN_ATTR_OPERATION_GENSTATS_SQSUMDESC, D, 1, &sq.d, e));
+        DNN(api.Finalize(gs.d), "finalize genstats operation");
+        ops[1] = gs.d;
+    }
     TRY(graph.make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, e));
-    TRY(set(graph.d, CUDNN_ATTR_OPERATIONGRAPH_OPS, D, 1, &op.d, e));
+    TRY(set(graph.d, CUDNN_ATTR_OPERATIONGRAPH_OPS, D, stats ? 2 : 1, ops, e));
     TRY(set(graph.d, kGraphHandle, CUDNN_TYPE_HANDLE, 1, &h->h, e));
     DNN(api.Finalize(graph.d), "finalize operation graph");
     return 0;
@@ -297,14 +323,16 @@ int candidates(tk_cudnn *h, Desc &graph, cudnnBackendHeurMode_t mode, tk_dtype t
 }
 
 // One run of a plan on the given buffers (x, w, y by the graph's unique ids).
-int execute(tk_cudnn *h, cudnnBackendDescriptor_t plan, void *x, void *w, void *y, void *ws, const char *what,
-            tk_err *e) {
-    int64_t uids[3] = {UID_X, UID_W, UID_Y};
-    void *ptrs[3] = {x, w, y};
+// sum, sqsum: the kFwdStats plan's statistics (NULL for the others).
+int execute(tk_cudnn *h, cudnnBackendDescriptor_t plan, void *x, void *w, void *y, float *sum, float *sqsum, void *ws,
+            const char *what, tk_err *e) {
+    int64_t uids[5] = {UID_X, UID_W, UID_Y, UID_SUM, UID_SQSUM};
+    void *ptrs[5] = {x, w, y, sum, sqsum};
+    const int64_t n = sum ? 5 : 3;
     Desc vp;
     TRY(vp.make(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, e));
-    TRY(set(vp.d, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids, e));
-    TRY(set(vp.d, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, ptrs, e));
+    TRY(set(vp.d, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids, e));
+    TRY(set(vp.d, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, ptrs, e));
     TRY(set(vp.d, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws, e));
     DNN(api.Finalize(vp.d), "finalize variant pack");
     DNN(api.Execute(h->h, plan, vp.d), what);
@@ -315,10 +343,12 @@ int execute(tk_cudnn *h, cudnnBackendDescriptor_t plan, void *x, void *w, void *
 // scratch buffers of the shape, kRuns times each after one warm-up, and the fastest (median run)
 // is kept. The choice (its index in the list) is remembered for the process, so every model of
 // the process runs the same engines (graph vs eager tests, evaluation beside training).
-constexpr int kTune = 8, kRuns = 3;
+// Fused plans (kFwdStats) are runtime-compiled when they finalize (NVRTC, about a second each), so
+// only their first kTuneFused candidates are tried.
+constexpr int kTune = 8, kTuneFused = 3, kRuns = 3;
 
 struct Tuned {
-    tk_conv_pass pass;
+    int pass;
     tk_conv_shape s;
     tk_dtype t;
     int index;
@@ -327,7 +357,7 @@ pthread_mutex_t tuned_mu = PTHREAD_MUTEX_INITIALIZER;
 Tuned tuned[1024];
 int ntuned;
 
-int tuned_index(tk_conv_pass pass, const tk_conv_shape *s, tk_dtype t) {
+int tuned_index(int pass, const tk_conv_shape *s, tk_dtype t) {
     int r = -1;
     pthread_mutex_lock(&tuned_mu);
     for (int i = 0; i < ntuned && r < 0; i++)
@@ -336,7 +366,7 @@ int tuned_index(tk_conv_pass pass, const tk_conv_shape *s, tk_dtype t) {
     return r;
 }
 
-void remember(tk_conv_pass pass, const tk_conv_shape *s, tk_dtype t, int index) {
+void remember(int pass, const tk_conv_shape *s, tk_dtype t, int index) {
     pthread_mutex_lock(&tuned_mu);
     if (ntuned < (int)(sizeof tuned / sizeof *tuned)) tuned[ntuned++] = Tuned{pass, *s, t, index};
     pthread_mutex_unlock(&tuned_mu);
@@ -344,9 +374,9 @@ void remember(tk_conv_pass pass, const tk_conv_shape *s, tk_dtype t, int index) 
 
 // The median time of kRuns runs of each candidate into ms[] (a candidate that fails: infinity);
 // nonzero when the scratch buffers could not be had (then nothing is timed).
-int time_candidates(tk_cudnn *h, const tk_conv_shape *s, tk_dtype t, const Cand *c, int n, float *ms) {
+int time_candidates(tk_cudnn *h, int pass, const tk_conv_shape *s, tk_dtype t, const Cand *c, int n, float *ms) {
     const size_t es = t == TK_BF16 ? 2 : 4, nx = (size_t)tk_conv_x_numel(s) * es, nw = (size_t)tk_conv_w_numel(s) * es,
-                 ny = (size_t)tk_conv_y_numel(s) * es;
+                 ny = (size_t)tk_conv_y_numel(s) * es + (pass == kFwdStats ? 2 * (size_t)s->K * sizeof(float) + 256 : 0);
     size_t nws = 0;
     for (int i = 0; i < n; i++) nws = (size_t)c[i].ws > nws ? (size_t)c[i].ws : nws;
     cudaStream_t st = (cudaStream_t)h->c->stream[TK_STREAM_COMPUTE];
@@ -357,15 +387,21 @@ int time_candidates(tk_cudnn *h, const tk_conv_shape *s, tk_dtype t, const Cand 
              cudaEventCreate(&a) != cudaSuccess || cudaEventCreate(&b) != cudaSuccess;
     if (!rc) rc = cudaMemsetAsync(x, 0, nx, st) != cudaSuccess || cudaMemsetAsync(w, 0, nw, st) != cudaSuccess ||
                   cudaMemsetAsync(y, 0, ny, st) != cudaSuccess;
+    // the statistics (kFwdStats) after y, 256-byte aligned
+    float *sum = nullptr, *sq = nullptr;
+    if (!rc && pass == kFwdStats) {
+        sum = (float *)((char *)y + ((size_t)tk_conv_y_numel(s) * es + 255) / 256 * 256);
+        sq = sum + s->K;
+    }
     for (int i = 0; !rc && i < n; i++) {
         tk_err e0 = {0};
         float r[kRuns];
         ms[i] = 1e30f;
-        if (execute(h, c[i].plan, x, w, y, ws, "autotune", &e0)) continue; // warm-up
+        if (execute(h, c[i].plan, x, w, y, sum, sq, ws, "autotune", &e0)) continue; // warm-up
         int bad = 0;
         for (int k = 0; k < kRuns && !bad; k++) {
             cudaEventRecord(a, st);
-            bad = execute(h, c[i].plan, x, w, y, ws, "autotune", &e0);
+            bad = execute(h, c[i].plan, x, w, y, sum, sq, ws, "autotune", &e0);
             cudaEventRecord(b, st);
             bad = bad || cudaEventSynchronize(b) != cudaSuccess || cudaEventElapsedTime(&r[k], a, b) != cudaSuccess;
         }
@@ -389,7 +425,7 @@ int time_candidates(tk_cudnn *h, const tk_conv_shape *s, tk_dtype t, const Cand 
 
 // The plan of a pass: the remembered engine, or mode A's candidates timed (autotuning) or its
 // first (deterministic), else the fallback list's first. *chosen: empty plan when none.
-int pick(tk_cudnn *h, Desc &graph, tk_conv_pass pass, const tk_conv_shape *s, tk_dtype t, Cand *chosen, int *tried,
+int pick(tk_cudnn *h, Desc &graph, int pass, const tk_conv_shape *s, tk_dtype t, Cand *chosen, int *tried,
          float *best_ms, int *ntimed, tk_err *e) {
     *chosen = Cand{};
     *best_ms = -1, *ntimed = 0;
@@ -398,11 +434,12 @@ int pick(tk_cudnn *h, Desc &graph, tk_conv_pass pass, const tk_conv_shape *s, tk
     Cand c[kTune];
     const int remembered = tune ? tuned_index(pass, s, t) : -1;
     if (remembered >= 0) TRY(candidates(h, graph, CUDNN_HEUR_MODE_A, t, remembered, c, 1, &n, tried, e));
-    if (!n) TRY(candidates(h, graph, CUDNN_HEUR_MODE_A, t, -1, c, tune ? kTune : 1, &n, tried, e));
+    if (!n) TRY(candidates(h, graph, CUDNN_HEUR_MODE_A, t, -1, c, !tune ? 1 : pass == kFwdStats ? kTuneFused : kTune, &n,
+                           tried, e));
     int k = 0;
-    if (n > 1) {
-        float ms[kTune];
-        if (!time_candidates(h, s, t, c, n, ms)) {
+    if (n > 1 || (n == 1 && pass == kFwdStats && tune)) { // (a fused plan is timed even alone: the caller
+        float ms[kTune];                                    // weighs it against the plain forward)
+        if (!time_candidates(h, pass, s, t, c, n, ms)) {
             for (int i = 1; i < n; i++)
                 if (ms[i] < ms[k]) k = i;
             *best_ms = ms[k], *ntimed = n;
@@ -434,6 +471,8 @@ int tk_cudnn_create(tk_ctx *c, size_t ws_limit, tk_cudnn **out, tk_err *e) {
     if (!h) return tk_err_set(e, TK_EIO, "out of host memory");
     h->c = c;
     h->ws_limit = ws_limit ? ws_limit : (size_t)256 << 20;
+    const char *fu = getenv("TK_CUDNN_FUSION");
+    h->fusion = !(fu && strcmp(fu, "0") == 0);
     cudnnStatus_t st = api.Create(&h->h);
     if (st == CUDNN_STATUS_SUCCESS) st = api.SetStream(h->h, (cudaStream_t)c->stream[TK_STREAM_COMPUTE]);
     if (st != CUDNN_STATUS_SUCCESS) {
@@ -457,9 +496,18 @@ void tk_cudnn_destroy(tk_cudnn *h) {
     free(h);
 }
 
-int tk_cudnn_plan(tk_cudnn *h, tk_conv_pass pass, const tk_conv_shape *s, tk_dtype t, tk_err *e) {
+namespace {
+
+// The plan of a pass for a shape and type, made once: *out the cached plan, or NULL with e filled
+// when cuDNN has no engine for it (remembered too, so a refused fused graph is asked about once).
+int plan_pass(tk_cudnn *h, int pass, const tk_conv_shape *s, tk_dtype t, const Plan **out, tk_err *e) {
+    *out = NULL;
     for (int i = 0; i < h->n; i++)
-        if (same(h->p[i], pass, s, t)) return 0;
+        if (same(h->p[i], pass, s, t)) {
+            if (!h->p[i].plan) return tk_err_set(e, TK_EDEVICE, "%s", h->p[i].desc);
+            *out = &h->p[i];
+            return 0;
+        }
     if (t != TK_F32 && t != TK_BF16) return tk_err_set(e, TK_EINTERNAL, "cudnn conv: type %s", tk_dtype_name(t));
     if (h->c->capturing) return tk_err_set(e, TK_EINTERNAL, "cudnn conv: a shape planned while capturing");
     if (h->n == h->cap) {
@@ -469,24 +517,43 @@ int tk_cudnn_plan(tk_cudnn *h, tk_conv_pass pass, const tk_conv_shape *s, tk_dty
         h->p = p;
         h->cap = cap;
     }
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    // the statistics' math precision: fp32, else (bf16) the tensors' own, as cudnn-frontend sets it
+    const cudnnDataType_t precs[2] = {CUDNN_DATA_FLOAT, t == TK_BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT};
     Desc graph;
-    TRY(op_graph(h, pass, s, t, graph, e));
-    Cand c;
+    Cand c = {};
     int tried = 0, ntimed = 0;
     float ms = -1;
-    TRY(pick(h, graph, pass, s, t, &c, &tried, &ms, &ntimed, e));
-    if (!c.plan) {
-        tk_err_set(e, TK_EDEVICE,
-                   "cuDNN has no engine for %s N %d %dx%dx%d -> %d %dx%d/%d pad %d in %s (%d engines tried, "
-                   "workspace limit %zu B)",
-                   kPassName[pass], s->N, s->H, s->W, s->C, s->K, s->R, s->S, s->stride, s->pad, tk_dtype_name(t), tried,
-                   h->ws_limit);
-        return tk_err_lib(e, "cudnn", 0);
+    for (int k = 0; k < (pass == kFwdStats ? 2 : 1) && !c.plan; k++) {
+        if (k == 1 && precs[1] == precs[0]) break;
+        Desc g;
+        tk_err e0 = {};
+        // a fused graph cuDNN cannot even build (an older library) is a refusal like no engine
+        if (op_graph(h, pass, s, t, precs[k], g, pass == kFwdStats ? &e0 : e)) {
+            if (pass != kFwdStats) return e->code;
+            continue;
+        }
+        TRY(pick(h, g, pass, s, t, &c, &tried, &ms, &ntimed, e));
+        if (c.plan) graph.d = g.release();
     }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    const double plan_ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
     Plan *p = &h->p[h->n++];
+    *p = Plan{};
     p->pass = pass;
     p->s = *s;
     p->t = t;
+    p->ms = ms;
+    if (!c.plan) {
+        snprintf(p->desc, sizeof p->desc,
+                 "cuDNN has no engine for %s N %d %dx%dx%d -> %d %dx%d/%d pad %d in %s (%d engines tried, workspace "
+                 "limit %zu B%s)",
+                 kPassName[pass], s->N, s->H, s->W, s->C, s->K, s->R, s->S, s->stride, s->pad, tk_dtype_name(t), tried,
+                 h->ws_limit, h->c->deterministic ? ", deterministic engines only" : "");
+        tk_err_set(e, TK_EDEVICE, "%s", p->desc);
+        return tk_err_lib(e, "cudnn", 0);
+    }
     p->plan = c.plan;
     p->keep[0] = graph.release();
     p->keep[1] = c.cfg;
@@ -494,11 +561,37 @@ int tk_cudnn_plan(tk_cudnn *h, tk_conv_pass pass, const tk_conv_shape *s, tk_dty
     const int64_t ws = c.ws;
     char timed[48] = "";
     if (ntimed) snprintf(timed, sizeof timed, ", fastest of %d: %.3f ms", ntimed, ms);
-    snprintf(p->desc, sizeof p->desc, "%s N%d %dx%dx%d -> %d %dx%d/%d %s: engine %lld (list %d), %lld B workspace%s",
+    snprintf(p->desc, sizeof p->desc,
+             "%s N%d %dx%dx%d -> %d %dx%d/%d %s: engine %lld (list %d), %lld B workspace%s, planned in %.0f ms",
              kPassName[pass], s->N, s->H, s->W, s->C, s->K, s->R, s->S, s->stride, tk_dtype_name(t),
-             (long long)c.engine, c.index, (long long)ws, timed);
+             (long long)c.engine, c.index, (long long)ws, timed, plan_ms);
     if ((size_t)ws > h->ws_need) h->ws_need = (size_t)ws;
+    *out = p;
     return 0;
+}
+
+const Plan *planned(const tk_cudnn *h, int pass, const tk_conv_shape *s, tk_dtype t) {
+    for (int i = h->n - 1; i >= 0; i--)
+        if (same(h->p[i], pass, s, t)) return h->p[i].plan ? &h->p[i] : NULL;
+    return NULL;
+}
+
+} // namespace
+
+int tk_cudnn_plan(tk_cudnn *h, tk_conv_pass pass, const tk_conv_shape *s, tk_dtype t, tk_err *e) {
+    const Plan *p;
+    return plan_pass(h, pass, s, t, &p, e);
+}
+
+int tk_cudnn_plan_fwd_stats(tk_cudnn *h, const tk_conv_shape *s, tk_dtype t, tk_err *e) {
+    if (!h->fusion) return tk_err_set(e, TK_EDEVICE, "cudnn: fused plans are off (TK_CUDNN_FUSION=0)");
+    const Plan *p;
+    return plan_pass(h, kFwdStats, s, t, &p, e);
+}
+
+float tk_cudnn_fwd_ms(const tk_cudnn *h, const tk_conv_shape *s, tk_dtype t, int stats) {
+    const Plan *p = planned(h, stats ? kFwdStats : TK_CONV_FWD, s, t);
+    return p ? p->ms : -1;
 }
 
 size_t tk_cudnn_ws_bytes(const tk_cudnn *h) { return h->ws_need; }
@@ -510,9 +603,7 @@ void tk_cudnn_set_ws(tk_cudnn *h, void *ws, size_t bytes) {
 
 int tk_cudnn_conv(tk_cudnn *h, tk_conv_pass pass, const tk_conv_shape *s, tk_dtype t, const void *a, const void *b,
                   void *out, tk_err *e) {
-    const Plan *p = NULL;
-    for (int i = h->n - 1; i >= 0 && !p; i--)
-        if (same(h->p[i], pass, s, t)) p = &h->p[i];
+    const Plan *p = planned(h, pass, s, t);
     if (!p)
         return tk_err_set(e, TK_EINTERNAL, "cudnn conv: %s N %d %dx%dx%d -> %d was not planned", kPassName[pass], s->N,
                           s->H, s->W, s->C, s->K);
@@ -522,7 +613,23 @@ int tk_cudnn_conv(tk_cudnn *h, tk_conv_pass pass, const tk_conv_shape *s, tk_dty
     void *x = (void *)a, *w = (void *)b, *y = out;
     if (pass == TK_CONV_BWD_DATA) x = out, w = (void *)b, y = (void *)a;
     if (pass == TK_CONV_BWD_FILTER) x = (void *)a, w = out, y = (void *)b;
-    return execute(h, p->plan, x, w, y, h->ws, kPassName[pass], e);
+    return execute(h, p->plan, x, w, y, NULL, NULL, h->ws, kPassName[pass], e);
+}
+
+int tk_cudnn_conv_fwd_stats(tk_cudnn *h, const tk_conv_shape *s, tk_dtype t, const void *x, const void *w, void *y,
+                            float *sum, float *sqsum, tk_err *e) {
+    const Plan *p = planned(h, kFwdStats, s, t);
+    if (!p)
+        return tk_err_set(e, TK_EINTERNAL, "cudnn conv: fwd+stats N %d %dx%dx%d -> %d has no plan", s->N, s->H, s->W,
+                          s->C, s->K);
+    if ((size_t)p->ws > h->ws_bytes)
+        return tk_err_set(e, TK_EINTERNAL, "cudnn conv: workspace of %zu B < %lld B", h->ws_bytes, (long long)p->ws);
+    // the sums start from zero whether the engine adds into them or writes them (cuDNN does not say)
+    cudaStream_t st = (cudaStream_t)h->c->stream[TK_STREAM_COMPUTE];
+    if (cudaMemsetAsync(sum, 0, (size_t)s->K * sizeof(float), st) != cudaSuccess ||
+        cudaMemsetAsync(sqsum, 0, (size_t)s->K * sizeof(float), st) != cudaSuccess)
+        return tk_err_set(e, TK_EDEVICE, "cudnn conv: zeroing the statistics: %s", cudaGetErrorString(cudaGetLastError()));
+    return execute(h, p->plan, (void *)x, (void *)w, y, sum, sqsum, h->ws, "fwd+stats", e);
 }
 
 int tk_cudnn_nplans(const tk_cudnn *h) { return h ? h->n : 0; }
@@ -559,6 +666,18 @@ void tk_cudnn_set_ws(tk_cudnn *h, void *ws, size_t bytes) { (void)h, (void)ws, (
 int tk_cudnn_conv(tk_cudnn *h, tk_conv_pass pass, const tk_conv_shape *s, tk_dtype t, const void *a, const void *b,
                   void *out, tk_err *e) {
     (void)h, (void)pass, (void)s, (void)t, (void)a, (void)b, (void)out;
+    return no_cudnn(e);
+}
+int tk_cudnn_plan_fwd_stats(tk_cudnn *h, const tk_conv_shape *s, tk_dtype t, tk_err *e) {
+    (void)h, (void)s, (void)t;
+    return no_cudnn(e);
+}
+float tk_cudnn_fwd_ms(const tk_cudnn *h, const tk_conv_shape *s, tk_dtype t, int stats) {
+    return (void)h, (void)s, (void)t, (void)stats, -1.0f;
+}
+int tk_cudnn_conv_fwd_stats(tk_cudnn *h, const tk_conv_shape *s, tk_dtype t, const void *x, const void *w, void *y,
+                            float *sum, float *sqsum, tk_err *e) {
+    (void)h, (void)s, (void)t, (void)x, (void)w, (void)y, (void)sum, (void)sqsum;
     return no_cudnn(e);
 }
 int tk_cudnn_nplans(const tk_cudnn *h) { return (void)h, 0; }

@@ -44,6 +44,23 @@ void tk_cudnn_set_ws(tk_cudnn *h, void *ws, size_t bytes);
 // Runs a planned pass (TK_EINTERNAL when the shape was not planned): kernels/conv.h's a, b, out.
 int tk_cudnn_conv(tk_cudnn *h, tk_conv_pass pass, const tk_conv_shape *s, tk_dtype t, const void *a, const void *b,
                   void *out, tk_err *e);
+// The forward with batch norm's statistics in its epilogue, through cuDNN's runtime fusion (a
+// convolution-forward operation whose output y also feeds a genstats operation): y as TK_CONV_FWD
+// writes it, and per output channel k, sum[k] = sum of y[n,p,q,k] and sqsum[k] = sum of its squares
+// over (n, p, q), fp32 (K each, device memory; zeroed first by the call). So a training BN after the
+// convolution needs no pass of its own over y for its statistics (kernels/bn.h
+// tk_bn_fwd_train_sums). Planned like the three passes (autotuned among the first few engines,
+// each compiled at run time by cuDNN when its plan finalizes; with ctx->deterministic only engines
+// without the nondeterministic note). The plan fails with TK_EDEVICE when cuDNN has no engine for
+// the fused graph (an architecture or version without the fusion, a shape it refuses, or
+// TK_CUDNN_FUSION=0 in the environment at tk_cudnn_create): callers then run the plain forward and
+// compute the statistics themselves. A refusal is remembered, so asking again is cheap.
+int tk_cudnn_plan_fwd_stats(tk_cudnn *h, const tk_conv_shape *s, tk_dtype t, tk_err *e);
+int tk_cudnn_conv_fwd_stats(tk_cudnn *h, const tk_conv_shape *s, tk_dtype t, const void *x, const void *w, void *y,
+                            float *sum, float *sqsum, tk_err *e);
+// The autotuning's time (ms) of the planned forward (stats 0) or fused forward (stats 1) of a shape,
+// or -1 when it was not timed or not planned.
+float tk_cudnn_fwd_ms(const tk_cudnn *h, const tk_conv_shape *s, tk_dtype t, int stats);
 // The plans made so far, for a profile or a report: count, and the i-th's description
 // ("fwd N256 56x56x64 -> 64 3x3/1 BF16: engine 7, 4194304 B workspace").
 int tk_cudnn_nplans(const tk_cudnn *h);
@@ -63,6 +80,18 @@ static inline int tk_cudnn_plan(tk_cudnn *h, tk_conv_pass pass, const tk_conv_sh
 }
 static inline size_t tk_cudnn_ws_bytes(const tk_cudnn *h) { return (void)h, 0; }
 static inline void tk_cudnn_set_ws(tk_cudnn *h, void *ws, size_t bytes) { (void)h, (void)ws, (void)bytes; }
+static inline int tk_cudnn_plan_fwd_stats(tk_cudnn *h, const tk_conv_shape *s, tk_dtype t, tk_err *e) {
+    (void)h, (void)s, (void)t;
+    return tk_err_set(e, TK_EDEVICE, "this trainkit was built without CUDA");
+}
+static inline float tk_cudnn_fwd_ms(const tk_cudnn *h, const tk_conv_shape *s, tk_dtype t, int stats) {
+    return (void)h, (void)s, (void)t, (void)stats, -1.0f;
+}
+static inline int tk_cudnn_conv_fwd_stats(tk_cudnn *h, const tk_conv_shape *s, tk_dtype t, const void *x,
+                                          const void *w, void *y, float *sum, float *sqsum, tk_err *e) {
+    (void)h, (void)s, (void)t, (void)x, (void)w, (void)y, (void)sum, (void)sqsum;
+    return tk_err_set(e, TK_EDEVICE, "this trainkit was built without CUDA");
+}
 static inline int tk_cudnn_nplans(const tk_cudnn *h) { return (void)h, 0; }
 static inline const char *tk_cudnn_describe(void) { return "built without CUDA"; }
 #endif

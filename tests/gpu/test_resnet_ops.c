@@ -89,16 +89,23 @@ static void conv_one(tk_cudnn *h, const conv_case *cc, tk_dtype t, int ints, int
     free(x), free(w), free(dy), free(hx), free(hw), free(hdy);
 }
 
-TK_TEST(conv_cudnn_vs_reference) {
+// A cuDNN handle on the test context (NULL, the reason printed, when there is no cuDNN).
+static tk_cudnn *dnn(void) {
     tk_err e = {0};
     tk_cudnn *h = NULL;
     if (tk_cudnn_create(gt_ctx_, 0, &h, &e)) {
         char buf[1024];
         tk_err_format(&e, buf, sizeof buf);
         printf("# %s\n", buf);
-        CHECK(0);
-        return;
+        return NULL;
     }
+    return h;
+}
+
+TK_TEST(conv_cudnn_vs_reference) {
+    tk_cudnn *h = dnn();
+    CHECK(h != NULL);
+    if (!h) return;
     printf("# %s\n", tk_cudnn_describe());
     for (size_t i = 0; i < sizeof conv_cases / sizeof *conv_cases; i++) {
         conv_one(h, &conv_cases[i], TK_F32, 0, tk_failed_);
@@ -107,6 +114,89 @@ TK_TEST(conv_cudnn_vs_reference) {
         conv_one(h, &conv_cases[i], TK_BF16, 1, tk_failed_);
     }
     for (int i = 0; i < tk_cudnn_nplans(h); i++) printf("#   plan %s\n", tk_cudnn_plan_desc(h, i));
+    tk_cudnn_destroy(h);
+}
+
+// ---- the forward with BN's statistics in its epilogue (cuDNN's genstats fusion) ----
+
+// y against the reference convolution, and the per-channel sum and sum of squares against fp64 sums
+// of the reference's fp32 output (before its rounding to t: the fused engine may sum its
+// accumulators or the rounded y; either is within bf16's tolerance). A shape cuDNN refuses to fuse
+// is reported and skipped (the model falls back to the plain forward then; the step tests cover
+// that path), but the fusion must be there for bf16 on sm80/sm90 (cudnn-frontend's SBRCS sample
+// runs it there), so a refusal of every bf16 case fails.
+static int fused_one(tk_cudnn *h, const conv_case *cc, tk_dtype t, int ints, int *failed_) {
+    int *tk_failed_ = failed_;
+    tk_err e = {0};
+    tk_conv_shape s;
+    CHECK_EQ_INT(tk_conv_shape_init(&s, cc->N, cc->H, cc->H, cc->C, cc->K, cc->R, cc->R, cc->stride, cc->pad, &e), 0);
+    if (tk_cudnn_plan_fwd_stats(h, &s, t, &e)) {
+        char buf[1024];
+        tk_err_format(&e, buf, sizeof buf);
+        printf("# table resnet conv fwd+stats %s N%d %dx%dx%d->%d %dx%d/%d: refused (%s)\n", tk_dtype_name(t), s.N, s.H,
+               s.W, s.C, s.K, s.R, s.S, s.stride, buf);
+        return 0;
+    }
+    size_t nws = tk_cudnn_ws_bytes(h);
+    void *ws = nws ? gt_dev(nws) : NULL;
+    tk_cudnn_set_ws(h, ws, nws);
+    const size_t nx = (size_t)tk_conv_x_numel(&s), ny = (size_t)tk_conv_y_numel(&s), nw = (size_t)tk_conv_w_numel(&s);
+    const int K = s.K;
+    float *x = rand_host(nx, ints), *w = rand_host(nw, ints);
+    gt_round(x, nx, t), gt_round(w, nw, t);
+    const size_t es = tk_dtype_size(t);
+    void *hy = gt_host(ny * es), *hx = gt_host(nx * es), *hw = gt_host(nw * es);
+    float *y32 = gt_host(ny * 4), *ref = gt_host(ny * 4), *got = gt_host(ny * 4);
+    void *dx_ = gt_dev(nx * es), *dw_ = gt_dev(nw * es), *dy_ = gt_dev(ny * es);
+    float *dsum = gt_dev((size_t)2 * K * 4);
+    gt_up_as(dx_, x, nx, t), gt_up_as(dw_, w, nw, t);
+    gt_down(hx, dx_, nx * es), gt_down(hw, dw_, nw * es);
+    CHECK_EQ_INT(tk_conv_ref(TK_CONV_FWD, &s, TK_F32, x, w, y32, &e), 0); // x, w hold t's values
+    CHECK_EQ_INT(tk_conv_ref(TK_CONV_FWD, &s, t, hx, hw, hy, &e), 0);
+    for (size_t i = 0; i < ny; i++) ref[i] = t == TK_BF16 ? tk_bf16_to_f32(((uint16_t *)hy)[i]) : ((float *)hy)[i];
+    double *sd = calloc((size_t)2 * K, sizeof *sd);
+    for (size_t i = 0; i < ny; i++) sd[i % K] += y32[i], sd[K + i % K] += (double)y32[i] * y32[i];
+    float *sref = gt_host((size_t)2 * K * 4), *sgot = gt_host((size_t)2 * K * 4);
+    for (int k = 0; k < 2 * K; k++) sref[k] = (float)sd[k];
+    gt_poison(dy_, ny * es, 0xff), gt_poison(dsum, (size_t)2 * K * 4, 0x7f); // the call zeroes the sums itself
+    CHECK_EQ_INT(tk_cudnn_conv_fwd_stats(h, &s, t, dx_, dw_, dy_, dsum, dsum + K, &e), 0);
+    CHECK_EQ_INT(gt_sync(&e), 0);
+    gt_down_as(got, dy_, ny, t);
+    gt_down(sgot, dsum, (size_t)2 * K * 4);
+    char what[96];
+    const double tol = t == TK_BF16 ? 1e-2 : ints ? 0 : 1e-5;
+    snprintf(what, sizeof what, "conv fwd+stats y %s%s N%d %dx%dx%d->%d %dx%d/%d", tk_dtype_name(t), ints ? " ints" : "",
+             s.N, s.H, s.W, s.C, s.K, s.R, s.S, s.stride);
+    CHECK(close_enough(what, got, ref, ny, tol));
+    snprintf(what, sizeof what, "conv fwd+stats sum %s%s N%d %dx%dx%d->%d", tk_dtype_name(t), ints ? " ints" : "", s.N,
+             s.H, s.W, s.C, s.K);
+    CHECK(close_enough(what, sgot, sref, (size_t)K, tol));
+    snprintf(what, sizeof what, "conv fwd+stats sqsum %s%s N%d %dx%dx%d->%d", tk_dtype_name(t), ints ? " ints" : "",
+             s.N, s.H, s.W, s.C, s.K);
+    CHECK(close_enough(what, sgot + K, sref + K, (size_t)K, tol));
+    void *dev[] = {dx_, dw_, dy_, dsum, ws};
+    for (int i = 0; i < 5; i++)
+        if (dev[i]) tk_free(gt_ctx_, dev[i]);
+    void *host[] = {x, w, hy, hx, hw, y32, ref, got, sd, sref, sgot};
+    for (size_t i = 0; i < sizeof host / sizeof *host; i++) free(host[i]);
+    return 1;
+}
+
+TK_TEST(conv_fwd_stats_vs_reference) {
+    tk_cudnn *h = dnn();
+    CHECK(h != NULL);
+    if (!h) return;
+    int fused_bf16 = 0;
+    for (size_t i = 0; i < sizeof conv_cases / sizeof *conv_cases; i++) {
+        fused_one(h, &conv_cases[i], TK_F32, 0, tk_failed_);
+        fused_one(h, &conv_cases[i], TK_F32, 1, tk_failed_);
+        fused_bf16 += fused_one(h, &conv_cases[i], TK_BF16, 0, tk_failed_);
+        fused_one(h, &conv_cases[i], TK_BF16, 1, tk_failed_);
+    }
+    for (int i = 0; i < tk_cudnn_nplans(h); i++) printf("#   plan %s\n", tk_cudnn_plan_desc(h, i));
+    printf("# table resnet conv fwd+stats: %d of %zu bf16 shapes fused\n", fused_bf16,
+           sizeof conv_cases / sizeof *conv_cases);
+    CHECK(fused_bf16 > 0);
     tk_cudnn_destroy(h);
 }
 
@@ -208,6 +298,98 @@ static void bn_case(int64_t M, int C, tk_dtype t, int relu, int res, int ints, i
     void *host[] = {x, r, dy, dy2, gamma, beta, rm, rv, hx, hr, hdy, hdy2, rm_ref, rv_ref, sm_ref, si_ref, dg_ref,
                     db_ref, hy, hdxo, hdz, hye, got, ref, gc};
     for (size_t i = 0; i < sizeof host / sizeof *host; i++) free(host[i]);
+}
+
+// tk_bn_fwd_train_sums: the statistics from given per-channel sums (computed here in fp64 from x and
+// rounded to fp32, as a fused convolution hands them over); the kernel against its reference (the
+// same formula: y, mean, invstd and the running statistics within the type's tolerance, exact on
+// small integers), and the reference against the two-pass tk_bn_fwd_train_ref (within 1e-5: the
+// one-pass variance on inputs whose mean is about their standard deviation).
+static void bn_sums_case(int64_t M, int C, tk_dtype t, int relu, int res, int ints, int *failed_) {
+    int *tk_failed_ = failed_;
+    tk_err e = {0};
+    const size_t n = (size_t)M * C, es = tk_dtype_size(t), cb = (size_t)C * 4;
+    float *x = gt_host(n * 4), *r = rand_host(n, ints);
+    if (ints) gt_fill(x, n, -2, 5, 1);
+    else gt_fill(x, n, -0.5f, 2.5f, 0);
+    gt_round(x, n, t), gt_round(r, n, t);
+    float *gamma = rand_host((size_t)C, 0), *beta = rand_host((size_t)C, 0), *rm = rand_host((size_t)C, 0),
+          *rv = gt_host(cb), *sums = gt_host(2 * cb);
+    gt_fill(rv, (size_t)C, 0.5f, 1.5f, 0);
+    double *sd = calloc((size_t)2 * C, sizeof *sd);
+    for (size_t i = 0; i < n; i++) sd[i % C] += x[i], sd[C + i % C] += (double)x[i] * x[i];
+    for (int k = 0; k < 2 * C; k++) sums[k] = (float)sd[k];
+    void *hx = gt_host(n * es), *hr = gt_host(n * es), *hy = gt_host(n * es), *hy2 = gt_host(n * es);
+    void *dx = gt_dev(n * es), *dr = gt_dev(n * es), *dy = gt_dev(n * es);
+    gt_up_as(dx, x, n, t), gt_up_as(dr, r, n, t);
+    gt_down(hx, dx, n * es), gt_down(hr, dr, n * es);
+    // host: from the sums, and two-pass
+    float *ref[2][4];
+    for (int a = 0; a < 2; a++)
+        for (int k = 0; k < 4; k++) ref[a][k] = gt_host(cb);
+    for (int a = 0; a < 2; a++) memcpy(ref[a][0], rm, cb), memcpy(ref[a][1], rv, cb);
+    const float eps = 1e-5f, mom = 0.1f;
+    CHECK_EQ_INT(tk_bn_fwd_train_sums_ref(t, hx, M, C, sums, sums + C, gamma, beta, res ? hr : NULL, relu, eps, mom,
+                                          ref[0][0], ref[0][1], ref[0][2], ref[0][3], hy, &e), 0);
+    CHECK_EQ_INT(tk_bn_fwd_train_ref(t, hx, M, C, gamma, beta, res ? hr : NULL, relu, eps, mom, ref[1][0], ref[1][1],
+                                     ref[1][2], ref[1][3], hy2, &e), 0);
+    // device
+    float *dev[7];
+    for (int k = 0; k < 7; k++) dev[k] = gt_dev(k == 6 ? 2 * cb : cb);
+    gt_up(dev[0], rm, cb), gt_up(dev[1], rv, cb), gt_up(dev[4], gamma, cb), gt_up(dev[5], beta, cb),
+        gt_up(dev[6], sums, 2 * cb);
+    void *ws = gt_dev(tk_bn_ws_bytes(TK_BACKEND_CUDA, M, C));
+    gt_poison(dy, n * es, 0xff);
+    CHECK_EQ_INT(tk_bn_fwd_train_sums(gt_ctx_, t, dx, M, C, dev[6], dev[6] + C, dev[4], dev[5], res ? dr : NULL, relu,
+                                      eps, mom, dev[0], dev[1], dev[2], dev[3], dy, ws, &e), 0);
+    CHECK_EQ_INT(gt_sync(&e), 0);
+    float *got = gt_host(n * 4), *want = gt_host(n * 4), *gc = gt_host(cb);
+    char what[96];
+    const double tol = t == TK_BF16 ? 1e-2 : 1e-5;
+    // the reference from the sums against the two-pass reference
+    float *one = gt_host(n * 4);
+    for (size_t i = 0; i < n; i++) {
+        one[i] = t == TK_BF16 ? tk_bf16_to_f32(((uint16_t *)hy)[i]) : ((float *)hy)[i];
+        want[i] = t == TK_BF16 ? tk_bf16_to_f32(((uint16_t *)hy2)[i]) : ((float *)hy2)[i];
+    }
+    snprintf(what, sizeof what, "bn sums y %s M%lld C%d%s%s%s ref vs two-pass", tk_dtype_name(t), (long long)M, C,
+             relu ? " relu" : "", res ? " res" : "", ints ? " ints" : "");
+    CHECK(close_enough(what, one, want, n, ints ? 0 : tol));
+    free(one), free(hy2);
+    gt_down_as(got, dy, n, t);
+    // the kernel against its reference
+    for (size_t i = 0; i < n; i++) want[i] = t == TK_BF16 ? tk_bf16_to_f32(((uint16_t *)hy)[i]) : ((float *)hy)[i];
+    snprintf(what, sizeof what, "bn sums y %s M%lld C%d%s%s%s", tk_dtype_name(t), (long long)M, C, relu ? " relu" : "",
+             res ? " res" : "", ints ? " ints" : "");
+    CHECK(close_enough(what, got, want, n, ints ? 0 : tol));
+    const char *names[4] = {"running mean", "running var", "mean", "invstd"};
+    for (int k = 0; k < 4; k++) {
+        gt_down(gc, dev[k], cb);
+        snprintf(what, sizeof what, "bn sums %s %s M%lld C%d%s", names[k], tk_dtype_name(t), (long long)M, C,
+                 ints ? " ints" : "");
+        CHECK(close_enough(what, gc, ref[0][k], (size_t)C, ints ? 0 : 1e-5));
+        snprintf(what, sizeof what, "bn sums %s %s M%lld C%d%s vs two-pass", names[k], tk_dtype_name(t), (long long)M,
+                 C, ints ? " ints" : "");
+        CHECK(close_enough(what, ref[0][k], ref[1][k], (size_t)C, ints ? 0 : 1e-5));
+    }
+    for (int k = 0; k < 7; k++) tk_free(gt_ctx_, dev[k]);
+    void *dv[] = {dx, dr, dy, ws};
+    for (int k = 0; k < 4; k++) tk_free(gt_ctx_, dv[k]);
+    for (int a = 0; a < 2; a++)
+        for (int k = 0; k < 4; k++) free(ref[a][k]);
+    void *host[] = {x, r, gamma, beta, rm, rv, sums, sd, hx, hr, hy, got, want, gc};
+    for (size_t i = 0; i < sizeof host / sizeof *host; i++) free(host[i]);
+}
+
+TK_TEST(bn_sums_vs_reference) {
+    for (int tt = 0; tt < 2; tt++) {
+        tk_dtype t = tt ? TK_BF16 : TK_F32;
+        bn_sums_case(1000, 64, t, 1, 0, 0, tk_failed_);   // vector path, ReLU
+        bn_sums_case(2000, 256, t, 1, 1, 0, tk_failed_);  // residual + ReLU
+        bn_sums_case(37, 3, t, 0, 0, 0, tk_failed_);      // scalar path
+        bn_sums_case(300, 2056, t, 1, 1, 0, tk_failed_);  // more channels than a block's threads
+        bn_sums_case(1024, 64, t, 1, 1, 1, tk_failed_);   // small integers: exact
+    }
 }
 
 TK_TEST(bn_vs_reference) {

@@ -33,6 +33,18 @@ int tk_bn_fwd_train(tk_ctx *c, tk_dtype t, const void *x, int64_t M, int C, cons
                                             save_mean, save_invstd, y, ws, e));
 }
 
+int tk_bn_fwd_train_sums(tk_ctx *c, tk_dtype t, const void *x, int64_t M, int C, const float *sum, const float *sqsum,
+                         const float *gamma, const float *beta, const void *res, int relu, float eps, float momentum,
+                         float *run_mean, float *run_var, float *save_mean, float *save_invstd, void *y, void *ws,
+                         tk_err *e) {
+    (void)ws;
+    return TK_DISPATCH(c,
+                       tk_bn_fwd_train_sums_ref(t, x, M, C, sum, sqsum, gamma, beta, res, relu, eps, momentum, run_mean,
+                                                run_var, save_mean, save_invstd, y, e),
+                       tk_bn_fwd_train_sums_cuda(c, t, x, M, C, sum, sqsum, gamma, beta, res, relu, eps, momentum,
+                                                 run_mean, run_var, save_mean, save_invstd, y, ws, e));
+}
+
 int tk_bn_fwd_eval(tk_ctx *c, tk_dtype t, const void *x, int64_t M, int C, const float *gamma, const float *beta,
                    const void *res, int relu, float eps, const float *run_mean, const float *run_var, void *y,
                    tk_err *e) {

@@ -76,6 +76,9 @@ typedef struct rn_conv {
     int pidx;
     float *w, *dw;               // master weight (K, R, S, C) fp32 and its gradient
     const void *wc;              // the compute copy the forward and backward data read
+    int fused;                   // cuda: the training forward also makes its BN's statistics
+                                 // (cuDNN's genstats epilogue, gpu/cudnn_conv.h) into sums
+    float *sums;                 // (2 K) fp32: sum, then sum of squares of y per channel
 } rn_conv;
 
 typedef struct rn_bn {

@@ -2,6 +2,7 @@
 // host reads, no allocation, so the cuda backend captures the training step in a CUDA graph.
 #include "bn.h"
 #include "cast2d.h"
+#include "gpu/cudnn_conv.h"
 #include "img_norm.h"
 #include "pool.h"
 #include "workloads/resnet/resnet.h"
@@ -9,7 +10,10 @@
 
 static int64_t rows(const rn_conv *cv) { return tk_conv_y_numel(&cv->s) / cv->s.K; }
 
-static int conv_fwd(rn_model *m, const rn_conv *cv, const void *x, void *y, tk_err *e) {
+// train: with its BN's statistics into cv->sums where the plan fuses them (rn_conv.fused).
+static int conv_fwd(rn_model *m, const rn_conv *cv, const void *x, void *y, int train, tk_err *e) {
+    if (train && cv->fused)
+        return tk_cudnn_conv_fwd_stats(m->dnn, &cv->s, m->t, x, cv->wc, y, cv->sums, cv->sums + cv->s.K, e);
     return tk_conv(m->c, m->dnn, TK_CONV_FWD, &cv->s, m->t, x, cv->wc, y, e);
 }
 
@@ -28,13 +32,18 @@ static int conv_wgrad(rn_model *m, const rn_conv *cv, const void *x, const void 
     return tk_cast2d(m->c, m->dwbuf, m->t, s->C, cv->dw, TK_F32, C, (int64_t)s->K * s->R * s->S, C, e);
 }
 
-static int bn_fwd(rn_model *m, rn_bn *bn, const void *x, int64_t M, const void *res, int relu, void *y, int train,
-                  tk_err *e) {
-    const float eps = (float)m->cfg.bn_eps;
+// The BN after convolution cv (x its output): its statistics from cv's epilogue when it made them.
+static int bn_fwd(rn_model *m, rn_bn *bn, const rn_conv *cv, const void *x, const void *res, int relu, void *y,
+                  int train, tk_err *e) {
+    const float eps = (float)m->cfg.bn_eps, mom = (float)m->cfg.bn_momentum;
+    const int64_t M = rows(cv);
     if (!train)
         return tk_bn_fwd_eval(m->c, m->t, x, M, bn->C, bn->gamma, bn->beta, res, relu, eps, bn->rmean, bn->rvar, y, e);
-    return tk_bn_fwd_train(m->c, m->t, x, M, bn->C, bn->gamma, bn->beta, res, relu, eps, (float)m->cfg.bn_momentum,
-                           bn->rmean, bn->rvar, bn->smean, bn->sinvstd, y, m->bn_ws, e);
+    if (cv->fused)
+        return tk_bn_fwd_train_sums(m->c, m->t, x, M, bn->C, cv->sums, cv->sums + cv->s.K, bn->gamma, bn->beta, res,
+                                    relu, eps, mom, bn->rmean, bn->rvar, bn->smean, bn->sinvstd, y, m->bn_ws, e);
+    return tk_bn_fwd_train(m->c, m->t, x, M, bn->C, bn->gamma, bn->beta, res, relu, eps, mom, bn->rmean, bn->rvar,
+                           bn->smean, bn->sinvstd, y, m->bn_ws, e);
 }
 
 // relu: the forward had a ReLU and no residual: its mask is recomputed from x (kernels/bn.h), so
@@ -46,19 +55,19 @@ static int bn_bwd(rn_model *m, const rn_bn *bn, const void *x, const void *y, in
 }
 
 static int block_fwd(rn_model *m, rn_block *k, int train, tk_err *e) {
-    TRY(conv_fwd(m, &k->c1, k->in, k->y1, e));
-    TRY(bn_fwd(m, &k->b1, k->y1, rows(&k->c1), NULL, 1, k->z1, train, e));
-    TRY(conv_fwd(m, &k->c2, k->z1, k->y2, e));
-    TRY(bn_fwd(m, &k->b2, k->y2, rows(&k->c2), NULL, 1, k->z2, train, e));
-    TRY(conv_fwd(m, &k->c3, k->z2, k->y3, e));
+    TRY(conv_fwd(m, &k->c1, k->in, k->y1, train, e));
+    TRY(bn_fwd(m, &k->b1, &k->c1, k->y1, NULL, 1, k->z1, train, e));
+    TRY(conv_fwd(m, &k->c2, k->z1, k->y2, train, e));
+    TRY(bn_fwd(m, &k->b2, &k->c2, k->y2, NULL, 1, k->z2, train, e));
+    TRY(conv_fwd(m, &k->c3, k->z2, k->y3, train, e));
     const void *res = k->in;
     if (k->down) {
-        TRY(conv_fwd(m, &k->cd, k->in, k->yd, e));
-        TRY(bn_fwd(m, &k->bd, k->yd, rows(&k->cd), NULL, 0, k->zd, train, e));
+        TRY(conv_fwd(m, &k->cd, k->in, k->yd, train, e));
+        TRY(bn_fwd(m, &k->bd, &k->cd, k->yd, NULL, 0, k->zd, train, e));
         res = k->zd;
     }
     // the residual add and the block's ReLU in the last BN's pass
-    return bn_fwd(m, &k->b3, k->y3, rows(&k->c3), res, 1, k->out, train, e);
+    return bn_fwd(m, &k->b3, &k->c3, k->y3, res, 1, k->out, train, e);
 }
 
 int rn_forward(rn_model *m, const uint8_t *img, int train, tk_err *e) {
@@ -69,8 +78,8 @@ int rn_forward(rn_model *m, const uint8_t *img, int train, tk_err *e) {
     tk_img_norm nrm;
     for (int c = 0; c < 3; c++) nrm.mean[c] = cfg->mean[c], nrm.std[c] = cfg->std[c];
     TRY(tk_img_normalize(m->c, img, (int64_t)b * m->S * m->S, nrm, m->t, m->x0, m->cin, e));
-    TRY(conv_fwd(m, &m->c0, m->x0, m->y0, e));
-    TRY(bn_fwd(m, &m->b0, m->y0, rows(&m->c0), NULL, 1, m->z0, train, e));
+    TRY(conv_fwd(m, &m->c0, m->x0, m->y0, train, e));
+    TRY(bn_fwd(m, &m->b0, &m->c0, m->y0, NULL, 1, m->z0, train, e));
     TRY(tk_maxpool_fwd(m->c, m->t, m->z0, b, m->H0, m->H0, cfg->width, 3, 2, 1, m->pool, m->pool_idx, e));
     for (int i = 0; i < m->nblk; i++) TRY(block_fwd(m, &m->blk[i], train, e));
     const rn_block *last = &m->blk[m->nblk - 1];
