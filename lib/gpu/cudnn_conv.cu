@@ -116,16 +116,28 @@ int set(cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t a, cudnnBackendA
     return 0;
 }
 
-enum : int64_t { UID_X = 1, UID_W = 2, UID_Y = 3, UID_SUM = 4, UID_SQSUM = 5 };
+enum : int64_t {
+    UID_X = 1, UID_W = 2, UID_Y = 3, UID_SUM = 4, UID_SQSUM = 5, UID_SCALE = 6, UID_BIAS = 7,
+    UID_V1 = 101, UID_V2 = 102, UID_V3 = 103 // the prologue's virtual tensors
+};
 
-// The passes a plan runs: kernels/conv.h's three, and the forward with BN's statistics in its
-// epilogue (cuDNN's genstats runtime fusion).
-constexpr int kFwdStats = 3, kNumPass = 4;
+// The passes a plan runs: kernels/conv.h's three, then the fused ones (cuDNN's runtime fusion):
+// the forward with BN's statistics in its epilogue (genstats); the same with BN-apply + ReLU of the
+// previous BN as its prologue (x = relu(x scale + bias) per input channel, "scale-bias-relu");
+// the filter gradient with that prologue on x.
+constexpr int kFwdStats = 3, kFwdSbrStats = 4, kWgradSbr = 5, kNumPass = 6;
+inline int is_fused(int pass) { return pass >= kFwdStats; }
+inline int has_stats(int pass) { return pass == kFwdStats || pass == kFwdSbrStats; }
+inline int has_prologue(int pass) { return pass == kFwdSbrStats || pass == kWgradSbr; }
+inline int base_pass(int pass) { return pass == kWgradSbr ? TK_CONV_BWD_FILTER : is_fused(pass) ? TK_CONV_FWD : pass; }
 
-// An NHWC tensor (dims in cuDNN's N, C, H, W order, strides of channels-last).
-int tensor(Desc &t, int64_t uid, cudnnDataType_t dt, int64_t n, int64_t c, int64_t h, int64_t w, tk_err *e) {
+// An NHWC tensor (dims in cuDNN's N, C, H, W order, strides of channels-last); virt: an
+// intermediate of a fused graph that never reaches memory.
+int tensor(Desc &t, int64_t uid, cudnnDataType_t dt, int64_t n, int64_t c, int64_t h, int64_t w, tk_err *e,
+           bool virt = false) {
     int64_t dims[4] = {n, c, h, w}, strides[4] = {h * w * c, 1, w * c, c}, align = 16;
     TRY(t.make(CUDNN_BACKEND_TENSOR_DESCRIPTOR, e));
+    if (virt) TRY(set(t.d, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &virt, e));
     TRY(set(t.d, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt, e));
     TRY(set(t.d, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims, e));
     TRY(set(t.d, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides, e));
@@ -147,7 +159,7 @@ struct Plan {
     char desc[224];
 };
 
-const char *const kPassName[kNumPass] = {"fwd", "dgrad", "wgrad", "fwd+stats"};
+const char *const kPassName[kNumPass] = {"fwd", "dgrad", "wgrad", "fwd+stats", "sbr+fwd+stats", "sbr+wgrad"};
 
 int same(const Plan &p, int pass, const tk_conv_shape *s, tk_dtype t) {
     return p.pass == pass && p.t == t && memcmp(&p.s, s, sizeof *s) == 0;
@@ -199,16 +211,50 @@ struct tk_cudnn {
 
 namespace {
 
-// The operation graph of one convolution pass.
-// kFwdStats: the forward, then a genstats operation on its (non-virtual) output y into the per-channel
-// fp32 sum and sum of squares (1, K, 1, 1), with math precision prec.
-int op_graph(tk_cudnn *h, int pass, const tk_conv_shape *s, tk_dtype t, cudnnDataType_t prec, Desc &graph,
+// A pointwise operation y = mode(x[, b]) in fp32.
+int pointwise(Desc &op, cudnnPointwiseMode_t mode, cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t b,
+              cudnnBackendDescriptor_t y, tk_err *e) {
+    const cudnnDataType_t f = CUDNN_DATA_FLOAT;
+    const cudnnBackendAttributeType_t D = CUDNN_TYPE_BACKEND_DESCRIPTOR;
+    Desc pw;
+    TRY(pw.make(CUDNN_BACKEND_POINTWISE_DESCRIPTOR, e));
+    TRY(set(pw.d, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode, e));
+    TRY(set(pw.d, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &f, e));
+    DNN(api.Finalize(pw.d), "finalize pointwise");
+    TRY(op.make(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, e));
+    TRY(set(op.d, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, D, 1, &pw.d, e));
+    TRY(set(op.d, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, D, 1, &x, e));
+    if (b) TRY(set(op.d, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, D, 1, &b, e));
+    TRY(set(op.d, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, D, 1, &y, e));
+    DNN(api.Finalize(op.d), "finalize pointwise operation");
+    return 0;
+}
+
+// The operation graph of one convolution pass. Fused passes (is_fused): with a prologue, x is first
+// scaled, shifted and ReLU'd per channel (scale, bias fp32 (1, C, 1, 1); the intermediates virtual
+// fp32) and the convolution reads that; with statistics, a genstats operation on the (non-virtual)
+// output y makes the per-channel fp32 sum and sum of squares (1, K, 1, 1), with math precision prec.
+int op_graph(tk_cudnn *h, int fpass, const tk_conv_shape *s, tk_dtype t, cudnnDataType_t prec, Desc &graph,
              tk_err *e) {
     cudnnDataType_t dt = t == TK_BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT, ct = CUDNN_DATA_FLOAT;
-    const int stats = pass == kFwdStats;
-    if (stats) pass = TK_CONV_FWD;
-    Desc x, w, y, conv, op, sum, sq, gs;
-    TRY(tensor(x, UID_X, dt, s->N, s->C, s->H, s->W, e));
+    const int stats = has_stats(fpass), pro = has_prologue(fpass), pass = base_pass(fpass);
+    Desc x, w, y, conv, op, sum, sq, gs, sc, bi, v1, v2, v3, p1, p2, p3;
+    cudnnBackendDescriptor_t ops[5];
+    int nops = 0;
+    if (pro) { // x (UID_X) -> * scale -> + bias -> relu -> v3, the convolution's input
+        TRY(tensor(x, UID_X, dt, s->N, s->C, s->H, s->W, e));
+        TRY(tensor(sc, UID_SCALE, CUDNN_DATA_FLOAT, 1, s->C, 1, 1, e));
+        TRY(tensor(bi, UID_BIAS, CUDNN_DATA_FLOAT, 1, s->C, 1, 1, e));
+        TRY(tensor(v1, UID_V1, CUDNN_DATA_FLOAT, s->N, s->C, s->H, s->W, e, true));
+        TRY(tensor(v2, UID_V2, CUDNN_DATA_FLOAT, s->N, s->C, s->H, s->W, e, true));
+        TRY(tensor(v3, UID_V3, CUDNN_DATA_FLOAT, s->N, s->C, s->H, s->W, e, true));
+        TRY(pointwise(p1, CUDNN_POINTWISE_MUL, x.d, sc.d, v1.d, e));
+        TRY(pointwise(p2, CUDNN_POINTWISE_ADD, v1.d, bi.d, v2.d, e));
+        TRY(pointwise(p3, CUDNN_POINTWISE_RELU_FWD, v2.d, nullptr, v3.d, e));
+        ops[nops++] = p1.d, ops[nops++] = p2.d, ops[nops++] = p3.d;
+    }
+    Desc &cx = pro ? v3 : x; // the convolution's x
+    if (!pro) TRY(tensor(x, UID_X, dt, s->N, s->C, s->H, s->W, e));
     TRY(tensor(w, UID_W, dt, s->K, s->C, s->R, s->S, e));
     TRY(tensor(y, UID_Y, dt, s->N, s->K, s->P, s->Q, e));
     int64_t two = 2, one[2] = {1, 1}, str[2] = {s->stride, s->stride}, pad[2] = {s->pad, s->pad};
@@ -238,13 +284,13 @@ int op_graph(tk_cudnn *h, int pass, const tk_conv_shape *s, tk_dtype t, cudnnDat
          CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC,
          CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA}};
     const cudnnBackendAttributeType_t D = CUDNN_TYPE_BACKEND_DESCRIPTOR;
-    const cudnnBackendDescriptor_t desc[4] = {x.d, w.d, y.d, conv.d};
+    const cudnnBackendDescriptor_t desc[4] = {cx.d, w.d, y.d, conv.d};
     TRY(op.make(kind[pass], e));
     for (int i = 0; i < 4; i++) TRY(set(op.d, attr[pass][i], D, 1, &desc[i], e));
     TRY(set(op.d, attr[pass][4], CUDNN_TYPE_FLOAT, 1, &alpha, e));
     TRY(set(op.d, attr[pass][5], CUDNN_TYPE_FLOAT, 1, &beta, e));
     DNN(api.Finalize(op.d), "finalize convolution operation");
-    cudnnBackendDescriptor_t ops[2] = {op.d, nullptr};
+    ops[nops++] = op.d;
     if (stats) {
         cudnnGenStatsMode_t mode = CUDNN_GENSTATS_SUM_SQSUM;
         TRY(tensor(sum, UID_SUM, CUDNN_DATA_FLOAT, 1, s->K, 1, 1, e));
@@ -256,10 +302,10 @@ int op_graph(tk_cudnn *h, int pass, const tk_conv_shape *s, tk_dtype t, cudnnDat
         TRY(set(gs.d, CUDNN_ATTR_OPERATION_GENSTATS_SUMDESC, D, 1, &sum.d, e));
         TRY(set(gs.d, CUDNN_ATTR_OPERATION_GENSTATS_SQSUMDESC, D, 1, &sq.d, e));
         DNN(api.Finalize(gs.d), "finalize genstats operation");
-        ops[1] = gs.d;
+        ops[nops++] = gs.d;
     }
     TRY(graph.make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, e));
-    TRY(set(graph.d, CUDNN_ATTR_OPERATIONGRAPH_OPS, D, stats ? 2 : 1, ops, e));
+    TRY(set(graph.d, CUDNN_ATTR_OPERATIONGRAPH_OPS, D, nops, ops, e));
     TRY(set(graph.d, kGraphHandle, CUDNN_TYPE_HANDLE, 1, &h->h, e));
     DNN(api.Finalize(graph.d), "finalize operation graph");
     return 0;
@@ -322,13 +368,20 @@ int candidates(tk_cudnn *h, Desc &graph, cudnnBackendHeurMode_t mode, tk_dtype t
     return 0;
 }
 
-// One run of a plan on the given buffers (x, w, y by the graph's unique ids).
-// sum, sqsum: the kFwdStats plan's statistics (NULL for the others).
-int execute(tk_cudnn *h, cudnnBackendDescriptor_t plan, void *x, void *w, void *y, float *sum, float *sqsum, void *ws,
-            const char *what, tk_err *e) {
-    int64_t uids[5] = {UID_X, UID_W, UID_Y, UID_SUM, UID_SQSUM};
-    void *ptrs[5] = {x, w, y, sum, sqsum};
-    const int64_t n = sum ? 5 : 3;
+// A run's buffers by the graph's unique ids: x, w, y always (the base pass's: dgrad's x is dx,
+// wgrad's w is dw, y is dy), the statistics and the prologue's scale and bias where the plan has them.
+struct Bufs {
+    void *x, *w, *y;
+    float *sum, *sqsum;
+    const float *scale, *bias;
+};
+
+int execute(tk_cudnn *h, cudnnBackendDescriptor_t plan, const Bufs &b, void *ws, const char *what, tk_err *e) {
+    int64_t uids[7] = {UID_X, UID_W, UID_Y};
+    void *ptrs[7] = {b.x, b.w, b.y};
+    int64_t n = 3;
+    if (b.sum) uids[n] = UID_SUM, ptrs[n++] = b.sum, uids[n] = UID_SQSUM, ptrs[n++] = b.sqsum;
+    if (b.scale) uids[n] = UID_SCALE, ptrs[n++] = (void *)b.scale, uids[n] = UID_BIAS, ptrs[n++] = (void *)b.bias;
     Desc vp;
     TRY(vp.make(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, e));
     TRY(set(vp.d, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids, e));
@@ -376,7 +429,7 @@ void remember(int pass, const tk_conv_shape *s, tk_dtype t, int index) {
 // nonzero when the scratch buffers could not be had (then nothing is timed).
 int time_candidates(tk_cudnn *h, int pass, const tk_conv_shape *s, tk_dtype t, const Cand *c, int n, float *ms) {
     const size_t es = t == TK_BF16 ? 2 : 4, nx = (size_t)tk_conv_x_numel(s) * es, nw = (size_t)tk_conv_w_numel(s) * es,
-                 ny = (size_t)tk_conv_y_numel(s) * es + (pass == kFwdStats ? 2 * (size_t)s->K * sizeof(float) + 256 : 0);
+                 ny = (size_t)tk_conv_y_numel(s) * es + (is_fused(pass) ? 2 * (size_t)(s->K + s->C) * 4 + 256 : 0);
     size_t nws = 0;
     for (int i = 0; i < n; i++) nws = (size_t)c[i].ws > nws ? (size_t)c[i].ws : nws;
     cudaStream_t st = (cudaStream_t)h->c->stream[TK_STREAM_COMPUTE];
@@ -387,21 +440,22 @@ int time_candidates(tk_cudnn *h, int pass, const tk_conv_shape *s, tk_dtype t, c
              cudaEventCreate(&a) != cudaSuccess || cudaEventCreate(&b) != cudaSuccess;
     if (!rc) rc = cudaMemsetAsync(x, 0, nx, st) != cudaSuccess || cudaMemsetAsync(w, 0, nw, st) != cudaSuccess ||
                   cudaMemsetAsync(y, 0, ny, st) != cudaSuccess;
-    // the statistics (kFwdStats) after y, 256-byte aligned
-    float *sum = nullptr, *sq = nullptr;
-    if (!rc && pass == kFwdStats) {
-        sum = (float *)((char *)y + ((size_t)tk_conv_y_numel(s) * es + 255) / 256 * 256);
-        sq = sum + s->K;
+    // the statistics and the prologue's scale and bias (zeros) after y, 256-byte aligned
+    Bufs bufs = {x, w, y, nullptr, nullptr, nullptr, nullptr};
+    if (!rc && is_fused(pass)) {
+        float *f = (float *)((char *)y + ((size_t)tk_conv_y_numel(s) * es + 255) / 256 * 256);
+        if (has_stats(pass)) bufs.sum = f, bufs.sqsum = f + s->K;
+        if (has_prologue(pass)) bufs.scale = f + 2 * s->K, bufs.bias = f + 2 * s->K + s->C;
     }
     for (int i = 0; !rc && i < n; i++) {
         tk_err e0 = {0};
         float r[kRuns];
         ms[i] = 1e30f;
-        if (execute(h, c[i].plan, x, w, y, sum, sq, ws, "autotune", &e0)) continue; // warm-up
+        if (execute(h, c[i].plan, bufs, ws, "autotune", &e0)) continue; // warm-up
         int bad = 0;
         for (int k = 0; k < kRuns && !bad; k++) {
             cudaEventRecord(a, st);
-            bad = execute(h, c[i].plan, x, w, y, sum, sq, ws, "autotune", &e0);
+            bad = execute(h, c[i].plan, bufs, ws, "autotune", &e0);
             cudaEventRecord(b, st);
             bad = bad || cudaEventSynchronize(b) != cudaSuccess || cudaEventElapsedTime(&r[k], a, b) != cudaSuccess;
         }
@@ -417,9 +471,9 @@ int time_candidates(tk_cudnn *h, int pass, const tk_conv_shape *s, tk_dtype t, c
     cudaGetLastError(); // (a failed candidate's launch error is not the caller's)
     if (a) cudaEventDestroy(a);
     if (b) cudaEventDestroy(b);
-    void *bufs[4] = {x, w, y, ws};
+    void *mem[4] = {x, w, y, ws};
     for (int i = 0; i < 4; i++)
-        if (bufs[i]) cudaFree(bufs[i]);
+        if (mem[i]) cudaFree(mem[i]);
     return rc;
 }
 
@@ -434,10 +488,10 @@ int pick(tk_cudnn *h, Desc &graph, int pass, const tk_conv_shape *s, tk_dtype t,
     Cand c[kTune];
     const int remembered = tune ? tuned_index(pass, s, t) : -1;
     if (remembered >= 0) TRY(candidates(h, graph, CUDNN_HEUR_MODE_A, t, remembered, c, 1, &n, tried, e));
-    if (!n) TRY(candidates(h, graph, CUDNN_HEUR_MODE_A, t, -1, c, !tune ? 1 : pass == kFwdStats ? kTuneFused : kTune, &n,
+    if (!n) TRY(candidates(h, graph, CUDNN_HEUR_MODE_A, t, -1, c, !tune ? 1 : is_fused(pass) ? kTuneFused : kTune, &n,
                            tried, e));
     int k = 0;
-    if (n > 1 || (n == 1 && pass == kFwdStats && tune)) { // (a fused plan is timed even alone: the caller
+    if (n > 1 || (n == 1 && is_fused(pass) && tune)) { // (a fused plan is timed even alone: the caller
         float ms[kTune];                                    // weighs it against the plain forward)
         if (!time_candidates(h, pass, s, t, c, n, ms)) {
             for (int i = 1; i < n; i++)
@@ -525,13 +579,13 @@ int plan_pass(tk_cudnn *h, int pass, const tk_conv_shape *s, tk_dtype t, const P
     Cand c = {};
     int tried = 0, ntimed = 0;
     float ms = -1;
-    for (int k = 0; k < (pass == kFwdStats ? 2 : 1) && !c.plan; k++) {
+    for (int k = 0; k < (has_stats(pass) ? 2 : 1) && !c.plan; k++) {
         if (k == 1 && precs[1] == precs[0]) break;
         Desc g;
         tk_err e0 = {};
         // a fused graph cuDNN cannot even build (an older library) is a refusal like no engine
-        if (op_graph(h, pass, s, t, precs[k], g, pass == kFwdStats ? &e0 : e)) {
-            if (pass != kFwdStats) return e->code;
+        if (op_graph(h, pass, s, t, precs[k], g, is_fused(pass) ? &e0 : e)) {
+            if (!is_fused(pass)) return e->code;
             continue;
         }
         TRY(pick(h, g, pass, s, t, &c, &tried, &ms, &ntimed, e));
@@ -583,14 +637,16 @@ int tk_cudnn_plan(tk_cudnn *h, tk_conv_pass pass, const tk_conv_shape *s, tk_dty
     return plan_pass(h, pass, s, t, &p, e);
 }
 
-int tk_cudnn_plan_fwd_stats(tk_cudnn *h, const tk_conv_shape *s, tk_dtype t, tk_err *e) {
+int tk_cudnn_plan_fused(tk_cudnn *h, tk_cudnn_fused f, const tk_conv_shape *s, tk_dtype t, tk_err *e) {
     if (!h->fusion) return tk_err_set(e, TK_EDEVICE, "cudnn: fused plans are off (TK_CUDNN_FUSION=0)");
+    if (f < TK_CUDNN_FWD_STATS || f > TK_CUDNN_SBR_WGRAD)
+        return tk_err_set(e, TK_EINTERNAL, "cudnn: fused plan kind %d", (int)f);
     const Plan *p;
-    return plan_pass(h, kFwdStats, s, t, &p, e);
+    return plan_pass(h, (int)f, s, t, &p, e);
 }
 
-float tk_cudnn_fwd_ms(const tk_cudnn *h, const tk_conv_shape *s, tk_dtype t, int stats) {
-    const Plan *p = planned(h, stats ? kFwdStats : TK_CONV_FWD, s, t);
+float tk_cudnn_plan_ms(const tk_cudnn *h, int pass, const tk_conv_shape *s, tk_dtype t) {
+    const Plan *p = pass >= 0 && pass < kNumPass ? planned(h, pass, s, t) : NULL;
     return p ? p->ms : -1;
 }
 
@@ -613,23 +669,47 @@ int tk_cudnn_conv(tk_cudnn *h, tk_conv_pass pass, const tk_conv_shape *s, tk_dty
     void *x = (void *)a, *w = (void *)b, *y = out;
     if (pass == TK_CONV_BWD_DATA) x = out, w = (void *)b, y = (void *)a;
     if (pass == TK_CONV_BWD_FILTER) x = (void *)a, w = out, y = (void *)b;
-    return execute(h, p->plan, x, w, y, NULL, NULL, h->ws, kPassName[pass], e);
+    return execute(h, p->plan, Bufs{x, w, y, nullptr, nullptr, nullptr, nullptr}, h->ws, kPassName[pass], e);
 }
 
-int tk_cudnn_conv_fwd_stats(tk_cudnn *h, const tk_conv_shape *s, tk_dtype t, const void *x, const void *w, void *y,
-                            float *sum, float *sqsum, tk_err *e) {
-    const Plan *p = planned(h, kFwdStats, s, t);
-    if (!p)
-        return tk_err_set(e, TK_EINTERNAL, "cudnn conv: fwd+stats N %d %dx%dx%d -> %d has no plan", s->N, s->H, s->W,
-                          s->C, s->K);
-    if ((size_t)p->ws > h->ws_bytes)
-        return tk_err_set(e, TK_EINTERNAL, "cudnn conv: workspace of %zu B < %lld B", h->ws_bytes, (long long)p->ws);
+namespace {
+
+const Plan *usable(const tk_cudnn *h, int pass, const tk_conv_shape *s, tk_dtype t, tk_err *e) {
+    const Plan *p = planned(h, pass, s, t);
+    if (!p) {
+        tk_err_set(e, TK_EINTERNAL, "cudnn conv: %s N %d %dx%dx%d -> %d has no plan", kPassName[pass], s->N, s->H, s->W,
+                   s->C, s->K);
+        return NULL;
+    }
+    if ((size_t)p->ws > h->ws_bytes) {
+        tk_err_set(e, TK_EINTERNAL, "cudnn conv: workspace of %zu B < %lld B", h->ws_bytes, (long long)p->ws);
+        return NULL;
+    }
+    return p;
+}
+
+} // namespace
+
+int tk_cudnn_conv_fwd_stats(tk_cudnn *h, const tk_conv_shape *s, tk_dtype t, const void *x, const float *scale,
+                            const float *bias, const void *w, void *y, float *sum, float *sqsum, tk_err *e) {
+    const int pass = scale ? kFwdSbrStats : kFwdStats;
+    const Plan *p = usable(h, pass, s, t, e);
+    if (!p) return e->code;
     // the sums start from zero whether the engine adds into them or writes them (cuDNN does not say)
     cudaStream_t st = (cudaStream_t)h->c->stream[TK_STREAM_COMPUTE];
     if (cudaMemsetAsync(sum, 0, (size_t)s->K * sizeof(float), st) != cudaSuccess ||
         cudaMemsetAsync(sqsum, 0, (size_t)s->K * sizeof(float), st) != cudaSuccess)
         return tk_err_set(e, TK_EDEVICE, "cudnn conv: zeroing the statistics: %s", cudaGetErrorString(cudaGetLastError()));
-    return execute(h, p->plan, (void *)x, (void *)w, y, sum, sqsum, h->ws, "fwd+stats", e);
+    const Bufs b = {(void *)x, (void *)w, y, sum, sqsum, scale, scale ? bias : nullptr};
+    return execute(h, p->plan, b, h->ws, kPassName[pass], e);
+}
+
+int tk_cudnn_wgrad_sbr(tk_cudnn *h, const tk_conv_shape *s, tk_dtype t, const void *x, const float *scale,
+                       const float *bias, const void *dy, void *dw, tk_err *e) {
+    const Plan *p = usable(h, kWgradSbr, s, t, e);
+    if (!p) return e->code;
+    const Bufs b = {(void *)x, dw, (void *)dy, nullptr, nullptr, scale, bias};
+    return execute(h, p->plan, b, h->ws, kPassName[kWgradSbr], e);
 }
 
 int tk_cudnn_nplans(const tk_cudnn *h) { return h ? h->n : 0; }
@@ -668,16 +748,21 @@ int tk_cudnn_conv(tk_cudnn *h, tk_conv_pass pass, const tk_conv_shape *s, tk_dty
     (void)h, (void)pass, (void)s, (void)t, (void)a, (void)b, (void)out;
     return no_cudnn(e);
 }
-int tk_cudnn_plan_fwd_stats(tk_cudnn *h, const tk_conv_shape *s, tk_dtype t, tk_err *e) {
-    (void)h, (void)s, (void)t;
+int tk_cudnn_plan_fused(tk_cudnn *h, tk_cudnn_fused f, const tk_conv_shape *s, tk_dtype t, tk_err *e) {
+    (void)h, (void)f, (void)s, (void)t;
     return no_cudnn(e);
 }
-float tk_cudnn_fwd_ms(const tk_cudnn *h, const tk_conv_shape *s, tk_dtype t, int stats) {
-    return (void)h, (void)s, (void)t, (void)stats, -1.0f;
+float tk_cudnn_plan_ms(const tk_cudnn *h, int pass, const tk_conv_shape *s, tk_dtype t) {
+    return (void)h, (void)pass, (void)s, (void)t, -1.0f;
 }
-int tk_cudnn_conv_fwd_stats(tk_cudnn *h, const tk_conv_shape *s, tk_dtype t, const void *x, const void *w, void *y,
-                            float *sum, float *sqsum, tk_err *e) {
-    (void)h, (void)s, (void)t, (void)x, (void)w, (void)y, (void)sum, (void)sqsum;
+int tk_cudnn_conv_fwd_stats(tk_cudnn *h, const tk_conv_shape *s, tk_dtype t, const void *x, const float *scale,
+                            const float *bias, const void *w, void *y, float *sum, float *sqsum, tk_err *e) {
+    (void)h, (void)s, (void)t, (void)x, (void)scale, (void)bias, (void)w, (void)y, (void)sum, (void)sqsum;
+    return no_cudnn(e);
+}
+int tk_cudnn_wgrad_sbr(tk_cudnn *h, const tk_conv_shape *s, tk_dtype t, const void *x, const float *scale,
+                       const float *bias, const void *dy, void *dw, tk_err *e) {
+    (void)h, (void)s, (void)t, (void)x, (void)scale, (void)bias, (void)dy, (void)dw;
     return no_cudnn(e);
 }
 int tk_cudnn_nplans(const tk_cudnn *h) { return (void)h, 0; }

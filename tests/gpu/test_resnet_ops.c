@@ -117,86 +117,108 @@ TK_TEST(conv_cudnn_vs_reference) {
     tk_cudnn_destroy(h);
 }
 
-// ---- the forward with BN's statistics in its epilogue (cuDNN's genstats fusion) ----
+// ---- the fused passes (cuDNN's runtime fusion, gpu/cudnn_conv.h) ----
 
-// y against the reference convolution, and the per-channel sum and sum of squares against fp64 sums
-// of the reference's fp32 output (before its rounding to t: the fused engine may sum its
-// accumulators or the rounded y; either is within bf16's tolerance). A shape cuDNN refuses to fuse
-// is reported and skipped (the model falls back to the plain forward then; the step tests cover
-// that path), but the fusion must be there for bf16 on sm80/sm90 (cudnn-frontend's SBRCS sample
-// runs it there), so a refusal of every bf16 case fails.
-static int fused_one(tk_cudnn *h, const conv_case *cc, tk_dtype t, int ints, int *failed_) {
+// One fused pass against the references: FWD_STATS, SBR_FWD_STATS (x through relu(x scale + bias)
+// first, per input channel) or SBR_WGRAD. The prologue's output is computed here in fp32 and
+// rounded to t (what the unfused path's BN kernel writes); y or dw against the reference
+// convolution in t on it; the per-channel sum and sum of squares against fp64 sums of the
+// reference's fp32 output (before its rounding to t: the fused engine may sum its accumulators or
+// the rounded y; either is within bf16's tolerance). A shape cuDNN refuses to fuse is reported and
+// skipped (the model then runs the unfused passes, which the step tests cover). Returns whether
+// the shape was fused.
+static int fused_one(tk_cudnn *h, const conv_case *cc, tk_dtype t, int ints, tk_cudnn_fused kind, int *failed_) {
     int *tk_failed_ = failed_;
+    static const char *const kname[6] = {"", "", "", "fwd+stats", "sbr+fwd+stats", "sbr+wgrad"};
     tk_err e = {0};
     tk_conv_shape s;
     CHECK_EQ_INT(tk_conv_shape_init(&s, cc->N, cc->H, cc->H, cc->C, cc->K, cc->R, cc->R, cc->stride, cc->pad, &e), 0);
-    if (tk_cudnn_plan_fwd_stats(h, &s, t, &e)) {
+    char what[160];
+    snprintf(what, sizeof what, "conv %s %s%s N%d %dx%dx%d->%d %dx%d/%d", kname[kind], tk_dtype_name(t),
+             ints ? " ints" : "", s.N, s.H, s.W, s.C, s.K, s.R, s.S, s.stride);
+    if (tk_cudnn_plan_fused(h, kind, &s, t, &e)) {
         char buf[1024];
         tk_err_format(&e, buf, sizeof buf);
-        printf("# table resnet conv fwd+stats %s N%d %dx%dx%d->%d %dx%d/%d: refused (%s)\n", tk_dtype_name(t), s.N, s.H,
-               s.W, s.C, s.K, s.R, s.S, s.stride, buf);
+        printf("# table resnet %s: refused (%s)\n", what, buf);
         return 0;
     }
     size_t nws = tk_cudnn_ws_bytes(h);
     void *ws = nws ? gt_dev(nws) : NULL;
     tk_cudnn_set_ws(h, ws, nws);
     const size_t nx = (size_t)tk_conv_x_numel(&s), ny = (size_t)tk_conv_y_numel(&s), nw = (size_t)tk_conv_w_numel(&s);
-    const int K = s.K;
-    float *x = rand_host(nx, ints), *w = rand_host(nw, ints);
-    gt_round(x, nx, t), gt_round(w, nw, t);
-    const size_t es = tk_dtype_size(t);
-    void *hy = gt_host(ny * es), *hx = gt_host(nx * es), *hw = gt_host(nw * es);
-    float *y32 = gt_host(ny * 4), *ref = gt_host(ny * 4), *got = gt_host(ny * 4);
-    void *dx_ = gt_dev(nx * es), *dw_ = gt_dev(nw * es), *dy_ = gt_dev(ny * es);
-    float *dsum = gt_dev((size_t)2 * K * 4);
-    gt_up_as(dx_, x, nx, t), gt_up_as(dw_, w, nw, t);
-    gt_down(hx, dx_, nx * es), gt_down(hw, dw_, nw * es);
-    CHECK_EQ_INT(tk_conv_ref(TK_CONV_FWD, &s, TK_F32, x, w, y32, &e), 0); // x, w hold t's values
-    CHECK_EQ_INT(tk_conv_ref(TK_CONV_FWD, &s, t, hx, hw, hy, &e), 0);
-    for (size_t i = 0; i < ny; i++) ref[i] = t == TK_BF16 ? tk_bf16_to_f32(((uint16_t *)hy)[i]) : ((float *)hy)[i];
-    double *sd = calloc((size_t)2 * K, sizeof *sd);
-    for (size_t i = 0; i < ny; i++) sd[i % K] += y32[i], sd[K + i % K] += (double)y32[i] * y32[i];
-    float *sref = gt_host((size_t)2 * K * 4), *sgot = gt_host((size_t)2 * K * 4);
-    for (int k = 0; k < 2 * K; k++) sref[k] = (float)sd[k];
-    gt_poison(dy_, ny * es, 0xff), gt_poison(dsum, (size_t)2 * K * 4, 0x7f); // the call zeroes the sums itself
-    CHECK_EQ_INT(tk_cudnn_conv_fwd_stats(h, &s, t, dx_, dw_, dy_, dsum, dsum + K, &e), 0);
+    const int K = s.K, C = s.C, pro = kind != TK_CUDNN_FWD_STATS, wgrad = kind == TK_CUDNN_SBR_WGRAD;
+    const size_t es = tk_dtype_size(t), no = wgrad ? nw : ny;
+    float *x = rand_host(nx, ints), *w = rand_host(nw, ints), *dy = rand_host(ny, ints);
+    float *sc = rand_host((size_t)C, ints), *bi = rand_host((size_t)C, ints), *xr = gt_host(nx * 4);
+    gt_round(x, nx, t), gt_round(w, nw, t), gt_round(dy, ny, t);
+    for (size_t i = 0; i < nx; i++) {
+        float v = pro ? x[i] * sc[i % C] + bi[i % C] : x[i];
+        xr[i] = pro && !(v > 0) ? 0 : v;
+    }
+    gt_round(xr, nx, t);
+    // the references: in t on t's values, and (statistics) in fp32
+    void *hxr = gt_host(nx * es), *hw = gt_host(nw * es), *hdy = gt_host(ny * es), *ho = gt_host(no * es);
+    void *dx_ = gt_dev(nx * es), *dw_ = gt_dev(nw * es), *ddy = gt_dev(ny * es), *dout = gt_dev(no * es);
+    float *dstat = gt_dev((size_t)(2 * K + 2 * C) * 4);
+    gt_up_as(dx_, xr, nx, t), gt_down(hxr, dx_, nx * es); // (t's bytes of the prologue's output, for the reference)
+    gt_up_as(dx_, x, nx, t), gt_up_as(dw_, w, nw, t), gt_up_as(ddy, dy, ny, t);
+    gt_down(hw, dw_, nw * es), gt_down(hdy, ddy, ny * es);
+    gt_up(dstat + 2 * K, sc, (size_t)C * 4), gt_up(dstat + 2 * K + C, bi, (size_t)C * 4);
+    float *ref = gt_host(no * 4), *got = gt_host(no * 4), *y32 = gt_host(ny * 4);
+    if (wgrad) CHECK_EQ_INT(tk_conv_ref(TK_CONV_BWD_FILTER, &s, t, hxr, hdy, ho, &e), 0);
+    else CHECK_EQ_INT(tk_conv_ref(TK_CONV_FWD, &s, t, hxr, hw, ho, &e), 0);
+    for (size_t i = 0; i < no; i++) ref[i] = t == TK_BF16 ? tk_bf16_to_f32(((uint16_t *)ho)[i]) : ((float *)ho)[i];
+    gt_poison(dout, no * es, 0xff), gt_poison(dstat, (size_t)2 * K * 4, 0x7f); // the call zeroes the sums itself
+    const float *dsc = pro ? dstat + 2 * K : NULL, *dbi = pro ? dstat + 2 * K + C : NULL;
+    if (wgrad) CHECK_EQ_INT(tk_cudnn_wgrad_sbr(h, &s, t, dx_, dsc, dbi, ddy, dout, &e), 0);
+    else CHECK_EQ_INT(tk_cudnn_conv_fwd_stats(h, &s, t, dx_, dsc, dbi, dw_, dout, dstat, dstat + K, &e), 0);
     CHECK_EQ_INT(gt_sync(&e), 0);
-    gt_down_as(got, dy_, ny, t);
-    gt_down(sgot, dsum, (size_t)2 * K * 4);
-    char what[96];
+    gt_down_as(got, dout, no, t);
     const double tol = t == TK_BF16 ? 1e-2 : ints ? 0 : 1e-5;
-    snprintf(what, sizeof what, "conv fwd+stats y %s%s N%d %dx%dx%d->%d %dx%d/%d", tk_dtype_name(t), ints ? " ints" : "",
-             s.N, s.H, s.W, s.C, s.K, s.R, s.S, s.stride);
-    CHECK(close_enough(what, got, ref, ny, tol));
-    snprintf(what, sizeof what, "conv fwd+stats sum %s%s N%d %dx%dx%d->%d", tk_dtype_name(t), ints ? " ints" : "", s.N,
-             s.H, s.W, s.C, s.K);
-    CHECK(close_enough(what, sgot, sref, (size_t)K, tol));
-    snprintf(what, sizeof what, "conv fwd+stats sqsum %s%s N%d %dx%dx%d->%d", tk_dtype_name(t), ints ? " ints" : "",
-             s.N, s.H, s.W, s.C, s.K);
-    CHECK(close_enough(what, sgot + K, sref + K, (size_t)K, tol));
-    void *dev[] = {dx_, dw_, dy_, dsum, ws};
-    for (int i = 0; i < 5; i++)
+    CHECK(close_enough(what, got, ref, no, tol));
+    if (!wgrad) {
+        CHECK_EQ_INT(tk_conv_ref(TK_CONV_FWD, &s, TK_F32, xr, w, y32, &e), 0); // xr, w hold t's values
+        double *sd = calloc((size_t)2 * K, sizeof *sd);
+        float *sref = gt_host((size_t)2 * K * 4), *sgot = gt_host((size_t)2 * K * 4);
+        for (size_t i = 0; i < ny; i++) sd[i % K] += y32[i], sd[K + i % K] += (double)y32[i] * y32[i];
+        for (int k = 0; k < 2 * K; k++) sref[k] = (float)sd[k];
+        gt_down(sgot, dstat, (size_t)2 * K * 4);
+        char w2[200];
+        snprintf(w2, sizeof w2, "%s sum", what);
+        CHECK(close_enough(w2, sgot, sref, (size_t)K, tol));
+        snprintf(w2, sizeof w2, "%s sqsum", what);
+        CHECK(close_enough(w2, sgot + K, sref + K, (size_t)K, tol));
+        free(sd), free(sref), free(sgot);
+    }
+    void *dev[] = {dx_, dw_, ddy, dout, dstat, ws};
+    for (int i = 0; i < 6; i++)
         if (dev[i]) tk_free(gt_ctx_, dev[i]);
-    void *host[] = {x, w, hy, hx, hw, y32, ref, got, sd, sref, sgot};
+    void *host[] = {x, w, dy, sc, bi, xr, hxr, hw, hdy, ho, ref, got, y32};
     for (size_t i = 0; i < sizeof host / sizeof *host; i++) free(host[i]);
     return 1;
 }
 
-TK_TEST(conv_fwd_stats_vs_reference) {
+// Every fused kind on every conv case; the genstats forward must be there for bf16 (cudnn-frontend
+// runs its scale-bias-relu-conv-genstats sample on sm80 and sm90): a refusal of every bf16 case
+// fails. The prologue kinds are reported (the model falls back without them).
+TK_TEST(conv_fused_vs_reference) {
     tk_cudnn *h = dnn();
     CHECK(h != NULL);
     if (!h) return;
-    int fused_bf16 = 0;
-    for (size_t i = 0; i < sizeof conv_cases / sizeof *conv_cases; i++) {
-        fused_one(h, &conv_cases[i], TK_F32, 0, tk_failed_);
-        fused_one(h, &conv_cases[i], TK_F32, 1, tk_failed_);
-        fused_bf16 += fused_one(h, &conv_cases[i], TK_BF16, 0, tk_failed_);
-        fused_one(h, &conv_cases[i], TK_BF16, 1, tk_failed_);
-    }
+    const size_t nc = sizeof conv_cases / sizeof *conv_cases;
+    int fused[3] = {0, 0, 0};
+    for (int k = 0; k < 3; k++)
+        for (size_t i = 0; i < nc; i++) {
+            tk_cudnn_fused kind = (tk_cudnn_fused)(TK_CUDNN_FWD_STATS + k);
+            fused_one(h, &conv_cases[i], TK_F32, 0, kind, tk_failed_);
+            fused_one(h, &conv_cases[i], TK_F32, 1, kind, tk_failed_);
+            fused[k] += fused_one(h, &conv_cases[i], TK_BF16, 0, kind, tk_failed_);
+            fused_one(h, &conv_cases[i], TK_BF16, 1, kind, tk_failed_);
+        }
     for (int i = 0; i < tk_cudnn_nplans(h); i++) printf("#   plan %s\n", tk_cudnn_plan_desc(h, i));
-    printf("# table resnet conv fwd+stats: %d of %zu bf16 shapes fused\n", fused_bf16,
-           sizeof conv_cases / sizeof *conv_cases);
-    CHECK(fused_bf16 > 0);
+    printf("# table resnet conv fused bf16 shapes of %zu: fwd+stats %d, sbr+fwd+stats %d, sbr+wgrad %d\n", nc,
+           fused[0], fused[1], fused[2]);
+    CHECK(fused[0] > 0);
     tk_cudnn_destroy(h);
 }
 

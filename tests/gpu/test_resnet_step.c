@@ -267,7 +267,7 @@ static void run_bns(rn_model *m) {
 
 // A training forward as the step runs it: with its BN's statistics where the plan fuses them.
 static void fwd(rn_model *m, const rn_conv *cv, const void *x, void *y, tk_err *e) {
-    if (cv->fused) tk_cudnn_conv_fwd_stats(m->dnn, &cv->s, m->t, x, cv->wc, y, cv->sums, cv->sums + cv->s.K, e);
+    if (cv->fused) tk_cudnn_conv_fwd_stats(m->dnn, &cv->s, m->t, x, NULL, NULL, cv->wc, y, cv->sums, cv->sums + cv->s.K, e);
     else tk_conv(m->c, m->dnn, TK_CONV_FWD, &cv->s, m->t, x, cv->wc, y, e);
 }
 
@@ -374,7 +374,7 @@ static void breakdown(rn_model *m) {
                    cv[3] = m->blk[i].down ? &m->blk[i].cd : NULL;
         for (int j = 0; j < 4 && cv[j]; j++) {
             const tk_conv_shape *s = &cv[j]->s;
-            const float pm = tk_cudnn_fwd_ms(m->dnn, s, m->t, 0), fm = tk_cudnn_fwd_ms(m->dnn, s, m->t, 1);
+            const float pm = tk_cudnn_plan_ms(m->dnn, TK_CONV_FWD, s, m->t), fm = tk_cudnn_plan_ms(m->dnn, TK_CUDNN_FWD_STATS, s, m->t);
             nconv++, nf += cv[j]->fused;
             plain += pm, fused += cv[j]->fused ? fm : pm;
             if (i < 1 || m->blk[i].unit == 0 || m->blk[i].unit == 1)

@@ -244,8 +244,9 @@ static int activations(rn_model *m, tk_err *e) {
 // measured on an H100, plus a launch).
 static int use_fused(rn_model *m, const tk_conv_shape *s) {
     tk_err e0 = {0};
-    if (tk_cudnn_plan_fwd_stats(m->dnn, s, m->t, &e0)) return 0; // refused: the plain forward + our pass
-    const float fused = tk_cudnn_fwd_ms(m->dnn, s, m->t, 1), plain = tk_cudnn_fwd_ms(m->dnn, s, m->t, 0);
+    if (tk_cudnn_plan_fused(m->dnn, TK_CUDNN_FWD_STATS, s, m->t, &e0)) return 0; // refused: plain + our pass
+    const float fused = tk_cudnn_plan_ms(m->dnn, TK_CUDNN_FWD_STATS, s, m->t),
+                plain = tk_cudnn_plan_ms(m->dnn, TK_CONV_FWD, s, m->t);
     const double stats = (double)tk_conv_y_numel(s) * tk_dtype_size(m->t) / 2.6e9 + 0.005;
     return fused < 0 || plain < 0 || fused <= plain + stats;
 }

@@ -13,7 +13,7 @@ static int64_t rows(const rn_conv *cv) { return tk_conv_y_numel(&cv->s) / cv->s.
 // train: with its BN's statistics into cv->sums where the plan fuses them (rn_conv.fused).
 static int conv_fwd(rn_model *m, const rn_conv *cv, const void *x, void *y, int train, tk_err *e) {
     if (train && cv->fused)
-        return tk_cudnn_conv_fwd_stats(m->dnn, &cv->s, m->t, x, cv->wc, y, cv->sums, cv->sums + cv->s.K, e);
+        return tk_cudnn_conv_fwd_stats(m->dnn, &cv->s, m->t, x, NULL, NULL, cv->wc, y, cv->sums, cv->sums + cv->s.K, e);
     return tk_conv(m->c, m->dnn, TK_CONV_FWD, &cv->s, m->t, x, cv->wc, y, e);
 }
 
