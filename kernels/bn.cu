@@ -79,7 +79,9 @@ template <int N> __device__ __forceinline__ Place place(int C) {
 // beta and the saved statistics, as stats_final computes them, and round_t(x scale + shift) > 0.
 struct BwdMask {
     const float *gamma, *beta; // beta NULL: no mask from x
+    const uint8_t *bits;       // the forward's mask bits (tk_bn_bwd_mask), or NULL
 };
+__device__ __forceinline__ bool bit_on(const uint8_t *bits, size_t i) { return bits[i >> 3] >> (i & 7) & 1; }
 template <int N>
 __device__ __forceinline__ void mask_coef(BwdMask mk, int c0, const float *mean, const float *invstd, float *ms,
                                           float *mh) {
@@ -132,6 +134,7 @@ __global__ void __launch_bounds__(kThreads)
                     float dz = g[k];
                     if (dy2) dz += g2[k];
                     if (y && !(yv[k] > 0.0f)) dz = 0.0f;
+                    if (mk.bits && !bit_on(mk.bits, i + k)) dz = 0.0f;
                     if (mk.beta && !xmask_on<T>(xv[k], ms[k], mh[k])) dz = 0.0f;
                     dz = rn_round<T>(dz);
                     float xhat = __fmul_rn(__fsub_rn(xv[k], a[k]), b[k]);
@@ -275,10 +278,11 @@ struct EvalStats {
     float eps;
 };
 
+// bits: y > 0 as one byte per vector of 8 channels (N == 8 only: the host checks), or NULL.
 template <typename T, int N, bool EVAL>
 __global__ void __launch_bounds__(kThreads)
     apply(const T *__restrict__ x, const T *__restrict__ res, int relu, const float *__restrict__ coef, EvalStats ev,
-          int64_t M, int C, T *__restrict__ y) {
+          int64_t M, int C, T *__restrict__ y, uint8_t *__restrict__ bits) {
     const Place p = place<N>(C);
     if (!p.active) return;
     float scale[N], shift[N];
@@ -307,6 +311,12 @@ __global__ void __launch_bounds__(kThreads)
             v[k] = act(o, relu);
         }
         stn<T, N>(y, i, v);
+        if (N == 8 && bits) {
+            unsigned b = 0;
+#pragma unroll
+            for (int k = 0; k < N; k++) b |= (rn_round<T>(v[k]) > 0.0f ? 1u : 0u) << k;
+            bits[i >> 3] = (uint8_t)b;
+        }
     }
 }
 
@@ -342,6 +352,7 @@ __global__ void __launch_bounds__(kThreads)
             if (!dzin) {
                 if (dy2) dz += g2[k];
                 if (y && !(yv[k] > 0.0f)) dz = 0.0f;
+                if (mk.bits && !bit_on(mk.bits, i + k)) dz = 0.0f;
                 if (mk.beta && !xmask_on<T>(xv[k], ms[k], mh[k])) dz = 0.0f;
                 dz = rn_round<T>(dz);
             }
@@ -361,20 +372,27 @@ int check(tk_dtype t, int64_t M, int C, tk_err *e) {
 dim3 elem_grid(int64_t M, int C, int N) { return dim3(elem_blocks(M, C, N), tiles_of(C, N).tiles); }
 unsigned fin_blocks(int C) { return (unsigned)((C + kFinC - 1) / kFinC); }
 
+// Whether a call can write the mask bits: 8 channels per thread (bf16 vectors).
+template <typename T> bool bits_ok(const void *x, const void *res, const void *y, int C) {
+    return RnVec<T>::N == 8 && C % 8 == 0 && rn_aligned16(x, res, y);
+}
+
 template <typename T, bool EVAL>
 void launch_apply(cudaStream_t st, const void *x, const void *res, int relu, const float *coef, EvalStats ev,
-                  int64_t M, int C, void *y) {
+                  int64_t M, int C, void *y, uint8_t *bits = nullptr) {
     constexpr int NV = RnVec<T>::N;
     const bool vec = C % NV == 0 && rn_aligned16(x, res, y);
     const T *X = (const T *)x, *RS = (const T *)res;
-    if (vec) apply<T, NV, EVAL><<<elem_grid(M, C, NV), kThreads, 0, st>>>(X, RS, relu, coef, ev, M, C, (T *)y);
-    else apply<T, 1, EVAL><<<elem_grid(M, C, 1), kThreads, 0, st>>>(X, RS, relu, coef, ev, M, C, (T *)y);
+    if (vec) apply<T, NV, EVAL><<<elem_grid(M, C, NV), kThreads, 0, st>>>(X, RS, relu, coef, ev, M, C, (T *)y, bits);
+    else apply<T, 1, EVAL><<<elem_grid(M, C, 1), kThreads, 0, st>>>(X, RS, relu, coef, ev, M, C, (T *)y, nullptr);
 }
 
 template <typename T>
 int fwd_train(tk_ctx *c, const void *x, int64_t M, int C, const float *gamma, const float *beta, const void *res,
               int relu, float eps, float momentum, float *run_mean, float *run_var, float *save_mean,
-              float *save_invstd, void *y, void *ws, tk_err *e) {
+              float *save_invstd, void *y, uint8_t *bits, void *ws, tk_err *e) {
+    if (bits && (!y || !bits_ok<T>(x, res, y, C)))
+        return tk_err_set(e, TK_EINTERNAL, "bn: mask bits need bf16, C %% 8 == 0 and aligned tensors (C %d)", C);
     cudaStream_t st = tk_cu_stream(c);
     float *part = (float *)ws, *coef = coef_of(ws, M, C);
     const int G = launch_partial<T, false>(st, x, nullptr, BwdMask{}, nullptr, nullptr, nullptr, nullptr, M, C, part,
@@ -382,7 +400,7 @@ int fwd_train(tk_ctx *c, const void *x, int64_t M, int C, const float *gamma, co
     stats_final<T><<<fin_blocks(C), dim3(kFinC, kFinLanes), 0, st>>>(part, G, (const T *)x, M, C, gamma, beta, eps,
                                                                       momentum, run_mean, run_var, save_mean,
                                                                       save_invstd, coef);
-    launch_apply<T, false>(st, x, res, relu, coef, EvalStats{}, M, C, y);
+    if (y) launch_apply<T, false>(st, x, res, relu, coef, EvalStats{}, M, C, y, bits);
     return tk_cu_check(e, "bn_fwd_train");
 }
 
@@ -400,12 +418,12 @@ int fwd_train_sums(tk_ctx *c, const void *x, int64_t M, int C, const float *sum,
 }
 
 template <typename T>
-int bwd(tk_ctx *c, const void *x, const void *y, const float *beta, const void *dy, const void *dy2, int64_t M, int C,
-        const float *gamma, const float *save_mean, const float *save_invstd, void *dx, void *dz_out, float *dgamma,
-        float *dbeta, void *ws, tk_err *e) {
+int bwd(tk_ctx *c, const void *x, const void *y, const uint8_t *bits, const float *beta, const void *dy,
+        const void *dy2, int64_t M, int C, const float *gamma, const float *save_mean, const float *save_invstd,
+        void *dx, void *dz_out, float *dgamma, float *dbeta, void *ws, tk_err *e) {
     cudaStream_t st = tk_cu_stream(c);
     float *part = (float *)ws, *coef = coef_of(ws, M, C);
-    const BwdMask mk = {gamma, y ? nullptr : beta};
+    const BwdMask mk = {gamma, y || bits ? nullptr : beta, bits};
     const int G = launch_partial<T, true>(st, x, y, mk, dy, dy2, save_mean, save_invstd, M, C, part, dz_out);
     bwd_final<<<fin_blocks(C), dim3(kFinC, kFinLanes), 0, st>>>(part, G, M, C, gamma, save_invstd, dgamma, dbeta,
                                                                 coef);
@@ -428,14 +446,16 @@ size_t tk_bn_ws_bytes_cuda(int64_t M, int C) {
 
 int tk_bn_fwd_train_cuda(tk_ctx *c, tk_dtype t, const void *x, int64_t M, int C, const float *gamma, const float *beta,
                          const void *res, int relu, float eps, float momentum, float *run_mean, float *run_var,
-                         float *save_mean, float *save_invstd, void *y, void *ws, tk_err *e) {
+                         float *save_mean, float *save_invstd, void *y, uint8_t *mask, void *ws, tk_err *e) {
     TRY(check(t, M, C, e));
     if (t == TK_BF16)
         return fwd_train<__nv_bfloat16>(c, x, M, C, gamma, beta, res, relu, eps, momentum, run_mean, run_var,
-                                        save_mean, save_invstd, y, ws, e);
+                                        save_mean, save_invstd, y, mask, ws, e);
     return fwd_train<float>(c, x, M, C, gamma, beta, res, relu, eps, momentum, run_mean, run_var, save_mean,
-                            save_invstd, y, ws, e);
+                            save_invstd, y, mask, ws, e);
 }
+
+int tk_bn_mask_ok_cuda(tk_dtype t, int C) { return t == TK_BF16 && C % 8 == 0; }
 
 int tk_bn_fwd_train_sums_cuda(tk_ctx *c, tk_dtype t, const void *x, int64_t M, int C, const float *sum,
                               const float *sqsum, const float *gamma, const float *beta, const void *res, int relu,
@@ -459,12 +479,13 @@ int tk_bn_fwd_eval_cuda(tk_ctx *c, tk_dtype t, const void *x, int64_t M, int C, 
     return tk_cu_check(e, "bn_fwd_eval");
 }
 
-int tk_bn_bwd_cuda(tk_ctx *c, tk_dtype t, const void *x, const void *y, const float *beta, const void *dy,
-                   const void *dy2, int64_t M, int C, const float *gamma, const float *save_mean,
+int tk_bn_bwd_cuda(tk_ctx *c, tk_dtype t, const void *x, const void *y, const uint8_t *mask, const float *beta,
+                   const void *dy, const void *dy2, int64_t M, int C, const float *gamma, const float *save_mean,
                    const float *save_invstd, void *dx, void *dz_out, float *dgamma, float *dbeta, void *ws, tk_err *e) {
     TRY(check(t, M, C, e));
     if (t == TK_BF16)
-        return bwd<__nv_bfloat16>(c, x, y, beta, dy, dy2, M, C, gamma, save_mean, save_invstd, dx, dz_out, dgamma,
-                                  dbeta, ws, e);
-    return bwd<float>(c, x, y, beta, dy, dy2, M, C, gamma, save_mean, save_invstd, dx, dz_out, dgamma, dbeta, ws, e);
+        return bwd<__nv_bfloat16>(c, x, y, mask, beta, dy, dy2, M, C, gamma, save_mean, save_invstd, dx, dz_out,
+                                  dgamma, dbeta, ws, e);
+    return bwd<float>(c, x, y, mask, beta, dy, dy2, M, C, gamma, save_mean, save_invstd, dx, dz_out, dgamma, dbeta, ws,
+                      e);
 }

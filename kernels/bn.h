@@ -33,7 +33,8 @@ extern "C" {
 
 size_t tk_bn_ws_bytes(tk_backend b, int64_t M, int C);
 
-// save_mean, save_invstd (C): the batch statistics the backward needs.
+// save_mean, save_invstd (C): the batch statistics the backward needs. y NULL: the statistics and
+// the running update only (a consumer applies BN itself: kernels/pool.h tk_maxpool_bn_fwd).
 int tk_bn_fwd_train(tk_ctx *c, tk_dtype t, const void *x, int64_t M, int C, const float *gamma, const float *beta,
                     const void *res, int relu, float eps, float momentum, float *run_mean, float *run_var,
                     float *save_mean, float *save_invstd, void *y, void *ws, tk_err *e);
@@ -51,6 +52,17 @@ int tk_bn_fwd_train_sums(tk_ctx *c, tk_dtype t, const void *x, int64_t M, int C,
                          const float *gamma, const float *beta, const void *res, int relu, float eps, float momentum,
                          float *run_mean, float *run_var, float *save_mean, float *save_invstd, void *y, void *ws,
                          tk_err *e);
+// The ReLU's mask as bits, for a backward that would otherwise read y (a ReLU after a residual add):
+// tk_bn_fwd_train_mask also writes mask (M C / 8 bytes): bit i % 8 of byte i / 8 set where
+// y[i] > 0 (i = m C + c), and tk_bn_bwd_mask reads it instead of y: 1/16 of y's bytes in bf16.
+// The cuda kernels write it for bf16 with C % 8 == 0 (tk_bn_mask_ok; TK_EINTERNAL otherwise).
+int tk_bn_mask_ok(tk_backend b, tk_dtype t, int C);
+int tk_bn_fwd_train_mask(tk_ctx *c, tk_dtype t, const void *x, int64_t M, int C, const float *gamma, const float *beta,
+                         const void *res, int relu, float eps, float momentum, float *run_mean, float *run_var,
+                         float *save_mean, float *save_invstd, void *y, uint8_t *mask, void *ws, tk_err *e);
+int tk_bn_bwd_mask(tk_ctx *c, tk_dtype t, const void *x, const uint8_t *mask, const void *dy, const void *dy2, int64_t M,
+                   int C, const float *gamma, const float *save_mean, const float *save_invstd, void *dx, void *dz_out,
+                   float *dgamma, float *dbeta, void *ws, tk_err *e);
 // y: the forward's output when it had a ReLU, else NULL; beta: non-NULL (with y NULL) when the
 // forward had a ReLU and no residual (the mask from x). dgamma, dbeta are overwritten.
 int tk_bn_bwd(tk_ctx *c, tk_dtype t, const void *x, const void *y, const float *beta, const void *dy, const void *dy2,
@@ -64,6 +76,12 @@ int tk_bn_fwd_train_sums_ref(tk_dtype t, const void *x, int64_t M, int C, const 
                              const float *gamma, const float *beta, const void *res, int relu, float eps,
                              float momentum, float *run_mean, float *run_var, float *save_mean, float *save_invstd,
                              void *y, tk_err *e);
+int tk_bn_fwd_train_mask_ref(tk_dtype t, const void *x, int64_t M, int C, const float *gamma, const float *beta,
+                             const void *res, int relu, float eps, float momentum, float *run_mean, float *run_var,
+                             float *save_mean, float *save_invstd, void *y, uint8_t *mask, tk_err *e);
+int tk_bn_bwd_mask_ref(tk_dtype t, const void *x, const uint8_t *mask, const void *dy, const void *dy2, int64_t M,
+                       int C, const float *gamma, const float *save_mean, const float *save_invstd, void *dx,
+                       void *dz_out, float *dgamma, float *dbeta, tk_err *e);
 int tk_bn_fwd_eval_ref(tk_dtype t, const void *x, int64_t M, int C, const float *gamma, const float *beta,
                        const void *res, int relu, float eps, const float *run_mean, const float *run_var, void *y,
                        tk_err *e);
@@ -74,7 +92,8 @@ int tk_bn_bwd_ref(tk_dtype t, const void *x, const void *y, const float *beta, c
 size_t tk_bn_ws_bytes_cuda(int64_t M, int C);
 int tk_bn_fwd_train_cuda(tk_ctx *c, tk_dtype t, const void *x, int64_t M, int C, const float *gamma, const float *beta,
                          const void *res, int relu, float eps, float momentum, float *run_mean, float *run_var,
-                         float *save_mean, float *save_invstd, void *y, void *ws, tk_err *e);
+                         float *save_mean, float *save_invstd, void *y, uint8_t *mask, void *ws, tk_err *e);
+int tk_bn_mask_ok_cuda(tk_dtype t, int C);
 int tk_bn_fwd_train_sums_cuda(tk_ctx *c, tk_dtype t, const void *x, int64_t M, int C, const float *sum,
                               const float *sqsum, const float *gamma, const float *beta, const void *res, int relu,
                               float eps, float momentum, float *run_mean, float *run_var, float *save_mean,
@@ -82,8 +101,8 @@ int tk_bn_fwd_train_sums_cuda(tk_ctx *c, tk_dtype t, const void *x, int64_t M, i
 int tk_bn_fwd_eval_cuda(tk_ctx *c, tk_dtype t, const void *x, int64_t M, int C, const float *gamma, const float *beta,
                         const void *res, int relu, float eps, const float *run_mean, const float *run_var, void *y,
                         tk_err *e);
-int tk_bn_bwd_cuda(tk_ctx *c, tk_dtype t, const void *x, const void *y, const float *beta, const void *dy,
-                   const void *dy2, int64_t M, int C, const float *gamma, const float *save_mean,
+int tk_bn_bwd_cuda(tk_ctx *c, tk_dtype t, const void *x, const void *y, const uint8_t *mask, const float *beta,
+                   const void *dy, const void *dy2, int64_t M, int C, const float *gamma, const float *save_mean,
                    const float *save_invstd, void *dx, void *dz_out, float *dgamma, float *dbeta, void *ws, tk_err *e);
 #endif
 

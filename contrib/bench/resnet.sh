@@ -14,6 +14,7 @@
 # default), libcudnn.so.9 at run time (found on the library path, or in python3's nvidia-cudnn
 # wheel), an NVIDIA GPU, and python3 with a CUDA torch and torchvision. Knobs:
 #   BATCH=256   PEERS=0 (ours only)   COMPILE=0 (no torch.compile)   LOGDIR=DIR (keep the outputs)
+#   TK_CUDNN_FUSION=1 (let the model use cuDNN's genstats-fused forwards where they time faster)
 # Prints one table: impl, images/s, ms/step, ratio vs torch.compile. Exit 0 when every run
 # succeeded, 1 when one failed, 2 when something is not built, 5 when there is no GPU.
 set -uo pipefail

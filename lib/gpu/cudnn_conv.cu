@@ -525,8 +525,10 @@ int tk_cudnn_create(tk_ctx *c, size_t ws_limit, tk_cudnn **out, tk_err *e) {
     if (!h) return tk_err_set(e, TK_EIO, "out of host memory");
     h->c = c;
     h->ws_limit = ws_limit ? ws_limit : (size_t)256 << 20;
+    // fused plans only when asked for: on an H100 with cuDNN 9.19 the runtime-compiled genstats
+    // forward ran 2-4x slower than the plain forward at every ResNet-50 shape (contrib/bench/NOTES.md)
     const char *fu = getenv("TK_CUDNN_FUSION");
-    h->fusion = !(fu && strcmp(fu, "0") == 0);
+    h->fusion = fu && strcmp(fu, "1") == 0;
     cudnnStatus_t st = api.Create(&h->h);
     if (st == CUDNN_STATUS_SUCCESS) st = api.SetStream(h->h, (cudaStream_t)c->stream[TK_STREAM_COMPUTE]);
     if (st != CUDNN_STATUS_SUCCESS) {
@@ -638,7 +640,7 @@ int tk_cudnn_plan(tk_cudnn *h, tk_conv_pass pass, const tk_conv_shape *s, tk_dty
 }
 
 int tk_cudnn_plan_fused(tk_cudnn *h, tk_cudnn_fused f, const tk_conv_shape *s, tk_dtype t, tk_err *e) {
-    if (!h->fusion) return tk_err_set(e, TK_EDEVICE, "cudnn: fused plans are off (TK_CUDNN_FUSION=0)");
+    if (!h->fusion) return tk_err_set(e, TK_EDEVICE, "cudnn: fused plans are off (TK_CUDNN_FUSION=1 turns them on)");
     if (f < TK_CUDNN_FWD_STATS || f > TK_CUDNN_SBR_WGRAD)
         return tk_err_set(e, TK_EINTERNAL, "cudnn: fused plan kind %d", (int)f);
     const Plan *p;

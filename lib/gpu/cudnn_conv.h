@@ -58,9 +58,13 @@ int tk_cudnn_conv(tk_cudnn *h, tk_conv_pass pass, const tk_conv_shape *s, tk_dty
 //     backward recomputes the forward's input instead of reading it).
 // Planned like the three passes (autotuned among the first few engines; with ctx->deterministic only
 // engines without the nondeterministic note). A plan fails with TK_EDEVICE when cuDNN has no
-// engine for the fused graph (an architecture or version without the fusion, a shape it refuses,
-// or TK_CUDNN_FUSION=0 in the environment at tk_cudnn_create): callers then run the plain passes
-// and their own kernels. A refusal is remembered, so asking again is cheap.
+// engine for the fused graph (an architecture or version without the fusion, a shape it refuses),
+// and always unless TK_CUDNN_FUSION=1 was in the environment at tk_cudnn_create (off by default:
+// on an H100 with cuDNN 9.19 the genstats forward's runtime-compiled engine ran 2-4x slower than
+// the plain forward at every ResNet-50 shape, and the prologue graphs had no engine at all;
+// contrib/bench/NOTES.md): callers then run the plain passes and their own kernels. A refusal is
+// remembered, so asking again is cheap. The genstats engine is not bitwise reproducible (its sums'
+// order varies) though cuDNN does not mark it nondeterministic.
 typedef enum { TK_CUDNN_FWD_STATS = 3, TK_CUDNN_SBR_FWD_STATS = 4, TK_CUDNN_SBR_WGRAD = 5 } tk_cudnn_fused;
 int tk_cudnn_plan_fused(tk_cudnn *h, tk_cudnn_fused f, const tk_conv_shape *s, tk_dtype t, tk_err *e);
 // The fused forward: scale NULL for TK_CUDNN_FWD_STATS, else TK_CUDNN_SBR_FWD_STATS's prologue.

@@ -91,6 +91,7 @@ static void conv_one(tk_cudnn *h, const conv_case *cc, tk_dtype t, int ints, int
 
 // A cuDNN handle on the test context (NULL, the reason printed, when there is no cuDNN).
 static tk_cudnn *dnn(void) {
+    setenv("TK_CUDNN_FUSION", "1", 1); // (the fused plans are opt-in; these tests plan them)
     tk_err e = {0};
     tk_cudnn *h = NULL;
     if (tk_cudnn_create(gt_ctx_, 0, &h, &e)) {
@@ -288,6 +289,44 @@ static void bn_case(int64_t M, int C, tk_dtype t, int relu, int res, int ints, i
         // statistics are fp32 on both sides; dgamma/dbeta sum rounded bf16 values the same way
         CHECK(close_enough(what, gc, stats[k].host, (size_t)C,
                            ints && k != 4 ? 0 : k >= 4 && t == TK_BF16 ? 1e-4 : 1e-5));
+    }
+    if (relu && res && tk_bn_mask_ok(TK_BACKEND_CUDA, t, C)) { // the ReLU's mask as bits (bf16, C % 8 == 0)
+        const size_t nb = (n + 7) / 8;
+        uint8_t *hm = gt_host(nb), *gm = gt_host(nb), *dm = gt_dev(nb);
+        void *hdx3 = gt_host(n * es), *hdz3 = gt_host(n * es), *gdx = gt_host(n * es), *gdz = gt_host(n * es),
+             *gdx3 = gt_host(n * es), *gdz3 = gt_host(n * es), *hy3 = gt_host(n * es);
+        float *dg3 = gt_host((size_t)C * 4), *db3 = gt_host((size_t)C * 4), *rm3 = gt_host((size_t)C * 4),
+              *rv3 = gt_host((size_t)C * 4), *sm3 = gt_host((size_t)C * 4), *si3 = gt_host((size_t)C * 4);
+        memcpy(rm3, rm, (size_t)C * 4), memcpy(rv3, rv, (size_t)C * 4);
+        CHECK_EQ_INT(tk_bn_fwd_train_mask_ref(t, hx, M, C, gamma, beta, hr, 1, eps, mom, rm3, rv3, sm3, si3, hy3, hm, &e),
+                     0);
+        CHECK(memcmp(hy3, hy, n * es) == 0); // the reference's y is the plain forward's
+        int bits_ok = 1; // and its bits are y > 0
+        for (size_t i = 0; i < n; i++)
+            bits_ok &= (hm[i / 8] >> (i % 8) & 1) == (tk_bf16_to_f32(((uint16_t *)hy)[i]) > 0);
+        CHECK(bits_ok);
+        CHECK_EQ_INT(tk_bn_bwd_mask_ref(t, hx, hm, hdy, hdy2, M, C, gamma, sm_ref, si_ref, hdx3, hdz3, dg3, db3, &e), 0);
+        CHECK(memcmp(hdx3, hdxo, n * es) == 0 && memcmp(hdz3, hdz, n * es) == 0);
+        // the device: y-path backward (its outputs kept), then the mask forward and backward
+        gt_down(gdx, ddx, n * es), gt_down(gdz, ddz, n * es);
+        gt_poison(dm, nb, 0x55), gt_poison(ddx, n * es, 0xff), gt_poison(ddz, n * es, 0xff);
+        gt_up(drm, rm, (size_t)C * 4), gt_up(drv, rv, (size_t)C * 4);
+        CHECK_EQ_INT(tk_bn_fwd_train_mask(gt_ctx_, t, dx, M, C, dgm, dbt, dr, 1, eps, mom, drm, drv, dsm, dsi, dy_, dm, ws,
+                                          &e), 0);
+        CHECK_EQ_INT(tk_bn_bwd_mask(gt_ctx_, t, dx, dm, ddy, ddy2, M, C, dgm, dsm, dsi, ddx, ddz, ddg, ddb, ws, &e), 0);
+        CHECK_EQ_INT(gt_sync(&e), 0);
+        gt_down(gm, dm, nb), gt_down(gdx3, ddx, n * es), gt_down(gdz3, ddz, n * es);
+        size_t nbad = 0;
+        for (size_t i = 0; i < nb; i++) nbad += gm[i] != hm[i];
+        const int same = memcmp(gdx3, gdx, n * es) == 0 && memcmp(gdz3, gdz, n * es) == 0;
+        printf("# table resnet bn mask %s M%lld C%d: %zu of %zu mask bytes differ from the reference; dx, dz %s the "
+               "y-path's%s\n", tk_dtype_name(t), (long long)M, C, nbad, nb, same ? "bit-identical to" : "DIFFER from",
+               nbad || !same ? "  <-- FAIL" : "");
+        CHECK(nbad == 0);
+        CHECK(same);
+        tk_free(gt_ctx_, dm);
+        void *hh[] = {hm, gm, hdx3, hdz3, gdx, gdz, gdx3, gdz3, hy3, dg3, db3, rm3, rv3, sm3, si3};
+        for (size_t i = 0; i < sizeof hh / sizeof *hh; i++) free(hh[i]);
     }
     if (relu && !res) { // the backward with its mask recomputed from x (no y): the same as from y
         void *hdx2 = gt_host(n * es), *hdz2 = gt_host(n * es);
@@ -490,6 +529,71 @@ TK_TEST(pool_vs_reference) {
 }
 
 // ---- loss and accuracy ----
+
+// Max pooling with BN + ReLU before it (tk_maxpool_bn_fwd): against its reference (the same fp32
+// operations in the same order: bit-exact, and the same first maxima), and on the device against
+// what it replaces in the step, BN's training forward writing its output and the plain max pool
+// of that (bit-identical y and idx), with the statistics alone (y NULL) matching the full forward's.
+TK_TEST(pool_bn_vs_reference) {
+    tk_err e = {0};
+    for (int tt = 0; tt < 4; tt++)
+        for (int ints = 0; ints < 2; ints++) {
+            const tk_dtype t = tt & 1 ? TK_BF16 : TK_F32;
+            const int N = 3, H = 17, W = 14, C = tt < 2 ? 24 : 6, R = 3, st = 2, pad = 1;
+            const int P = tk_pool_out(H, R, st, pad), Q = tk_pool_out(W, R, st, pad);
+            const size_t nx = (size_t)N * H * W * C, ny = (size_t)N * P * Q * C, es = tk_dtype_size(t), cb = (size_t)C * 4;
+            const int64_t M = (int64_t)N * H * W;
+            float *x = rand_host(nx, ints), *g = rand_host((size_t)C, ints), *bt = rand_host((size_t)C, ints),
+                  *mu = rand_host((size_t)C, ints), *is = gt_host(cb);
+            gt_fill(is, (size_t)C, 0.5f, 2.0f, 0);
+            if (ints)
+                for (int c = 0; c < C; c++) is[c] = c % 2 ? 0.5f : 1.0f; // exact scales and shifts
+            gt_round(x, nx, t);
+            void *hx = gt_host(nx * es), *hy = gt_host(ny * es), *gy = gt_host(ny * es), *gy2 = gt_host(ny * es);
+            uint8_t *hidx = gt_host(ny), *gidx = gt_host(ny), *gidx2 = gt_host(ny);
+            void *dx = gt_dev(nx * es), *dy = gt_dev(ny * es), *dz = gt_dev(nx * es);
+            uint8_t *didx = gt_dev(ny);
+            float *dp = gt_dev(8 * cb);
+            gt_up_as(dx, x, nx, t), gt_down(hx, dx, nx * es);
+            gt_up(dp, g, cb), gt_up(dp + C, bt, cb), gt_up(dp + 2 * C, mu, cb), gt_up(dp + 3 * C, is, cb);
+            const tk_pool_bn hb = {g, bt, mu, is}, db = {dp, dp + C, dp + 2 * C, dp + 3 * C};
+            CHECK_EQ_INT(tk_maxpool_bn_fwd_ref(t, hx, hb, N, H, W, C, R, st, pad, hy, hidx, &e), 0);
+            gt_poison(dy, ny * es, 0xff);
+            CHECK_EQ_INT(tk_maxpool_bn_fwd(gt_ctx_, t, dx, db, N, H, W, C, R, st, pad, dy, didx, &e), 0);
+            CHECK_EQ_INT(gt_sync(&e), 0);
+            gt_down(gy, dy, ny * es), gt_down(gidx, didx, ny);
+            printf("# table resnet maxpool+bn fwd %s C%d%s vs reference: %s\n", tk_dtype_name(t), C, ints ? " ints" : "",
+                   memcmp(gy, hy, ny * es) == 0 && memcmp(gidx, hidx, ny) == 0 ? "bit-exact" : "DIFFER  <-- FAIL");
+            CHECK(memcmp(gy, hy, ny * es) == 0);
+            CHECK(memcmp(gidx, hidx, ny) == 0);
+            // on the device: BN's forward (x's own statistics) + plain pool vs statistics alone + the fused pool
+            float *rm = dp + 4 * C, *rv = dp + 5 * C, *sm = dp + 6 * C, *si = dp + 7 * C;
+            void *ws = gt_dev(tk_bn_ws_bytes(TK_BACKEND_CUDA, M, C));
+            float *st1 = gt_host(4 * cb), *st2 = gt_host(4 * cb);
+            gt_up(rm, mu, cb), gt_up(rv, is, cb);
+            CHECK_EQ_INT(tk_bn_fwd_train(gt_ctx_, t, dx, M, C, dp, dp + C, NULL, 1, 1e-5f, 0.1f, rm, rv, sm, si, dz, ws, &e),
+                         0);
+            CHECK_EQ_INT(tk_maxpool_fwd(gt_ctx_, t, dz, N, H, W, C, R, st, pad, dy, didx, &e), 0);
+            CHECK_EQ_INT(gt_sync(&e), 0);
+            gt_down(gy, dy, ny * es), gt_down(gidx, didx, ny), gt_down(st1, rm, 4 * cb);
+            gt_up(rm, mu, cb), gt_up(rv, is, cb);
+            gt_poison(dy, ny * es, 0xff), gt_poison(sm, 2 * cb, 0xff);
+            CHECK_EQ_INT(tk_bn_fwd_train(gt_ctx_, t, dx, M, C, dp, dp + C, NULL, 1, 1e-5f, 0.1f, rm, rv, sm, si, NULL, ws,
+                                         &e), 0);
+            const tk_pool_bn sb = {dp, dp + C, sm, si};
+            CHECK_EQ_INT(tk_maxpool_bn_fwd(gt_ctx_, t, dx, sb, N, H, W, C, R, st, pad, dy, didx, &e), 0);
+            CHECK_EQ_INT(gt_sync(&e), 0);
+            gt_down(gy2, dy, ny * es), gt_down(gidx2, didx, ny), gt_down(st2, rm, 4 * cb);
+            const int same = memcmp(gy, gy2, ny * es) == 0 && memcmp(gidx, gidx2, ny) == 0 && memcmp(st1, st2, 4 * cb) == 0;
+            printf("# table resnet maxpool+bn fwd %s C%d%s vs bn fwd + maxpool: %s\n", tk_dtype_name(t), C,
+                   ints ? " ints" : "", same ? "bit-identical" : "DIFFER  <-- FAIL");
+            CHECK(same);
+            void *dev[] = {dx, dy, dz, didx, dp, ws};
+            for (int i = 0; i < 6; i++) tk_free(gt_ctx_, dev[i]);
+            void *host[] = {x, g, bt, mu, is, hx, hy, gy, gy2, hidx, gidx, gidx2, st1, st2};
+            for (int i = 0; i < 14; i++) free(host[i]);
+        }
+}
 
 TK_TEST(xent_top1_vs_reference) {
     tk_err e = {0};

@@ -224,18 +224,21 @@ typedef struct {
     void *y;
     int relu;
     int64_t M;
+    uint8_t *mask; // the ReLU's mask bits where the step uses them (bn3: rn_block.mask3)
 } bn_pass;
 
 static int bn_passes(rn_model *m, bn_pass *v) {
     int n = 0;
-    v[n++] = (bn_pass){&m->b0, &m->c0, m->y0, NULL, m->z0, 1, tk_conv_y_numel(&m->c0.s) / m->b0.C};
+    // the stem's: statistics only (the max pool applies it: tk_maxpool_bn_fwd), as the step runs it
+    v[n++] = (bn_pass){&m->b0, &m->c0, m->y0, NULL, m->c0.fused ? m->z0 : NULL, 1, tk_conv_y_numel(&m->c0.s) / m->b0.C,
+                       NULL};
     for (int i = 0; i < m->nblk; i++) {
         rn_block *k = &m->blk[i];
-        v[n++] = (bn_pass){&k->b1, &k->c1, k->y1, NULL, k->z1, 1, tk_conv_y_numel(&k->c1.s) / k->b1.C};
-        v[n++] = (bn_pass){&k->b2, &k->c2, k->y2, NULL, k->z2, 1, tk_conv_y_numel(&k->c2.s) / k->b2.C};
+        v[n++] = (bn_pass){&k->b1, &k->c1, k->y1, NULL, k->z1, 1, tk_conv_y_numel(&k->c1.s) / k->b1.C, NULL};
+        v[n++] = (bn_pass){&k->b2, &k->c2, k->y2, NULL, k->z2, 1, tk_conv_y_numel(&k->c2.s) / k->b2.C, NULL};
         v[n++] = (bn_pass){&k->b3, &k->c3, k->y3, k->down ? k->zd : k->in, k->out, 1,
-                           tk_conv_y_numel(&k->c3.s) / k->b3.C};
-        if (k->down) v[n++] = (bn_pass){&k->bd, &k->cd, k->yd, NULL, k->zd, 0, tk_conv_y_numel(&k->cd.s) / k->bd.C};
+                           tk_conv_y_numel(&k->c3.s) / k->b3.C, k->c3.fused ? NULL : k->mask3};
+        if (k->down) v[n++] = (bn_pass){&k->bd, &k->cd, k->yd, NULL, k->zd, 0, tk_conv_y_numel(&k->cd.s) / k->bd.C, NULL};
     }
     return n;
 }
@@ -250,9 +253,12 @@ static void run_bn(rn_model *m, const bn_pass *v, int dir) {
         tk_bn_fwd_train_sums(m->c, m->t, v->x, v->M, b->C, cv->sums, cv->sums + cv->s.K, b->gamma, b->beta, v->res,
                              v->relu, eps, mom, b->rmean, b->rvar, b->smean, b->sinvstd, v->y, m->bn_ws, &e);
     else if (dir != 1)
-        tk_bn_fwd_train(m->c, m->t, v->x, v->M, b->C, b->gamma, b->beta, v->res, v->relu, eps, mom, b->rmean, b->rvar,
-                        b->smean, b->sinvstd, v->y, m->bn_ws, &e);
-    if (dir != 0)
+        tk_bn_fwd_train_mask(m->c, m->t, v->x, v->M, b->C, b->gamma, b->beta, v->res, v->relu, eps, mom, b->rmean,
+                             b->rvar, b->smean, b->sinvstd, v->y, v->mask, m->bn_ws, &e);
+    if (dir != 0 && v->mask)
+        tk_bn_bwd_mask(m->c, m->t, v->x, v->mask, m->g[0], m->g[1], v->M, b->C, b->gamma, b->smean, b->sinvstd, m->g[2],
+                       m->g[3], b->dgamma, b->dbeta, m->bn_ws, &e);
+    else if (dir != 0)
         tk_bn_bwd(m->c, m->t, v->x, v->relu && v->res ? v->y : NULL, v->relu && !v->res ? b->beta : NULL, m->g[0],
                   v->res ? m->g[1] : NULL, v->M, b->C, b->gamma, b->smean, b->sinvstd, m->g[2],
                   v->res ? m->g[3] : NULL, b->dgamma, b->dbeta, m->bn_ws, &e);
@@ -315,7 +321,11 @@ static void part_fn(void *p) {
     tk_img_norm nrm = {{123.675f, 116.28f, 103.53f}, {58.395f, 57.12f, 57.375f}};
     switch (a->what) {
     case 0: rc = tk_img_normalize(m->c, m->in_img, (int64_t)b * m->S * m->S, nrm, m->t, m->x0, m->cin, &e); break;
-    case 1: rc = tk_maxpool_fwd(m->c, m->t, m->z0, b, m->H0, m->H0, W, 3, 2, 1, m->pool, m->pool_idx, &e); break;
+    case 1: { // as the step: BN's apply and ReLU inside
+        const tk_pool_bn pb = {m->b0.gamma, m->b0.beta, m->b0.smean, m->b0.sinvstd};
+        rc = tk_maxpool_bn_fwd(m->c, m->t, m->y0, pb, b, m->H0, m->H0, W, 3, 2, 1, m->pool, m->pool_idx, &e);
+        break;
+    }
     case 2: rc = tk_maxpool_bwd(m->c, m->t, m->g[0], m->g[1], m->pool_idx, b, m->H0, m->H0, W, 3, 2, 1, m->g[2], &e); break;
     case 3: rc = tk_avgpool_fwd(m->c, m->t, last->out, b, hw, m->Cf, m->feat, &e); break;
     case 4: rc = tk_avgpool_bwd(m->c, m->t, m->dfeat, b, hw, m->Cf, m->g[0], &e); break;
@@ -347,15 +357,15 @@ static void breakdown(rn_model *m) {
             ms[d] = gt_time_ms(part_fn, &a, 10);
         }
         const double el = (double)v[i].M * v[i].bn->C;
-        const double bf = el * es * ((v[i].cv->fused ? 2 : 3) + (v[i].res != NULL)); // (fused: x read once)
-        const double bb = el * es * (v[i].res ? 4 + 1 + 2 + 1 : 2 * 2 + 1);
+        const double bf = el * es * (!v[i].y ? 1 : (v[i].cv->fused ? 2 : 3) + (v[i].res != NULL)); // (fused: x read once)
+        const double bb = el * es * (v[i].res ? (v[i].mask ? 3 + 1.0 / 16 : 4) + 1 + 2 + 1 : 2 * 2 + 1);
         printf("# table resnet50 bn %2d M %7lld C %4d%s%s: fwd %7.1f us (%5.0f GB/s)  bwd %7.1f us (%5.0f GB/s)\n",
                i, (long long)v[i].M, v[i].bn->C, v[i].relu ? " relu" : "", v[i].res ? " res" : "", ms[0] * 1e3,
                bf / ms[0] / 1e6, ms[1] * 1e3, bb / ms[1] / 1e6);
         tf += ms[0], tb += ms[1];
     }
     printf("# table resnet50 bn total: forwards %.2f ms, backwards %.2f ms\n", tf, tb);
-    const char *names[7] = {"input normalize", "max pool fwd", "max pool bwd", "avg pool fwd", "avg pool bwd",
+    const char *names[7] = {"input normalize", "max pool+BN fwd", "max pool bwd", "avg pool fwd", "avg pool bwd",
                             "loss (xent)", "SGD update"};
     double tot = 0;
     for (int w = 0; w < 7; w++) {

@@ -93,6 +93,8 @@ typedef struct rn_block {
     rn_bn b1, b2, b3, bd;
     const void *in;              // its input: the stem's pooled output or the previous block's out
     void *y1, *z1, *y2, *z2, *y3, *yd, *zd, *out; // conv outputs y, BN(+ReLU) outputs z
+    uint8_t *mask3;              // out > 0 as bits (kernels/bn.h tk_bn_fwd_train_mask) for bn3's
+                                 // backward, where the backend writes them; else NULL (out is read)
 } rn_block;
 
 typedef struct rn_model {
