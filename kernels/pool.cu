@@ -86,12 +86,6 @@ __global__ void maxpool_fwd(const T *__restrict__ x, tk_pool_bn bn, int NB, int 
     }
 }
 
-__device__ __forceinline__ void windows(int h, int R, int stride, int pad, int P, int *lo, int *hi) {
-    int a = h + pad - R + 1;
-    *lo = a <= 0 ? 0 : (a + stride - 1) / stride;
-    *hi = (h + pad) / stride;
-    if (*hi > P - 1) *hi = P - 1;
-}
 
 template <typename T, int N, typename I>
 __global__ void maxpool_bwd(const T *__restrict__ dy, const T *__restrict__ dy2, const uint8_t *__restrict__ idx,
@@ -105,8 +99,8 @@ __global__ void maxpool_bwd(const T *__restrict__ dy, const T *__restrict__ dy2,
         const I hw = (I)H * W, n = r0 / hw, rem = r0 - n * hw;
         const int h = (int)(rem / (I)W), w = (int)(rem - (I)h * W);
         int p0, p1, q0, q1;
-        windows(h, R, stride, pad, P, &p0, &p1);
-        windows(w, R, stride, pad, Q, &q0, &q1);
+        tk_pool_windows(h, R, stride, pad, P, &p0, &p1);
+        tk_pool_windows(w, R, stride, pad, Q, &q0, &q1);
         float acc[N];
 #pragma unroll
         for (int k = 0; k < N; k++) acc[k] = 0;

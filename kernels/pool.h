@@ -21,7 +21,6 @@ extern "C" {
 #endif
 #include "gpu/gpu.h"
 
-static inline int tk_pool_out(int H, int R, int stride, int pad) { return (H + 2 * pad - R) / stride + 1; }
 
 int tk_maxpool_fwd(tk_ctx *c, tk_dtype t, const void *x, int N, int H, int W, int C, int R, int stride, int pad,
                    void *y, uint8_t *idx, tk_err *e);
@@ -55,6 +54,20 @@ int tk_maxpool_bwd_cuda(tk_ctx *c, tk_dtype t, const void *dy, const void *dy2, 
 int tk_avgpool_fwd_cuda(tk_ctx *c, tk_dtype t, const void *x, int N, int HW, int C, void *y, tk_err *e);
 int tk_avgpool_bwd_cuda(tk_ctx *c, tk_dtype t, const void *dy, int N, int HW, int C, void *dx, tk_err *e);
 #endif
+
+#ifdef __CUDACC__
+#define TK_POOL_HD __host__ __device__
+#else
+#define TK_POOL_HD
+#endif
+static inline TK_POOL_HD int tk_pool_out(int H, int R, int stride, int pad) { return (H + 2 * pad - R) / stride + 1; }
+// The windows (p range lo..hi) that hold coordinate h: p s - pad <= h <= p s - pad + R - 1.
+static inline TK_POOL_HD void tk_pool_windows(int h, int R, int stride, int pad, int P, int *lo, int *hi) {
+    int a = h + pad - R + 1;
+    *lo = a <= 0 ? 0 : (a + stride - 1) / stride;
+    *hi = (h + pad) / stride;
+    if (*hi > P - 1) *hi = P - 1;
+}
 
 // The argument checks both sides share.
 static inline int tk_pool_check(tk_dtype t, int N, int H, int W, int C, int R, int stride, int pad, tk_err *e) {

@@ -47,13 +47,6 @@ int tk_maxpool_bn_fwd_ref(tk_dtype t, const void *x, tk_pool_bn bn, int N, int H
     return maxpool_fwd(t, x, &bn, N, H, W, C, R, stride, pad, y, idx, e);
 }
 
-// The windows (p range) that hold coordinate h: p s - pad <= h <= p s - pad + R - 1.
-static inline void windows(int h, int R, int stride, int pad, int P, int *lo, int *hi) {
-    int a = h + pad - R + 1;
-    *lo = a <= 0 ? 0 : (a + stride - 1) / stride;
-    *hi = (h + pad) / stride;
-    if (*hi > P - 1) *hi = P - 1;
-}
 
 int tk_maxpool_bwd_ref(tk_dtype t, const void *dy, const void *dy2, const uint8_t *idx, int N, int H, int W, int C,
                        int R, int stride, int pad, void *dx, tk_err *e) {
@@ -63,10 +56,10 @@ int tk_maxpool_bwd_ref(tk_dtype t, const void *dy, const void *dy2, const uint8_
     for (int n = 0; n < N; n++)
         for (int h = 0; h < H; h++) {
             int p0, p1;
-            windows(h, R, stride, pad, P, &p0, &p1);
+            tk_pool_windows(h, R, stride, pad, P, &p0, &p1);
             for (int w = 0; w < W; w++) {
                 int q0, q1;
-                windows(w, R, stride, pad, Q, &q0, &q1);
+                tk_pool_windows(w, R, stride, pad, Q, &q0, &q1);
                 for (int c = 0; c < C; c++) {
                     float acc = 0;
                     for (int p = p0; p <= p1; p++)

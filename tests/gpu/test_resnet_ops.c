@@ -595,6 +595,75 @@ TK_TEST(pool_bn_vs_reference) {
         }
 }
 
+// The stem's backward with the max pool's gathered inside BN's (tk_bn_bwd_pool): on the device
+// against the two passes it replaces (tk_maxpool_bwd into a buffer, then tk_bn_bwd with the mask
+// from x): bit-identical dx, dgamma, dbeta; and against its reference (the same composition on the
+// host) within the type's tolerance, exact on small integers.
+TK_TEST(bn_pool_bwd_vs_reference) {
+    tk_err e = {0};
+    for (int tt = 0; tt < 4; tt++)
+        for (int ints = 0; ints < 2; ints++) {
+            const tk_dtype t = tt & 1 ? TK_BF16 : TK_F32;
+            const int N = 3, H = 17, W = 14, C = tt < 2 ? 24 : 6, R = 3, st = 2, pad = 1;
+            const int P = tk_pool_out(H, R, st, pad), Q = tk_pool_out(W, R, st, pad);
+            const size_t nx = (size_t)N * H * W * C, ny = (size_t)N * P * Q * C, es = tk_dtype_size(t), cb = (size_t)C * 4;
+            const int64_t M = (int64_t)N * H * W;
+            float *x = rand_host(nx, ints), *dy = rand_host(ny, ints), *dy2 = rand_host(ny, ints),
+                  *g = rand_host((size_t)C, ints), *bt = rand_host((size_t)C, ints);
+            gt_round(x, nx, t), gt_round(dy, ny, t), gt_round(dy2, ny, t);
+            void *hx = gt_host(nx * es), *hdy = gt_host(ny * es), *hdy2 = gt_host(ny * es), *hp = gt_host(ny * es),
+                 *hdx = gt_host(nx * es), *g1 = gt_host(nx * es), *g2 = gt_host(nx * es);
+            uint8_t *hidx = gt_host(ny);
+            float *rm = gt_host(cb), *rv = gt_host(cb), *sm = gt_host(cb), *si = gt_host(cb), *hdg = gt_host(cb),
+                  *hdb = gt_host(cb), *s1 = gt_host(2 * cb), *s2 = gt_host(2 * cb);
+            for (int c = 0; c < C; c++) rm[c] = 0, rv[c] = 1;
+            void *dx = gt_dev(nx * es), *ddy = gt_dev(ny * es), *ddy2 = gt_dev(ny * es), *ddx = gt_dev(nx * es),
+                 *dpool = gt_dev(nx * es);
+            uint8_t *didx = gt_dev(ny);
+            float *dp = gt_dev(6 * cb);
+            gt_up_as(dx, x, nx, t), gt_up_as(ddy, dy, ny, t), gt_up_as(ddy2, dy2, ny, t);
+            gt_down(hx, dx, nx * es), gt_down(hdy, ddy, ny * es), gt_down(hdy2, ddy2, ny * es);
+            // the statistics and the pool's idx of a real forward (host)
+            CHECK_EQ_INT(tk_bn_fwd_train_ref(t, hx, M, C, g, bt, NULL, 1, 1e-5f, 0.1f, rm, rv, sm, si, NULL, &e), 0);
+            const tk_pool_bn fb = {g, bt, sm, si};
+            CHECK_EQ_INT(tk_maxpool_bn_fwd_ref(t, hx, fb, N, H, W, C, R, st, pad, hp, hidx, &e), 0);
+            gt_up(didx, hidx, ny);
+            gt_up(dp, g, cb), gt_up(dp + C, bt, cb), gt_up(dp + 2 * C, sm, cb), gt_up(dp + 3 * C, si, cb);
+            const tk_bn_pool hpool = {hdy, hdy2, hidx, N, H, W, R, st, pad}, dpl = {ddy, ddy2, didx, N, H, W, R, st, pad};
+            CHECK_EQ_INT(tk_bn_bwd_pool_ref(t, hx, bt, hpool, C, g, sm, si, hdx, hdg, hdb, &e), 0);
+            void *ws = gt_dev(tk_bn_ws_bytes(TK_BACKEND_CUDA, M, C));
+            // the device: two passes, then fused
+            CHECK_EQ_INT(tk_maxpool_bwd(gt_ctx_, t, ddy, ddy2, didx, N, H, W, C, R, st, pad, dpool, &e), 0);
+            CHECK_EQ_INT(tk_bn_bwd(gt_ctx_, t, dx, NULL, dp + C, dpool, NULL, M, C, dp, dp + 2 * C, dp + 3 * C, ddx, NULL,
+                                   dp + 4 * C, dp + 5 * C, ws, &e), 0);
+            CHECK_EQ_INT(gt_sync(&e), 0);
+            gt_down(g1, ddx, nx * es), gt_down(s1, dp + 4 * C, 2 * cb);
+            gt_poison(ddx, nx * es, 0xff), gt_poison(dp + 4 * C, 2 * cb, 0xff);
+            CHECK_EQ_INT(tk_bn_bwd_pool(gt_ctx_, t, dx, dp + C, dpl, C, dp, dp + 2 * C, dp + 3 * C, ddx, dp + 4 * C,
+                                        dp + 5 * C, ws, &e), 0);
+            CHECK_EQ_INT(gt_sync(&e), 0);
+            gt_down(g2, ddx, nx * es), gt_down(s2, dp + 4 * C, 2 * cb);
+            const int same = memcmp(g1, g2, nx * es) == 0 && memcmp(s1, s2, 2 * cb) == 0;
+            printf("# table resnet bn+maxpool bwd %s C%d%s vs maxpool bwd + bn bwd: %s\n", tk_dtype_name(t), C,
+                   ints ? " ints" : "", same ? "bit-identical" : "DIFFER  <-- FAIL");
+            CHECK(same);
+            float *a = gt_host(nx * 4), *b = gt_host(nx * 4);
+            gt_down_as(a, ddx, nx, t);
+            for (size_t i = 0; i < nx; i++) b[i] = t == TK_BF16 ? tk_bf16_to_f32(((uint16_t *)hdx)[i]) : ((float *)hdx)[i];
+            char what[80];
+            snprintf(what, sizeof what, "bn+maxpool bwd dx %s C%d%s", tk_dtype_name(t), C, ints ? " ints" : "");
+            CHECK(close_enough(what, a, b, nx, t == TK_BF16 ? 1e-2 : 1e-5));
+            snprintf(what, sizeof what, "bn+maxpool bwd dgamma %s C%d%s", tk_dtype_name(t), C, ints ? " ints" : "");
+            CHECK(close_enough(what, s2, hdg, (size_t)C, ints ? 1e-6 : t == TK_BF16 ? 1e-4 : 1e-5));
+            snprintf(what, sizeof what, "bn+maxpool bwd dbeta %s C%d%s", tk_dtype_name(t), C, ints ? " ints" : "");
+            CHECK(close_enough(what, s2 + C, hdb, (size_t)C, ints ? 0 : t == TK_BF16 ? 1e-4 : 1e-5));
+            void *dev[] = {dx, ddy, ddy2, ddx, dpool, didx, dp, ws};
+            for (int i = 0; i < 8; i++) tk_free(gt_ctx_, dev[i]);
+            void *host[] = {x, dy, dy2, g, bt, hx, hdy, hdy2, hp, hdx, g1, g2, hidx, rm, rv, sm, si, hdg, hdb, s1, s2, a, b};
+            for (size_t i = 0; i < sizeof host / sizeof *host; i++) free(host[i]);
+        }
+}
+
 TK_TEST(xent_top1_vs_reference) {
     tk_err e = {0};
     const int B = 67, K = 1000, N = 256;
