@@ -10,7 +10,7 @@
 // the same inputs give the same bits on every run and every graph replay.
 #include "bn.h"
 #include "cuda_util.cuh"
-#include "pool.h"
+#include "pool.cuh"
 #include "rn_vec.cuh"
 
 namespace {
@@ -87,51 +87,17 @@ struct BwdMask {
 // (kBits), or gathered from a max pool's output gradients, masked by x (kPool).
 enum { kPlain = 0, kBits = 1, kPool = 2 };
 
-// idx's N bytes at o (an aligned group of N when N > 1).
-template <int N> __device__ __forceinline__ void ld_idx(const uint8_t *p, size_t o, uint8_t *v) {
-    if constexpr (N == 8) *reinterpret_cast<uint2 *>(v) = *reinterpret_cast<const uint2 *>(p + o);
-    else if constexpr (N == 4) *reinterpret_cast<uint32_t *>(v) = *reinterpret_cast<const uint32_t *>(p + o);
-    else v[0] = p[o];
-}
-
-// Row m's gradient at channels c0.. as kernels/pool.cu's maxpool_bwd writes it: the windows holding
-// (h, w) in (p, q) order, those whose idx names it adding dy [+ dy2], rounded to T.
+// Row m's gradient at channels c0.. as kernels/pool.cu's maxpool_bwd writes it (rounded to T).
 template <typename T, int N>
 __device__ __forceinline__ void pool_grad(const tk_bn_pool &pg, int64_t m, int c0, int C, float *out) {
     const int P = tk_pool_out(pg.H, pg.R, pg.stride, pg.pad), Q = tk_pool_out(pg.W, pg.R, pg.stride, pg.pad);
     const int64_t hw = (int64_t)pg.H * pg.W, n = m / hw;
     const int rem = (int)(m - n * hw), h = rem / pg.W, w = rem - h * pg.W;
-    int p0, p1, q0, q1;
-    tk_pool_windows(h, pg.R, pg.stride, pg.pad, P, &p0, &p1);
-    tk_pool_windows(w, pg.R, pg.stride, pg.pad, Q, &q0, &q1);
-    const T *dy = (const T *)pg.dy, *dy2 = (const T *)pg.dy2;
-    float acc[N];
+    tk_pool_grad<T, N>((const T *)pg.dy, (const T *)pg.dy2, pg.idx, n, h, w, C, c0, pg.R, pg.stride, pg.pad, P, Q, out);
 #pragma unroll
-    for (int k = 0; k < N; k++) acc[k] = 0;
-    for (int p = p0; p <= p1; p++)
-        for (int q = q0; q <= q1; q++) {
-            const size_t o = (((size_t)n * P + p) * Q + q) * C + c0;
-            const int want = (h - p * pg.stride + pg.pad) * pg.R + (w - q * pg.stride + pg.pad);
-            uint8_t b[N];
-            ld_idx<N>(pg.idx, o, b);
-            bool any = false;
-#pragma unroll
-            for (int k = 0; k < N; k++) any |= b[k] == want;
-            if (!any) continue;
-            float g[N], g2[N];
-            if constexpr (N == 1) g[0] = rn_f(dy[o]);
-            else rn_vload(dy, o, g);
-            if (dy2) {
-                if constexpr (N == 1) g2[0] = rn_f(dy2[o]);
-                else rn_vload(dy2, o, g2);
-            }
-#pragma unroll
-            for (int k = 0; k < N; k++)
-                if (b[k] == want) acc[k] += dy2 ? g[k] + g2[k] : g[k];
-        }
-#pragma unroll
-    for (int k = 0; k < N; k++) out[k] = rn_round<T>(acc[k]);
+    for (int k = 0; k < N; k++) out[k] = rn_round<T>(out[k]);
 }
+
 // The bits of elements i .. i + N - 1 (i a multiple of N, N <= 8: all in one byte), from bit 0.
 __device__ __forceinline__ unsigned bits_at(const uint8_t *bits, size_t i) { return bits[i >> 3] >> (i & 7); }
 template <int N>

@@ -3,7 +3,7 @@
 // consecutive channels; the same order of additions as the reference. Max pooling takes 16-byte
 // vectors of channels per thread where C and the pointers allow.
 #include "cuda_util.cuh"
-#include "pool.h"
+#include "pool.cuh"
 #include "rn_vec.cuh"
 
 namespace {
@@ -15,12 +15,6 @@ template <typename I, int N> __device__ __forceinline__ void split(I j, int V, i
     *c0 = (int)(j - *pix * (I)V) * N;
 }
 
-// idx's N bytes at o (an aligned group of N when N > 1).
-template <int N> __device__ __forceinline__ void ld_idx(const uint8_t *p, size_t o, uint8_t *v) {
-    if constexpr (N == 8) *reinterpret_cast<uint2 *>(v) = *reinterpret_cast<const uint2 *>(p + o);
-    else if constexpr (N == 4) *reinterpret_cast<uint32_t *>(v) = *reinterpret_cast<const uint32_t *>(p + o);
-    else v[0] = p[o];
-}
 template <int N> __device__ __forceinline__ void st_idx(uint8_t *p, size_t o, const uint8_t *v) {
     if constexpr (N == 8) *reinterpret_cast<uint2 *>(p + o) = *reinterpret_cast<const uint2 *>(v);
     else if constexpr (N == 4) *reinterpret_cast<uint32_t *>(p + o) = *reinterpret_cast<const uint32_t *>(v);
@@ -98,29 +92,8 @@ __global__ void maxpool_bwd(const T *__restrict__ dy, const T *__restrict__ dy2,
         split<I, N>(j, V, &c0, &r0);
         const I hw = (I)H * W, n = r0 / hw, rem = r0 - n * hw;
         const int h = (int)(rem / (I)W), w = (int)(rem - (I)h * W);
-        int p0, p1, q0, q1;
-        tk_pool_windows(h, R, stride, pad, P, &p0, &p1);
-        tk_pool_windows(w, R, stride, pad, Q, &q0, &q1);
         float acc[N];
-#pragma unroll
-        for (int k = 0; k < N; k++) acc[k] = 0;
-        for (int p = p0; p <= p1; p++)
-            for (int q = q0; q <= q1; q++) {
-                const size_t o = (((size_t)n * P + p) * Q + q) * C + c0;
-                const int want = (h - p * stride + pad) * R + (w - q * stride + pad);
-                uint8_t b[N];
-                ld_idx<N>(idx, o, b);
-                bool any = false;
-#pragma unroll
-                for (int k = 0; k < N; k++) any |= b[k] == want;
-                if (!any) continue;
-                float g[N], g2[N];
-                ldv<T, N>(dy, o, g);
-                if (dy2) ldv<T, N>(dy2, o, g2);
-#pragma unroll
-                for (int k = 0; k < N; k++)
-                    if (b[k] == want) acc[k] += dy2 ? g[k] + g2[k] : g[k];
-            }
+        tk_pool_grad<T, N>(dy, dy2, idx, (int64_t)n, h, w, C, c0, R, stride, pad, P, Q, acc);
         stv<T, N>(dx, (size_t)r0 * C + c0, acc);
     }
 }
