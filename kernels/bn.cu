@@ -309,16 +309,21 @@ struct EvalStats {
 };
 
 // bits: y > 0 as one byte per vector of 8 channels (N == 8 only: the host checks), or NULL.
-template <typename T, int N, bool EVAL>
+// RBN: res through its own BN first, round_t(res scale_r + shift_r) from rb (tk_bn_fwd_train_res_bn).
+template <typename T, int N, bool EVAL, bool RBN>
 __global__ void __launch_bounds__(kThreads)
     apply(const T *__restrict__ x, const T *__restrict__ res, int relu, const float *__restrict__ coef, EvalStats ev,
-          int64_t M, int C, T *__restrict__ y, uint8_t *__restrict__ bits) {
+          int64_t M, int C, T *__restrict__ y, uint8_t *__restrict__ bits, tk_bn_saved rb) {
     const Place p = place<N>(C);
     if (!p.active) return;
-    float scale[N], shift[N];
+    float scale[N], shift[N], rs[N], rh[N];
 #pragma unroll
     for (int k = 0; k < N; k++) {
         const int c = p.c0 + k;
+        if (RBN) {
+            rs[k] = __fmul_rn(rb.gamma[c], rb.invstd[c]);
+            rh[k] = __fsub_rn(rb.beta[c], __fmul_rn(rb.mean[c], rs[k]));
+        }
         if (EVAL) {
             float invstd = (float)(1.0 / sqrt((double)ev.var[c] + (double)ev.eps));
             scale[k] = __fmul_rn(ev.gamma[c], invstd);
@@ -337,6 +342,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
         for (int k = 0; k < N; k++) {
             float o = __fadd_rn(__fmul_rn(v[k], scale[k]), shift[k]);
+            if (RBN) r[k] = rn_round<T>(__fadd_rn(__fmul_rn(r[k], rs[k]), rh[k])); // (as its BN would store it)
             if (res) o = __fadd_rn(o, r[k]);
             v[k] = act(o, relu);
         }
@@ -411,18 +417,26 @@ template <typename T> bool bits_ok(const void *x, const void *res, const void *y
 
 template <typename T, bool EVAL>
 void launch_apply(cudaStream_t st, const void *x, const void *res, int relu, const float *coef, EvalStats ev,
-                  int64_t M, int C, void *y, uint8_t *bits = nullptr) {
+                  int64_t M, int C, void *y, uint8_t *bits = nullptr, const tk_bn_saved *rb = nullptr) {
     constexpr int NV = RnVec<T>::N;
     const bool vec = C % NV == 0 && rn_aligned16(x, res, y);
     const T *X = (const T *)x, *RS = (const T *)res;
-    if (vec) apply<T, NV, EVAL><<<elem_grid(M, C, NV), kThreads, 0, st>>>(X, RS, relu, coef, ev, M, C, (T *)y, bits);
-    else apply<T, 1, EVAL><<<elem_grid(M, C, 1), kThreads, 0, st>>>(X, RS, relu, coef, ev, M, C, (T *)y, nullptr);
+    const tk_bn_saved r = rb ? *rb : tk_bn_saved{};
+    if (vec && rb)
+        apply<T, NV, EVAL, true><<<elem_grid(M, C, NV), kThreads, 0, st>>>(X, RS, relu, coef, ev, M, C, (T *)y, bits, r);
+    else if (vec)
+        apply<T, NV, EVAL, false><<<elem_grid(M, C, NV), kThreads, 0, st>>>(X, RS, relu, coef, ev, M, C, (T *)y, bits, r);
+    else if (rb)
+        apply<T, 1, EVAL, true><<<elem_grid(M, C, 1), kThreads, 0, st>>>(X, RS, relu, coef, ev, M, C, (T *)y, nullptr, r);
+    else
+        apply<T, 1, EVAL, false><<<elem_grid(M, C, 1), kThreads, 0, st>>>(X, RS, relu, coef, ev, M, C, (T *)y, nullptr, r);
 }
 
 template <typename T>
 int fwd_train(tk_ctx *c, const void *x, int64_t M, int C, const float *gamma, const float *beta, const void *res,
               int relu, float eps, float momentum, float *run_mean, float *run_var, float *save_mean,
-              float *save_invstd, void *y, uint8_t *bits, void *ws, tk_err *e) {
+              float *save_invstd, void *y, uint8_t *bits, const tk_bn_saved *rb, void *ws, tk_err *e) {
+    if (rb && !res) return tk_err_set(e, TK_EINTERNAL, "bn: a residual BN without its residual");
     if (bits && (!y || !bits_ok<T>(x, res, y, C)))
         return tk_err_set(e, TK_EINTERNAL, "bn: mask bits need bf16, C %% 8 == 0 and aligned tensors (C %d)", C);
     cudaStream_t st = tk_cu_stream(c);
@@ -432,7 +446,7 @@ int fwd_train(tk_ctx *c, const void *x, int64_t M, int C, const float *gamma, co
     stats_final<T><<<fin_blocks(C), dim3(kFinC, kFinLanes), 0, st>>>(part, G, (const T *)x, M, C, gamma, beta, eps,
                                                                       momentum, run_mean, run_var, save_mean,
                                                                       save_invstd, coef);
-    if (y) launch_apply<T, false>(st, x, res, relu, coef, EvalStats{}, M, C, y, bits);
+    if (y) launch_apply<T, false>(st, x, res, relu, coef, EvalStats{}, M, C, y, bits, rb);
     return tk_cu_check(e, "bn_fwd_train");
 }
 
@@ -492,9 +506,21 @@ int tk_bn_fwd_train_cuda(tk_ctx *c, tk_dtype t, const void *x, int64_t M, int C,
     TRY(check(t, M, C, e));
     if (t == TK_BF16)
         return fwd_train<__nv_bfloat16>(c, x, M, C, gamma, beta, res, relu, eps, momentum, run_mean, run_var,
-                                        save_mean, save_invstd, y, mask, ws, e);
+                                        save_mean, save_invstd, y, mask, nullptr, ws, e);
     return fwd_train<float>(c, x, M, C, gamma, beta, res, relu, eps, momentum, run_mean, run_var, save_mean,
-                            save_invstd, y, mask, ws, e);
+                            save_invstd, y, mask, nullptr, ws, e);
+}
+
+int tk_bn_fwd_train_res_bn_cuda(tk_ctx *c, tk_dtype t, const void *x, int64_t M, int C, const float *gamma,
+                                const float *beta, const void *res, tk_bn_saved res_bn, int relu, float eps,
+                                float momentum, float *run_mean, float *run_var, float *save_mean, float *save_invstd,
+                                void *y, uint8_t *mask, void *ws, tk_err *e) {
+    TRY(check(t, M, C, e));
+    if (t == TK_BF16)
+        return fwd_train<__nv_bfloat16>(c, x, M, C, gamma, beta, res, relu, eps, momentum, run_mean, run_var,
+                                        save_mean, save_invstd, y, mask, &res_bn, ws, e);
+    return fwd_train<float>(c, x, M, C, gamma, beta, res, relu, eps, momentum, run_mean, run_var, save_mean,
+                            save_invstd, y, mask, &res_bn, ws, e);
 }
 
 int tk_bn_mask_ok_cuda(tk_dtype t, int C) { return t == TK_BF16 && C % 8 == 0; }

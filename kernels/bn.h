@@ -33,6 +33,13 @@ extern "C" {
 
 size_t tk_bn_ws_bytes(tk_backend b, int64_t M, int C);
 
+// A BN's parameters and its training forward's saved statistics (C each, fp32; device memory on
+// cuda), for a kernel that applies it itself: round_t(x scale + shift), scale = gamma invstd,
+// shift = beta - mean scale (fp32, as the training forward computes them).
+typedef struct tk_bn_saved {
+    const float *gamma, *beta, *mean, *invstd;
+} tk_bn_saved;
+
 // save_mean, save_invstd (C): the batch statistics the backward needs. y NULL: the statistics and
 // the running update only (a consumer applies BN itself: kernels/pool.h tk_maxpool_bn_fwd).
 int tk_bn_fwd_train(tk_ctx *c, tk_dtype t, const void *x, int64_t M, int C, const float *gamma, const float *beta,
@@ -52,6 +59,18 @@ int tk_bn_fwd_train_sums(tk_ctx *c, tk_dtype t, const void *x, int64_t M, int C,
                          const float *gamma, const float *beta, const void *res, int relu, float eps, float momentum,
                          float *run_mean, float *run_var, float *save_mean, float *save_invstd, void *y, void *ws,
                          tk_err *e);
+// The residual as another BN's output that was never written (ResNet's projection shortcut): the
+// forward of tk_bn_fwd_train_mask with res replaced by round_t(res scale_r + shift_r) from res_bn
+// (that BN's statistics alone made by tk_bn_fwd_train with y NULL), so its output need not be
+// written or read: y = act(x scale + shift + round_t(res scale_r + shift_r)).
+int tk_bn_fwd_train_res_bn(tk_ctx *c, tk_dtype t, const void *x, int64_t M, int C, const float *gamma,
+                           const float *beta, const void *res, tk_bn_saved res_bn, int relu, float eps, float momentum,
+                           float *run_mean, float *run_var, float *save_mean, float *save_invstd, void *y,
+                           uint8_t *mask, void *ws, tk_err *e);
+int tk_bn_fwd_train_res_bn_ref(tk_dtype t, const void *x, int64_t M, int C, const float *gamma, const float *beta,
+                               const void *res, tk_bn_saved res_bn, int relu, float eps, float momentum,
+                               float *run_mean, float *run_var, float *save_mean, float *save_invstd, void *y,
+                               uint8_t *mask, tk_err *e);
 // The ReLU's mask as bits, for a backward that would otherwise read y (a ReLU after a residual add):
 // tk_bn_fwd_train_mask also writes mask (M C / 8 bytes): bit i % 8 of byte i / 8 set where
 // y[i] > 0 (i = m C + c), and tk_bn_bwd_mask reads it instead of y: 1/16 of y's bytes in bf16.
@@ -109,6 +128,10 @@ size_t tk_bn_ws_bytes_cuda(int64_t M, int C);
 int tk_bn_fwd_train_cuda(tk_ctx *c, tk_dtype t, const void *x, int64_t M, int C, const float *gamma, const float *beta,
                          const void *res, int relu, float eps, float momentum, float *run_mean, float *run_var,
                          float *save_mean, float *save_invstd, void *y, uint8_t *mask, void *ws, tk_err *e);
+int tk_bn_fwd_train_res_bn_cuda(tk_ctx *c, tk_dtype t, const void *x, int64_t M, int C, const float *gamma,
+                                const float *beta, const void *res, tk_bn_saved res_bn, int relu, float eps,
+                                float momentum, float *run_mean, float *run_var, float *save_mean, float *save_invstd,
+                                void *y, uint8_t *mask, void *ws, tk_err *e);
 int tk_bn_mask_ok_cuda(tk_dtype t, int C);
 int tk_bn_bwd_pool_cuda(tk_ctx *c, tk_dtype t, const void *x, const float *beta, tk_bn_pool pool, int C,
                         const float *gamma, const float *save_mean, const float *save_invstd, void *dx, float *dgamma,

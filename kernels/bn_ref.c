@@ -172,3 +172,22 @@ int tk_bn_bwd_pool_ref(tk_dtype t, const void *x, const float *beta, tk_bn_pool 
     free(d);
     return rc;
 }
+
+int tk_bn_fwd_train_res_bn_ref(tk_dtype t, const void *x, int64_t M, int C, const float *gamma, const float *beta,
+                               const void *res, tk_bn_saved res_bn, int relu, float eps, float momentum,
+                               float *run_mean, float *run_var, float *save_mean, float *save_invstd, void *y,
+                               uint8_t *mask, tk_err *e) {
+    TRY(check(t, M, C, e));
+    if (!res) return tk_err_set(e, TK_EINTERNAL, "bn: a residual BN without its residual");
+    void *r = malloc((size_t)M * C * (t == TK_BF16 ? 2 : 4)); // the residual BN's output, as it would store it
+    if (!r) return tk_err_set(e, TK_EIO, "bn: out of host memory");
+#pragma omp parallel for schedule(static)
+    for (int c = 0; c < C; c++) {
+        float scale = res_bn.gamma[c] * res_bn.invstd[c], shift = res_bn.beta[c] - res_bn.mean[c] * scale;
+        apply(t, res, M, C, c, scale, shift, NULL, 0, r);
+    }
+    int rc = tk_bn_fwd_train_mask_ref(t, x, M, C, gamma, beta, r, relu, eps, momentum, run_mean, run_var, save_mean,
+                                      save_invstd, y, mask, e);
+    free(r);
+    return rc;
+}

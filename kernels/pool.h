@@ -19,15 +19,14 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+#include "bn.h"
 #include "gpu/gpu.h"
 
 
 int tk_maxpool_fwd(tk_ctx *c, tk_dtype t, const void *x, int N, int H, int W, int C, int R, int stride, int pad,
                    void *y, uint8_t *idx, tk_err *e);
-// BN's parameters and saved statistics (C each, fp32; device memory on cuda).
-typedef struct tk_pool_bn {
-    const float *gamma, *beta, *mean, *invstd;
-} tk_pool_bn;
+// BN's parameters and saved statistics (kernels/bn.h).
+typedef tk_bn_saved tk_pool_bn;
 int tk_maxpool_bn_fwd(tk_ctx *c, tk_dtype t, const void *x, tk_pool_bn bn, int N, int H, int W, int C, int R,
                       int stride, int pad, void *y, uint8_t *idx, tk_err *e);
 // dy2 may be NULL.

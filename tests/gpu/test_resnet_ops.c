@@ -664,6 +664,88 @@ TK_TEST(bn_pool_bwd_vs_reference) {
         }
 }
 
+// A block's last BN with the shortcut BN applied inside it (tk_bn_fwd_train_res_bn): on the device
+// against the passes it replaces (the shortcut BN's full forward writing its output, then the
+// last BN with that output as its residual): bit-identical y, mask bits and statistics; and
+// against its reference within the type's tolerance.
+TK_TEST(bn_res_bn_vs_reference) {
+    tk_err e = {0};
+    const int64_t Ms[2] = {1000, 37};
+    const int Cs[2] = {64, 12};
+    for (int tt = 0; tt < 2; tt++)
+        for (int sh = 0; sh < 2; sh++) {
+            const tk_dtype t = tt ? TK_BF16 : TK_F32;
+            const int64_t M = Ms[sh];
+            const int C = Cs[sh];
+            const size_t n = (size_t)M * C, es = tk_dtype_size(t), cb = (size_t)C * 4, nb = (n + 7) / 8;
+            float *x = gt_host(n * 4), *r = gt_host(n * 4);
+            gt_fill(x, n, -0.5f, 2.5f, 0), gt_fill(r, n, -1.0f, 3.0f, 0);
+            gt_round(x, n, t), gt_round(r, n, t);
+            float *par = rand_host(8 * (size_t)C, 0); // gamma, beta (x's BN), gamma, beta (r's BN), running x4
+            for (int c = 0; c < 4 * C; c++) par[4 * C + c] = c % C * 0.01f + 0.5f;
+            void *hx = gt_host(n * es), *hr = gt_host(n * es), *hy = gt_host(n * es), *g1 = gt_host(n * es),
+                 *g2 = gt_host(n * es);
+            uint8_t *hm = gt_host(nb), *m1 = gt_host(nb), *m2 = gt_host(nb);
+            float *hs = gt_host(8 * cb), *s1 = gt_host(8 * cb), *s2 = gt_host(8 * cb);
+            void *dx = gt_dev(n * es), *dr = gt_dev(n * es), *dz = gt_dev(n * es), *dy = gt_dev(n * es);
+            uint8_t *dm = gt_dev(nb);
+            float *dp = gt_dev(16 * cb); // par (8 C), then save mean/invstd of r's BN and x's BN (4 C)
+            gt_up_as(dx, x, n, t), gt_up_as(dr, r, n, t), gt_down(hx, dx, n * es), gt_down(hr, dr, n * es);
+            const int mask_ok = tk_bn_mask_ok(TK_BACKEND_CUDA, t, C);
+            float *P = dp, *Sv = dp + 8 * C; // Sv: r mean, r invstd, x mean, x invstd
+            // host reference: r's statistics, then the fused forward
+            memcpy(hs, par, 8 * cb);
+            CHECK_EQ_INT(tk_bn_fwd_train_ref(t, hr, M, C, par + 2 * C, par + 3 * C, NULL, 0, 1e-5f, 0.1f, hs + 6 * C,
+                                             hs + 7 * C, hs, hs + C, NULL, &e), 0);
+            const tk_bn_saved hrb = {par + 2 * C, par + 3 * C, hs, hs + C};
+            float *hx_rm = gt_host(cb), *hx_rv = gt_host(cb), *hx_sm = gt_host(cb), *hx_si = gt_host(cb);
+            memcpy(hx_rm, par + 4 * C, cb), memcpy(hx_rv, par + 5 * C, cb);
+            CHECK_EQ_INT(tk_bn_fwd_train_res_bn_ref(t, hx, M, C, par, par + C, hr, hrb, 1, 1e-5f, 0.1f, hx_rm, hx_rv, hx_sm,
+                                                    hx_si, hy, mask_ok ? hm : NULL, &e), 0);
+            void *ws = gt_dev(tk_bn_ws_bytes(TK_BACKEND_CUDA, M, C));
+            for (int way = 0; way < 2; way++) {
+                gt_up(P, par, 8 * cb);
+                gt_poison(dy, n * es, 0xff), gt_poison(dm, nb, 0x55);
+                // r's BN: written out (way 0) or statistics only (way 1)
+                CHECK_EQ_INT(tk_bn_fwd_train(gt_ctx_, t, dr, M, C, P + 2 * C, P + 3 * C, NULL, 0, 1e-5f, 0.1f, P + 6 * C,
+                                             P + 7 * C, Sv, Sv + C, way ? NULL : dz, ws, &e), 0);
+                const tk_bn_saved rb = {P + 2 * C, P + 3 * C, Sv, Sv + C};
+                if (way)
+                    CHECK_EQ_INT(tk_bn_fwd_train_res_bn(gt_ctx_, t, dx, M, C, P, P + C, dr, rb, 1, 1e-5f, 0.1f, P + 4 * C,
+                                                        P + 5 * C, Sv + 2 * C, Sv + 3 * C, dy, mask_ok ? dm : NULL, ws,
+                                                        &e), 0);
+                else
+                    CHECK_EQ_INT(tk_bn_fwd_train_mask(gt_ctx_, t, dx, M, C, P, P + C, dz, 1, 1e-5f, 0.1f, P + 4 * C,
+                                                      P + 5 * C, Sv + 2 * C, Sv + 3 * C, dy, mask_ok ? dm : NULL, ws, &e),
+                                 0);
+                CHECK_EQ_INT(gt_sync(&e), 0);
+                gt_down(way ? g2 : g1, dy, n * es), gt_down(way ? m2 : m1, dm, nb), gt_down(way ? s2 : s1, P + 4 * C, 8 * cb);
+            }
+            const int same = memcmp(g1, g2, n * es) == 0 && (!mask_ok || memcmp(m1, m2, nb) == 0) &&
+                             memcmp(s1, s2, 8 * cb) == 0;
+            printf("# table resnet bn + shortcut bn %s M%lld C%d vs shortcut bn written + bn: %s%s\n", tk_dtype_name(t),
+                   (long long)M, C, same ? "bit-identical" : "DIFFER  <-- FAIL", mask_ok ? " (with mask bits)" : "");
+            CHECK(same);
+            float *a = gt_host(n * 4), *b = gt_host(n * 4);
+            for (size_t i = 0; i < n; i++) {
+                a[i] = t == TK_BF16 ? tk_bf16_to_f32(((uint16_t *)g2)[i]) : ((float *)g2)[i];
+                b[i] = t == TK_BF16 ? tk_bf16_to_f32(((uint16_t *)hy)[i]) : ((float *)hy)[i];
+            }
+            char what[96];
+            snprintf(what, sizeof what, "bn + shortcut bn y %s M%lld C%d vs reference", tk_dtype_name(t), (long long)M, C);
+            CHECK(close_enough(what, a, b, n, t == TK_BF16 ? 1e-2 : 1e-5));
+            if (mask_ok) { // the bits are y > 0 of the device's own y
+                int ok = 1;
+                for (size_t i = 0; i < n; i++) ok &= (m2[i / 8] >> (i % 8) & 1) == (a[i] > 0);
+                CHECK(ok);
+            }
+            void *dev[] = {dx, dr, dz, dy, dm, dp, ws};
+            for (int i = 0; i < 7; i++) tk_free(gt_ctx_, dev[i]);
+            void *host[] = {x, r, par, hx, hr, hy, g1, g2, hm, m1, m2, hs, s1, s2, hx_rm, hx_rv, hx_sm, hx_si, a, b};
+            for (size_t i = 0; i < sizeof host / sizeof *host; i++) free(host[i]);
+        }
+}
+
 TK_TEST(xent_top1_vs_reference) {
     tk_err e = {0};
     const int B = 67, K = 1000, N = 256;

@@ -225,20 +225,25 @@ typedef struct {
     int relu;
     int64_t M;
     uint8_t *mask; // the ReLU's mask bits where the step uses them (bn3: rn_block.mask3)
+    const rn_bn *rbn; // bn3 after a projection: the shortcut BN applied inside (res its input)
 } bn_pass;
 
 static int bn_passes(rn_model *m, bn_pass *v) {
     int n = 0;
     // the stem's: statistics only (the max pool applies it: tk_maxpool_bn_fwd), as the step runs it
     v[n++] = (bn_pass){&m->b0, &m->c0, m->y0, NULL, m->c0.fused ? m->z0 : NULL, 1, tk_conv_y_numel(&m->c0.s) / m->b0.C,
-                       NULL};
+                       NULL, NULL};
     for (int i = 0; i < m->nblk; i++) {
         rn_block *k = &m->blk[i];
-        v[n++] = (bn_pass){&k->b1, &k->c1, k->y1, NULL, k->z1, 1, tk_conv_y_numel(&k->c1.s) / k->b1.C, NULL};
-        v[n++] = (bn_pass){&k->b2, &k->c2, k->y2, NULL, k->z2, 1, tk_conv_y_numel(&k->c2.s) / k->b2.C, NULL};
-        v[n++] = (bn_pass){&k->b3, &k->c3, k->y3, k->down ? k->zd : k->in, k->out, 1,
-                           tk_conv_y_numel(&k->c3.s) / k->b3.C, k->c3.fused ? NULL : k->mask3};
-        if (k->down) v[n++] = (bn_pass){&k->bd, &k->cd, k->yd, NULL, k->zd, 0, tk_conv_y_numel(&k->cd.s) / k->bd.C, NULL};
+        v[n++] = (bn_pass){&k->b1, &k->c1, k->y1, NULL, k->z1, 1, tk_conv_y_numel(&k->c1.s) / k->b1.C, NULL, NULL};
+        v[n++] = (bn_pass){&k->b2, &k->c2, k->y2, NULL, k->z2, 1, tk_conv_y_numel(&k->c2.s) / k->b2.C, NULL, NULL};
+        // as the step: with a projection, its BN's statistics alone and its apply inside bn3's
+        const int rbn = k->down && !k->cd.fused && !k->c3.fused;
+        v[n++] = (bn_pass){&k->b3, &k->c3, k->y3, rbn ? k->yd : k->down ? k->zd : k->in, k->out, 1,
+                           tk_conv_y_numel(&k->c3.s) / k->b3.C, k->c3.fused ? NULL : k->mask3, rbn ? &k->bd : NULL};
+        if (k->down)
+            v[n++] = (bn_pass){&k->bd, &k->cd, k->yd, NULL, rbn ? NULL : k->zd, 0, tk_conv_y_numel(&k->cd.s) / k->bd.C,
+                               NULL, NULL};
     }
     return n;
 }
@@ -252,7 +257,11 @@ static void run_bn(rn_model *m, const bn_pass *v, int dir) {
     if (dir != 1 && cv->fused)
         tk_bn_fwd_train_sums(m->c, m->t, v->x, v->M, b->C, cv->sums, cv->sums + cv->s.K, b->gamma, b->beta, v->res,
                              v->relu, eps, mom, b->rmean, b->rvar, b->smean, b->sinvstd, v->y, m->bn_ws, &e);
-    else if (dir != 1)
+    else if (dir != 1 && v->rbn) {
+        const tk_bn_saved sd = {v->rbn->gamma, v->rbn->beta, v->rbn->smean, v->rbn->sinvstd};
+        tk_bn_fwd_train_res_bn(m->c, m->t, v->x, v->M, b->C, b->gamma, b->beta, v->res, sd, v->relu, eps, mom, b->rmean,
+                               b->rvar, b->smean, b->sinvstd, v->y, v->mask, m->bn_ws, &e);
+    } else if (dir != 1)
         tk_bn_fwd_train_mask(m->c, m->t, v->x, v->M, b->C, b->gamma, b->beta, v->res, v->relu, eps, mom, b->rmean,
                              b->rvar, b->smean, b->sinvstd, v->y, v->mask, m->bn_ws, &e);
     if (dir != 0 && b == &m->b0 && !m->c0.fused) {

@@ -33,6 +33,18 @@ int tk_bn_fwd_train_mask(tk_ctx *c, tk_dtype t, const void *x, int64_t M, int C,
                                             save_mean, save_invstd, y, mask, ws, e));
 }
 
+int tk_bn_fwd_train_res_bn(tk_ctx *c, tk_dtype t, const void *x, int64_t M, int C, const float *gamma,
+                           const float *beta, const void *res, tk_bn_saved res_bn, int relu, float eps, float momentum,
+                           float *run_mean, float *run_var, float *save_mean, float *save_invstd, void *y,
+                           uint8_t *mask, void *ws, tk_err *e) {
+    (void)ws;
+    return TK_DISPATCH(c,
+                       tk_bn_fwd_train_res_bn_ref(t, x, M, C, gamma, beta, res, res_bn, relu, eps, momentum, run_mean,
+                                                  run_var, save_mean, save_invstd, y, mask, e),
+                       tk_bn_fwd_train_res_bn_cuda(c, t, x, M, C, gamma, beta, res, res_bn, relu, eps, momentum,
+                                                   run_mean, run_var, save_mean, save_invstd, y, mask, ws, e));
+}
+
 int tk_bn_fwd_train(tk_ctx *c, tk_dtype t, const void *x, int64_t M, int C, const float *gamma, const float *beta,
                     const void *res, int relu, float eps, float momentum, float *run_mean, float *run_var,
                     float *save_mean, float *save_invstd, void *y, void *ws, tk_err *e) {

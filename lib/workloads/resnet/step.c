@@ -68,6 +68,15 @@ static int block_fwd(rn_model *m, rn_block *k, int train, tk_err *e) {
     const void *res = k->in;
     if (k->down) {
         TRY(conv_fwd(m, &k->cd, k->in, k->yd, train, e));
+        if (train && !k->cd.fused && !k->c3.fused) {
+            // the shortcut BN's statistics alone: its apply inside bn3's pass (zd unwritten)
+            const rn_bn *bd = &k->bd, *b3 = &k->b3;
+            TRY(bn_fwd(m, &k->bd, &k->cd, k->yd, NULL, 0, NULL, NULL, train, e));
+            const tk_bn_saved sd = {bd->gamma, bd->beta, bd->smean, bd->sinvstd};
+            return tk_bn_fwd_train_res_bn(m->c, m->t, k->y3, rows(&k->c3), b3->C, b3->gamma, b3->beta, k->yd, sd, 1,
+                                          (float)m->cfg.bn_eps, (float)m->cfg.bn_momentum, b3->rmean, b3->rvar,
+                                          b3->smean, b3->sinvstd, k->out, mask3(k), m->bn_ws, e);
+        }
         TRY(bn_fwd(m, &k->bd, &k->cd, k->yd, NULL, 0, k->zd, NULL, train, e));
         res = k->zd;
     }
