@@ -36,22 +36,26 @@ __global__ void maxpool_fwd(const T *__restrict__ x, tk_pool_bn bn, int NB, int 
                             int pad, int P, int Q, T *__restrict__ y, uint8_t *__restrict__ idx) {
     const int V = C / N;
     const I total = (I)NB * P * Q * V;
+    float sc[N], sh[N];
+    int c_last = -1; // the channels sc, sh hold (a thread's channels rarely change between its outputs)
     for (I j = (I)blockIdx.x * blockDim.x + threadIdx.x; j < total; j += (I)gridDim.x * blockDim.x) {
         int c0;
         I r0;
         split<I, N>(j, V, &c0, &r0);
         const I pq = (I)P * Q, n = r0 / pq, rem = r0 - n * pq;
         const int p = (int)(rem / (I)Q), q = (int)(rem - (I)p * Q);
-        float m[N], sc[N], sh[N];
+        float m[N];
         int best[N];
+        if (BN && c0 != c_last) {
 #pragma unroll
-        for (int k = 0; k < N; k++) {
-            m[k] = 0, best[k] = -1;
-            if (BN) {
+            for (int k = 0; k < N; k++) {
                 sc[k] = __fmul_rn(bn.gamma[c0 + k], bn.invstd[c0 + k]);
                 sh[k] = __fsub_rn(bn.beta[c0 + k], __fmul_rn(bn.mean[c0 + k], sc[k]));
             }
+            c_last = c0;
         }
+#pragma unroll
+        for (int k = 0; k < N; k++) m[k] = 0, best[k] = -1;
         for (int r = 0; r < R; r++) {
             int h = p * stride - pad + r;
             if (h < 0 || h >= H) continue;
