@@ -10,7 +10,6 @@
 // the same inputs give the same bits on every run and every graph replay.
 #include "bn.h"
 #include "cuda_util.cuh"
-#include "pool.cuh"
 #include "rn_vec.cuh"
 
 namespace {
@@ -81,22 +80,10 @@ template <int N> __device__ __forceinline__ Place place(int C) {
 struct BwdMask {
     const float *gamma, *beta; // beta NULL: no mask from x
     const uint8_t *bits;       // the forward's mask bits (tk_bn_bwd_mask), or NULL
-    tk_bn_pool pool;           // dy gathered from a max pool's gradients (tk_bn_bwd_pool: pool.idx set)
 };
-// Where the kernels' dz comes from: dy [+ dy2] masked by y or x (kPlain), by the forward's bits
-// (kBits), or gathered from a max pool's output gradients, masked by x (kPool).
-enum { kPlain = 0, kBits = 1, kPool = 2 };
-
-// Row m's gradient at channels c0.. as kernels/pool.cu's maxpool_bwd writes it (rounded to T).
-template <typename T, int N>
-__device__ __forceinline__ void pool_grad(const tk_bn_pool &pg, int64_t m, int c0, int C, float *out) {
-    const int P = tk_pool_out(pg.H, pg.R, pg.stride, pg.pad), Q = tk_pool_out(pg.W, pg.R, pg.stride, pg.pad);
-    const int64_t hw = (int64_t)pg.H * pg.W, n = m / hw;
-    const int rem = (int)(m - n * hw), h = rem / pg.W, w = rem - h * pg.W;
-    tk_pool_grad<T, N>((const T *)pg.dy, (const T *)pg.dy2, pg.idx, n, h, w, C, c0, pg.R, pg.stride, pg.pad, P, Q, out);
-#pragma unroll
-    for (int k = 0; k < N; k++) out[k] = rn_round<T>(out[k]);
-}
+// Where the kernels' dz comes from: dy [+ dy2] masked by y or x (kPlain), or by the forward's bits
+// (kBits).
+enum { kPlain = 0, kBits = 1 };
 
 // The bits of elements i .. i + N - 1 (i a multiple of N, N <= 8: all in one byte), from bit 0.
 __device__ __forceinline__ unsigned bits_at(const uint8_t *bits, size_t i) { return bits[i >> 3] >> (i & 7); }
@@ -118,8 +105,8 @@ template <typename T> __device__ __forceinline__ bool xmask_on(float x, float sc
 // channels, then the R row lanes of a vector are added in a fixed tree into the block's partial.
 //   forward (BWD false): s = sum (x - x[0, c]), q = sum (x - x[0, c])^2
 //   backward: dz (bn.h; written to dz_out when asked), s = sum dz, q = sum dz xhat
-// MODE: where the backward's dz comes from (kPlain, kBits, kPool: a template flag, so each kernel
-// keeps only the registers it needs).
+// MODE: where the backward's dz comes from (kPlain, kBits: a template flag, so each kernel keeps
+// only the registers it needs).
 template <typename T, int N, bool BWD, int MODE>
 __global__ void __launch_bounds__(kThreads)
     partial(const T *__restrict__ x, const T *__restrict__ y, const BwdMask mk, const T *__restrict__ dy,
@@ -146,15 +133,14 @@ __global__ void __launch_bounds__(kThreads)
             ldn<T, N>(x, i, xv);
             if (BWD) {
                 float g[N], g2[N], yv[N], o[N];
-                if (MODE == kPool) pool_grad<T, N>(mk.pool, m, p.c0, C, g);
-                else ldn<T, N>(dy, i, g);
-                if (MODE != kPool && dy2) ldn<T, N>(dy2, i, g2);
+                ldn<T, N>(dy, i, g);
+                if (dy2) ldn<T, N>(dy2, i, g2);
                 if (MODE == kPlain && y) ldn<T, N>(y, i, yv);
                 const unsigned bb = MODE == kBits ? bits_at(mk.bits, i) : 0u;
 #pragma unroll
                 for (int k = 0; k < N; k++) {
                     float dz = g[k];
-                    if (MODE != kPool && dy2) dz += g2[k];
+                    if (dy2) dz += g2[k];
                     if (MODE == kPlain && y && !(yv[k] > 0.0f)) dz = 0.0f;
                     if (MODE == kBits && !(bb >> k & 1)) dz = 0.0f;
                     if (mk.beta && !xmask_on<T>(xv[k], ms[k], mh[k])) dz = 0.0f;
@@ -205,18 +191,13 @@ int launch_partial(cudaStream_t st, const void *x, const void *y, BwdMask mk, co
     const int N = vec ? NV : 1, G = groups(M, C, N), tiles = tiles_of(C, N).tiles;
     const T *X = (const T *)x, *Y = (const T *)y, *DY = (const T *)dy, *DY2 = (const T *)dy2;
     const dim3 grid(G, tiles);
-    const int mode = !BWD ? kPlain : mk.pool.idx ? kPool : mk.bits ? kBits : kPlain;
+    const bool bits = BWD && mk.bits;
     T *DZ = (T *)dz_out;
 #define TK_PARTIAL(NN, MM) partial<T, NN, BWD, MM><<<grid, kThreads, 0, st>>>(X, Y, mk, DY, DY2, mean, invstd, M, C, part, DZ)
-    if (vec) {
-        if (mode == kPool) TK_PARTIAL(NV, kPool);
-        else if (mode == kBits) TK_PARTIAL(NV, kBits);
-        else TK_PARTIAL(NV, kPlain);
-    } else {
-        if (mode == kPool) TK_PARTIAL(1, kPool);
-        else if (mode == kBits) TK_PARTIAL(1, kBits);
-        else TK_PARTIAL(1, kPlain);
-    }
+    if (vec && bits) TK_PARTIAL(NV, kBits);
+    else if (vec) TK_PARTIAL(NV, kPlain);
+    else if (bits) TK_PARTIAL(1, kBits);
+    else TK_PARTIAL(1, kPlain);
 #undef TK_PARTIAL
     return G;
 }
@@ -379,16 +360,15 @@ __global__ void __launch_bounds__(kThreads)
         const size_t i = (size_t)m * C + p.c0;
         float xv[N], g[N], g2[N], yv[N], o[N];
         ldn<T, N>(x, i, xv);
-        if (MODE == kPool) pool_grad<T, N>(mk.pool, m, p.c0, C, g);
-        else ldn<T, N>(dzin ? dzin : dy, i, g);
-        if (MODE != kPool && !dzin && dy2) ldn<T, N>(dy2, i, g2);
+        ldn<T, N>(dzin ? dzin : dy, i, g);
+        if (!dzin && dy2) ldn<T, N>(dy2, i, g2);
         if (MODE == kPlain && !dzin && y) ldn<T, N>(y, i, yv);
         const unsigned bb = MODE == kBits && !dzin ? bits_at(mk.bits, i) : 0u;
 #pragma unroll
         for (int k = 0; k < N; k++) {
             float dz = g[k];
             if (!dzin) {
-                if (MODE != kPool && dy2) dz += g2[k];
+                if (dy2) dz += g2[k];
                 if (MODE == kPlain && y && !(yv[k] > 0.0f)) dz = 0.0f;
                 if (MODE == kBits && !(bb >> k & 1)) dz = 0.0f;
                 if (mk.beta && !xmask_on<T>(xv[k], ms[k], mh[k])) dz = 0.0f;
@@ -464,33 +444,27 @@ int fwd_train_sums(tk_ctx *c, const void *x, int64_t M, int C, const float *sum,
 }
 
 template <typename T>
-int bwd(tk_ctx *c, const void *x, const void *y, const uint8_t *bits, const tk_bn_pool *pool, const float *beta,
-        const void *dy, const void *dy2, int64_t M, int C, const float *gamma, const float *save_mean,
-        const float *save_invstd, void *dx, void *dz_out, float *dgamma, float *dbeta, void *ws, tk_err *e) {
+int bwd(tk_ctx *c, const void *x, const void *y, const uint8_t *bits, const float *beta, const void *dy,
+        const void *dy2, int64_t M, int C, const float *gamma, const float *save_mean, const float *save_invstd,
+        void *dx, void *dz_out, float *dgamma, float *dbeta, void *ws, tk_err *e) {
     cudaStream_t st = tk_cu_stream(c);
     float *part = (float *)ws, *coef = coef_of(ws, M, C);
-    const BwdMask mk = {gamma, y || bits ? nullptr : beta, bits, pool ? *pool : tk_bn_pool{}};
+    const BwdMask mk = {gamma, y || bits ? nullptr : beta, bits};
     const int G = launch_partial<T, true>(st, x, y, mk, dy, dy2, save_mean, save_invstd, M, C, part, dz_out);
     bwd_final<<<fin_blocks(C), dim3(kFinC, kFinLanes), 0, st>>>(part, G, M, C, gamma, save_invstd, dgamma, dbeta,
                                                                 coef);
     constexpr int NV = RnVec<T>::N;
-    const bool vec = C % NV == 0 && rn_aligned16(x, y, dy, dy2, dx) && rn_aligned16(dz_out) &&
-                     (!pool || (rn_aligned16(pool->dy, pool->dy2) && ((uintptr_t)pool->idx & (NV - 1)) == 0));
+    const bool vec = C % NV == 0 && rn_aligned16(x, y, dy, dy2, dx) && rn_aligned16(dz_out);
     const T *X = (const T *)x, *Y = (const T *)y, *DY = (const T *)dy, *DY2 = (const T *)dy2, *DZ = (const T *)dz_out;
     // (with dz from part 1 the mask is not needed again: the plain kernel)
-    const int mode = dz_out ? kPlain : mk.pool.idx ? kPool : bits ? kBits : kPlain;
+    const bool bits_dx = bits && !dz_out;
 #define TK_DX(NN, MM)                                                                                               \
     bwd_dx<T, NN, MM><<<elem_grid(M, C, NN), kThreads, 0, st>>>(X, Y, mk, DY, DY2, DZ, save_mean, save_invstd, coef, M, \
                                                                C, (T *)dx)
-    if (vec) {
-        if (mode == kPool) TK_DX(NV, kPool);
-        else if (mode == kBits) TK_DX(NV, kBits);
-        else TK_DX(NV, kPlain);
-    } else {
-        if (mode == kPool) TK_DX(1, kPool);
-        else if (mode == kBits) TK_DX(1, kBits);
-        else TK_DX(1, kPlain);
-    }
+    if (vec && bits_dx) TK_DX(NV, kBits);
+    else if (vec) TK_DX(NV, kPlain);
+    else if (bits_dx) TK_DX(1, kBits);
+    else TK_DX(1, kPlain);
 #undef TK_DX
     return tk_cu_check(e, "bn_bwd");
 }
@@ -552,22 +526,8 @@ int tk_bn_bwd_cuda(tk_ctx *c, tk_dtype t, const void *x, const void *y, const ui
                    const float *save_invstd, void *dx, void *dz_out, float *dgamma, float *dbeta, void *ws, tk_err *e) {
     TRY(check(t, M, C, e));
     if (t == TK_BF16)
-        return bwd<__nv_bfloat16>(c, x, y, mask, nullptr, beta, dy, dy2, M, C, gamma, save_mean, save_invstd, dx,
-                                  dz_out, dgamma, dbeta, ws, e);
-    return bwd<float>(c, x, y, mask, nullptr, beta, dy, dy2, M, C, gamma, save_mean, save_invstd, dx, dz_out, dgamma,
-                      dbeta, ws, e);
-}
-
-int tk_bn_bwd_pool_cuda(tk_ctx *c, tk_dtype t, const void *x, const float *beta, tk_bn_pool pool, int C,
-                        const float *gamma, const float *save_mean, const float *save_invstd, void *dx, float *dgamma,
-                        float *dbeta, void *ws, tk_err *e) {
-    const int64_t M = (int64_t)pool.N * pool.H * pool.W;
-    TRY(check(t, M, C, e));
-    TRY(tk_pool_check(t, pool.N, pool.H, pool.W, C, pool.R, pool.stride, pool.pad, e));
-    if ((int64_t)pool.H * pool.W >= ((int64_t)1 << 31)) return tk_err_set(e, TK_EINTERNAL, "bn pool: image too large");
-    if (t == TK_BF16)
-        return bwd<__nv_bfloat16>(c, x, nullptr, nullptr, &pool, beta, nullptr, nullptr, M, C, gamma, save_mean,
-                                  save_invstd, dx, nullptr, dgamma, dbeta, ws, e);
-    return bwd<float>(c, x, nullptr, nullptr, &pool, beta, nullptr, nullptr, M, C, gamma, save_mean, save_invstd, dx,
-                      nullptr, dgamma, dbeta, ws, e);
+        return bwd<__nv_bfloat16>(c, x, y, mask, beta, dy, dy2, M, C, gamma, save_mean, save_invstd, dx, dz_out,
+                                  dgamma, dbeta, ws, e);
+    return bwd<float>(c, x, y, mask, beta, dy, dy2, M, C, gamma, save_mean, save_invstd, dx, dz_out, dgamma, dbeta, ws,
+                      e);
 }

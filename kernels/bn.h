@@ -82,22 +82,6 @@ int tk_bn_fwd_train_mask(tk_ctx *c, tk_dtype t, const void *x, int64_t M, int C,
 int tk_bn_bwd_mask(tk_ctx *c, tk_dtype t, const void *x, const uint8_t *mask, const void *dy, const void *dy2, int64_t M,
                    int C, const float *gamma, const float *save_mean, const float *save_invstd, void *dx, void *dz_out,
                    float *dgamma, float *dbeta, void *ws, tk_err *e);
-// The backward of BN + ReLU followed by a max pool (ResNet's stem) without the pool's input
-// gradient in memory: dy is gathered per element from the pool's output gradients dy [+ dy2]
-// (N, P, Q, C) and its idx exactly as kernels/pool.h's tk_maxpool_bwd computes it (the same
-// additions in the same order, rounded to t), then the backward is tk_bn_bwd's with the ReLU's
-// mask from x (beta), no residual and no dz_out. x: (M = N H W, C).
-typedef struct tk_bn_pool {
-    const void *dy, *dy2; // dy2 may be NULL
-    const uint8_t *idx;
-    int N, H, W, R, stride, pad;
-} tk_bn_pool;
-int tk_bn_bwd_pool(tk_ctx *c, tk_dtype t, const void *x, const float *beta, tk_bn_pool pool, int C, const float *gamma,
-                   const float *save_mean, const float *save_invstd, void *dx, float *dgamma, float *dbeta, void *ws,
-                   tk_err *e);
-int tk_bn_bwd_pool_ref(tk_dtype t, const void *x, const float *beta, tk_bn_pool pool, int C, const float *gamma,
-                       const float *save_mean, const float *save_invstd, void *dx, float *dgamma, float *dbeta,
-                       tk_err *e);
 // y: the forward's output when it had a ReLU, else NULL; beta: non-NULL (with y NULL) when the
 // forward had a ReLU and no residual (the mask from x). dgamma, dbeta are overwritten.
 int tk_bn_bwd(tk_ctx *c, tk_dtype t, const void *x, const void *y, const float *beta, const void *dy, const void *dy2,
@@ -133,9 +117,6 @@ int tk_bn_fwd_train_res_bn_cuda(tk_ctx *c, tk_dtype t, const void *x, int64_t M,
                                 float momentum, float *run_mean, float *run_var, float *save_mean, float *save_invstd,
                                 void *y, uint8_t *mask, void *ws, tk_err *e);
 int tk_bn_mask_ok_cuda(tk_dtype t, int C);
-int tk_bn_bwd_pool_cuda(tk_ctx *c, tk_dtype t, const void *x, const float *beta, tk_bn_pool pool, int C,
-                        const float *gamma, const float *save_mean, const float *save_invstd, void *dx, float *dgamma,
-                        float *dbeta, void *ws, tk_err *e);
 int tk_bn_fwd_train_sums_cuda(tk_ctx *c, tk_dtype t, const void *x, int64_t M, int C, const float *sum,
                               const float *sqsum, const float *gamma, const float *beta, const void *res, int relu,
                               float eps, float momentum, float *run_mean, float *run_var, float *save_mean,

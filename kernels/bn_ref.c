@@ -4,7 +4,6 @@
 
 #include "act_io.h"
 #include "bn.h"
-#include "pool.h"
 
 static int check(tk_dtype t, int64_t M, int C, tk_err *e) {
     if (!tk_act_ok(t)) return tk_err_set(e, TK_EINTERNAL, "bn: tensors in %s", tk_dtype_name(t));
@@ -157,20 +156,6 @@ int tk_bn_bwd_mask_ref(tk_dtype t, const void *x, const uint8_t *mask, const voi
                        int C, const float *gamma, const float *save_mean, const float *save_invstd, void *dx,
                        void *dz_out, float *dgamma, float *dbeta, tk_err *e) {
     return bwd(t, x, NULL, mask, NULL, dy, dy2, M, C, gamma, save_mean, save_invstd, dx, dz_out, dgamma, dbeta, e);
-}
-
-int tk_bn_bwd_pool_ref(tk_dtype t, const void *x, const float *beta, tk_bn_pool pool, int C, const float *gamma,
-                       const float *save_mean, const float *save_invstd, void *dx, float *dgamma, float *dbeta,
-                       tk_err *e) {
-    const int64_t M = (int64_t)pool.N * pool.H * pool.W;
-    TRY(check(t, M, C, e));
-    void *d = malloc((size_t)M * C * (t == TK_BF16 ? 2 : 4));
-    if (!d) return tk_err_set(e, TK_EIO, "bn pool: out of host memory");
-    int rc = tk_maxpool_bwd_ref(t, pool.dy, pool.dy2, pool.idx, pool.N, pool.H, pool.W, C, pool.R, pool.stride,
-                                pool.pad, d, e);
-    if (!rc) rc = tk_bn_bwd_ref(t, x, NULL, beta, d, NULL, M, C, gamma, save_mean, save_invstd, dx, NULL, dgamma, dbeta, e);
-    free(d);
-    return rc;
 }
 
 int tk_bn_fwd_train_res_bn_ref(tk_dtype t, const void *x, int64_t M, int C, const float *gamma, const float *beta,

@@ -1,5 +1,5 @@
-// Device helpers of max pooling's backward that kernels/pool.cu and kernels/bn.cu share (bn.cu
-// gathers the stem's pool gradient inside its BN backward, kernels/bn.h tk_bn_bwd_pool).
+// Device helpers of max pooling's backward (kernels/pool.cu): the gradient gather of one input
+// pixel, for a kernel that needs it without the pool's input gradient in memory.
 #ifndef TK_KERNELS_POOL_CUH
 #define TK_KERNELS_POOL_CUH
 

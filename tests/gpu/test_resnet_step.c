@@ -264,9 +264,7 @@ static void run_bn(rn_model *m, const bn_pass *v, int dir) {
     } else if (dir != 1)
         tk_bn_fwd_train_mask(m->c, m->t, v->x, v->M, b->C, b->gamma, b->beta, v->res, v->relu, eps, mom, b->rmean,
                              b->rvar, b->smean, b->sinvstd, v->y, v->mask, m->bn_ws, &e);
-    if (dir != 0 && b == &m->b0 && !m->c0.fused) {
-        // (the stem's backward runs inside the max pool's: the "max pool+BN bwd" part)
-    } else if (dir != 0 && v->mask)
+    if (dir != 0 && v->mask)
         tk_bn_bwd_mask(m->c, m->t, v->x, v->mask, m->g[0], m->g[1], v->M, b->C, b->gamma, b->smean, b->sinvstd, m->g[2],
                        m->g[3], b->dgamma, b->dbeta, m->bn_ws, &e);
     else if (dir != 0)
@@ -337,13 +335,7 @@ static void part_fn(void *p) {
         rc = tk_maxpool_bn_fwd(m->c, m->t, m->y0, pb, b, m->H0, m->H0, W, 3, 2, 1, m->pool, m->pool_idx, &e);
         break;
     }
-    case 2: { // as the step: the max pool's backward gathered inside the stem BN's
-        const rn_bn *b0 = &m->b0;
-        const tk_bn_pool pg = {m->g[0], m->g[1], m->pool_idx, b, m->H0, m->H0, 3, 2, 1};
-        rc = tk_bn_bwd_pool(m->c, m->t, m->y0, b0->beta, pg, b0->C, b0->gamma, b0->smean, b0->sinvstd, m->g[2],
-                            b0->dgamma, b0->dbeta, m->bn_ws, &e);
-        break;
-    }
+    case 2: rc = tk_maxpool_bwd(m->c, m->t, m->g[0], m->g[1], m->pool_idx, b, m->H0, m->H0, W, 3, 2, 1, m->g[2], &e); break;
     case 3: rc = tk_avgpool_fwd(m->c, m->t, last->out, b, hw, m->Cf, m->feat, &e); break;
     case 4: rc = tk_avgpool_bwd(m->c, m->t, m->dfeat, b, hw, m->Cf, m->g[0], &e); break;
     case 5:
@@ -382,7 +374,7 @@ static void breakdown(rn_model *m) {
         tf += ms[0], tb += ms[1];
     }
     printf("# table resnet50 bn total: forwards %.2f ms, backwards %.2f ms\n", tf, tb);
-    const char *names[7] = {"input normalize", "max pool+BN fwd", "max pool+BN bwd", "avg pool fwd", "avg pool bwd",
+    const char *names[7] = {"input normalize", "max pool+BN fwd", "max pool bwd", "avg pool fwd", "avg pool bwd",
                             "loss (xent)", "SGD update"};
     double tot = 0;
     for (int w = 0; w < 7; w++) {

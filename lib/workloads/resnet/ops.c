@@ -101,15 +101,6 @@ int tk_bn_bwd_mask(tk_ctx *c, tk_dtype t, const void *x, const uint8_t *mask, co
                                       dz_out, dgamma, dbeta, ws, e));
 }
 
-int tk_bn_bwd_pool(tk_ctx *c, tk_dtype t, const void *x, const float *beta, tk_bn_pool pool, int C, const float *gamma,
-                   const float *save_mean, const float *save_invstd, void *dx, float *dgamma, float *dbeta, void *ws,
-                   tk_err *e) {
-    (void)ws;
-    return TK_DISPATCH(c, tk_bn_bwd_pool_ref(t, x, beta, pool, C, gamma, save_mean, save_invstd, dx, dgamma, dbeta, e),
-                       tk_bn_bwd_pool_cuda(c, t, x, beta, pool, C, gamma, save_mean, save_invstd, dx, dgamma, dbeta,
-                                           ws, e));
-}
-
 int tk_maxpool_fwd(tk_ctx *c, tk_dtype t, const void *x, int N, int H, int W, int C, int R, int stride, int pad,
                    void *y, uint8_t *idx, tk_err *e) {
     return TK_DISPATCH(c, tk_maxpool_fwd_ref(t, x, N, H, W, C, R, stride, pad, y, idx, e),

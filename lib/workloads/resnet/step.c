@@ -200,18 +200,13 @@ int rn_backward(rn_model *m, const int32_t *label, tk_err *e) {
     const rn_block *last = &m->blk[m->nblk - 1];
     TRY(tk_avgpool_bwd(m->c, m->t, m->dfeat, b, (int)rows(&last->c3) / b, m->Cf, gy, e));
     for (int i = m->nblk - 1; i >= 0; i--) TRY(block_bwd(m, &p, &m->blk[i], &gy, &gs, e));
-    void *d0 = take(&p);
-    if (!m->c0.fused) { // the max pool's backward gathered inside the stem BN's (its input gradient unwritten)
-        const rn_bn *b0 = &m->b0;
-        const tk_bn_pool pg = {gy, gs, m->pool_idx, b, m->H0, m->H0, 3, 2, 1};
-        TRY(tk_bn_bwd_pool(m->c, m->t, m->y0, b0->beta, pg, b0->C, b0->gamma, b0->smean, b0->sinvstd, d0, b0->dgamma,
-                           b0->dbeta, m->bn_ws, e));
-    } else {
-        void *dpool = take(&p);
-        TRY(tk_maxpool_bwd(m->c, m->t, gy, gs, m->pool_idx, b, m->H0, m->H0, cfg->width, 3, 2, 1, dpool, e));
-        TRY(bn_bwd(m, &m->b0, m->y0, NULL, 1, dpool, NULL, rows(&m->c0), d0, NULL, e));
-    }
+    // (the max pool's backward gathered inside the stem BN's, the pool's input gradient never written,
+    // measured 2.4 ms against these two passes' 1.4 ms on an H100: contrib/bench/NOTES.md)
+    void *dpool = take(&p);
+    TRY(tk_maxpool_bwd(m->c, m->t, gy, gs, m->pool_idx, b, m->H0, m->H0, cfg->width, 3, 2, 1, dpool, e));
     put(&p, gy), put(&p, gs);
+    void *d0 = take(&p);
+    TRY(bn_bwd(m, &m->b0, m->y0, NULL, 1, dpool, NULL, rows(&m->c0), d0, NULL, e));
     TRY(conv_wgrad(m, &m->c0, m->x0, d0, e));
     tk_range_pop();
     return 0;
