@@ -5,8 +5,8 @@
 // coefficients are loaded once into registers. Rows go round grid.x with a stride.
 // The per-channel sums (statistics forward, dbeta/dgamma backward) are two kernels: blocks add
 // fp32 partials over a fixed set of rows (G row groups, G a function of M, C and N only, at most
-// 1024) and reduce their row lanes in a fixed tree; then a block per 8 channels adds the G
-// partials in fp64, 128 lanes over the partials, the lanes added in a fixed tree. No atomics:
+// 1024) and reduce their row lanes in a fixed tree; then a block per 32 channels adds the G
+// partials in fp64, 32 lanes over the partials, the lanes added in a fixed order. No atomics:
 // the same inputs give the same bits on every run and every graph replay.
 #include "bn.h"
 #include "cuda_util.cuh"
@@ -17,10 +17,7 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kMaxGroups = 1024;
 constexpr int kElemBlocks = 2048; // the elementwise passes' blocks (about 2 waves of 8 per SM on an H100)
-// The final sums: a block per kFinC channels, kFinLanes lanes over the partials (8 x 128: the small
-// channel counts of ResNet's first stages get C / 8 blocks instead of C / 32, each lane fewer
-// partials to add one after another).
-constexpr int kFinC = 8, kFinLanes = 128;
+constexpr int kFinC = 32, kFinLanes = 32;
 
 // The tiles of a call: V vectors of N channels per row, up to 256 per tile.
 struct Tiles {
@@ -208,9 +205,9 @@ int launch_partial(cudaStream_t st, const void *x, const void *y, BwdMask mk, co
     return G;
 }
 
-// Part 2's sums: thread (cx, lane) of a block of kFinC channels adds partials lane, lane + kFinLanes,
-// ... in fp64 (at most 8 of them), then the lanes are added in a fixed tree into lane 0. Returns the
-// sums (to every lane).
+// Part 2's sums: thread (cx, lane) of a block of 32 channels adds partials lane, lane + 32, ... in
+// fp64 (at most 32 of them, loads 8 at a time); lane 0 then adds the 32 lanes in order. Returns the
+// sums to lane 0 (others: garbage).
 __device__ __forceinline__ void final_sums(const float *__restrict__ part, int G, int C, int c, double *S, double *Q) {
     __shared__ double sh[2][kFinLanes][kFinC];
     const int cx = threadIdx.x, lane = threadIdx.y;
@@ -224,11 +221,9 @@ __device__ __forceinline__ void final_sums(const float *__restrict__ part, int G
     }
     sh[0][lane][cx] = s, sh[1][lane][cx] = q;
     __syncthreads();
-    for (int h = kFinLanes / 2; h >= 1; h /= 2) { // lane l adds lane l + h: a fixed tree
-        if (lane < h) sh[0][lane][cx] += sh[0][lane + h][cx], sh[1][lane][cx] += sh[1][lane + h][cx];
-        __syncthreads();
-    }
-    *S = sh[0][0][cx], *Q = sh[1][0][cx];
+    if (lane == 0)
+        for (int l = 1; l < kFinLanes; l++) s += sh[0][l][cx], q += sh[1][l][cx];
+    *S = s, *Q = q;
 }
 
 // Channel c's statistics out, given its mean and biased variance (fp64; a negative variance, the
