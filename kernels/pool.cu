@@ -3,7 +3,7 @@
 // consecutive channels; the same order of additions as the reference. Max pooling takes 16-byte
 // vectors of channels per thread where C and the pointers allow.
 #include "cuda_util.cuh"
-#include "pool.h"
+#include "pool.cuh"
 #include "rn_vec.cuh"
 
 namespace {
@@ -15,12 +15,6 @@ template <typename I, int N> __device__ __forceinline__ void split(I j, int V, i
     *c0 = (int)(j - *pix * (I)V) * N;
 }
 
-// idx's N bytes at o (an aligned group of N when N > 1).
-template <int N> __device__ __forceinline__ void ld_idx(const uint8_t *p, size_t o, uint8_t *v) {
-    if constexpr (N == 8) *reinterpret_cast<uint2 *>(v) = *reinterpret_cast<const uint2 *>(p + o);
-    else if constexpr (N == 4) *reinterpret_cast<uint32_t *>(v) = *reinterpret_cast<const uint32_t *>(p + o);
-    else v[0] = p[o];
-}
 template <int N> __device__ __forceinline__ void st_idx(uint8_t *p, size_t o, const uint8_t *v) {
     if constexpr (N == 8) *reinterpret_cast<uint2 *>(p + o) = *reinterpret_cast<const uint2 *>(v);
     else if constexpr (N == 4) *reinterpret_cast<uint32_t *>(p + o) = *reinterpret_cast<const uint32_t *>(v);
@@ -35,11 +29,15 @@ template <typename T, int N> __device__ __forceinline__ void stv(T *p, size_t i,
     else rn_vstore(p, i, f);
 }
 
-template <typename T, int N, typename I>
-__global__ void maxpool_fwd(const T *__restrict__ x, int NB, int H, int W, int C, int R, int stride, int pad, int P,
-                            int Q, T *__restrict__ y, uint8_t *__restrict__ idx) {
+// BN: x through round_t(relu(x scale + shift)) first (pool.h), scale and shift as kernels/bn.cu's
+// stats_final computes them.
+template <typename T, int N, typename I, bool BN>
+__global__ void maxpool_fwd(const T *__restrict__ x, tk_pool_bn bn, int NB, int H, int W, int C, int R, int stride,
+                            int pad, int P, int Q, T *__restrict__ y, uint8_t *__restrict__ idx) {
     const int V = C / N;
     const I total = (I)NB * P * Q * V;
+    float sc[N], sh[N];
+    int c_last = -1; // the channels sc, sh hold (a thread's channels rarely change between its outputs)
     for (I j = (I)blockIdx.x * blockDim.x + threadIdx.x; j < total; j += (I)gridDim.x * blockDim.x) {
         int c0;
         I r0;
@@ -48,6 +46,14 @@ __global__ void maxpool_fwd(const T *__restrict__ x, int NB, int H, int W, int C
         const int p = (int)(rem / (I)Q), q = (int)(rem - (I)p * Q);
         float m[N];
         int best[N];
+        if (BN && c0 != c_last) {
+#pragma unroll
+            for (int k = 0; k < N; k++) {
+                sc[k] = __fmul_rn(bn.gamma[c0 + k], bn.invstd[c0 + k]);
+                sh[k] = __fsub_rn(bn.beta[c0 + k], __fmul_rn(bn.mean[c0 + k], sc[k]));
+            }
+            c_last = c0;
+        }
 #pragma unroll
         for (int k = 0; k < N; k++) m[k] = 0, best[k] = -1;
         for (int r = 0; r < R; r++) {
@@ -58,6 +64,12 @@ __global__ void maxpool_fwd(const T *__restrict__ x, int NB, int H, int W, int C
                 if (w < 0 || w >= W) continue;
                 float v[N];
                 ldv<T, N>(x, (((size_t)n * H + h) * W + w) * C + c0, v);
+                if (BN)
+#pragma unroll
+                    for (int k = 0; k < N; k++) {
+                        float o = __fadd_rn(__fmul_rn(v[k], sc[k]), sh[k]);
+                        v[k] = rn_round<T>(!(o > 0.0f) && o == o ? 0.0f : o);
+                    }
 #pragma unroll
                 for (int k = 0; k < N; k++)
                     if (best[k] < 0 || v[k] > m[k] || (v[k] != v[k] && m[k] == m[k])) m[k] = v[k], best[k] = r * R + s;
@@ -72,12 +84,6 @@ __global__ void maxpool_fwd(const T *__restrict__ x, int NB, int H, int W, int C
     }
 }
 
-__device__ __forceinline__ void windows(int h, int R, int stride, int pad, int P, int *lo, int *hi) {
-    int a = h + pad - R + 1;
-    *lo = a <= 0 ? 0 : (a + stride - 1) / stride;
-    *hi = (h + pad) / stride;
-    if (*hi > P - 1) *hi = P - 1;
-}
 
 template <typename T, int N, typename I>
 __global__ void maxpool_bwd(const T *__restrict__ dy, const T *__restrict__ dy2, const uint8_t *__restrict__ idx,
@@ -90,29 +96,8 @@ __global__ void maxpool_bwd(const T *__restrict__ dy, const T *__restrict__ dy2,
         split<I, N>(j, V, &c0, &r0);
         const I hw = (I)H * W, n = r0 / hw, rem = r0 - n * hw;
         const int h = (int)(rem / (I)W), w = (int)(rem - (I)h * W);
-        int p0, p1, q0, q1;
-        windows(h, R, stride, pad, P, &p0, &p1);
-        windows(w, R, stride, pad, Q, &q0, &q1);
         float acc[N];
-#pragma unroll
-        for (int k = 0; k < N; k++) acc[k] = 0;
-        for (int p = p0; p <= p1; p++)
-            for (int q = q0; q <= q1; q++) {
-                const size_t o = (((size_t)n * P + p) * Q + q) * C + c0;
-                const int want = (h - p * stride + pad) * R + (w - q * stride + pad);
-                uint8_t b[N];
-                ld_idx<N>(idx, o, b);
-                bool any = false;
-#pragma unroll
-                for (int k = 0; k < N; k++) any |= b[k] == want;
-                if (!any) continue;
-                float g[N], g2[N];
-                ldv<T, N>(dy, o, g);
-                if (dy2) ldv<T, N>(dy2, o, g2);
-#pragma unroll
-                for (int k = 0; k < N; k++)
-                    if (b[k] == want) acc[k] += dy2 ? g[k] + g2[k] : g[k];
-            }
+        tk_pool_grad<T, N>(dy, dy2, idx, (int64_t)n, h, w, C, c0, R, stride, pad, P, Q, acc);
         stv<T, N>(dx, (size_t)r0 * C + c0, acc);
     }
 }
@@ -137,9 +122,9 @@ template <typename T> __global__ void avgpool_bwd(const T *dy, int N, int HW, in
 
 // The vector width (16 bytes of channels when C and the pointers allow) and the index type (32-bit
 // when the count of vectors fits) of a pooling launch.
-template <typename T>
-void mp_fwd(cudaStream_t st, const void *x, int N, int H, int W, int C, int R, int stride, int pad, int P, int Q,
-            void *y, uint8_t *idx) {
+template <typename T, bool BN>
+void mp_fwd(cudaStream_t st, const void *x, tk_pool_bn bn, int N, int H, int W, int C, int R, int stride, int pad,
+            int P, int Q, void *y, uint8_t *idx) {
     constexpr int NV = RnVec<T>::N;
     const bool vec = C % NV == 0 && rn_aligned16(x, y) && ((uintptr_t)idx & (NV - 1)) == 0;
     const int64_t n = (int64_t)N * P * Q * C / (vec ? NV : 1);
@@ -147,10 +132,11 @@ void mp_fwd(cudaStream_t st, const void *x, int N, int H, int W, int C, int R, i
     const unsigned nb = tk_cu_blocks(n, 256);
     const T *X = (const T *)x;
     T *Y = (T *)y;
-    if (vec && small) maxpool_fwd<T, NV, uint32_t><<<nb, 256, 0, st>>>(X, N, H, W, C, R, stride, pad, P, Q, Y, idx);
-    else if (vec) maxpool_fwd<T, NV, uint64_t><<<nb, 256, 0, st>>>(X, N, H, W, C, R, stride, pad, P, Q, Y, idx);
-    else if (small) maxpool_fwd<T, 1, uint32_t><<<nb, 256, 0, st>>>(X, N, H, W, C, R, stride, pad, P, Q, Y, idx);
-    else maxpool_fwd<T, 1, uint64_t><<<nb, 256, 0, st>>>(X, N, H, W, C, R, stride, pad, P, Q, Y, idx);
+    if (vec && small)
+        maxpool_fwd<T, NV, uint32_t, BN><<<nb, 256, 0, st>>>(X, bn, N, H, W, C, R, stride, pad, P, Q, Y, idx);
+    else if (vec) maxpool_fwd<T, NV, uint64_t, BN><<<nb, 256, 0, st>>>(X, bn, N, H, W, C, R, stride, pad, P, Q, Y, idx);
+    else if (small) maxpool_fwd<T, 1, uint32_t, BN><<<nb, 256, 0, st>>>(X, bn, N, H, W, C, R, stride, pad, P, Q, Y, idx);
+    else maxpool_fwd<T, 1, uint64_t, BN><<<nb, 256, 0, st>>>(X, bn, N, H, W, C, R, stride, pad, P, Q, Y, idx);
 }
 
 template <typename T>
@@ -178,9 +164,18 @@ int tk_maxpool_fwd_cuda(tk_ctx *c, tk_dtype t, const void *x, int N, int H, int 
                         void *y, uint8_t *idx, tk_err *e) {
     TRY(tk_pool_check(t, N, H, W, C, R, stride, pad, e));
     const int P = tk_pool_out(H, R, stride, pad), Q = tk_pool_out(W, R, stride, pad);
-    if (BF) mp_fwd<bf>(tk_cu_stream(c), x, N, H, W, C, R, stride, pad, P, Q, y, idx);
-    else mp_fwd<float>(tk_cu_stream(c), x, N, H, W, C, R, stride, pad, P, Q, y, idx);
+    if (BF) mp_fwd<bf, false>(tk_cu_stream(c), x, tk_pool_bn{}, N, H, W, C, R, stride, pad, P, Q, y, idx);
+    else mp_fwd<float, false>(tk_cu_stream(c), x, tk_pool_bn{}, N, H, W, C, R, stride, pad, P, Q, y, idx);
     return tk_cu_check(e, "maxpool_fwd");
+}
+
+int tk_maxpool_bn_fwd_cuda(tk_ctx *c, tk_dtype t, const void *x, tk_pool_bn bn, int N, int H, int W, int C, int R,
+                           int stride, int pad, void *y, uint8_t *idx, tk_err *e) {
+    TRY(tk_pool_check(t, N, H, W, C, R, stride, pad, e));
+    const int P = tk_pool_out(H, R, stride, pad), Q = tk_pool_out(W, R, stride, pad);
+    if (BF) mp_fwd<bf, true>(tk_cu_stream(c), x, bn, N, H, W, C, R, stride, pad, P, Q, y, idx);
+    else mp_fwd<float, true>(tk_cu_stream(c), x, bn, N, H, W, C, R, stride, pad, P, Q, y, idx);
+    return tk_cu_check(e, "maxpool_bn_fwd");
 }
 
 int tk_maxpool_bwd_cuda(tk_ctx *c, tk_dtype t, const void *dy, const void *dy2, const uint8_t *idx, int N, int H,

@@ -2,8 +2,9 @@
 #include "act_io.h"
 #include "pool.h"
 
-int tk_maxpool_fwd_ref(tk_dtype t, const void *x, int N, int H, int W, int C, int R, int stride, int pad, void *y,
-                       uint8_t *idx, tk_err *e) {
+// Max pooling, of round_t(relu(x scale + shift)) when bn is given (pool.h).
+static int maxpool_fwd(tk_dtype t, const void *x, const tk_pool_bn *bn, int N, int H, int W, int C, int R, int stride,
+                       int pad, void *y, uint8_t *idx, tk_err *e) {
     TRY(tk_pool_check(t, N, H, W, C, R, stride, pad, e));
     const int P = tk_pool_out(H, R, stride, pad), Q = tk_pool_out(W, R, stride, pad);
 #pragma omp parallel for collapse(2) schedule(static)
@@ -11,8 +12,9 @@ int tk_maxpool_fwd_ref(tk_dtype t, const void *x, int N, int H, int W, int C, in
         for (int p = 0; p < P; p++)
             for (int q = 0; q < Q; q++)
                 for (int c = 0; c < C; c++) {
-                    float m = 0;
+                    float m = 0, scale = 0, shift = 0;
                     int best = -1;
+                    if (bn) scale = bn->gamma[c] * bn->invstd[c], shift = bn->beta[c] - bn->mean[c] * scale;
                     for (int r = 0; r < R; r++) {
                         int h = p * stride - pad + r;
                         if (h < 0 || h >= H) continue;
@@ -20,6 +22,11 @@ int tk_maxpool_fwd_ref(tk_dtype t, const void *x, int N, int H, int W, int C, in
                             int w = q * stride - pad + s;
                             if (w < 0 || w >= W) continue;
                             float v = tk_act_ld(x, t, (((size_t)n * H + h) * W + w) * C + c);
+                            if (bn) { // BN's apply and ReLU, rounded as its output would be
+                                v = v * scale + shift;
+                                v = !(v > 0) && v == v ? 0 : v;
+                                if (t == TK_BF16) v = tk_bf16_to_f32(tk_f32_to_bf16(v));
+                            }
                             if (best < 0 || v > m || (v != v && m == m)) m = v, best = r * R + s;
                         }
                     }
@@ -30,13 +37,16 @@ int tk_maxpool_fwd_ref(tk_dtype t, const void *x, int N, int H, int W, int C, in
     return 0;
 }
 
-// The windows (p range) that hold coordinate h: p s - pad <= h <= p s - pad + R - 1.
-static inline void windows(int h, int R, int stride, int pad, int P, int *lo, int *hi) {
-    int a = h + pad - R + 1;
-    *lo = a <= 0 ? 0 : (a + stride - 1) / stride;
-    *hi = (h + pad) / stride;
-    if (*hi > P - 1) *hi = P - 1;
+int tk_maxpool_fwd_ref(tk_dtype t, const void *x, int N, int H, int W, int C, int R, int stride, int pad, void *y,
+                       uint8_t *idx, tk_err *e) {
+    return maxpool_fwd(t, x, NULL, N, H, W, C, R, stride, pad, y, idx, e);
 }
+
+int tk_maxpool_bn_fwd_ref(tk_dtype t, const void *x, tk_pool_bn bn, int N, int H, int W, int C, int R, int stride,
+                          int pad, void *y, uint8_t *idx, tk_err *e) {
+    return maxpool_fwd(t, x, &bn, N, H, W, C, R, stride, pad, y, idx, e);
+}
+
 
 int tk_maxpool_bwd_ref(tk_dtype t, const void *dy, const void *dy2, const uint8_t *idx, int N, int H, int W, int C,
                        int R, int stride, int pad, void *dx, tk_err *e) {
@@ -46,10 +56,10 @@ int tk_maxpool_bwd_ref(tk_dtype t, const void *dy, const void *dy2, const uint8_
     for (int n = 0; n < N; n++)
         for (int h = 0; h < H; h++) {
             int p0, p1;
-            windows(h, R, stride, pad, P, &p0, &p1);
+            tk_pool_windows(h, R, stride, pad, P, &p0, &p1);
             for (int w = 0; w < W; w++) {
                 int q0, q1;
-                windows(w, R, stride, pad, Q, &q0, &q1);
+                tk_pool_windows(w, R, stride, pad, Q, &q0, &q1);
                 for (int c = 0; c < C; c++) {
                     float acc = 0;
                     for (int p = p0; p <= p1; p++)

@@ -14,6 +14,7 @@
 # default), libcudnn.so.9 at run time (found on the library path, or in python3's nvidia-cudnn
 # wheel), an NVIDIA GPU, and python3 with a CUDA torch and torchvision. Knobs:
 #   BATCH=256   PEERS=0 (ours only)   COMPILE=0 (no torch.compile)   LOGDIR=DIR (keep the outputs)
+#   TK_CUDNN_FUSION=1 (let the model use cuDNN's genstats-fused forwards where they time faster)
 # Prints one table: impl, images/s, ms/step, ratio vs torch.compile. Exit 0 when every run
 # succeeded, 1 when one failed, 2 when something is not built, 5 when there is no GPU.
 set -uo pipefail
@@ -32,6 +33,12 @@ command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1 || { echo "res
 if ! ldconfig -p 2>/dev/null | grep -q 'libcudnn.so.9' && [ ! -e /usr/local/cuda/lib64/libcudnn.so.9 ]; then
     d=$("$PY" -c 'import nvidia.cudnn as m, os; print(os.path.join(list(m.__path__)[0], "lib"))' 2>/dev/null)
     [ -n "$d" ] && export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
+# NVRTC for cuDNN's runtime-compiled (fused) engines: the toolkit's, else python's nvidia wheels'
+if ! ldconfig -p 2>/dev/null | grep -q 'libnvrtc\.so' && [ ! -e /usr/local/cuda/lib64/libnvrtc.so ]; then
+    for d in $("$PY" -c 'import nvidia, glob, os; print(" ".join(sorted({os.path.dirname(f) for p in nvidia.__path__ for f in glob.glob(os.path.join(p, "*", "lib", "libnvrtc.so*"))})))' 2>/dev/null); do
+        export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    done
 fi
 RES=$LOGDIR/results.jsonl
 : >"$RES"

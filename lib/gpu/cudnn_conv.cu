@@ -12,6 +12,7 @@
 #include <cudnn_backend.h>
 #include <dlfcn.h>
 #include <pthread.h>
+#include <time.h>
 
 namespace {
 
@@ -115,12 +116,28 @@ int set(cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t a, cudnnBackendA
     return 0;
 }
 
-enum : int64_t { UID_X = 1, UID_W = 2, UID_Y = 3 };
+enum : int64_t {
+    UID_X = 1, UID_W = 2, UID_Y = 3, UID_SUM = 4, UID_SQSUM = 5, UID_SCALE = 6, UID_BIAS = 7,
+    UID_V1 = 101, UID_V2 = 102, UID_V3 = 103 // the prologue's virtual tensors
+};
 
-// An NHWC tensor (dims in cuDNN's N, C, H, W order, strides of channels-last).
-int tensor(Desc &t, int64_t uid, cudnnDataType_t dt, int64_t n, int64_t c, int64_t h, int64_t w, tk_err *e) {
+// The passes a plan runs: kernels/conv.h's three, then the fused ones (cuDNN's runtime fusion):
+// the forward with BN's statistics in its epilogue (genstats); the same with BN-apply + ReLU of the
+// previous BN as its prologue (x = relu(x scale + bias) per input channel, "scale-bias-relu");
+// the filter gradient with that prologue on x.
+constexpr int kFwdStats = 3, kFwdSbrStats = 4, kWgradSbr = 5, kNumPass = 6;
+inline int is_fused(int pass) { return pass >= kFwdStats; }
+inline int has_stats(int pass) { return pass == kFwdStats || pass == kFwdSbrStats; }
+inline int has_prologue(int pass) { return pass == kFwdSbrStats || pass == kWgradSbr; }
+inline int base_pass(int pass) { return pass == kWgradSbr ? TK_CONV_BWD_FILTER : is_fused(pass) ? TK_CONV_FWD : pass; }
+
+// An NHWC tensor (dims in cuDNN's N, C, H, W order, strides of channels-last); virt: an
+// intermediate of a fused graph that never reaches memory.
+int tensor(Desc &t, int64_t uid, cudnnDataType_t dt, int64_t n, int64_t c, int64_t h, int64_t w, tk_err *e,
+           bool virt = false) {
     int64_t dims[4] = {n, c, h, w}, strides[4] = {h * w * c, 1, w * c, c}, align = 16;
     TRY(t.make(CUDNN_BACKEND_TENSOR_DESCRIPTOR, e));
+    if (virt) TRY(set(t.d, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &virt, e));
     TRY(set(t.d, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt, e));
     TRY(set(t.d, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims, e));
     TRY(set(t.d, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides, e));
@@ -131,19 +148,20 @@ int tensor(Desc &t, int64_t uid, cudnnDataType_t dt, int64_t n, int64_t c, int64
 }
 
 struct Plan {
-    tk_conv_pass pass;
+    int pass;
     tk_conv_shape s;
     tk_dtype t;
     cudnnBackendDescriptor_t plan;
     cudnnBackendDescriptor_t keep[2]; // the plan's operation graph and engine configuration, kept
                                       // alive as long as it (as cudnn-frontend does)
     int64_t ws;
-    char desc[192];
+    float ms;         // the autotuning's time of the chosen engine (-1: not timed)
+    char desc[224];
 };
 
-const char *const kPassName[3] = {"fwd", "dgrad", "wgrad"};
+const char *const kPassName[kNumPass] = {"fwd", "dgrad", "wgrad", "fwd+stats", "sbr+fwd+stats", "sbr+wgrad"};
 
-int same(const Plan &p, tk_conv_pass pass, const tk_conv_shape *s, tk_dtype t) {
+int same(const Plan &p, int pass, const tk_conv_shape *s, tk_dtype t) {
     return p.pass == pass && p.t == t && memcmp(&p.s, s, sizeof *s) == 0;
 }
 
@@ -188,15 +206,55 @@ struct tk_cudnn {
     void *ws;
     Plan *p;
     int n, cap;
+    int fusion; // fused plans allowed (TK_CUDNN_FUSION=0: never)
 };
 
 namespace {
 
-// The operation graph of one convolution pass.
-int op_graph(tk_cudnn *h, tk_conv_pass pass, const tk_conv_shape *s, tk_dtype t, Desc &graph, tk_err *e) {
+// A pointwise operation y = mode(x[, b]) in fp32.
+int pointwise(Desc &op, cudnnPointwiseMode_t mode, cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t b,
+              cudnnBackendDescriptor_t y, tk_err *e) {
+    const cudnnDataType_t f = CUDNN_DATA_FLOAT;
+    const cudnnBackendAttributeType_t D = CUDNN_TYPE_BACKEND_DESCRIPTOR;
+    Desc pw;
+    TRY(pw.make(CUDNN_BACKEND_POINTWISE_DESCRIPTOR, e));
+    TRY(set(pw.d, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode, e));
+    TRY(set(pw.d, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &f, e));
+    DNN(api.Finalize(pw.d), "finalize pointwise");
+    TRY(op.make(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, e));
+    TRY(set(op.d, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, D, 1, &pw.d, e));
+    TRY(set(op.d, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, D, 1, &x, e));
+    if (b) TRY(set(op.d, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, D, 1, &b, e));
+    TRY(set(op.d, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, D, 1, &y, e));
+    DNN(api.Finalize(op.d), "finalize pointwise operation");
+    return 0;
+}
+
+// The operation graph of one convolution pass. Fused passes (is_fused): with a prologue, x is first
+// scaled, shifted and ReLU'd per channel (scale, bias fp32 (1, C, 1, 1); the intermediates virtual
+// fp32) and the convolution reads that; with statistics, a genstats operation on the (non-virtual)
+// output y makes the per-channel fp32 sum and sum of squares (1, K, 1, 1), with math precision prec.
+int op_graph(tk_cudnn *h, int fpass, const tk_conv_shape *s, tk_dtype t, cudnnDataType_t prec, Desc &graph,
+             tk_err *e) {
     cudnnDataType_t dt = t == TK_BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT, ct = CUDNN_DATA_FLOAT;
-    Desc x, w, y, conv, op;
-    TRY(tensor(x, UID_X, dt, s->N, s->C, s->H, s->W, e));
+    const int stats = has_stats(fpass), pro = has_prologue(fpass), pass = base_pass(fpass);
+    Desc x, w, y, conv, op, sum, sq, gs, sc, bi, v1, v2, v3, p1, p2, p3;
+    cudnnBackendDescriptor_t ops[5];
+    int nops = 0;
+    if (pro) { // x (UID_X) -> * scale -> + bias -> relu -> v3, the convolution's input
+        TRY(tensor(x, UID_X, dt, s->N, s->C, s->H, s->W, e));
+        TRY(tensor(sc, UID_SCALE, CUDNN_DATA_FLOAT, 1, s->C, 1, 1, e));
+        TRY(tensor(bi, UID_BIAS, CUDNN_DATA_FLOAT, 1, s->C, 1, 1, e));
+        TRY(tensor(v1, UID_V1, CUDNN_DATA_FLOAT, s->N, s->C, s->H, s->W, e, true));
+        TRY(tensor(v2, UID_V2, CUDNN_DATA_FLOAT, s->N, s->C, s->H, s->W, e, true));
+        TRY(tensor(v3, UID_V3, CUDNN_DATA_FLOAT, s->N, s->C, s->H, s->W, e, true));
+        TRY(pointwise(p1, CUDNN_POINTWISE_MUL, x.d, sc.d, v1.d, e));
+        TRY(pointwise(p2, CUDNN_POINTWISE_ADD, v1.d, bi.d, v2.d, e));
+        TRY(pointwise(p3, CUDNN_POINTWISE_RELU_FWD, v2.d, nullptr, v3.d, e));
+        ops[nops++] = p1.d, ops[nops++] = p2.d, ops[nops++] = p3.d;
+    }
+    Desc &cx = pro ? v3 : x; // the convolution's x
+    if (!pro) TRY(tensor(x, UID_X, dt, s->N, s->C, s->H, s->W, e));
     TRY(tensor(w, UID_W, dt, s->K, s->C, s->R, s->S, e));
     TRY(tensor(y, UID_Y, dt, s->N, s->K, s->P, s->Q, e));
     int64_t two = 2, one[2] = {1, 1}, str[2] = {s->stride, s->stride}, pad[2] = {s->pad, s->pad};
@@ -226,14 +284,28 @@ int op_graph(tk_cudnn *h, tk_conv_pass pass, const tk_conv_shape *s, tk_dtype t,
          CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC,
          CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA}};
     const cudnnBackendAttributeType_t D = CUDNN_TYPE_BACKEND_DESCRIPTOR;
-    const cudnnBackendDescriptor_t desc[4] = {x.d, w.d, y.d, conv.d};
+    const cudnnBackendDescriptor_t desc[4] = {cx.d, w.d, y.d, conv.d};
     TRY(op.make(kind[pass], e));
     for (int i = 0; i < 4; i++) TRY(set(op.d, attr[pass][i], D, 1, &desc[i], e));
     TRY(set(op.d, attr[pass][4], CUDNN_TYPE_FLOAT, 1, &alpha, e));
     TRY(set(op.d, attr[pass][5], CUDNN_TYPE_FLOAT, 1, &beta, e));
     DNN(api.Finalize(op.d), "finalize convolution operation");
+    ops[nops++] = op.d;
+    if (stats) {
+        cudnnGenStatsMode_t mode = CUDNN_GENSTATS_SUM_SQSUM;
+        TRY(tensor(sum, UID_SUM, CUDNN_DATA_FLOAT, 1, s->K, 1, 1, e));
+        TRY(tensor(sq, UID_SQSUM, CUDNN_DATA_FLOAT, 1, s->K, 1, 1, e));
+        TRY(gs.make(CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR, e));
+        TRY(set(gs.d, CUDNN_ATTR_OPERATION_GENSTATS_MODE, CUDNN_TYPE_GENSTATS_MODE, 1, &mode, e));
+        TRY(set(gs.d, CUDNN_ATTR_OPERATION_GENSTATS_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec, e));
+        TRY(set(gs.d, CUDNN_ATTR_OPERATION_GENSTATS_XDESC, D, 1, &y.d, e));
+        TRY(set(gs.d, CUDNN_ATTR_OPERATION_GENSTATS_SUMDESC, D, 1, &sum.d, e));
+        TRY(set(gs.d, CUDNN_ATTR_OPERATION_GENSTATS_SQSUMDESC, D, 1, &sq.d, e));
+        DNN(api.Finalize(gs.d), "finalize genstats operation");
+        ops[nops++] = gs.d;
+    }
     TRY(graph.make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, e));
-    TRY(set(graph.d, CUDNN_ATTR_OPERATIONGRAPH_OPS, D, 1, &op.d, e));
+    TRY(set(graph.d, CUDNN_ATTR_OPERATIONGRAPH_OPS, D, nops, ops, e));
     TRY(set(graph.d, kGraphHandle, CUDNN_TYPE_HANDLE, 1, &h->h, e));
     DNN(api.Finalize(graph.d), "finalize operation graph");
     return 0;
@@ -296,15 +368,24 @@ int candidates(tk_cudnn *h, Desc &graph, cudnnBackendHeurMode_t mode, tk_dtype t
     return 0;
 }
 
-// One run of a plan on the given buffers (x, w, y by the graph's unique ids).
-int execute(tk_cudnn *h, cudnnBackendDescriptor_t plan, void *x, void *w, void *y, void *ws, const char *what,
-            tk_err *e) {
-    int64_t uids[3] = {UID_X, UID_W, UID_Y};
-    void *ptrs[3] = {x, w, y};
+// A run's buffers by the graph's unique ids: x, w, y always (the base pass's: dgrad's x is dx,
+// wgrad's w is dw, y is dy), the statistics and the prologue's scale and bias where the plan has them.
+struct Bufs {
+    void *x, *w, *y;
+    float *sum, *sqsum;
+    const float *scale, *bias;
+};
+
+int execute(tk_cudnn *h, cudnnBackendDescriptor_t plan, const Bufs &b, void *ws, const char *what, tk_err *e) {
+    int64_t uids[7] = {UID_X, UID_W, UID_Y};
+    void *ptrs[7] = {b.x, b.w, b.y};
+    int64_t n = 3;
+    if (b.sum) uids[n] = UID_SUM, ptrs[n++] = b.sum, uids[n] = UID_SQSUM, ptrs[n++] = b.sqsum;
+    if (b.scale) uids[n] = UID_SCALE, ptrs[n++] = (void *)b.scale, uids[n] = UID_BIAS, ptrs[n++] = (void *)b.bias;
     Desc vp;
     TRY(vp.make(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, e));
-    TRY(set(vp.d, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids, e));
-    TRY(set(vp.d, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, ptrs, e));
+    TRY(set(vp.d, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids, e));
+    TRY(set(vp.d, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, ptrs, e));
     TRY(set(vp.d, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws, e));
     DNN(api.Finalize(vp.d), "finalize variant pack");
     DNN(api.Execute(h->h, plan, vp.d), what);
@@ -315,10 +396,12 @@ int execute(tk_cudnn *h, cudnnBackendDescriptor_t plan, void *x, void *w, void *
 // scratch buffers of the shape, kRuns times each after one warm-up, and the fastest (median run)
 // is kept. The choice (its index in the list) is remembered for the process, so every model of
 // the process runs the same engines (graph vs eager tests, evaluation beside training).
-constexpr int kTune = 8, kRuns = 3;
+// Fused plans (kFwdStats) are runtime-compiled when they finalize (NVRTC, about a second each), so
+// only their first kTuneFused candidates are tried.
+constexpr int kTune = 8, kTuneFused = 3, kRuns = 3;
 
 struct Tuned {
-    tk_conv_pass pass;
+    int pass;
     tk_conv_shape s;
     tk_dtype t;
     int index;
@@ -327,7 +410,7 @@ pthread_mutex_t tuned_mu = PTHREAD_MUTEX_INITIALIZER;
 Tuned tuned[1024];
 int ntuned;
 
-int tuned_index(tk_conv_pass pass, const tk_conv_shape *s, tk_dtype t) {
+int tuned_index(int pass, const tk_conv_shape *s, tk_dtype t) {
     int r = -1;
     pthread_mutex_lock(&tuned_mu);
     for (int i = 0; i < ntuned && r < 0; i++)
@@ -336,7 +419,7 @@ int tuned_index(tk_conv_pass pass, const tk_conv_shape *s, tk_dtype t) {
     return r;
 }
 
-void remember(tk_conv_pass pass, const tk_conv_shape *s, tk_dtype t, int index) {
+void remember(int pass, const tk_conv_shape *s, tk_dtype t, int index) {
     pthread_mutex_lock(&tuned_mu);
     if (ntuned < (int)(sizeof tuned / sizeof *tuned)) tuned[ntuned++] = Tuned{pass, *s, t, index};
     pthread_mutex_unlock(&tuned_mu);
@@ -344,9 +427,9 @@ void remember(tk_conv_pass pass, const tk_conv_shape *s, tk_dtype t, int index) 
 
 // The median time of kRuns runs of each candidate into ms[] (a candidate that fails: infinity);
 // nonzero when the scratch buffers could not be had (then nothing is timed).
-int time_candidates(tk_cudnn *h, const tk_conv_shape *s, tk_dtype t, const Cand *c, int n, float *ms) {
+int time_candidates(tk_cudnn *h, int pass, const tk_conv_shape *s, tk_dtype t, const Cand *c, int n, float *ms) {
     const size_t es = t == TK_BF16 ? 2 : 4, nx = (size_t)tk_conv_x_numel(s) * es, nw = (size_t)tk_conv_w_numel(s) * es,
-                 ny = (size_t)tk_conv_y_numel(s) * es;
+                 ny = (size_t)tk_conv_y_numel(s) * es + (is_fused(pass) ? 2 * (size_t)(s->K + s->C) * 4 + 256 : 0);
     size_t nws = 0;
     for (int i = 0; i < n; i++) nws = (size_t)c[i].ws > nws ? (size_t)c[i].ws : nws;
     cudaStream_t st = (cudaStream_t)h->c->stream[TK_STREAM_COMPUTE];
@@ -357,15 +440,22 @@ int time_candidates(tk_cudnn *h, const tk_conv_shape *s, tk_dtype t, const Cand 
              cudaEventCreate(&a) != cudaSuccess || cudaEventCreate(&b) != cudaSuccess;
     if (!rc) rc = cudaMemsetAsync(x, 0, nx, st) != cudaSuccess || cudaMemsetAsync(w, 0, nw, st) != cudaSuccess ||
                   cudaMemsetAsync(y, 0, ny, st) != cudaSuccess;
+    // the statistics and the prologue's scale and bias (zeros) after y, 256-byte aligned
+    Bufs bufs = {x, w, y, nullptr, nullptr, nullptr, nullptr};
+    if (!rc && is_fused(pass)) {
+        float *f = (float *)((char *)y + ((size_t)tk_conv_y_numel(s) * es + 255) / 256 * 256);
+        if (has_stats(pass)) bufs.sum = f, bufs.sqsum = f + s->K;
+        if (has_prologue(pass)) bufs.scale = f + 2 * s->K, bufs.bias = f + 2 * s->K + s->C;
+    }
     for (int i = 0; !rc && i < n; i++) {
         tk_err e0 = {0};
         float r[kRuns];
         ms[i] = 1e30f;
-        if (execute(h, c[i].plan, x, w, y, ws, "autotune", &e0)) continue; // warm-up
+        if (execute(h, c[i].plan, bufs, ws, "autotune", &e0)) continue; // warm-up
         int bad = 0;
         for (int k = 0; k < kRuns && !bad; k++) {
             cudaEventRecord(a, st);
-            bad = execute(h, c[i].plan, x, w, y, ws, "autotune", &e0);
+            bad = execute(h, c[i].plan, bufs, ws, "autotune", &e0);
             cudaEventRecord(b, st);
             bad = bad || cudaEventSynchronize(b) != cudaSuccess || cudaEventElapsedTime(&r[k], a, b) != cudaSuccess;
         }
@@ -381,15 +471,15 @@ int time_candidates(tk_cudnn *h, const tk_conv_shape *s, tk_dtype t, const Cand 
     cudaGetLastError(); // (a failed candidate's launch error is not the caller's)
     if (a) cudaEventDestroy(a);
     if (b) cudaEventDestroy(b);
-    void *bufs[4] = {x, w, y, ws};
+    void *mem[4] = {x, w, y, ws};
     for (int i = 0; i < 4; i++)
-        if (bufs[i]) cudaFree(bufs[i]);
+        if (mem[i]) cudaFree(mem[i]);
     return rc;
 }
 
 // The plan of a pass: the remembered engine, or mode A's candidates timed (autotuning) or its
 // first (deterministic), else the fallback list's first. *chosen: empty plan when none.
-int pick(tk_cudnn *h, Desc &graph, tk_conv_pass pass, const tk_conv_shape *s, tk_dtype t, Cand *chosen, int *tried,
+int pick(tk_cudnn *h, Desc &graph, int pass, const tk_conv_shape *s, tk_dtype t, Cand *chosen, int *tried,
          float *best_ms, int *ntimed, tk_err *e) {
     *chosen = Cand{};
     *best_ms = -1, *ntimed = 0;
@@ -398,11 +488,12 @@ int pick(tk_cudnn *h, Desc &graph, tk_conv_pass pass, const tk_conv_shape *s, tk
     Cand c[kTune];
     const int remembered = tune ? tuned_index(pass, s, t) : -1;
     if (remembered >= 0) TRY(candidates(h, graph, CUDNN_HEUR_MODE_A, t, remembered, c, 1, &n, tried, e));
-    if (!n) TRY(candidates(h, graph, CUDNN_HEUR_MODE_A, t, -1, c, tune ? kTune : 1, &n, tried, e));
+    if (!n) TRY(candidates(h, graph, CUDNN_HEUR_MODE_A, t, -1, c, !tune ? 1 : is_fused(pass) ? kTuneFused : kTune, &n,
+                           tried, e));
     int k = 0;
-    if (n > 1) {
-        float ms[kTune];
-        if (!time_candidates(h, s, t, c, n, ms)) {
+    if (n > 1 || (n == 1 && is_fused(pass) && tune)) { // (a fused plan is timed even alone: the caller
+        float ms[kTune];                                    // weighs it against the plain forward)
+        if (!time_candidates(h, pass, s, t, c, n, ms)) {
             for (int i = 1; i < n; i++)
                 if (ms[i] < ms[k]) k = i;
             *best_ms = ms[k], *ntimed = n;
@@ -434,6 +525,10 @@ int tk_cudnn_create(tk_ctx *c, size_t ws_limit, tk_cudnn **out, tk_err *e) {
     if (!h) return tk_err_set(e, TK_EIO, "out of host memory");
     h->c = c;
     h->ws_limit = ws_limit ? ws_limit : (size_t)256 << 20;
+    // fused plans only when asked for: on an H100 with cuDNN 9.19 the runtime-compiled genstats
+    // forward ran 2-4x slower than the plain forward at every ResNet-50 shape (contrib/bench/NOTES.md)
+    const char *fu = getenv("TK_CUDNN_FUSION");
+    h->fusion = fu && strcmp(fu, "1") == 0;
     cudnnStatus_t st = api.Create(&h->h);
     if (st == CUDNN_STATUS_SUCCESS) st = api.SetStream(h->h, (cudaStream_t)c->stream[TK_STREAM_COMPUTE]);
     if (st != CUDNN_STATUS_SUCCESS) {
@@ -457,9 +552,18 @@ void tk_cudnn_destroy(tk_cudnn *h) {
     free(h);
 }
 
-int tk_cudnn_plan(tk_cudnn *h, tk_conv_pass pass, const tk_conv_shape *s, tk_dtype t, tk_err *e) {
+namespace {
+
+// The plan of a pass for a shape and type, made once: *out the cached plan, or NULL with e filled
+// when cuDNN has no engine for it (remembered too, so a refused fused graph is asked about once).
+int plan_pass(tk_cudnn *h, int pass, const tk_conv_shape *s, tk_dtype t, const Plan **out, tk_err *e) {
+    *out = NULL;
     for (int i = 0; i < h->n; i++)
-        if (same(h->p[i], pass, s, t)) return 0;
+        if (same(h->p[i], pass, s, t)) {
+            if (!h->p[i].plan) return tk_err_set(e, TK_EDEVICE, "%s", h->p[i].desc);
+            *out = &h->p[i];
+            return 0;
+        }
     if (t != TK_F32 && t != TK_BF16) return tk_err_set(e, TK_EINTERNAL, "cudnn conv: type %s", tk_dtype_name(t));
     if (h->c->capturing) return tk_err_set(e, TK_EINTERNAL, "cudnn conv: a shape planned while capturing");
     if (h->n == h->cap) {
@@ -469,24 +573,43 @@ int tk_cudnn_plan(tk_cudnn *h, tk_conv_pass pass, const tk_conv_shape *s, tk_dty
         h->p = p;
         h->cap = cap;
     }
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    // the statistics' math precision: fp32, else (bf16) the tensors' own, as cudnn-frontend sets it
+    const cudnnDataType_t precs[2] = {CUDNN_DATA_FLOAT, t == TK_BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT};
     Desc graph;
-    TRY(op_graph(h, pass, s, t, graph, e));
-    Cand c;
+    Cand c = {};
     int tried = 0, ntimed = 0;
     float ms = -1;
-    TRY(pick(h, graph, pass, s, t, &c, &tried, &ms, &ntimed, e));
-    if (!c.plan) {
-        tk_err_set(e, TK_EDEVICE,
-                   "cuDNN has no engine for %s N %d %dx%dx%d -> %d %dx%d/%d pad %d in %s (%d engines tried, "
-                   "workspace limit %zu B)",
-                   kPassName[pass], s->N, s->H, s->W, s->C, s->K, s->R, s->S, s->stride, s->pad, tk_dtype_name(t), tried,
-                   h->ws_limit);
-        return tk_err_lib(e, "cudnn", 0);
+    for (int k = 0; k < (has_stats(pass) ? 2 : 1) && !c.plan; k++) {
+        if (k == 1 && precs[1] == precs[0]) break;
+        Desc g;
+        tk_err e0 = {};
+        // a fused graph cuDNN cannot even build (an older library) is a refusal like no engine
+        if (op_graph(h, pass, s, t, precs[k], g, is_fused(pass) ? &e0 : e)) {
+            if (!is_fused(pass)) return e->code;
+            continue;
+        }
+        TRY(pick(h, g, pass, s, t, &c, &tried, &ms, &ntimed, e));
+        if (c.plan) graph.d = g.release();
     }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    const double plan_ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
     Plan *p = &h->p[h->n++];
+    *p = Plan{};
     p->pass = pass;
     p->s = *s;
     p->t = t;
+    p->ms = ms;
+    if (!c.plan) {
+        snprintf(p->desc, sizeof p->desc,
+                 "cuDNN has no engine for %s N %d %dx%dx%d -> %d %dx%d/%d pad %d in %s (%d engines tried, workspace "
+                 "limit %zu B%s)",
+                 kPassName[pass], s->N, s->H, s->W, s->C, s->K, s->R, s->S, s->stride, s->pad, tk_dtype_name(t), tried,
+                 h->ws_limit, h->c->deterministic ? ", deterministic engines only" : "");
+        tk_err_set(e, TK_EDEVICE, "%s", p->desc);
+        return tk_err_lib(e, "cudnn", 0);
+    }
     p->plan = c.plan;
     p->keep[0] = graph.release();
     p->keep[1] = c.cfg;
@@ -494,11 +617,39 @@ int tk_cudnn_plan(tk_cudnn *h, tk_conv_pass pass, const tk_conv_shape *s, tk_dty
     const int64_t ws = c.ws;
     char timed[48] = "";
     if (ntimed) snprintf(timed, sizeof timed, ", fastest of %d: %.3f ms", ntimed, ms);
-    snprintf(p->desc, sizeof p->desc, "%s N%d %dx%dx%d -> %d %dx%d/%d %s: engine %lld (list %d), %lld B workspace%s",
+    snprintf(p->desc, sizeof p->desc,
+             "%s N%d %dx%dx%d -> %d %dx%d/%d %s: engine %lld (list %d), %lld B workspace%s, planned in %.0f ms",
              kPassName[pass], s->N, s->H, s->W, s->C, s->K, s->R, s->S, s->stride, tk_dtype_name(t),
-             (long long)c.engine, c.index, (long long)ws, timed);
+             (long long)c.engine, c.index, (long long)ws, timed, plan_ms);
     if ((size_t)ws > h->ws_need) h->ws_need = (size_t)ws;
+    *out = p;
     return 0;
+}
+
+const Plan *planned(const tk_cudnn *h, int pass, const tk_conv_shape *s, tk_dtype t) {
+    for (int i = h->n - 1; i >= 0; i--)
+        if (same(h->p[i], pass, s, t)) return h->p[i].plan ? &h->p[i] : NULL;
+    return NULL;
+}
+
+} // namespace
+
+int tk_cudnn_plan(tk_cudnn *h, tk_conv_pass pass, const tk_conv_shape *s, tk_dtype t, tk_err *e) {
+    const Plan *p;
+    return plan_pass(h, pass, s, t, &p, e);
+}
+
+int tk_cudnn_plan_fused(tk_cudnn *h, tk_cudnn_fused f, const tk_conv_shape *s, tk_dtype t, tk_err *e) {
+    if (!h->fusion) return tk_err_set(e, TK_EDEVICE, "cudnn: fused plans are off (TK_CUDNN_FUSION=1 turns them on)");
+    if (f < TK_CUDNN_FWD_STATS || f > TK_CUDNN_SBR_WGRAD)
+        return tk_err_set(e, TK_EINTERNAL, "cudnn: fused plan kind %d", (int)f);
+    const Plan *p;
+    return plan_pass(h, (int)f, s, t, &p, e);
+}
+
+float tk_cudnn_plan_ms(const tk_cudnn *h, int pass, const tk_conv_shape *s, tk_dtype t) {
+    const Plan *p = pass >= 0 && pass < kNumPass ? planned(h, pass, s, t) : NULL;
+    return p ? p->ms : -1;
 }
 
 size_t tk_cudnn_ws_bytes(const tk_cudnn *h) { return h->ws_need; }
@@ -510,9 +661,7 @@ void tk_cudnn_set_ws(tk_cudnn *h, void *ws, size_t bytes) {
 
 int tk_cudnn_conv(tk_cudnn *h, tk_conv_pass pass, const tk_conv_shape *s, tk_dtype t, const void *a, const void *b,
                   void *out, tk_err *e) {
-    const Plan *p = NULL;
-    for (int i = h->n - 1; i >= 0 && !p; i--)
-        if (same(h->p[i], pass, s, t)) p = &h->p[i];
+    const Plan *p = planned(h, pass, s, t);
     if (!p)
         return tk_err_set(e, TK_EINTERNAL, "cudnn conv: %s N %d %dx%dx%d -> %d was not planned", kPassName[pass], s->N,
                           s->H, s->W, s->C, s->K);
@@ -522,7 +671,47 @@ int tk_cudnn_conv(tk_cudnn *h, tk_conv_pass pass, const tk_conv_shape *s, tk_dty
     void *x = (void *)a, *w = (void *)b, *y = out;
     if (pass == TK_CONV_BWD_DATA) x = out, w = (void *)b, y = (void *)a;
     if (pass == TK_CONV_BWD_FILTER) x = (void *)a, w = out, y = (void *)b;
-    return execute(h, p->plan, x, w, y, h->ws, kPassName[pass], e);
+    return execute(h, p->plan, Bufs{x, w, y, nullptr, nullptr, nullptr, nullptr}, h->ws, kPassName[pass], e);
+}
+
+namespace {
+
+const Plan *usable(const tk_cudnn *h, int pass, const tk_conv_shape *s, tk_dtype t, tk_err *e) {
+    const Plan *p = planned(h, pass, s, t);
+    if (!p) {
+        tk_err_set(e, TK_EINTERNAL, "cudnn conv: %s N %d %dx%dx%d -> %d has no plan", kPassName[pass], s->N, s->H, s->W,
+                   s->C, s->K);
+        return NULL;
+    }
+    if ((size_t)p->ws > h->ws_bytes) {
+        tk_err_set(e, TK_EINTERNAL, "cudnn conv: workspace of %zu B < %lld B", h->ws_bytes, (long long)p->ws);
+        return NULL;
+    }
+    return p;
+}
+
+} // namespace
+
+int tk_cudnn_conv_fwd_stats(tk_cudnn *h, const tk_conv_shape *s, tk_dtype t, const void *x, const float *scale,
+                            const float *bias, const void *w, void *y, float *sum, float *sqsum, tk_err *e) {
+    const int pass = scale ? kFwdSbrStats : kFwdStats;
+    const Plan *p = usable(h, pass, s, t, e);
+    if (!p) return e->code;
+    // the sums start from zero whether the engine adds into them or writes them (cuDNN does not say)
+    cudaStream_t st = (cudaStream_t)h->c->stream[TK_STREAM_COMPUTE];
+    if (cudaMemsetAsync(sum, 0, (size_t)s->K * sizeof(float), st) != cudaSuccess ||
+        cudaMemsetAsync(sqsum, 0, (size_t)s->K * sizeof(float), st) != cudaSuccess)
+        return tk_err_set(e, TK_EDEVICE, "cudnn conv: zeroing the statistics: %s", cudaGetErrorString(cudaGetLastError()));
+    const Bufs b = {(void *)x, (void *)w, y, sum, sqsum, scale, scale ? bias : nullptr};
+    return execute(h, p->plan, b, h->ws, kPassName[pass], e);
+}
+
+int tk_cudnn_wgrad_sbr(tk_cudnn *h, const tk_conv_shape *s, tk_dtype t, const void *x, const float *scale,
+                       const float *bias, const void *dy, void *dw, tk_err *e) {
+    const Plan *p = usable(h, kWgradSbr, s, t, e);
+    if (!p) return e->code;
+    const Bufs b = {(void *)x, dw, (void *)dy, nullptr, nullptr, scale, bias};
+    return execute(h, p->plan, b, h->ws, kPassName[kWgradSbr], e);
 }
 
 int tk_cudnn_nplans(const tk_cudnn *h) { return h ? h->n : 0; }
@@ -559,6 +748,23 @@ void tk_cudnn_set_ws(tk_cudnn *h, void *ws, size_t bytes) { (void)h, (void)ws, (
 int tk_cudnn_conv(tk_cudnn *h, tk_conv_pass pass, const tk_conv_shape *s, tk_dtype t, const void *a, const void *b,
                   void *out, tk_err *e) {
     (void)h, (void)pass, (void)s, (void)t, (void)a, (void)b, (void)out;
+    return no_cudnn(e);
+}
+int tk_cudnn_plan_fused(tk_cudnn *h, tk_cudnn_fused f, const tk_conv_shape *s, tk_dtype t, tk_err *e) {
+    (void)h, (void)f, (void)s, (void)t;
+    return no_cudnn(e);
+}
+float tk_cudnn_plan_ms(const tk_cudnn *h, int pass, const tk_conv_shape *s, tk_dtype t) {
+    return (void)h, (void)pass, (void)s, (void)t, -1.0f;
+}
+int tk_cudnn_conv_fwd_stats(tk_cudnn *h, const tk_conv_shape *s, tk_dtype t, const void *x, const float *scale,
+                            const float *bias, const void *w, void *y, float *sum, float *sqsum, tk_err *e) {
+    (void)h, (void)s, (void)t, (void)x, (void)scale, (void)bias, (void)w, (void)y, (void)sum, (void)sqsum;
+    return no_cudnn(e);
+}
+int tk_cudnn_wgrad_sbr(tk_cudnn *h, const tk_conv_shape *s, tk_dtype t, const void *x, const float *scale,
+                       const float *bias, const void *dy, void *dw, tk_err *e) {
+    (void)h, (void)s, (void)t, (void)x, (void)scale, (void)bias, (void)dy, (void)dw;
     return no_cudnn(e);
 }
 int tk_cudnn_nplans(const tk_cudnn *h) { return (void)h, 0; }

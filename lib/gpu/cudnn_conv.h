@@ -44,6 +44,38 @@ void tk_cudnn_set_ws(tk_cudnn *h, void *ws, size_t bytes);
 // Runs a planned pass (TK_EINTERNAL when the shape was not planned): kernels/conv.h's a, b, out.
 int tk_cudnn_conv(tk_cudnn *h, tk_conv_pass pass, const tk_conv_shape *s, tk_dtype t, const void *a, const void *b,
                   void *out, tk_err *e);
+// Fused passes, through cuDNN's runtime fusion (operation graphs of several operations, their
+// kernels compiled by cuDNN at run time when a plan finalizes):
+//   TK_CUDNN_FWD_STATS: the forward, y as TK_CONV_FWD writes it, and batch norm's statistics of y
+//     from its epilogue (a genstats operation): per output channel k, sum[k] = sum of y[n,p,q,k]
+//     and sqsum[k] = sum of its squares over (n, p, q), fp32 (K each; zeroed first by the call).
+//     So a training BN after the convolution needs no pass over y for its statistics (kernels/bn.h
+//     tk_bn_fwd_train_sums).
+//   TK_CUDNN_SBR_FWD_STATS: the same, reading relu(x scale[c] + bias[c]) instead of x (the previous
+//     BN's apply and ReLU as the prologue; scale, bias fp32, C each), so that BN's output is never
+//     written.
+//   TK_CUDNN_SBR_WGRAD: the filter gradient of TK_CONV_BWD_FILTER with that prologue on x (the
+//     backward recomputes the forward's input instead of reading it).
+// Planned like the three passes (autotuned among the first few engines; with ctx->deterministic only
+// engines without the nondeterministic note). A plan fails with TK_EDEVICE when cuDNN has no
+// engine for the fused graph (an architecture or version without the fusion, a shape it refuses),
+// and always unless TK_CUDNN_FUSION=1 was in the environment at tk_cudnn_create (off by default:
+// on an H100 with cuDNN 9.19 the genstats forward's runtime-compiled engine ran 2-4x slower than
+// the plain forward at every ResNet-50 shape, and the prologue graphs had no engine at all;
+// contrib/bench/NOTES.md): callers then run the plain passes and their own kernels. A refusal is
+// remembered, so asking again is cheap. The genstats engine is not bitwise reproducible (its sums'
+// order varies) though cuDNN does not mark it nondeterministic.
+typedef enum { TK_CUDNN_FWD_STATS = 3, TK_CUDNN_SBR_FWD_STATS = 4, TK_CUDNN_SBR_WGRAD = 5 } tk_cudnn_fused;
+int tk_cudnn_plan_fused(tk_cudnn *h, tk_cudnn_fused f, const tk_conv_shape *s, tk_dtype t, tk_err *e);
+// The fused forward: scale NULL for TK_CUDNN_FWD_STATS, else TK_CUDNN_SBR_FWD_STATS's prologue.
+int tk_cudnn_conv_fwd_stats(tk_cudnn *h, const tk_conv_shape *s, tk_dtype t, const void *x, const float *scale,
+                            const float *bias, const void *w, void *y, float *sum, float *sqsum, tk_err *e);
+// TK_CUDNN_SBR_WGRAD: dw (K, R, S, C) in t from x, its prologue's scale and bias, and dy.
+int tk_cudnn_wgrad_sbr(tk_cudnn *h, const tk_conv_shape *s, tk_dtype t, const void *x, const float *scale,
+                       const float *bias, const void *dy, void *dw, tk_err *e);
+// The autotuning's time (ms) of the plan of a pass (a tk_conv_pass or a tk_cudnn_fused) for a shape,
+// or -1 when it was not timed or not planned.
+float tk_cudnn_plan_ms(const tk_cudnn *h, int pass, const tk_conv_shape *s, tk_dtype t);
 // The plans made so far, for a profile or a report: count, and the i-th's description
 // ("fwd N256 56x56x64 -> 64 3x3/1 BF16: engine 7, 4194304 B workspace").
 int tk_cudnn_nplans(const tk_cudnn *h);
@@ -63,6 +95,25 @@ static inline int tk_cudnn_plan(tk_cudnn *h, tk_conv_pass pass, const tk_conv_sh
 }
 static inline size_t tk_cudnn_ws_bytes(const tk_cudnn *h) { return (void)h, 0; }
 static inline void tk_cudnn_set_ws(tk_cudnn *h, void *ws, size_t bytes) { (void)h, (void)ws, (void)bytes; }
+typedef enum { TK_CUDNN_FWD_STATS = 3, TK_CUDNN_SBR_FWD_STATS = 4, TK_CUDNN_SBR_WGRAD = 5 } tk_cudnn_fused;
+static inline int tk_cudnn_plan_fused(tk_cudnn *h, tk_cudnn_fused f, const tk_conv_shape *s, tk_dtype t, tk_err *e) {
+    (void)h, (void)f, (void)s, (void)t;
+    return tk_err_set(e, TK_EDEVICE, "this trainkit was built without CUDA");
+}
+static inline float tk_cudnn_plan_ms(const tk_cudnn *h, int pass, const tk_conv_shape *s, tk_dtype t) {
+    return (void)h, (void)pass, (void)s, (void)t, -1.0f;
+}
+static inline int tk_cudnn_conv_fwd_stats(tk_cudnn *h, const tk_conv_shape *s, tk_dtype t, const void *x,
+                                          const float *scale, const float *bias, const void *w, void *y, float *sum,
+                                          float *sqsum, tk_err *e) {
+    (void)h, (void)s, (void)t, (void)x, (void)scale, (void)bias, (void)w, (void)y, (void)sum, (void)sqsum;
+    return tk_err_set(e, TK_EDEVICE, "this trainkit was built without CUDA");
+}
+static inline int tk_cudnn_wgrad_sbr(tk_cudnn *h, const tk_conv_shape *s, tk_dtype t, const void *x,
+                                     const float *scale, const float *bias, const void *dy, void *dw, tk_err *e) {
+    (void)h, (void)s, (void)t, (void)x, (void)scale, (void)bias, (void)dy, (void)dw;
+    return tk_err_set(e, TK_EDEVICE, "this trainkit was built without CUDA");
+}
 static inline int tk_cudnn_nplans(const tk_cudnn *h) { return (void)h, 0; }
 static inline const char *tk_cudnn_describe(void) { return "built without CUDA"; }
 #endif

@@ -89,16 +89,24 @@ static void conv_one(tk_cudnn *h, const conv_case *cc, tk_dtype t, int ints, int
     free(x), free(w), free(dy), free(hx), free(hw), free(hdy);
 }
 
-TK_TEST(conv_cudnn_vs_reference) {
+// A cuDNN handle on the test context (NULL, the reason printed, when there is no cuDNN).
+static tk_cudnn *dnn(void) {
+    setenv("TK_CUDNN_FUSION", "1", 1); // (the fused plans are opt-in; these tests plan them)
     tk_err e = {0};
     tk_cudnn *h = NULL;
     if (tk_cudnn_create(gt_ctx_, 0, &h, &e)) {
         char buf[1024];
         tk_err_format(&e, buf, sizeof buf);
         printf("# %s\n", buf);
-        CHECK(0);
-        return;
+        return NULL;
     }
+    return h;
+}
+
+TK_TEST(conv_cudnn_vs_reference) {
+    tk_cudnn *h = dnn();
+    CHECK(h != NULL);
+    if (!h) return;
     printf("# %s\n", tk_cudnn_describe());
     for (size_t i = 0; i < sizeof conv_cases / sizeof *conv_cases; i++) {
         conv_one(h, &conv_cases[i], TK_F32, 0, tk_failed_);
@@ -107,6 +115,111 @@ TK_TEST(conv_cudnn_vs_reference) {
         conv_one(h, &conv_cases[i], TK_BF16, 1, tk_failed_);
     }
     for (int i = 0; i < tk_cudnn_nplans(h); i++) printf("#   plan %s\n", tk_cudnn_plan_desc(h, i));
+    tk_cudnn_destroy(h);
+}
+
+// ---- the fused passes (cuDNN's runtime fusion, gpu/cudnn_conv.h) ----
+
+// One fused pass against the references: FWD_STATS, SBR_FWD_STATS (x through relu(x scale + bias)
+// first, per input channel) or SBR_WGRAD. The prologue's output is computed here in fp32 and
+// rounded to t (what the unfused path's BN kernel writes); y or dw against the reference
+// convolution in t on it; the per-channel sum and sum of squares against fp64 sums of the
+// reference's fp32 output (before its rounding to t: the fused engine may sum its accumulators or
+// the rounded y; either is within bf16's tolerance). A shape cuDNN refuses to fuse is reported and
+// skipped (the model then runs the unfused passes, which the step tests cover). Returns whether
+// the shape was fused.
+static int fused_one(tk_cudnn *h, const conv_case *cc, tk_dtype t, int ints, tk_cudnn_fused kind, int *failed_) {
+    int *tk_failed_ = failed_;
+    static const char *const kname[6] = {"", "", "", "fwd+stats", "sbr+fwd+stats", "sbr+wgrad"};
+    tk_err e = {0};
+    tk_conv_shape s;
+    CHECK_EQ_INT(tk_conv_shape_init(&s, cc->N, cc->H, cc->H, cc->C, cc->K, cc->R, cc->R, cc->stride, cc->pad, &e), 0);
+    char what[160];
+    snprintf(what, sizeof what, "conv %s %s%s N%d %dx%dx%d->%d %dx%d/%d", kname[kind], tk_dtype_name(t),
+             ints ? " ints" : "", s.N, s.H, s.W, s.C, s.K, s.R, s.S, s.stride);
+    if (tk_cudnn_plan_fused(h, kind, &s, t, &e)) {
+        char buf[1024];
+        tk_err_format(&e, buf, sizeof buf);
+        printf("# table resnet %s: refused (%s)\n", what, buf);
+        return 0;
+    }
+    size_t nws = tk_cudnn_ws_bytes(h);
+    void *ws = nws ? gt_dev(nws) : NULL;
+    tk_cudnn_set_ws(h, ws, nws);
+    const size_t nx = (size_t)tk_conv_x_numel(&s), ny = (size_t)tk_conv_y_numel(&s), nw = (size_t)tk_conv_w_numel(&s);
+    const int K = s.K, C = s.C, pro = kind != TK_CUDNN_FWD_STATS, wgrad = kind == TK_CUDNN_SBR_WGRAD;
+    const size_t es = tk_dtype_size(t), no = wgrad ? nw : ny;
+    float *x = rand_host(nx, ints), *w = rand_host(nw, ints), *dy = rand_host(ny, ints);
+    float *sc = rand_host((size_t)C, ints), *bi = rand_host((size_t)C, ints), *xr = gt_host(nx * 4);
+    gt_round(x, nx, t), gt_round(w, nw, t), gt_round(dy, ny, t);
+    for (size_t i = 0; i < nx; i++) {
+        float v = pro ? x[i] * sc[i % C] + bi[i % C] : x[i];
+        xr[i] = pro && !(v > 0) ? 0 : v;
+    }
+    gt_round(xr, nx, t);
+    // the references: in t on t's values, and (statistics) in fp32
+    void *hxr = gt_host(nx * es), *hw = gt_host(nw * es), *hdy = gt_host(ny * es), *ho = gt_host(no * es);
+    void *dx_ = gt_dev(nx * es), *dw_ = gt_dev(nw * es), *ddy = gt_dev(ny * es), *dout = gt_dev(no * es);
+    float *dstat = gt_dev((size_t)(2 * K + 2 * C) * 4);
+    gt_up_as(dx_, xr, nx, t), gt_down(hxr, dx_, nx * es); // (t's bytes of the prologue's output, for the reference)
+    gt_up_as(dx_, x, nx, t), gt_up_as(dw_, w, nw, t), gt_up_as(ddy, dy, ny, t);
+    gt_down(hw, dw_, nw * es), gt_down(hdy, ddy, ny * es);
+    gt_up(dstat + 2 * K, sc, (size_t)C * 4), gt_up(dstat + 2 * K + C, bi, (size_t)C * 4);
+    float *ref = gt_host(no * 4), *got = gt_host(no * 4), *y32 = gt_host(ny * 4);
+    if (wgrad) CHECK_EQ_INT(tk_conv_ref(TK_CONV_BWD_FILTER, &s, t, hxr, hdy, ho, &e), 0);
+    else CHECK_EQ_INT(tk_conv_ref(TK_CONV_FWD, &s, t, hxr, hw, ho, &e), 0);
+    for (size_t i = 0; i < no; i++) ref[i] = t == TK_BF16 ? tk_bf16_to_f32(((uint16_t *)ho)[i]) : ((float *)ho)[i];
+    gt_poison(dout, no * es, 0xff), gt_poison(dstat, (size_t)2 * K * 4, 0x7f); // the call zeroes the sums itself
+    const float *dsc = pro ? dstat + 2 * K : NULL, *dbi = pro ? dstat + 2 * K + C : NULL;
+    if (wgrad) CHECK_EQ_INT(tk_cudnn_wgrad_sbr(h, &s, t, dx_, dsc, dbi, ddy, dout, &e), 0);
+    else CHECK_EQ_INT(tk_cudnn_conv_fwd_stats(h, &s, t, dx_, dsc, dbi, dw_, dout, dstat, dstat + K, &e), 0);
+    CHECK_EQ_INT(gt_sync(&e), 0);
+    gt_down_as(got, dout, no, t);
+    const double tol = t == TK_BF16 ? 1e-2 : ints ? 0 : 1e-5;
+    CHECK(close_enough(what, got, ref, no, tol));
+    if (!wgrad) {
+        CHECK_EQ_INT(tk_conv_ref(TK_CONV_FWD, &s, TK_F32, xr, w, y32, &e), 0); // xr, w hold t's values
+        double *sd = calloc((size_t)2 * K, sizeof *sd);
+        float *sref = gt_host((size_t)2 * K * 4), *sgot = gt_host((size_t)2 * K * 4);
+        for (size_t i = 0; i < ny; i++) sd[i % K] += y32[i], sd[K + i % K] += (double)y32[i] * y32[i];
+        for (int k = 0; k < 2 * K; k++) sref[k] = (float)sd[k];
+        gt_down(sgot, dstat, (size_t)2 * K * 4);
+        char w2[200];
+        snprintf(w2, sizeof w2, "%s sum", what);
+        CHECK(close_enough(w2, sgot, sref, (size_t)K, tol));
+        snprintf(w2, sizeof w2, "%s sqsum", what);
+        CHECK(close_enough(w2, sgot + K, sref + K, (size_t)K, tol));
+        free(sd), free(sref), free(sgot);
+    }
+    void *dev[] = {dx_, dw_, ddy, dout, dstat, ws};
+    for (int i = 0; i < 6; i++)
+        if (dev[i]) tk_free(gt_ctx_, dev[i]);
+    void *host[] = {x, w, dy, sc, bi, xr, hxr, hw, hdy, ho, ref, got, y32};
+    for (size_t i = 0; i < sizeof host / sizeof *host; i++) free(host[i]);
+    return 1;
+}
+
+// Every fused kind on every conv case; the genstats forward must be there for bf16 (cudnn-frontend
+// runs its scale-bias-relu-conv-genstats sample on sm80 and sm90): a refusal of every bf16 case
+// fails. The prologue kinds are reported (the model falls back without them).
+TK_TEST(conv_fused_vs_reference) {
+    tk_cudnn *h = dnn();
+    CHECK(h != NULL);
+    if (!h) return;
+    const size_t nc = sizeof conv_cases / sizeof *conv_cases;
+    int fused[3] = {0, 0, 0};
+    for (int k = 0; k < 3; k++)
+        for (size_t i = 0; i < nc; i++) {
+            tk_cudnn_fused kind = (tk_cudnn_fused)(TK_CUDNN_FWD_STATS + k);
+            fused_one(h, &conv_cases[i], TK_F32, 0, kind, tk_failed_);
+            fused_one(h, &conv_cases[i], TK_F32, 1, kind, tk_failed_);
+            fused[k] += fused_one(h, &conv_cases[i], TK_BF16, 0, kind, tk_failed_);
+            fused_one(h, &conv_cases[i], TK_BF16, 1, kind, tk_failed_);
+        }
+    for (int i = 0; i < tk_cudnn_nplans(h); i++) printf("#   plan %s\n", tk_cudnn_plan_desc(h, i));
+    printf("# table resnet conv fused bf16 shapes of %zu: fwd+stats %d, sbr+fwd+stats %d, sbr+wgrad %d\n", nc,
+           fused[0], fused[1], fused[2]);
+    CHECK(fused[0] > 0);
     tk_cudnn_destroy(h);
 }
 
@@ -177,6 +290,44 @@ static void bn_case(int64_t M, int C, tk_dtype t, int relu, int res, int ints, i
         CHECK(close_enough(what, gc, stats[k].host, (size_t)C,
                            ints && k != 4 ? 0 : k >= 4 && t == TK_BF16 ? 1e-4 : 1e-5));
     }
+    if (relu && res && tk_bn_mask_ok(TK_BACKEND_CUDA, t, C)) { // the ReLU's mask as bits (bf16, C % 8 == 0)
+        const size_t nb = (n + 7) / 8;
+        uint8_t *hm = gt_host(nb), *gm = gt_host(nb), *dm = gt_dev(nb);
+        void *hdx3 = gt_host(n * es), *hdz3 = gt_host(n * es), *gdx = gt_host(n * es), *gdz = gt_host(n * es),
+             *gdx3 = gt_host(n * es), *gdz3 = gt_host(n * es), *hy3 = gt_host(n * es);
+        float *dg3 = gt_host((size_t)C * 4), *db3 = gt_host((size_t)C * 4), *rm3 = gt_host((size_t)C * 4),
+              *rv3 = gt_host((size_t)C * 4), *sm3 = gt_host((size_t)C * 4), *si3 = gt_host((size_t)C * 4);
+        memcpy(rm3, rm, (size_t)C * 4), memcpy(rv3, rv, (size_t)C * 4);
+        CHECK_EQ_INT(tk_bn_fwd_train_mask_ref(t, hx, M, C, gamma, beta, hr, 1, eps, mom, rm3, rv3, sm3, si3, hy3, hm, &e),
+                     0);
+        CHECK(memcmp(hy3, hy, n * es) == 0); // the reference's y is the plain forward's
+        int bits_ok = 1; // and its bits are y > 0
+        for (size_t i = 0; i < n; i++)
+            bits_ok &= (hm[i / 8] >> (i % 8) & 1) == (tk_bf16_to_f32(((uint16_t *)hy)[i]) > 0);
+        CHECK(bits_ok);
+        CHECK_EQ_INT(tk_bn_bwd_mask_ref(t, hx, hm, hdy, hdy2, M, C, gamma, sm_ref, si_ref, hdx3, hdz3, dg3, db3, &e), 0);
+        CHECK(memcmp(hdx3, hdxo, n * es) == 0 && memcmp(hdz3, hdz, n * es) == 0);
+        // the device: y-path backward (its outputs kept), then the mask forward and backward
+        gt_down(gdx, ddx, n * es), gt_down(gdz, ddz, n * es);
+        gt_poison(dm, nb, 0x55), gt_poison(ddx, n * es, 0xff), gt_poison(ddz, n * es, 0xff);
+        gt_up(drm, rm, (size_t)C * 4), gt_up(drv, rv, (size_t)C * 4);
+        CHECK_EQ_INT(tk_bn_fwd_train_mask(gt_ctx_, t, dx, M, C, dgm, dbt, dr, 1, eps, mom, drm, drv, dsm, dsi, dy_, dm, ws,
+                                          &e), 0);
+        CHECK_EQ_INT(tk_bn_bwd_mask(gt_ctx_, t, dx, dm, ddy, ddy2, M, C, dgm, dsm, dsi, ddx, ddz, ddg, ddb, ws, &e), 0);
+        CHECK_EQ_INT(gt_sync(&e), 0);
+        gt_down(gm, dm, nb), gt_down(gdx3, ddx, n * es), gt_down(gdz3, ddz, n * es);
+        size_t nbad = 0;
+        for (size_t i = 0; i < nb; i++) nbad += gm[i] != hm[i];
+        const int same = memcmp(gdx3, gdx, n * es) == 0 && memcmp(gdz3, gdz, n * es) == 0;
+        printf("# table resnet bn mask %s M%lld C%d: %zu of %zu mask bytes differ from the reference; dx, dz %s the "
+               "y-path's%s\n", tk_dtype_name(t), (long long)M, C, nbad, nb, same ? "bit-identical to" : "DIFFER from",
+               nbad || !same ? "  <-- FAIL" : "");
+        CHECK(nbad == 0);
+        CHECK(same);
+        tk_free(gt_ctx_, dm);
+        void *hh[] = {hm, gm, hdx3, hdz3, gdx, gdz, gdx3, gdz3, hy3, dg3, db3, rm3, rv3, sm3, si3};
+        for (size_t i = 0; i < sizeof hh / sizeof *hh; i++) free(hh[i]);
+    }
     if (relu && !res) { // the backward with its mask recomputed from x (no y): the same as from y
         void *hdx2 = gt_host(n * es), *hdz2 = gt_host(n * es);
         float *dg2 = gt_host((size_t)C * 4), *db2 = gt_host((size_t)C * 4);
@@ -208,6 +359,98 @@ static void bn_case(int64_t M, int C, tk_dtype t, int relu, int res, int ints, i
     void *host[] = {x, r, dy, dy2, gamma, beta, rm, rv, hx, hr, hdy, hdy2, rm_ref, rv_ref, sm_ref, si_ref, dg_ref,
                     db_ref, hy, hdxo, hdz, hye, got, ref, gc};
     for (size_t i = 0; i < sizeof host / sizeof *host; i++) free(host[i]);
+}
+
+// tk_bn_fwd_train_sums: the statistics from given per-channel sums (computed here in fp64 from x and
+// rounded to fp32, as a fused convolution hands them over); the kernel against its reference (the
+// same formula: y, mean, invstd and the running statistics within the type's tolerance, exact on
+// small integers), and the reference against the two-pass tk_bn_fwd_train_ref (within 1e-5: the
+// one-pass variance on inputs whose mean is about their standard deviation).
+static void bn_sums_case(int64_t M, int C, tk_dtype t, int relu, int res, int ints, int *failed_) {
+    int *tk_failed_ = failed_;
+    tk_err e = {0};
+    const size_t n = (size_t)M * C, es = tk_dtype_size(t), cb = (size_t)C * 4;
+    float *x = gt_host(n * 4), *r = rand_host(n, ints);
+    if (ints) gt_fill(x, n, -2, 5, 1);
+    else gt_fill(x, n, -0.5f, 2.5f, 0);
+    gt_round(x, n, t), gt_round(r, n, t);
+    float *gamma = rand_host((size_t)C, 0), *beta = rand_host((size_t)C, 0), *rm = rand_host((size_t)C, 0),
+          *rv = gt_host(cb), *sums = gt_host(2 * cb);
+    gt_fill(rv, (size_t)C, 0.5f, 1.5f, 0);
+    double *sd = calloc((size_t)2 * C, sizeof *sd);
+    for (size_t i = 0; i < n; i++) sd[i % C] += x[i], sd[C + i % C] += (double)x[i] * x[i];
+    for (int k = 0; k < 2 * C; k++) sums[k] = (float)sd[k];
+    void *hx = gt_host(n * es), *hr = gt_host(n * es), *hy = gt_host(n * es), *hy2 = gt_host(n * es);
+    void *dx = gt_dev(n * es), *dr = gt_dev(n * es), *dy = gt_dev(n * es);
+    gt_up_as(dx, x, n, t), gt_up_as(dr, r, n, t);
+    gt_down(hx, dx, n * es), gt_down(hr, dr, n * es);
+    // host: from the sums, and two-pass
+    float *ref[2][4];
+    for (int a = 0; a < 2; a++)
+        for (int k = 0; k < 4; k++) ref[a][k] = gt_host(cb);
+    for (int a = 0; a < 2; a++) memcpy(ref[a][0], rm, cb), memcpy(ref[a][1], rv, cb);
+    const float eps = 1e-5f, mom = 0.1f;
+    CHECK_EQ_INT(tk_bn_fwd_train_sums_ref(t, hx, M, C, sums, sums + C, gamma, beta, res ? hr : NULL, relu, eps, mom,
+                                          ref[0][0], ref[0][1], ref[0][2], ref[0][3], hy, &e), 0);
+    CHECK_EQ_INT(tk_bn_fwd_train_ref(t, hx, M, C, gamma, beta, res ? hr : NULL, relu, eps, mom, ref[1][0], ref[1][1],
+                                     ref[1][2], ref[1][3], hy2, &e), 0);
+    // device
+    float *dev[7];
+    for (int k = 0; k < 7; k++) dev[k] = gt_dev(k == 6 ? 2 * cb : cb);
+    gt_up(dev[0], rm, cb), gt_up(dev[1], rv, cb), gt_up(dev[4], gamma, cb), gt_up(dev[5], beta, cb),
+        gt_up(dev[6], sums, 2 * cb);
+    void *ws = gt_dev(tk_bn_ws_bytes(TK_BACKEND_CUDA, M, C));
+    gt_poison(dy, n * es, 0xff);
+    CHECK_EQ_INT(tk_bn_fwd_train_sums(gt_ctx_, t, dx, M, C, dev[6], dev[6] + C, dev[4], dev[5], res ? dr : NULL, relu,
+                                      eps, mom, dev[0], dev[1], dev[2], dev[3], dy, ws, &e), 0);
+    CHECK_EQ_INT(gt_sync(&e), 0);
+    float *got = gt_host(n * 4), *want = gt_host(n * 4), *gc = gt_host(cb);
+    char what[96];
+    const double tol = t == TK_BF16 ? 1e-2 : 1e-5;
+    // the reference from the sums against the two-pass reference
+    float *one = gt_host(n * 4);
+    for (size_t i = 0; i < n; i++) {
+        one[i] = t == TK_BF16 ? tk_bf16_to_f32(((uint16_t *)hy)[i]) : ((float *)hy)[i];
+        want[i] = t == TK_BF16 ? tk_bf16_to_f32(((uint16_t *)hy2)[i]) : ((float *)hy2)[i];
+    }
+    snprintf(what, sizeof what, "bn sums y %s M%lld C%d%s%s%s ref vs two-pass", tk_dtype_name(t), (long long)M, C,
+             relu ? " relu" : "", res ? " res" : "", ints ? " ints" : "");
+    CHECK(close_enough(what, one, want, n, ints ? 0 : tol));
+    free(one), free(hy2);
+    gt_down_as(got, dy, n, t);
+    // the kernel against its reference
+    for (size_t i = 0; i < n; i++) want[i] = t == TK_BF16 ? tk_bf16_to_f32(((uint16_t *)hy)[i]) : ((float *)hy)[i];
+    snprintf(what, sizeof what, "bn sums y %s M%lld C%d%s%s%s", tk_dtype_name(t), (long long)M, C, relu ? " relu" : "",
+             res ? " res" : "", ints ? " ints" : "");
+    CHECK(close_enough(what, got, want, n, ints ? 0 : tol));
+    const char *names[4] = {"running mean", "running var", "mean", "invstd"};
+    for (int k = 0; k < 4; k++) {
+        gt_down(gc, dev[k], cb);
+        snprintf(what, sizeof what, "bn sums %s %s M%lld C%d%s", names[k], tk_dtype_name(t), (long long)M, C,
+                 ints ? " ints" : "");
+        CHECK(close_enough(what, gc, ref[0][k], (size_t)C, ints ? 0 : 1e-5));
+        snprintf(what, sizeof what, "bn sums %s %s M%lld C%d%s vs two-pass", names[k], tk_dtype_name(t), (long long)M,
+                 C, ints ? " ints" : "");
+        CHECK(close_enough(what, ref[0][k], ref[1][k], (size_t)C, ints ? 0 : 1e-5));
+    }
+    for (int k = 0; k < 7; k++) tk_free(gt_ctx_, dev[k]);
+    void *dv[] = {dx, dr, dy, ws};
+    for (int k = 0; k < 4; k++) tk_free(gt_ctx_, dv[k]);
+    for (int a = 0; a < 2; a++)
+        for (int k = 0; k < 4; k++) free(ref[a][k]);
+    void *host[] = {x, r, gamma, beta, rm, rv, sums, sd, hx, hr, hy, got, want, gc};
+    for (size_t i = 0; i < sizeof host / sizeof *host; i++) free(host[i]);
+}
+
+TK_TEST(bn_sums_vs_reference) {
+    for (int tt = 0; tt < 2; tt++) {
+        tk_dtype t = tt ? TK_BF16 : TK_F32;
+        bn_sums_case(1000, 64, t, 1, 0, 0, tk_failed_);   // vector path, ReLU
+        bn_sums_case(2000, 256, t, 1, 1, 0, tk_failed_);  // residual + ReLU
+        bn_sums_case(37, 3, t, 0, 0, 0, tk_failed_);      // scalar path
+        bn_sums_case(300, 2056, t, 1, 1, 0, tk_failed_);  // more channels than a block's threads
+        bn_sums_case(1024, 64, t, 1, 1, 1, tk_failed_);   // small integers: exact
+    }
 }
 
 TK_TEST(bn_vs_reference) {
@@ -286,6 +529,153 @@ TK_TEST(pool_vs_reference) {
 }
 
 // ---- loss and accuracy ----
+
+// Max pooling with BN + ReLU before it (tk_maxpool_bn_fwd): against its reference (the same fp32
+// operations in the same order: bit-exact, and the same first maxima), and on the device against
+// what it replaces in the step, BN's training forward writing its output and the plain max pool
+// of that (bit-identical y and idx), with the statistics alone (y NULL) matching the full forward's.
+TK_TEST(pool_bn_vs_reference) {
+    tk_err e = {0};
+    for (int tt = 0; tt < 4; tt++)
+        for (int ints = 0; ints < 2; ints++) {
+            const tk_dtype t = tt & 1 ? TK_BF16 : TK_F32;
+            const int N = 3, H = 17, W = 14, C = tt < 2 ? 24 : 6, R = 3, st = 2, pad = 1;
+            const int P = tk_pool_out(H, R, st, pad), Q = tk_pool_out(W, R, st, pad);
+            const size_t nx = (size_t)N * H * W * C, ny = (size_t)N * P * Q * C, es = tk_dtype_size(t), cb = (size_t)C * 4;
+            const int64_t M = (int64_t)N * H * W;
+            float *x = rand_host(nx, ints), *g = rand_host((size_t)C, ints), *bt = rand_host((size_t)C, ints),
+                  *mu = rand_host((size_t)C, ints), *is = gt_host(cb);
+            gt_fill(is, (size_t)C, 0.5f, 2.0f, 0);
+            if (ints)
+                for (int c = 0; c < C; c++) is[c] = c % 2 ? 0.5f : 1.0f; // exact scales and shifts
+            gt_round(x, nx, t);
+            void *hx = gt_host(nx * es), *hy = gt_host(ny * es), *gy = gt_host(ny * es), *gy2 = gt_host(ny * es);
+            uint8_t *hidx = gt_host(ny), *gidx = gt_host(ny), *gidx2 = gt_host(ny);
+            void *dx = gt_dev(nx * es), *dy = gt_dev(ny * es), *dz = gt_dev(nx * es);
+            uint8_t *didx = gt_dev(ny);
+            float *dp = gt_dev(8 * cb);
+            gt_up_as(dx, x, nx, t), gt_down(hx, dx, nx * es);
+            gt_up(dp, g, cb), gt_up(dp + C, bt, cb), gt_up(dp + 2 * C, mu, cb), gt_up(dp + 3 * C, is, cb);
+            const tk_pool_bn hb = {g, bt, mu, is}, db = {dp, dp + C, dp + 2 * C, dp + 3 * C};
+            CHECK_EQ_INT(tk_maxpool_bn_fwd_ref(t, hx, hb, N, H, W, C, R, st, pad, hy, hidx, &e), 0);
+            gt_poison(dy, ny * es, 0xff);
+            CHECK_EQ_INT(tk_maxpool_bn_fwd(gt_ctx_, t, dx, db, N, H, W, C, R, st, pad, dy, didx, &e), 0);
+            CHECK_EQ_INT(gt_sync(&e), 0);
+            gt_down(gy, dy, ny * es), gt_down(gidx, didx, ny);
+            printf("# table resnet maxpool+bn fwd %s C%d%s vs reference: %s\n", tk_dtype_name(t), C, ints ? " ints" : "",
+                   memcmp(gy, hy, ny * es) == 0 && memcmp(gidx, hidx, ny) == 0 ? "bit-exact" : "DIFFER  <-- FAIL");
+            CHECK(memcmp(gy, hy, ny * es) == 0);
+            CHECK(memcmp(gidx, hidx, ny) == 0);
+            // on the device: BN's forward (x's own statistics) + plain pool vs statistics alone + the fused pool
+            float *rm = dp + 4 * C, *rv = dp + 5 * C, *sm = dp + 6 * C, *si = dp + 7 * C;
+            void *ws = gt_dev(tk_bn_ws_bytes(TK_BACKEND_CUDA, M, C));
+            float *st1 = gt_host(4 * cb), *st2 = gt_host(4 * cb);
+            gt_up(rm, mu, cb), gt_up(rv, is, cb);
+            CHECK_EQ_INT(tk_bn_fwd_train(gt_ctx_, t, dx, M, C, dp, dp + C, NULL, 1, 1e-5f, 0.1f, rm, rv, sm, si, dz, ws, &e),
+                         0);
+            CHECK_EQ_INT(tk_maxpool_fwd(gt_ctx_, t, dz, N, H, W, C, R, st, pad, dy, didx, &e), 0);
+            CHECK_EQ_INT(gt_sync(&e), 0);
+            gt_down(gy, dy, ny * es), gt_down(gidx, didx, ny), gt_down(st1, rm, 4 * cb);
+            gt_up(rm, mu, cb), gt_up(rv, is, cb);
+            gt_poison(dy, ny * es, 0xff), gt_poison(sm, 2 * cb, 0xff);
+            CHECK_EQ_INT(tk_bn_fwd_train(gt_ctx_, t, dx, M, C, dp, dp + C, NULL, 1, 1e-5f, 0.1f, rm, rv, sm, si, NULL, ws,
+                                         &e), 0);
+            const tk_pool_bn sb = {dp, dp + C, sm, si};
+            CHECK_EQ_INT(tk_maxpool_bn_fwd(gt_ctx_, t, dx, sb, N, H, W, C, R, st, pad, dy, didx, &e), 0);
+            CHECK_EQ_INT(gt_sync(&e), 0);
+            gt_down(gy2, dy, ny * es), gt_down(gidx2, didx, ny), gt_down(st2, rm, 4 * cb);
+            const int same = memcmp(gy, gy2, ny * es) == 0 && memcmp(gidx, gidx2, ny) == 0 && memcmp(st1, st2, 4 * cb) == 0;
+            printf("# table resnet maxpool+bn fwd %s C%d%s vs bn fwd + maxpool: %s\n", tk_dtype_name(t), C,
+                   ints ? " ints" : "", same ? "bit-identical" : "DIFFER  <-- FAIL");
+            CHECK(same);
+            void *dev[] = {dx, dy, dz, didx, dp, ws};
+            for (int i = 0; i < 6; i++) tk_free(gt_ctx_, dev[i]);
+            void *host[] = {x, g, bt, mu, is, hx, hy, gy, gy2, hidx, gidx, gidx2, st1, st2};
+            for (int i = 0; i < 14; i++) free(host[i]);
+        }
+}
+
+// A block's last BN with the shortcut BN applied inside it (tk_bn_fwd_train_res_bn): on the device
+// against the passes it replaces (the shortcut BN's full forward writing its output, then the
+// last BN with that output as its residual): bit-identical y, mask bits and statistics; and
+// against its reference within the type's tolerance.
+TK_TEST(bn_res_bn_vs_reference) {
+    tk_err e = {0};
+    const int64_t Ms[2] = {1000, 37};
+    const int Cs[2] = {64, 12};
+    for (int tt = 0; tt < 2; tt++)
+        for (int sh = 0; sh < 2; sh++) {
+            const tk_dtype t = tt ? TK_BF16 : TK_F32;
+            const int64_t M = Ms[sh];
+            const int C = Cs[sh];
+            const size_t n = (size_t)M * C, es = tk_dtype_size(t), cb = (size_t)C * 4, nb = (n + 7) / 8;
+            float *x = gt_host(n * 4), *r = gt_host(n * 4);
+            gt_fill(x, n, -0.5f, 2.5f, 0), gt_fill(r, n, -1.0f, 3.0f, 0);
+            gt_round(x, n, t), gt_round(r, n, t);
+            float *par = rand_host(8 * (size_t)C, 0); // gamma, beta (x's BN), gamma, beta (r's BN), running x4
+            for (int c = 0; c < 4 * C; c++) par[4 * C + c] = c % C * 0.01f + 0.5f;
+            void *hx = gt_host(n * es), *hr = gt_host(n * es), *hy = gt_host(n * es), *g1 = gt_host(n * es),
+                 *g2 = gt_host(n * es);
+            uint8_t *hm = gt_host(nb), *m1 = gt_host(nb), *m2 = gt_host(nb);
+            float *hs = gt_host(8 * cb), *s1 = gt_host(8 * cb), *s2 = gt_host(8 * cb);
+            void *dx = gt_dev(n * es), *dr = gt_dev(n * es), *dz = gt_dev(n * es), *dy = gt_dev(n * es);
+            uint8_t *dm = gt_dev(nb);
+            float *dp = gt_dev(16 * cb); // par (8 C), then save mean/invstd of r's BN and x's BN (4 C)
+            gt_up_as(dx, x, n, t), gt_up_as(dr, r, n, t), gt_down(hx, dx, n * es), gt_down(hr, dr, n * es);
+            const int mask_ok = tk_bn_mask_ok(TK_BACKEND_CUDA, t, C);
+            float *P = dp, *Sv = dp + 8 * C; // Sv: r mean, r invstd, x mean, x invstd
+            // host reference: r's statistics, then the fused forward
+            memcpy(hs, par, 8 * cb);
+            CHECK_EQ_INT(tk_bn_fwd_train_ref(t, hr, M, C, par + 2 * C, par + 3 * C, NULL, 0, 1e-5f, 0.1f, hs + 6 * C,
+                                             hs + 7 * C, hs, hs + C, NULL, &e), 0);
+            const tk_bn_saved hrb = {par + 2 * C, par + 3 * C, hs, hs + C};
+            float *hx_rm = gt_host(cb), *hx_rv = gt_host(cb), *hx_sm = gt_host(cb), *hx_si = gt_host(cb);
+            memcpy(hx_rm, par + 4 * C, cb), memcpy(hx_rv, par + 5 * C, cb);
+            CHECK_EQ_INT(tk_bn_fwd_train_res_bn_ref(t, hx, M, C, par, par + C, hr, hrb, 1, 1e-5f, 0.1f, hx_rm, hx_rv, hx_sm,
+                                                    hx_si, hy, mask_ok ? hm : NULL, &e), 0);
+            void *ws = gt_dev(tk_bn_ws_bytes(TK_BACKEND_CUDA, M, C));
+            for (int way = 0; way < 2; way++) {
+                gt_up(P, par, 8 * cb);
+                gt_poison(dy, n * es, 0xff), gt_poison(dm, nb, 0x55);
+                // r's BN: written out (way 0) or statistics only (way 1)
+                CHECK_EQ_INT(tk_bn_fwd_train(gt_ctx_, t, dr, M, C, P + 2 * C, P + 3 * C, NULL, 0, 1e-5f, 0.1f, P + 6 * C,
+                                             P + 7 * C, Sv, Sv + C, way ? NULL : dz, ws, &e), 0);
+                const tk_bn_saved rb = {P + 2 * C, P + 3 * C, Sv, Sv + C};
+                if (way)
+                    CHECK_EQ_INT(tk_bn_fwd_train_res_bn(gt_ctx_, t, dx, M, C, P, P + C, dr, rb, 1, 1e-5f, 0.1f, P + 4 * C,
+                                                        P + 5 * C, Sv + 2 * C, Sv + 3 * C, dy, mask_ok ? dm : NULL, ws,
+                                                        &e), 0);
+                else
+                    CHECK_EQ_INT(tk_bn_fwd_train_mask(gt_ctx_, t, dx, M, C, P, P + C, dz, 1, 1e-5f, 0.1f, P + 4 * C,
+                                                      P + 5 * C, Sv + 2 * C, Sv + 3 * C, dy, mask_ok ? dm : NULL, ws, &e),
+                                 0);
+                CHECK_EQ_INT(gt_sync(&e), 0);
+                gt_down(way ? g2 : g1, dy, n * es), gt_down(way ? m2 : m1, dm, nb), gt_down(way ? s2 : s1, P + 4 * C, 8 * cb);
+            }
+            const int same = memcmp(g1, g2, n * es) == 0 && (!mask_ok || memcmp(m1, m2, nb) == 0) &&
+                             memcmp(s1, s2, 8 * cb) == 0;
+            printf("# table resnet bn + shortcut bn %s M%lld C%d vs shortcut bn written + bn: %s%s\n", tk_dtype_name(t),
+                   (long long)M, C, same ? "bit-identical" : "DIFFER  <-- FAIL", mask_ok ? " (with mask bits)" : "");
+            CHECK(same);
+            float *a = gt_host(n * 4), *b = gt_host(n * 4);
+            for (size_t i = 0; i < n; i++) {
+                a[i] = t == TK_BF16 ? tk_bf16_to_f32(((uint16_t *)g2)[i]) : ((float *)g2)[i];
+                b[i] = t == TK_BF16 ? tk_bf16_to_f32(((uint16_t *)hy)[i]) : ((float *)hy)[i];
+            }
+            char what[96];
+            snprintf(what, sizeof what, "bn + shortcut bn y %s M%lld C%d vs reference", tk_dtype_name(t), (long long)M, C);
+            CHECK(close_enough(what, a, b, n, t == TK_BF16 ? 1e-2 : 1e-5));
+            if (mask_ok) { // the bits are y > 0 of the device's own y
+                int ok = 1;
+                for (size_t i = 0; i < n; i++) ok &= (m2[i / 8] >> (i % 8) & 1) == (a[i] > 0);
+                CHECK(ok);
+            }
+            void *dev[] = {dx, dr, dz, dy, dm, dp, ws};
+            for (int i = 0; i < 7; i++) tk_free(gt_ctx_, dev[i]);
+            void *host[] = {x, r, par, hx, hr, hy, g1, g2, hm, m1, m2, hs, s1, s2, hx_rm, hx_rv, hx_sm, hx_si, a, b};
+            for (size_t i = 0; i < sizeof host / sizeof *host; i++) free(host[i]);
+        }
+}
 
 TK_TEST(xent_top1_vs_reference) {
     tk_err e = {0};

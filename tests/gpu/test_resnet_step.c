@@ -219,21 +219,31 @@ typedef struct {
 // Every BN pass of one training step (forward with statistics, backward), on the model's buffers.
 typedef struct {
     rn_bn *bn;
+    const rn_conv *cv; // the convolution before it (its statistics from cv's epilogue when cv->fused)
     const void *x, *res;
     void *y;
     int relu;
     int64_t M;
+    uint8_t *mask; // the ReLU's mask bits where the step uses them (bn3: rn_block.mask3)
+    const rn_bn *rbn; // bn3 after a projection: the shortcut BN applied inside (res its input)
 } bn_pass;
 
 static int bn_passes(rn_model *m, bn_pass *v) {
     int n = 0;
-    v[n++] = (bn_pass){&m->b0, m->y0, NULL, m->z0, 1, tk_conv_y_numel(&m->c0.s) / m->b0.C};
+    // the stem's: statistics only (the max pool applies it: tk_maxpool_bn_fwd), as the step runs it
+    v[n++] = (bn_pass){&m->b0, &m->c0, m->y0, NULL, m->c0.fused ? m->z0 : NULL, 1, tk_conv_y_numel(&m->c0.s) / m->b0.C,
+                       NULL, NULL};
     for (int i = 0; i < m->nblk; i++) {
         rn_block *k = &m->blk[i];
-        v[n++] = (bn_pass){&k->b1, k->y1, NULL, k->z1, 1, tk_conv_y_numel(&k->c1.s) / k->b1.C};
-        v[n++] = (bn_pass){&k->b2, k->y2, NULL, k->z2, 1, tk_conv_y_numel(&k->c2.s) / k->b2.C};
-        v[n++] = (bn_pass){&k->b3, k->y3, k->down ? k->zd : k->in, k->out, 1, tk_conv_y_numel(&k->c3.s) / k->b3.C};
-        if (k->down) v[n++] = (bn_pass){&k->bd, k->yd, NULL, k->zd, 0, tk_conv_y_numel(&k->cd.s) / k->bd.C};
+        v[n++] = (bn_pass){&k->b1, &k->c1, k->y1, NULL, k->z1, 1, tk_conv_y_numel(&k->c1.s) / k->b1.C, NULL, NULL};
+        v[n++] = (bn_pass){&k->b2, &k->c2, k->y2, NULL, k->z2, 1, tk_conv_y_numel(&k->c2.s) / k->b2.C, NULL, NULL};
+        // as the step: with a projection, its BN's statistics alone and its apply inside bn3's
+        const int rbn = k->down && !k->cd.fused && !k->c3.fused;
+        v[n++] = (bn_pass){&k->b3, &k->c3, k->y3, rbn ? k->yd : k->down ? k->zd : k->in, k->out, 1,
+                           tk_conv_y_numel(&k->c3.s) / k->b3.C, k->c3.fused ? NULL : k->mask3, rbn ? &k->bd : NULL};
+        if (k->down)
+            v[n++] = (bn_pass){&k->bd, &k->cd, k->yd, NULL, rbn ? NULL : k->zd, 0, tk_conv_y_numel(&k->cd.s) / k->bd.C,
+                               NULL, NULL};
     }
     return n;
 }
@@ -243,10 +253,21 @@ static void run_bn(rn_model *m, const bn_pass *v, int dir) {
     tk_err e = {0};
     const float eps = 1e-5f, mom = 0.1f;
     rn_bn *b = v->bn;
-    if (dir != 1)
-        tk_bn_fwd_train(m->c, m->t, v->x, v->M, b->C, b->gamma, b->beta, v->res, v->relu, eps, mom, b->rmean, b->rvar,
-                        b->smean, b->sinvstd, v->y, m->bn_ws, &e);
-    if (dir != 0)
+    const rn_conv *cv = v->cv;
+    if (dir != 1 && cv->fused)
+        tk_bn_fwd_train_sums(m->c, m->t, v->x, v->M, b->C, cv->sums, cv->sums + cv->s.K, b->gamma, b->beta, v->res,
+                             v->relu, eps, mom, b->rmean, b->rvar, b->smean, b->sinvstd, v->y, m->bn_ws, &e);
+    else if (dir != 1 && v->rbn) {
+        const tk_bn_saved sd = {v->rbn->gamma, v->rbn->beta, v->rbn->smean, v->rbn->sinvstd};
+        tk_bn_fwd_train_res_bn(m->c, m->t, v->x, v->M, b->C, b->gamma, b->beta, v->res, sd, v->relu, eps, mom, b->rmean,
+                               b->rvar, b->smean, b->sinvstd, v->y, v->mask, m->bn_ws, &e);
+    } else if (dir != 1)
+        tk_bn_fwd_train_mask(m->c, m->t, v->x, v->M, b->C, b->gamma, b->beta, v->res, v->relu, eps, mom, b->rmean,
+                             b->rvar, b->smean, b->sinvstd, v->y, v->mask, m->bn_ws, &e);
+    if (dir != 0 && v->mask)
+        tk_bn_bwd_mask(m->c, m->t, v->x, v->mask, m->g[0], m->g[1], v->M, b->C, b->gamma, b->smean, b->sinvstd, m->g[2],
+                       m->g[3], b->dgamma, b->dbeta, m->bn_ws, &e);
+    else if (dir != 0)
         tk_bn_bwd(m->c, m->t, v->x, v->relu && v->res ? v->y : NULL, v->relu && !v->res ? b->beta : NULL, m->g[0],
                   v->res ? m->g[1] : NULL, v->M, b->C, b->gamma, b->smean, b->sinvstd, m->g[2],
                   v->res ? m->g[3] : NULL, b->dgamma, b->dbeta, m->bn_ws, &e);
@@ -259,10 +280,16 @@ static void run_bns(rn_model *m) {
     for (int i = 0; i < n; i++) run_bn(m, &v[i], 2);
 }
 
+// A training forward as the step runs it: with its BN's statistics where the plan fuses them.
+static void fwd(rn_model *m, const rn_conv *cv, const void *x, void *y, tk_err *e) {
+    if (cv->fused) tk_cudnn_conv_fwd_stats(m->dnn, &cv->s, m->t, x, NULL, NULL, cv->wc, y, cv->sums, cv->sums + cv->s.K, e);
+    else tk_conv(m->c, m->dnn, TK_CONV_FWD, &cv->s, m->t, x, cv->wc, y, e);
+}
+
 static void run_convs(rn_model *m) { // every conv pass of one step, on the model's buffers
     tk_err e = {0};
     const rn_conv *c0 = &m->c0;
-    tk_conv(m->c, m->dnn, TK_CONV_FWD, &c0->s, m->t, m->x0, c0->wc, m->y0, &e);
+    fwd(m, c0, m->x0, m->y0, &e);
     tk_conv(m->c, m->dnn, TK_CONV_BWD_FILTER, &c0->s, m->t, m->x0, m->g[0], m->dwbuf, &e);
     for (int i = 0; i < m->nblk; i++) {
         const rn_block *k = &m->blk[i];
@@ -270,7 +297,7 @@ static void run_convs(rn_model *m) { // every conv pass of one step, on the mode
         const void *in[4] = {k->in, k->z1, k->z2, k->in};
         void *out[4] = {k->y1, k->y2, k->y3, k->yd};
         for (int j = 0; j < (k->down ? 4 : 3); j++) {
-            tk_conv(m->c, m->dnn, TK_CONV_FWD, &cv[j]->s, m->t, in[j], cv[j]->wc, out[j], &e);
+            fwd(m, cv[j], in[j], out[j], &e);
             tk_conv(m->c, m->dnn, TK_CONV_BWD_DATA, &cv[j]->s, m->t, m->g[1], cv[j]->wc, m->g[2], &e);
             tk_conv(m->c, m->dnn, TK_CONV_BWD_FILTER, &cv[j]->s, m->t, in[j], m->g[1], m->dwbuf, &e);
         }
@@ -303,7 +330,11 @@ static void part_fn(void *p) {
     tk_img_norm nrm = {{123.675f, 116.28f, 103.53f}, {58.395f, 57.12f, 57.375f}};
     switch (a->what) {
     case 0: rc = tk_img_normalize(m->c, m->in_img, (int64_t)b * m->S * m->S, nrm, m->t, m->x0, m->cin, &e); break;
-    case 1: rc = tk_maxpool_fwd(m->c, m->t, m->z0, b, m->H0, m->H0, W, 3, 2, 1, m->pool, m->pool_idx, &e); break;
+    case 1: { // as the step: BN's apply and ReLU inside
+        const tk_pool_bn pb = {m->b0.gamma, m->b0.beta, m->b0.smean, m->b0.sinvstd};
+        rc = tk_maxpool_bn_fwd(m->c, m->t, m->y0, pb, b, m->H0, m->H0, W, 3, 2, 1, m->pool, m->pool_idx, &e);
+        break;
+    }
     case 2: rc = tk_maxpool_bwd(m->c, m->t, m->g[0], m->g[1], m->pool_idx, b, m->H0, m->H0, W, 3, 2, 1, m->g[2], &e); break;
     case 3: rc = tk_avgpool_fwd(m->c, m->t, last->out, b, hw, m->Cf, m->feat, &e); break;
     case 4: rc = tk_avgpool_bwd(m->c, m->t, m->dfeat, b, hw, m->Cf, m->g[0], &e); break;
@@ -335,15 +366,15 @@ static void breakdown(rn_model *m) {
             ms[d] = gt_time_ms(part_fn, &a, 10);
         }
         const double el = (double)v[i].M * v[i].bn->C;
-        const double bf = el * es * (3 + (v[i].res != NULL));
-        const double bb = el * es * (v[i].res ? 4 + 1 + 2 + 1 : 2 * 2 + 1);
+        const double bf = el * es * (!v[i].y ? 1 : (v[i].cv->fused ? 2 : 3) + (v[i].res != NULL)); // (fused: x read once)
+        const double bb = el * es * (v[i].res ? (v[i].mask ? 3 + 1.0 / 16 : 4) + 1 + 2 + 1 : 2 * 2 + 1);
         printf("# table resnet50 bn %2d M %7lld C %4d%s%s: fwd %7.1f us (%5.0f GB/s)  bwd %7.1f us (%5.0f GB/s)\n",
                i, (long long)v[i].M, v[i].bn->C, v[i].relu ? " relu" : "", v[i].res ? " res" : "", ms[0] * 1e3,
                bf / ms[0] / 1e6, ms[1] * 1e3, bb / ms[1] / 1e6);
         tf += ms[0], tb += ms[1];
     }
     printf("# table resnet50 bn total: forwards %.2f ms, backwards %.2f ms\n", tf, tb);
-    const char *names[7] = {"input normalize", "max pool fwd", "max pool bwd", "avg pool fwd", "avg pool bwd",
+    const char *names[7] = {"input normalize", "max pool+BN fwd", "max pool bwd", "avg pool fwd", "avg pool bwd",
                             "loss (xent)", "SGD update"};
     double tot = 0;
     for (int w = 0; w < 7; w++) {
@@ -353,6 +384,25 @@ static void breakdown(rn_model *m) {
         printf("# table resnet50 other %-16s %7.1f us\n", names[w], ms * 1e3);
     }
     printf("# table resnet50 other passes total %.2f ms\n", tot);
+    // each forward shape: the plain plan's and the fused (BN statistics) plan's autotuned times
+    int nf = 0, nconv = 0;
+    double plain = 0, fused = 0;
+    for (int i = -1; i < m->nblk; i++) {
+        const rn_conv *cv[4] = {&m->c0, NULL, NULL, NULL};
+        if (i >= 0) cv[0] = &m->blk[i].c1, cv[1] = &m->blk[i].c2, cv[2] = &m->blk[i].c3,
+                   cv[3] = m->blk[i].down ? &m->blk[i].cd : NULL;
+        for (int j = 0; j < 4 && cv[j]; j++) {
+            const tk_conv_shape *s = &cv[j]->s;
+            const float pm = tk_cudnn_plan_ms(m->dnn, TK_CONV_FWD, s, m->t), fm = tk_cudnn_plan_ms(m->dnn, TK_CUDNN_FWD_STATS, s, m->t);
+            nconv++, nf += cv[j]->fused;
+            plain += pm, fused += cv[j]->fused ? fm : pm;
+            if (i < 1 || m->blk[i].unit == 0 || m->blk[i].unit == 1)
+                printf("# table resnet50 conv fwd %3dx%-3d %4d->%4d %dx%d/%d: plain %.3f ms, fused+stats %.3f ms%s\n",
+                       s->H, s->W, s->C, s->K, s->R, s->S, s->stride, pm, fm, cv[j]->fused ? " (used)" : "");
+        }
+    }
+    printf("# table resnet50 conv fwd: %d of %d forwards fused with their BN statistics; forwards %.2f ms plain, "
+           "%.2f ms as run (autotuning's times)\n", nf, nconv, plain, fused);
 }
 
 static void bench_fn(void *p) {

@@ -188,6 +188,7 @@ static int activations(rn_model *m, tk_err *e) {
         ACT(k->z2, tk_conv_y_numel(&k->c2.s));
         ACT(k->y3, tk_conv_y_numel(&k->c3.s));
         ACT(k->out, tk_conv_y_numel(&k->c3.s));
+        if (tk_bn_mask_ok(m->c->backend, m->t, k->b3.C)) NEED(k->mask3, (size_t)(tk_conv_y_numel(&k->c3.s) + 7) / 8);
         if (k->down) {
             ACT(k->yd, tk_conv_y_numel(&k->cd.s));
             ACT(k->zd, tk_conv_y_numel(&k->cd.s));
@@ -218,6 +219,7 @@ static int activations(rn_model *m, tk_err *e) {
     for (int i = 0; i < nc; i++) max_w = (size_t)tk_conv_w_numel(&cvs[i]->s) > max_w ? (size_t)tk_conv_w_numel(&cvs[i]->s) : max_w;
     if (m->t == TK_BF16 || m->cin != 3) NEED(m->dwbuf, max_w * es);
     if (m->cin != 3) NEED(m->w0p, (size_t)tk_conv_w_numel(&m->c0.s) * es);
+    for (int i = 0; i < nc; i++) NEED(cvs[i]->sums, (size_t)2 * cvs[i]->s.K * 4);
     NEED(m->top1, 8);
     void *dnn_ws = NULL;
     size_t dnn_bytes = m->dnn ? tk_cudnn_ws_bytes(m->dnn) : 0;
@@ -237,13 +239,30 @@ static int activations(rn_model *m, tk_err *e) {
     return tk_memset0(m->c, m->acts.base, m->acts.cap, TK_STREAM_COMPUTE, e);
 }
 
+// Whether a convolution's training forward makes its BN's statistics in its epilogue: when cuDNN
+// has a fused plan (gpu/cudnn_conv.h: only with TK_CUDNN_FUSION=1) and, both being timed (so never
+// with ctx->deterministic: the fused sums are not reproducible bit for bit), it is not slower than
+// the plain forward plus the statistics pass it saves (y read once by kernels/bn.cu at ~2.6 TB/s,
+// as measured on an H100, plus a launch).
+static int use_fused(rn_model *m, const tk_conv_shape *s) {
+    tk_err e0 = {0};
+    if (m->c->deterministic) return 0;
+    if (tk_cudnn_plan_fused(m->dnn, TK_CUDNN_FWD_STATS, s, m->t, &e0)) return 0; // refused: plain + our pass
+    const float fused = tk_cudnn_plan_ms(m->dnn, TK_CUDNN_FWD_STATS, s, m->t),
+                plain = tk_cudnn_plan_ms(m->dnn, TK_CONV_FWD, s, m->t);
+    const double stats = (double)tk_conv_y_numel(s) * tk_dtype_size(m->t) / 2.6e9 + 0.005;
+    return fused >= 0 && plain >= 0 && fused <= plain + stats;
+}
+
 // cuDNN's plans for every convolution pass of the model, before the workspace is sized.
 static int plan_convs(rn_model *m, tk_err *e) {
     rn_conv *cvs[4 * RN_MAX_BLOCKS + 1];
     int nc = all_convs(m, cvs);
-    for (int i = 0; i < nc; i++)
+    for (int i = 0; i < nc; i++) {
         for (int p = 0; p < 3; p++)
             if (!(p == TK_CONV_BWD_DATA && i == 0)) TRY(tk_cudnn_plan(m->dnn, (tk_conv_pass)p, &cvs[i]->s, m->t, e));
+        cvs[i]->fused = use_fused(m, &cvs[i]->s);
+    }
     return 0;
 }
 

@@ -79,6 +79,9 @@ typedef struct rn_conv {
     int pidx;
     float *w, *dw;               // master weight (K, R, S, C) fp32 and its gradient
     const void *wc;              // the compute copy the forward and backward data read
+    int fused;                   // cuda: the training forward also makes its BN's statistics
+                                 // (cuDNN's genstats epilogue, gpu/cudnn_conv.h) into sums
+    float *sums;                 // (2 K) fp32: sum, then sum of squares of y per channel
 } rn_conv;
 
 typedef struct rn_bn {
@@ -93,6 +96,8 @@ typedef struct rn_block {
     rn_bn b1, b2, b3, bd;
     const void *in;              // its input: the stem's pooled output or the previous block's out
     void *y1, *z1, *y2, *z2, *y3, *yd, *zd, *out; // conv outputs y, BN(+ReLU) outputs z
+    uint8_t *mask3;              // out > 0 as bits (kernels/bn.h tk_bn_fwd_train_mask) for bn3's
+                                 // backward, where the backend writes them; else NULL (out is read)
 } rn_block;
 
 typedef struct rn_model {

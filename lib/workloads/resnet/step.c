@@ -2,6 +2,7 @@
 // host reads, no allocation, so the cuda backend captures the training step in a CUDA graph.
 #include "bn.h"
 #include "cast2d.h"
+#include "gpu/cudnn_conv.h"
 #include "img_norm.h"
 #include "pool.h"
 #include "workloads/resnet/resnet.h"
@@ -9,7 +10,10 @@
 
 static int64_t rows(const rn_conv *cv) { return tk_conv_y_numel(&cv->s) / cv->s.K; }
 
-static int conv_fwd(rn_model *m, const rn_conv *cv, const void *x, void *y, tk_err *e) {
+// train: with its BN's statistics into cv->sums where the plan fuses them (rn_conv.fused).
+static int conv_fwd(rn_model *m, const rn_conv *cv, const void *x, void *y, int train, tk_err *e) {
+    if (train && cv->fused)
+        return tk_cudnn_conv_fwd_stats(m->dnn, &cv->s, m->t, x, NULL, NULL, cv->wc, y, cv->sums, cv->sums + cv->s.K, e);
     return tk_conv(m->c, m->dnn, TK_CONV_FWD, &cv->s, m->t, x, cv->wc, y, e);
 }
 
@@ -28,13 +32,23 @@ static int conv_wgrad(rn_model *m, const rn_conv *cv, const void *x, const void 
     return tk_cast2d(m->c, m->dwbuf, m->t, s->C, cv->dw, TK_F32, C, (int64_t)s->K * s->R * s->S, C, e);
 }
 
-static int bn_fwd(rn_model *m, rn_bn *bn, const void *x, int64_t M, const void *res, int relu, void *y, int train,
-                  tk_err *e) {
-    const float eps = (float)m->cfg.bn_eps;
+// The mask bits bn3 of block k writes in training and its backward reads (NULL: none; not with
+// statistics from the convolution's epilogue, whose BN entry writes none).
+static uint8_t *mask3(const rn_block *k) { return k->c3.fused ? NULL : k->mask3; }
+
+// The BN after convolution cv (x its output): its statistics from cv's epilogue when it made them;
+// mask: the ReLU's mask bits too (training).
+static int bn_fwd(rn_model *m, rn_bn *bn, const rn_conv *cv, const void *x, const void *res, int relu, void *y,
+                  uint8_t *mask, int train, tk_err *e) {
+    const float eps = (float)m->cfg.bn_eps, mom = (float)m->cfg.bn_momentum;
+    const int64_t M = rows(cv);
     if (!train)
         return tk_bn_fwd_eval(m->c, m->t, x, M, bn->C, bn->gamma, bn->beta, res, relu, eps, bn->rmean, bn->rvar, y, e);
-    return tk_bn_fwd_train(m->c, m->t, x, M, bn->C, bn->gamma, bn->beta, res, relu, eps, (float)m->cfg.bn_momentum,
-                           bn->rmean, bn->rvar, bn->smean, bn->sinvstd, y, m->bn_ws, e);
+    if (cv->fused)
+        return tk_bn_fwd_train_sums(m->c, m->t, x, M, bn->C, cv->sums, cv->sums + cv->s.K, bn->gamma, bn->beta, res,
+                                    relu, eps, mom, bn->rmean, bn->rvar, bn->smean, bn->sinvstd, y, m->bn_ws, e);
+    return tk_bn_fwd_train_mask(m->c, m->t, x, M, bn->C, bn->gamma, bn->beta, res, relu, eps, mom, bn->rmean,
+                                bn->rvar, bn->smean, bn->sinvstd, y, mask, m->bn_ws, e);
 }
 
 // relu: the forward had a ReLU and no residual: its mask is recomputed from x (kernels/bn.h), so
@@ -46,19 +60,28 @@ static int bn_bwd(rn_model *m, const rn_bn *bn, const void *x, const void *y, in
 }
 
 static int block_fwd(rn_model *m, rn_block *k, int train, tk_err *e) {
-    TRY(conv_fwd(m, &k->c1, k->in, k->y1, e));
-    TRY(bn_fwd(m, &k->b1, k->y1, rows(&k->c1), NULL, 1, k->z1, train, e));
-    TRY(conv_fwd(m, &k->c2, k->z1, k->y2, e));
-    TRY(bn_fwd(m, &k->b2, k->y2, rows(&k->c2), NULL, 1, k->z2, train, e));
-    TRY(conv_fwd(m, &k->c3, k->z2, k->y3, e));
+    TRY(conv_fwd(m, &k->c1, k->in, k->y1, train, e));
+    TRY(bn_fwd(m, &k->b1, &k->c1, k->y1, NULL, 1, k->z1, NULL, train, e));
+    TRY(conv_fwd(m, &k->c2, k->z1, k->y2, train, e));
+    TRY(bn_fwd(m, &k->b2, &k->c2, k->y2, NULL, 1, k->z2, NULL, train, e));
+    TRY(conv_fwd(m, &k->c3, k->z2, k->y3, train, e));
     const void *res = k->in;
     if (k->down) {
-        TRY(conv_fwd(m, &k->cd, k->in, k->yd, e));
-        TRY(bn_fwd(m, &k->bd, k->yd, rows(&k->cd), NULL, 0, k->zd, train, e));
+        TRY(conv_fwd(m, &k->cd, k->in, k->yd, train, e));
+        if (train && !k->cd.fused && !k->c3.fused) {
+            // the shortcut BN's statistics alone: its apply inside bn3's pass (zd unwritten)
+            const rn_bn *bd = &k->bd, *b3 = &k->b3;
+            TRY(bn_fwd(m, &k->bd, &k->cd, k->yd, NULL, 0, NULL, NULL, train, e));
+            const tk_bn_saved sd = {bd->gamma, bd->beta, bd->smean, bd->sinvstd};
+            return tk_bn_fwd_train_res_bn(m->c, m->t, k->y3, rows(&k->c3), b3->C, b3->gamma, b3->beta, k->yd, sd, 1,
+                                          (float)m->cfg.bn_eps, (float)m->cfg.bn_momentum, b3->rmean, b3->rvar,
+                                          b3->smean, b3->sinvstd, k->out, mask3(k), m->bn_ws, e);
+        }
+        TRY(bn_fwd(m, &k->bd, &k->cd, k->yd, NULL, 0, k->zd, NULL, train, e));
         res = k->zd;
     }
     // the residual add and the block's ReLU in the last BN's pass
-    return bn_fwd(m, &k->b3, k->y3, rows(&k->c3), res, 1, k->out, train, e);
+    return bn_fwd(m, &k->b3, &k->c3, k->y3, res, 1, k->out, mask3(k), train, e);
 }
 
 int rn_forward(rn_model *m, const uint8_t *img, int train, tk_err *e) {
@@ -69,9 +92,16 @@ int rn_forward(rn_model *m, const uint8_t *img, int train, tk_err *e) {
     tk_img_norm nrm;
     for (int c = 0; c < 3; c++) nrm.mean[c] = cfg->mean[c], nrm.std[c] = cfg->std[c];
     TRY(tk_img_normalize(m->c, img, (int64_t)b * m->S * m->S, nrm, m->t, m->x0, m->cin, e));
-    TRY(conv_fwd(m, &m->c0, m->x0, m->y0, e));
-    TRY(bn_fwd(m, &m->b0, m->y0, rows(&m->c0), NULL, 1, m->z0, train, e));
-    TRY(tk_maxpool_fwd(m->c, m->t, m->z0, b, m->H0, m->H0, cfg->width, 3, 2, 1, m->pool, m->pool_idx, e));
+    TRY(conv_fwd(m, &m->c0, m->x0, m->y0, train, e));
+    if (train && !m->c0.fused) { // the BN's statistics; its apply and ReLU inside the max pool (z0 unwritten)
+        const rn_bn *b0 = &m->b0;
+        TRY(bn_fwd(m, &m->b0, &m->c0, m->y0, NULL, 1, NULL, NULL, train, e));
+        const tk_pool_bn pb = {b0->gamma, b0->beta, b0->smean, b0->sinvstd};
+        TRY(tk_maxpool_bn_fwd(m->c, m->t, m->y0, pb, b, m->H0, m->H0, cfg->width, 3, 2, 1, m->pool, m->pool_idx, e));
+    } else {
+        TRY(bn_fwd(m, &m->b0, &m->c0, m->y0, NULL, 1, m->z0, NULL, train, e));
+        TRY(tk_maxpool_fwd(m->c, m->t, m->z0, b, m->H0, m->H0, cfg->width, 3, 2, 1, m->pool, m->pool_idx, e));
+    }
     for (int i = 0; i < m->nblk; i++) TRY(block_fwd(m, &m->blk[i], train, e));
     const rn_block *last = &m->blk[m->nblk - 1];
     TRY(tk_avgpool_fwd(m->c, m->t, last->out, b, (int)rows(&last->c3) / b, m->Cf, m->feat, e));
@@ -109,7 +139,12 @@ static void put(pool_t *p, const void *buf) {
 // two.
 static int block_bwd(rn_model *m, pool_t *p, rn_block *k, void **gy, void **gs, tk_err *e) {
     void *dz = take(p), *d3 = take(p);
-    TRY(bn_bwd(m, &k->b3, k->y3, k->out, 0, *gy, *gs, rows(&k->c3), d3, dz, e));
+    const rn_bn *b3 = &k->b3;
+    if (mask3(k)) // the ReLU's mask from the forward's bits instead of out
+        TRY(tk_bn_bwd_mask(m->c, m->t, k->y3, mask3(k), *gy, *gs, rows(&k->c3), b3->C, b3->gamma, b3->smean,
+                           b3->sinvstd, d3, dz, b3->dgamma, b3->dbeta, m->bn_ws, e));
+    else
+        TRY(bn_bwd(m, b3, k->y3, k->out, 0, *gy, *gs, rows(&k->c3), d3, dz, e));
     put(p, *gy), put(p, *gs);
     void *g2 = take(p);
     TRY(conv_dgrad(m, &k->c3, d3, g2, e));
@@ -165,6 +200,8 @@ int rn_backward(rn_model *m, const int32_t *label, tk_err *e) {
     const rn_block *last = &m->blk[m->nblk - 1];
     TRY(tk_avgpool_bwd(m->c, m->t, m->dfeat, b, (int)rows(&last->c3) / b, m->Cf, gy, e));
     for (int i = m->nblk - 1; i >= 0; i--) TRY(block_bwd(m, &p, &m->blk[i], &gy, &gs, e));
+    // (the max pool's backward gathered inside the stem BN's, the pool's input gradient never written,
+    // measured 2.4 ms against these two passes' 1.4 ms on an H100: contrib/bench/NOTES.md)
     void *dpool = take(&p);
     TRY(tk_maxpool_bwd(m->c, m->t, gy, gs, m->pool_idx, b, m->H0, m->H0, cfg->width, 3, 2, 1, dpool, e));
     put(&p, gy), put(&p, gs);
