@@ -1,5 +1,6 @@
-# What every share/workloads/NAME/run.sh shares. Sourced after the options are read, with root
-# and out set (the repository, the output directory): run_begin finds the binaries (bin) and starts
+# What every share/workloads/NAME/run.sh shares. Sourced before the options are read (it only
+# defines functions): run_opt reads the options every run.sh takes; then, with root and out set
+# (the repository, the output directory), run_begin finds the binaries (bin) and starts
 # the clock (t0); once the data is made (out/shards/, out/eval.tks), run_workload trains, evaluates
 # the last checkpoint, checks the MLLOG (log-check and, when installed, MLCommons' checker) and
 # prints the one result line. Before run_workload the caller sets:
@@ -10,6 +11,29 @@
 #                                     fewer tensors than its 'initialized_tensors' rule lists); when
 #                                     it is the only failure, checks=ok and checker=known:... says so
 # and calls run_workload NAME METRIC. Exit: train-step's (0 reached, 1 not), 1 when a check failed.
+
+# The options every run.sh takes, for the script's own option loop to fall back on:
+#   while [ $# -gt 0 ]; do case $1 in --own) ...; shift 2 ;; *) run_opt "$@"; shift "$run_shift" ;; esac; done
+# Sets out, seed, config, backend, size, reuse (--reuse-data) and extra (all after --); -h prints
+# the script's usage() and exits 0; anything else is a usage error (exit 2).
+run_opt() {
+    run_shift=2
+    case $1 in
+    -o | --out | --seed | --config | --backend | --size)
+        [ $# -ge 2 ] || { echo "run.sh: $1 needs a value" >&2; usage >&2; exit 2; } ;;
+    esac
+    case $1 in
+    -o | --out) out=$2 ;;
+    --seed) seed=$2 ;;
+    --config) config=$2 ;;
+    --backend) backend=$2 ;;
+    --size) size=$2 ;;
+    --reuse-data) reuse=1; run_shift=1 ;;
+    -h | --help) usage; exit 0 ;;
+    --) shift; extra=("$@"); run_shift=$(($# + 1)) ;;
+    *) echo "run.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
+    esac
+}
 
 # After the options: the binaries ($TK_BIN, the build of this checkout, or PATH) into bin, OpenMP
 # threads that sleep at barriers (spinning made DLRM's cpu run on a busy machine 6x slower:

@@ -38,24 +38,16 @@ reuse=0
 extra=()
 
 usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; }
+. "$root/share/workloads/run-common.sh" # run_opt, run_begin, step, run_workload
 while [ $# -gt 0 ]; do
     case $1 in
-    -o | --out) out=$2; shift 2 ;;
-    --size) size=$2; shift 2 ;;
     --classes) classes=$2; shift 2 ;;
     --train-per-class) train_pc=$2; shift 2 ;;
     --val-per-class) val_pc=$2; shift 2 ;;
     --image) image=$2; shift 2 ;;
-    --seed) seed=$2; shift 2 ;;
-    --config) config=$2; shift 2 ;;
-    --backend) backend=$2; shift 2 ;;
-    --reuse-data) reuse=1; shift ;;
-    -h | --help) usage; exit 0 ;;
-    --) shift; extra=("$@"); break ;;
-    *) echo "run.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
+    *) run_opt "$@"; shift "$run_shift" ;;
     esac
 done
-. "$root/share/workloads/run-common.sh" # run_begin, step, run_workload
 run_begin
 
 if [ "$backend" = auto ]; then
