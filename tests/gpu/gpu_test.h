@@ -147,6 +147,19 @@ static inline void gt_down_as(float *x, const void *src, size_t n, tk_dtype t) {
     for (size_t i = 0; i < n; i++) x[i] = t == TK_BF16 ? tk_bf16_to_f32(h[i]) : gt_f16_to_f32(h[i]);
     free(h);
 }
+// A new device copy of x (n values) in type t; x itself is rounded to t first (both sides see it).
+static inline void *gt_dev_from(float *x, size_t n, tk_dtype t) {
+    gt_round(x, n, t);
+    void *d = gt_dev(n * tk_dtype_size(t) + 16);
+    gt_up_as(d, x, n, t);
+    return d;
+}
+// A new fp32 host copy of a device array of type t (n values).
+static inline float *gt_host_from(const void *d, size_t n, tk_dtype t) {
+    float *x = (float *)gt_host(n * 4);
+    gt_down_as(x, d, n, t);
+    return x;
+}
 
 // ||x - ref|| / ||ref|| (absolute when ref is all zero); NaN anywhere gives +inf.
 static inline double gt_relerr(const float *x, const float *ref, size_t n) {

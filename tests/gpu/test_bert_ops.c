@@ -19,18 +19,6 @@ __attribute__((constructor(102))) static void cpu_init_(void) {
     if (tk_ctx_create(&cpu_, TK_BACKEND_CPU, 0, &e)) gt_die_("cpu context", &e);
 }
 
-// A device copy of x (n values) in type t; x itself is rounded to t first (both sides see it).
-static void *up(float *x, size_t n, tk_dtype t) {
-    gt_round(x, n, t);
-    void *d = gt_dev(n * tk_dtype_size(t) + 16);
-    gt_up_as(d, x, n, t);
-    return d;
-}
-static float *down(const void *d, size_t n, tk_dtype t) {
-    float *x = gt_host(n * 4);
-    gt_down_as(x, d, n, t);
-    return x;
-}
 static float *rnd(size_t n, float lo, float hi, int ints) {
     float *x = gt_host(n * 4);
     gt_fill(x, n, lo, hi, ints);
@@ -59,7 +47,7 @@ TK_TEST(activation_random) {
             const size_t n = sizes[si];
             tk_dtype t = types[ti];
             float *x = rnd(n, -4, 4, 0), *g = rnd(n, -1, 1, 0), *y = gt_host(n * 4), *dx = gt_host(n * 4);
-            void *dxv = up(x, n, t), *dg = up(g, n, t), *dy = gt_dev(n * 4), *ddx = gt_dev(n * 4);
+            void *dxv = gt_dev_from(x, n, t), *dg = gt_dev_from(g, n, t), *dy = gt_dev(n * 4), *ddx = gt_dev(n * 4);
             tk_err e = {0};
             for (int op = 0; op < 4; op++) {
                 int rc;
@@ -69,13 +57,13 @@ TK_TEST(activation_random) {
                 else {
                     // tanh_bwd reads the forward's output: give both sides the same y
                     for (size_t i = 0; i < n; i++) dx[i] = tanhf(x[i]);
-                    void *dyy = up(dx, n, t);
+                    void *dyy = gt_dev_from(dx, n, t);
                     rc = tk_tanh_bwd_ref(TK_F32, n, dx, g, y, &e) || tk_tanh_bwd(gt_ctx_, t, n, dyy, dg, dy, &e);
                     gt_sync(&e);
                     tk_free(gt_ctx_, dyy);
                 }
                 ok_or_die(rc, &e, "activation");
-                float *got = down(dy, n, t);
+                float *got = gt_host_from(dy, n, t);
                 static const char *names[] = {"gelu_fwd", "gelu_bwd", "tanh_fwd", "tanh_bwd"};
                 char what[48];
                 snprintf(what, sizeof what, "%s n %zu", names[op], n);
@@ -96,8 +84,8 @@ static int gelu_gemm_case(int M, int N, int K, tk_dtype t, int unfused_ok, int *
     float *A = rnd((size_t)M * K, -1, 1, 0), *B = rnd((size_t)K * N, -1, 1, 0), *bias = rnd(N, -1, 1, 0);
     float *pre = rnd((size_t)M * N, -3, 3, 0), *D = gt_host((size_t)M * N * 4), *aux = gt_host((size_t)M * N * 4);
     float *bg = gt_host((size_t)N * 4);
-    void *dA = up(A, (size_t)M * K, t), *dB = up(B, (size_t)K * N, t), *db = up(bias, N, t);
-    void *dpre = up(pre, (size_t)M * N, t), *dD = gt_dev((size_t)M * N * 4), *daux = gt_dev((size_t)M * N * 4);
+    void *dA = gt_dev_from(A, (size_t)M * K, t), *dB = gt_dev_from(B, (size_t)K * N, t), *db = gt_dev_from(bias, N, t);
+    void *dpre = gt_dev_from(pre, (size_t)M * N, t), *dD = gt_dev((size_t)M * N * 4), *daux = gt_dev((size_t)M * N * 4);
     float *dbg = gt_dev((size_t)N * 4);
     tk_err e = {0};
     int bad = 0;
@@ -107,7 +95,7 @@ static int gelu_gemm_case(int M, int N, int K, tk_dtype t, int unfused_ok, int *
     ok_or_die(tk_gemm_ref(&g, &e), &e, "gemm ref");
     g.ab_type = g.cd_type = t, g.A = dA, g.B = dB, g.D = dD, g.bias = db, g.aux = daux;
     ok_or_die(tk_gemm(gt_ctx_, &g, &e) || gt_sync(&e), &e, "gemm gelu_bias");
-    float *gD = down(dD, (size_t)M * N, t), *gaux = down(daux, (size_t)M * N, t);
+    float *gD = gt_host_from(dD, (size_t)M * N, t), *gaux = gt_host_from(daux, (size_t)M * N, t);
     bad |= judge("gemm gelu_bias D", t, gt_relerr(gD, D, (size_t)M * N), tol(t));
     bad |= judge("gemm gelu_bias aux", t, gt_relerr(gaux, aux, (size_t)M * N), tol(t));
     // DGELU_BGRAD from a given pre-activation: dA (M, K) B (K, N) stored (N, K)
@@ -117,8 +105,8 @@ static int gelu_gemm_case(int M, int N, int K, tk_dtype t, int unfused_ok, int *
     h.ab_type = h.cd_type = t, h.A = dA, h.B = dB, h.D = dD, h.aux = dpre, h.bgrad = dbg;
     ok_or_die(tk_gemm(gt_ctx_, &h, &e) || gt_sync(&e), &e, "gemm dgelu_bgrad");
     free(gD);
-    gD = down(dD, (size_t)M * N, t);
-    float *gbg = down(dbg, N, TK_F32);
+    gD = gt_host_from(dD, (size_t)M * N, t);
+    float *gbg = gt_host_from(dbg, N, TK_F32);
     bad |= judge("gemm dgelu_bgrad D", t, gt_relerr(gD, D, (size_t)M * N), tol(t));
     bad |= judge("gemm dgelu_bgrad bgrad", t, gt_relerr(gbg, bg, N), tol(t));
     void *d[] = {dA, dB, db, dpre, dD, daux, dbg};
@@ -142,7 +130,7 @@ TK_TEST(gemm_strided_batch) {
                 tk_dtype t = types[ti];
                 size_t na = (size_t)NB * M * K, nb = (size_t)NB * K * N, nd = (size_t)NB * M * N;
                 float *A = rnd(na, -3, 3, ints), *B = rnd(nb, -3, 3, ints), *D = gt_host(nd * 4);
-                void *dA = up(A, na, t), *dB = up(B, nb, t), *dD = gt_dev(nd * 4);
+                void *dA = gt_dev_from(A, na, t), *dB = gt_dev_from(B, nb, t), *dD = gt_dev(nd * 4);
                 float alpha = ints ? 1.0f : 0.125f;
                 tk_gemm_args g = {.M = M, .N = N, .K = K, .transa = tr >> 1, .transb = tr & 1, .ab_type = TK_F32,
                                   .cd_type = TK_F32, .A = A, .B = B, .D = D, .alpha = alpha, .batch = NB,
@@ -151,7 +139,7 @@ TK_TEST(gemm_strided_batch) {
                 ok_or_die(tk_gemm_ref(&g, &e), &e, "batched gemm ref");
                 g.ab_type = g.cd_type = t, g.A = dA, g.B = dB, g.D = dD;
                 ok_or_die(tk_gemm(gt_ctx_, &g, &e) || gt_sync(&e), &e, "batched gemm");
-                float *got = down(dD, nd, t);
+                float *got = gt_host_from(dD, nd, t);
                 // |D| <= 3 * 3 * 32 = 288: integers up to 256 are exact in bf16, larger even ones too
                 // only when they round to themselves: compare the bf16 case on the ref rounded to bf16
                 if (ints) {
@@ -177,8 +165,8 @@ static void ln_case(int R, int H, int where, tk_dtype t, int *tk_failed_) {
     float *y = gt_host(n * 4), *s = gt_host(n * 4), *mu = gt_host(R * 4), *rs = gt_host(R * 4);
     float *ds = gt_host(n * 4), *dx = gt_host(n * 4), *dg = gt_host(H * 4), *dbt = gt_host(H * 4);
     const int use_res = where != TK_LN_DROP_POST;
-    void *Dx = up(x, n, t), *Dres = up(res, n, t), *Ddy = up(dy, n, t);
-    float *Dg = up(g, H, TK_F32), *Db = up(b, H, TK_F32);
+    void *Dx = gt_dev_from(x, n, t), *Dres = gt_dev_from(res, n, t), *Ddy = gt_dev_from(dy, n, t);
+    float *Dg = gt_dev_from(g, H, TK_F32), *Db = gt_dev_from(b, H, TK_F32);
     void *Dy = gt_dev(n * 4), *Ds = gt_dev(n * 4), *Dds = gt_dev(n * 4), *Ddx = gt_dev(n * 4);
     float *Dmu = gt_dev(R * 4), *Drs = gt_dev(R * 4), *Ddg = gt_dev(H * 4), *Ddb = gt_dev(H * 4);
     void *ws = gt_dev(tk_layernorm_bwd_ws_bytes(TK_BACKEND_CUDA, R, H) + 16);
@@ -204,7 +192,7 @@ static void ln_case(int R, int H, int where, tk_dtype t, int *tk_failed_) {
         {"y", Dy, y, n, t}, {"s", Ds, s, n, t}, {"mean", Dmu, mu, (size_t)R, TK_F32}, {"rstd", Drs, rs, (size_t)R, TK_F32},
         {"ds", Dds, ds, n, t}, {"dx", Ddx, dx, n, t}, {"dgamma", Ddg, dg, (size_t)H, TK_F32}, {"dbeta", Ddb, dbt, (size_t)H, TK_F32}};
     for (int i = 0; i < 8; i++) {
-        float *got = down(outs[i].d, outs[i].k, outs[i].ty);
+        float *got = gt_host_from(outs[i].d, outs[i].k, outs[i].ty);
         snprintf(what, sizeof what, "layernorm %s %dx%d %s", wn, R, H, outs[i].n);
         // the statistics are fp32 on both sides, but of bf16 inputs on the bf16 path: its tolerance
         CHECK(!judge(what, t, gt_relerr(got, outs[i].h, outs[i].k), tol(t)));
@@ -259,7 +247,8 @@ static void attn_case(int B, int L, int NH, int D, float p, tk_dtype t, int pack
               &e, "attention ref");
     // device
     const size_t es = tk_dtype_size(t);
-    void *Dq = up(qkv, nq, t), *Ddc = up(dctx, nc, t), *Dctx = gt_dev(nc * es), *Ddq = gt_dev(nq * es);
+    void *Dq = gt_dev_from(qkv, nq, t), *Ddc = gt_dev_from(dctx, nc, t), *Dctx = gt_dev(nc * es),
+         *Ddq = gt_dev(nq * es);
     int32_t *Dlen = gt_dev(B * 4), *Dstart = gt_dev(B * 4);
     gt_up(Dlen, len, B * 4), gt_up(Dstart, start, B * 4);
     tk_attn_bufs db = {.qkvh = gt_dev(nqh * es), .P = gt_dev(np * es), .Pd = gt_dev(np * es), .S = gt_dev(np * es),
@@ -272,7 +261,7 @@ static void attn_case(int B, int L, int NH, int D, float p, tk_dtype t, int pack
                   tk_attention_bwd(gt_ctx_, t, B, L, NH, D, Dstart, Dlen, Dq, &dd, &db, Ddc, Ddq, &e) || gt_sync(&e),
               &e, "attention");
     char what[96];
-    float *gc = down(Dctx, nc, t), *gq = down(Ddq, nq, t), *gp = down(db.P, np, t);
+    float *gc = gt_host_from(Dctx, nc, t), *gq = gt_host_from(Ddq, nq, t), *gp = gt_host_from(db.P, np, t);
     snprintf(what, sizeof what, "attention%s B%d L%d NH%d D%d p%.1f ctx", packed ? " packed" : "", B, L, NH, D, p);
     CHECK(!judge(what, t, gt_relerr(gc, ctx, nc), tol(t)));
     snprintf(what, sizeof what, "attention%s B%d L%d NH%d D%d p%.1f P", packed ? " packed" : "", B, L, NH, D, p);
@@ -314,10 +303,10 @@ TK_TEST(dropout_masks_identical) {
     tk_err e = {0};
     for (int ti = 0; ti < 2; ti++) {
         tk_dtype t = types[ti];
-        void *Dp = up(one, n, t), *Dd = gt_dev(n * 4);
+        void *Dp = gt_dev_from(one, n, t), *Dd = gt_dev(n * 4);
         ok_or_die(tk_attn_probs_dropout_ref(TK_F32, B, NH, L, one, &dh, ref, &e), &e, "dropout ref");
         ok_or_die(tk_attn_probs_dropout(gt_ctx_, t, B, NH, L, Dp, &dd, Dd, &e) || gt_sync(&e), &e, "dropout");
-        float *got = down(Dd, n, t);
+        float *got = gt_host_from(Dd, n, t);
         size_t d = gt_ndiff(got, ref, n), kept = 0;
         for (size_t i = 0; i < n; i++) kept += ref[i] != 0;
         printf("# table bert dropout masks %-4s differing %zu of %zu (kept %zu)\n", tk_dtype_name(t), d, n, kept);
@@ -349,9 +338,10 @@ static void embed_case(int B, int L, int H, int V, int ints, int lens, tk_dtype 
     float *out = gt_host(n * H * 4), *dw = gt_host((size_t)V * H * 4), *dp = gt_host((size_t)NP * H * 4),
           *dt = gt_host((size_t)T * H * 4);
     memcpy(dw, dw0, (size_t)V * H * 4);
-    void *Dw = up(w, (size_t)V * H, t), *Dp = up(p, (size_t)NP * H, t), *Dt = up(ty, (size_t)T * H, t),
-         *Dde = up(de, n * H, t), *Dout = gt_dev(n * H * 4);
-    float *Ddw = up(dw, (size_t)V * H, TK_F32), *Ddp = gt_dev((size_t)NP * H * 4), *Ddt = gt_dev((size_t)T * H * 4);
+    void *Dw = gt_dev_from(w, (size_t)V * H, t), *Dp = gt_dev_from(p, (size_t)NP * H, t),
+         *Dt = gt_dev_from(ty, (size_t)T * H, t), *Dde = gt_dev_from(de, n * H, t), *Dout = gt_dev(n * H * 4);
+    float *Ddw = gt_dev_from(dw, (size_t)V * H, TK_F32), *Ddp = gt_dev((size_t)NP * H * 4),
+          *Ddt = gt_dev((size_t)T * H * 4);
     int32_t *Dids = gt_dev(n * 4);
     uint8_t *Dseg = gt_dev(n);
     void *ws = gt_dev(tk_bert_embed_bwd_ws_bytes(TK_BACKEND_CUDA, B, L, H, T) + 16);
@@ -366,8 +356,8 @@ static void embed_case(int B, int L, int H, int V, int ints, int lens, tk_dtype 
                                     &e) ||
                   gt_sync(&e),
               &e, "embed");
-    float *go = down(Dout, n * H, t), *gw = down(Ddw, (size_t)V * H, TK_F32), *gp = down(Ddp, (size_t)NP * H, TK_F32),
-          *gty = down(Ddt, (size_t)T * H, TK_F32);
+    float *go = gt_host_from(Dout, n * H, t), *gw = gt_host_from(Ddw, (size_t)V * H, TK_F32),
+          *gp = gt_host_from(Ddp, (size_t)NP * H, TK_F32), *gty = gt_host_from(Ddt, (size_t)T * H, TK_F32);
     if (ints) { // sums of integers: exact (the forward rounded to the activation type as the device does)
         gt_round(out, n * H, t);
         size_t d = gt_ndiff(go, out, n * H) + gt_ndiff(gw, dw, (size_t)V * H) + gt_ndiff(gp, dp, (size_t)NP * H) +
@@ -412,7 +402,8 @@ static void rows_case(tk_dtype t, int packed, int *tk_failed_) {
     int32_t pos[B * P], nm[B] = {6, 0, 3, 1, 5}, ids[B * P], lab[B * P], glab[B * P];
     for (int i = 0; i < B * P; i++) pos[i] = 1 + (i % P) * 5 + (i / P), ids[i] = i * 7; // distinct, in [1, 28)
     float *out = gt_host((size_t)B * P * H * 4), *dh = gt_host((size_t)rows * H * 4);
-    void *Dh = up(hid, (size_t)rows * H, t), *Ddr = up(dr, (size_t)B * P * H, t), *Ddc = up(dc, (size_t)B * H, t);
+    void *Dh = gt_dev_from(hid, (size_t)rows * H, t), *Ddr = gt_dev_from(dr, (size_t)B * P * H, t),
+         *Ddc = gt_dev_from(dc, (size_t)B * H, t);
     void *Dout = gt_dev((size_t)B * P * H * 4), *Ddh = gt_dev((size_t)rows * H * 4);
     int32_t *Dpos = gt_dev(sizeof pos), *Dnm = gt_dev(sizeof nm), *Dids = gt_dev(sizeof ids), *Dlab = gt_dev(sizeof lab);
     int32_t *Dst = gt_dev(sizeof start);
@@ -425,7 +416,7 @@ static void rows_case(tk_dtype t, int packed, int *tk_failed_) {
     ok_or_die(tk_bert_gather(gt_ctx_, t, B, L, H, P, Dh, ds, Dpos, Dnm, Dids, Dout, Dlab, &e) ||
                   tk_bert_scatter(gt_ctx_, t, B, L, H, P, rows, Ddr, ds, Dpos, Dnm, Ddc, Ddh, &e) || gt_sync(&e),
               &e, "rows");
-    float *gr = down(Dout, (size_t)B * P * H, t), *gd = down(Ddh, (size_t)rows * H, t);
+    float *gr = gt_host_from(Dout, (size_t)B * P * H, t), *gd = gt_host_from(Ddh, (size_t)rows * H, t);
     gt_down(glab, Dlab, sizeof glab);
     size_t d = gt_ndiff(gr, out, (size_t)B * P * H) + gt_ndiff(gd, dh, (size_t)rows * H);
     for (int i = 0; i < B * P; i++) d += glab[i] != lab[i];
@@ -450,7 +441,8 @@ static void pack_case(int B, int L, int H, tk_dtype t, int ints, int *tk_failed_
     ok_or_die(tk_bert_starts_ref(B, L, 1, len, st, &e), &e, "starts ref");
     const int64_t rows = st[B] + 7, n = (int64_t)B * L;
     float *src = rnd((size_t)n * H, -4, 4, ints), *pk = gt_host((size_t)rows * H * 4), *bk = gt_host((size_t)n * H * 4);
-    void *Dsrc = up(src, (size_t)n * H, t), *Dpk = gt_dev((size_t)rows * H * 4), *Dbk = gt_dev((size_t)n * H * 4);
+    void *Dsrc = gt_dev_from(src, (size_t)n * H, t), *Dpk = gt_dev((size_t)rows * H * 4),
+         *Dbk = gt_dev((size_t)n * H * 4);
     int32_t *Dlen = gt_dev((size_t)B * 4), *Dst = gt_dev((size_t)(B + 1) * 4);
     gt_up(Dlen, len, (size_t)B * 4);
     gt_poison(Dpk, (size_t)rows * H * 4, 0xff), gt_poison(Dbk, (size_t)n * H * 4, 0xff);
@@ -462,7 +454,7 @@ static void pack_case(int B, int L, int H, tk_dtype t, int ints, int *tk_failed_
                   tk_bert_unpack(gt_ctx_, t, B, L, H, Dst, Dlen, Dpk, Dbk, &e) || gt_sync(&e),
               &e, "pack");
     gt_down(gst, Dst, (size_t)(B + 1) * 4);
-    float *gp = down(Dpk, (size_t)rows * H, t), *gb = down(Dbk, (size_t)n * H, t);
+    float *gp = gt_host_from(Dpk, (size_t)rows * H, t), *gb = gt_host_from(Dbk, (size_t)n * H, t);
     size_t d = gt_ndiff(gp, pk, (size_t)rows * H) + gt_ndiff(gb, bk, (size_t)n * H);
     for (int b = 0; b <= B; b++) d += gst[b] != st[b];
     // and the padded starts: b L
@@ -494,7 +486,7 @@ static void xent_case(int R, int C, int ld, float scale, tk_dtype t, int *tk_fai
     for (int r = 0; r < R; r++) lab[r] = r % 7 == 3 ? -1 : (int32_t)(gt_u32(r) % (uint32_t)C);
     double acc[2] = {0.5, 2}, *ws = gt_host(tk_xent_ws_bytes(TK_BACKEND_CPU, R));
     int64_t cnt[2] = {0, 0}, gcnt[2];
-    void *Dx = up(x, n, t), *Ddx = gt_dev(n * 4), *Dws = gt_dev(tk_xent_ws_bytes(TK_BACKEND_CUDA, R));
+    void *Dx = gt_dev_from(x, n, t), *Ddx = gt_dev(n * 4), *Dws = gt_dev(tk_xent_ws_bytes(TK_BACKEND_CUDA, R));
     int32_t *Dlab = gt_dev(R * 4);
     double *Dacc = gt_dev(16), gacc[2];
     int64_t *Dcnt = gt_dev(16);
@@ -507,7 +499,7 @@ static void xent_case(int R, int C, int ld, float scale, tk_dtype t, int *tk_fai
                   tk_xent_fwd_bwd(gt_ctx_, t, R, C, ld, Dx, Dlab, scale, Dacc, 1, Ddx, Dws, &e) || gt_sync(&e),
               &e, "xent");
     gt_down(gacc, Dacc, 16), gt_down(gcnt, Dcnt, 16);
-    float *gdx = down(Ddx, n, t);
+    float *gdx = gt_host_from(Ddx, n, t);
     float la = (float)acc[0], lg = (float)gacc[0];
     char what[64];
     snprintf(what, sizeof what, "xent %dx%d loss", R, C);

@@ -22,18 +22,6 @@ __attribute__((constructor(102))) static void cpu_init_(void) {
 static void ok_or_die(int rc, tk_err *e, const char *what) {
     if (rc) gt_die_(what, e);
 }
-// A bf16 device copy of x (n values); x itself is rounded to bf16 first (both sides see it).
-static void *up(float *x, size_t n) {
-    gt_round(x, n, TK_BF16);
-    void *d = gt_dev(n * 2 + 16);
-    gt_up_as(d, x, n, TK_BF16);
-    return d;
-}
-static float *down(const void *d, size_t n, tk_dtype t) {
-    float *x = gt_host(n * 4);
-    gt_down_as(x, d, n, t);
-    return x;
-}
 static int judge(const char *what, double err, double limit) {
     printf("# table flash %-58s rel_err %.2e (limit %.0e)\n", what, err, limit);
     return !(err <= limit);
@@ -89,7 +77,8 @@ typedef struct {
 
 static dbufs dev_bufs(const layout *y, float *qkv, float *dctx, int64_t step) {
     const size_t H = (size_t)y->NH * y->D, R = (size_t)y->rows;
-    dbufs b = {.qkv = up(qkv, R * 3 * H), .dctx = up(dctx, R * H), .ctx = gt_dev(R * H * 2), .dqkv = gt_dev(R * 3 * H * 2),
+    dbufs b = {.qkv = gt_dev_from(qkv, R * 3 * H, TK_BF16), .dctx = gt_dev_from(dctx, R * H, TK_BF16),
+               .ctx = gt_dev(R * H * 2), .dqkv = gt_dev(R * 3 * H * 2),
                .ws = gt_dev(tk_flash_attn_bwd_ws_bytes(y->rows, y->nseq, y->NH, y->D, y->L)),
                .lse = gt_dev((size_t)y->nseq * y->NH * y->L * 4), .start = gt_dev(sizeof y->start),
                .len = gt_dev(sizeof y->len), .step = gt_dev(8)};
@@ -140,7 +129,8 @@ static void vs_ref(const char *name, int nseq, int NH, int L, const int32_t *len
                   tk_flash_attn_bwd_ref(TK_F32, nseq, NH, D, L, y.start, y.len, qkv, ctx, lse, dctx, &dh, ws, dqkv, &e),
               &e, "flash ref");
     ok_or_die(run_flash(&y, &b, &dh, &e) || gt_sync(&e), &e, "flash");
-    float *gc = down(b.ctx, R * H, TK_BF16), *gq = down(b.dqkv, R * 3 * H, TK_BF16), *gl = down(b.lse, nl, TK_F32);
+    float *gc = gt_host_from(b.ctx, R * H, TK_BF16), *gq = gt_host_from(b.dqkv, R * 3 * H, TK_BF16),
+          *gl = gt_host_from(b.lse, nl, TK_F32);
     char *lin = gt_host(nl);
     for (size_t k = 0; k < nl; k++) lin[k] = (int)(k % L) < len[k / ((size_t)NH * L)];
     char what[120];
@@ -228,8 +218,8 @@ static void vs_unfused_on(const char *name, int B, int L, int NH, const int32_t 
     ok_or_die(run_flash(&y, &b, &dh, &e) || unfused_fwd(&u, b.qkv, b.len, &dd, &e) ||
                   unfused_bwd(&u, b.qkv, b.len, &dd, b.dctx, &e) || gt_sync(&e),
               &e, "flash / unfused");
-    float *fc = down(b.ctx, R * H, TK_BF16), *fq = down(b.dqkv, R * 3 * H, TK_BF16);
-    float *uc = down(u.ctx, R * H, TK_BF16), *uq = down(u.dqkv, R * 3 * H, TK_BF16);
+    float *fc = gt_host_from(b.ctx, R * H, TK_BF16), *fq = gt_host_from(b.dqkv, R * 3 * H, TK_BF16);
+    float *uc = gt_host_from(u.ctx, R * H, TK_BF16), *uq = gt_host_from(u.dqkv, R * 3 * H, TK_BF16);
     char what[120];
     if (exact) {
         size_t dc = ndiff_rows(fc, uc, R, H, y.in), dq = ndiff_rows(fq, uq, R, 3 * H, y.in);
@@ -305,7 +295,7 @@ TK_TEST(flash_exact_mask) {
                   tk_flash_attn_bwd_ref(TK_F32, B, NH, D, L, y.start, y.len, qkv, ctx, lse, dctx, &dh, ws, dqkv, &e),
               &e, "flash ref");
     ok_or_die(run_flash(&y, &bb, &dh, &e) || gt_sync(&e), &e, "flash");
-    float *gc = down(bb.ctx, R * H, TK_BF16), *gq = down(bb.dqkv, R * 3 * H, TK_BF16);
+    float *gc = gt_host_from(bb.ctx, R * H, TK_BF16), *gq = gt_host_from(bb.dqkv, R * 3 * H, TK_BF16);
     size_t dc = ndiff_rows(gc, xc, R, H, y.in), dq = ndiff_rows(gq, xq, R, 3 * H, y.in);
     double rc = err_rows(ctx, xc, R, H, y.in), rq = err_rows(dqkv, xq, R, 3 * H, y.in);
     printf("# table flash exact mask (%zu of %zu kept): cuda ctx %zu, dqkv %zu values differ; reference rel_err ctx "
@@ -346,7 +336,7 @@ TK_TEST(flash_graph_replay) {
         }
         if (k == 2 || k == 3) ok_or_die(tk_graph_launch(gt_ctx_, &g, &e) || gt_sync(&e), &e, "graph launch");
         if (k == 4) tk_graph_destroy(&g);
-        out[k][0] = down(b.ctx, R * H, TK_BF16), out[k][1] = down(b.dqkv, R * 3 * H, TK_BF16);
+        out[k][0] = gt_host_from(b.ctx, R * H, TK_BF16), out[k][1] = gt_host_from(b.dqkv, R * 3 * H, TK_BF16);
     }
     size_t d01 = ndiff_rows(out[0][0], out[1][0], R, H, y.in) + ndiff_rows(out[0][1], out[1][1], R, 3 * H, y.in);
     size_t d02 = ndiff_rows(out[0][0], out[2][0], R, H, y.in) + ndiff_rows(out[0][1], out[2][1], R, 3 * H, y.in);

@@ -8,6 +8,7 @@
 #include "engine/instance.h"
 #include "tks/tks.h"
 #include "tk_test.h"
+#include "tk_test_cpu.h"
 #include "workloads/bert/bert.h"
 
 static const char *cfg_text =
@@ -21,21 +22,15 @@ static const char *cfg_text =
     "\"decay_steps\": 0, \"poly_power\": 1.0, \"min_lr\": 0.0}, "
     "\"target\": {\"metric\": \"mlm_accuracy\", \"mlm_accuracy\": 0.7}}";
 
-static tk_ctx *cpu(void) {
-    static tk_ctx *c;
-    tk_err e = {0};
-    if (!c && tk_ctx_create(&c, TK_BACKEND_CPU, 0, &e)) abort();
-    c->threads = 1;
-    return c;
-}
-
 // An instance of the config with overrides; NULL (and e filled) on error.
 static tk_instance *make(char *const *sets, int nsets, const char *meta, tk_err *e) {
     tk_instance *I = calloc(1, sizeof *I);
     json_t *root = json_loads(cfg_text, 0, NULL);
     int rc = tk_instance_config(I, root, "cfg.json", sets, nsets, meta, e);
     json_decref(root);
-    if (!rc) rc = tk_instance_create(I, cpu(), NULL, 0, e);
+    tk_ctx *c = tk_test_cpu();
+    c->threads = 1;
+    if (!rc) rc = tk_instance_create(I, c, NULL, 0, e);
     if (!rc) rc = tk_instance_optimizer(I, 1, e);
     if (!rc) rc = I->wl->init_weights(I->model, 5, e);
     if (rc) {

@@ -10,17 +10,7 @@
 #include "gpu/philox.h"
 #include "sgd.h"
 #include "tk_test.h"
-
-static tk_ctx *cpu(void) {
-    static tk_ctx *c;
-    tk_err e = {0};
-    if (!c && tk_ctx_create(&c, TK_BACKEND_CPU, 0, &e)) abort();
-    return c;
-}
-
-static void fill(float *x, size_t n, uint32_t stream, float lo, float hi) {
-    for (size_t i = 0; i < n; i++) x[i] = lo + (hi - lo) * tk_philox_uniform(11, stream, i);
-}
+#include "tk_test_cpu.h"
 
 // ||a - b|| / ||b|| over rows of width w where keep[row]
 static double relerr_rows(const float *a, const float *b, size_t rows, size_t w, const char *keep) {
@@ -40,7 +30,7 @@ TK_TEST(flash_forward_by_hand) {
     float qkv[3 * 3] = {1, 0, 2, 2, logf(3), 4, 7, 7, 7}, ctx[3] = {-1, -1, -1}, lse[3] = {-1, -1, -1};
     int32_t start[1] = {0}, len[1] = {2};
     tk_err e = {0};
-    CHECK(tk_flash_attn_fwd(cpu(), TK_F32, 1, 1, 1, 3, start, len, qkv, NULL, ctx, lse, &e) == 0);
+    CHECK(tk_flash_attn_fwd(tk_test_cpu(), TK_F32, 1, 1, 1, 3, start, len, qkv, NULL, ctx, lse, &e) == 0);
     CHECK_NEAR(ctx[0], 3.5, 1e-6);
     CHECK_NEAR(ctx[1], 3.8, 1e-6);
     CHECK_NEAR(lse[0], log(4.0), 1e-6);
@@ -48,7 +38,7 @@ TK_TEST(flash_forward_by_hand) {
     CHECK(ctx[2] == -1 && lse[2] == -1); // the row outside the sequence is not written
     // a length past Lstride is refused
     len[0] = 4;
-    CHECK(tk_flash_attn_fwd(cpu(), TK_F32, 1, 1, 1, 3, start, len, qkv, NULL, ctx, lse, &e) == TK_EINTERNAL);
+    CHECK(tk_flash_attn_fwd(tk_test_cpu(), TK_F32, 1, 1, 1, 3, start, len, qkv, NULL, ctx, lse, &e) == TK_EINTERNAL);
 }
 
 // The flash reference against tk_attention_fwd/_bwd on the padded layout (start[b] = b L): ctx
@@ -62,7 +52,7 @@ static void vs_padded(int B, int L, int NH, int D, float p, const int32_t *len, 
     void *ws = malloc(tk_flash_attn_bwd_ws_bytes((int)rows, B, NH, D, L));
     int32_t *start = malloc(B * 4);
     char *keep = malloc(rows);
-    fill(qkv, nq, 1, -2, 2), fill(dctx, nc, 2, -1, 1);
+    tk_test_fill(qkv, nq, 11, 1, -2, 2), tk_test_fill(dctx, nc, 11, 2, -1, 1);
     for (int b = 0; b < B; b++) {
         start[b] = b * L;
         for (int i = 0; i < L; i++) {
@@ -75,10 +65,10 @@ static void vs_padded(int B, int L, int NH, int D, float p, const int32_t *len, 
     tk_attn_bufs ab = {.qkvh = malloc(nq * 4), .P = malloc(np * 4), .S = malloc(np * 4), .ctxh = malloc(nc * 4),
                        .dqkvh = malloc(nq * 4)};
     tk_err e = {0};
-    CHECK(tk_attention_fwd(cpu(), TK_F32, B, L, NH, D, start, len, qkv, &d, &ab, c1, &e) == 0);
-    CHECK(tk_attention_bwd(cpu(), TK_F32, B, L, NH, D, start, len, qkv, &d, &ab, dctx, g1, &e) == 0);
-    CHECK(tk_flash_attn_fwd(cpu(), TK_F32, B, NH, D, L, start, len, qkv, &d, c2, lse, &e) == 0);
-    CHECK(tk_flash_attn_bwd(cpu(), TK_F32, B, NH, D, L, start, len, qkv, c2, lse, dctx, &d, ws, g2, &e) == 0);
+    CHECK(tk_attention_fwd(tk_test_cpu(), TK_F32, B, L, NH, D, start, len, qkv, &d, &ab, c1, &e) == 0);
+    CHECK(tk_attention_bwd(tk_test_cpu(), TK_F32, B, L, NH, D, start, len, qkv, &d, &ab, dctx, g1, &e) == 0);
+    CHECK(tk_flash_attn_fwd(tk_test_cpu(), TK_F32, B, NH, D, L, start, len, qkv, &d, c2, lse, &e) == 0);
+    CHECK(tk_flash_attn_bwd(tk_test_cpu(), TK_F32, B, NH, D, L, start, len, qkv, c2, lse, dctx, &d, ws, g2, &e) == 0);
     double ec = relerr_rows(c2, c1, rows, H, keep), eg = relerr_rows(g2, g1, rows, 3 * H, keep);
     printf("# B%d L%d NH%d D%d p%.1f: ctx %.2e dqkv %.2e\n", B, L, NH, D, p, ec, eg);
     CHECK(ec <= 1e-5);
@@ -104,7 +94,7 @@ TK_TEST(flash_ref_packed_equals_padded) {
     int rows = 0;
     for (int s = 0; s < NS; s++) start[s] = s * L, pstart[s] = rows, rows += len[s];
     float qkv[NS * L * 3 * H], dctx[NS * L * H], pq[NS * L * 3 * H], pdc[NS * L * H];
-    fill(qkv, sizeof qkv / 4, 3, -2, 2), fill(dctx, sizeof dctx / 4, 4, -1, 1);
+    tk_test_fill(qkv, sizeof qkv / 4, 11, 3, -2, 2), tk_test_fill(dctx, sizeof dctx / 4, 11, 4, -1, 1);
     for (int s = 0; s < NS; s++) // the packed copies of the rows
         for (int i = 0; i < len[s]; i++) {
             memcpy(pq + (size_t)(pstart[s] + i) * 3 * H, qkv + (size_t)(start[s] + i) * 3 * H, 3 * H * 4);
@@ -130,10 +120,10 @@ TK_TEST(flash_ref_packed_equals_padded) {
         memset(c1, 0x5a, sizeof c1), memset(g1, 0x5a, sizeof g1), memset(l1, 0x5a, sizeof l1);
         memset(c2, 0x5a, sizeof c2), memset(g2, 0x5a, sizeof g2), memset(l2, 0x5a, sizeof l2);
         tk_err e = {0};
-        CHECK(tk_flash_attn_fwd(cpu(), act, NS, NH, D, L, start, len, aq, &d, c1, l1, &e) == 0);
-        CHECK(tk_flash_attn_bwd(cpu(), act, NS, NH, D, L, start, len, aq, c1, l1, adc, &d, ws, g1, &e) == 0);
-        CHECK(tk_flash_attn_fwd(cpu(), act, NS, NH, D, L, pstart, len, apq, &d, c2, l2, &e) == 0);
-        CHECK(tk_flash_attn_bwd(cpu(), act, NS, NH, D, L, pstart, len, apq, c2, l2, apdc, &d, ws, g2, &e) == 0);
+        CHECK(tk_flash_attn_fwd(tk_test_cpu(), act, NS, NH, D, L, start, len, aq, &d, c1, l1, &e) == 0);
+        CHECK(tk_flash_attn_bwd(tk_test_cpu(), act, NS, NH, D, L, start, len, aq, c1, l1, adc, &d, ws, g1, &e) == 0);
+        CHECK(tk_flash_attn_fwd(tk_test_cpu(), act, NS, NH, D, L, pstart, len, apq, &d, c2, l2, &e) == 0);
+        CHECK(tk_flash_attn_bwd(tk_test_cpu(), act, NS, NH, D, L, pstart, len, apq, c2, l2, apdc, &d, ws, g2, &e) == 0);
         size_t diff = 0, untouched = 0, outside = 0;
         for (int s = 0; s < NS; s++)
             for (int i = 0; i < L; i++) {
@@ -163,17 +153,17 @@ TK_TEST(flash_ref_bf16_close_to_f32) {
     static float qkv[R * 3 * H], dctx[R * H], c[R * H], g[R * 3 * H], cb[R * H], gb[R * 3 * H], lse[NS * NH * L];
     static uint16_t bq[R * 3 * H], bdc[R * H], bc[R * H], bg[R * 3 * H];
     static char ws[1 << 16], keep[R];
-    fill(qkv, R * 3 * H, 5, -2, 2), fill(dctx, R * H, 6, -1, 1);
+    tk_test_fill(qkv, R * 3 * H, 11, 5, -2, 2), tk_test_fill(dctx, R * H, 11, 6, -1, 1);
     for (int i = 0; i < R * 3 * H; i++) bq[i] = tk_f32_to_bf16(qkv[i]), qkv[i] = tk_bf16_to_f32(bq[i]);
     for (int i = 0; i < R * H; i++) bdc[i] = tk_f32_to_bf16(dctx[i]), dctx[i] = tk_bf16_to_f32(bdc[i]);
     for (int r = 0; r < R; r++) keep[r] = r % L < len[r / L];
     int64_t step = 3;
     tk_dropout d = {.p = 0.1f, .seed = 1, .site = 0, .step = &step, .offset = 8};
     tk_err e = {0};
-    CHECK(tk_flash_attn_fwd(cpu(), TK_F32, NS, NH, D, L, start, len, qkv, &d, c, lse, &e) == 0);
-    CHECK(tk_flash_attn_bwd(cpu(), TK_F32, NS, NH, D, L, start, len, qkv, c, lse, dctx, &d, ws, g, &e) == 0);
-    CHECK(tk_flash_attn_fwd(cpu(), TK_BF16, NS, NH, D, L, start, len, bq, &d, bc, lse, &e) == 0);
-    CHECK(tk_flash_attn_bwd(cpu(), TK_BF16, NS, NH, D, L, start, len, bq, bc, lse, bdc, &d, ws, bg, &e) == 0);
+    CHECK(tk_flash_attn_fwd(tk_test_cpu(), TK_F32, NS, NH, D, L, start, len, qkv, &d, c, lse, &e) == 0);
+    CHECK(tk_flash_attn_bwd(tk_test_cpu(), TK_F32, NS, NH, D, L, start, len, qkv, c, lse, dctx, &d, ws, g, &e) == 0);
+    CHECK(tk_flash_attn_fwd(tk_test_cpu(), TK_BF16, NS, NH, D, L, start, len, bq, &d, bc, lse, &e) == 0);
+    CHECK(tk_flash_attn_bwd(tk_test_cpu(), TK_BF16, NS, NH, D, L, start, len, bq, bc, lse, bdc, &d, ws, bg, &e) == 0);
     for (int i = 0; i < R * H; i++) cb[i] = tk_bf16_to_f32(bc[i]);
     for (int i = 0; i < R * 3 * H; i++) gb[i] = tk_bf16_to_f32(bg[i]);
     double ec = relerr_rows(cb, c, R, H, keep), eg = relerr_rows(gb, g, R, 3 * H, keep);

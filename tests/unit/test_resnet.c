@@ -10,6 +10,7 @@
 
 #include "resnet_synth.h"
 #include "tk_test.h"
+#include "tk_test_cpu.h"
 #include "engine/registry.h"
 #include "workloads/resnet/resnet.h"
 
@@ -65,13 +66,6 @@ static int parse(const char *text, int64_t batch, rn_config *cfg, tk_err *e) {
     return rc;
 }
 
-static tk_ctx *cpu(void) {
-    static tk_ctx *c;
-    tk_err e = {0};
-    if (!c && tk_ctx_create(&c, TK_BACKEND_CPU, 0, &e)) { fprintf(stderr, "%s\n", e.what); abort(); }
-    return c;
-}
-
 // ---- the model's tensors ----
 
 // ResNet-50: torchvision's tensor names and shapes (ours with C last) and its parameter count,
@@ -81,7 +75,7 @@ TK_TEST(resnet50_tensors) {
     rn_config cfg;
     CHECK_EQ_INT(parse("{\"model\": {\"image_size\": 32}}", 1, &cfg, &e), 0);
     rn_model *m = NULL;
-    CHECK_EQ_INT(rn_create_standalone(cpu(), &cfg, &m, &e), 0);
+    CHECK_EQ_INT(rn_create_standalone(tk_test_cpu(), &cfg, &m, &e), 0);
     if (!m) {
         printf("# %s\n", errstr(&e));
         return;
@@ -151,7 +145,7 @@ TK_TEST(config_errors) {
     CHECK_EQ_INT(parse("{\"model\": {\"layers\": [1], \"width\": 4, \"image_size\": 8, \"precision\": \"bf16\"}}", 2,
                        &cfg, &e), 0);
     rn_model *m = NULL;
-    CHECK_EQ_INT(rn_create_standalone(cpu(), &cfg, &m, &e), TK_EUSAGE);
+    CHECK_EQ_INT(rn_create_standalone(tk_test_cpu(), &cfg, &m, &e), TK_EUSAGE);
     CHECK(strstr(errstr(&e), "precision bf16 needs the cuda backend") != NULL);
     rn_config_release(&cfg);
 }
@@ -318,7 +312,7 @@ TK_TEST(mllog_keys_of_config_json) {
     json_decref(root);
     CHECK(cfg.scale_min == 0.05 && cfg.init == RN_INIT_MLPERF && cfg.bn_momentum == 0.1);
     rn_model *m = NULL;
-    CHECK_EQ_INT(rn_create_standalone(cpu(), &cfg, &m, &e), 0);
+    CHECK_EQ_INT(rn_create_standalone(tk_test_cpu(), &cfg, &m, &e), 0);
     if (!m) return;
     m->spe = 393;
     const char *log = tpath("keys.mllog");

@@ -8,11 +8,8 @@
 #include "pool.h"
 #include "sgd.h"
 #include "tk_test.h"
+#include "tk_test_cpu.h"
 #include "xent_smooth.h"
-
-static void fill(float *x, size_t n, uint32_t stream, float lo, float hi) {
-    for (size_t i = 0; i < n; i++) x[i] = lo + (hi - lo) * tk_philox_uniform(11, stream, i);
-}
 
 static double dot(const float *a, const float *b, size_t n) {
     double s = 0;
@@ -66,7 +63,7 @@ TK_TEST(conv_adjoints) {
         size_t nx = (size_t)tk_conv_x_numel(&s), ny = (size_t)tk_conv_y_numel(&s), nw = (size_t)tk_conv_w_numel(&s);
         float *x = malloc(nx * 4), *w = malloc(nw * 4), *dy = malloc(ny * 4), *y = malloc(ny * 4), *dx = malloc(nx * 4),
               *dw = malloc(nw * 4);
-        fill(x, nx, 1, -1, 1), fill(w, nw, 2, -1, 1), fill(dy, ny, 3, -1, 1);
+        tk_test_fill(x, nx, 11, 1, -1, 1), tk_test_fill(w, nw, 11, 2, -1, 1), tk_test_fill(dy, ny, 11, 3, -1, 1);
         CHECK_EQ_INT(tk_conv_ref(TK_CONV_FWD, &s, TK_F32, x, w, y, &e), 0);
         CHECK_EQ_INT(tk_conv_ref(TK_CONV_BWD_DATA, &s, TK_F32, dy, w, dx, &e), 0);
         CHECK_EQ_INT(tk_conv_ref(TK_CONV_BWD_FILTER, &s, TK_F32, x, dy, dw, &e), 0);
@@ -126,7 +123,8 @@ TK_TEST(bn_backward_finite_differences) {
     enum { M = 12, C = 3 };
     float x[M * C], res[M * C], wgt[M * C], dy[M * C], dy2[M * C], gamma[C] = {1.5f, -0.7f, 1.1f},
           beta[C] = {0.2f, 0.1f, -0.3f};
-    fill(x, M * C, 21, -2, 2), fill(res, M * C, 22, -1, 1), fill(wgt, M * C, 23, -1, 1), fill(dy2, M * C, 24, -1, 1);
+    tk_test_fill(x, M * C, 11, 21, -2, 2), tk_test_fill(res, M * C, 11, 22, -1, 1),
+        tk_test_fill(wgt, M * C, 11, 23, -1, 1), tk_test_fill(dy2, M * C, 11, 24, -1, 1);
     for (int i = 0; i < M * C; i++) dy[i] = wgt[i] - dy2[i];
     {   // the residual pushes every pre-activation at least 0.5 away from the ReLU's kink
         float rm[C] = {0}, rv[C] = {1, 1, 1}, sm[C], si[C], pre[M * C];
