@@ -12,6 +12,17 @@
 
 namespace {
 
+// Output rows per thread of the 3x3/2 tiles (forward, backward).
+#ifndef TK_POOL_FWD_K
+#define TK_POOL_FWD_K 2
+#endif
+#ifndef TK_POOL_BWD_K
+#define TK_POOL_BWD_K 3
+#endif
+#ifndef TK_POOL_FWD_THREADS // a block of the forward's tiles
+#define TK_POOL_FWD_THREADS 256
+#endif
+
 // N channels per thread (a 16-byte vector of them, or N = 1): thread j of the flat index takes
 // vector j % V (V = C / N) of pixel j / V; 32-bit index arithmetic where the count fits.
 template <typename I, int N> __device__ __forceinline__ void split(I j, int V, int *c0, I *pix) {
@@ -129,13 +140,17 @@ template <int N, int K, typename I> __device__ __forceinline__ bool tile_of(I to
     t->p0 = (int)(r2 - t->n * PT) * K;
     return true;
 }
+// Whether value f, later in a window's order, displaces the maximum m so far (pool.h: the first
+// maximum, a NaN wins): f > m, or f a NaN while m is not.
+__device__ __forceinline__ bool displaces(float f, float m) { return m == m && !(f <= m); }
+
 // What a thread loads at once: a 16-byte vector of N channels, or one.
 template <typename T, int N> using ld_t = typename std::conditional<N == 1, T, typename RnVec<T>::raw>::type;
 
 template <typename T, int N, int K, typename I, bool BN>
-__global__ void __launch_bounds__(256) maxpool3s2_fwd(const T *__restrict__ x, tk_pool_bn bn, int H, int W, int C,
-                                                     int P, int Q, int PT, I total, T *__restrict__ y,
-                                                     uint8_t *__restrict__ idx) {
+__global__ void __launch_bounds__(TK_POOL_FWD_THREADS)
+    maxpool3s2_fwd(const T *__restrict__ x, tk_pool_bn bn, int H, int W, int C, int P, int Q, int PT, I total,
+                   T *__restrict__ y, uint8_t *__restrict__ idx) {
     Tile<I> t;
     if (!tile_of<N, K>(total, C, Q, PT, &t)) return;
     const int c0 = t.c0, q = t.q, p0 = t.p0;
@@ -161,38 +176,45 @@ __global__ void __launch_bounds__(256) maxpool3s2_fwd(const T *__restrict__ x, t
             sc[k] = __fmul_rn(bn.gamma[c0 + k], bn.invstd[c0 + k]);
             sh[k] = __fsub_rn(bn.beta[c0 + k], __fmul_rn(bn.mean[c0 + k], sc[k]));
         }
+    // Separably: each input row's first maximum over the window's columns (s order; column 1, at
+    // 2q, is always inside), then each window's first maximum over its rows' maxima (r order; row 1,
+    // at 2p, is inside for every stored output): the first maximum in row-major order, as the
+    // reference's scan finds it (a NaN, the first one, wins both ways).
     float m[K][N];
     int best[K][N];
 #pragma unroll
-    for (int o = 0; o < K; o++)
-#pragma unroll
-        for (int k = 0; k < N; k++) m[o][k] = 0, best[o][k] = -1;
-#pragma unroll
     for (int i = 0; i < RH; i++) {
         if (!okh[i]) continue;
+        float f[3][N];
 #pragma unroll
         for (int s = 0; s < 3; s++) {
-            if (!okw[s]) continue;
-            float f[N];
             const T *e = reinterpret_cast<const T *>(&v[i][s]);
 #pragma unroll
             for (int k = 0; k < N; k++) {
-                f[k] = rn_f(e[k]);
+                f[s][k] = rn_f(e[k]);
                 if (BN) {
-                    float a = __fadd_rn(__fmul_rn(f[k], sc[k]), sh[k]);
-                    f[k] = rn_round<T>(!(a > 0.0f) && a == a ? 0.0f : a);
+                    const float a = __fadd_rn(__fmul_rn(f[s][k], sc[k]), sh[k]);
+                    f[s][k] = rn_round<T>(a > 0.0f || a != a ? a : 0.0f);
                 }
             }
-            // output o's window holds input row i when 0 <= i - 2 o <= 2 (its row r = i - 2 o)
+        }
+        float rm[N];
+        int rs[N];
 #pragma unroll
-            for (int o = 0; o < K; o++) {
-                const int r = i - 2 * o;
-                if (r < 0 || r > 2) continue;
+        for (int k = 0; k < N; k++) {
+            rm[k] = f[1][k], rs[k] = 1;
+            if (okw[0] && !displaces(f[1][k], f[0][k])) rm[k] = f[0][k], rs[k] = 0;
+            if (okw[2] && displaces(f[2][k], rm[k])) rm[k] = f[2][k], rs[k] = 2;
+        }
+        // output o's window holds input row i as its row r = i - 2 o (0 .. 2)
 #pragma unroll
-                for (int k = 0; k < N; k++)
-                    if (best[o][k] < 0 || f[k] > m[o][k] || (f[k] != f[k] && m[o][k] == m[o][k]))
-                        m[o][k] = f[k], best[o][k] = r * 3 + s;
-            }
+        for (int o = 0; o < K; o++) {
+            const int r = i - 2 * o;
+            if (r < 0 || r > 2) continue;
+#pragma unroll
+            for (int k = 0; k < N; k++)
+                if (r == 0 || (r == 1 && !okh[2 * o]) || displaces(rm[k], m[o][k]))
+                    m[o][k] = rm[k], best[o][k] = r * 3 + rs[k];
         }
     }
 #pragma unroll
@@ -263,8 +285,11 @@ __global__ void __launch_bounds__(256) maxpool3s2_bwd(const T *__restrict__ dy, 
     }
 }
 
-// Average pooling: a thread per N channels of one image, its HW loads issued U at a time before
-// they are added in hw order; the backward a thread per N channels of one dx pixel.
+// Average pooling, N channels a thread. The forward a thread per channel vector of an image: its
+// HW loads issued U at a time (raw, widened as they are added) and added in hw order. The backward
+// a thread per channel vector of AP_HW consecutive pixels: dy / HW once, then its stores.
+constexpr int AP_HW = 8;
+
 template <typename T, int N, typename I>
 __global__ void avgpool_fwd(const T *__restrict__ x, int NB, int HW, int C, T *__restrict__ y) {
     const int V = C / N;
@@ -273,25 +298,22 @@ __global__ void avgpool_fwd(const T *__restrict__ x, int NB, int HW, int C, T *_
     const I n = j / V;
     const int c0 = (int)(j - n * V) * N;
     const T *xp = x + (size_t)n * HW * C + c0;
-    constexpr int U = 8; // loads in flight per thread
+    constexpr int U = 16; // loads in flight per thread
     float s[N];
 #pragma unroll
     for (int k = 0; k < N; k++) s[k] = 0;
-    int i = 0;
-    for (; i + U <= HW; i += U) {
-        float v[U][N];
-#pragma unroll
-        for (int u = 0; u < U; u++) ldv<T, N>(xp, (size_t)(i + u) * C, v[u]);
+    for (int i = 0; i < HW; i += U) {
+        ld_t<T, N> v[U];
 #pragma unroll
         for (int u = 0; u < U; u++)
+            if (i + u < HW) v[u] = *reinterpret_cast<const ld_t<T, N> *>(xp + (size_t)(i + u) * C);
 #pragma unroll
-            for (int k = 0; k < N; k++) s[k] += v[u][k];
-    }
-    for (; i < HW; i++) {
-        float v[N];
-        ldv<T, N>(xp, (size_t)i * C, v);
+        for (int u = 0; u < U; u++) {
+            if (i + u >= HW) break;
+            const T *e = reinterpret_cast<const T *>(&v[u]);
 #pragma unroll
-        for (int k = 0; k < N; k++) s[k] += v[k];
+            for (int k = 0; k < N; k++) s[k] += rn_f(e[k]);
+        }
     }
 #pragma unroll
     for (int k = 0; k < N; k++) s[k] = s[k] / (float)HW;
@@ -300,27 +322,19 @@ __global__ void avgpool_fwd(const T *__restrict__ x, int NB, int HW, int C, T *_
 
 template <typename T, int N, typename I>
 __global__ void avgpool_bwd(const T *__restrict__ dy, int NB, int HW, int C, T *__restrict__ dx) {
-    const int V = C / N;
+    const int V = C / N, NH = (HW + AP_HW - 1) / AP_HW;
     const I j = (I)blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= (I)NB * HW * V) return;
-    const I pix = j / V, n = pix / HW;
-    const int c0 = (int)(j - pix * V) * N;
+    if (j >= (I)NB * NH * V) return;
+    const I r = j / V, n = r / NH;
+    const int c0 = (int)(j - r * V) * N, i0 = (int)(r - n * NH) * AP_HW;
     float g[N];
     ldv<T, N>(dy, (size_t)n * C + c0, g);
 #pragma unroll
     for (int k = 0; k < N; k++) g[k] = g[k] / (float)HW;
-    stv<T, N>(dx, (size_t)pix * C + c0, g);
+#pragma unroll
+    for (int u = 0; u < AP_HW; u++)
+        if (i0 + u < HW) stv<T, N>(dx, ((size_t)n * HW + i0 + u) * C + c0, g);
 }
-
-// The vector width (16 bytes of channels when C and the pointers allow) and the index type (32-bit
-// when the count of vectors fits) of a pooling launch.
-// Output rows per thread of the 3x3/2 tiles (forward, backward).
-#ifndef TK_POOL_FWD_K
-#define TK_POOL_FWD_K 2
-#endif
-#ifndef TK_POOL_BWD_K
-#define TK_POOL_BWD_K 2
-#endif
 
 static unsigned blocks_of(int64_t n, int threads = 256) { return (unsigned)((n + threads - 1) / threads); }
 
@@ -353,14 +367,16 @@ void mp_fwd(cudaStream_t st, const void *x, tk_pool_bn bn, int NB, int H, int W,
         const int64_t n = (int64_t)NB * PT * Q * V;
         launch<T>(vec, n, [&](auto nv, auto i) {
             TK_LAUNCH_TYPES(nv, i);
-            maxpool3s2_fwd<T, N, K, I, BN><<<blocks_of(n), 256, 0, st>>>(X, bn, H, W, C, P, Q, PT, (I)n, Y, idx);
+            maxpool3s2_fwd<T, N, K, I, BN><<<blocks_of(n, TK_POOL_FWD_THREADS), TK_POOL_FWD_THREADS, 0, st>>>(
+                X, bn, H, W, C, P, Q, PT, (I)n, Y, idx);
         });
         return;
     }
     const int64_t n = (int64_t)NB * P * Q * V;
     launch<T>(vec, n, [&](auto nv, auto i) {
         TK_LAUNCH_TYPES(nv, i);
-        maxpool_fwd<T, N, I, BN><<<tk_cu_blocks(n, 256), 256, 0, st>>>(X, bn, NB, H, W, C, R, stride, pad, P, Q, Y, idx);
+        maxpool_fwd<T, N, I, BN><<<tk_cu_blocks(n, 256), 256, 0, st>>>(X, bn, NB, H, W, C, R, stride, pad, P, Q, Y,
+                                                                        idx);
     });
 }
 
@@ -400,7 +416,7 @@ template <typename T> void ap_fwd(cudaStream_t st, const void *x, int NB, int HW
 
 template <typename T> void ap_bwd(cudaStream_t st, const void *dy, int NB, int HW, int C, void *dx) {
     const bool vec = C % RnVec<T>::N == 0 && rn_aligned16(dy, dx);
-    const int64_t n = (int64_t)NB * HW * (vec ? C / RnVec<T>::N : C);
+    const int64_t n = (int64_t)NB * ((HW + AP_HW - 1) / AP_HW) * (vec ? C / RnVec<T>::N : C);
     launch<T>(vec, n, [&](auto nv, auto i) {
         TK_LAUNCH_TYPES(nv, i);
         avgpool_bwd<T, N, I><<<blocks_of(n), 256, 0, st>>>((const T *)dy, NB, HW, C, (T *)dx);
