@@ -19,8 +19,11 @@ namespace {
 #ifndef TK_POOL_BWD_K
 #define TK_POOL_BWD_K 3
 #endif
-#ifndef TK_POOL_FWD_THREADS // a block of the forward's tiles
+#ifndef TK_POOL_FWD_THREADS // a block of the forward's tiles, and the blocks an SM must hold
 #define TK_POOL_FWD_THREADS 256
+#endif
+#ifndef TK_POOL_FWD_MINB
+#define TK_POOL_FWD_MINB 1
 #endif
 
 // N channels per thread (a 16-byte vector of them, or N = 1): thread j of the flat index takes
@@ -148,7 +151,7 @@ __device__ __forceinline__ bool displaces(float f, float m) { return m == m && !
 template <typename T, int N> using ld_t = typename std::conditional<N == 1, T, typename RnVec<T>::raw>::type;
 
 template <typename T, int N, int K, typename I, bool BN>
-__global__ void __launch_bounds__(TK_POOL_FWD_THREADS)
+__global__ void __launch_bounds__(TK_POOL_FWD_THREADS, TK_POOL_FWD_MINB)
     maxpool3s2_fwd(const T *__restrict__ x, tk_pool_bn bn, int H, int W, int C, int P, int Q, int PT, I total,
                    T *__restrict__ y, uint8_t *__restrict__ idx) {
     Tile<I> t;
