@@ -489,11 +489,17 @@ TK_TEST(bn_vs_reference) {
 
 TK_TEST(pool_vs_reference) {
     tk_err e = {0};
-    // C 24: 16-byte vectors of channels in both types; C 6: one channel per thread
+    // C 24: 16-byte vectors of channels in both types; C 6: one channel per thread. Shapes: ResNet's
+    // 3x3/2 pad 1 windows (the tiled kernels) with odd H and even W, even H and odd W (a partial
+    // last row tile, a last column window of one input column) and without dy2; other windows
+    // (the general kernels)
+    static const int shapes[][6] = {{17, 14, 3, 2, 1, 1}, {12, 15, 3, 2, 1, 0}, {10, 9, 3, 1, 1, 1}, {9, 8, 2, 2, 0, 1}};
+    for (int sh = 0; sh < 4; sh++)
     for (int tt = 0; tt < 4; tt++)
         for (int ints = 0; ints < 2; ints++) {
             const tk_dtype t = tt & 1 ? TK_BF16 : TK_F32;
-            const int N = 3, H = 17, W = 14, C = tt < 2 ? 24 : 6, R = 3, st = 2, pad = 1;
+            const int N = 3, H = shapes[sh][0], W = shapes[sh][1], C = tt < 2 ? 24 : 6, R = shapes[sh][2],
+                      st = shapes[sh][3], pad = shapes[sh][4], two = shapes[sh][5];
             const int P = tk_pool_out(H, R, st, pad), Q = tk_pool_out(W, R, st, pad);
             const size_t nx = (size_t)N * H * W * C, ny = (size_t)N * P * Q * C, es = tk_dtype_size(t);
             float *x = rand_host(nx, ints), *dy = rand_host(ny, 0), *dy2 = rand_host(ny, 0);
@@ -507,10 +513,10 @@ TK_TEST(pool_vs_reference) {
             gt_up_as(dx, x, nx, t), gt_up_as(ddy, dy, ny, t), gt_up_as(ddy2, dy2, ny, t);
             gt_down(hx, dx, nx * es), gt_down(hdy, ddy, ny * es), gt_down(hdy2, ddy2, ny * es);
             CHECK_EQ_INT(tk_maxpool_fwd_ref(t, hx, N, H, W, C, R, st, pad, hy, hidx, &e), 0);
-            CHECK_EQ_INT(tk_maxpool_bwd_ref(t, hdy, hdy2, hidx, N, H, W, C, R, st, pad, hdx, &e), 0);
+            CHECK_EQ_INT(tk_maxpool_bwd_ref(t, hdy, two ? hdy2 : NULL, hidx, N, H, W, C, R, st, pad, hdx, &e), 0);
             gt_poison(dyo, ny * es, 0xff), gt_poison(ddx, nx * es, 0xff);
             CHECK_EQ_INT(tk_maxpool_fwd(gt_ctx_, t, dx, N, H, W, C, R, st, pad, dyo, didx, &e), 0);
-            CHECK_EQ_INT(tk_maxpool_bwd(gt_ctx_, t, ddy, ddy2, didx, N, H, W, C, R, st, pad, ddx, &e), 0);
+            CHECK_EQ_INT(tk_maxpool_bwd(gt_ctx_, t, ddy, two ? ddy2 : NULL, didx, N, H, W, C, R, st, pad, ddx, &e), 0);
             CHECK_EQ_INT(gt_sync(&e), 0);
             gt_down(gidx, didx, ny);
             CHECK(memcmp(gidx, hidx, ny) == 0); // ties (small integers) resolved alike
@@ -519,10 +525,12 @@ TK_TEST(pool_vs_reference) {
             gt_down_as(a, dyo, ny, t), gt_down_as(c2, ddx, nx, t);
             for (size_t i = 0; i < ny; i++) b[i] = t == TK_BF16 ? tk_bf16_to_f32(((uint16_t *)hy)[i]) : ((float *)hy)[i];
             for (size_t i = 0; i < nx; i++) d[i] = t == TK_BF16 ? tk_bf16_to_f32(((uint16_t *)hdx)[i]) : ((float *)hdx)[i];
-            char what[64];
-            snprintf(what, sizeof what, "maxpool fwd %s C%d%s", tk_dtype_name(t), C, ints ? " ints" : "");
+            char what[96];
+            snprintf(what, sizeof what, "maxpool fwd %dx%d %d/%d %s C%d%s", H, W, R, st, tk_dtype_name(t), C,
+                     ints ? " ints" : "");
             CHECK(close_enough(what, a, b, ny, 0));
-            snprintf(what, sizeof what, "maxpool bwd %s C%d%s", tk_dtype_name(t), C, ints ? " ints" : "");
+            snprintf(what, sizeof what, "maxpool bwd %dx%d %d/%d%s %s C%d%s", H, W, R, st, two ? "" : " no dy2",
+                     tk_dtype_name(t), C, ints ? " ints" : "");
             CHECK(close_enough(what, c2, d, nx, 0));
             // global average pooling over the same input (HW = H W)
             void *hp = gt_host((size_t)N * C * es), *dp = gt_dev((size_t)N * C * es), *hq = gt_host(nx * es);
@@ -534,9 +542,9 @@ TK_TEST(pool_vs_reference) {
             gt_down_as(a, dp, (size_t)N * C, t), gt_down_as(c2, ddx, nx, t);
             for (size_t i = 0; i < (size_t)N * C; i++) b[i] = t == TK_BF16 ? tk_bf16_to_f32(((uint16_t *)hp)[i]) : ((float *)hp)[i];
             for (size_t i = 0; i < nx; i++) d[i] = t == TK_BF16 ? tk_bf16_to_f32(((uint16_t *)hq)[i]) : ((float *)hq)[i];
-            snprintf(what, sizeof what, "avgpool fwd %s C%d%s", tk_dtype_name(t), C, ints ? " ints" : "");
+            snprintf(what, sizeof what, "avgpool fwd HW %d %s C%d%s", H * W, tk_dtype_name(t), C, ints ? " ints" : "");
             CHECK(close_enough(what, a, b, (size_t)N * C, 0));
-            snprintf(what, sizeof what, "avgpool bwd %s C%d%s", tk_dtype_name(t), C, ints ? " ints" : "");
+            snprintf(what, sizeof what, "avgpool bwd HW %d %s C%d%s", H * W, tk_dtype_name(t), C, ints ? " ints" : "");
             CHECK(close_enough(what, c2, d, nx, 0));
             void *dev[] = {dx, ddy, ddy2, dyo, ddx, didx, dp};
             for (int i = 0; i < 7; i++) tk_free(gt_ctx_, dev[i]);
@@ -553,10 +561,11 @@ TK_TEST(pool_vs_reference) {
 // of that (bit-identical y and idx), with the statistics alone (y NULL) matching the full forward's.
 TK_TEST(pool_bn_vs_reference) {
     tk_err e = {0};
+    for (int sh = 0; sh < 2; sh++) // odd H, even W; even H, odd W
     for (int tt = 0; tt < 4; tt++)
         for (int ints = 0; ints < 2; ints++) {
             const tk_dtype t = tt & 1 ? TK_BF16 : TK_F32;
-            const int N = 3, H = 17, W = 14, C = tt < 2 ? 24 : 6, R = 3, st = 2, pad = 1;
+            const int N = 3, H = sh ? 12 : 17, W = sh ? 15 : 14, C = tt < 2 ? 24 : 6, R = 3, st = 2, pad = 1;
             const int P = tk_pool_out(H, R, st, pad), Q = tk_pool_out(W, R, st, pad);
             const size_t nx = (size_t)N * H * W * C, ny = (size_t)N * P * Q * C, es = tk_dtype_size(t), cb = (size_t)C * 4;
             const int64_t M = (int64_t)N * H * W;
@@ -579,7 +588,8 @@ TK_TEST(pool_bn_vs_reference) {
             CHECK_EQ_INT(tk_maxpool_bn_fwd(gt_ctx_, t, dx, db, N, H, W, C, R, st, pad, dy, didx, &e), 0);
             CHECK_EQ_INT(gt_sync(&e), 0);
             gt_down(gy, dy, ny * es), gt_down(gidx, didx, ny);
-            printf("# table resnet maxpool+bn fwd %s C%d%s vs reference: %s\n", tk_dtype_name(t), C, ints ? " ints" : "",
+            printf("# table resnet maxpool+bn fwd %dx%d %s C%d%s vs reference: %s\n", H, W, tk_dtype_name(t), C,
+                   ints ? " ints" : "",
                    memcmp(gy, hy, ny * es) == 0 && memcmp(gidx, hidx, ny) == 0 ? "bit-exact" : "DIFFER  <-- FAIL");
             CHECK(memcmp(gy, hy, ny * es) == 0);
             CHECK(memcmp(gidx, hidx, ny) == 0);
@@ -602,14 +612,82 @@ TK_TEST(pool_bn_vs_reference) {
             CHECK_EQ_INT(gt_sync(&e), 0);
             gt_down(gy2, dy, ny * es), gt_down(gidx2, didx, ny), gt_down(st2, rm, 4 * cb);
             const int same = memcmp(gy, gy2, ny * es) == 0 && memcmp(gidx, gidx2, ny) == 0 && memcmp(st1, st2, 4 * cb) == 0;
-            printf("# table resnet maxpool+bn fwd %s C%d%s vs bn fwd + maxpool: %s\n", tk_dtype_name(t), C,
-                   ints ? " ints" : "", same ? "bit-identical" : "DIFFER  <-- FAIL");
+            printf("# table resnet maxpool+bn fwd %dx%d %s C%d%s vs bn fwd + maxpool: %s\n", H, W, tk_dtype_name(t),
+                   C, ints ? " ints" : "", same ? "bit-identical" : "DIFFER  <-- FAIL");
             CHECK(same);
             void *dev[] = {dx, dy, dz, didx, dp, ws};
             for (int i = 0; i < 6; i++) tk_free(gt_ctx_, dev[i]);
             void *host[] = {x, g, bt, mu, is, hx, hy, gy, gy2, hidx, gidx, gidx2, st1, st2};
             for (int i = 0; i < 14; i++) free(host[i]);
         }
+}
+
+// Pooling at ResNet-50's shapes, batch 256, bf16 (TK_BENCH=1): the stem's max pool with the BN
+// apply inside (112x112x64 -> 56x56x64) and its backward with two incoming gradients, as the step
+// calls them; the head's average pool (7x7x2048) both ways. Prints each one's median time and the
+// bytes its kernels must move per second.
+typedef struct {
+    int what;
+    void *x, *y, *dy, *dy2, *dx, *f, *df;
+    uint8_t *idx;
+    tk_pool_bn bn;
+} pool_bench_arg;
+
+enum { PB_N = 256, PB_H = 112, PB_C = 64, PB_HW = 49, PB_F = 2048 };
+
+static void pool_bench_fn(void *p) {
+    pool_bench_arg *a = p;
+    tk_err e = {0};
+    int rc;
+    if (a->what == 0) rc = tk_maxpool_bn_fwd(gt_ctx_, TK_BF16, a->x, a->bn, PB_N, PB_H, PB_H, PB_C, 3, 2, 1, a->y, a->idx, &e);
+    else if (a->what == 1)
+        rc = tk_maxpool_bwd(gt_ctx_, TK_BF16, a->dy, a->dy2, a->idx, PB_N, PB_H, PB_H, PB_C, 3, 2, 1, a->dx, &e);
+    else if (a->what == 2) rc = tk_avgpool_fwd(gt_ctx_, TK_BF16, a->x, PB_N, PB_HW, PB_F, a->f, &e);
+    else rc = tk_avgpool_bwd(gt_ctx_, TK_BF16, a->df, PB_N, PB_HW, PB_F, a->dx, &e);
+    if (rc) gt_die_("pool bench", &e);
+}
+
+// n bf16 values of a random chunk repeated.
+static void *bench_fill(size_t n) {
+    const size_t k = (size_t)1 << 22;
+    float *h = rand_host(k, 0);
+    uint8_t *d = gt_dev(n * 2);
+    gt_up_as(d, h, n < k ? n : k, TK_BF16);
+    for (size_t o = k; o < n; o += k)
+        if (cudaMemcpy(d + o * 2, d, (n - o < k ? n - o : k) * 2, cudaMemcpyDeviceToDevice) != cudaSuccess)
+            gt_die_("cudaMemcpy", NULL);
+    free(h);
+    return d;
+}
+
+TK_TEST(pool_bench) {
+    if (!getenv("TK_BENCH")) {
+        printf("# TK_BENCH=1 runs this benchmark\n");
+        return;
+    }
+    const int P = tk_pool_out(PB_H, 3, 2, 1);
+    const size_t nx = (size_t)PB_N * PB_H * PB_H * PB_C, ny = (size_t)PB_N * P * P * PB_C, nf = (size_t)PB_N * PB_F;
+    pool_bench_arg a = {0};
+    a.x = bench_fill(nx), a.dy = bench_fill(ny), a.dy2 = bench_fill(ny), a.df = bench_fill(nf);
+    a.y = gt_dev(ny * 2), a.dx = gt_dev(nx * 2), a.f = gt_dev(nf * 2), a.idx = gt_dev(ny);
+    float *prm = rand_host(4 * PB_C, 0), *dprm = gt_dev(4 * PB_C * 4);
+    for (int c = 0; c < PB_C; c++) prm[3 * PB_C + c] = 1.0f + prm[3 * PB_C + c] * 0.5f; // invstd > 0
+    gt_up(dprm, prm, 4 * PB_C * 4);
+    a.bn = (tk_pool_bn){dprm, dprm + PB_C, dprm + 2 * PB_C, dprm + 3 * PB_C};
+    const char *names[4] = {"max pool+BN fwd", "max pool bwd (dy + dy2)", "avg pool fwd", "avg pool bwd"};
+    const double bytes[4] = {nx * 2.0 + ny * 3.0, ny * 5.0 + nx * 2.0, (size_t)PB_N * PB_HW * PB_F * 2.0 + nf * 2.0,
+                             nf * 2.0 + (size_t)PB_N * PB_HW * PB_F * 2.0};
+    for (int w = 0; w < 4; w++) {
+        a.what = w;
+        const double ms = gt_time_ms(pool_bench_fn, &a, 20);
+        printf("# table resnet pool bench b=%d bf16 %-24s %7.1f us (%5.0f GB/s)\n", PB_N, names[w], ms * 1e3,
+               bytes[w] / ms / 1e6);
+    }
+    tk_err e = {0};
+    CHECK_EQ_INT(gt_sync(&e), 0);
+    void *dev[] = {a.x, a.y, a.dy, a.dy2, a.dx, a.f, a.df, a.idx, dprm};
+    for (int i = 0; i < 9; i++) tk_free(gt_ctx_, dev[i]);
+    free(prm);
 }
 
 // A block's last BN with the shortcut BN applied inside it (tk_bn_fwd_train_res_bn): on the device
