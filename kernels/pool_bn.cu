@@ -50,31 +50,14 @@ __global__ void __launch_bounds__(kThreads)
             tk_pool_ld_idx<N>(idx, o, b);
             ldv<T, N>(dy, o, g);
             if (dy2) ldv<T, N>(dy2, o, g2);
-            // x at each channel's maximum: the window's pixels that some channel names, a vector each
-            float xa[N];
-            if constexpr (N == 1) {
-                const int h = (int)p * stride - pad + b[0] / R, w = (int)qq * stride - pad + b[0] % R;
-                xa[0] = rn_f(x[(((size_t)n * H + h) * W + w) * C + c0]);
-            } else {
-                for (int pos = 0; pos < R * R; pos++) {
-                    bool any = false;
-#pragma unroll
-                    for (int k = 0; k < N; k++) any |= b[k] == pos;
-                    if (!any) continue;
-                    const int h = (int)p * stride - pad + pos / R, w = (int)qq * stride - pad + pos % R;
-                    float v[N];
-                    rn_vload(x, (((size_t)n * H + h) * W + w) * C + c0, v);
-#pragma unroll
-                    for (int k = 0; k < N; k++)
-                        if (b[k] == pos) xa[k] = v[k];
-                }
-            }
 #pragma unroll
             for (int k = 0; k < N; k++) {
-                const bool on = rn_round<T>(__fadd_rn(__fmul_rn(xa[k], sc[k]), sh[k])) > 0.0f;
+                const int h = (int)p * stride - pad + b[k] / R, w = (int)qq * stride - pad + b[k] % R;
+                const float xa = rn_f(x[(((size_t)n * H + h) * W + w) * C + c0 + k]);
+                const bool on = rn_round<T>(__fadd_rn(__fmul_rn(xa, sc[k]), sh[k])) > 0.0f;
                 const float dz = on ? rn_round<T>(dy2 ? g[k] + g2[k] : g[k]) : 0.0f;
                 s[k] += dz;
-                q[k] += dz * __fmul_rn(__fsub_rn(xa[k], mu[k]), is[k]);
+                q[k] += dz * __fmul_rn(__fsub_rn(xa, mu[k]), is[k]);
             }
         }
     }

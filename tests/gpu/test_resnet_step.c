@@ -309,8 +309,7 @@ static void run_convs(rn_model *m) { // every conv pass of one step, on the mode
 
 // The step's other passes, one at a time (the breakdown): 0 input normalization, 1 max pool
 // forward (with the stem BN's apply), 2 max pool backward (with the stem BN's backward), 3 average
-// pool forward, 4 average pool backward, 5 loss, 6 SGD update of every weight and its bf16 copy;
-// and what the stem's fused backward replaced: 7 the max pool's backward alone, 8 the stem BN's.
+// pool forward, 4 average pool backward, 5 loss, 6 SGD update of every weight and its bf16 copy.
 typedef struct {
     rn_model *m;
     int what, bn, dir;
@@ -348,11 +347,6 @@ static void part_fn(void *p) {
     case 5:
         rc = tk_xent_smooth(m->c, m->logits, m->in_label, b, m->cfg.classes, b, 0.1f, m->t, m->dlogits, m->loss_acc,
                             m->xent_ws, &e);
-        break;
-    case 7: rc = tk_maxpool_bwd(m->c, m->t, m->g[0], m->g[1], m->pool_idx, b, m->H0, m->H0, W, 3, 2, 1, m->g[2], &e); break;
-    case 8:
-        rc = tk_bn_bwd(m->c, m->t, m->y0, NULL, m->b0.beta, m->g[2], NULL, tk_conv_y_numel(&m->c0.s) / W, W, m->b0.gamma,
-                       m->b0.smean, m->b0.sinvstd, m->g[3], NULL, m->b0.dgamma, m->b0.dbeta, m->bn_ws, &e);
         break;
     default:
         rc = tk_sgd_update(m->c, m->P->dense_w, m->P->dense_g, m->P->dense_n, m->lr, m->P->copy,
@@ -396,12 +390,6 @@ static void breakdown(rn_model *m) {
         printf("# table resnet50 other %-16s %7.1f us\n", names[w], ms * 1e3);
     }
     printf("# table resnet50 other passes total %.2f ms\n", tot);
-    // what the fused stem backward replaced, each alone: the max pool's backward, the stem BN's
-    for (int w = 7; w < 9; w++) {
-        part_arg a = {m, w, -1, 0};
-        printf("# table resnet50 other (not in the step) %s %7.1f us\n", w == 7 ? "max pool bwd" : "stem BN bwd",
-               gt_time_ms(part_fn, &a, 10) * 1e3);
-    }
     // each forward shape: the plain plan's and the fused (BN statistics) plan's autotuned times
     int nf = 0, nconv = 0;
     double plain = 0, fused = 0;
