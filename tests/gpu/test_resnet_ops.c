@@ -10,7 +10,6 @@
 #include "gpu_test.h"
 #include "img_norm.h"
 #include "pool.h"
-#include "pool_bn.h"
 #include "stem_s2d.h"
 #include "xent_smooth.h"
 
@@ -881,56 +880,4 @@ TK_TEST(stem_s2d_vs_reference) {
         free(src), free(w), free(x), free(ref), free(got);
     }
     tk_cudnn_destroy(h);
-}
-
-// kernels/pool_bn.h's fused stem backward against its reference (the max pool's backward, then
-// BN's): dbeta, dgamma and dx within the dtype's tolerance, and bit-exact dbeta, dgamma on small
-// integers in fp32 (every sum exact); windows that overlap (3x3/2) with dy2 and without.
-TK_TEST(pool_bn_bwd_vs_reference) {
-    tk_err e = {0};
-    for (int tt = 0; tt < 6; tt++)
-        for (int ints = 0; ints < 2; ints++) {
-            const tk_dtype t = tt & 1 ? TK_BF16 : TK_F32;
-            const int N = 3, H = 17, W = 14, C = tt < 2 ? 24 : tt < 4 ? 64 : 6, R = 3, st = 2, pad = 1, two = tt != 2;
-            const int P = tk_pool_out(H, R, st, pad), Q = tk_pool_out(W, R, st, pad);
-            const size_t nx = (size_t)N * H * W * C, ny = (size_t)N * P * Q * C, es = tk_dtype_size(t), cb = (size_t)C * 4;
-            float *x = rand_host(nx, ints), *g = rand_host((size_t)C, ints), *bt = rand_host((size_t)C, ints),
-                  *mu = rand_host((size_t)C, ints), *is = gt_host(cb), *gy = rand_host(ny, ints), *gy2 = rand_host(ny, ints);
-            gt_fill(is, (size_t)C, 0.5f, 2.0f, 0);
-            if (ints)
-                for (int c = 0; c < C; c++) is[c] = c % 2 ? 0.5f : 1.0f; // exact xhat
-            void *dx = gt_dev_from(x, nx, t), *ddy = gt_dev_from(gy, ny, t), *ddy2 = gt_dev_from(gy2, ny, t);
-            void *hx = gt_host(nx * es), *hdy = gt_host(ny * es), *hdy2 = gt_host(ny * es), *hy = gt_host(ny * es);
-            gt_down(hx, dx, nx * es), gt_down(hdy, ddy, ny * es), gt_down(hdy2, ddy2, ny * es);
-            uint8_t *hidx = gt_host(ny), *didx = gt_dev(ny);
-            const tk_pool_bn hb = {g, bt, mu, is};
-            CHECK_EQ_INT(tk_maxpool_bn_fwd_ref(t, hx, hb, N, H, W, C, R, st, pad, hy, hidx, &e), 0);
-            gt_up(didx, hidx, ny);
-            float *dp = gt_dev(6 * cb);
-            gt_up(dp, g, cb), gt_up(dp + C, bt, cb), gt_up(dp + 2 * C, mu, cb), gt_up(dp + 3 * C, is, cb);
-            const tk_pool_bn db = {dp, dp + C, dp + 2 * C, dp + 3 * C};
-            void *ref = gt_host(nx * es), *dout = gt_dev(nx * es), *ws = gt_dev(tk_maxpool_bn_bwd_ws_bytes(TK_BACKEND_CUDA, C));
-            float *rg = gt_host(cb), *rb = gt_host(cb), *dg = gt_host(cb), *dbb = gt_host(cb);
-            CHECK_EQ_INT(tk_maxpool_bn_bwd_ref(t, hx, hb, hdy, two ? hdy2 : NULL, hidx, N, H, W, C, R, st, pad, ref, rg, rb,
-                                               &e), 0);
-            gt_poison(dout, nx * es, 0xff), gt_poison(dp + 4 * C, 2 * cb, 0xff);
-            CHECK_EQ_INT(tk_maxpool_bn_bwd(gt_ctx_, t, dx, db, ddy, two ? ddy2 : NULL, didx, N, H, W, C, R, st, pad, dout,
-                                           dp + 4 * C, dp + 5 * C, ws, &e), 0);
-            CHECK_EQ_INT(gt_sync(&e), 0);
-            gt_down(dg, dp + 4 * C, cb), gt_down(dbb, dp + 5 * C, cb);
-            float *got = gt_host_from(dout, nx, t), *want = gt_host(nx * 4);
-            for (size_t i = 0; i < nx; i++) want[i] = t == TK_BF16 ? tk_bf16_to_f32(((uint16_t *)ref)[i]) : ((float *)ref)[i];
-            const double tol = t == TK_BF16 ? 1e-2 : 1e-5;
-            char what[96];
-            snprintf(what, sizeof what, "maxpool+bn bwd %s C%d%s%s dx", tk_dtype_name(t), C, two ? " dy2" : "", ints ? " ints" : "");
-            CHECK(close_enough(what, got, want, nx, tol));
-            snprintf(what, sizeof what, "maxpool+bn bwd %s C%d%s%s dgamma", tk_dtype_name(t), C, two ? " dy2" : "", ints ? " ints" : "");
-            CHECK(close_enough(what, dg, rg, (size_t)C, ints && t == TK_F32 ? 0 : tol));
-            snprintf(what, sizeof what, "maxpool+bn bwd %s C%d%s%s dbeta", tk_dtype_name(t), C, two ? " dy2" : "", ints ? " ints" : "");
-            CHECK(close_enough(what, dbb, rb, (size_t)C, ints && t == TK_F32 ? 0 : tol));
-            void *dev[] = {dx, ddy, ddy2, didx, dp, dout, ws};
-            for (int i = 0; i < 7; i++) tk_free(gt_ctx_, dev[i]);
-            void *host[] = {x, g, bt, mu, is, gy, gy2, hx, hdy, hdy2, hy, hidx, ref, rg, rb, dg, dbb, got, want};
-            for (int i = 0; i < 19; i++) free(host[i]);
-        }
 }

@@ -27,7 +27,6 @@
 #include "bn.h"
 #include "img_norm.h"
 #include "pool.h"
-#include "pool_bn.h"
 #include "sgd.h"
 #include "xent_smooth.h"
 #include "workloads/resnet/resnet.h"
@@ -265,7 +264,6 @@ static void run_bn(rn_model *m, const bn_pass *v, int dir) {
     } else if (dir != 1)
         tk_bn_fwd_train_mask(m->c, m->t, v->x, v->M, b->C, b->gamma, b->beta, v->res, v->relu, eps, mom, b->rmean,
                              b->rvar, b->smean, b->sinvstd, v->y, v->mask, m->bn_ws, &e);
-    if (dir != 0 && b == &m->b0) return; // the stem's: inside the max pool's backward (part 2), as the step
     if (dir != 0 && v->mask)
         tk_bn_bwd_mask(m->c, m->t, v->x, v->mask, m->g[0], m->g[1], v->M, b->C, b->gamma, b->smean, b->sinvstd, m->g[2],
                        m->g[3], b->dgamma, b->dbeta, m->bn_ws, &e);
@@ -308,8 +306,8 @@ static void run_convs(rn_model *m) { // every conv pass of one step, on the mode
 }
 
 // The step's other passes, one at a time (the breakdown): 0 input normalization, 1 max pool
-// forward (with the stem BN's apply), 2 max pool backward (with the stem BN's backward), 3 average
-// pool forward, 4 average pool backward, 5 loss, 6 SGD update of every weight and its bf16 copy.
+// forward, 2 max pool backward, 3 average pool forward, 4 average pool backward, 5 loss, 6 SGD
+// update of every weight and its bf16 copy.
 typedef struct {
     rn_model *m;
     int what, bn, dir;
@@ -336,12 +334,7 @@ static void part_fn(void *p) {
         rc = tk_maxpool_bn_fwd(m->c, m->t, m->y0, pb, b, m->H0, m->H0, W, 3, 2, 1, m->pool, m->pool_idx, &e);
         break;
     }
-    case 2: { // as the step: the stem BN's backward inside (kernels/pool_bn.h)
-        const tk_pool_bn pb = {m->b0.gamma, m->b0.beta, m->b0.smean, m->b0.sinvstd};
-        rc = tk_maxpool_bn_bwd(m->c, m->t, m->y0, pb, m->g[0], m->g[1], m->pool_idx, b, m->H0, m->H0, W, 3, 2, 1,
-                               m->g[2], m->b0.dgamma, m->b0.dbeta, m->bn_ws, &e);
-        break;
-    }
+    case 2: rc = tk_maxpool_bwd(m->c, m->t, m->g[0], m->g[1], m->pool_idx, b, m->H0, m->H0, W, 3, 2, 1, m->g[2], &e); break;
     case 3: rc = tk_avgpool_fwd(m->c, m->t, last->out, b, hw, m->Cf, m->feat, &e); break;
     case 4: rc = tk_avgpool_bwd(m->c, m->t, m->dfeat, b, hw, m->Cf, m->g[0], &e); break;
     case 5:
@@ -380,7 +373,7 @@ static void breakdown(rn_model *m) {
         tf += ms[0], tb += ms[1];
     }
     printf("# table resnet50 bn total: forwards %.2f ms, backwards %.2f ms\n", tf, tb);
-    const char *names[7] = {"input normalize", "max pool+BN fwd", "max pool+BN bwd", "avg pool fwd", "avg pool bwd",
+    const char *names[7] = {"input normalize", "max pool+BN fwd", "max pool bwd", "avg pool fwd", "avg pool bwd",
                             "loss (xent)", "SGD update"};
     double tot = 0;
     for (int w = 0; w < 7; w++) {

@@ -9,7 +9,6 @@
 #include "cast2d.h"
 #include "gpu/cudnn_conv.h"
 #include "gpu/philox.h"
-#include "pool_bn.h"
 #include "stem_s2d.h"
 #include "workloads/resnet/resnet.h"
 #include "xent_smooth.h"
@@ -216,8 +215,6 @@ static int activations(rn_model *m, tk_err *e) {
         size_t w = tk_bn_ws_bytes(m->c->backend, M, bn->C);
         bn_ws = w > bn_ws ? w : bn_ws;
     }
-    const size_t pw = tk_maxpool_bn_bwd_ws_bytes(m->c->backend, m->b0.C); // the stem's backward shares it
-    bn_ws = pw > bn_ws ? pw : bn_ws;
     NEED(m->bn_ws, bn_ws);
     NEED(m->xent_ws, tk_xent_smooth_ws_bytes(m->c->backend, b));
     rn_conv *cvs[4 * RN_MAX_BLOCKS + 1];

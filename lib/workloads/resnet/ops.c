@@ -1,13 +1,11 @@
-// Dispatch of ResNet's ops (kernels/{conv,bn,pool,pool_bn,xent_smooth,img_norm,stem_s2d}.h): the
-// cpu backend runs the reference, the cuda backend the kernel, or cuDNN for the convolutions
-// (lib/gpu/dispatch.h).
+// Dispatch of ResNet's ops (kernels/{conv,bn,pool,xent_smooth,img_norm,stem_s2d}.h): the cpu backend runs the
+// reference, the cuda backend the kernel, or cuDNN for the convolutions (lib/gpu/dispatch.h).
 #include "bn.h"
 #include "conv.h"
 #include "gpu/cudnn_conv.h"
 #include "gpu/dispatch.h"
 #include "img_norm.h"
 #include "pool.h"
-#include "pool_bn.h"
 #include "stem_s2d.h"
 #include "xent_smooth.h"
 
@@ -165,22 +163,4 @@ int tk_stem_s2d_weight(tk_ctx *c, const float *w, int K, tk_dtype t, void *ws, t
 
 int tk_stem_s2d_wgrad(tk_ctx *c, const void *dws, int K, tk_dtype t, float *dw, tk_err *e) {
     return TK_DISPATCH(c, tk_stem_s2d_wgrad_ref(dws, K, t, dw, e), tk_stem_s2d_wgrad_cuda(c, dws, K, t, dw, e));
-}
-
-size_t tk_maxpool_bn_bwd_ws_bytes(tk_backend b, int C) {
-#ifdef TK_HAVE_CUDA
-    if (b == TK_BACKEND_CUDA) return tk_maxpool_bn_bwd_ws_bytes_cuda(C);
-#endif
-    (void)b, (void)C;
-    return 0;
-}
-
-int tk_maxpool_bn_bwd(tk_ctx *c, tk_dtype t, const void *x, tk_pool_bn bn, const void *dy, const void *dy2,
-                      const uint8_t *idx, int N, int H, int W, int C, int R, int stride, int pad, void *dx,
-                      float *dgamma, float *dbeta, void *ws, tk_err *e) {
-    (void)ws;
-    return TK_DISPATCH(c,
-                       tk_maxpool_bn_bwd_ref(t, x, bn, dy, dy2, idx, N, H, W, C, R, stride, pad, dx, dgamma, dbeta, e),
-                       tk_maxpool_bn_bwd_cuda(c, t, x, bn, dy, dy2, idx, N, H, W, C, R, stride, pad, dx, dgamma, dbeta,
-                                              ws, e));
 }
