@@ -28,7 +28,7 @@ torch_peer() {
     read -r rc secs <"$D/rc"
     echo "train-step: exit $rc after $secs s" >&3
     [ "$rc" -eq 0 ]
-    grep -q '"type":"resnet","batch_per_rank":32,"blocks":4,"stem_channels":3,"cudnn":null' "$D/train.jsonl"
+    grep -q '"type":"resnet","batch_per_rank":32,"blocks":4,"stem":"direct","stem_channels":3,"cudnn":null' "$D/train.jsonl"
     grep -q '"type":"result","workload":"resnet","reached":true,"status":"success","top1":0.9' "$D/train.jsonl"
     # the mean loss of the first 8 steps and of the last 8
     first=$(grep '"type":"progress"' "$D/train.jsonl" | head -1 | jq .loss)

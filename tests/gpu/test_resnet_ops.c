@@ -10,6 +10,7 @@
 #include "gpu_test.h"
 #include "img_norm.h"
 #include "pool.h"
+#include "stem_s2d.h"
 #include "xent_smooth.h"
 
 // got vs ref (n values): relative error within tol; prints a table line.
@@ -39,6 +40,7 @@ static const conv_case conv_cases[] = {
     {4, 15, 32, 48, 3, 2, 1},  // 3x3/2 (v1.5), odd size
     {2, 32, 4, 16, 7, 2, 3},   // the stem, input padded to 4 channels
     {2, 9, 8, 8, 3, 1, 1},     // small channel counts
+    {2, 19, 16, 16, 4, 1, 0},  // the stem as a 4x4 convolution over its space-to-depth input (32x32 images)
 };
 
 static void conv_one(tk_cudnn *h, const conv_case *cc, tk_dtype t, int ints, int *failed_) {
@@ -857,4 +859,103 @@ TK_TEST(img_normalize_vs_reference) {
         }
     tk_free(gt_ctx_, dsrc);
     free(src);
+}
+
+// kernels/stem_s2d.h's three maps against their references, exactly (the same fp32 division and
+// rounding, pure index maps otherwise): the input at sizes 32 and 224 (a ResNet-50 image), the
+// filter and its gradient at K 64; then the stem as cuDNN runs it (the 4x4 convolution over the
+// device's own maps) against the 7x7/2 reference convolution of the plain normalized image.
+TK_TEST(stem_s2d_vs_reference) {
+    tk_err e = {0};
+    const tk_img_norm n = {{123.675f, 116.28f, 103.53f}, {58.395f, 57.12f, 57.375f}};
+    for (int tt = 0; tt < 2; tt++) {
+        const tk_dtype t = tt ? TK_BF16 : TK_F32;
+        const size_t es = tk_dtype_size(t);
+        for (int S = 32; S <= 224; S += 192) {
+            const int N = S == 32 ? 3 : 1, Hs = tk_s2d_side(S);
+            const size_t npx = (size_t)N * S * S * 3, no = (size_t)N * Hs * Hs * TK_S2D_C;
+            uint8_t *src = gt_host(npx), *dsrc = gt_dev(npx);
+            for (size_t i = 0; i < npx; i++) src[i] = (uint8_t)(gt_u32((uint64_t)i) >> 24);
+            gt_up(dsrc, src, npx);
+            void *href = gt_host(no * es), *dd = gt_dev(no * es);
+            float *ref = gt_host(no * 4);
+            CHECK_EQ_INT(tk_stem_s2d_input_ref(src, N, S, n, t, href, &e), 0);
+            gt_poison(dd, no * es, 0xff);
+            CHECK_EQ_INT(tk_stem_s2d_input(gt_ctx_, dsrc, N, S, n, t, dd, &e), 0);
+            CHECK_EQ_INT(gt_sync(&e), 0);
+            float *got = gt_host_from(dd, no, t);
+            for (size_t i = 0; i < no; i++) ref[i] = t == TK_BF16 ? tk_bf16_to_f32(((uint16_t *)href)[i]) : ((float *)href)[i];
+            char what[64];
+            snprintf(what, sizeof what, "stem_s2d_input %s S %d", tk_dtype_name(t), S);
+            CHECK(close_enough(what, got, ref, no, 0));
+            tk_free(gt_ctx_, dd), tk_free(gt_ctx_, dsrc);
+            free(src), free(href), free(ref), free(got);
+        }
+        const int K = 64, nws = K * 4 * 4 * TK_S2D_C;
+        float *w = gt_host((size_t)K * 147 * 4), *dws = gt_host((size_t)nws * 4);
+        gt_fill(w, (size_t)K * 147, -1, 1, 0);
+        gt_fill(dws, (size_t)nws, -1, 1, 0);
+        float *dw_d = gt_dev((size_t)K * 147 * 4);
+        void *dwsd = gt_dev_from(dws, (size_t)nws, t), *wsd = gt_dev((size_t)nws * es), *wsr = gt_host((size_t)nws * es);
+        gt_up(dw_d, w, (size_t)K * 147 * 4);
+        gt_poison(wsd, (size_t)nws * es, 0xff);
+        CHECK_EQ_INT(tk_stem_s2d_weight(gt_ctx_, dw_d, K, t, wsd, &e), 0);
+        CHECK_EQ_INT(tk_stem_s2d_weight_ref(w, K, t, wsr, &e), 0);
+        CHECK_EQ_INT(gt_sync(&e), 0);
+        float *got = gt_host_from(wsd, (size_t)nws, t), *ref = gt_host((size_t)nws * 4);
+        for (int i = 0; i < nws; i++) ref[i] = t == TK_BF16 ? tk_bf16_to_f32(((uint16_t *)wsr)[i]) : ((float *)wsr)[i];
+        CHECK(close_enough(t == TK_BF16 ? "stem_s2d_weight bf16" : "stem_s2d_weight f32", got, ref, (size_t)nws, 0));
+        float *dwr = gt_host((size_t)K * 147 * 4), *dwg = gt_host((size_t)K * 147 * 4);
+        gt_poison(dw_d, (size_t)K * 147 * 4, 0xff);
+        CHECK_EQ_INT(tk_stem_s2d_wgrad(gt_ctx_, dwsd, K, t, dw_d, &e), 0);
+        CHECK_EQ_INT(tk_stem_s2d_wgrad_ref(dws, K, TK_F32, dwr, &e), 0); // dws already rounded to t
+        gt_down(dwg, dw_d, (size_t)K * 147 * 4);
+        CHECK(close_enough(t == TK_BF16 ? "stem_s2d_wgrad bf16" : "stem_s2d_wgrad f32", dwg, dwr, (size_t)K * 147, 0));
+        tk_free(gt_ctx_, dw_d), tk_free(gt_ctx_, dwsd), tk_free(gt_ctx_, wsd);
+        free(w), free(dws), free(wsr), free(got), free(ref), free(dwr), free(dwg);
+    }
+    // the stem end to end on the device (batch 2, 32x32, K 16) vs the 7x7/2 reference
+    tk_cudnn *h = NULL;
+    if (tk_cudnn_create(gt_ctx_, 0, &h, &e)) {
+        printf("# no cuDNN: %s\n", e.what);
+        return;
+    }
+    for (int tt = 0; tt < 2; tt++) {
+        const tk_dtype t = tt ? TK_BF16 : TK_F32;
+        const int N = 2, S = 32, K = 16, Hs = tk_s2d_side(S);
+        tk_conv_shape sd, ss;
+        CHECK_EQ_INT(tk_conv_shape_init(&sd, N, S, S, 3, K, 7, 7, 2, 3, &e), 0);
+        CHECK_EQ_INT(tk_conv_shape_init(&ss, N, Hs, Hs, TK_S2D_C, K, 4, 4, 1, 0, &e), 0);
+        CHECK_EQ_INT(tk_cudnn_plan(h, TK_CONV_FWD, &ss, t, &e), 0);
+        size_t nws = tk_cudnn_ws_bytes(h);
+        void *ws = nws ? gt_dev(nws) : NULL;
+        tk_cudnn_set_ws(h, ws, nws);
+        const size_t npx = (size_t)N * S * S * 3, ny = (size_t)tk_conv_y_numel(&sd);
+        uint8_t *src = gt_host(npx), *dsrc = gt_dev(npx);
+        for (size_t i = 0; i < npx; i++) src[i] = (uint8_t)(gt_u32((uint64_t)i + 7) >> 24);
+        gt_up(dsrc, src, npx);
+        float *w = gt_host((size_t)K * 147 * 4), *x = gt_host(npx * 4), *ref = gt_host(ny * 4);
+        gt_fill(w, (size_t)K * 147, -0.2f, 0.2f, 0);
+        gt_round(w, (size_t)K * 147, t); // the filter the device rounds to t
+        float *wd = gt_dev((size_t)K * 147 * 4);
+        gt_up(wd, w, (size_t)K * 147 * 4);
+        void *xs = gt_dev((size_t)tk_conv_x_numel(&ss) * tk_dtype_size(t)), *w16 = gt_dev((size_t)tk_conv_w_numel(&ss) * tk_dtype_size(t)),
+             *y = gt_dev(ny * tk_dtype_size(t));
+        CHECK_EQ_INT(tk_stem_s2d_input(gt_ctx_, dsrc, N, S, n, t, xs, &e), 0);
+        CHECK_EQ_INT(tk_stem_s2d_weight(gt_ctx_, wd, K, t, w16, &e), 0);
+        CHECK_EQ_INT(tk_conv(gt_ctx_, h, TK_CONV_FWD, &ss, t, xs, w16, y, &e), 0);
+        CHECK_EQ_INT(gt_sync(&e), 0);
+        float *got = gt_host_from(y, ny, t);
+        CHECK_EQ_INT(tk_img_normalize_ref(src, (int64_t)N * S * S, n, TK_F32, x, 3, &e), 0);
+        gt_round(x, npx, t);
+        CHECK_EQ_INT(tk_conv_ref(TK_CONV_FWD, &sd, TK_F32, x, w, ref, &e), 0);
+        gt_round(ref, ny, t);
+        CHECK(close_enough(t == TK_BF16 ? "stem s2d conv (cuDNN) vs 7x7/2 ref bf16" : "stem s2d conv (cuDNN) vs 7x7/2 ref f32",
+                           got, ref, ny, t == TK_BF16 ? 1e-2 : 1e-5));
+        tk_free(gt_ctx_, dsrc), tk_free(gt_ctx_, wd), tk_free(gt_ctx_, xs), tk_free(gt_ctx_, w16), tk_free(gt_ctx_, y);
+        if (ws) tk_free(gt_ctx_, ws);
+        tk_cudnn_set_ws(h, NULL, 0);
+        free(src), free(w), free(x), free(ref), free(got);
+    }
+    tk_cudnn_destroy(h);
 }

@@ -327,9 +327,8 @@ static void part_fn(void *p) {
         return;
     }
     int rc = 0;
-    tk_img_norm nrm = {{123.675f, 116.28f, 103.53f}, {58.395f, 57.12f, 57.375f}};
     switch (a->what) {
-    case 0: rc = tk_img_normalize(m->c, m->in_img, (int64_t)b * m->S * m->S, nrm, m->t, m->x0, m->cin, &e); break;
+    case 0: rc = rn_stem_input(m, m->in_img, &e); break;
     case 1: { // as the step: BN's apply and ReLU inside
         const tk_pool_bn pb = {m->b0.gamma, m->b0.beta, m->b0.smean, m->b0.sinvstd};
         rc = tk_maxpool_bn_fwd(m->c, m->t, m->y0, pb, b, m->H0, m->H0, W, 3, 2, 1, m->pool, m->pool_idx, &e);

@@ -5,6 +5,7 @@
 // With TK_RESNET_SYNTH=DIR:TRAIN:EVAL:SIZE:CLASSES:SEED in the environment it only writes a
 // synthetic data set (resnet_synth.h): DIR/train.tks (TRAIN images) and DIR/eval.tks (EVAL
 // more), SIZE x SIZE, for the CLI tests.
+#include <math.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -132,6 +133,8 @@ TK_TEST(config_errors) {
         {"{\"data\": {\"eval_resize\": 200}}", "cfg.json: $.data.eval_resize: expected at least model.image_size"},
         {"{\"data\": {\"crop_scale\": [0.5, 0.1]}}", "cfg.json: $.data.crop_scale: expected [min, max] ranges with min <= max"},
         {"{\"model\": {\"init\": \"xavier\"}}", "cfg.json: $.model.init: expected \"torchvision\" or \"mlperf\""},
+        {"{\"model\": {\"stem\": \"s2d\", \"image_size\": 33}}", "cfg.json: $.model.stem: \"s2d\" needs an even model.image_size"},
+        {"{\"model\": {\"stem\": \"fast\"}}", "cfg.json: $.model.stem: expected \"auto\", \"s2d\" or \"direct\""},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         memset(&e, 0, sizeof e);
@@ -148,6 +151,56 @@ TK_TEST(config_errors) {
     CHECK_EQ_INT(rn_create_standalone(tk_test_cpu(), &cfg, &m, &e), TK_EUSAGE);
     CHECK(strstr(errstr(&e), "precision bf16 needs the cuda backend") != NULL);
     rn_config_release(&cfg);
+}
+
+// ---- the stem's two forms ----
+
+// One training step of a small net on the cpu with the stem as the 7x7 convolution and as the
+// space-to-depth 4x4 one (kernels/stem_s2d.h): the same loss and gradients (fp32, the two sum the
+// stem's 147 products in different orders: 1e-5), the master weight (K, 7, 7, 3) either way.
+TK_TEST(stem_s2d_same_step_as_direct) {
+    tk_err e = {0};
+    rn_model *m[2] = {NULL, NULL};
+    const char *forms[2] = {"direct", "s2d"};
+    double loss[2];
+    for (int f = 0; f < 2; f++) {
+        rn_config cfg;
+        char text[256];
+        snprintf(text, sizeof text, "{\"model\": {\"layers\": [1, 1], \"width\": 4, \"classes\": 5, \"image_size\": 16, "
+                 "\"stem\": \"%s\"}}", forms[f]);
+        CHECK_EQ_INT(parse(text, 4, &cfg, &e), 0);
+        CHECK_EQ_INT(rn_create_standalone(tk_test_cpu(), &cfg, &m[f], &e), 0);
+        if (!m[f]) {
+            printf("# %s\n", errstr(&e));
+            rn_destroy(m[0]);
+            return;
+        }
+        CHECK_EQ_INT(m[f]->s2d, f);
+        CHECK_EQ_INT(rn_init_weights(m[f], 9, &e), 0);
+        const size_t n = (size_t)m[f]->b * 16 * 16 * 3;
+        for (size_t i = 0; i < n; i++) m[f]->in_img[i] = (uint8_t)(tk_philox_draw(41, 1, i).v[0] >> 24);
+        for (int i = 0; i < m[f]->b; i++) m[f]->in_label[i] = i % 5;
+        m[f]->loss_acc[0] = m[f]->loss_acc[1] = 0;
+        CHECK_EQ_INT(rn_train_step(m[f], &e), 0);
+        loss[f] = m[f]->loss_acc[0];
+        const tk_param *p = &m[f]->P->p[tk_params_find(m[f]->P, "conv1.weight")];
+        CHECK(p->ndim == 4 && p->shape[1] == 7 && p->shape[2] == 7 && p->shape[3] == 3);
+        rn_config_release(&cfg);
+    }
+    CHECK(fabs(loss[1] - loss[0]) <= 1e-5 * fabs(loss[0]));
+    double worst = 0;
+    const char *wn = "";
+    for (int i = 0; i < m[0]->P->ndense; i++) {
+        const tk_param *a = &m[0]->P->p[i], *b = &m[1]->P->p[i];
+        double num = 0, den = 0;
+        for (int64_t j = 0; j < tk_param_numel(a); j++)
+            num += ((double)a->g[j] - b->g[j]) * ((double)a->g[j] - b->g[j]), den += (double)a->g[j] * a->g[j];
+        const double r = den > 0 ? sqrt(num / den) : sqrt(num);
+        if (r >= worst) worst = r, wn = a->name;
+    }
+    printf("# stem direct vs s2d: loss %.9g vs %.9g, worst gradient %s %.1e\n", loss[0], loss[1], wn, worst);
+    CHECK(worst <= 1e-5);
+    rn_destroy(m[0]), rn_destroy(m[1]);
 }
 
 // ---- the reader ----

@@ -1,12 +1,15 @@
-// The CPU references of ResNet's ops (kernels/{conv,bn,pool,xent_smooth,img_norm}_ref.c): small
+// The CPU references of ResNet's ops (kernels/{conv,bn,pool,xent_smooth,img_norm,stem_s2d}_ref.c): small
 // cases computed by hand, the adjoint identities of the linear ops, and finite differences of the
 // backward passes. Expected values come from the definitions, not from the code under test.
+#include <math.h>
+
 #include "bn.h"
 #include "conv.h"
 #include "gpu/philox.h"
 #include "img_norm.h"
 #include "pool.h"
 #include "sgd.h"
+#include "stem_s2d.h"
 #include "tk_test.h"
 #include "tk_test_cpu.h"
 #include "xent_smooth.h"
@@ -289,4 +292,87 @@ TK_TEST(img_normalize_by_hand) {
     const float want[8] = {-50, 0, 400, 0, -45, -27, -50, 0};
     for (int i = 0; i < 8; i++) CHECK(out[i] == want[i]);
     CHECK_EQ_INT(tk_img_normalize_ref(px, 2, n, TK_F32, out, 2, &e), TK_EINTERNAL);
+}
+
+// ---- the stem as a 4x4 convolution over a space-to-depth input (kernels/stem_s2d.h) ----
+
+// The 4x4 convolution over stem_s2d's input and filter gives the 7x7/2, pad 3 convolution's output,
+// and its filter gradient mapped back gives the 7x7 one's (tk_conv_ref both ways, the oracle):
+// exactly, on small integers (every product and sum exact in fp32), at sizes 6, 10 and 16.
+TK_TEST(stem_s2d_matches_direct_conv) {
+    tk_err e = {0};
+    const int N = 2, K = 5;
+    const tk_img_norm id = {{0, 0, 0}, {1, 1, 1}};
+    for (int S = 6; S <= 16; S += S == 10 ? 6 : 4) {
+        tk_conv_shape sd, ss;
+        const int Hs = tk_s2d_side(S);
+        CHECK_EQ_INT(tk_conv_shape_init(&sd, N, S, S, 3, K, 7, 7, 2, 3, &e), 0);
+        CHECK_EQ_INT(tk_conv_shape_init(&ss, N, Hs, Hs, TK_S2D_C, K, 4, 4, 1, 0, &e), 0);
+        CHECK_EQ_INT(ss.P, sd.P);
+        CHECK_EQ_INT(ss.Q, sd.Q);
+        const size_t npx = (size_t)N * S * S * 3, ny = (size_t)tk_conv_y_numel(&sd);
+        uint8_t *px = malloc(npx);
+        float *x = malloc(npx * 4), *xs = malloc((size_t)tk_conv_x_numel(&ss) * 4), *w = malloc((size_t)K * 147 * 4),
+              *ws = malloc((size_t)tk_conv_w_numel(&ss) * 4), *yd = malloc(ny * 4), *ys = malloc(ny * 4),
+              *dy = malloc(ny * 4), *dwd = malloc((size_t)K * 147 * 4), *dws = malloc((size_t)tk_conv_w_numel(&ss) * 4),
+              *dw2 = malloc((size_t)K * 147 * 4);
+        for (size_t i = 0; i < npx; i++) px[i] = (uint8_t)(tk_philox_draw(31, 1, i).v[0] % 4);
+        tk_test_fill(w, (size_t)K * 147, 31, 2, -2, 3);
+        tk_test_fill(dy, ny, 31, 3, -2, 3);
+        for (size_t i = 0; i < (size_t)K * 147; i++) w[i] = floorf(w[i]);
+        for (size_t i = 0; i < ny; i++) dy[i] = floorf(dy[i]);
+        CHECK_EQ_INT(tk_img_normalize_ref(px, (int64_t)N * S * S, id, TK_F32, x, 3, &e), 0);
+        CHECK_EQ_INT(tk_stem_s2d_input_ref(px, N, S, id, TK_F32, xs, &e), 0);
+        CHECK_EQ_INT(tk_stem_s2d_weight_ref(w, K, TK_F32, ws, &e), 0);
+        CHECK_EQ_INT(tk_conv_ref(TK_CONV_FWD, &sd, TK_F32, x, w, yd, &e), 0);
+        CHECK_EQ_INT(tk_conv_ref(TK_CONV_FWD, &ss, TK_F32, xs, ws, ys, &e), 0);
+        size_t bad = 0, nz = 0;
+        for (size_t i = 0; i < ny; i++) bad += yd[i] != ys[i], nz += yd[i] != 0;
+        CHECK_EQ_INT(bad, 0);
+        CHECK(nz > ny / 2); // the case is not all zeros
+        CHECK_EQ_INT(tk_conv_ref(TK_CONV_BWD_FILTER, &sd, TK_F32, x, dy, dwd, &e), 0);
+        CHECK_EQ_INT(tk_conv_ref(TK_CONV_BWD_FILTER, &ss, TK_F32, xs, dy, dws, &e), 0);
+        CHECK_EQ_INT(tk_stem_s2d_wgrad_ref(dws, K, TK_F32, dw2, &e), 0);
+        bad = 0;
+        for (size_t i = 0; i < (size_t)K * 147; i++) bad += dwd[i] != dw2[i];
+        CHECK_EQ_INT(bad, 0);
+        printf("# stem s2d S %d: forward and filter gradient equal the 7x7/2 convolution's (%zu outputs)\n", S, ny);
+        free(px), free(x), free(xs), free(w), free(ws), free(yd), free(ys), free(dy), free(dwd), free(dws), free(dw2);
+    }
+    // the layout checks: odd sizes and other types are refused
+    CHECK_EQ_INT(tk_stem_s2d_input_ref(NULL, 1, 7, id, TK_F32, NULL, &e), TK_EINTERNAL);
+    CHECK_EQ_INT(tk_stem_s2d_weight_ref(NULL, 1, TK_I32, NULL, &e), TK_EINTERNAL);
+}
+
+// The space-to-depth input holds img_normalize's values (real mean and std, fp32 and bf16) at the
+// places stem_s2d.h names, zeros in the padding and the 4 spare channels: checked element by element
+// against the normalized image.
+TK_TEST(stem_s2d_input_layout) {
+    tk_err e = {0};
+    const int N = 2, S = 8, Hs = tk_s2d_side(S);
+    const tk_img_norm n = {{123.675f, 116.28f, 103.53f}, {58.395f, 57.12f, 57.375f}};
+    uint8_t px[2 * 8 * 8 * 3];
+    for (size_t i = 0; i < sizeof px; i++) px[i] = (uint8_t)(tk_philox_draw(32, 1, i).v[0] >> 24);
+    for (int bf = 0; bf < 2; bf++) {
+        const tk_dtype t = bf ? TK_BF16 : TK_F32;
+        float x[2 * 8 * 8 * 3], xs[2 * 7 * 7 * TK_S2D_C];
+        uint16_t xb[2 * 8 * 8 * 3], xsb[2 * 7 * 7 * TK_S2D_C];
+        CHECK_EQ_INT(tk_img_normalize_ref(px, N * S * S, n, t, bf ? (void *)xb : x, 3, &e), 0);
+        CHECK_EQ_INT(tk_stem_s2d_input_ref(px, N, S, n, t, bf ? (void *)xsb : xs, &e), 0);
+        size_t bad = 0;
+        for (int b = 0; b < N; b++)
+            for (int i = 0; i < Hs; i++)
+                for (int j = 0; j < Hs; j++)
+                    for (int ch = 0; ch < TK_S2D_C; ch++) {
+                        const int y = 2 * i - 4 + (ch / 3) / 2, xx = 2 * j - 4 + (ch / 3) % 2;
+                        const size_t o = (((size_t)b * Hs + i) * Hs + j) * TK_S2D_C + ch;
+                        float want = 0, got = bf ? tk_bf16_to_f32(xsb[o]) : xs[o];
+                        if (ch < 12 && y >= 0 && y < S && xx >= 0 && xx < S) {
+                            const size_t q = (((size_t)b * S + y) * S + xx) * 3 + ch % 3;
+                            want = bf ? tk_bf16_to_f32(xb[q]) : x[q];
+                        }
+                        bad += got != want;
+                    }
+        CHECK_EQ_INT(bad, 0);
+    }
 }

@@ -140,16 +140,14 @@ int rn_dump_step(rn_model *m, const char *path, tk_err *e) {
         ent[n].src = h, ent[n++].dev = 0;
     }
     if (!rc) rc = tk_ctx_sync(m->c, e);
-    // the normalized images the stem reads (x0's first 3 channels; the step's first op makes them,
-    // the same from the same batch)
+    // the normalized images the stem reads (img_normalize's values, as the step's first op makes
+    // them from the same batch, whatever the stem's layout; x0 holds at least b S S 3 values)
     const size_t npix = (size_t)m->b * m->S * m->S;
     float *img = NULL;
     tk_img_norm nrm;
     for (int c = 0; c < 3; c++) nrm.mean[c] = m->cfg.mean[c], nrm.std[c] = m->cfg.std[c];
-    if (!rc) rc = tk_img_normalize(m->c, m->in_img, (int64_t)npix, nrm, m->t, m->x0, m->cin, e);
-    if (!rc && !(img = host_f32(m, m->x0, npix * m->cin, m->t, e))) rc = e->code;
-    for (size_t p = 0; img && p < npix; p++)
-        for (int c = 0; c < 3; c++) img[p * 3 + c] = img[p * m->cin + c];
+    if (!rc) rc = tk_img_normalize(m->c, m->in_img, (int64_t)npix, nrm, m->t, m->x0, 3, e);
+    if (!rc && !(img = host_f32(m, m->x0, npix * 3, m->t, e))) rc = e->code;
     own[no++] = img;
     int64_t si[4] = {m->b, m->S, m->S, 3}, sl[1] = {m->b}, one[1] = {1};
     entry(&ent[n++], "batch.image", TK_F32, 4, si, img, 0);

@@ -30,10 +30,11 @@ static int num_array(json_t *root, const char *file, const char *p, int lo_n, in
 int rn_config_parse(json_t *root, const char *path, const tk_run_cfg *run, rn_config *cfg, tk_err *e) {
     static const char *const model_keys[] = {"layers", "width", "expansion", "classes", "image_size", "precision",
                                              "label_smoothing", "bn_epsilon", "bn_momentum", "init",
-                                             "zero_init_residual", NULL};
+                                             "zero_init_residual", "stem", NULL};
     static const char *const data_keys[] = {"eval_resize", "crop_scale", "crop_ratio", "flip", "mean", "std",
                                             "decoder", "train_samples", "eval_samples", "note", NULL};
-    static const char *const precisions[] = {"fp32", "bf16", NULL}, *const inits[] = {"torchvision", "mlperf", NULL};
+    static const char *const precisions[] = {"fp32", "bf16", NULL}, *const inits[] = {"torchvision", "mlperf", NULL},
+                             *const stems[] = {"auto", "s2d", "direct", NULL};
     memset(cfg, 0, sizeof *cfg);
     TRY(tk_cfg_keys(root, path, "model", model_keys, e));
     TRY(tk_cfg_keys(root, path, "data", data_keys, e));
@@ -73,6 +74,9 @@ int rn_config_parse(json_t *root, const char *path, const tk_run_cfg *run, rn_co
     TRY(tk_cfg_num_opt(root, path, "model.bn_momentum", 0, 1, &cfg->bn_momentum, e));
     TRY(tk_cfg_enum(root, path, "model.init", inits, 0, &cfg->init, e));
     TRY(tk_cfg_bool_opt(root, path, "model.zero_init_residual", &cfg->zero_init_residual, e));
+    TRY(tk_cfg_enum(root, path, "model.stem", stems, RN_STEM_AUTO, &cfg->stem, e));
+    if (cfg->stem == RN_STEM_S2D && cfg->image_size % 2)
+        return tk_cfg_bad(e, path, "model.stem", "\"s2d\" needs an even model.image_size");
     // data: torchvision's / the MLPerf reference's augmentation and normalization
     v = 256;
     TRY(tk_cfg_int_opt(root, path, "data.eval_resize", 1, 4096, &v, e));

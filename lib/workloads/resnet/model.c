@@ -9,6 +9,7 @@
 #include "cast2d.h"
 #include "gpu/cudnn_conv.h"
 #include "gpu/philox.h"
+#include "stem_s2d.h"
 #include "workloads/resnet/resnet.h"
 #include "xent_smooth.h"
 
@@ -22,8 +23,9 @@ static int add(tk_params *P, const char *name, int ndim, int64_t d0, int64_t d1,
 
 static int declare_conv(rn_model *m, rn_conv *cv, const char *name, tk_err *e) {
     const tk_conv_shape *s = &cv->s;
-    int C = cv == &m->c0 ? 3 : s->C; // the stem's master weight has the image's 3 channels
-    return add(m->P, name, 4, s->K, s->R, s->S, C, TK_PARAM_DENSE, &cv->pidx, e);
+    if (cv == &m->c0) // the stem's master weight: 7x7 over the image's 3 channels, whatever cuDNN runs
+        return add(m->P, name, 4, s->K, 7, 7, 3, TK_PARAM_DENSE, &cv->pidx, e);
+    return add(m->P, name, 4, s->K, s->R, s->S, s->C, TK_PARAM_DENSE, &cv->pidx, e);
 }
 
 // gamma and beta now (dense: no weight decay, no LARS adaptation, as MLPerf's LARS); the running
@@ -128,7 +130,8 @@ static int declare(rn_model *m, tk_err *e) {
 static int shapes(rn_model *m, tk_err *e) {
     const rn_config *cfg = &m->cfg;
     const int b = m->b, S = m->S;
-    TRY(tk_conv_shape_init(&m->c0.s, b, S, S, m->cin, cfg->width, 7, 7, 2, 3, e));
+    if (m->s2d) TRY(tk_conv_shape_init(&m->c0.s, b, tk_s2d_side(S), tk_s2d_side(S), TK_S2D_C, cfg->width, 4, 4, 1, 0, e));
+    else TRY(tk_conv_shape_init(&m->c0.s, b, S, S, m->cin, cfg->width, 7, 7, 2, 3, e));
     m->H0 = m->c0.s.P;
     m->b0.C = cfg->width;
     m->Hp = (m->H0 + 2 - 3) / 2 + 1;
@@ -168,7 +171,7 @@ static int activations(rn_model *m, tk_err *e) {
 #define ACT(ptr, elems) (NEED(ptr, act_bytes(m, elems)), max_act = (size_t)(elems) > max_act ? (size_t)(elems) : max_act)
     NEED(m->in_img, (size_t)b * m->S * m->S * 3);
     NEED(m->in_label, (size_t)b * 4);
-    ACT(m->x0, (int64_t)b * m->S * m->S * m->cin);
+    ACT(m->x0, tk_conv_x_numel(&m->c0.s));
     ACT(m->y0, tk_conv_y_numel(&m->c0.s));
     ACT(m->z0, tk_conv_y_numel(&m->c0.s));
     const int64_t npool = (int64_t)b * m->Hp * m->Hp * m->cfg.width;
@@ -266,10 +269,28 @@ static int plan_convs(rn_model *m, tk_err *e) {
     return 0;
 }
 
-// The stem on cuda: cuDNN's fast NHWC kernels want a channel count their vectors divide, so the
-// 3-channel images are zero-padded to 4 (NVIDIA's MLPerf input layout), or 8 when no engine runs
-// 4; the padding's weights are zero and their gradients dropped.
-static int pick_stem_channels(rn_model *m, tk_err *e) {
+// The stem on cuda: as the 4x4 convolution over the space-to-depth input (kernels/stem_s2d.h:
+// ~2.5x faster) where cuDNN plans it and model.stem allows; else the 7x7 one, whose fast NHWC
+// kernels want a channel count their vectors divide, so the 3-channel images are zero-padded to 4
+// (NVIDIA's MLPerf input layout), or 8 when no engine runs 4; the padding's weights are zero and
+// their gradients dropped.
+static int pick_stem(rn_model *m, tk_err *e) {
+    if (m->cfg.stem != RN_STEM_DIRECT && m->S % 2 == 0) {
+        tk_conv_shape s;
+        tk_err pe = {0};
+        const int hs = tk_s2d_side(m->S);
+        TRY(tk_conv_shape_init(&s, m->b, hs, hs, TK_S2D_C, m->cfg.width, 4, 4, 1, 0, e));
+        int rc = tk_cudnn_plan(m->dnn, TK_CONV_FWD, &s, m->t, &pe);
+        if (!rc) rc = tk_cudnn_plan(m->dnn, TK_CONV_BWD_FILTER, &s, m->t, &pe);
+        if (!rc) {
+            m->s2d = 1, m->cin = TK_S2D_C;
+            return 0;
+        }
+        if (m->cfg.stem == RN_STEM_S2D) {
+            *e = pe;
+            return tk_err_hint(e, "model.stem \"auto\" or \"direct\" runs the 7x7 convolution instead");
+        }
+    }
     static const int tries[] = {4, 8, 3};
     tk_err first = {0};
     for (int i = 0; i < 3; i++) {
@@ -314,7 +335,9 @@ int rn_create(const rn_config *cfg, const tk_wl_env *env, rn_model **out, tk_err
     m->b = (int)(cfg->batch / world);
     if (m->c->backend == TK_BACKEND_CUDA) {
         if ((rc = tk_cudnn_create(m->c, 0, &m->dnn, e))) goto fail;
-        if ((rc = pick_stem_channels(m, e))) goto fail;
+        if ((rc = pick_stem(m, e))) goto fail;
+    } else if (cfg->stem == RN_STEM_S2D) { // the cpu reference of the same computation (tests)
+        m->s2d = 1, m->cin = TK_S2D_C;
     }
     if ((rc = shapes(m, e)) || (rc = declare(m, e))) goto fail;
     if (m->dnn && (rc = plan_convs(m, e))) goto fail;
@@ -440,9 +463,10 @@ int rn_init_weights(rn_model *m, uint64_t seed, tk_err *e) {
 
 int rn_refresh_stem(rn_model *m, tk_err *e) {
     if (!m->w0p) return 0;
-    // (K R S, 3) fp32 -> (K R S, cin) in t, the pad columns zero
     const tk_conv_shape *s = &m->c0.s;
-    TRY(tk_cast2d(m->c, m->c0.w, TK_F32, 3, m->w0p, m->t, m->cin, (int64_t)s->K * s->R * s->S, 3, e));
+    if (m->s2d) TRY(tk_stem_s2d_weight(m->c, m->c0.w, s->K, m->t, m->w0p, e));
+    // (K R S, 3) fp32 -> (K R S, cin) in t, the pad columns zero
+    else TRY(tk_cast2d(m->c, m->c0.w, TK_F32, 3, m->w0p, m->t, m->cin, (int64_t)s->K * s->R * s->S, 3, e));
     m->c0.wc = m->w0p;
     return 0;
 }

@@ -1,4 +1,4 @@
-// Dispatch of ResNet's ops (kernels/{conv,bn,pool,xent_smooth,img_norm}.h): the cpu backend runs the
+// Dispatch of ResNet's ops (kernels/{conv,bn,pool,xent_smooth,img_norm,stem_s2d}.h): the cpu backend runs the
 // reference, the cuda backend the kernel, or cuDNN for the convolutions (lib/gpu/dispatch.h).
 #include "bn.h"
 #include "conv.h"
@@ -6,6 +6,7 @@
 #include "gpu/dispatch.h"
 #include "img_norm.h"
 #include "pool.h"
+#include "stem_s2d.h"
 #include "xent_smooth.h"
 
 int tk_conv(tk_ctx *c, struct tk_cudnn *dnn, tk_conv_pass pass, const tk_conv_shape *s, tk_dtype t, const void *a,
@@ -150,4 +151,16 @@ int tk_img_normalize(tk_ctx *c, const uint8_t *src, int64_t npix, tk_img_norm n,
                      tk_err *e) {
     return TK_DISPATCH(c, tk_img_normalize_ref(src, npix, n, t, dst, cin, e),
                        tk_img_normalize_cuda(c, src, npix, n, t, dst, cin, e));
+}
+
+int tk_stem_s2d_input(tk_ctx *c, const uint8_t *src, int N, int S, tk_img_norm n, tk_dtype t, void *xs, tk_err *e) {
+    return TK_DISPATCH(c, tk_stem_s2d_input_ref(src, N, S, n, t, xs, e), tk_stem_s2d_input_cuda(c, src, N, S, n, t, xs, e));
+}
+
+int tk_stem_s2d_weight(tk_ctx *c, const float *w, int K, tk_dtype t, void *ws, tk_err *e) {
+    return TK_DISPATCH(c, tk_stem_s2d_weight_ref(w, K, t, ws, e), tk_stem_s2d_weight_cuda(c, w, K, t, ws, e));
+}
+
+int tk_stem_s2d_wgrad(tk_ctx *c, const void *dws, int K, tk_dtype t, float *dw, tk_err *e) {
+    return TK_DISPATCH(c, tk_stem_s2d_wgrad_ref(dws, K, t, dw, e), tk_stem_s2d_wgrad_cuda(c, dws, K, t, dw, e));
 }

@@ -53,6 +53,8 @@ typedef struct rn_shared {
     double dec_parse_s, dec_submit_s, dec_wait_s, dec_decode_gpu_s, dec_resize_gpu_s;
 } rn_shared;
 
+enum { RN_STEM_AUTO = 0, RN_STEM_S2D = 1, RN_STEM_DIRECT = 2 };
+
 typedef struct rn_config {
     // "model"
     int nstages, layers[RN_MAX_STAGES];
@@ -60,6 +62,8 @@ typedef struct rn_config {
     int bf16;                    // "precision": "bf16" (cuda only)
     double label_smoothing, bn_eps, bn_momentum;
     int init, zero_init_residual;
+    int stem;                    // "stem": RN_STEM_AUTO (s2d on cuda where cuDNN plans it, else
+                                 // direct), RN_STEM_S2D, RN_STEM_DIRECT (kernels/stem_s2d.h)
     // "data"
     int eval_resize;             // JPEG eval: shorter side resized to this, then center crop
     double scale_min, scale_max, ratio_min, ratio_max;
@@ -108,17 +112,19 @@ typedef struct rn_model {
     struct tk_cudnn *dnn;        // cuda only
     tk_dtype t;                  // activations: TK_F32 or TK_BF16
     int b;                       // per-rank batch
-    int S, cin;                  // image size; stem input channels (3, or padded for cuDNN)
+    int S, cin;                  // image size; stem input channels (3, or padded for cuDNN; 16: s2d)
+    int s2d;                     // the stem runs as kernels/stem_s2d.h's 4x4 convolution: c0.s is
+                                 // that shape, x0 (b, S/2+3, S/2+3, 16), w0p (K, 4, 4, 16)
     float *lr;
     int64_t *step;
     double *loss_acc;
     // stem
     rn_conv c0;
     rn_bn b0;
-    void *x0, *y0, *z0, *pool;   // the normalized input (b, S, S, cin) in t, conv, BN, max pool
+    void *x0, *y0, *z0, *pool;   // the normalized input (b, S, S, cin) in t (s2d: above), conv, BN, max pool
     uint8_t *pool_idx;
     int H0, Hp;                  // after the conv, after the pool
-    void *w0p;                   // cin > 3: the stem weight in t, padded to cin channels
+    void *w0p;                   // cin > 3: the stem weight in t, padded to cin channels (s2d: mapped)
     int nblk;
     rn_block blk[RN_MAX_BLOCKS];
     // head
@@ -163,6 +169,8 @@ const char *rn_mlperf_name(const rn_model *m, int pidx, char *buf, size_t n);
 // Forward of img (b, S, S, 3) u8 (normalized into x0 first): training (batch statistics, running
 // update) or eval.
 int rn_forward(rn_model *m, const uint8_t *img, int train, tk_err *e);
+// The forward's first op alone: img (b, S, S, 3) u8 normalized into x0 in the stem's layout.
+int rn_stem_input(rn_model *m, const uint8_t *img, tk_err *e);
 // The loss of labels on the last training forward, and the backward: dense gradients written.
 int rn_backward(rn_model *m, const int32_t *label, tk_err *e);
 int rn_train_step(rn_model *m, tk_err *e); // both on the input buffers

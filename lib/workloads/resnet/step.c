@@ -5,6 +5,7 @@
 #include "gpu/cudnn_conv.h"
 #include "img_norm.h"
 #include "pool.h"
+#include "stem_s2d.h"
 #include "workloads/resnet/resnet.h"
 #include "xent_smooth.h"
 
@@ -22,12 +23,13 @@ static int conv_dgrad(rn_model *m, const rn_conv *cv, const void *dy, void *dx, 
 }
 
 // The weight gradient into the fp32 gradient span: directly in fp32, else through dwbuf (bf16, or
-// the stem's padded channels, dropped by the cast).
+// the stem's padded channels, dropped by the cast, or its space-to-depth taps, mapped back).
 static int conv_wgrad(rn_model *m, const rn_conv *cv, const void *x, const void *dy, tk_err *e) {
     const tk_conv_shape *s = &cv->s;
     const int padded = cv == &m->c0 && m->cin != 3;
     if (m->t == TK_F32 && !padded) return tk_conv(m->c, m->dnn, TK_CONV_BWD_FILTER, s, TK_F32, x, dy, cv->dw, e);
     TRY(tk_conv(m->c, m->dnn, TK_CONV_BWD_FILTER, s, m->t, x, dy, m->dwbuf, e));
+    if (cv == &m->c0 && m->s2d) return tk_stem_s2d_wgrad(m->c, m->dwbuf, s->K, m->t, cv->dw, e);
     const int C = padded ? 3 : s->C;
     return tk_cast2d(m->c, m->dwbuf, m->t, s->C, cv->dw, TK_F32, C, (int64_t)s->K * s->R * s->S, C, e);
 }
@@ -84,14 +86,19 @@ static int block_fwd(rn_model *m, rn_block *k, int train, tk_err *e) {
     return bn_fwd(m, &k->b3, &k->c3, k->y3, res, 1, k->out, mask3(k), train, e);
 }
 
+int rn_stem_input(rn_model *m, const uint8_t *img, tk_err *e) {
+    tk_img_norm nrm;
+    for (int c = 0; c < 3; c++) nrm.mean[c] = m->cfg.mean[c], nrm.std[c] = m->cfg.std[c];
+    if (m->s2d) return tk_stem_s2d_input(m->c, img, m->b, m->S, nrm, m->t, m->x0, e);
+    // (pixel - mean) / std, zero channels up to cin (cuDNN's stem layout)
+    return tk_img_normalize(m->c, img, (int64_t)m->b * m->S * m->S, nrm, m->t, m->x0, m->cin, e);
+}
+
 int rn_forward(rn_model *m, const uint8_t *img, int train, tk_err *e) {
     const rn_config *cfg = &m->cfg;
     const int b = m->b;
     tk_range_push("forward");
-    // (pixel - mean) / std, zero channels up to cin (cuDNN's stem layout)
-    tk_img_norm nrm;
-    for (int c = 0; c < 3; c++) nrm.mean[c] = cfg->mean[c], nrm.std[c] = cfg->std[c];
-    TRY(tk_img_normalize(m->c, img, (int64_t)b * m->S * m->S, nrm, m->t, m->x0, m->cin, e));
+    TRY(rn_stem_input(m, img, e));
     TRY(conv_fwd(m, &m->c0, m->x0, m->y0, train, e));
     if (train && !m->c0.fused) { // the BN's statistics; its apply and ReLU inside the max pool (z0 unwritten)
         const rn_bn *b0 = &m->b0;

@@ -68,14 +68,15 @@ static void wl_inputs(void *model, void **f) {
 }
 
 // Before training: the epoch length (the MLLOG's warm-up epochs), and a line saying how the model
-// runs here (cuDNN, its plans, the stem's channels).
+// runs here (cuDNN, its plans, the stem's form and channels).
 static int wl_prepare(void *model, void *rd, int64_t spe, json_t **line, tk_err *e) {
     rn_model *m = model;
     (void)rd, (void)e;
     m->spe = spe;
     size_t ws = m->dnn ? tk_cudnn_ws_bytes(m->dnn) : 0;
-    *line = json_pack("{s:s, s:I, s:i, s:i, s:s?, s:i, s:I}", "type", "resnet", "batch_per_rank", (json_int_t)m->b,
-                      "blocks", m->nblk, "stem_channels", m->cin, "cudnn", m->dnn ? tk_cudnn_describe() : NULL,
+    *line = json_pack("{s:s, s:I, s:i, s:s, s:i, s:s?, s:i, s:I}", "type", "resnet", "batch_per_rank",
+                      (json_int_t)m->b, "blocks", m->nblk, "stem", m->s2d ? "s2d" : "direct", "stem_channels", m->cin,
+                      "cudnn", m->dnn ? tk_cudnn_describe() : NULL,
                       "conv_plans", tk_cudnn_nplans(m->dnn), "conv_workspace_bytes", (json_int_t)ws);
     return 0;
 }
