@@ -207,6 +207,7 @@ struct tk_cudnn {
     Plan *p;
     int n, cap;
     int fusion; // fused plans allowed (TK_CUDNN_FUSION=0: never)
+    int tune;   // how many of mode A's candidates the autotuning times (kTune; TK_CUDNN_TUNE)
 };
 
 namespace {
@@ -397,8 +398,9 @@ int execute(tk_cudnn *h, cudnnBackendDescriptor_t plan, const Bufs &b, void *ws,
 // is kept. The choice (its index in the list) is remembered for the process, so every model of
 // the process runs the same engines (graph vs eager tests, evaluation beside training).
 // Fused plans (kFwdStats) are runtime-compiled when they finalize (NVRTC, about a second each), so
-// only their first kTuneFused candidates are tried.
-constexpr int kTune = 8, kTuneFused = 3, kRuns = 3;
+// only their first kTuneFused candidates are tried. TK_CUDNN_TUNE=N (1..kTuneMax) times the first
+// N instead of kTune (a measurement knob: whether candidates further down the list are faster).
+constexpr int kTune = 8, kTuneMax = 32, kTuneFused = 3, kRuns = 3;
 
 struct Tuned {
     int pass;
@@ -485,14 +487,14 @@ int pick(tk_cudnn *h, Desc &graph, int pass, const tk_conv_shape *s, tk_dtype t,
     *best_ms = -1, *ntimed = 0;
     const int tune = !h->c->deterministic;
     int n = 0;
-    Cand c[kTune];
+    Cand c[kTuneMax];
     const int remembered = tune ? tuned_index(pass, s, t) : -1;
     if (remembered >= 0) TRY(candidates(h, graph, CUDNN_HEUR_MODE_A, t, remembered, c, 1, &n, tried, e));
-    if (!n) TRY(candidates(h, graph, CUDNN_HEUR_MODE_A, t, -1, c, !tune ? 1 : is_fused(pass) ? kTuneFused : kTune, &n,
+    if (!n) TRY(candidates(h, graph, CUDNN_HEUR_MODE_A, t, -1, c, !tune ? 1 : is_fused(pass) ? kTuneFused : h->tune, &n,
                            tried, e));
     int k = 0;
     if (n > 1 || (n == 1 && is_fused(pass) && tune)) { // (a fused plan is timed even alone: the caller
-        float ms[kTune];                                    // weighs it against the plain forward)
+        float ms[kTuneMax];                                   // weighs it against the plain forward)
         if (!time_candidates(h, pass, s, t, c, n, ms)) {
             for (int i = 1; i < n; i++)
                 if (ms[i] < ms[k]) k = i;
@@ -529,6 +531,8 @@ int tk_cudnn_create(tk_ctx *c, size_t ws_limit, tk_cudnn **out, tk_err *e) {
     // forward ran 2-4x slower than the plain forward at every ResNet-50 shape (contrib/bench/NOTES.md)
     const char *fu = getenv("TK_CUDNN_FUSION");
     h->fusion = fu && strcmp(fu, "1") == 0;
+    const char *tn = getenv("TK_CUDNN_TUNE");
+    h->tune = tn && atoi(tn) >= 1 ? (atoi(tn) < kTuneMax ? atoi(tn) : kTuneMax) : kTune;
     cudnnStatus_t st = api.Create(&h->h);
     if (st == CUDNN_STATUS_SUCCESS) st = api.SetStream(h->h, (cudaStream_t)c->stream[TK_STREAM_COMPUTE]);
     if (st != CUDNN_STATUS_SUCCESS) {
