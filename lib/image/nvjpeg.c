@@ -293,9 +293,13 @@ static int nj_open(tk_img_decoder **dp, const tk_img_decoder_opts *o, tk_err *e)
         // Huffman decoding for batches); both asked for interpolated chroma upsampling (closer
         // to libjpeg-turbo's "fancy" upsampling than replication), the hardware one without it
         // where it refuses the flag; each with stream-ordered allocations first, then without.
+        // TK_NVJPEG_NO_PIPELINE=1 (an experiment): the hardware backend without its buffering
+        // of additional images (NVJPEG_FLAGS_HW_DECODE_NO_PIPELINE).
         const unsigned interp = NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION;
+        const char *np = getenv("TK_NVJPEG_NO_PIPELINE");
+        const unsigned hwf = np && strcmp(np, "1") == 0 ? NVJPEG_FLAGS_HW_DECODE_NO_PIPELINE : 0;
         const struct { nvjpegBackend_t b; unsigned flags; } tries[] = {
-            {NVJPEG_BACKEND_HARDWARE, interp}, {NVJPEG_BACKEND_HARDWARE, NVJPEG_FLAGS_DEFAULT},
+            {NVJPEG_BACKEND_HARDWARE, interp | hwf}, {NVJPEG_BACKEND_HARDWARE, hwf},
             {NVJPEG_BACKEND_DEFAULT, interp}};
         const int async = d->async;
         s = NVJPEG_STATUS_NOT_INITIALIZED;

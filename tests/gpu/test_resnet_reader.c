@@ -13,6 +13,7 @@
 #include "../unit/resnet_synth.h"
 #include "core/progress.h"
 #include "gpu_test.h"
+#include "cupti_trace.h"
 #include "cast2d.h"
 #include "image/image.h"
 #include "workloads/resnet/resnet.h"
@@ -146,8 +147,14 @@ static void *bench_thread(void *p) {
     a->rc = rn_reader_open(a->cfg, 0, 1, paths, 1, &r, &e);
     if (!a->rc && rn_reader_device(r, 0) != 1) a->rc = -1;
     if (!a->rc && cudaMalloc((void **)&img, (size_t)256 * 224 * 224 * 3) != cudaSuccess) a->rc = -2;
-    for (int i = 0; !a->rc && i < a->batches; i++)
+    for (int i = 0; !a->rc && i < a->batches; i++) {
+        char m[32];
+        snprintf(m, sizeof m, "B %d %d", a->w, i);
+        gt_trace_mark(m);
         a->rc = rn_reader_batch(r, a->w + (int64_t)i * a->nthreads, a->spe, img, lab, &e);
+        m[0] = 'E';
+        gt_trace_mark(m);
+    }
     if (a->rc > 0) printf("# thread %d: %s\n", a->w, e.what);
     cudaFree(img);
     rn_reader_close(r);
@@ -157,7 +164,8 @@ static void *bench_thread(void *p) {
 // A load beside the readers (TK_BENCH_BUSY), to tell what slows nvJPEG beside a training step:
 // "cast" keeps every SM and the memory busy with our own elementwise kernel (fp32 -> bf16 over
 // 1 GiB, as the BN passes do), "spin" every SM with little memory traffic (a 4096^2 bf16 copy
-// repeated: L2-resident), both on a least-priority stream of their own context; "" none.
+// repeated: L2-resident), "castN" the cast over N MiB of fp32 (kernels of other lengths), all on a
+// least-priority stream of their own context; "" none.
 typedef struct {
     const char *mode;
     volatile int stop;
@@ -170,12 +178,14 @@ static void *busy_thread(void *p) {
     tk_err e = {0};
     void *src = NULL, *dst = NULL;
     int64_t rows = strcmp(b->mode, "spin") ? 1 << 18 : 1 << 12, cols = strcmp(b->mode, "spin") ? 1024 : 4096;
+    if (strncmp(b->mode, "cast", 4) == 0 && atoi(b->mode + 4) > 0) rows = (int64_t)atoi(b->mode + 4) << 8; // castN: N MiB
     if (tk_ctx_create(&c, TK_BACKEND_CUDA, 0, &e) || tk_malloc(c, &src, (size_t)(rows * cols * 4), &e) ||
         tk_malloc(c, &dst, (size_t)(rows * cols * 2), &e)) {
         printf("# busy: %s\n", e.what);
         return NULL;
     }
     cudaMemset(src, 0, (size_t)(rows * cols * 4));
+    gt_trace_mark("busy");
     while (!b->stop) {
         for (int i = 0; i < 8 && !tk_cast2d(c, src, TK_F32, cols, dst, TK_BF16, cols, rows, cols, &e); i++) b->calls++;
         if (tk_ctx_sync(c, &e)) break;
@@ -192,6 +202,7 @@ TK_TEST(bench_readers_alone) {
         return;
     }
     if (!have_nvjpeg()) return;
+    gt_trace_start(); // TK_TRACE=FILE: a CUPTI trace of the runs (cupti_trace.h)
     const char *tl = getenv("TK_BENCH_THREADS");
     char list[64];
     snprintf(list, sizeof list, "%s", tl && *tl ? tl : "1 8");
@@ -206,6 +217,9 @@ TK_TEST(bench_readers_alone) {
         bench_arg a[32];
         const char *bm = getenv("TK_BENCH_BUSY");
         busy_arg load = {.mode = bm && *bm ? bm : NULL};
+        char m[64];
+        snprintf(m, sizeof m, "run %d %s", T, load.mode ? load.mode : "nothing");
+        gt_trace_mark(m);
         if (load.mode) pthread_create(&bt, NULL, busy_thread, &load), usleep(200000);
         double t0 = tk_now();
         for (int w = 0; w < T; w++) {
@@ -231,7 +245,9 @@ TK_TEST(bench_readers_alone) {
                busy > 0 ? (double)sh->dec_images / busy : 0.0, sh->dec_parse_s * k, sh->dec_submit_s * k,
                sh->dec_wait_s * k, sh->dec_decode_gpu_s * k, sh->dec_resize_gpu_s * k);
         rn_config_release(&cfg);
+        gt_trace_mark("end");
     }
+    gt_trace_stop();
 }
 
 TK_TEST(zz_cleanup) {
