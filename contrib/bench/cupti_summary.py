@@ -153,7 +153,8 @@ def summarize(path):
             if g[4] not in reader_corr:
                 continue
             a = api[g[4]]
-            key = (g[0], g[3], g[5])
+            pr = prio.get(g[3])
+            key = (g[0], "nvjpeg's" if pr and pr[2] else g[3], g[5])  # nvJPEG's own streams as one
             w = work[key]
             w[0] += 1
             w[1] += g[2] - g[1]
@@ -167,7 +168,7 @@ def summarize(path):
         print(f"    {'what':<52} {'stream':>10} {'count':>7} {'ms':>8} {'max ms':>8} {'queued ms':>9}"
               f" {'after a load kernel ended: median us':>10}")
         for (k, s, n), (cnt, tot, q, mx, xs) in sorted(work.items(), key=lambda kv: -kv[1][1])[:20]:
-            pr = prio.get(s)
+            pr = prio.get(s) if s != "nvjpeg's" else next((v for v in prio.values() if v[2]), None)
             st = f"{s} [{pr[0] if pr else '?'}]"
             med = f"{sorted(xs)[len(xs) // 2] / 1e3:.0f}" if xs else "-"
             print(f"    {k} {n:<50} {st:>10} {cnt / max(nb, 1):7.1f} {ms(tot) / max(nb, 1):8.2f} {ms(mx):8.3f}"

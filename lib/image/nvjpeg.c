@@ -56,6 +56,8 @@ typedef struct {
     nvjpegStatus_t (*JpegStreamDestroy)(nvjpegJpegStream_t);
     nvjpegStatus_t (*JpegStreamParse)(nvjpegHandle_t, const unsigned char *, size_t, int, int, nvjpegJpegStream_t);
     nvjpegStatus_t (*DecodeBatchedSupported)(nvjpegHandle_t, nvjpegJpegStream_t, int *);
+    nvjpegStatus_t (*DecodeBatchedPreAllocate)(nvjpegHandle_t, nvjpegJpegState_t, int, int, int,
+                                               nvjpegChromaSubsampling_t, nvjpegOutputFormat_t); // NULL before it
 } nj_api;
 
 static nj_api api;
@@ -93,6 +95,7 @@ static void load(void) {
     SYM(DecodeBatchedSupported, "nvjpegDecodeBatchedSupported");
 #undef SYM
     *(void **)&a.CreateExV2 = dlsym(l, "nvjpegCreateExV2");
+    *(void **)&a.DecodeBatchedPreAllocate = dlsym(l, "nvjpegDecodeBatchedPreAllocate");
     int maj = 0, min = 0, pat = 0;
     a.GetProperty(MAJOR_VERSION, &maj);
     a.GetProperty(MINOR_VERSION, &min);
@@ -153,6 +156,7 @@ struct tk_img_decoder {
     nvjpegJpegState_t st;
     nvjpegJpegStream_t *js;      // one per thread
     int init_n;                  // the batch size nvjpegDecodeBatchedInitialize was given
+    int pre_n, pre_w, pre_h;     // what nvjpegDecodeBatchedPreAllocate was given (0: not called)
     size_t ncap;                 // per-image host arrays below, for ncap images
     tk_jpeg_info *info;
     tk_img_geom *geom;
@@ -162,6 +166,7 @@ struct tk_img_decoder {
     size_t *len;
     nvjpegImage_t *dst;
     tk_img_rs_job *rs;
+    uint64_t *ord;               // nvJPEG's batch: width << 44 | height << 24 | the image's index
     // device (and pinned) buffers, grown as needed
     uint8_t *px;
     size_t px_cap;
@@ -250,7 +255,7 @@ static void nj_close(tk_img_decoder *d) {
     cudaFree(d->ws);
     cudaFree(d->rs_d);
     cudaFree(d->out); // (cudaFree takes stream-ordered allocations too, after the synchronization above)
-    free(d->info), free(d->geom), free(d->gpu), free(d->off), free(d->data), free(d->len), free(d->dst), free(d->rs);
+    free(d->info), free(d->geom), free(d->gpu), free(d->off), free(d->data), free(d->len), free(d->dst), free(d->rs), free(d->ord);
     tk_ctx_destroy(d->ctx);
     free(d);
 }
@@ -353,9 +358,41 @@ static int grow_host(tk_img_decoder *d, size_t n, tk_err *e) {
     G(len);
     G(dst);
     G(rs);
+    G(ord);
 #undef G
     d->ncap = n;
     return 0;
+}
+
+// The hardware backend's own buffers, allocated once per batch size (nvjpegDecodeBatchedPreAllocate,
+// for the largest image of the first batch, as 4:4:4 RGBI, the most bytes per pixel). Without
+// it nvJPEG 13 grows them while decoding and frees the old ones with cuMemFree, which waits for
+// all the work on the device (a training step's kernels too) and blocks the other loader threads'
+// CUDA calls meanwhile: measured by a CUPTI trace (contrib/bench/NOTES.md), about 19 frees per
+// batch of 256 after the first, each 1-6 ms beside a busy GPU. TK_NVJPEG_PREALLOC=0 skips it.
+static int preallocate(tk_img_decoder *d, int ngpu, nvjpegOutputFormat_t fmt, tk_err *e) {
+    if (!d->hw || !api.DecodeBatchedPreAllocate || ngpu <= d->pre_n) return 0;
+    const char *v = getenv("TK_NVJPEG_PREALLOC");
+    if (v && strcmp(v, "0") == 0) return 0;
+    int w = d->pre_w, h = d->pre_h, mw = 0, mh = 0;
+    if (v && sscanf(v, "%dx%d", &mw, &mh) == 2) // (an experiment: at least WxH)
+        w = w > mw ? w : mw, h = h > mh ? h : mh;
+    for (int i = 0, k = 0; k < ngpu; i++)
+        if (d->gpu[i]) {
+            if (d->info[i].width > w) w = d->info[i].width;
+            if (d->info[i].height > h) h = d->info[i].height;
+            k++;
+        }
+    nvjpegStatus_t s = api.DecodeBatchedPreAllocate(d->h, d->st, ngpu, w, h, NVJPEG_CSS_444, fmt);
+    if (s != NVJPEG_STATUS_SUCCESS) return nj_fail(e, s, "cannot pre-allocate the hardware decoder's buffers");
+    d->pre_n = ngpu, d->pre_w = w, d->pre_h = h;
+    d->init_n = 0; // initialize the batch again after it
+    return 0;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
 }
 
 static int sample_err(tk_err *e, const tk_img_job *j) { return tk_err_where(e, "sample %llu", (unsigned long long)j->sample); }
@@ -412,11 +449,7 @@ static int nj_run(tk_img_decoder *d, const tk_img_transform *t, const tk_img_job
             px += ((size_t)W * H * 3 + 255) & ~(size_t)255;
             tmp += (size_t)t->out_h * (size_t)(r->cx1 - r->cx0) * 3;
             if (pass) {
-                d->data[ngpu] = jobs[i].data;
-                d->len[ngpu] = jobs[i].size;
-                memset(&d->dst[ngpu], 0, sizeof d->dst[ngpu]);
-                d->dst[ngpu].pitch[0] = (size_t)W * 3; // channel[0] once px is allocated
-                ngpu++;
+                d->ord[ngpu++] = ((uint64_t)d->info[i].width << 44) | ((uint64_t)d->info[i].height << 24) | i;
             }
         }
         if (pass) gpu_bytes = px;
@@ -437,11 +470,29 @@ static int nj_run(tk_img_decoder *d, const tk_img_transform *t, const tk_img_job
     // nvJPEG's batch, on the stream
     CU(cudaEventRecord(d->ev[0], stream), "event");
     if (ngpu) {
-        for (size_t i = 0, k = 0; i < n; i++)
-            if (d->gpu[i]) d->dst[k++].channel[0] = d->px + d->off[i];
+        // TK_NVJPEG_EXP_YUV=1: a timing experiment only (nvJPEG's planar YUV output, three planes
+        // of pitch W in the image's W*H*3 bytes, which the resize kernel then reads as if they
+        // were RGB: wrong colours)
+        const char *xy = getenv("TK_NVJPEG_EXP_YUV"), *so = getenv("TK_NVJPEG_SORT");
+        const int exp_yuv = xy && strcmp(xy, "1") == 0;
+        // TK_NVJPEG_SORT=1 (an experiment): nvJPEG's batch ordered by width and height
+        if (so && strcmp(so, "1") == 0) qsort(d->ord, ngpu, sizeof *d->ord, cmp_u64);
+        for (size_t k = 0; k < ngpu; k++) {
+            const size_t i = (size_t)(d->ord[k] & 0xffffff);
+            const size_t W = (size_t)d->info[i].width, pl = W * (size_t)d->info[i].height;
+            d->data[k] = jobs[i].data;
+            d->len[k] = jobs[i].size;
+            memset(&d->dst[k], 0, sizeof d->dst[k]);
+            for (int c = 0; c < (exp_yuv ? 3 : 1); c++) {
+                d->dst[k].channel[c] = d->px + d->off[i] + c * pl;
+                d->dst[k].pitch[c] = exp_yuv ? W : W * 3;
+            }
+        }
         nvjpegStatus_t s = NVJPEG_STATUS_SUCCESS;
+        const nvjpegOutputFormat_t fmt = exp_yuv ? NVJPEG_OUTPUT_YUV : NVJPEG_OUTPUT_RGBI;
+        TRY(preallocate(d, (int)ngpu, fmt, e));
         if ((int)ngpu != d->init_n) {
-            s = api.DecodeBatchedInitialize(d->h, d->st, (int)ngpu, d->threads, NVJPEG_OUTPUT_RGBI);
+            s = api.DecodeBatchedInitialize(d->h, d->st, (int)ngpu, d->threads, fmt);
             if (s != NVJPEG_STATUS_SUCCESS) return nj_fail(e, s, "cannot set up a batch");
             d->init_n = (int)ngpu;
         }
@@ -528,8 +579,9 @@ const char *tk_img_nvjpeg_describe(const tk_img_decoder *d) {
     static _Thread_local char buf[700];
     int n = snprintf(buf, sizeof buf, "%s, %s backend", load_msg, d && d->hw ? "hardware" : "default");
     if (d && n > 0 && (size_t)n < sizeof buf)
-        snprintf(buf + n, sizeof buf - (size_t)n, ", %s priority stream, %s (%llu batches; nvJPEG's allocations %llu, frees %llu; pinned %llu, %llu)",
+        snprintf(buf + n, sizeof buf - (size_t)n, ", %s priority stream, %s, %s %dx%dx%d (%llu batches; nvJPEG's allocations %llu, frees %llu; pinned %llu, %llu)",
                  d->prio ? "greatest" : "default", d->async ? "stream-ordered allocations" : "nvJPEG's allocator",
+                 d->pre_n ? "pre-allocated" : "not pre-allocated", d->pre_n, d->pre_w, d->pre_h,
                  (unsigned long long)d->stats.batches, d->n_alloc, d->n_free, d->n_pin_alloc, d->n_pin_free);
     return buf;
 }
