@@ -84,6 +84,14 @@ def summarize(path):
         nb = len(spans)
         print(f"\n-- {lab}: {nb} batches on {len(batches)} reader threads, "
               f"mean {ms(sum(e - b for b, e, _ in spans) / max(nb, 1)):.1f} ms per batch")
+        # past each reader's first batch (nvJPEG's start-up: its states, streams and buffers)
+        later = [(b, e, tid) for tid, d in batches.items() for i, (b, e) in d.items() if i >= 1 and b and e]
+        if later:
+            d = sorted(e - b for b, e, _ in later)
+            frees = sum(1 for c in calls if c[5].startswith("cuMemFree") and
+                        any(t == c[2] and b <= c[0] <= e for b, e, t in later))
+            print(f"   past each reader's first batch: {len(d)} batches, mean {ms(sum(d) / len(d)):.1f} ms, "
+                  f"median {ms(d[len(d) // 2]):.1f} ms; cuMemFree (a device-wide wait) {frees / len(d):.1f} per batch")
         # the calls of the reader threads inside their batches
         by_tid = collections.defaultdict(list)
         for c in calls:
@@ -136,7 +144,7 @@ def summarize(path):
         reader_corr = {c[3] for c in inside}
         busy_corr = {c[3] for c in api.values() if c[2] in busy_tids}
         busy_k = sorted((g[1], g[2]) for g in gpu if g[0] == "K" and g[4] in busy_corr and r0 <= g[1] <= r1)
-        busy_streams = {g[3] for g in gpu if g[4] in busy_corr}
+        busy_streams = {g[3] for g in gpu if g[0] == "K" and g[4] in busy_corr}
         busy_ends = [e for _, e in busy_k]
         if busy_k:
             d = [e - s for s, e in busy_k]

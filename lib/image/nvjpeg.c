@@ -58,6 +58,7 @@ typedef struct {
     nvjpegStatus_t (*DecodeBatchedSupported)(nvjpegHandle_t, nvjpegJpegStream_t, int *);
     nvjpegStatus_t (*DecodeBatchedPreAllocate)(nvjpegHandle_t, nvjpegJpegState_t, int, int, int,
                                                nvjpegChromaSubsampling_t, nvjpegOutputFormat_t); // NULL before it
+    nvjpegStatus_t (*JpegStreamGetChromaSubsampling)(nvjpegJpegStream_t, nvjpegChromaSubsampling_t *); // or NULL
 } nj_api;
 
 static nj_api api;
@@ -96,6 +97,7 @@ static void load(void) {
 #undef SYM
     *(void **)&a.CreateExV2 = dlsym(l, "nvjpegCreateExV2");
     *(void **)&a.DecodeBatchedPreAllocate = dlsym(l, "nvjpegDecodeBatchedPreAllocate");
+    *(void **)&a.JpegStreamGetChromaSubsampling = dlsym(l, "nvjpegJpegStreamGetChromaSubsampling");
     int maj = 0, min = 0, pat = 0;
     a.GetProperty(MAJOR_VERSION, &maj);
     a.GetProperty(MINOR_VERSION, &min);
@@ -142,6 +144,18 @@ static int cu_fail(tk_err *e, cudaError_t s, const char *what) {
         if (st_ != cudaSuccess) return cu_fail(e, st_, what);                                               \
     } while (0)
 
+// One nvJPEG state per kind of image (its chroma subsampling: nvJPEG's 8, and unknown), each
+// given its own sub-batch: with one state for all, nvJPEG 13's hardware path reallocates its
+// colour-conversion buffers (4 cuMemFree calls, each waiting for the whole device) whenever an
+// image of another kind (grayscale, 4:4:4 among 4:2:0 ones) takes a slot of its pipeline, and
+// again when the slot returns to the usual kind (contrib/bench/NOTES.md, the CUPTI traces).
+#define NJ_KINDS 9
+typedef struct {
+    nvjpegJpegState_t st;
+    int init_n;              // the batch size nvjpegDecodeBatchedInitialize was given
+    int pre_n, pre_w, pre_h; // what nvjpegDecodeBatchedPreAllocate was given (0: not called)
+} nj_state;
+
 struct tk_img_decoder {
     tk_ctx *ctx;
     int device, threads, host_out, hw;
@@ -153,10 +167,9 @@ struct tk_img_decoder {
     cudaEvent_t ev[3];           // timed: before nvJPEG's decode, before the resize, after it
     cudaEvent_t done;            // the batch's end, waited for without spinning (blocking sync)
     nvjpegHandle_t h;
-    nvjpegJpegState_t st;
+    nj_state ks[NJ_KINDS];       // per kind of image (ks[0] for all where kinds is 1)
+    int kinds;                   // NJ_KINDS, or 1 (TK_NVJPEG_KINDS=0, no hardware backend)
     nvjpegJpegStream_t *js;      // one per thread
-    int init_n;                  // the batch size nvjpegDecodeBatchedInitialize was given
-    int pre_n, pre_w, pre_h;     // what nvjpegDecodeBatchedPreAllocate was given (0: not called)
     size_t ncap;                 // per-image host arrays below, for ncap images
     tk_jpeg_info *info;
     tk_img_geom *geom;
@@ -166,7 +179,8 @@ struct tk_img_decoder {
     size_t *len;
     nvjpegImage_t *dst;
     tk_img_rs_job *rs;
-    uint64_t *ord;               // nvJPEG's batch: width << 44 | height << 24 | the image's index
+    uint8_t *kind;               // its nj_state
+    uint64_t *ord;               // nvJPEG's batch: kind << 32 | the image's index
     // device (and pinned) buffers, grown as needed
     uint8_t *px;
     size_t px_cap;
@@ -247,7 +261,8 @@ static void nj_close(tk_img_decoder *d) {
     for (int i = 0; d->js && i < d->threads; i++)
         if (d->js[i]) api.JpegStreamDestroy(d->js[i]);
     free(d->js);
-    if (d->st) api.JpegStateDestroy(d->st);
+    for (int k = 0; k < NJ_KINDS; k++)
+        if (d->ks[k].st) api.JpegStateDestroy(d->ks[k].st);
     if (d->h) api.Destroy(d->h);
     cudaFree(d->px);
     cudaFreeHost(d->stage);
@@ -255,7 +270,7 @@ static void nj_close(tk_img_decoder *d) {
     cudaFree(d->ws);
     cudaFree(d->rs_d);
     cudaFree(d->out); // (cudaFree takes stream-ordered allocations too, after the synchronization above)
-    free(d->info), free(d->geom), free(d->gpu), free(d->off), free(d->data), free(d->len), free(d->dst), free(d->rs), free(d->ord);
+    free(d->info), free(d->geom), free(d->gpu), free(d->off), free(d->data), free(d->len), free(d->dst), free(d->rs), free(d->ord), free(d->kind);
     tk_ctx_destroy(d->ctx);
     free(d);
 }
@@ -298,13 +313,9 @@ static int nj_open(tk_img_decoder **dp, const tk_img_decoder_opts *o, tk_err *e)
         // Huffman decoding for batches); both asked for interpolated chroma upsampling (closer
         // to libjpeg-turbo's "fancy" upsampling than replication), the hardware one without it
         // where it refuses the flag; each with stream-ordered allocations first, then without.
-        // TK_NVJPEG_NO_PIPELINE=1 (an experiment): the hardware backend without its buffering
-        // of additional images (NVJPEG_FLAGS_HW_DECODE_NO_PIPELINE).
         const unsigned interp = NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION;
-        const char *np = getenv("TK_NVJPEG_NO_PIPELINE");
-        const unsigned hwf = np && strcmp(np, "1") == 0 ? NVJPEG_FLAGS_HW_DECODE_NO_PIPELINE : 0;
         const struct { nvjpegBackend_t b; unsigned flags; } tries[] = {
-            {NVJPEG_BACKEND_HARDWARE, interp | hwf}, {NVJPEG_BACKEND_HARDWARE, hwf},
+            {NVJPEG_BACKEND_HARDWARE, interp}, {NVJPEG_BACKEND_HARDWARE, NVJPEG_FLAGS_DEFAULT},
             {NVJPEG_BACKEND_DEFAULT, interp}};
         const int async = d->async;
         s = NVJPEG_STATUS_NOT_INITIALIZED;
@@ -316,7 +327,10 @@ static int nj_open(tk_img_decoder **dp, const tk_img_decoder_opts *o, tk_err *e)
         }
         if (s != NVJPEG_STATUS_SUCCESS) d->h = NULL, d->hw = 0, rc = nj_fail(e, s, "cannot create a handle");
     }
-    if (!rc && (s = api.JpegStateCreate(d->h, &d->st)) != NVJPEG_STATUS_SUCCESS) rc = nj_fail(e, s, "cannot create a state");
+    if (!rc && (s = api.JpegStateCreate(d->h, &d->ks[0].st)) != NVJPEG_STATUS_SUCCESS)
+        d->ks[0].st = NULL, rc = nj_fail(e, s, "cannot create a state");
+    const char *kv = getenv("TK_NVJPEG_KINDS"); // 0: one state for all kinds of image
+    d->kinds = d->hw && api.JpegStreamGetChromaSubsampling && !(kv && strcmp(kv, "0") == 0) ? NJ_KINDS : 1;
     if (!rc && !(d->js = calloc((size_t)d->threads, sizeof *d->js))) rc = tk_err_errno(e, ENOMEM, "out of memory");
     for (int i = 0; !rc && i < d->threads; i++)
         if ((s = api.JpegStreamCreate(d->h, &d->js[i])) != NVJPEG_STATUS_SUCCESS) rc = nj_fail(e, s, "cannot create a stream");
@@ -359,34 +373,34 @@ static int grow_host(tk_img_decoder *d, size_t n, tk_err *e) {
     G(dst);
     G(rs);
     G(ord);
+    G(kind);
 #undef G
     d->ncap = n;
     return 0;
 }
 
-// The hardware backend's own buffers, allocated once per batch size (nvjpegDecodeBatchedPreAllocate,
-// for the largest image of the first batch, as 4:4:4 RGBI, the most bytes per pixel). Without
+// The hardware backend's own buffers, allocated once per state for cnt images (a whole batch)
+// (nvjpegDecodeBatchedPreAllocate, the largest image of the first sub-batch of its kind). Without
 // it nvJPEG 13 grows them while decoding and frees the old ones with cuMemFree, which waits for
-// all the work on the device (a training step's kernels too) and blocks the other loader threads'
-// CUDA calls meanwhile: measured by a CUPTI trace (contrib/bench/NOTES.md), about 19 frees per
-// batch of 256 after the first, each 1-6 ms beside a busy GPU. TK_NVJPEG_PREALLOC=0 skips it.
-static int preallocate(tk_img_decoder *d, int ngpu, nvjpegOutputFormat_t fmt, tk_err *e) {
-    if (!d->hw || !api.DecodeBatchedPreAllocate || ngpu <= d->pre_n) return 0;
+// all the work on the device (a training step's kernels too) and blocks every other thread's
+// CUDA calls meanwhile (CUPTI traces, contrib/bench/NOTES.md: ~90 frees in a decoder's first
+// batch of 256, each 1-6 ms beside a busy GPU). TK_NVJPEG_PREALLOC=0 skips it.
+static int preallocate(tk_img_decoder *d, nj_state *ks, int kind, size_t k0, size_t k1, int cnt,
+                       nvjpegOutputFormat_t fmt, tk_err *e) {
+    if (!d->hw || !api.DecodeBatchedPreAllocate || cnt <= ks->pre_n) return 0;
     const char *v = getenv("TK_NVJPEG_PREALLOC");
     if (v && strcmp(v, "0") == 0) return 0;
-    int w = d->pre_w, h = d->pre_h, mw = 0, mh = 0;
-    if (v && sscanf(v, "%dx%d", &mw, &mh) == 2) // (an experiment: at least WxH)
-        w = w > mw ? w : mw, h = h > mh ? h : mh;
-    for (int i = 0, k = 0; k < ngpu; i++)
-        if (d->gpu[i]) {
-            if (d->info[i].width > w) w = d->info[i].width;
-            if (d->info[i].height > h) h = d->info[i].height;
-            k++;
-        }
-    nvjpegStatus_t s = api.DecodeBatchedPreAllocate(d->h, d->st, ngpu, w, h, NVJPEG_CSS_444, fmt);
+    int w = ks->pre_w, h = ks->pre_h;
+    for (size_t k = k0; k < k1; k++) {
+        const size_t i = (size_t)(d->ord[k] & 0xffffffff);
+        if (d->info[i].width > w) w = d->info[i].width;
+        if (d->info[i].height > h) h = d->info[i].height;
+    }
+    const nvjpegChromaSubsampling_t css = d->kinds > 1 && kind < 8 ? (nvjpegChromaSubsampling_t)kind : NVJPEG_CSS_444;
+    nvjpegStatus_t s = api.DecodeBatchedPreAllocate(d->h, ks->st, cnt, w, h, css, fmt);
     if (s != NVJPEG_STATUS_SUCCESS) return nj_fail(e, s, "cannot pre-allocate the hardware decoder's buffers");
-    d->pre_n = ngpu, d->pre_w = w, d->pre_h = h;
-    d->init_n = 0; // initialize the batch again after it
+    ks->pre_n = cnt, ks->pre_w = w, ks->pre_h = h;
+    ks->init_n = 0; // initialize the batch again after it
     return 0;
 }
 
@@ -424,7 +438,12 @@ static int nj_run(tk_img_decoder *d, const tk_img_transform *t, const tk_img_job
             int unsupported = 1;
             if (s == NVJPEG_STATUS_SUCCESS) s = api.DecodeBatchedSupported(d->h, js, &unsupported);
             ok = s == NVJPEG_STATUS_SUCCESS && unsupported == 0;
-        }
+            nvjpegChromaSubsampling_t css = NVJPEG_CSS_UNKNOWN;
+            if (ok && d->kinds > 1 && api.JpegStreamGetChromaSubsampling(js, &css) != NVJPEG_STATUS_SUCCESS)
+                css = NVJPEG_CSS_UNKNOWN;
+            d->kind[i] = d->kinds == 1 ? 0 : css >= 0 && css < 8 ? (uint8_t)css : 8;
+        } else
+            d->kind[i] = 0;
         d->gpu[i] = ok;
     }
     if (bad >= 0) {
@@ -449,7 +468,7 @@ static int nj_run(tk_img_decoder *d, const tk_img_transform *t, const tk_img_job
             px += ((size_t)W * H * 3 + 255) & ~(size_t)255;
             tmp += (size_t)t->out_h * (size_t)(r->cx1 - r->cx0) * 3;
             if (pass) {
-                d->ord[ngpu++] = ((uint64_t)d->info[i].width << 44) | ((uint64_t)d->info[i].height << 24) | i;
+                d->ord[ngpu++] = ((uint64_t)d->kind[i] << 32) | i;
             }
         }
         if (pass) gpu_bytes = px;
@@ -470,39 +489,40 @@ static int nj_run(tk_img_decoder *d, const tk_img_transform *t, const tk_img_job
     // nvJPEG's batch, on the stream
     CU(cudaEventRecord(d->ev[0], stream), "event");
     if (ngpu) {
-        // TK_NVJPEG_EXP_YUV=1: a timing experiment only (nvJPEG's planar YUV output, three planes
-        // of pitch W in the image's W*H*3 bytes, which the resize kernel then reads as if they
-        // were RGB: wrong colours)
-        const char *xy = getenv("TK_NVJPEG_EXP_YUV"), *so = getenv("TK_NVJPEG_SORT");
-        const int exp_yuv = xy && strcmp(xy, "1") == 0;
-        // TK_NVJPEG_SORT=1 (an experiment): nvJPEG's batch ordered by width and height
-        if (so && strcmp(so, "1") == 0) qsort(d->ord, ngpu, sizeof *d->ord, cmp_u64);
+        // nvJPEG's batch by kind (a sub-batch and state each), within a kind in the images' order
+        if (d->kinds > 1) qsort(d->ord, ngpu, sizeof *d->ord, cmp_u64);
         for (size_t k = 0; k < ngpu; k++) {
-            const size_t i = (size_t)(d->ord[k] & 0xffffff);
-            const size_t W = (size_t)d->info[i].width, pl = W * (size_t)d->info[i].height;
+            const size_t i = (size_t)(d->ord[k] & 0xffffffff);
             d->data[k] = jobs[i].data;
             d->len[k] = jobs[i].size;
             memset(&d->dst[k], 0, sizeof d->dst[k]);
-            for (int c = 0; c < (exp_yuv ? 3 : 1); c++) {
-                d->dst[k].channel[c] = d->px + d->off[i] + c * pl;
-                d->dst[k].pitch[c] = exp_yuv ? W : W * 3;
+            d->dst[k].channel[0] = d->px + d->off[i];
+            d->dst[k].pitch[0] = (size_t)d->info[i].width * 3;
+        }
+        const nvjpegOutputFormat_t fmt = NVJPEG_OUTPUT_RGBI;
+        for (size_t k0 = 0, k1; k0 < ngpu; k0 = k1) {
+            const int kd = (int)(d->ord[k0] >> 32);
+            for (k1 = k0; k1 < ngpu && (int)(d->ord[k1] >> 32) == kd;) k1++;
+            nj_state *ks = &d->ks[kd];
+            nvjpegStatus_t s = NVJPEG_STATUS_SUCCESS;
+            if (!ks->st && (s = api.JpegStateCreate(d->h, &ks->st)) != NVJPEG_STATUS_SUCCESS) {
+                ks->st = NULL;
+                return nj_fail(e, s, "cannot create a state");
             }
-        }
-        nvjpegStatus_t s = NVJPEG_STATUS_SUCCESS;
-        const nvjpegOutputFormat_t fmt = exp_yuv ? NVJPEG_OUTPUT_YUV : NVJPEG_OUTPUT_RGBI;
-        TRY(preallocate(d, (int)ngpu, fmt, e));
-        if ((int)ngpu != d->init_n) {
-            s = api.DecodeBatchedInitialize(d->h, d->st, (int)ngpu, d->threads, fmt);
-            if (s != NVJPEG_STATUS_SUCCESS) return nj_fail(e, s, "cannot set up a batch");
-            d->init_n = (int)ngpu;
-        }
-        s = api.DecodeBatched(d->h, d->st, d->data, d->len, d->dst, stream);
-        if (s != NVJPEG_STATUS_SUCCESS) {
-            d->init_n = 0; // start the next batch afresh
-            nj_fail(e, s, "batched decode failed");
-            tk_err_set(e, s == NVJPEG_STATUS_BAD_JPEG || s == NVJPEG_STATUS_INCOMPLETE_BITSTREAM ? TK_EDATA : TK_EDEVICE,
-                       "nvJPEG: batched decode of %zu images failed: %s (status %d)", ngpu, nj_status(s), (int)s);
-            return tk_err_where(e, "samples %llu..", (unsigned long long)jobs[0].sample);
+            TRY(preallocate(d, ks, kd, k0, k1, (int)ngpu, fmt, e)); // room for a whole batch of its kind
+            if ((int)(k1 - k0) != ks->init_n) {
+                s = api.DecodeBatchedInitialize(d->h, ks->st, (int)(k1 - k0), d->threads, fmt);
+                if (s != NVJPEG_STATUS_SUCCESS) return nj_fail(e, s, "cannot set up a batch");
+                ks->init_n = (int)(k1 - k0);
+            }
+            s = api.DecodeBatched(d->h, ks->st, d->data + k0, d->len + k0, d->dst + k0, stream);
+            if (s != NVJPEG_STATUS_SUCCESS) {
+                ks->init_n = 0; // start the next batch afresh
+                nj_fail(e, s, "batched decode failed");
+                tk_err_set(e, s == NVJPEG_STATUS_BAD_JPEG || s == NVJPEG_STATUS_INCOMPLETE_BITSTREAM ? TK_EDATA : TK_EDEVICE,
+                           "nvJPEG: batched decode of %zu images failed: %s (status %d)", k1 - k0, nj_status(s), (int)s);
+                return tk_err_where(e, "samples %llu..", (unsigned long long)jobs[0].sample);
+            }
         }
     }
     // The others with libjpeg-turbo, meanwhile, into pinned memory, then one upload
@@ -578,10 +598,12 @@ void tk_img_nvjpeg_stats(const tk_img_decoder *d, tk_img_decoder_stats *st) {
 const char *tk_img_nvjpeg_describe(const tk_img_decoder *d) {
     static _Thread_local char buf[700];
     int n = snprintf(buf, sizeof buf, "%s, %s backend", load_msg, d && d->hw ? "hardware" : "default");
+    int used = 0, pre = 0;
+    for (int k = 0; d && k < NJ_KINDS; k++) used += d->ks[k].st != NULL, pre += d->ks[k].pre_n > 0;
     if (d && n > 0 && (size_t)n < sizeof buf)
-        snprintf(buf + n, sizeof buf - (size_t)n, ", %s priority stream, %s, %s %dx%dx%d (%llu batches; nvJPEG's allocations %llu, frees %llu; pinned %llu, %llu)",
+        snprintf(buf + n, sizeof buf - (size_t)n, ", %s priority stream, %s, %s (%d used, %d pre-allocated) (%llu batches; nvJPEG's allocations %llu, frees %llu; pinned %llu, %llu)",
                  d->prio ? "greatest" : "default", d->async ? "stream-ordered allocations" : "nvJPEG's allocator",
-                 d->pre_n ? "pre-allocated" : "not pre-allocated", d->pre_n, d->pre_w, d->pre_h,
+                 d->kinds > 1 ? "a state per chroma subsampling" : "one state", used, pre,
                  (unsigned long long)d->stats.batches, d->n_alloc, d->n_free, d->n_pin_alloc, d->n_pin_free);
     return buf;
 }

@@ -108,6 +108,42 @@ TK_TEST(device_batches_equal_host_batches) {
     rn_config_release(&ch), rn_config_release(&cd);
 }
 
+// The nvjpeg decoder gives each kind of image (chroma subsampling: grayscale and 4:4:4 ones
+// among the 4:2:0 ones here) a sub-batch and nvJPEG state of its own; the bytes must be those of
+// one state for all (TK_NVJPEG_KINDS=0), for every step of two epochs.
+static uint8_t *decode_all(const char *path, int64_t B, int S, int64_t steps, const char *kinds) {
+    const size_t img_bytes = (size_t)B * S * S * 3;
+    uint8_t *all = gt_host(img_bytes * (size_t)steps);
+    int32_t lab[16];
+    tk_err e = {0};
+    if (kinds) setenv("TK_NVJPEG_KINDS", kinds, 1); // read when the decoder opens (the first batch)
+    rn_config c;
+    rn_reader *r = open_reader(&c, path, "nvjpeg", B, S);
+    for (int64_t step = 0; step < steps; step++)
+        if (rn_reader_batch(r, step, steps / 2, all + img_bytes * (size_t)step, lab, &e)) gt_die_("rn_reader_batch", &e);
+    rn_reader_close(r);
+    rn_config_release(&c);
+    unsetenv("TK_NVJPEG_KINDS");
+    return all;
+}
+
+TK_TEST(sub_batches_per_kind_equal_one_batch) {
+    if (!have_nvjpeg()) return;
+    const char *path = jpeg_shard();
+    const int64_t B = 16, steps = 2 * 48 / 16;
+    const int S = 64;
+    const size_t bytes = (size_t)B * S * S * 3 * (size_t)steps;
+    uint8_t *one = decode_all(path, B, S, steps, "0"), *per = decode_all(path, B, S, steps, NULL);
+    size_t differ = 0;
+    uint64_t sum = 0;
+    for (size_t i = 0; i < bytes; i++) differ += one[i] != per[i], sum += per[i];
+    printf("# table resnet-reader nvjpeg sub-batches per kind vs one batch: %lld steps, %zu bytes differ (pixel sum %llu)\n",
+           (long long)steps, differ, (unsigned long long)sum);
+    CHECK_EQ_INT((int)(differ > 0), 0);
+    CHECK(sum > bytes); // images, not zeros
+    free(one), free(per);
+}
+
 // The cpu decoder and decoded records write host bytes whatever the engine asks.
 TK_TEST(host_only_readers_say_no) {
     const char *path = jpeg_shard();
@@ -128,13 +164,16 @@ TK_TEST(host_only_readers_say_no) {
 // ---- the benchmark (TK_BENCH_SHARD=FILE, a prep imagenet shard): the loader threads' work alone ----
 // T threads (TK_BENCH_THREADS, default "1 8"), each its own reader as the engine's loader threads
 // have, decoding batches of 256 (224x224) into device memory, no training beside them: images/s
-// over all, and each reader's time per batch by phase (tk_img_nvjpeg_stats).
+// over all, and each reader's time per batch by phase (tk_img_nvjpeg_stats), and past each
+// reader's first batch. TK_TRACE=FILE also writes a CUPTI trace of the runs (cupti_trace.h;
+// contrib/bench/cupti_summary.py FILE summarizes it per batch).
 typedef struct {
     rn_config *cfg;
     const char *path;
     int w, nthreads, batches;
     int64_t spe;
     int rc;
+    double ms[32]; // each batch's time in rn_reader_batch (the first holds nvJPEG's start-up)
 } bench_arg;
 
 static void *bench_thread(void *p) {
@@ -151,7 +190,9 @@ static void *bench_thread(void *p) {
         char m[32];
         snprintf(m, sizeof m, "B %d %d", a->w, i);
         gt_trace_mark(m);
+        const double t0 = tk_now();
         a->rc = rn_reader_batch(r, a->w + (int64_t)i * a->nthreads, a->spe, img, lab, &e);
+        if (i < 32) a->ms[i] = (tk_now() - t0) * 1e3;
         m[0] = 'E';
         gt_trace_mark(m);
     }
@@ -244,6 +285,21 @@ TK_TEST(bench_readers_alone) {
                "resize %.1f ms\n", T, (unsigned long long)sh->dec_batches, (double)sh->dec_images / dt,
                busy > 0 ? (double)sh->dec_images / busy : 0.0, sh->dec_parse_s * k, sh->dec_submit_s * k,
                sh->dec_wait_s * k, sh->dec_decode_gpu_s * k, sh->dec_resize_gpu_s * k);
+        // past each reader's first batch (whose nvJPEG start-up, ~1-2 s beside a busy GPU, the
+        // averages above include): the steady state
+        double later[32 * 32], sum = 0;
+        int nl = 0;
+        for (int w = 0; w < T; w++)
+            for (int i = 1; i < a[w].batches && i < 32; i++) later[nl++] = a[w].ms[i], sum += a[w].ms[i];
+        for (int i = 1; i < nl; i++) // insertion sort, for the median
+            for (int j = i; j > 0 && later[j - 1] > later[j]; j--) {
+                double x = later[j];
+                later[j] = later[j - 1], later[j - 1] = x;
+            }
+        if (nl)
+            printf("# table resnet-reader bench: %2d readers, beside %s: past each reader's first batch, %d batches: "
+                   "mean %.1f ms, median %.1f ms per batch (in rn_reader_batch)\n",
+                   T, load.mode ? load.mode : "nothing", nl, sum / nl, (later[(nl - 1) / 2] + later[nl / 2]) / 2);
         rn_config_release(&cfg);
         gt_trace_mark("end");
     }
