@@ -84,13 +84,15 @@ def summarize(path):
         nb = len(spans)
         print(f"\n-- {lab}: {nb} batches on {len(batches)} reader threads, "
               f"mean {ms(sum(e - b for b, e, _ in spans) / max(nb, 1)):.1f} ms per batch")
-        # past each reader's first batch (nvJPEG's start-up: its states, streams and buffers)
-        later = [(b, e, tid) for tid, d in batches.items() for i, (b, e) in d.items() if i >= 1 and b and e]
+        # the steady state: neither a reader's first batch (nvJPEG's start-up: its states, streams
+        # and buffers) nor its last (which may overlap another reader's close, whose frees wait)
+        later = [(b, e, tid) for tid, d in batches.items() for i, (b, e) in d.items()
+                 if 1 <= i < max(d) and b and e]
         if later:
             d = sorted(e - b for b, e, _ in later)
             frees = sum(1 for c in calls if c[5].startswith("cuMemFree") and
                         any(t == c[2] and b <= c[0] <= e for b, e, t in later))
-            print(f"   past each reader's first batch: {len(d)} batches, mean {ms(sum(d) / len(d)):.1f} ms, "
+            print(f"   past each reader's first and before its last batch: {len(d)} batches, mean {ms(sum(d) / len(d)):.1f} ms, "
                   f"median {ms(d[len(d) // 2]):.1f} ms; cuMemFree (a device-wide wait) {frees / len(d):.1f} per batch")
         # the calls of the reader threads inside their batches
         by_tid = collections.defaultdict(list)

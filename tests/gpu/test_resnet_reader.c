@@ -164,8 +164,8 @@ TK_TEST(host_only_readers_say_no) {
 // ---- the benchmark (TK_BENCH_SHARD=FILE, a prep imagenet shard): the loader threads' work alone ----
 // T threads (TK_BENCH_THREADS, default "1 8"), each its own reader as the engine's loader threads
 // have, decoding batches of 256 (224x224) into device memory, no training beside them: images/s
-// over all, and each reader's time per batch by phase (tk_img_nvjpeg_stats), and past each
-// reader's first batch. TK_TRACE=FILE also writes a CUPTI trace of the runs (cupti_trace.h;
+// over all, and each reader's time per batch by phase (tk_img_nvjpeg_stats), and without each
+// reader's first and last batch. TK_TRACE=FILE also writes a CUPTI trace of the runs (cupti_trace.h;
 // contrib/bench/cupti_summary.py FILE summarizes it per batch).
 typedef struct {
     rn_config *cfg;
@@ -285,19 +285,20 @@ TK_TEST(bench_readers_alone) {
                "resize %.1f ms\n", T, (unsigned long long)sh->dec_batches, (double)sh->dec_images / dt,
                busy > 0 ? (double)sh->dec_images / busy : 0.0, sh->dec_parse_s * k, sh->dec_submit_s * k,
                sh->dec_wait_s * k, sh->dec_decode_gpu_s * k, sh->dec_resize_gpu_s * k);
-        // past each reader's first batch (whose nvJPEG start-up, ~1-2 s beside a busy GPU, the
-        // averages above include): the steady state
+        // the steady state: neither a reader's first batch (nvJPEG's start-up, ~1-2 s beside a
+        // busy GPU, which the averages above include) nor its last (which may overlap another
+        // reader's close, whose frees wait for the device)
         double later[32 * 32], sum = 0;
         int nl = 0;
         for (int w = 0; w < T; w++)
-            for (int i = 1; i < a[w].batches && i < 32; i++) later[nl++] = a[w].ms[i], sum += a[w].ms[i];
+            for (int i = 1; i < a[w].batches - 1 && i < 32; i++) later[nl++] = a[w].ms[i], sum += a[w].ms[i];
         for (int i = 1; i < nl; i++) // insertion sort, for the median
             for (int j = i; j > 0 && later[j - 1] > later[j]; j--) {
                 double x = later[j];
                 later[j] = later[j - 1], later[j - 1] = x;
             }
         if (nl)
-            printf("# table resnet-reader bench: %2d readers, beside %s: past each reader's first batch, %d batches: "
+            printf("# table resnet-reader bench: %2d readers, beside %s: each reader's batches but the first and last, %d: "
                    "mean %.1f ms, median %.1f ms per batch (in rn_reader_batch)\n",
                    T, load.mode ? load.mode : "nothing", nl, sum / nl, (later[(nl - 1) / 2] + later[nl / 2]) / 2);
         rn_config_release(&cfg);
