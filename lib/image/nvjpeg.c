@@ -56,6 +56,9 @@ typedef struct {
     nvjpegStatus_t (*JpegStreamDestroy)(nvjpegJpegStream_t);
     nvjpegStatus_t (*JpegStreamParse)(nvjpegHandle_t, const unsigned char *, size_t, int, int, nvjpegJpegStream_t);
     nvjpegStatus_t (*DecodeBatchedSupported)(nvjpegHandle_t, nvjpegJpegStream_t, int *);
+    nvjpegStatus_t (*DecodeBatchedPreAllocate)(nvjpegHandle_t, nvjpegJpegState_t, int, int, int,
+                                               nvjpegChromaSubsampling_t, nvjpegOutputFormat_t); // NULL before it
+    nvjpegStatus_t (*JpegStreamGetChromaSubsampling)(nvjpegJpegStream_t, nvjpegChromaSubsampling_t *); // or NULL
 } nj_api;
 
 static nj_api api;
@@ -93,6 +96,8 @@ static void load(void) {
     SYM(DecodeBatchedSupported, "nvjpegDecodeBatchedSupported");
 #undef SYM
     *(void **)&a.CreateExV2 = dlsym(l, "nvjpegCreateExV2");
+    *(void **)&a.DecodeBatchedPreAllocate = dlsym(l, "nvjpegDecodeBatchedPreAllocate");
+    *(void **)&a.JpegStreamGetChromaSubsampling = dlsym(l, "nvjpegJpegStreamGetChromaSubsampling");
     int maj = 0, min = 0, pat = 0;
     a.GetProperty(MAJOR_VERSION, &maj);
     a.GetProperty(MINOR_VERSION, &min);
@@ -139,6 +144,18 @@ static int cu_fail(tk_err *e, cudaError_t s, const char *what) {
         if (st_ != cudaSuccess) return cu_fail(e, st_, what);                                               \
     } while (0)
 
+// One nvJPEG state per kind of image (its chroma subsampling: nvJPEG's 8, and unknown), each
+// given its own sub-batch: with one state for all, nvJPEG 13's hardware path reallocates its
+// colour-conversion buffers (4 cuMemFree calls, each waiting for the whole device) whenever an
+// image of another kind (grayscale, 4:4:4 among 4:2:0 ones) takes a slot of its pipeline, and
+// again when the slot returns to the usual kind (contrib/bench/NOTES.md, the CUPTI traces).
+#define NJ_KINDS 9
+typedef struct {
+    nvjpegJpegState_t st;
+    int init_n;              // the batch size nvjpegDecodeBatchedInitialize was given
+    int pre_n, pre_w, pre_h; // what nvjpegDecodeBatchedPreAllocate was given (0: not called)
+} nj_state;
+
 struct tk_img_decoder {
     tk_ctx *ctx;
     int device, threads, host_out, hw;
@@ -150,9 +167,9 @@ struct tk_img_decoder {
     cudaEvent_t ev[3];           // timed: before nvJPEG's decode, before the resize, after it
     cudaEvent_t done;            // the batch's end, waited for without spinning (blocking sync)
     nvjpegHandle_t h;
-    nvjpegJpegState_t st;
+    nj_state ks[NJ_KINDS];       // per kind of image (ks[0] for all where kinds is 1)
+    int kinds;                   // NJ_KINDS, or 1 (TK_NVJPEG_KINDS=0, no hardware backend)
     nvjpegJpegStream_t *js;      // one per thread
-    int init_n;                  // the batch size nvjpegDecodeBatchedInitialize was given
     size_t ncap;                 // per-image host arrays below, for ncap images
     tk_jpeg_info *info;
     tk_img_geom *geom;
@@ -162,6 +179,8 @@ struct tk_img_decoder {
     size_t *len;
     nvjpegImage_t *dst;
     tk_img_rs_job *rs;
+    uint8_t *kind;               // its nj_state
+    uint64_t *ord;               // nvJPEG's batch: kind << 32 | the image's index
     // device (and pinned) buffers, grown as needed
     uint8_t *px;
     size_t px_cap;
@@ -242,7 +261,8 @@ static void nj_close(tk_img_decoder *d) {
     for (int i = 0; d->js && i < d->threads; i++)
         if (d->js[i]) api.JpegStreamDestroy(d->js[i]);
     free(d->js);
-    if (d->st) api.JpegStateDestroy(d->st);
+    for (int k = 0; k < NJ_KINDS; k++)
+        if (d->ks[k].st) api.JpegStateDestroy(d->ks[k].st);
     if (d->h) api.Destroy(d->h);
     cudaFree(d->px);
     cudaFreeHost(d->stage);
@@ -250,7 +270,7 @@ static void nj_close(tk_img_decoder *d) {
     cudaFree(d->ws);
     cudaFree(d->rs_d);
     cudaFree(d->out); // (cudaFree takes stream-ordered allocations too, after the synchronization above)
-    free(d->info), free(d->geom), free(d->gpu), free(d->off), free(d->data), free(d->len), free(d->dst), free(d->rs);
+    free(d->info), free(d->geom), free(d->gpu), free(d->off), free(d->data), free(d->len), free(d->dst), free(d->rs), free(d->ord), free(d->kind);
     tk_ctx_destroy(d->ctx);
     free(d);
 }
@@ -307,7 +327,10 @@ static int nj_open(tk_img_decoder **dp, const tk_img_decoder_opts *o, tk_err *e)
         }
         if (s != NVJPEG_STATUS_SUCCESS) d->h = NULL, d->hw = 0, rc = nj_fail(e, s, "cannot create a handle");
     }
-    if (!rc && (s = api.JpegStateCreate(d->h, &d->st)) != NVJPEG_STATUS_SUCCESS) rc = nj_fail(e, s, "cannot create a state");
+    if (!rc && (s = api.JpegStateCreate(d->h, &d->ks[0].st)) != NVJPEG_STATUS_SUCCESS)
+        d->ks[0].st = NULL, rc = nj_fail(e, s, "cannot create a state");
+    const char *kv = getenv("TK_NVJPEG_KINDS"); // 0: one state for all kinds of image
+    d->kinds = d->hw && api.JpegStreamGetChromaSubsampling && !(kv && strcmp(kv, "0") == 0) ? NJ_KINDS : 1;
     if (!rc && !(d->js = calloc((size_t)d->threads, sizeof *d->js))) rc = tk_err_errno(e, ENOMEM, "out of memory");
     for (int i = 0; !rc && i < d->threads; i++)
         if ((s = api.JpegStreamCreate(d->h, &d->js[i])) != NVJPEG_STATUS_SUCCESS) rc = nj_fail(e, s, "cannot create a stream");
@@ -349,9 +372,41 @@ static int grow_host(tk_img_decoder *d, size_t n, tk_err *e) {
     G(len);
     G(dst);
     G(rs);
+    G(ord);
+    G(kind);
 #undef G
     d->ncap = n;
     return 0;
+}
+
+// The hardware backend's own buffers, allocated once per state for cnt images (a whole batch)
+// (nvjpegDecodeBatchedPreAllocate, the largest image of the first sub-batch of its kind). Without
+// it nvJPEG 13 grows them while decoding and frees the old ones with cuMemFree, which waits for
+// all the work on the device (a training step's kernels too) and blocks every other thread's
+// CUDA calls meanwhile (CUPTI traces, contrib/bench/NOTES.md: ~90 frees in a decoder's first
+// batch of 256, each 1-6 ms beside a busy GPU). TK_NVJPEG_PREALLOC=0 skips it.
+static int preallocate(tk_img_decoder *d, nj_state *ks, int kind, size_t k0, size_t k1, int cnt,
+                       nvjpegOutputFormat_t fmt, tk_err *e) {
+    if (!d->hw || !api.DecodeBatchedPreAllocate || cnt <= ks->pre_n) return 0;
+    const char *v = getenv("TK_NVJPEG_PREALLOC");
+    if (v && strcmp(v, "0") == 0) return 0;
+    int w = ks->pre_w, h = ks->pre_h;
+    for (size_t k = k0; k < k1; k++) {
+        const size_t i = (size_t)(d->ord[k] & 0xffffffff);
+        if (d->info[i].width > w) w = d->info[i].width;
+        if (d->info[i].height > h) h = d->info[i].height;
+    }
+    const nvjpegChromaSubsampling_t css = d->kinds > 1 && kind < 8 ? (nvjpegChromaSubsampling_t)kind : NVJPEG_CSS_444;
+    nvjpegStatus_t s = api.DecodeBatchedPreAllocate(d->h, ks->st, cnt, w, h, css, fmt);
+    if (s != NVJPEG_STATUS_SUCCESS) return nj_fail(e, s, "cannot pre-allocate the hardware decoder's buffers");
+    ks->pre_n = cnt, ks->pre_w = w, ks->pre_h = h;
+    ks->init_n = 0; // initialize the batch again after it
+    return 0;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
 }
 
 static int sample_err(tk_err *e, const tk_img_job *j) { return tk_err_where(e, "sample %llu", (unsigned long long)j->sample); }
@@ -383,7 +438,12 @@ static int nj_run(tk_img_decoder *d, const tk_img_transform *t, const tk_img_job
             int unsupported = 1;
             if (s == NVJPEG_STATUS_SUCCESS) s = api.DecodeBatchedSupported(d->h, js, &unsupported);
             ok = s == NVJPEG_STATUS_SUCCESS && unsupported == 0;
-        }
+            nvjpegChromaSubsampling_t css = NVJPEG_CSS_UNKNOWN;
+            if (ok && d->kinds > 1 && api.JpegStreamGetChromaSubsampling(js, &css) != NVJPEG_STATUS_SUCCESS)
+                css = NVJPEG_CSS_UNKNOWN;
+            d->kind[i] = d->kinds == 1 ? 0 : css >= 0 && css < 8 ? (uint8_t)css : 8;
+        } else
+            d->kind[i] = 0;
         d->gpu[i] = ok;
     }
     if (bad >= 0) {
@@ -408,11 +468,7 @@ static int nj_run(tk_img_decoder *d, const tk_img_transform *t, const tk_img_job
             px += ((size_t)W * H * 3 + 255) & ~(size_t)255;
             tmp += (size_t)t->out_h * (size_t)(r->cx1 - r->cx0) * 3;
             if (pass) {
-                d->data[ngpu] = jobs[i].data;
-                d->len[ngpu] = jobs[i].size;
-                memset(&d->dst[ngpu], 0, sizeof d->dst[ngpu]);
-                d->dst[ngpu].pitch[0] = (size_t)W * 3; // channel[0] once px is allocated
-                ngpu++;
+                d->ord[ngpu++] = ((uint64_t)d->kind[i] << 32) | i;
             }
         }
         if (pass) gpu_bytes = px;
@@ -433,21 +489,40 @@ static int nj_run(tk_img_decoder *d, const tk_img_transform *t, const tk_img_job
     // nvJPEG's batch, on the stream
     CU(cudaEventRecord(d->ev[0], stream), "event");
     if (ngpu) {
-        for (size_t i = 0, k = 0; i < n; i++)
-            if (d->gpu[i]) d->dst[k++].channel[0] = d->px + d->off[i];
-        nvjpegStatus_t s = NVJPEG_STATUS_SUCCESS;
-        if ((int)ngpu != d->init_n) {
-            s = api.DecodeBatchedInitialize(d->h, d->st, (int)ngpu, d->threads, NVJPEG_OUTPUT_RGBI);
-            if (s != NVJPEG_STATUS_SUCCESS) return nj_fail(e, s, "cannot set up a batch");
-            d->init_n = (int)ngpu;
+        // nvJPEG's batch by kind (a sub-batch and state each), within a kind in the images' order
+        if (d->kinds > 1) qsort(d->ord, ngpu, sizeof *d->ord, cmp_u64);
+        for (size_t k = 0; k < ngpu; k++) {
+            const size_t i = (size_t)(d->ord[k] & 0xffffffff);
+            d->data[k] = jobs[i].data;
+            d->len[k] = jobs[i].size;
+            memset(&d->dst[k], 0, sizeof d->dst[k]);
+            d->dst[k].channel[0] = d->px + d->off[i];
+            d->dst[k].pitch[0] = (size_t)d->info[i].width * 3;
         }
-        s = api.DecodeBatched(d->h, d->st, d->data, d->len, d->dst, stream);
-        if (s != NVJPEG_STATUS_SUCCESS) {
-            d->init_n = 0; // start the next batch afresh
-            nj_fail(e, s, "batched decode failed");
-            tk_err_set(e, s == NVJPEG_STATUS_BAD_JPEG || s == NVJPEG_STATUS_INCOMPLETE_BITSTREAM ? TK_EDATA : TK_EDEVICE,
-                       "nvJPEG: batched decode of %zu images failed: %s (status %d)", ngpu, nj_status(s), (int)s);
-            return tk_err_where(e, "samples %llu..", (unsigned long long)jobs[0].sample);
+        const nvjpegOutputFormat_t fmt = NVJPEG_OUTPUT_RGBI;
+        for (size_t k0 = 0, k1; k0 < ngpu; k0 = k1) {
+            const int kd = (int)(d->ord[k0] >> 32);
+            for (k1 = k0; k1 < ngpu && (int)(d->ord[k1] >> 32) == kd;) k1++;
+            nj_state *ks = &d->ks[kd];
+            nvjpegStatus_t s = NVJPEG_STATUS_SUCCESS;
+            if (!ks->st && (s = api.JpegStateCreate(d->h, &ks->st)) != NVJPEG_STATUS_SUCCESS) {
+                ks->st = NULL;
+                return nj_fail(e, s, "cannot create a state");
+            }
+            TRY(preallocate(d, ks, kd, k0, k1, (int)ngpu, fmt, e)); // room for a whole batch of its kind
+            if ((int)(k1 - k0) != ks->init_n) {
+                s = api.DecodeBatchedInitialize(d->h, ks->st, (int)(k1 - k0), d->threads, fmt);
+                if (s != NVJPEG_STATUS_SUCCESS) return nj_fail(e, s, "cannot set up a batch");
+                ks->init_n = (int)(k1 - k0);
+            }
+            s = api.DecodeBatched(d->h, ks->st, d->data + k0, d->len + k0, d->dst + k0, stream);
+            if (s != NVJPEG_STATUS_SUCCESS) {
+                ks->init_n = 0; // start the next batch afresh
+                nj_fail(e, s, "batched decode failed");
+                tk_err_set(e, s == NVJPEG_STATUS_BAD_JPEG || s == NVJPEG_STATUS_INCOMPLETE_BITSTREAM ? TK_EDATA : TK_EDEVICE,
+                           "nvJPEG: batched decode of %zu images failed: %s (status %d)", k1 - k0, nj_status(s), (int)s);
+                return tk_err_where(e, "samples %llu..", (unsigned long long)jobs[0].sample);
+            }
         }
     }
     // The others with libjpeg-turbo, meanwhile, into pinned memory, then one upload
@@ -523,9 +598,12 @@ void tk_img_nvjpeg_stats(const tk_img_decoder *d, tk_img_decoder_stats *st) {
 const char *tk_img_nvjpeg_describe(const tk_img_decoder *d) {
     static _Thread_local char buf[700];
     int n = snprintf(buf, sizeof buf, "%s, %s backend", load_msg, d && d->hw ? "hardware" : "default");
+    int used = 0, pre = 0;
+    for (int k = 0; d && k < NJ_KINDS; k++) used += d->ks[k].st != NULL, pre += d->ks[k].pre_n > 0;
     if (d && n > 0 && (size_t)n < sizeof buf)
-        snprintf(buf + n, sizeof buf - (size_t)n, ", %s priority stream, %s (%llu batches; nvJPEG's allocations %llu, frees %llu; pinned %llu, %llu)",
+        snprintf(buf + n, sizeof buf - (size_t)n, ", %s priority stream, %s, %s (%d used, %d pre-allocated) (%llu batches; nvJPEG's allocations %llu, frees %llu; pinned %llu, %llu)",
                  d->prio ? "greatest" : "default", d->async ? "stream-ordered allocations" : "nvJPEG's allocator",
+                 d->kinds > 1 ? "a state per chroma subsampling" : "one state", used, pre,
                  (unsigned long long)d->stats.batches, d->n_alloc, d->n_free, d->n_pin_alloc, d->n_pin_free);
     return buf;
 }

@@ -13,6 +13,7 @@
 #include "../unit/resnet_synth.h"
 #include "core/progress.h"
 #include "gpu_test.h"
+#include "cupti_trace.h"
 #include "cast2d.h"
 #include "image/image.h"
 #include "workloads/resnet/resnet.h"
@@ -107,6 +108,42 @@ TK_TEST(device_batches_equal_host_batches) {
     rn_config_release(&ch), rn_config_release(&cd);
 }
 
+// The nvjpeg decoder gives each kind of image (chroma subsampling: grayscale and 4:4:4 ones
+// among the 4:2:0 ones here) a sub-batch and nvJPEG state of its own; the bytes must be those of
+// one state for all (TK_NVJPEG_KINDS=0), for every step of two epochs.
+static uint8_t *decode_all(const char *path, int64_t B, int S, int64_t steps, const char *kinds) {
+    const size_t img_bytes = (size_t)B * S * S * 3;
+    uint8_t *all = gt_host(img_bytes * (size_t)steps);
+    int32_t lab[16];
+    tk_err e = {0};
+    if (kinds) setenv("TK_NVJPEG_KINDS", kinds, 1); // read when the decoder opens (the first batch)
+    rn_config c;
+    rn_reader *r = open_reader(&c, path, "nvjpeg", B, S);
+    for (int64_t step = 0; step < steps; step++)
+        if (rn_reader_batch(r, step, steps / 2, all + img_bytes * (size_t)step, lab, &e)) gt_die_("rn_reader_batch", &e);
+    rn_reader_close(r);
+    rn_config_release(&c);
+    unsetenv("TK_NVJPEG_KINDS");
+    return all;
+}
+
+TK_TEST(sub_batches_per_kind_equal_one_batch) {
+    if (!have_nvjpeg()) return;
+    const char *path = jpeg_shard();
+    const int64_t B = 16, steps = 2 * 48 / 16;
+    const int S = 64;
+    const size_t bytes = (size_t)B * S * S * 3 * (size_t)steps;
+    uint8_t *one = decode_all(path, B, S, steps, "0"), *per = decode_all(path, B, S, steps, NULL);
+    size_t differ = 0;
+    uint64_t sum = 0;
+    for (size_t i = 0; i < bytes; i++) differ += one[i] != per[i], sum += per[i];
+    printf("# table resnet-reader nvjpeg sub-batches per kind vs one batch: %lld steps, %zu bytes differ (pixel sum %llu)\n",
+           (long long)steps, differ, (unsigned long long)sum);
+    CHECK_EQ_INT((int)(differ > 0), 0);
+    CHECK(sum > bytes); // images, not zeros
+    free(one), free(per);
+}
+
 // The cpu decoder and decoded records write host bytes whatever the engine asks.
 TK_TEST(host_only_readers_say_no) {
     const char *path = jpeg_shard();
@@ -127,13 +164,16 @@ TK_TEST(host_only_readers_say_no) {
 // ---- the benchmark (TK_BENCH_SHARD=FILE, a prep imagenet shard): the loader threads' work alone ----
 // T threads (TK_BENCH_THREADS, default "1 8"), each its own reader as the engine's loader threads
 // have, decoding batches of 256 (224x224) into device memory, no training beside them: images/s
-// over all, and each reader's time per batch by phase (tk_img_nvjpeg_stats).
+// over all, and each reader's time per batch by phase (tk_img_nvjpeg_stats), and without each
+// reader's first and last batch. TK_TRACE=FILE also writes a CUPTI trace of the runs (cupti_trace.h;
+// contrib/bench/cupti_summary.py FILE summarizes it per batch).
 typedef struct {
     rn_config *cfg;
     const char *path;
     int w, nthreads, batches;
     int64_t spe;
     int rc;
+    double ms[32]; // each batch's time in rn_reader_batch (the first holds nvJPEG's start-up)
 } bench_arg;
 
 static void *bench_thread(void *p) {
@@ -146,8 +186,16 @@ static void *bench_thread(void *p) {
     a->rc = rn_reader_open(a->cfg, 0, 1, paths, 1, &r, &e);
     if (!a->rc && rn_reader_device(r, 0) != 1) a->rc = -1;
     if (!a->rc && cudaMalloc((void **)&img, (size_t)256 * 224 * 224 * 3) != cudaSuccess) a->rc = -2;
-    for (int i = 0; !a->rc && i < a->batches; i++)
+    for (int i = 0; !a->rc && i < a->batches; i++) {
+        char m[32];
+        snprintf(m, sizeof m, "B %d %d", a->w, i);
+        gt_trace_mark(m);
+        const double t0 = tk_now();
         a->rc = rn_reader_batch(r, a->w + (int64_t)i * a->nthreads, a->spe, img, lab, &e);
+        if (i < 32) a->ms[i] = (tk_now() - t0) * 1e3;
+        m[0] = 'E';
+        gt_trace_mark(m);
+    }
     if (a->rc > 0) printf("# thread %d: %s\n", a->w, e.what);
     cudaFree(img);
     rn_reader_close(r);
@@ -157,7 +205,8 @@ static void *bench_thread(void *p) {
 // A load beside the readers (TK_BENCH_BUSY), to tell what slows nvJPEG beside a training step:
 // "cast" keeps every SM and the memory busy with our own elementwise kernel (fp32 -> bf16 over
 // 1 GiB, as the BN passes do), "spin" every SM with little memory traffic (a 4096^2 bf16 copy
-// repeated: L2-resident), both on a least-priority stream of their own context; "" none.
+// repeated: L2-resident), "castN" the cast over N MiB of fp32 (kernels of other lengths), all on a
+// least-priority stream of their own context; "" none.
 typedef struct {
     const char *mode;
     volatile int stop;
@@ -170,12 +219,14 @@ static void *busy_thread(void *p) {
     tk_err e = {0};
     void *src = NULL, *dst = NULL;
     int64_t rows = strcmp(b->mode, "spin") ? 1 << 18 : 1 << 12, cols = strcmp(b->mode, "spin") ? 1024 : 4096;
+    if (strncmp(b->mode, "cast", 4) == 0 && atoi(b->mode + 4) > 0) rows = (int64_t)atoi(b->mode + 4) << 8; // castN: N MiB
     if (tk_ctx_create(&c, TK_BACKEND_CUDA, 0, &e) || tk_malloc(c, &src, (size_t)(rows * cols * 4), &e) ||
         tk_malloc(c, &dst, (size_t)(rows * cols * 2), &e)) {
         printf("# busy: %s\n", e.what);
         return NULL;
     }
     cudaMemset(src, 0, (size_t)(rows * cols * 4));
+    gt_trace_mark("busy");
     while (!b->stop) {
         for (int i = 0; i < 8 && !tk_cast2d(c, src, TK_F32, cols, dst, TK_BF16, cols, rows, cols, &e); i++) b->calls++;
         if (tk_ctx_sync(c, &e)) break;
@@ -192,6 +243,7 @@ TK_TEST(bench_readers_alone) {
         return;
     }
     if (!have_nvjpeg()) return;
+    gt_trace_start(); // TK_TRACE=FILE: a CUPTI trace of the runs (cupti_trace.h)
     const char *tl = getenv("TK_BENCH_THREADS");
     char list[64];
     snprintf(list, sizeof list, "%s", tl && *tl ? tl : "1 8");
@@ -206,6 +258,9 @@ TK_TEST(bench_readers_alone) {
         bench_arg a[32];
         const char *bm = getenv("TK_BENCH_BUSY");
         busy_arg load = {.mode = bm && *bm ? bm : NULL};
+        char m[64];
+        snprintf(m, sizeof m, "run %d %s", T, load.mode ? load.mode : "nothing");
+        gt_trace_mark(m);
         if (load.mode) pthread_create(&bt, NULL, busy_thread, &load), usleep(200000);
         double t0 = tk_now();
         for (int w = 0; w < T; w++) {
@@ -230,8 +285,26 @@ TK_TEST(bench_readers_alone) {
                "resize %.1f ms\n", T, (unsigned long long)sh->dec_batches, (double)sh->dec_images / dt,
                busy > 0 ? (double)sh->dec_images / busy : 0.0, sh->dec_parse_s * k, sh->dec_submit_s * k,
                sh->dec_wait_s * k, sh->dec_decode_gpu_s * k, sh->dec_resize_gpu_s * k);
+        // the steady state: neither a reader's first batch (nvJPEG's start-up, ~1-2 s beside a
+        // busy GPU, which the averages above include) nor its last (which may overlap another
+        // reader's close, whose frees wait for the device)
+        double later[32 * 32], sum = 0;
+        int nl = 0;
+        for (int w = 0; w < T; w++)
+            for (int i = 1; i < a[w].batches - 1 && i < 32; i++) later[nl++] = a[w].ms[i], sum += a[w].ms[i];
+        for (int i = 1; i < nl; i++) // insertion sort, for the median
+            for (int j = i; j > 0 && later[j - 1] > later[j]; j--) {
+                double x = later[j];
+                later[j] = later[j - 1], later[j - 1] = x;
+            }
+        if (nl)
+            printf("# table resnet-reader bench: %2d readers, beside %s: each reader's batches but the first and last, %d: "
+                   "mean %.1f ms, median %.1f ms per batch (in rn_reader_batch)\n",
+                   T, load.mode ? load.mode : "nothing", nl, sum / nl, (later[(nl - 1) / 2] + later[nl / 2]) / 2);
         rn_config_release(&cfg);
+        gt_trace_mark("end");
     }
+    gt_trace_stop();
 }
 
 TK_TEST(zz_cleanup) {
