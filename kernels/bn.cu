@@ -5,18 +5,31 @@
 // coefficients are loaded once into registers. Rows go round grid.x with a stride.
 // The per-channel sums (statistics forward, dbeta/dgamma backward) are two kernels: blocks add
 // fp32 partials over a fixed set of rows (G row groups, G a function of M, C and N only, at most
-// 1024) and reduce their row lanes in a fixed tree; then a block per 32 channels adds the G
+// 264: one wave of 2 blocks on each of an H100's 132 SMs) and reduce their row lanes in a fixed tree; then a block per 32 channels adds the G
 // partials in fp64, 32 lanes over the partials, the lanes added in a fixed order. No atomics:
 // the same inputs give the same bits on every run and every graph replay.
 #include "bn.h"
+#include "cp_async.cuh"
 #include "cuda_util.cuh"
 #include "rn_vec.cuh"
 
 namespace {
 
+// Build-time tuning knobs (the defaults are what was measured best): TK_BN_MAX_GROUPS, the partial
+// sums' most row groups; TK_BN_GROUP_ITERS, a group's block iterations; TK_BN_ELEM_BLOCKS, the
+// elementwise passes' (apply, dx) most blocks.
+#ifndef TK_BN_MAX_GROUPS
+#define TK_BN_MAX_GROUPS 264
+#endif
+#ifndef TK_BN_GROUP_ITERS
+#define TK_BN_GROUP_ITERS 16
+#endif
 constexpr int kThreads = 256;
-constexpr int kMaxGroups = 1024;
-constexpr int kElemBlocks = 2048; // the elementwise passes' blocks (about 2 waves of 8 per SM on an H100)
+constexpr int kMaxGroups = TK_BN_MAX_GROUPS;
+#ifndef TK_BN_ELEM_BLOCKS
+#define TK_BN_ELEM_BLOCKS 1056
+#endif
+constexpr int kElemBlocks = TK_BN_ELEM_BLOCKS; // the elementwise passes' most blocks
 constexpr int kFinC = 32, kFinLanes = 32;
 
 // The tiles of a call: V vectors of N channels per row, up to 256 per tile.
@@ -28,14 +41,15 @@ __host__ __device__ inline Tiles tiles_of(int C, int N) {
     return Tiles{V, kThreads / Vt, (V + kThreads - 1) / kThreads};
 }
 
-// The partial sums' row groups: about 16 block iterations each, at most kMaxGroups (4 iterations
+// The partial sums' row groups: at least 16 block iterations each, at most kMaxGroups (4 iterations
 // measured slower on an H100 for the last stages' small activations: 47 -> 60 us per BN forward
-// at M 50176, C 256), and at least 64 rows each: with one or two rows per block iteration (C of
+// at M 50176, C 256; and at most 1024 groups, several waves of blocks, 37.79 ms a ResNet-50 step
+// against 36.63 with 264, 38.01 with 132, 37.19 with 528), and at least 64 rows each: with one or two rows per block iteration (C of
 // 1024 or 2048 bf16 channels) 16 iterations made partials of a quarter of x's bytes for the final
 // sums to read (the statistics alone of M 12544, C 2048 took 75 us for 51 MB). A function of
 // (M, C, N) only, so the sums' order is fixed.
 int groups(int64_t M, int C, int N) {
-    const int R = tiles_of(C, N).R, rows = R * 16 < 64 ? 64 : R * 16;
+    const int R = tiles_of(C, N).R, rows = R * TK_BN_GROUP_ITERS < 64 ? 64 : R * TK_BN_GROUP_ITERS;
     int64_t g = (M + rows - 1) / rows;
     return (int)(g < 1 ? 1 : g > kMaxGroups ? kMaxGroups : g);
 }
@@ -84,12 +98,85 @@ struct BwdMask {
     const float *gamma, *beta; // beta NULL: no mask from x
     const uint8_t *bits;       // the forward's mask bits (tk_bn_bwd_mask), or NULL
 };
-// Where the kernels' dz comes from: dy [+ dy2] masked by y or x (kPlain), or by the forward's bits
-// (kBits).
-enum { kPlain = 0, kBits = 1 };
+// Where the backward kernels' dz comes from: dy [+ dy2] (DY2, a template flag beside it) unmasked
+// (kNone), masked by y (kYMask), by round_t(x scale + shift) > 0 (kXMask), or by the forward's bits
+// (kBits). Compile-time, so each kernel holds only the registers its loads and mask need.
+enum { kNone = 0, kYMask = 1, kXMask = 2, kBits = 3 };
+// The source of a call's dz from its arguments (bwd's BwdMask: beta only for the mask from x).
+inline int dz_source(const void *y, const BwdMask &mk) {
+    return mk.bits ? kBits : y ? kYMask : mk.beta ? kXMask : kNone;
+}
 
 // The bits of elements i .. i + N - 1 (i a multiple of N, N <= 8: all in one byte), from bit 0.
 __device__ __forceinline__ unsigned bits_at(const uint8_t *bits, size_t i) { return bits[i >> 3] >> (i & 7); }
+// ---- a thread's rows streamed through shared memory ----
+// A kernel thread walks rows m0, m0 + step, ... of up to four (M, C) inputs (its N channels at c0
+// of each), and of the mask bits. A use right after each load leaves one load in flight per
+// tensor, and registers for more would cost occupancy (the statistics kernels ran at 1.3-2.5 TB/s
+// on an H100 so), so on the vector path (N elements = 16 bytes) each thread copies its rows ahead
+// into a ring of S slots of shared memory of its own (cp.async): S - 1 rows' loads are in flight
+// while it uses one, at the same registers. The scalar path (N = 1: channel counts the vectors do
+// not divide) reads each row directly.
+template <typename T, int N, int NIN, bool BITS> struct Stream {
+    static constexpr bool kRing = N * sizeof(T) == 16;
+    // slots: about 32 KB of ring a block (2 blocks an SM: 64 KB of loads in flight an SM)
+    static constexpr int S = !kRing ? 1 : NIN == 1 ? 8 : NIN == 2 ? 4 : NIN == 3 ? 3 : 2;
+    static constexpr int kBytes = kRing ? S * kThreads * (NIN * 16 + (BITS ? 4 : 0)) : 0;
+    typedef RnRaw<T, N> V;
+    const T *in[NIN];
+    const uint8_t *bits;
+    int C, c0;
+    char *sm; // kBytes: [S][NIN][kThreads] vectors, then [S][kThreads] words of bits
+
+    __device__ __forceinline__ V *slot(int s, int t) const {
+        return reinterpret_cast<V *>(sm) + ((size_t)s * NIN + t) * kThreads + threadIdx.x;
+    }
+    __device__ __forceinline__ unsigned *bslot(int s) const {
+        return reinterpret_cast<unsigned *>(sm + (size_t)S * NIN * kThreads * 16) + (size_t)s * kThreads + threadIdx.x;
+    }
+    __device__ __forceinline__ void issue(int64_t m, int s) const {
+        const size_t i = (size_t)m * C + c0;
+#pragma unroll
+        for (int t = 0; t < NIN; t++) tk_cp16(slot(s, t), in[t] + i);
+        if (BITS) tk_cp4(bslot(s), bits + ((i >> 3) & ~(size_t)3)); // (the aligned word holding i's byte)
+    }
+    // Input t of row m (in slot s on the ring path).
+    __device__ __forceinline__ V get(int t, int64_t m, int s) const {
+        if constexpr (kRing) return *slot(s, t);
+        else return rn_ldraw<T, N>(in[t], (size_t)m * C + c0);
+    }
+    // The mask bits of row m's N channels, from bit 0 (N <= 8: one byte).
+    __device__ __forceinline__ unsigned mask(int64_t m, int s) const {
+        const size_t i = (size_t)m * C + c0;
+        if constexpr (kRing) return *bslot(s) >> (8 * ((i >> 3) & 3)) >> (i & 7);
+        else return bits_at(bits, i);
+    }
+    // use(m, s) for each row in order, its inputs loaded.
+    template <typename F> __device__ __forceinline__ void rows(int64_t m0, int64_t step, int64_t M, F use) const {
+        if constexpr (!kRing) {
+            for (int64_t m = m0; m < M; m += step) use(m, 0);
+        } else {
+            int64_t mi = m0; // the next row to copy
+#pragma unroll
+            for (int s = 0; s < S - 1; s++, mi += step) {
+                if (mi < M) issue(mi, s);
+                tk_cp_commit();
+            }
+            int su = 0, si = S - 1; // the slots of the row to use and the row to copy
+            for (int64_t m = m0; m < M; m += step, mi += step) {
+                if (mi < M) issue(mi, si);
+                tk_cp_commit();
+                tk_cp_wait<S - 1>(); // (row m's group is done)
+                use(m, su);
+                su = su + 1 == S ? 0 : su + 1;
+                si = si + 1 == S ? 0 : si + 1;
+            }
+            tk_cp_wait<0>();
+        }
+    }
+};
+
+
 template <int N>
 __device__ __forceinline__ void mask_coef(BwdMask mk, int c0, const float *mean, const float *invstd, float *ms,
                                           float *mh) {
@@ -108,14 +195,18 @@ template <typename T> __device__ __forceinline__ bool xmask_on(float x, float sc
 // channels, then the R row lanes of a vector are added in a fixed tree into the block's partial.
 //   forward (BWD false): s = sum (x - x[0, c]), q = sum (x - x[0, c])^2
 //   backward: dz (bn.h; written to dz_out when asked), s = sum dz, q = sum dz xhat
-// MODE: where the backward's dz comes from (kPlain, kBits: a template flag, so each kernel keeps
-// only the registers it needs).
-template <typename T, int N, bool BWD, int MODE>
-__global__ void __launch_bounds__(kThreads)
+// SRC, DY2: where the backward's dz comes from (above); the forward's kNone, false.
+template <typename T, int N, bool BWD, int SRC, bool DY2>
+__global__ void __launch_bounds__(kThreads, 2)
     partial(const T *__restrict__ x, const T *__restrict__ y, const BwdMask mk, const T *__restrict__ dy,
             const T *__restrict__ dy2, const float *__restrict__ mean, const float *__restrict__ invstd, int64_t M,
             int C, float *__restrict__ part, T *__restrict__ dz_out) {
-    __shared__ float sh[2][kThreads * N];
+    // inputs: x; backward dy, then dy2 and y where the source needs them
+    constexpr int NIN = !BWD ? 1 : 2 + DY2 + (SRC == kYMask);
+    typedef Stream<T, N, NIN, BWD && SRC == kBits> St;
+    constexpr int kSums = 2 * kThreads * N * (int)sizeof(float);
+    __shared__ __align__(16) char smem[St::kBytes > kSums ? St::kBytes : kSums]; // the ring, then the sums
+    float(*sh)[kThreads * N] = reinterpret_cast<float(*)[kThreads * N]>(smem);
     const Place p = place<N>(C);
     float s[N], q[N], a[N], b[N], ms[N], mh[N];
 #pragma unroll
@@ -124,36 +215,39 @@ __global__ void __launch_bounds__(kThreads)
         if (BWD) {
 #pragma unroll
             for (int k = 0; k < N; k++) a[k] = mean[p.c0 + k], b[k] = invstd[p.c0 + k];
-            mask_coef<N>(mk, p.c0, a, b, ms, mh);
+            if (SRC == kXMask) mask_coef<N>(mk, p.c0, a, b, ms, mh);
         } else {
             ldn<T, N>(x, (size_t)p.c0, a); // the shift: row 0
         }
-        const int64_t step = (int64_t)gridDim.x * p.R;
-#pragma unroll 4
-        for (int64_t m = (int64_t)blockIdx.x * p.R + p.r; m < M; m += step) {
-            const size_t i = (size_t)m * C + p.c0;
+        St st{{x}, mk.bits, C, p.c0, smem};
+        if constexpr (BWD) {
+            st.in[1] = dy;
+            if (DY2) st.in[2] = dy2;
+            if (SRC == kYMask) st.in[NIN - 1] = y;
+        }
+        st.rows((int64_t)blockIdx.x * p.R + p.r, (int64_t)gridDim.x * p.R, M, [&](int64_t m, int sl) {
             float xv[N];
-            ldn<T, N>(x, i, xv);
-            if (BWD) {
+            rn_widen(st.get(0, m, sl), xv);
+            if constexpr (BWD) {
                 float g[N], g2[N], yv[N], o[N];
-                ldn<T, N>(dy, i, g);
-                if (dy2) ldn<T, N>(dy2, i, g2);
-                if (MODE == kPlain && y) ldn<T, N>(y, i, yv);
-                const unsigned bb = MODE == kBits ? bits_at(mk.bits, i) : 0u;
+                rn_widen(st.get(1, m, sl), g);
+                if (DY2) rn_widen(st.get(2, m, sl), g2);
+                if (SRC == kYMask) rn_widen(st.get(NIN - 1, m, sl), yv);
+                const unsigned bb = SRC == kBits ? st.mask(m, sl) : 0u;
 #pragma unroll
                 for (int k = 0; k < N; k++) {
                     float dz = g[k];
-                    if (dy2) dz += g2[k];
-                    if (MODE == kPlain && y && !(yv[k] > 0.0f)) dz = 0.0f;
-                    if (MODE == kBits && !(bb >> k & 1)) dz = 0.0f;
-                    if (mk.beta && !xmask_on<T>(xv[k], ms[k], mh[k])) dz = 0.0f;
+                    if (DY2) dz += g2[k];
+                    if (SRC == kYMask && !(yv[k] > 0.0f)) dz = 0.0f;
+                    if (SRC == kBits && !(bb >> k & 1)) dz = 0.0f;
+                    if (SRC == kXMask && !xmask_on<T>(xv[k], ms[k], mh[k])) dz = 0.0f;
                     dz = rn_round<T>(dz);
                     float xhat = __fmul_rn(__fsub_rn(xv[k], a[k]), b[k]);
                     s[k] += dz;
                     q[k] = __fmaf_rn(dz, xhat, q[k]);
                     o[k] = dz;
                 }
-                if (dz_out) stn<T, N>(dz_out, i, o);
+                if (dz_out) stn<T, N>(dz_out, (size_t)m * C + p.c0, o);
             } else {
 #pragma unroll
                 for (int k = 0; k < N; k++) {
@@ -162,9 +256,10 @@ __global__ void __launch_bounds__(kThreads)
                     q[k] += d * d;
                 }
             }
-        }
+        });
     }
     const int tid = threadIdx.x;
+    __syncthreads(); // (every ring read: the sums reuse its memory)
 #pragma unroll
     for (int k = 0; k < N; k++) sh[0][tid * N + k] = s[k], sh[1][tid * N + k] = q[k];
     __syncthreads();
@@ -185,7 +280,26 @@ __global__ void __launch_bounds__(kThreads)
         }
 }
 
+// A backward kernel's launch for the source and dy2 of a call (forward: kNone, no dy2 only).
+#define TK_BN_SOURCES(LAUNCH, BWD)                                                                                    \
+    do {                                                                                                              \
+        if (!(BWD)) LAUNCH(kNone, false);                                                                             \
+        else if (src == kNone) { if (dy2) LAUNCH(kNone, true); else LAUNCH(kNone, false); }                          \
+        else if (src == kYMask) { if (dy2) LAUNCH(kYMask, true); else LAUNCH(kYMask, false); }                       \
+        else if (src == kXMask) { if (dy2) LAUNCH(kXMask, true); else LAUNCH(kXMask, false); }                       \
+        else { if (dy2) LAUNCH(kBits, true); else LAUNCH(kBits, false); }                                             \
+    } while (0)
+
 // The launch of part 1 with the widest vectors the channels and pointers allow; returns G.
+template <typename T, bool BWD, int N>
+void launch_partial_n(cudaStream_t st, dim3 grid, int src, const T *x, const T *y, BwdMask mk, const T *dy,
+                      const T *dy2, const float *mean, const float *invstd, int64_t M, int C, float *part, T *dz) {
+#define TK_PARTIAL(S, D)                                                                                              \
+    partial<T, N, BWD, (BWD ? S : kNone), (BWD && D)><<<grid, kThreads, 0, st>>>(x, y, mk, dy, dy2, mean, invstd, M,  \
+                                                                                 C, part, dz)
+    TK_BN_SOURCES(TK_PARTIAL, BWD);
+#undef TK_PARTIAL
+}
 template <typename T, bool BWD>
 int launch_partial(cudaStream_t st, const void *x, const void *y, BwdMask mk, const void *dy, const void *dy2,
                    const float *mean, const float *invstd, int64_t M, int C, float *part, void *dz_out) {
@@ -194,14 +308,9 @@ int launch_partial(cudaStream_t st, const void *x, const void *y, BwdMask mk, co
     const int N = vec ? NV : 1, G = groups(M, C, N), tiles = tiles_of(C, N).tiles;
     const T *X = (const T *)x, *Y = (const T *)y, *DY = (const T *)dy, *DY2 = (const T *)dy2;
     const dim3 grid(G, tiles);
-    const bool bits = BWD && mk.bits;
-    T *DZ = (T *)dz_out;
-#define TK_PARTIAL(NN, MM) partial<T, NN, BWD, MM><<<grid, kThreads, 0, st>>>(X, Y, mk, DY, DY2, mean, invstd, M, C, part, DZ)
-    if (vec && bits) TK_PARTIAL(NV, kBits);
-    else if (vec) TK_PARTIAL(NV, kPlain);
-    else if (bits) TK_PARTIAL(1, kBits);
-    else TK_PARTIAL(1, kPlain);
-#undef TK_PARTIAL
+    const int src = dz_source(y, mk);
+    if (vec) launch_partial_n<T, BWD, NV>(st, grid, src, X, Y, mk, DY, DY2, mean, invstd, M, C, part, (T *)dz_out);
+    else launch_partial_n<T, BWD, 1>(st, grid, src, X, Y, mk, DY, DY2, mean, invstd, M, C, part, (T *)dz_out);
     return G;
 }
 
@@ -294,8 +403,8 @@ struct EvalStats {
 
 // bits: y > 0 as one byte per vector of 8 channels (N == 8 only: the host checks), or NULL.
 // RBN: res through its own BN first, round_t(res scale_r + shift_r) from rb (tk_bn_fwd_train_res_bn).
-template <typename T, int N, bool EVAL, bool RBN>
-__global__ void __launch_bounds__(kThreads)
+template <typename T, int N, bool EVAL, bool RBN, bool RES>
+__global__ void __launch_bounds__(kThreads, 2)
     apply(const T *__restrict__ x, const T *__restrict__ res, int relu, const float *__restrict__ coef, EvalStats ev,
           int64_t M, int C, T *__restrict__ y, uint8_t *__restrict__ bits, tk_bn_saved rb) {
     const Place p = place<N>(C);
@@ -316,18 +425,20 @@ __global__ void __launch_bounds__(kThreads)
             scale[k] = coef[c], shift[k] = coef[C + c];
         }
     }
-    const int64_t step = (int64_t)gridDim.x * p.R;
-#pragma unroll 4
-    for (int64_t m = (int64_t)blockIdx.x * p.R + p.r; m < M; m += step) {
+    typedef Stream<T, N, 1 + (RES || RBN), false> St; // x [, res]
+    __shared__ __align__(16) char smem[St::kBytes > 0 ? St::kBytes : 16];
+    St st{{x}, nullptr, C, p.c0, smem};
+    if constexpr (RES || RBN) st.in[1] = res;
+    st.rows((int64_t)blockIdx.x * p.R + p.r, (int64_t)gridDim.x * p.R, M, [&](int64_t m, int sl) {
         const size_t i = (size_t)m * C + p.c0;
         float v[N], r[N];
-        ldn<T, N>(x, i, v);
-        if (res) ldn<T, N>(res, i, r);
+        rn_widen(st.get(0, m, sl), v);
+        if constexpr (RES || RBN) rn_widen(st.get(1, m, sl), r);
 #pragma unroll
         for (int k = 0; k < N; k++) {
             float o = __fadd_rn(__fmul_rn(v[k], scale[k]), shift[k]);
             if (RBN) r[k] = rn_round<T>(__fadd_rn(__fmul_rn(r[k], rs[k]), rh[k])); // (as its BN would store it)
-            if (res) o = __fadd_rn(o, r[k]);
+            if (RES || RBN) o = __fadd_rn(o, r[k]);
             v[k] = act(o, relu);
         }
         stn<T, N>(y, i, v);
@@ -337,15 +448,15 @@ __global__ void __launch_bounds__(kThreads)
             for (int k = 0; k < N; k++) b |= (rn_round<T>(v[k]) > 0.0f ? 1u : 0u) << k;
             bits[i >> 3] = (uint8_t)b;
         }
-    }
+    });
 }
 
-// dx = a (dz - b - xhat g) with the coefficients of bwd_final; dz recomputed from dy, dy2 and y,
-// or read from dzin (part 1 wrote it: two reads instead of four).
-template <typename T, int N, int MODE>
-__global__ void __launch_bounds__(kThreads)
+// dx = a (dz - b - xhat g) with the coefficients of bwd_final; dz recomputed from dy [+ dy2] and its
+// mask (SRC, DY2), or, where part 1 wrote it, read as dy with SRC kNone (two reads instead of four).
+template <typename T, int N, int SRC, bool DY2>
+__global__ void __launch_bounds__(kThreads, 2)
     bwd_dx(const T *__restrict__ x, const T *__restrict__ y, const BwdMask mk, const T *__restrict__ dy,
-           const T *__restrict__ dy2, const T *__restrict__ dzin, const float *__restrict__ save_mean,
+           const T *__restrict__ dy2, const float *__restrict__ save_mean,
            const float *__restrict__ save_invstd, const float *__restrict__ coef, int64_t M, int C,
            T *__restrict__ dx) {
     const Place p = place<N>(C);
@@ -356,32 +467,33 @@ __global__ void __launch_bounds__(kThreads)
         const int c = p.c0 + k;
         mu[k] = save_mean[c], is[k] = save_invstd[c], ca[k] = coef[c], cb[k] = coef[C + c], cg[k] = coef[2 * C + c];
     }
-    if (!dzin) mask_coef<N>(mk, p.c0, mu, is, ms, mh);
-    const int64_t step = (int64_t)gridDim.x * p.R;
-#pragma unroll 4
-    for (int64_t m = (int64_t)blockIdx.x * p.R + p.r; m < M; m += step) {
-        const size_t i = (size_t)m * C + p.c0;
+    if (SRC == kXMask) mask_coef<N>(mk, p.c0, mu, is, ms, mh);
+    constexpr int NIN = 2 + DY2 + (SRC == kYMask); // x, dy [, dy2] [, y]
+    typedef Stream<T, N, NIN, SRC == kBits> St;
+    __shared__ __align__(16) char smem[St::kBytes > 0 ? St::kBytes : 16];
+    St st{{x, dy}, mk.bits, C, p.c0, smem};
+    if (DY2) st.in[2] = dy2;
+    if (SRC == kYMask) st.in[NIN - 1] = y;
+    st.rows((int64_t)blockIdx.x * p.R + p.r, (int64_t)gridDim.x * p.R, M, [&](int64_t m, int sl) {
         float xv[N], g[N], g2[N], yv[N], o[N];
-        ldn<T, N>(x, i, xv);
-        ldn<T, N>(dzin ? dzin : dy, i, g);
-        if (!dzin && dy2) ldn<T, N>(dy2, i, g2);
-        if (MODE == kPlain && !dzin && y) ldn<T, N>(y, i, yv);
-        const unsigned bb = MODE == kBits && !dzin ? bits_at(mk.bits, i) : 0u;
+        rn_widen(st.get(0, m, sl), xv);
+        rn_widen(st.get(1, m, sl), g);
+        if (DY2) rn_widen(st.get(2, m, sl), g2);
+        if (SRC == kYMask) rn_widen(st.get(NIN - 1, m, sl), yv);
+        const unsigned bb = SRC == kBits ? st.mask(m, sl) : 0u;
 #pragma unroll
         for (int k = 0; k < N; k++) {
             float dz = g[k];
-            if (!dzin) {
-                if (dy2) dz += g2[k];
-                if (MODE == kPlain && y && !(yv[k] > 0.0f)) dz = 0.0f;
-                if (MODE == kBits && !(bb >> k & 1)) dz = 0.0f;
-                if (mk.beta && !xmask_on<T>(xv[k], ms[k], mh[k])) dz = 0.0f;
-                dz = rn_round<T>(dz);
-            }
+            if (DY2) dz += g2[k];
+            if (SRC == kYMask && !(yv[k] > 0.0f)) dz = 0.0f;
+            if (SRC == kBits && !(bb >> k & 1)) dz = 0.0f;
+            if (SRC == kXMask && !xmask_on<T>(xv[k], ms[k], mh[k])) dz = 0.0f;
+            if (SRC != kNone || DY2) dz = rn_round<T>(dz); // (a stored dz, or dy alone, is already rounded)
             float xhat = __fmul_rn(__fsub_rn(xv[k], mu[k]), is[k]);
             o[k] = __fmul_rn(ca[k], __fsub_rn(__fsub_rn(dz, cb[k]), __fmul_rn(xhat, cg[k])));
         }
-        stn<T, N>(dx, i, o);
-    }
+        stn<T, N>(dx, (size_t)m * C + p.c0, o);
+    });
 }
 
 int check(tk_dtype t, int64_t M, int C, tk_err *e) {
@@ -405,14 +517,15 @@ void launch_apply(cudaStream_t st, const void *x, const void *res, int relu, con
     const bool vec = C % NV == 0 && rn_aligned16(x, res, y);
     const T *X = (const T *)x, *RS = (const T *)res;
     const tk_bn_saved r = rb ? *rb : tk_bn_saved{};
-    if (vec && rb)
-        apply<T, NV, EVAL, true><<<elem_grid(M, C, NV), kThreads, 0, st>>>(X, RS, relu, coef, ev, M, C, (T *)y, bits, r);
-    else if (vec)
-        apply<T, NV, EVAL, false><<<elem_grid(M, C, NV), kThreads, 0, st>>>(X, RS, relu, coef, ev, M, C, (T *)y, bits, r);
-    else if (rb)
-        apply<T, 1, EVAL, true><<<elem_grid(M, C, 1), kThreads, 0, st>>>(X, RS, relu, coef, ev, M, C, (T *)y, nullptr, r);
-    else
-        apply<T, 1, EVAL, false><<<elem_grid(M, C, 1), kThreads, 0, st>>>(X, RS, relu, coef, ev, M, C, (T *)y, nullptr, r);
+#define TK_APPLY(NN, RB, RE, BITS)                                                                                    \
+    apply<T, NN, EVAL, RB, RE><<<elem_grid(M, C, NN), kThreads, 0, st>>>(X, RS, relu, coef, ev, M, C, (T *)y, BITS, r)
+    if (vec && rb) TK_APPLY(NV, true, true, bits);
+    else if (vec && res) TK_APPLY(NV, false, true, bits);
+    else if (vec) TK_APPLY(NV, false, false, bits);
+    else if (rb) TK_APPLY(1, true, true, nullptr);
+    else if (res) TK_APPLY(1, false, true, nullptr);
+    else TK_APPLY(1, false, false, nullptr);
+#undef TK_APPLY
 }
 
 template <typename T>
@@ -446,6 +559,14 @@ int fwd_train_sums(tk_ctx *c, const void *x, int64_t M, int C, const float *sum,
     return tk_cu_check(e, "bn_fwd_train_sums");
 }
 
+template <typename T, int N>
+void launch_dx(cudaStream_t st, dim3 grid, int src, const T *x, const T *y, BwdMask mk, const T *dy, const T *dy2,
+               const float *mean, const float *invstd, const float *coef, int64_t M, int C, T *dx) {
+#define TK_DX(S, D) bwd_dx<T, N, S, D><<<grid, kThreads, 0, st>>>(x, y, mk, dy, dy2, mean, invstd, coef, M, C, dx)
+    TK_BN_SOURCES(TK_DX, true);
+#undef TK_DX
+}
+
 template <typename T>
 int bwd(tk_ctx *c, const void *x, const void *y, const uint8_t *bits, const float *beta, const void *dy,
         const void *dy2, int64_t M, int C, const float *gamma, const float *save_mean, const float *save_invstd,
@@ -458,17 +579,12 @@ int bwd(tk_ctx *c, const void *x, const void *y, const uint8_t *bits, const floa
                                                                 coef);
     constexpr int NV = RnVec<T>::N;
     const bool vec = C % NV == 0 && rn_aligned16(x, y, dy, dy2, dx) && rn_aligned16(dz_out);
-    const T *X = (const T *)x, *Y = (const T *)y, *DY = (const T *)dy, *DY2 = (const T *)dy2, *DZ = (const T *)dz_out;
-    // (with dz from part 1 the mask is not needed again: the plain kernel)
-    const bool bits_dx = bits && !dz_out;
-#define TK_DX(NN, MM)                                                                                               \
-    bwd_dx<T, NN, MM><<<elem_grid(M, C, NN), kThreads, 0, st>>>(X, Y, mk, DY, DY2, DZ, save_mean, save_invstd, coef, M, \
-                                                               C, (T *)dx)
-    if (vec && bits_dx) TK_DX(NV, kBits);
-    else if (vec) TK_DX(NV, kPlain);
-    else if (bits_dx) TK_DX(1, kBits);
-    else TK_DX(1, kPlain);
-#undef TK_DX
+    const T *X = (const T *)x, *Y = (const T *)y;
+    // with dz from part 1 the mask and dy2 are not needed again: dz read as dy, unmasked
+    const T *DY = (const T *)(dz_out ? dz_out : dy), *DY2 = dz_out ? nullptr : (const T *)dy2;
+    const int src = dz_out ? kNone : dz_source(y, mk);
+    if (vec) launch_dx<T, NV>(st, elem_grid(M, C, NV), src, X, Y, mk, DY, DY2, save_mean, save_invstd, coef, M, C, (T *)dx);
+    else launch_dx<T, 1>(st, elem_grid(M, C, 1), src, X, Y, mk, DY, DY2, save_mean, save_invstd, coef, M, C, (T *)dx);
     return tk_cu_check(e, "bn_bwd");
 }
 

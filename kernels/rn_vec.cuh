@@ -39,6 +39,20 @@ template <typename T> __device__ __forceinline__ void rn_vstore(T *p, size_t i, 
     *reinterpret_cast<typename RnVec<T>::raw *>(p + i) = r;
 }
 
+// N elements of T as loaded, not yet widened: one 16-byte load where N * sizeof(T) is 16. Kernels
+// that stream rows load a batch of these first and widen them after, so a thread has the batch's
+// loads in flight at once (a widen-and-use right after each load leaves one load in flight).
+template <typename T, int N> struct alignas(N * sizeof(T) == 16 ? 16 : alignof(T)) RnRaw {
+    T e[N];
+};
+template <typename T, int N> __device__ __forceinline__ RnRaw<T, N> rn_ldraw(const T *p, size_t i) {
+    return *reinterpret_cast<const RnRaw<T, N> *>(p + i);
+}
+template <typename T, int N> __device__ __forceinline__ void rn_widen(const RnRaw<T, N> &r, float *f) {
+#pragma unroll
+    for (int k = 0; k < N; k++) f[k] = rn_f(r.e[k]);
+}
+
 // Whether every non-NULL pointer is 16-byte aligned.
 static inline bool rn_aligned16(const void *a, const void *b = nullptr, const void *c = nullptr,
                                 const void *d = nullptr, const void *f = nullptr) {
