@@ -28,7 +28,23 @@ static inline int tk_cast2d_check(tk_dtype st, int64_t sld, tk_dtype dt, int64_t
                           (long long)cols, (long long)sld, (long long)dld);
     return 0;
 }
+// Many 1-D conversions in one launch (ResNet's bf16 weight gradients into their fp32 spans, once
+// a step instead of a launch each): dst_i[k] = convert(src_i[k]) for k < n_i, i < count, count at
+// most TK_CAST_MANY; st -> dt as tk_cast2d's. The spans must not overlap.
+enum { TK_CAST_MANY = 64 };
+typedef struct tk_cast_span {
+    const void *src;
+    void *dst;
+    int64_t n;
+} tk_cast_span;
+int tk_cast_many(tk_ctx *c, const tk_cast_span *spans, int count, tk_dtype st, tk_dtype dt, tk_err *e);
+int tk_cast_many_ref(const tk_cast_span *spans, int count, tk_dtype st, tk_dtype dt, tk_err *e);
+static inline int tk_cast_many_check(int count, tk_dtype st, tk_dtype dt, tk_err *e) {
+    if (count < 0 || count > TK_CAST_MANY) return tk_err_set(e, TK_EINTERNAL, "cast_many: %d spans", count);
+    return tk_cast2d_check(st, 0, dt, 0, 0, 0, e);
+}
 #ifdef TK_HAVE_CUDA
+int tk_cast_many_cuda(tk_ctx *c, const tk_cast_span *spans, int count, tk_dtype st, tk_dtype dt, tk_err *e);
 int tk_cast2d_cuda(tk_ctx *c, const void *src, tk_dtype st, int64_t sld, void *dst, tk_dtype dt, int64_t dld,
                    int64_t rows, int64_t cols, tk_err *e);
 #endif

@@ -17,3 +17,9 @@ int tk_cast2d_ref(const void *src, tk_dtype st, int64_t sld, void *dst, tk_dtype
         }
     return 0;
 }
+
+int tk_cast_many_ref(const tk_cast_span *spans, int count, tk_dtype st, tk_dtype dt, tk_err *e) {
+    TRY(tk_cast_many_check(count, st, dt, e));
+    for (int i = 0; i < count; i++) TRY(tk_cast2d_ref(spans[i].src, st, spans[i].n, spans[i].dst, dt, spans[i].n, 1, spans[i].n, e));
+    return 0;
+}

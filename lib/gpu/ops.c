@@ -14,6 +14,10 @@ int tk_cast2d(tk_ctx *c, const void *src, tk_dtype st, int64_t sld, void *dst, t
                        tk_cast2d_cuda(c, src, st, sld, dst, dt, dld, rows, cols, e));
 }
 
+int tk_cast_many(tk_ctx *c, const tk_cast_span *spans, int count, tk_dtype st, tk_dtype dt, tk_err *e) {
+    return TK_DISPATCH(c, tk_cast_many_ref(spans, count, st, dt, e), tk_cast_many_cuda(c, spans, count, st, dt, e));
+}
+
 int tk_sgd_update(tk_ctx *c, float *w, const float *g, size_t n, const float *lr, void *copy,
                   tk_dtype copy_type, tk_err *e) {
     return TK_DISPATCH(c, tk_sgd_update_ref(w, g, n, lr, copy, copy_type, e),

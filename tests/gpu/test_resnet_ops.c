@@ -1,5 +1,5 @@
 // ResNet's ops on the cuda backend against their CPU references (kernels/{conv,bn,pool,
-// xent_smooth,img_norm}.h): fresh random inputs each run, and small-integer inputs where the results must
+// xent_smooth,img_norm,stem_s2d,stem_conv}.h): fresh random inputs each run, and small-integer inputs where the results must
 // be exact. Convolutions run through cuDNN (lib/gpu/cudnn_conv.h), fp32 with fp32-only engines and
 // bf16 with fp32 accumulation. Tolerances: fp32 <= 1e-5 relative (norm-wise), bf16 <= 1e-2 (the
 // reference rounds the same fp32 math to bf16 once; cuDNN's bf16 kernels may round partial sums);
@@ -10,6 +10,7 @@
 #include "gpu_test.h"
 #include "img_norm.h"
 #include "pool.h"
+#include "stem_conv.h"
 #include "stem_s2d.h"
 #include "xent_smooth.h"
 
@@ -958,4 +959,38 @@ TK_TEST(stem_s2d_vs_reference) {
         free(src), free(w), free(x), free(ref), free(got);
     }
     tk_cudnn_destroy(h);
+}
+
+// The stem's own convolution kernel (kernels/stem_conv.h) against conv_ref.c at its one shape
+// (224x224 images: 115x115x16 -> 112x112x64, 4x4/1, bf16): 7 images (392 row pairs, so the
+// persistent blocks take 1 or 2 each), random inputs within bf16's tolerance, and small integers
+// (x, w in -2..2: every sum exact in fp32, so the bf16 results equal the reference's bit for bit).
+// Each output is poisoned first: an unwritten one fails.
+TK_TEST(stem_conv_vs_reference) {
+    tk_err e = {0};
+    const int S = 224, K = 64, Hs = tk_s2d_side(S);
+    CHECK(tk_stem_conv_ok(TK_BF16, S, K));
+    CHECK(!tk_stem_conv_ok(TK_F32, S, K) && !tk_stem_conv_ok(TK_BF16, 32, K) && !tk_stem_conv_ok(TK_BF16, S, 16));
+    for (int ints = 0; ints < 2; ints++) {
+        const int N = ints ? 2 : 7;
+        const size_t nx = (size_t)N * Hs * Hs * TK_S2D_C, nw = (size_t)K * 4 * 4 * TK_S2D_C,
+                     ny = (size_t)N * (S / 2) * (S / 2) * K;
+        float *x = rand_host(nx, ints), *w = rand_host(nw, ints);
+        void *dx = gt_dev_from(x, nx, TK_BF16), *dw = gt_dev_from(w, nw, TK_BF16), *dy = gt_dev(ny * 2);
+        uint16_t *hx = gt_host(nx * 2), *hw = gt_host(nw * 2), *hy = gt_host(ny * 2);
+        gt_down(hx, dx, nx * 2), gt_down(hw, dw, nw * 2);
+        CHECK_EQ_INT(tk_stem_conv_fwd_ref(hx, N, S, hw, K, TK_BF16, hy, &e), 0);
+        float *ref = gt_host(ny * 4);
+        for (size_t i = 0; i < ny; i++) ref[i] = tk_bf16_to_f32(hy[i]);
+        gt_poison(dy, ny * 2, 0xff);
+        CHECK_EQ_INT(tk_stem_conv_fwd(gt_ctx_, dx, N, S, dw, K, TK_BF16, dy, &e), 0);
+        CHECK_EQ_INT(gt_sync(&e), 0);
+        float *got = gt_host_from(dy, ny, TK_BF16);
+        char what[96];
+        snprintf(what, sizeof what, "stem_conv bf16%s N%d 115x115x16->64 4x4/1 (max %lld ulps)", ints ? " ints" : "", N,
+                 (long long)gt_max_ulps(got, ref, ny));
+        CHECK(close_enough(what, got, ref, ny, ints ? 0 : 1e-2));
+        tk_free(gt_ctx_, dx), tk_free(gt_ctx_, dw), tk_free(gt_ctx_, dy);
+        free(x), free(w), free(hx), free(hw), free(hy), free(ref), free(got);
+    }
 }

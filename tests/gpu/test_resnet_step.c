@@ -22,6 +22,7 @@
 //     once and replayed, from the same weights, deterministic engines: bit-identical weights.
 #include <cuda_runtime_api.h>
 
+#include "cupti_trace.h"
 #include "gpu/cudnn_conv.h"
 #include "gpu_test.h"
 #include "bn.h"
@@ -280,16 +281,10 @@ static void run_bns(rn_model *m) {
     for (int i = 0; i < n; i++) run_bn(m, &v[i], 2);
 }
 
-// A training forward as the step runs it: with its BN's statistics where the plan fuses them.
-static void fwd(rn_model *m, const rn_conv *cv, const void *x, void *y, tk_err *e) {
-    if (cv->fused) tk_cudnn_conv_fwd_stats(m->dnn, &cv->s, m->t, x, NULL, NULL, cv->wc, y, cv->sums, cv->sums + cv->s.K, e);
-    else tk_conv(m->c, m->dnn, TK_CONV_FWD, &cv->s, m->t, x, cv->wc, y, e);
-}
-
 static void run_convs(rn_model *m) { // every conv pass of one step, on the model's buffers
     tk_err e = {0};
     const rn_conv *c0 = &m->c0;
-    fwd(m, c0, m->x0, m->y0, &e);
+    rn_conv_fwd(m, c0, m->x0, m->y0, 1, &e);
     tk_conv(m->c, m->dnn, TK_CONV_BWD_FILTER, &c0->s, m->t, m->x0, m->g[0], m->dwbuf, &e);
     for (int i = 0; i < m->nblk; i++) {
         const rn_block *k = &m->blk[i];
@@ -297,7 +292,7 @@ static void run_convs(rn_model *m) { // every conv pass of one step, on the mode
         const void *in[4] = {k->in, k->z1, k->z2, k->in};
         void *out[4] = {k->y1, k->y2, k->y3, k->yd};
         for (int j = 0; j < (k->down ? 4 : 3); j++) {
-            fwd(m, cv[j], in[j], out[j], &e);
+            if (!e.code) rn_conv_fwd(m, cv[j], in[j], out[j], 1, &e);
             tk_conv(m->c, m->dnn, TK_CONV_BWD_DATA, &cv[j]->s, m->t, m->g[1], cv[j]->wc, m->g[2], &e);
             tk_conv(m->c, m->dnn, TK_CONV_BWD_FILTER, &cv[j]->s, m->t, in[j], m->g[1], m->dwbuf, &e);
         }
@@ -454,6 +449,20 @@ TK_TEST(step_throughput_bench) {
            b, b * 1e3 / ms[0], ms[0], b * 1e3 / ms[1], ms[3]);
     breakdown(m);
     for (int i = 0; i < tk_cudnn_nplans(m->dnn); i++) printf("# plan %s\n", tk_cudnn_plan_desc(m->dnn, i));
+    // TK_TRACE=FILE: a CUPTI trace of three graph replays, each between marks "M step i" and
+    // "M end i" (contrib/bench/step_kernels.py lists the last one's kernels and the gaps between them)
+    if (gt_trace_start()) {
+        char mark[32];
+        for (int i = 0; i < 3; i++) {
+            snprintf(mark, sizeof mark, "step %d", i);
+            gt_trace_mark(mark);
+            CHECK_EQ_INT(tk_graph_launch(m->c, &g, &e), 0);
+            CHECK_EQ_INT(tk_ctx_sync(m->c, &e), 0);
+            snprintf(mark, sizeof mark, "end %d", i);
+            gt_trace_mark(mark);
+        }
+        gt_trace_stop();
+    }
     tk_graph_destroy(&g);
     rn_destroy(m);
 }

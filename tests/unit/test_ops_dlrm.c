@@ -431,6 +431,13 @@ TK_TEST(cast2d_and_bf16_variants) {
     CHECK_EQ_INT(tk_cast2d_ref(pad, TK_BF16, 4, back, TK_F32, 2, 2, 2, &e), 0);
     CHECK(back[0] == 1 && back[1] == 2 && back[2] == 4 && back[3] == 1);
     CHECK_EQ_INT(tk_cast2d_ref(src, TK_F32, 3, pad, TK_BF16, 2, 2, 3, &e), TK_EINTERNAL);
+    // cast_many: each span on its own (ResNet's bf16 weight gradients into their fp32 spans)
+    float wide[7] = {0};
+    const tk_cast_span spans[2] = {{pad, wide, 3}, {pad + 4, wide + 4, 3}};
+    CHECK_EQ_INT(tk_cast_many_ref(spans, 2, TK_BF16, TK_F32, &e), 0);
+    CHECK(wide[0] == 1 && wide[1] == 2 && wide[2] == 3 && wide[3] == 0 && wide[4] == 4 && wide[5] == 1 &&
+          wide[6] == -6);
+    CHECK_EQ_INT(tk_cast_many_ref(spans, TK_CAST_MANY + 1, TK_BF16, TK_F32, &e), TK_EINTERNAL);
     // interaction: B 2, T 2, D 3, W 7 (3 + 3 dots + 1 pad), values exact in bf16
     enum { B = 2, T = 2, D = 3, W = 7 };
     float bot[B * D], emb[B * T * D], out[B * W], dout[B * W], dbot[B * D], demb[B * T * D];

@@ -9,6 +9,7 @@
 #include "cast2d.h"
 #include "gpu/cudnn_conv.h"
 #include "gpu/philox.h"
+#include "stem_conv.h"
 #include "stem_s2d.h"
 #include "workloads/resnet/resnet.h"
 #include "xent_smooth.h"
@@ -221,6 +222,8 @@ static int activations(rn_model *m, tk_err *e) {
     int nc = all_convs(m, cvs);
     for (int i = 0; i < nc; i++) max_w = (size_t)tk_conv_w_numel(&cvs[i]->s) > max_w ? (size_t)tk_conv_w_numel(&cvs[i]->s) : max_w;
     if (m->t == TK_BF16 || m->cin != 3) NEED(m->dwbuf, max_w * es);
+    if (m->t == TK_BF16) // each weight gradient in bf16, cast into the fp32 span with the others at once
+        for (int i = 1; i < nc; i++) NEED(cvs[i]->dwt, (size_t)tk_conv_w_numel(&cvs[i]->s) * es);
     if (m->cin != 3) NEED(m->w0p, (size_t)tk_conv_w_numel(&m->c0.s) * es);
     for (int i = 0; i < nc; i++) NEED(cvs[i]->sums, (size_t)2 * cvs[i]->s.K * 4);
     NEED(m->top1, 8);
@@ -236,6 +239,9 @@ static int activations(rn_model *m, tk_err *e) {
         memcpy(slot[i], &p, sizeof p); // (the slots are pointers of several types)
     }
     if (m->dnn) tk_cudnn_set_ws(m->dnn, dnn_ws, dnn_bytes);
+    m->ncasts = 0;
+    for (int i = 1; i < nc; i++)
+        if (cvs[i]->dwt) m->casts[m->ncasts++] = (tk_cast_span){cvs[i]->dwt, cvs[i]->dw, tk_conv_w_numel(&cvs[i]->s)};
     if (m->w0p) m->c0.wc = m->w0p; // the stem reads its padded copy (rn_refresh_stem fills it)
     // the blocks' inputs
     for (int i = 0; i < m->nblk; i++) m->blk[i].in = i == 0 ? m->pool : m->blk[i - 1].out;
@@ -264,7 +270,7 @@ static int plan_convs(rn_model *m, tk_err *e) {
     for (int i = 0; i < nc; i++) {
         for (int p = 0; p < 3; p++)
             if (!(p == TK_CONV_BWD_DATA && i == 0)) TRY(tk_cudnn_plan(m->dnn, (tk_conv_pass)p, &cvs[i]->s, m->t, e));
-        cvs[i]->fused = use_fused(m, &cvs[i]->s);
+        cvs[i]->fused = !(i == 0 && m->own_stem) && use_fused(m, &cvs[i]->s);
     }
     return 0;
 }
@@ -336,6 +342,8 @@ int rn_create(const rn_config *cfg, const tk_wl_env *env, rn_model **out, tk_err
     if (m->c->backend == TK_BACKEND_CUDA) {
         if ((rc = tk_cudnn_create(m->c, 0, &m->dnn, e))) goto fail;
         if ((rc = pick_stem(m, e))) goto fail;
+        const char *sc = getenv("TK_STEM_CONV");
+        m->own_stem = m->s2d && tk_stem_conv_ok(m->t, m->S, cfg->width) && !(sc && strcmp(sc, "cudnn") == 0);
     } else if (cfg->stem == RN_STEM_S2D) { // the cpu reference of the same computation (tests)
         m->s2d = 1, m->cin = TK_S2D_C;
     }

@@ -1,4 +1,4 @@
-// Dispatch of ResNet's ops (kernels/{conv,bn,pool,xent_smooth,img_norm,stem_s2d}.h): the cpu backend runs the
+// Dispatch of ResNet's ops (kernels/{conv,bn,pool,xent_smooth,img_norm,stem_s2d,stem_conv}.h): the cpu backend runs the
 // reference, the cuda backend the kernel, or cuDNN for the convolutions (lib/gpu/dispatch.h).
 #include "bn.h"
 #include "conv.h"
@@ -6,6 +6,7 @@
 #include "gpu/dispatch.h"
 #include "img_norm.h"
 #include "pool.h"
+#include "stem_conv.h"
 #include "stem_s2d.h"
 #include "xent_smooth.h"
 
@@ -163,4 +164,10 @@ int tk_stem_s2d_weight(tk_ctx *c, const float *w, int K, tk_dtype t, void *ws, t
 
 int tk_stem_s2d_wgrad(tk_ctx *c, const void *dws, int K, tk_dtype t, float *dw, tk_err *e) {
     return TK_DISPATCH(c, tk_stem_s2d_wgrad_ref(dws, K, t, dw, e), tk_stem_s2d_wgrad_cuda(c, dws, K, t, dw, e));
+}
+
+int tk_stem_conv_fwd(tk_ctx *c, const void *xs, int N, int S, const void *ws, int K, tk_dtype t, void *y, tk_err *e) {
+    if (c->backend == TK_BACKEND_CUDA && !tk_stem_conv_ok(t, S, K))
+        return tk_err_set(e, TK_EINTERNAL, "stem_conv: the kernel does not run %s S %d K %d", tk_dtype_name(t), S, K);
+    return TK_DISPATCH(c, tk_stem_conv_fwd_ref(xs, N, S, ws, K, t, y, e), tk_stem_conv_fwd_cuda(c, xs, N, S, ws, K, y, e));
 }

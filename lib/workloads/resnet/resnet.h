@@ -26,6 +26,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "cast2d.h"
 #include "conv.h"
 #include "core/err.h"
 #include "core/mllog.h"
@@ -86,6 +87,8 @@ typedef struct rn_conv {
     int fused;                   // cuda: the training forward also makes its BN's statistics
                                  // (cuDNN's genstats epilogue, gpu/cudnn_conv.h) into sums
     float *sums;                 // (2 K) fp32: sum, then sum of squares of y per channel
+    void *dwt;                   // bf16 (but the stem's): its weight gradient in t, cast into dw
+                                 // with every other one once a step (rn_model.casts); else NULL
 } rn_conv;
 
 typedef struct rn_bn {
@@ -115,6 +118,8 @@ typedef struct rn_model {
     int S, cin;                  // image size; stem input channels (3, or padded for cuDNN; 16: s2d)
     int s2d;                     // the stem runs as kernels/stem_s2d.h's 4x4 convolution: c0.s is
                                  // that shape, x0 (b, S/2+3, S/2+3, 16), w0p (K, 4, 4, 16)
+    int own_stem;                // its forward runs kernels/stem_conv.h, not cuDNN (cuda, s2d, where
+                                 // tk_stem_conv_ok; TK_STEM_CONV=cudnn in the environment: cuDNN)
     float *lr;
     int64_t *step;
     double *loss_acc;
@@ -140,6 +145,8 @@ typedef struct rn_model {
     void *bn_ws, *xent_ws, *dwbuf; // dwbuf: a conv weight gradient in t before its cast into the
                                    // fp32 gradient (bf16, or the padded stem's)
     int64_t *top1;               // device counter
+    tk_cast_span casts[4 * RN_MAX_BLOCKS]; // each rn_conv.dwt into its dw, at the backward's end
+    int ncasts;
     tk_arena acts;
     int64_t spe;                 // steps per epoch (prepare)
     tk_params own_params;        // standalone models (tests): their own flat buffers, ranks and
@@ -171,6 +178,9 @@ const char *rn_mlperf_name(const rn_model *m, int pidx, char *buf, size_t n);
 int rn_forward(rn_model *m, const uint8_t *img, int train, tk_err *e);
 // The forward's first op alone: img (b, S, S, 3) u8 normalized into x0 in the stem's layout.
 int rn_stem_input(rn_model *m, const uint8_t *img, tk_err *e);
+// Convolution cv's forward of x into y as the step runs it (train: with its BN's statistics into
+// cv->sums where the plan fuses them; the stem through kernels/stem_conv.h where m->own_stem).
+int rn_conv_fwd(rn_model *m, const rn_conv *cv, const void *x, void *y, int train, tk_err *e);
 // The loss of labels on the last training forward, and the backward: dense gradients written.
 int rn_backward(rn_model *m, const int32_t *label, tk_err *e);
 int rn_train_step(rn_model *m, tk_err *e); // both on the input buffers
