@@ -5,9 +5,10 @@
 // coefficients are loaded once into registers. Rows go round grid.x with a stride.
 // The per-channel sums (statistics forward, dbeta/dgamma backward) are two kernels: blocks add
 // fp32 partials over a fixed set of rows (G row groups, G a function of M, C and N only, at most
-// 264: one wave of 2 blocks on each of an H100's 132 SMs) and reduce their row lanes in a fixed tree; then a block per 32 channels adds the G
-// partials in fp64, 32 lanes over the partials, the lanes added in a fixed order. No atomics:
-// the same inputs give the same bits on every run and every graph replay.
+// 264: one wave of 2 blocks on each of an H100's 132 SMs) and reduce their row lanes in a fixed
+// tree; then a block per 32 channels adds the G partials in fp64, 32 lanes over the partials, the
+// lanes added in a fixed order. No atomics: the same inputs give the same bits on every run and
+// every graph replay.
 #include "bn.h"
 #include "cp_async.cuh"
 #include "cuda_util.cuh"
@@ -44,9 +45,9 @@ __host__ __device__ inline Tiles tiles_of(int C, int N) {
 // The partial sums' row groups: at least 16 block iterations each, at most kMaxGroups (4 iterations
 // measured slower on an H100 for the last stages' small activations: 47 -> 60 us per BN forward
 // at M 50176, C 256; and at most 1024 groups, several waves of blocks, 37.79 ms a ResNet-50 step
-// against 36.63 with 264, 38.01 with 132, 37.19 with 528), and at least 64 rows each: with one or two rows per block iteration (C of
-// 1024 or 2048 bf16 channels) 16 iterations made partials of a quarter of x's bytes for the final
-// sums to read (the statistics alone of M 12544, C 2048 took 75 us for 51 MB). A function of
+// against 36.63 with 264, 38.01 with 132, 37.19 with 528), and at least 64 rows each: with one or
+// two rows per block iteration (C of 1024 or 2048 bf16 channels) 16 iterations made partials of a
+// quarter of x's bytes for the final sums to read (the statistics alone of M 12544, C 2048 took 75 us for 51 MB). A function of
 // (M, C, N) only, so the sums' order is fixed.
 int groups(int64_t M, int C, int N) {
     const int R = tiles_of(C, N).R, rows = R * TK_BN_GROUP_ITERS < 64 ? 64 : R * TK_BN_GROUP_ITERS;
@@ -109,6 +110,7 @@ inline int dz_source(const void *y, const BwdMask &mk) {
 
 // The bits of elements i .. i + N - 1 (i a multiple of N, N <= 8: all in one byte), from bit 0.
 __device__ __forceinline__ unsigned bits_at(const uint8_t *bits, size_t i) { return bits[i >> 3] >> (i & 7); }
+
 // ---- a thread's rows streamed through shared memory ----
 // A kernel thread walks rows m0, m0 + step, ... of up to four (M, C) inputs (its N channels at c0
 // of each), and of the mask bits. A use right after each load leaves one load in flight per
@@ -175,7 +177,6 @@ template <typename T, int N, int NIN, bool BITS> struct Stream {
         }
     }
 };
-
 
 template <int N>
 __device__ __forceinline__ void mask_coef(BwdMask mk, int c0, const float *mean, const float *invstd, float *ms,

@@ -24,7 +24,6 @@ KINDS = [  # (kind, pattern on the mangled name), first match wins
     ("bn final", re.compile(r"stats_final|bwd_final|sums_final")),
     ("bn apply", re.compile(r"5apply")),
     ("bn dx", re.compile(r"bwd_dx")),
-    ("bn fused", re.compile(r"bn1p|bn_one|onepass")),
     ("pool", re.compile(r"pool", re.I)),
     ("cast", re.compile(r"cast", re.I)),
     ("stem s2d", re.compile(r"s2d", re.I)),
