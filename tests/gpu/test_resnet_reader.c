@@ -18,16 +18,7 @@
 #include "image/image.h"
 #include "workloads/resnet/resnet.h"
 
-static char tmpdir[] = "/tmp/test_resnet_reader.XXXXXX";
-
-static const char *tpath(const char *name) {
-    static char buf[4][512];
-    static int k;
-    if (tmpdir[strlen(tmpdir) - 1] == 'X' && !mkdtemp(tmpdir)) gt_die_("mkdtemp", NULL);
-    char *b = buf[k++ % 4];
-    snprintf(b, 512, "%s/%s", tmpdir, name);
-    return b;
-}
+static const char *tpath(const char *name) { return tk_test_path("test_resnet_reader", name); }
 
 // 6 classes x 8 JPEGs of about 120 x 90 (a few grayscale, CMYK and PNG files among them, which
 // prep converts), as prep imagenet writes them.
@@ -307,8 +298,4 @@ TK_TEST(bench_readers_alone) {
     gt_trace_stop();
 }
 
-TK_TEST(zz_cleanup) {
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
-    CHECK_EQ_INT(system(cmd), 0);
-}
+TK_TEST(zz_cleanup) { CHECK_EQ_INT(tk_test_rmdir(), 0); }

@@ -10,16 +10,7 @@
 #include "tk_test.h"
 #include "test_image.h"
 
-static char tmpdir[] = "/tmp/test_imagenet.XXXXXX";
-
-static const char *tpath(const char *name) {
-    static char buf[8][512];
-    static int k;
-    if (tmpdir[strlen(tmpdir) - 1] == 'X' && !mkdtemp(tmpdir)) { perror(tmpdir); abort(); }
-    char *b = buf[k++ % 8];
-    snprintf(b, 512, "%s/%s", tmpdir, name);
-    return b;
-}
+static const char *tpath(const char *name) { return tk_test_path("test_imagenet", name); }
 
 static void put_file(const char *path, const void *p, size_t n) {
     FILE *f = fopen(path, "wb");
@@ -493,8 +484,4 @@ TK_TEST(tfrecords_to_tks) {
     free(j);
 }
 
-TK_TEST(zz_cleanup) {
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
-    CHECK_EQ_INT(system(cmd), 0);
-}
+TK_TEST(zz_cleanup) { CHECK_EQ_INT(tk_test_rmdir(), 0); }

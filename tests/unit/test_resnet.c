@@ -40,15 +40,7 @@ __attribute__((constructor(101))) static void synth_mode(void) {
     exit(rc ? 4 : 0);
 }
 
-static char tmpdir[] = "/tmp/test_resnet.XXXXXX";
-static const char *tpath(const char *name) {
-    static char buf[8][512];
-    static int k;
-    if (tmpdir[strlen(tmpdir) - 1] == 'X' && !mkdtemp(tmpdir)) { perror(tmpdir); abort(); }
-    char *b = buf[k++ % 8];
-    snprintf(b, 512, "%s/%s", tmpdir, name);
-    return b;
-}
+static const char *tpath(const char *name) { return tk_test_path("test_resnet", name); }
 
 static char *errstr(const tk_err *e) {
     static char buf[1024];
@@ -423,3 +415,5 @@ TK_TEST(mllog_keys_of_config_json) {
     rn_destroy(m);
     rn_config_release(&cfg);
 }
+
+TK_TEST(zz_cleanup) { CHECK_EQ_INT(tk_test_rmdir(), 0); }

@@ -11,16 +11,7 @@
 #include "tks/tks.h"
 #include "tk_test.h"
 
-static char tmpdir[] = "/tmp/test_tks_ragged.XXXXXX";
-
-static const char *tpath(const char *name) {
-    static char buf[8][256];
-    static int k;
-    if (tmpdir[strlen(tmpdir) - 1] == 'X' && !mkdtemp(tmpdir)) { perror(tmpdir); abort(); }
-    char *b = buf[k++ % 8];
-    snprintf(b, 256, "%s/%s", tmpdir, name);
-    return b;
-}
+static const char *tpath(const char *name) { return tk_test_path("test_tks_ragged", name); }
 
 // jpeg: u8 [-1]; label: i16 []; pts: f32 [-1, 3] (rows of 12 bytes); hw: i32 [2].
 static tks_schema mixed_schema(void) {
@@ -487,8 +478,4 @@ TK_TEST(corrupt_lengths_and_versions) {
     CHECK_STR(msg, want);
 }
 
-TK_TEST(zz_cleanup) {
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
-    CHECK_EQ_INT(system(cmd), 0);
-}
+TK_TEST(zz_cleanup) { CHECK_EQ_INT(tk_test_rmdir(), 0); }

@@ -62,6 +62,36 @@ static int tk_ntests_;
         }                                                                                          \
     } while (0)
 
+// Files of a test binary in one temporary directory, /tmp/PREFIX.XXXXXX, made by the first call
+// (a flag says so: the random name may itself end in 'X'); name's path in one of 8 buffers, so 8
+// paths live at a time. tk_test_rmdir removes the directory (a last test calls it).
+static inline char *tk_test_dir_(void) {
+    static char d[128];
+    return d;
+}
+static inline const char *tk_test_path(const char *prefix, const char *name) {
+    static char buf[8][512];
+    static int k, made;
+    char *d = tk_test_dir_();
+    if (!made) {
+        snprintf(d, 128, "/tmp/%s.XXXXXX", prefix);
+        if (!mkdtemp(d)) {
+            perror(d);
+            abort();
+        }
+        made = 1;
+    }
+    char *b = buf[k++ % 8];
+    snprintf(b, 512, "%s/%s", d, name);
+    return b;
+}
+static inline int tk_test_rmdir(void) {
+    char cmd[160];
+    if (!tk_test_dir_()[0]) return 0;
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tk_test_dir_());
+    return system(cmd);
+}
+
 int main(int argc, char **argv) {
     int fails = 0, n = 0;
     setvbuf(stdout, NULL, _IOLBF, 0); // a test that aborts keeps the lines before it
