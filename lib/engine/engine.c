@@ -152,14 +152,27 @@ static int resume(run *r, tk_err *e) {
 // --init-checkpoint: weights to start from (MLPerf BERT's phase 2 starts from a converted phase-1
 // checkpoint): a foreign file through the workload's importer, else a trainkit checkpoint of the
 // same workload by tensor name (not its optimizer state or step).
+// Every tensor of the file is verified, those it does not take too (its optimizer state): a file
+// that starts a run is whole. An importer reads what it takes, so the whole file is read and
+// checked first (once more for those tensors: it happens once a run).
 static int init_checkpoint(run *r, tk_err *e) {
-    if (r->wl->import) return r->wl->import(r->I.model, r->o->init_ckpt, e);
+    const char *path = r->o->init_ckpt;
     int verified = 1;
-    TRY(tk_instance_load(&r->I, r->o->init_ckpt, TK_CKPT_MODEL_ONLY, NULL, &verified, e));
+    if (r->wl->import) {
+        tk_st_file *f;
+        int unchecked = 0;
+        TRY(tk_st_open(&f, path, e));
+        int rc = tk_ckpt_verify(f, NULL, &unchecked, e);
+        tk_st_close(f);
+        TRY(rc);
+        verified = unchecked == 0;
+        TRY(r->wl->import(r->I.model, path, e));
+    } else {
+        TRY(tk_instance_load(&r->I, path, TK_CKPT_MODEL_ONLY, NULL, &verified, e));
+    }
     if (!verified) {
         char msg[4400];
-        snprintf(msg, sizeof msg, "%s: no tensor checksums (a file of another writer): loaded unverified",
-                 r->o->init_ckpt);
+        snprintf(msg, sizeof msg, "%s: no tensor checksums (a file of another writer): loaded unverified", path);
         note(r, msg);
     }
     return 0;
