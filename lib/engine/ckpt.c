@@ -159,16 +159,45 @@ static int to_device(void *arg, uint64_t off, const void *chunk, size_t n, tk_er
     return tk_ctx_sync(a->c, e);
 }
 
+static int discard(void *arg, uint64_t off, const void *chunk, size_t n, tk_err *e) {
+    (void)arg, (void)off, (void)chunk, (void)n, (void)e;
+    return 0;
+}
+
+// tk_ckpt_verify through the caller's staging buffer.
+static int verify_rest(const tk_st_file *f, const unsigned char *done, void *buf, int *unchecked, tk_err *e) {
+    int rc = 0, none = 0;
+    for (int i = 0; !rc && i < f->n; i++) {
+        if (done && done[i]) continue;
+        if (!f->t[i].has_crc) none++;
+        else rc = tk_st_read_verified(f, &f->t[i], discard, NULL, buf, STAGE_BYTES, e);
+    }
+    if (unchecked) *unchecked = none;
+    return rc;
+}
+
+int tk_ckpt_verify(const tk_st_file *f, const unsigned char *done, int *unchecked, tk_err *e) {
+    char *buf = malloc(STAGE_BYTES);
+    if (!buf) return tk_err_set(e, TK_EIO, "out of host memory");
+    int rc = verify_rest(f, done, buf, unchecked, e);
+    free(buf);
+    return rc;
+}
+
 int tk_ckpt_load(const tk_params *P, const char *path, int flags, json_t **meta, int *verified, tk_err *e) {
     if (meta) *meta = NULL;
     tk_st_file *f;
     TRY(tk_st_open(&f, path, e));
     int rc = 0, all_crc = 1;
+    unsigned char *done = calloc((size_t)f->n + 1, 1); // tensors some rank loads
+    if (!done) rc = tk_err_set(e, TK_EIO, "out of host memory");
     // Every tensor is checked against the model before any data moves.
     for (int i = 0; !rc && i < P->n; i++) {
         const tk_param *p = &P->p[i];
-        if (!tk_param_held(P, p) || ((flags & TK_CKPT_MODEL_ONLY) && (p->flags & TK_PARAM_EXTERN))) continue;
+        if ((flags & TK_CKPT_MODEL_ONLY) && (p->flags & TK_PARAM_EXTERN)) continue;
         const tk_st_tensor *t = tk_st_find(f, p->name);
+        if (t) done[t - f->t] = 1;
+        if (!tk_param_held(P, p)) continue; // (its rank checks it)
         char want[96], got[96];
         shape_str(p->dtype, p->ndim, p->shape, want, sizeof want);
         if (!t) {
@@ -183,6 +212,12 @@ int tk_ckpt_load(const tk_params *P, const char *path, int flags, json_t **meta,
     }
     char *stage = rc ? NULL : malloc(STAGE_BYTES);
     if (!rc && !stage) rc = tk_err_set(e, TK_EIO, "out of host memory");
+    // The tensors no rank loads (the optimizer's state under TK_CKPT_MODEL_ONLY, tensors the model
+    // lacks: evaluate makes no optimizer) are verified too, by rank 0, before any data moves: a
+    // file that loads is whole, whichever of its tensors a reader wants.
+    int unchecked = 0;
+    if (!rc && P->rank == 0) rc = verify_rest(f, done, stage, &unchecked, e);
+    all_crc = unchecked == 0;
     for (int i = 0; !rc && i < P->n; i++) {
         const tk_param *p = &P->p[i];
         if (!tk_param_held(P, p) || ((flags & TK_CKPT_MODEL_ONLY) && (p->flags & TK_PARAM_EXTERN))) continue;
@@ -192,6 +227,7 @@ int tk_ckpt_load(const tk_params *P, const char *path, int flags, json_t **meta,
         rc = tk_st_read_verified(f, t, to_device, &a, stage, STAGE_BYTES, e);
     }
     free(stage);
+    free(done);
     if (!rc && meta) *meta = json_incref(f->meta);
     if (verified) *verified = all_crc;
     tk_st_close(f);

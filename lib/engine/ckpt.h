@@ -23,11 +23,18 @@ int tk_ckpt_save(tk_dist *d, const tk_params *P, const char *path, const json_t 
 
 enum { TK_CKPT_MODEL_ONLY = 1 }; // load: leave the extern tensors (optimizer state) alone
 // Loads every tensor this rank holds (TK_EDATA naming the file and tensor when one is missing,
-// has another dtype or shape, or fails its checksum; nothing is loaded from a file whose header is
-// bad). *meta (may be NULL) gets a new reference to the metadata; *verified (may be NULL) is 1
-// when every tensor read had a checksum, 0 for a file of another writer (a Hugging Face or
-// torchvision export), which loads all the same.
+// has another dtype or shape, or fails its checksum). The file's other tensors, those no rank
+// loads (the optimizer's state under TK_CKPT_MODEL_ONLY, tensors the model does not have), are
+// read and checked by rank 0 first: nothing is loaded from a file whose header is bad or one of
+// whose unloaded tensors fails its checksum. *meta (may be NULL) gets a new reference to the
+// metadata; *verified (may be NULL) is 1 when every tensor of the file that this rank read had a
+// checksum, 0 for a file of another writer (a Hugging Face or torchvision export), which loads
+// all the same.
 int tk_ckpt_load(const tk_params *P, const char *path, int flags, json_t **meta, int *verified, tk_err *e);
+// Reads every tensor of f but those marked in done (indices into f->t; NULL: none marked) and
+// checks its checksum (TK_EDATA naming the file, offset and tensor, as a load does); *unchecked
+// (may be NULL) gets the number of those tensors that have none.
+int tk_ckpt_verify(const tk_st_file *f, const unsigned char *done, int *unchecked, tk_err *e);
 
 // A one-rank list of tensors from host or device memory (a step dump, an export).
 typedef struct tk_ckpt_entry {

@@ -20,6 +20,7 @@
 #include "engine/follow.h"
 #include "engine/instance.h"
 #include "engine/loader.h"
+#include "engine/runlog.h"
 #include "gpu/comm.h"
 
 typedef struct run {
@@ -31,6 +32,7 @@ typedef struct run {
     int made;
     void *es;                // the in-process eval set
     tk_mllog log;
+    tk_runlog held;          // its lines until the run can start
     int64_t B, count, steps_per_epoch, epoch_samples, total_steps, eval_every_steps, eval_first_step;
     int64_t step;            // updates applied
     double t_run0;           // run_start (monotonic)
@@ -152,14 +154,27 @@ static int resume(run *r, tk_err *e) {
 // --init-checkpoint: weights to start from (MLPerf BERT's phase 2 starts from a converted phase-1
 // checkpoint): a foreign file through the workload's importer, else a trainkit checkpoint of the
 // same workload by tensor name (not its optimizer state or step).
+// Every tensor of the file is verified, those it does not take too (its optimizer state): a file
+// that starts a run is whole. An importer reads what it takes, so the whole file is read and
+// checked first (once more for those tensors: it happens once a run).
 static int init_checkpoint(run *r, tk_err *e) {
-    if (r->wl->import) return r->wl->import(r->I.model, r->o->init_ckpt, e);
+    const char *path = r->o->init_ckpt;
     int verified = 1;
-    TRY(tk_instance_load(&r->I, r->o->init_ckpt, TK_CKPT_MODEL_ONLY, NULL, &verified, e));
+    if (r->wl->import) {
+        tk_st_file *f;
+        int unchecked = 0;
+        TRY(tk_st_open(&f, path, e));
+        int rc = tk_ckpt_verify(f, NULL, &unchecked, e);
+        tk_st_close(f);
+        TRY(rc);
+        verified = unchecked == 0;
+        TRY(r->wl->import(r->I.model, path, e));
+    } else {
+        TRY(tk_instance_load(&r->I, path, TK_CKPT_MODEL_ONLY, NULL, &verified, e));
+    }
     if (!verified) {
         char msg[4400];
-        snprintf(msg, sizeof msg, "%s: no tensor checksums (a file of another writer): loaded unverified",
-                 r->o->init_ckpt);
+        snprintf(msg, sizeof msg, "%s: no tensor checksums (a file of another writer): loaded unverified", path);
         note(r, msg);
     }
     return 0;
@@ -574,14 +589,21 @@ static int dump_step(run *r, tk_err *e) {
     return rc;
 }
 
-// Configuration, data, model, evaluation set: everything before run_start.
-static int init(run *r, tk_backend be, tk_err *e) {
+// The checkpoint and evaluation directories, once everything that can fail in the
+// initialization has not: a run that cannot start leaves no empty directory behind.
+static int make_dirs(run *r, tk_err *e) {
     const tk_train_opts *o = r->o;
     for (const char *const *d = (const char *const[]){o->ckpt_dir, o->eval_dir, NULL}; *d; d++) {
         if (mkdir(*d, 0777) != 0 && errno != EEXIST) return tk_err_errno(e, errno, "%s: cannot create the directory", *d);
         // A run killed mid-write (kill -9) left its checkpoint's temporary file: ours to remove.
         if (rank0(r)) TRY(tk_afile_remove_stale(*d, ".safetensors", NULL, e));
     }
+    return 0;
+}
+
+// Configuration, data, model, evaluation set: everything before run_start.
+static int init(run *r, tk_backend be, tk_err *e) {
+    const tk_train_opts *o = r->o;
     // One process per GPU: rank i uses the i-th GPU of its host.
     TRY(tk_ctx_create(&r->c, be, be == TK_BACKEND_CUDA ? o->ri.local_rank : 0, e));
     if (o->threads > 0) r->c->threads = (int)o->threads;
@@ -714,11 +736,14 @@ int tk_engine_train(const tk_train_opts *o, tk_err *e) {
     r->log.fd = -1;
     tk_backend be;
     TRY(tk_backend_parse(o->backend, &be, e));
-    // init_start comes first: everything below (context, data, model) is initialization.
-    TRY(tk_mllog_open(&r->log, rank0(r) ? o->mllog : NULL, o->ri.rank, e));
+    // init_start comes first: everything below (context, data, model) is initialization. Its
+    // lines reach the MLLOG file only once the run can start (runlog.h).
+    TRY(tk_runlog_hold(&r->held, &r->log, rank0(r) ? o->mllog : NULL, o->ri.rank, e));
     int rc = TK_MLLOG_EVENT(&r->log, "cache_clear", json_true(), NULL, e);
     if (!rc) rc = TK_MLLOG_START(&r->log, "init_start", NULL, NULL, e);
     if (!rc) rc = init(r, be, e);
+    if (!rc) rc = make_dirs(r, e);
+    if (!rc) rc = tk_runlog_release(&r->held, &r->log, e);
     if (!rc && o->dump) {
         rc = dump_step(r, e);
         goto out;
@@ -746,6 +771,7 @@ out:
     if (r->made) tk_instance_destroy(&r->I);
     tk_comm_destroy(r->comm);
     free(r->pend);
+    tk_runlog_discard(&r->held, &r->log);
     tk_mllog_close(&r->log);
     tk_ctx_destroy(r->c);
     return rc;

@@ -1,10 +1,11 @@
 #!/usr/bin/env bats
 # The training engine's promises, on DLRM's tiny configuration (the cpu backend): checkpoints you
-# can trust (a checksum per tensor; a flipped bit, a truncated file, header garbage, a tensor of the
-# wrong shape or dtype exit 3 naming the file and the tensor, and nothing is written; stale
-# temporaries of a killed writer removed; kill -9 then --resume is bit-identical), --init-checkpoint,
-# the layout rules of DESIGN.md 3a (no workload in cmd/, no file over ~800 lines in cmd/ or the
-# engine, no include cycle in lib/), and --help listing the registry's workloads.
+# can trust (a checksum per tensor, checked by every reader, the tensors it does not load too; a
+# flipped bit, a truncated file, header garbage, a tensor of the wrong shape or dtype exit 3 naming
+# the file and the tensor, and nothing is written; stale temporaries of a killed writer removed;
+# kill -9 then --resume is bit-identical), --init-checkpoint, the layout rules of DESIGN.md 3a (no
+# workload in cmd/, no file over ~800 lines in cmd/ or the engine, no include cycle in lib/), and
+# --help listing the registry's workloads.
 
 load dlrm_data
 
@@ -69,7 +70,7 @@ with safe_open(sys.argv[1], "np") as f:
     run "${TS[@]}" --max-steps 4 --resume bad.safetensors --ckpt-dir out --mllog out.log
     [ "$status" -eq 3 ]
     [[ "${lines[0]}" == "train-step: error: bad.safetensors: offset "*": tensor 'top_mlp.1.weight': checksum mismatch (the header says crc32c "*", the data has "*") (hint: the file was damaged after it was written: use another checkpoint)" ]]
-    [ -z "$(ls out)" ]
+    [ ! -e out ] && [ ! -e out.log ]
     run evaluate --checkpoint bad.safetensors --eval "$D/eval.tks" -b cpu
     [ "$status" -eq 3 ]
     [[ "${lines[0]}" == "evaluate: error: bad.safetensors: offset "*": tensor 'top_mlp.1.weight': checksum mismatch"* ]]
@@ -83,6 +84,36 @@ with safe_open(sys.argv[1], "np") as f:
     mkdir fo && cp bad.safetensors fo/step-2.safetensors
     run evaluate --follow fo --eval "$D/eval.tks" -b cpu --timeout 5
     [ "$status" -eq 3 ]
+    [ ! -e fo/step-2.eval.json ]
+}
+
+@test "engine: evaluate, --init-checkpoint and --follow check every tensor, the optimizer's state they do not load too" {
+    # momentum: the checkpoint carries the optimizer's state (optimizer.m.NAME), which evaluate and
+    # --init-checkpoint do not load
+    M=(--set 'optimizer={"name": "sgd", "base_lr": 0.1, "momentum": 0.9}')
+    run "${TS[@]}" "${M[@]}" --max-steps 2 --ckpt-dir ck
+    [ "$status" -eq 1 ]
+    run evaluate --checkpoint ck/step-2.safetensors --eval "$D/eval.tks" -b cpu
+    [ "$status" -eq 0 ]
+    cp ck/step-2.safetensors bad.safetensors
+    off=$(tensor_offset bad.safetensors optimizer.m.top_mlp.1.weight)
+    flip_bit bad.safetensors $((off + 100))
+    why="bad.safetensors: offset $off: tensor 'optimizer.m.top_mlp.1.weight': checksum mismatch (the header says crc32c "
+    hint=") (hint: the file was damaged after it was written: use another checkpoint)"
+    run evaluate --checkpoint bad.safetensors --eval "$D/eval.tks" -b cpu
+    [ "$status" -eq 3 ]
+    [[ "${lines[0]}" == "evaluate: error: $why"*", the data has "*"$hint" ]]
+    run "${TS[@]}" "${M[@]}" --max-steps 3 --init-checkpoint bad.safetensors
+    [ "$status" -eq 3 ]
+    [[ "${lines[0]}" == "train-step: error: $why"*"$hint" ]]
+    # a model without the optimizer: the tensors it lacks are checked as well
+    run "${TS[@]}" --max-steps 3 --init-checkpoint bad.safetensors
+    [ "$status" -eq 3 ]
+    [[ "${lines[0]}" == "train-step: error: $why"* ]]
+    mkdir fo && cp bad.safetensors fo/step-2.safetensors
+    run evaluate --follow fo --eval "$D/eval.tks" -b cpu --timeout 5
+    [ "$status" -eq 3 ]
+    [[ "${lines[0]}" == "evaluate: error: fo/step-2.safetensors: offset $off: tensor 'optimizer.m.top_mlp.1.weight': checksum mismatch"* ]]
     [ ! -e fo/step-2.eval.json ]
 }
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bats
 # train-step: usage and exit codes, JSON Lines, checkpoints (safetensors, atomic, resume
-# bit-identical), corrupt checkpoints, NaN, full disks, the one-step dump against PyTorch.
+# bit-identical), corrupt checkpoints, NaN, full disks, a failed start that changes no file, the
+# one-step dump against PyTorch.
 
 load dlrm_data
 
@@ -142,7 +143,41 @@ with safe_open(sys.argv[1], "np") as f:
     [ -w /dev/full ] || skip "/dev/full is not available"
     run "${TS[@]}" --max-steps 1 --mllog /dev/full
     [ "$status" -eq 4 ]
-    [[ "${lines[0]}" == "train-step: error: "*"No space left on device"* ]]
+    # (the MLLOG is written once the initialization is done: a workload's line may come first)
+    [[ "${lines[-1]}" == "train-step: error: /dev/full: cannot write the MLLOG: No space left on device"* ]]
+}
+
+@test "train-step: a run that fails before training leaves --mllog byte for byte as it was and makes no directory" {
+    run "${TS[@]}" --max-steps 1 --mllog run.log --ckpt-dir ck
+    [ "$status" -eq 1 ]
+    cp run.log before.log
+    cp ck/step-1.safetensors bad.safetensors
+    python3 -c 'import sys
+b = bytearray(open(sys.argv[1], "rb").read()); b[-1] ^= 0x10; open(sys.argv[1], "wb").write(bytes(b))' bad.safetensors
+    # a damaged checkpoint to resume or start from, a missing one, too big a batch, missing eval data
+    for bad in "--resume bad.safetensors" "--init-checkpoint bad.safetensors" "--resume missing.safetensors" \
+        "--set train.global_batch_size=5000" "-e missing.tks"; do
+        run "${TS[@]}" --max-steps 2 --mllog run.log --ckpt-dir ck2 $bad
+        [ "$status" -eq 3 ] || [ "$status" -eq 4 ]
+        cmp run.log before.log
+        [ ! -e ck2 ]
+        # an MLLOG file that was not there is not created; --eval-dir is not created either
+        [ "$bad" != "-e missing.tks" ] || continue
+        run train-step -c "$CFG" -t "$D/train.tks" -b cpu --set train.global_batch_size=256 --max-steps 2 \
+            --mllog new.log --eval-dir ev $bad
+        [ "$status" -eq 3 ] || [ "$status" -eq 4 ]
+        [ ! -e new.log ] && [ ! -e ev ]
+    done
+    # where the MLLOG cannot be written: exit 4 before anything else
+    run "${TS[@]}" --max-steps 1 --mllog nodir/run.log
+    [ "$status" -eq 4 ]
+    [ "${lines[0]}" = "train-step: error: nodir/run.log: cannot create the MLLOG file: No such file or directory" ]
+    # a run that starts appends its whole log, the initialization's lines included
+    run "${TS[@]}" --max-steps 1 --mllog run.log
+    [ "$status" -eq 1 ]
+    [ "$(grep -c '"key": "init_start"' run.log)" -eq 2 ]
+    [ "$(grep -c '"key": "run_stop"' run.log)" -eq 2 ]
+    cmp before.log <(head -c "$(stat -c %s before.log)" run.log)
 }
 
 @test "train-step: disk full during a checkpoint exits 4, earlier checkpoints intact" {

@@ -40,6 +40,12 @@ typedef struct rn_dataset {
     size_t nbytes, cap;
     int32_t *label;
     int64_t capn;
+    // The class numbering: prep imagenet's labels index the sorted synsets, and its schema meta
+    // carries "synsets_crc32" of that list. Files without it (decoded records, older shards)
+    // are not compared.
+    int has_crc;
+    uint32_t crc;
+    char crc_file[4096];         // the first file that carries it
 } rn_dataset;
 
 static void ds_free(rn_dataset *d) {
@@ -119,11 +125,51 @@ static int schema_kind(const tks_schema *s, const char *path, int *kind, int *fi
     return tk_err_where(e, "%s", path);
 }
 
+// The file's "synsets_crc32" (8 hex digits in its schema meta): *has 0 when it has none.
+static int meta_crc(const tks_schema *s, const char *path, int *has, uint32_t *crc, tk_err *e) {
+    *has = 0;
+    json_t *m = s->meta_json[0] ? json_loads(s->meta_json, 0, NULL) : NULL;
+    json_t *v = json_object_get(m, "synsets_crc32");
+    const char *t = json_string_value(v);
+    char *end = NULL;
+    unsigned long c = t ? strtoul(t, &end, 16) : 0;
+    int ok = !v || (t && strlen(t) == 8 && !*end && t[0] != '-' && t[0] != '+');
+    json_decref(m);
+    if (!ok) {
+        tk_err_set(e, TK_EDATA, "schema meta synsets_crc32: expected 8 hex digits");
+        return tk_err_where(e, "%s", path);
+    }
+    *has = v != NULL;
+    *crc = (uint32_t)c;
+    return 0;
+}
+
+// Two files whose labels number the classes differently (prep imagenet's synsets_crc32): path's
+// and the other's, which `other` names ("the training data FILE").
+static int crc_mismatch(const char *path, uint32_t crc, const char *other, uint32_t other_crc, tk_err *e) {
+    tk_err_set(e, TK_EDATA, "synsets_crc32 %08x, but %s has %08x: the two number the classes differently", crc,
+               other, other_crc);
+    tk_err_where(e, "%s", path);
+    return tk_err_hint(e, "prep imagenet every split with the same --synsets FILE");
+}
+
 static int load_file(rn_dataset *d, const char *path, int classes, tk_err *e) {
     tks_reader *r;
     TRY(tks_reader_open(&r, path, e));
     const tks_schema *s = tks_reader_schema(r);
     int kind = 0, fi = -1, fl = -1, rc = schema_kind(s, path, &kind, &fi, &fl, e);
+    int has = 0;
+    uint32_t crc = 0;
+    if (!rc) rc = meta_crc(s, path, &has, &crc, e);
+    if (!rc && has && d->has_crc && crc != d->crc) {
+        char other[4200];
+        snprintf(other, sizeof other, "%s (read before it)", d->crc_file);
+        rc = crc_mismatch(path, crc, other, d->crc, e);
+    }
+    if (!rc && has && !d->has_crc) {
+        d->has_crc = 1, d->crc = crc;
+        snprintf(d->crc_file, sizeof d->crc_file, "%s", path);
+    }
     if (!rc && d->kind && kind != d->kind) rc = tk_err_set(e, TK_EDATA, "%s: decoded and JPEG records mixed", path);
     if (!rc && kind == RN_DATA_DECODED) {
         int H = (int)s->f[fi].shape[0], W = (int)s->f[fi].shape[1];
@@ -456,6 +502,21 @@ int rn_decode_eval(const rn_config *cfg, char *const *paths, int npaths, int64_t
                    uint8_t **img, int32_t **label, int64_t *lo, int64_t *hi, tk_err *e) {
     rn_dataset *d;
     TRY(ds_load(paths, npaths, cfg, &d, e));
+    // Beside training data (train-step), both must number the classes alike: a mistyped synset
+    // in a validation label file, without --synsets, adds a class and shifts every label after it.
+    const rn_dataset *t = NULL;
+    if (cfg->sh) {
+        pthread_mutex_lock(&cfg->sh->mu);
+        t = cfg->sh->train;
+        pthread_mutex_unlock(&cfg->sh->mu);
+    }
+    if (t && t->has_crc && d->has_crc && t->crc != d->crc) {
+        char other[4200];
+        snprintf(other, sizeof other, "the training data %s", t->crc_file);
+        int rc = crc_mismatch(d->crc_file, d->crc, other, t->crc, e);
+        ds_free(d);
+        return rc;
+    }
     *n_all = d->n;
     *lo = d->n * rank / world;
     *hi = d->n * (rank + 1) / world;
