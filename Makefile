@@ -47,7 +47,8 @@ HDF5_STATIC := -L$(HDF5_LIBDIR) -Wl,-Bstatic -lhdf5 -lsz -laec -Wl,-Bdynamic
 LDLIBS      += $(if $(wildcard $(HDF5_LIBDIR)/libhdf5.a),$(HDF5_STATIC),$(shell pkg-config --libs hdf5)) -lz -lm -ldl
 endif
 ifneq ($(SAN),)
-CFLAGS   += -fsanitize=$(SAN) -fno-omit-frame-pointer
+# -fno-sanitize-recover: a UBSan finding ends the program (a failed test), not just a message.
+CFLAGS   += -fsanitize=$(SAN) -fno-sanitize-recover=all -fno-omit-frame-pointer
 LDFLAGS  += -fsanitize=$(SAN)
 endif
 
@@ -105,7 +106,7 @@ endif
 ALL_LIBS := $(LIBTK) $(LIBCU) $(LIBTK)
 LINK     = $(CC) $(LDFLAGS) -o $@ $^ $(ALL_LIBS) $(LDLIBS) $(CUDA_LIBS)
 
-.PHONY: all check check-gpu bench install clean unit-tests gpu-tests fuzz
+.PHONY: all check check-gpu bench install clean unit-tests gpu-tests fuzz san-replay
 .DELETE_ON_ERROR:
 .SECONDARY:
 
@@ -150,6 +151,13 @@ $(BUILD)/obj/tests/fuzz/replay_main.o: tests/fuzz/replay_main.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
+# The replays once more under AddressSanitizer and UBSan, CPU only, in $(BUILD)/san: `make check`
+# runs every saved input through them, so an input that overflows a buffer or reaches undefined
+# behaviour fails it. -O1 keeps the extra compile short (CI has 2 cores).
+SAN_REPLAY := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/san/tests/fuzz/%-replay)
+san-replay:
+	+$(MAKE) BUILD=$(BUILD)/san SAN=address,undefined HAVE_CUDA= OPT='-O1 -g1' $(SAN_REPLAY)
+
 fuzz: $(LIB_SRC)
 	@mkdir -p $(BUILD)/fuzz
 	for f in $(FUZZ_SRC); do n=$$(basename $$f .c); \
@@ -165,7 +173,7 @@ $(BUILD)/tests/gpu/%: $(BUILD)/obj/tests/gpu/%.o $(LIBTK) $(LIBCU)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(ALL_LIBS) $(LDLIBS) $(CUDA_LIBS)
 
-check: all
+check: all san-replay
 	@BUILD=$(BUILD) tests/run
 
 check-gpu: all $(GPUS)
