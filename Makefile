@@ -158,12 +158,29 @@ SAN_REPLAY := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/san/tests/fuzz/%-replay)
 san-replay:
 	+$(MAKE) BUILD=$(BUILD)/san SAN=address,undefined HAVE_CUDA= OPT='-O1 -g1' $(SAN_REPLAY)
 
-fuzz: $(LIB_SRC)
-	@mkdir -p $(BUILD)/fuzz
-	for f in $(FUZZ_SRC); do n=$$(basename $$f .c); \
-	  clang -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=fuzzer,address,undefined -Ilib -Ikernels $(HDF5_CFLAGS) \
-	    $(if $(HAVE_JPEG),-DTK_HAVE_JPEG) $(if $(HAVE_PNG),-DTK_HAVE_PNG) \
-	    -o $(BUILD)/fuzz/$$n $$f $(LIB_SRC) $(LDLIBS) -fopenmp || exit 1; done
+# libFuzzer binaries (clang): build/fuzz/fuzz_NAME, each target linked with the library built once
+# more with ASan+UBSan and coverage (build/fuzz/obj). OpenMP is left out (its pragmas run serially,
+# omp_* calls come from libgomp), and jansson, zstd, libjpeg, libpng and libhdf5 are static as in
+# the normal build, so the binaries need only libc, libm, libz, libgomp and libstdc++ and run on a
+# machine without clang (tests/fuzz/run-all.sh, tests/fuzz/README).
+FUZZ_CC     ?= clang
+FUZZ_DIR    := $(BUILD)/fuzz
+FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
+               -fno-omit-frame-pointer -Ilib -Ikernels $(HDF5_CFLAGS) $(if $(HAVE_JPEG),-DTK_HAVE_JPEG) \
+               $(if $(HAVE_PNG),-DTK_HAVE_PNG) -MMD -MP
+FUZZ_BINS   := $(FUZZ_SRC:tests/fuzz/%.c=$(FUZZ_DIR)/%)
+
+fuzz: $(FUZZ_BINS)
+
+$(FUZZ_DIR)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c -o $@ $<
+
+$(FUZZ_DIR)/libtrainkit.a: $(LIB_SRC:%.c=$(FUZZ_DIR)/obj/%.o)
+	rm -f $@ && ar rcs $@ $^
+
+$(FUZZ_BINS): $(FUZZ_DIR)/%: $(FUZZ_DIR)/obj/tests/fuzz/%.o $(FUZZ_DIR)/libtrainkit.a
+	$(FUZZ_CC) -fsanitize=fuzzer,address,undefined -o $@ $^ $(LDLIBS) -lgomp
 
 $(BUILD)/tests/gpu/%: $(BUILD)/obj/tests/gpu/%.cu.o $(LIBTK) $(LIBCU)
 	@mkdir -p $(dir $@)
@@ -192,4 +209,4 @@ install: all
 clean:
 	rm -rf $(BUILD)
 
--include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD)/obj $(BUILD)/fuzz/obj -name '*.d' 2>/dev/null)
