@@ -157,6 +157,7 @@ $(BUILD)/obj/tests/fuzz/replay_main.o: tests/fuzz/replay_main.c
 SAN_REPLAY := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/san/tests/fuzz/%-replay)
 san-replay:
 	+$(MAKE) BUILD=$(BUILD)/san SAN=address,undefined HAVE_CUDA= OPT='-O1 -g1' $(SAN_REPLAY)
+	@touch $(SAN_REPLAY) # current now, even where only the plain replays were relinked (a .cu edit)
 
 # libFuzzer binaries (clang): build/fuzz/fuzz_NAME, each target linked with the library built once
 # more with ASan+UBSan and coverage (build/fuzz/obj). OpenMP is left out (its pragmas run serially,
@@ -190,7 +191,11 @@ $(BUILD)/tests/gpu/%: $(BUILD)/obj/tests/gpu/%.o $(LIBTK) $(LIBCU)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(ALL_LIBS) $(LDLIBS) $(CUDA_LIBS)
 
-check: all san-replay
+# The sanitized replays are built after the rest, so they are newer than the plain ones (tests/run
+# takes a sanitized replay only when it is not older than the plain one: a `make` after it left
+# it stale).
+check: all
+	+@$(MAKE) --no-print-directory san-replay
 	@BUILD=$(BUILD) tests/run
 
 check-gpu: all $(GPUS)
