@@ -1,4 +1,5 @@
-// Criteo TSV parsing, the MLPerf reference's categorical dictionaries, prep's output schema, AUC.
+// Criteo TSV parsing, the MLPerf preprocessed binary, the MLPerf reference's categorical dictionaries,
+// prep's output schema, AUC.
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
