@@ -47,7 +47,8 @@ HDF5_STATIC := -L$(HDF5_LIBDIR) -Wl,-Bstatic -lhdf5 -lsz -laec -Wl,-Bdynamic
 LDLIBS      += $(if $(wildcard $(HDF5_LIBDIR)/libhdf5.a),$(HDF5_STATIC),$(shell pkg-config --libs hdf5)) -lz -lm -ldl
 endif
 ifneq ($(SAN),)
-CFLAGS   += -fsanitize=$(SAN) -fno-omit-frame-pointer
+# -fno-sanitize-recover: a UBSan finding ends the program (a failed test), not just a message.
+CFLAGS   += -fsanitize=$(SAN) -fno-sanitize-recover=all -fno-omit-frame-pointer
 LDFLAGS  += -fsanitize=$(SAN)
 endif
 
@@ -105,7 +106,7 @@ endif
 ALL_LIBS := $(LIBTK) $(LIBCU) $(LIBTK)
 LINK     = $(CC) $(LDFLAGS) -o $@ $^ $(ALL_LIBS) $(LDLIBS) $(CUDA_LIBS)
 
-.PHONY: all check check-gpu bench install clean unit-tests gpu-tests fuzz
+.PHONY: all check check-gpu bench install clean unit-tests gpu-tests fuzz san-replay
 .DELETE_ON_ERROR:
 .SECONDARY:
 
@@ -150,12 +151,37 @@ $(BUILD)/obj/tests/fuzz/replay_main.o: tests/fuzz/replay_main.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
-fuzz: $(LIB_SRC)
-	@mkdir -p $(BUILD)/fuzz
-	for f in $(FUZZ_SRC); do n=$$(basename $$f .c); \
-	  clang -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=fuzzer,address,undefined -Ilib -Ikernels $(HDF5_CFLAGS) \
-	    $(if $(HAVE_JPEG),-DTK_HAVE_JPEG) $(if $(HAVE_PNG),-DTK_HAVE_PNG) \
-	    -o $(BUILD)/fuzz/$$n $$f $(LIB_SRC) $(LDLIBS) -fopenmp || exit 1; done
+# The replays once more under AddressSanitizer and UBSan, CPU only, in $(BUILD)/san: `make check`
+# runs every saved input through them, so an input that overflows a buffer or reaches undefined
+# behaviour fails it. -O1 keeps the extra compile short (CI has 2 cores).
+SAN_REPLAY := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/san/tests/fuzz/%-replay)
+san-replay:
+	+$(MAKE) BUILD=$(BUILD)/san SAN=address,undefined HAVE_CUDA= OPT='-O1 -g1' $(SAN_REPLAY)
+	@touch $(SAN_REPLAY) # current now, even where only the plain replays were relinked (a .cu edit)
+
+# libFuzzer binaries (clang): build/fuzz/fuzz_NAME, each target linked with the library built once
+# more with ASan+UBSan and coverage (build/fuzz/obj). OpenMP is left out (its pragmas run serially,
+# omp_* calls come from libgomp), and jansson, zstd, libjpeg, libpng and libhdf5 are static as in
+# the normal build, so the binaries need only libc, libm, libz, libgomp and libstdc++ and run on a
+# machine without clang (tests/fuzz/run-all.sh, tests/fuzz/README).
+FUZZ_CC     ?= clang
+FUZZ_DIR    := $(BUILD)/fuzz
+FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
+               -fno-omit-frame-pointer -Ilib -Ikernels $(HDF5_CFLAGS) $(if $(HAVE_JPEG),-DTK_HAVE_JPEG) \
+               $(if $(HAVE_PNG),-DTK_HAVE_PNG) -MMD -MP
+FUZZ_BINS   := $(FUZZ_SRC:tests/fuzz/%.c=$(FUZZ_DIR)/%)
+
+fuzz: $(FUZZ_BINS)
+
+$(FUZZ_DIR)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c -o $@ $<
+
+$(FUZZ_DIR)/libtrainkit.a: $(LIB_SRC:%.c=$(FUZZ_DIR)/obj/%.o)
+	rm -f $@ && ar rcs $@ $^
+
+$(FUZZ_BINS): $(FUZZ_DIR)/%: $(FUZZ_DIR)/obj/tests/fuzz/%.o $(FUZZ_DIR)/libtrainkit.a
+	$(FUZZ_CC) -fsanitize=fuzzer,address,undefined -o $@ $^ $(LDLIBS) -lgomp
 
 $(BUILD)/tests/gpu/%: $(BUILD)/obj/tests/gpu/%.cu.o $(LIBTK) $(LIBCU)
 	@mkdir -p $(dir $@)
@@ -165,7 +191,11 @@ $(BUILD)/tests/gpu/%: $(BUILD)/obj/tests/gpu/%.o $(LIBTK) $(LIBCU)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(ALL_LIBS) $(LDLIBS) $(CUDA_LIBS)
 
+# The sanitized replays are built after the rest, so they are newer than the plain ones (tests/run
+# takes a sanitized replay only when it is not older than the plain one: a `make` after it left
+# it stale).
 check: all
+	+@$(MAKE) --no-print-directory san-replay
 	@BUILD=$(BUILD) tests/run
 
 check-gpu: all $(GPUS)
@@ -184,4 +214,4 @@ install: all
 clean:
 	rm -rf $(BUILD)
 
--include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD)/obj $(BUILD)/fuzz/obj -name '*.d' 2>/dev/null)

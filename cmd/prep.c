@@ -110,9 +110,7 @@ static void out_free(outbuf *o) {
 }
 
 // Calls fn(row) for every line of every file; errors name FILE: line N.
-typedef int (*row_fn)(void *ctx, const criteo_row *r, tk_err *e);
-
-static int each_tsv_row(char **files, int nfiles, row_fn fn, void *ctx, tk_err *e) {
+static int each_tsv_row(char *const *files, int nfiles, criteo_row_fn fn, void *ctx, tk_err *e) {
     for (int i = 0; i < nfiles; i++) {
         tk_lines *l;
         TRY(tk_lines_open(&l, files[i], e));
@@ -135,59 +133,6 @@ static int each_tsv_row(char **files, int nfiles, row_fn fn, void *ctx, tk_err *
         if (rc) return rc;
     }
     return 0;
-}
-
-// The MLPerf preprocessed binary: little-endian int32 x 40 per sample.
-static int each_bin_row(char **files, int nfiles, row_fn fn, void *ctx, tk_err *e) {
-    enum { REC = CRITEO_FIELDS * 4, BATCH = 4096 };
-    uint8_t *buf = malloc((size_t)REC * BATCH);
-    if (!buf) return tk_err_errno(e, ENOMEM, "out of memory");
-    int rc = 0;
-    for (int i = 0; i < nfiles && !rc; i++) {
-        FILE *f = fopen(files[i], "rb");
-        if (!f) {
-            rc = tk_err_errno(e, errno, "%s: cannot open", files[i]);
-            break;
-        }
-        uint64_t off = 0;
-        size_t got;
-        while (!rc && (got = fread(buf, 1, (size_t)REC * BATCH, f)) > 0) {
-            size_t nrec = got / REC;
-            for (size_t k = 0; k < nrec && !rc; k++, off += REC) {
-                const uint8_t *p = buf + k * REC;
-                int32_t v[CRITEO_FIELDS];
-                for (int j = 0; j < CRITEO_FIELDS; j++)
-                    v[j] = (int32_t)((uint32_t)p[4 * j] | (uint32_t)p[4 * j + 1] << 8 |
-                                     (uint32_t)p[4 * j + 2] << 16 | (uint32_t)p[4 * j + 3] << 24);
-                criteo_row r;
-                if (v[0] != 0 && v[0] != 1) {
-                    rc = tk_err_set(e, TK_EDATA, "label must be 0 or 1, got %d", v[0]);
-                    tk_err_where(e, "%s: offset %llu", files[i], (unsigned long long)off);
-                    break;
-                }
-                r.label = (uint8_t)v[0];
-                for (int j = 0; j < CRITEO_DENSE; j++) r.dense[j] = v[1 + j] < 0 ? 0 : v[1 + j];
-                for (int j = 0; j < CRITEO_CAT; j++) {
-                    int32_t c = v[1 + CRITEO_DENSE + j];
-                    if (c < 0) {
-                        rc = tk_err_set(e, TK_EDATA, "categorical %d is negative (%d)", j + 1, c);
-                        tk_err_where(e, "%s: offset %llu", files[i], (unsigned long long)(off + 4 * (14 + j)));
-                        break;
-                    }
-                    r.cat[j] = (uint32_t)c;
-                }
-                if (!rc) rc = fn(ctx, &r, e);
-            }
-            if (!rc && got % REC) {
-                rc = tk_err_set(e, TK_EDATA, "truncated record (%zu of %d bytes)", got % REC, REC);
-                tk_err_where(e, "%s: offset %llu", files[i], (unsigned long long)off);
-            }
-        }
-        if (!rc && ferror(f)) rc = tk_err_errno(e, errno, "%s: read failed", files[i]);
-        fclose(f);
-    }
-    free(buf);
-    return rc;
 }
 
 typedef struct {
@@ -223,7 +168,7 @@ static int emit(void *ctx, const criteo_row *r, tk_err *e) {
 
 static int run_criteo(options *op, char **files, int nfiles, int binary, tk_err *e) {
     if (!op->out) TRY(tk_cli_refuse_tty(stdout, "a .tks record stream", e));
-    int (*each)(char **, int, row_fn, void *, tk_err *) = binary ? each_bin_row : each_tsv_row;
+    int (*each)(char *const *, int, criteo_row_fn, void *, tk_err *) = binary ? criteo_bin_each : each_tsv_row;
     if (binary) op->mapping = CRITEO_DICTIONARY; // ids already come from the reference's dictionaries
     conv c = {.op = op};
     uint64_t card[CRITEO_CAT];

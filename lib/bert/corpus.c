@@ -121,7 +121,7 @@ int bert_corpus_read(bert_corpus *c, const bert_tokenizer *t, const char *path, 
     }
     if (!rc) {
         for (int k = 0; k < nchunks; k++) {
-            memcpy(c->tok + c->ntok, ch[k].ids.v, ch[k].ids.n * sizeof *c->tok);
+            if (ch[k].ids.n) memcpy(c->tok + c->ntok, ch[k].ids.v, ch[k].ids.n * sizeof *c->tok); // v is NULL when empty
             c->ntok += ch[k].ids.n;
         }
         // Sentences and documents: a blank line closes the document so far, if it has any

@@ -252,6 +252,12 @@ static int parse_header(tk_st_file *f, char *text, size_t len, tk_err *e) {
             }
             t->shape[d] = json_integer_value(x);
         }
+        uint64_t nb = tk_dtype_size(t->dtype); // shape's product: 4 dimensions of 2^40 wrap around
+        for (int d = 0; d < t->ndim; d++)
+            if (__builtin_mul_overflow(nb, (uint64_t)t->shape[d], &nb)) {
+                rc = bad(e, f->path, at, "tensor '%s': the shape's size overflows", key);
+                goto out;
+            }
         json_int_t b = json_integer_value(json_array_get(of, 0)), en = json_integer_value(json_array_get(of, 1));
         if (b < 0 || en < b) { rc = bad(e, f->path, at, "tensor '%s': data_offsets begin > end", key); goto out; }
         t->begin = (uint64_t)b;
@@ -281,8 +287,9 @@ static int parse_header(tk_st_file *f, char *text, size_t len, tk_err *e) {
     if (!s) { rc = tk_err_set(e, TK_EIO, "out of memory"); goto out; }
     memcpy(s, f->t, (size_t)f->n * sizeof *s);
     qsort(s, (size_t)f->n, sizeof *s, cmp_begin);
-    for (int i = 1; i < f->n; i++)
-        if (s[i].begin < s[i - 1].end && s[i].end > s[i].begin) {
+    uint64_t reach = f->n ? s[0].end : 0; // the furthest end so far: an empty tensor between two hides nothing
+    for (int i = 1; i < f->n; reach = s[i].end > reach ? s[i].end : reach, i++)
+        if (s[i].begin < reach && s[i].end > s[i].begin) {
             rc = bad(e, f->path, name_off(text, s[i].name), "tensor '%s' overlaps another tensor", s[i].name);
             break;
         }

@@ -33,6 +33,12 @@ typedef struct {
     size_t ncounts, cap_counts;
 } coco_store;
 
+// The counts of an RLE segmentation given as a list (SEG_COUNTS): NULL when it has none (a file
+// without any list has no counts array, and NULL + 0 is undefined).
+static inline uint32_t *coco_seg_counts(const coco_store *st, const coco_seg *s) {
+    return s->n ? st->counts + s->off : NULL;
+}
+
 typedef struct {
     int64_t id;
     int32_t img, cat;  // internal indices

@@ -282,7 +282,7 @@ static int eval_group(eval_ctx *c, size_t gidx, scratch *s) {
                             rc = coco_rle_fr_string_into(dt->st.buf + a->seg.off, a->seg.n, s->arena, &r.m, &le);
                             break;
                         case SEG_COUNTS:
-                            r = (coco_rle){a->seg.h, a->seg.w, a->seg.n, dt->st.counts + a->seg.off};
+                            r = (coco_rle){a->seg.h, a->seg.w, a->seg.n, coco_seg_counts(&dt->st, &a->seg)};
                             break;
                         default:
                             r = dt->owned[ai];

@@ -151,7 +151,7 @@ static int check_rle(const coco_store *st, const coco_seg *sg, coco_rle *r, tk_e
         r->h = sg->h;
         r->w = sg->w;
         r->m = sg->n;
-        r->cnts = st->counts + sg->off;
+        r->cnts = coco_seg_counts(st, sg);
     }
     uint64_t tot = coco_rle_total(r);
     if (tot != (uint64_t)sg->h * sg->w) {
@@ -170,7 +170,7 @@ int coco_seg_to_rle(const coco_store *st, const coco_seg *s, uint32_t h, uint32_
     case SEG_STRING:
         return coco_rle_fr_string(st->buf + s->off, s->n, s->h, s->w, out, e);
     case SEG_COUNTS: {
-        coco_rle r = {s->h, s->w, s->n, st->counts + s->off};
+        coco_rle r = {s->h, s->w, s->n, coco_seg_counts(st, s)};
         return coco_rle_merge(&r, 1, 0, out, e);
     }
     case SEG_POLY: {

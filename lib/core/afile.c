@@ -18,6 +18,10 @@ int tk_afile_open(tk_afile *f, const char *path, tk_err *e) {
     if (strlen(path) + 40 >= sizeof f->tmp)
         return tk_err_set(e, TK_EUSAGE, "%s: path too long", path);
     snprintf(f->path, sizeof f->path, "%s", path);
+    // A writer of this path killed mid-write (kill -9, a crash) left its temporary: ours to remove.
+    // Best effort: one that cannot be removed does not stop this write.
+    tk_err ignored;
+    tk_afile_remove_stale_of(path, NULL, &ignored);
     snprintf(f->tmp, sizeof f->tmp, "%s.tmp.%ld.%d", path, (long)getpid(),
              atomic_fetch_add(&tmp_counter, 1));
     int fd = open(f->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
@@ -77,22 +81,36 @@ void tk_afile_abort(tk_afile *f) {
     f->tmp[0] = 0;
 }
 
-int tk_afile_remove_stale(const char *dir, const char *suffix, int *removed, tk_err *e) {
+// The PID of a temporary's name "NAME.tmp.PID.N" (t points at ".tmp."), or 0 when the rest of
+// the name is not "PID.N".
+static long tmp_pid(const char *t) {
+    char *end;
+    long pid = strtol(t + 5, &end, 10);
+    if (pid <= 0 || *end != '.' || !end[1]) return 0;
+    strtol(end + 1, &end, 10);
+    return *end ? 0 : pid;
+}
+
+// Removes from dir the temporaries "NAME.tmp.PID.N" of processes that no longer exist, where NAME
+// is base (exactly) when base is given, else any name ending in suffix.
+static int remove_stale(const char *dir, const char *base, const char *suffix, int *removed, tk_err *e) {
     if (removed) *removed = 0;
     DIR *d = opendir(dir);
     if (!d) return errno == ENOENT ? 0 : tk_err_errno(e, errno, "%s: cannot open the directory", dir);
     struct dirent *de;
-    size_t sl = strlen(suffix);
+    size_t bl = base ? strlen(base) : 0, sl = suffix ? strlen(suffix) : 0;
     int rc = 0;
     while ((de = readdir(d))) {
-        const char *nm = de->d_name, *t = strstr(nm, ".tmp.");
-        if (!t || (size_t)(t - nm) < sl || strncmp(t - sl, suffix, sl) != 0) continue;
-        char *end;
-        long pid = strtol(t + 5, &end, 10);
-        if (pid <= 0 || *end != '.' || !end[1]) continue;
-        strtol(end + 1, &end, 10);
-        if (*end) continue;
-        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; // alive, or not ours to judge
+        const char *nm = de->d_name, *t;
+        if (base) {
+            if (strncmp(nm, base, bl) != 0 || strncmp(nm + bl, ".tmp.", 5) != 0) continue;
+            t = nm + bl;
+        } else {
+            t = strstr(nm, ".tmp.");
+            if (!t || (size_t)(t - nm) < sl || strncmp(t - sl, suffix, sl) != 0) continue;
+        }
+        long pid = tmp_pid(t);
+        if (!pid || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; // alive, or not ours to judge
         char p[4400];
         snprintf(p, sizeof p, "%s/%s", dir, nm);
         if (unlink(p) != 0 && errno != ENOENT) {
@@ -103,6 +121,17 @@ int tk_afile_remove_stale(const char *dir, const char *suffix, int *removed, tk_
     }
     closedir(d);
     return rc;
+}
+
+int tk_afile_remove_stale(const char *dir, const char *suffix, int *removed, tk_err *e) {
+    return remove_stale(dir, NULL, suffix, removed, e);
+}
+
+int tk_afile_remove_stale_of(const char *path, int *removed, tk_err *e) {
+    char dir[4096], base[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    snprintf(base, sizeof base, "%s", path);
+    return remove_stale(dirname(dir), basename(base), NULL, removed, e);
 }
 
 int tk_write_all(FILE *fp, const void *buf, size_t n, const char *name, tk_err *e) {

@@ -32,6 +32,9 @@ int tk_pread_all(int fd, void *buf, size_t n, long long off, const char *name, t
 // (kill -9, a crash): files "NAME.tmp.PID.N" with NAME ending in suffix whose process PID no longer
 // exists (a live process's temporaries are never touched). *removed (may be NULL) gets the count.
 int tk_afile_remove_stale(const char *dir, const char *suffix, int *removed, tk_err *e);
+// The same for the temporaries of one output path ("PATH.tmp.PID.N"); tk_afile_open calls it, so
+// every atomic writer removes what a killed writer of the same file left.
+int tk_afile_remove_stale_of(const char *path, int *removed, tk_err *e);
 // fsync the directory that holds path.
 int tk_fsync_dir_of(const char *path, tk_err *e);
 

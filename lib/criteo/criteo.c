@@ -1,6 +1,8 @@
-// Criteo TSV parsing, the MLPerf reference's categorical dictionaries, prep's output schema, AUC.
+// Criteo TSV parsing, the MLPerf preprocessed binary, the MLPerf reference's categorical dictionaries,
+// prep's output schema, AUC.
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -81,6 +83,59 @@ int criteo_parse_tsv(const char *s, size_t len, int last_line_unterminated, crit
         p = t + 1;
     }
     return 0;
+}
+
+// ---- the MLPerf preprocessed binary -------------------------------------------------------------
+int criteo_bin_each(char *const *files, int nfiles, criteo_row_fn fn, void *ctx, tk_err *e) {
+    enum { REC = CRITEO_FIELDS * 4, BATCH = 4096 };
+    uint8_t *buf = malloc((size_t)REC * BATCH);
+    if (!buf) return tk_err_errno(e, ENOMEM, "out of memory");
+    int rc = 0;
+    for (int i = 0; i < nfiles && !rc; i++) {
+        FILE *f = fopen(files[i], "rb");
+        if (!f) {
+            rc = tk_err_errno(e, errno, "%s: cannot open", files[i]);
+            break;
+        }
+        uint64_t off = 0;
+        size_t got;
+        while (!rc && (got = fread(buf, 1, (size_t)REC * BATCH, f)) > 0) {
+            size_t nrec = got / REC;
+            for (size_t k = 0; k < nrec && !rc; k++, off += REC) {
+                const uint8_t *p = buf + k * REC;
+                int32_t v[CRITEO_FIELDS];
+                for (int j = 0; j < CRITEO_FIELDS; j++)
+                    v[j] = (int32_t)((uint32_t)p[4 * j] | (uint32_t)p[4 * j + 1] << 8 |
+                                     (uint32_t)p[4 * j + 2] << 16 | (uint32_t)p[4 * j + 3] << 24);
+                criteo_row r;
+                if (v[0] != 0 && v[0] != 1) {
+                    rc = tk_err_set(e, TK_EDATA, "label must be 0 or 1, got %d", v[0]);
+                    tk_err_where(e, "%s: offset %llu", files[i], (unsigned long long)off);
+                    break;
+                }
+                r.label = (uint8_t)v[0];
+                for (int j = 0; j < CRITEO_DENSE; j++) r.dense[j] = v[1 + j] < 0 ? 0 : v[1 + j];
+                for (int j = 0; j < CRITEO_CAT; j++) {
+                    int32_t c = v[1 + CRITEO_DENSE + j];
+                    if (c < 0) {
+                        rc = tk_err_set(e, TK_EDATA, "categorical %d is negative (%d)", j + 1, c);
+                        tk_err_where(e, "%s: offset %llu", files[i], (unsigned long long)(off + 4 * (14 + j)));
+                        break;
+                    }
+                    r.cat[j] = (uint32_t)c;
+                }
+                if (!rc) rc = fn(ctx, &r, e);
+            }
+            if (!rc && got % REC) {
+                rc = tk_err_set(e, TK_EDATA, "truncated record (%zu of %d bytes)", got % REC, REC);
+                tk_err_where(e, "%s: offset %llu", files[i], (unsigned long long)off);
+            }
+        }
+        if (!rc && ferror(f)) rc = tk_err_errno(e, errno, "%s: read failed", files[i]);
+        fclose(f);
+    }
+    free(buf);
+    return rc;
 }
 
 // ---- dictionaries: open addressing, key+1 stored so 0 marks an empty slot ----------------

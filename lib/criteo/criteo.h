@@ -30,6 +30,14 @@ typedef struct {
 int criteo_parse_tsv(const char *s, size_t len, int last_line_unterminated, criteo_row *row,
                      tk_err *e);
 
+// The MLPerf preprocessed binary (FILE_data.bin): little-endian int32 x 40 per sample (label,
+// 13 counts, 26 categorical ids). Calls fn(ctx, row) for every sample of every file in order;
+// negative counts become 0. TK_EDATA naming FILE: offset N for a label other than 0 or 1, a
+// negative categorical or a truncated last sample; TK_EIO when a file cannot be read. An error
+// from fn stops the reading and is returned.
+typedef int (*criteo_row_fn)(void *ctx, const criteo_row *r, tk_err *e);
+int criteo_bin_each(char *const *files, int nfiles, criteo_row_fn fn, void *ctx, tk_err *e);
+
 // ---- categorical mapping ---------------------------------------------------------------------
 typedef enum { CRITEO_MODULO = 0, CRITEO_DICTIONARY = 1 } criteo_mapping;
 

@@ -217,6 +217,37 @@ sys.stdout.buffer.write(b"".join(struct.pack("<40i", *r) for r in recs))' >day_d
     [ ! -s listing ]
 }
 
+@test "prep: removes the temporaries a killed prep of the same output left, keeps a live process's" {
+    line 0 1 2 0000000a 0000000b >in.tsv
+    # what a writer killed mid-write leaves: OUT.tmp.PID.N of a process that is gone
+    sh -c 'exit 0' &
+    dead=$!
+    wait "$dead"
+    sleep 60 &
+    live=$!
+    mkdir -p o d
+    printf 'half a stream' >"o/out.tks.tmp.$dead.0"
+    printf 'half a stream' >"o/out.tks.tmp.$dead.7"
+    printf 'being written' >"o/out.tks.tmp.$live.0"
+    printf 'another output' >"o/other.tks.tmp.$dead.0"
+    printf 'half a day' >"d/day_0.tmp.$dead.0"
+    printf 'half a manifest' >"d/manifest.json.tmp.$dead.3"
+    run prep criteo -o o/out.tks in.tsv
+    s1=$status
+    run prep synth criteo --days 1 --rows-per-day 10 --seed 1 -o d
+    s2=$status
+    kill "$live"
+    [ "$s1" -eq 0 ]
+    [ "$s2" -eq 0 ]
+    [ -s o/out.tks ]
+    [ ! -e "o/out.tks.tmp.$dead.0" ]
+    [ ! -e "o/out.tks.tmp.$dead.7" ]
+    [ -e "o/out.tks.tmp.$live.0" ]
+    [ -e "o/other.tks.tmp.$dead.0" ]
+    [ ! -e "d/day_0.tmp.$dead.0" ]
+    [ ! -e "d/manifest.json.tmp.$dead.3" ]
+}
+
 @test "prep: refuses to write a record stream to a terminal" {
     command -v script >/dev/null || skip "script(1) is not installed"
     line 0 1 2 0000000a 0000000b >in.tsv

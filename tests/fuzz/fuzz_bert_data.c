@@ -8,20 +8,14 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "fuzz_file.h"
 #include "workloads/bert/bert.h"
 
 enum { L = 24, P = 4, V = 32, CAP = 64 };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char path[] = "/tmp/fuzz_bert_data.XXXXXX";
-    int fd = mkstemp(path);
-    if (fd < 0) return 0;
-    if (write(fd, data, size) != (ssize_t)size) {
-        close(fd);
-        unlink(path);
-        return 0;
-    }
-    close(fd);
+    if (fuzz_write_file(path, data, size)) return 0;
     tk_bert_data *d;
     tk_err e;
     char *paths[1] = {path};

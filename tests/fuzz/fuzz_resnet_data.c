@@ -7,18 +7,12 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "fuzz_file.h"
 #include "workloads/resnet/resnet.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char path[] = "/tmp/fuzz_resnet_data.XXXXXX";
-    int fd = mkstemp(path);
-    if (fd < 0) return 0;
-    if (write(fd, data, size) != (ssize_t)size) {
-        close(fd);
-        unlink(path);
-        return 0;
-    }
-    close(fd);
+    if (fuzz_write_file(path, data, size)) return 0;
     json_t *root = json_pack("{s:{s:[i], s:i, s:i, s:i}, s:{s:i}}", "model", "layers", 1, "width", 4, "image_size", 8,
                              "classes", 10, "data", "eval_resize", 9);
     tk_run_cfg run = {.batch = 2, .seed = 1};

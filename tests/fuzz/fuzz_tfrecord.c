@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "fuzz_file.h"
 #include "imagenet/imagenet.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -14,12 +15,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         (x.encoded < data || x.encoded + x.encoded_len > data + size))
         abort();
     char path[] = "/tmp/fuzz_tfrecord.XXXXXX";
-    int fd = mkstemp(path);
-    if (fd < 0) return 0;
-    ssize_t w = write(fd, data, size);
-    close(fd);
+    if (fuzz_write_file(path, data, size)) return 0;
     imagenet_tfrecord *t;
-    if (w == (ssize_t)size && imagenet_tfrecord_open(&t, path, &e) == 0) {
+    if (imagenet_tfrecord_open(&t, path, &e) == 0) {
         const uint8_t *rec;
         size_t n;
         uint64_t off;

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fuzz_file.h"
 #include "tks/tks.h"
 
 // Any schema (ragged fields included) through the tks_frame calls.
@@ -43,14 +44,7 @@ static void drain(tks_reader *r, int random_access) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char path[] = "/tmp/fuzz_tks_reader.XXXXXX";
-    int fd = mkstemp(path);
-    if (fd < 0) return 0;
-    if (write(fd, data, size) != (ssize_t)size) {
-        close(fd);
-        unlink(path);
-        return 0;
-    }
-    close(fd);
+    if (fuzz_write_file(path, data, size)) return 0;
     tks_reader *r;
     tk_err e;
     if (tks_reader_open(&r, path, &e) == 0) {

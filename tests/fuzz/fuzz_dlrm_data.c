@@ -1,0 +1,73 @@
+// Fuzz DLRM's data reader (lib/workloads/dlrm/data.c over the engine's record cursor): the input
+// is a whole .tks file, opened as training data of 13 counts and 26 categoricals. A file that
+// opens is read to the end in uneven pieces with the ids folded into small tables, read again
+// from a seek to its middle, and a few training batches are taken. Every record handed over
+// must have a 0/1 label and ids inside their tables; anything else must be a TK_EDATA error
+// (TK_EIO for memory), never a crash, a hang or a read out of bounds.
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fuzz_file.h"
+#include "workloads/dlrm/data.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+enum { ND = 13, NC = 26, MAXN = 64 };
+
+static void check_code(int rc) {
+    if (rc && rc != TK_EDATA && rc != TK_EIO) abort();
+}
+
+static void check_records(int got, const int64_t *rows, const uint8_t *label, const int32_t *cat) {
+    for (int i = 0; i < got; i++) {
+        if (label[i] > 1) abort();
+        for (int f = 0; f < NC; f++)
+            if (cat[i * NC + f] < 0 || cat[i * NC + f] >= rows[f]) abort();
+    }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    char path[] = "/tmp/fuzz_dlrm_data.XXXXXX";
+    if (fuzz_write_file(path, data, size)) return 0;
+    char *paths[1] = {path};
+    tk_dlrm_data *d;
+    tk_err e = {0};
+    int rc = tk_dlrm_data_open(&d, paths, 1, ND, NC, &e);
+    check_code(rc);
+    if (!rc) {
+        int64_t rows[NC];
+        for (int f = 0; f < NC; f++) rows[f] = f % 3 == 0 ? 1 : f % 3 == 1 ? 7 + f : 1000003; // some fold, some not
+        static uint8_t label[MAXN];
+        static int32_t dense[MAXN * ND], cat[MAXN * NC];
+        uint64_t count = tk_dlrm_data_count(d), seen = 0;
+        tk_dlrm_data_meta(d);
+        for (int k = 1; !rc && seen < count; k = k % (MAXN - 5) + 5) { // pieces of 1, 6, 11, ... records
+            int got = 0;
+            rc = tk_dlrm_data_next(d, k, rows, label, dense, cat, &got, &e);
+            check_code(rc);
+            if (rc) break;
+            if (got > k || (got < k && seen + (uint64_t)got != count) || got == 0) abort();
+            check_records(got, rows, label, cat);
+            seen += (uint64_t)got;
+        }
+        if (!rc && count) {
+            int got = 0;
+            rc = tk_dlrm_data_seek(d, count / 2, &e);
+            if (!rc) rc = tk_dlrm_data_next(d, MAXN, rows, label, dense, cat, &got, &e);
+            check_code(rc);
+            if (!rc && (uint64_t)got != (count - count / 2 < MAXN ? count - count / 2 : MAXN)) abort();
+        }
+        int B = count >= 3 ? 3 : 0;
+        for (int64_t step = 0; !rc && B && step < 4; step++) {
+            rc = tk_dlrm_data_batch(d, step, (int64_t)(count / (uint64_t)B), B, rows, label, dense, cat, &e);
+            check_code(rc);
+            if (!rc) check_records(B, rows, label, cat);
+        }
+        tk_dlrm_data_close(d);
+    }
+    unlink(path);
+    return 0;
+}
