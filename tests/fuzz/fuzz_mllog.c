@@ -43,7 +43,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         lc_detect d;
         lc_detect_ruleset(cat, a, &log, 1, 0, &d, &e);
         lc_ruleset *rs = d.chosen ? d.chosen : lc_catalog_find(cat, "5.1.0");
-        lc_rcp_run run;
+        lc_rcp_run run = {0}; // a nameless run: lc_rcp_check names it "a result file"
         lc_rcp_result rr;
         if (rs && !lc_rcp_read(rs, a, (const char *)data, size, &run)) lc_rcp_check(cat, rs, a, &run, 1, &rr, &e);
     }
