@@ -199,48 +199,24 @@ static int check_file(ctx *c, const char *path, int *worst, tk_err *e) {
     return 0;
 }
 
-// The logs of a set's readable files, for picking its ruleset.
-static lc_log *set_logs(const lc_set *s, int *n) {
-    lc_log *logs = malloc((size_t)(s->n + 1) * sizeof *logs);
-    *n = 0;
-    for (int i = 0; logs && i < s->n; i++)
-        if (s->files[i].readable) logs[(*n)++] = s->files[i].log;
-    return logs;
-}
-
-// Opens a set and picks its ruleset; prints and records in *worst what concerns this set only.
+// Reads a set under its ruleset; prints and records in *worst what concerns this set only.
 // Returns 0 with *s (NULL: skip the set), or a fatal error.
-static int open_set(ctx *c, const char *dir, lc_set **s, lc_ruleset **rs, lc_detect *d, int *worst, tk_err *e) {
-    tk_err fe = {0};
-    *s = NULL;
-    int rc = lc_set_open(dir, s, &fe);
-    if (rc == TK_EDATA) {
-        tk_cli_fail(PROG, &fe);
-        if (*worst < TK_EDATA) *worst = TK_EDATA;
-        return 0;
-    }
-    if (rc) return *e = fe, rc;
+static int open_set(ctx *c, const char *dir, int rcp, lc_set **s, int *worst, tk_err *e) {
+    TRY(lc_set_read(c->cat, c->fixed, c->strict, rcp, dir, s, e));
     for (int i = 0; i < (*s)->n; i++)
-        if (!(*s)->files[i].readable) { // an unreadable run is not counted, as the summarizer drops it
-            tk_cli_fail(PROG, &(*s)->files[i].err);
+        if ((*s)->runs[i].err) { // an unreadable run is not counted, as the summarizer drops it
+            tk_cli_fail(PROG, (*s)->runs[i].err);
             if (*worst < TK_EDATA) *worst = TK_EDATA;
         }
-    int nl;
-    lc_log *logs = set_logs(*s, &nl);
-    if (!logs) return tk_err_set(e, TK_EIO, "out of memory");
-    lc_arena_reset(c->arena);
-    rc = pick_ruleset(c, logs, nl, rs, d, &fe);
-    free(logs);
-    if (rc == TK_EUSAGE) {
-        tk_err_where(&fe, "%s", dir);
-        tk_cli_fail(PROG, &fe);
-        if (*worst < TK_EUSAGE) *worst = TK_EUSAGE;
+    if (!(*s)->rs) { // the directory, its scaling.json or no ruleset to pick
+        tk_err *why = &(*s)->why;
+        if (!why->where[0]) tk_err_where(why, "%s", dir);
+        tk_cli_fail(PROG, why);
+        if (*worst < why->code) *worst = why->code;
         lc_set_free(*s);
         *s = NULL;
-        return 0;
     }
-    if (rc) *e = fe;
-    return rc;
+    return 0;
 }
 
 // The summarizer's benchmark: the first submission_benchmark of the set, else the directory's name.
@@ -255,27 +231,22 @@ static void set_benchmark(const char *dir, const char *first, char *out, size_t 
 
 static int score_set(ctx *c, const char *dir, long accel_opt, int *worst, tk_err *e) {
     lc_set *s;
-    lc_ruleset *rs;
-    lc_detect d;
-    TRY(open_set(c, dir, &s, &rs, &d, worst, e));
+    TRY(open_set(c, dir, 0, &s, worst, e));
     if (!s) return 0;
-    lc_rules *rules;
-    int rc = lc_ruleset_rules(c->cat, rs, &rules, e);
+    lc_ruleset *rs = s->rs;
+    lc_detect d = s->d;
     double *times = calloc((size_t)s->n + 1, sizeof *times);
     json_t *counted = json_array(), *notc = json_array();
-    int nt = 0, dropped = 0;
-    const char *first = NULL;
-    if (!times) rc = rc ? rc : tk_err_set(e, TK_EIO, "out of memory");
+    int nt = 0, dropped = 0, rc = times ? 0 : tk_err_set(e, TK_EIO, "out of memory");
+    const char *first = s->benchmark;
     for (int i = 0; i < s->n && !rc; i++) {
-        lc_result res = {0};
-        if (s->files[i].readable && (rc = lc_check_log(rules, c->arena, &s->files[i].log, c->strict, &res, e))) break;
-        if (!first && res.benchmark) first = res.benchmark;
-        if (s->files[i].readable && res.pass && res.has_ttt) {
-            times[nt++] = res.ttt_min;
-            json_array_append_new(counted, json_pack("{s:s,s:f}", "file", s->files[i].name, "ttt_min", res.ttt_min));
+        const lc_set_run *r = &s->runs[i];
+        if (!r->err && r->pass && r->has_ttt) {
+            times[nt++] = r->ttt_min;
+            json_array_append_new(counted, json_pack("{s:o,s:f}", "file", jstr(r->name), "ttt_min", r->ttt_min));
         } else {
             dropped++;
-            json_array_append_new(notc, json_string(s->files[i].name));
+            json_array_append_new(notc, jstr(r->name));
         }
     }
     char bench[128];
@@ -288,8 +259,8 @@ static int score_set(ctx *c, const char *dir, long accel_opt, int *worst, tk_err
     double r2 = sc.has_score ? lc_round2(score) : 0;
     if (!rc && !sc.has_score && *worst == 0) *worst = 1;
     if (!rc && c->json) {
-        json_t *o = json_pack("{s:s,s:o,s:s,s:s,s:i,s:o,s:o,s:o,s:o,s:o,s:f,s:o,s:o,s:o}", "type", "score", "dir", jstr(dir),
-                              "ruleset", rs->version, "benchmark", bench, "runs", s->n, "runs_required",
+        json_t *o = json_pack("{s:s,s:o,s:s,s:o,s:i,s:o,s:o,s:o,s:o,s:o,s:f,s:o,s:o,s:o}", "type", "score", "dir", jstr(dir),
+                              "ruleset", rs->version, "benchmark", jstr(bench), "runs", s->n, "runs_required",
                               b ? json_integer(b->runs) : json_null(), "counted", counted, "not_counted", notc, "score_min",
                               sc.has_score ? json_real(score) : json_null(), "score_unscaled_min",
                               sc.has_score ? json_real(sc.score_min) : json_null(), "scaling_factor", s->scaling,
@@ -299,13 +270,17 @@ static int score_set(ctx *c, const char *dir, long accel_opt, int *worst, tk_err
         add_detection(o, &d);
         rc = tk_jsonl_emit(stdout, o, e);
     } else if (!rc) {
+        // without a benchmark in the logs the summarizer's is the directory's name: not said twice
+        char shown[200];
+        if (first || !b) snprintf(shown, sizeof shown, "%s", first ? bench : "no benchmark in the logs");
+        else snprintf(shown, sizeof shown, "%s (the directory's name; no log names a benchmark)", bench);
         if (sc.has_score) {
-            printf("%s: %s: %.4f min (olympic mean of %d runs, %d not counted", dir, bench, score,
+            printf("%s: %s: %.4f min (olympic mean of %d runs, %d not counted", dir, shown, score,
                    nt - sc.max_dropped - (sc.max_dropped - dropped), dropped);
             if (s->has_scaling) printf("; unscaled %.4f min x %.6g from scaling.json", sc.score_min, s->scaling);
             printf(")");
         } else {
-            printf("%s: %s: no score (%d of %d runs not counted, at most %d allowed)", dir, bench, dropped, s->n, sc.max_dropped);
+            printf("%s: %s: no score (%d of %d runs not counted, at most %d allowed)", dir, shown, dropped, s->n, sc.max_dropped);
         }
         if (sc.has_score && accel) printf("; %.2f x %ld accelerators = %.2f accelerator-min", r2, accel, r2 * (double)accel);
         if (b && s->n < b->runs) printf("; %d of the %d result files a set holds", s->n, b->runs);
@@ -327,18 +302,16 @@ static int score_set(ctx *c, const char *dir, long accel_opt, int *worst, tk_err
 
 static int rcp_set(ctx *c, const char *dir, int *worst, tk_err *e) {
     lc_set *s;
-    lc_ruleset *rs;
-    lc_detect d;
-    TRY(open_set(c, dir, &s, &rs, &d, worst, e));
+    TRY(open_set(c, dir, 1, &s, worst, e));
     if (!s) return 0;
+    lc_ruleset *rs = s->rs;
+    lc_detect d = s->d;
     lc_rcp_run *runs = calloc((size_t)s->n + 1, sizeof *runs);
     int n = 0, rc = runs ? 0 : tk_err_set(e, TK_EIO, "out of memory");
-    for (int i = 0; i < s->n && !rc; i++) {
-        if (!s->files[i].readable) continue;
-        runs[n].name = s->files[i].name;
-        if (lc_rcp_read(rs, c->arena, s->files[i].buf, s->files[i].len, &runs[n++])) rc = tk_err_set(e, TK_EIO, "out of memory");
-    }
+    for (int i = 0; i < s->n && !rc; i++)
+        if (!s->runs[i].err) runs[n++] = s->runs[i].rcp;
     lc_rcp_result r;
+    lc_arena_reset(c->arena);
     if (!rc) rc = lc_rcp_check(c->cat, rs, c->arena, runs, n, &r, e);
     free(runs);
     if (rc) {

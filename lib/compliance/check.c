@@ -393,20 +393,12 @@ static int extra_warnings(eng *g, const lc_log *log, lc_result *res, long start_
     return 0;
 }
 
-// Runs the ruleset over a copy of the log header: records derived by its rules are appended to
-// the copy only, so the caller's log is the same afterwards.
-static int check_log(lc_rules *R, lc_arena *a, lc_log log, int strict, lc_result *res, tk_err *e) {
-    memset(res, 0, sizeof *res);
-    eng g = {.a = a, .set = R->set, .strict = strict};
-    for (size_t i = 0; i < log.bad.n; i++)
-        if (lc_msgs_add(a, &g.fix, log.bad.m[i].line, NULL, log.bad.m[i].kind, log.bad.m[i].text)) return oom(e);
-    if (log.n == 0 && lc_msgs_add(a, &g.fix, 0, NULL, "NO_LOG_LINES", "no :::MLLOG records in the file"))
-        return oom(e);
-    long start_line = 0, stop_line = 0;
+// The facts that do not depend on the rules; the lines of the run_start and run_stop they use.
+static void log_facts(const lc_log *log, lc_result *res, long *start_line, long *stop_line) {
     double start = 0, stop = 0;
     int has_start = 0, has_stop = 0;
-    for (size_t i = 0; i < log.n; i++) {
-        const lc_record *r = &log.rec[i];
+    for (size_t i = 0; i < log->n; i++) {
+        const lc_record *r = &log->rec[i];
         const char *k = key_str(r);
         if (!k) continue;
         pv *val = pv_dict_get(r->v, "value");
@@ -414,10 +406,10 @@ static int check_log(lc_rules *R, lc_arena *a, lc_log log, int strict, lc_result
         if (!res->division && !strcmp(k, "submission_division") && val->t == PV_STR) res->division = val->u.s.s;
         // the result summarizer: last run_start, and run_stop, until it has both
         if (!(has_start && has_stop)) {
-            if (!strcmp(k, "run_start")) { start = r->ts; start_line = r->line; has_start = 1; }
+            if (!strcmp(k, "run_start")) { start = r->ts; *start_line = r->line; has_start = 1; }
             if (!strcmp(k, "run_stop")) {
                 stop = r->ts;
-                stop_line = r->line;
+                *stop_line = r->line;
                 has_stop = 1;
                 pv *st = pv_dict_get(pv_dict_get(r->v, "metadata"), "status");
                 res->stop_status = st && st->t == PV_STR ? st->u.s.s : NULL;
@@ -428,6 +420,25 @@ static int check_log(lc_rules *R, lc_arena *a, lc_log log, int strict, lc_result
         res->has_ttt = 1;
         res->ttt_min = (stop - start) / 60 / 1000; // the summarizer's order of operations
     }
+}
+
+void lc_log_facts(const lc_log *log, lc_result *res) {
+    long start_line = 0, stop_line = 0;
+    memset(res, 0, sizeof *res);
+    log_facts(log, res, &start_line, &stop_line);
+}
+
+// Runs the ruleset over a copy of the log header: records derived by its rules are appended to
+// the copy only, so the caller's log is the same afterwards.
+static int check_log(lc_rules *R, lc_arena *a, lc_log log, int strict, lc_result *res, tk_err *e) {
+    memset(res, 0, sizeof *res);
+    eng g = {.a = a, .set = R->set, .strict = strict};
+    for (size_t i = 0; i < log.bad.n; i++)
+        if (lc_msgs_add(a, &g.fix, log.bad.m[i].line, NULL, log.bad.m[i].kind, log.bad.m[i].text)) return oom(e);
+    if (log.n == 0 && lc_msgs_add(a, &g.fix, 0, NULL, "NO_LOG_LINES", "no :::MLLOG records in the file"))
+        return oom(e);
+    long start_line = 0, stop_line = 0;
+    log_facts(&log, res, &start_line, &stop_line);
     char queue[64][128];
     long qline[64] = {0};
     int nq = 0, head = 0;

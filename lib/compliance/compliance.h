@@ -73,6 +73,17 @@ int lc_check(lc_rules *r, lc_arena *a, const char *buf, size_t n, int strict, lc
 // The same on a parsed log (to check one log under several rulesets); the log is not changed.
 int lc_check_log(lc_rules *r, lc_arena *a, lc_log *log, int strict, lc_result *res, tk_err *e);
 
+// The fields of res that do not depend on the rules (benchmark, division, has_ttt, ttt_min,
+// stop_status) as lc_check_log fills them; the others are zeroed.
+void lc_log_facts(const lc_log *log, lc_result *res);
+
+// A JSON file jansson cannot load (rule, ruleset and RCP files, scaling.json): TK_EDATA with
+// "WHAT: jansson's message" (control characters of the text it quotes written as \xNN or
+// \uNNNN), where "PATH: line L, offset B", and a hint when the file holds nothing but white space
+// or does not start with '{'. Returns TK_EDATA.
+struct json_error_t;
+int lc_json_fail(tk_err *e, const char *what, const char *path, const struct json_error_t *je);
+
 // Scoring of a benchmark set as the result summarizer does (olympic mean of the times to train).
 typedef struct lc_score {
     int runs;        // files seen

@@ -18,28 +18,47 @@ typedef struct lc_block {
 
 struct lc_arena {
     lc_block *head;
+    lc_block *spare; // blocks of the last reset, used again before new ones are allocated
 };
+
+// What a reset keeps for reuse: refilling freed blocks page by page cost more time than the work
+// itself when a set's logs went through one arena; more than this goes back to the system.
+#define LC_ARENA_KEEP ((size_t)64 << 20)
 
 lc_arena *lc_arena_new(void) { return calloc(1, sizeof(lc_arena)); }
 
-void lc_arena_reset(lc_arena *a) {
-    if (!a || !a->head) return;
-    lc_block *b = a->head;
-    while (b->next) { // keep the oldest (last) block, normally the largest steady-state one
-        lc_block *n = b->next;
+static void free_blocks(lc_block *b) {
+    for (lc_block *n; b; b = n) {
+        n = b->next;
         free(b);
+    }
+}
+
+void lc_arena_reset(lc_arena *a) {
+    if (!a) return;
+    size_t kept = 0;
+    lc_block *b = a->head, *keep = a->spare;
+    for (lc_block *k = keep; k; k = k->next) kept += k->cap;
+    while (b) {
+        lc_block *n = b->next;
+        if (kept + b->cap <= LC_ARENA_KEEP) {
+            kept += b->cap;
+            b->used = 0;
+            b->next = keep;
+            keep = b;
+        } else {
+            free(b);
+        }
         b = n;
     }
-    b->used = 0;
-    a->head = b;
+    a->head = NULL;
+    a->spare = keep;
 }
 
 void lc_arena_free(lc_arena *a) {
     if (!a) return;
-    for (lc_block *b = a->head, *n; b; b = n) {
-        n = b->next;
-        free(b);
-    }
+    free_blocks(a->head);
+    free_blocks(a->spare);
     free(a);
 }
 
@@ -47,10 +66,14 @@ void *lc_alloc(lc_arena *a, size_t n) {
     n = (n + 7) & ~(size_t)7;
     lc_block *b = a->head;
     if (!b || b->cap - b->used < n) {
-        size_t cap = n > (1u << 20) ? n : (1u << 20);
-        lc_block *nb = malloc(sizeof(lc_block) + cap);
-        if (!nb) return NULL;
-        nb->cap = cap;
+        lc_block *nb = a->spare;
+        if (nb && nb->cap >= n) {
+            a->spare = nb->next;
+        } else {
+            size_t cap = n > (1u << 20) ? n : (1u << 20);
+            if (!(nb = malloc(sizeof(lc_block) + cap))) return NULL;
+            nb->cap = cap;
+        }
         nb->used = 0;
         nb->next = b;
         a->head = b = nb;

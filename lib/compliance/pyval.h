@@ -10,7 +10,7 @@
 
 typedef struct lc_arena lc_arena;
 lc_arena *lc_arena_new(void);
-void lc_arena_reset(lc_arena *a); // frees everything but the first block
+void lc_arena_reset(lc_arena *a); // empties it, keeping up to 64 MB of its blocks for reuse
 void lc_arena_free(lc_arena *a);
 void *lc_alloc(lc_arena *a, size_t n); // zeroed, 8-byte aligned; NULL on out of memory
 

@@ -316,8 +316,7 @@ static int load_points(lc_catalog *c, const lc_ruleset *rs, const lc_bench *b, l
         root = json_load_file(file, 0, &je);
     }
     if (!root) {
-        tk_err_set(e, TK_EDATA, "RCP file: %s", je.text);
-        return tk_err_where(e, "%s: line %d", file, je.line);
+        return lc_json_fail(e, "RCP file", file, &je);
     }
     json_t *pts = json_object_get(root, "points"), *dr = json_object_get(root, "drop");
     const char *fmt = json_string_value(json_object_get(root, "format"));

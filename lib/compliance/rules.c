@@ -84,8 +84,7 @@ static int load_conf(lc_rules *r, const char *name, lc_conf *c, tk_err *e) {
         root = json_loadf(fp, 0, &je);
         fclose(fp);
         if (!root) {
-            tk_err_set(e, TK_EDATA, "rule file: %s", je.text);
-            return tk_err_where(e, "%s: line %d", file, je.line);
+            return lc_json_fail(e, "rule file", file, &je);
         }
         fmt = json_string_value(json_object_get(root, "format"));
         const char *same = json_string_value(json_object_get(root, "same_as"));

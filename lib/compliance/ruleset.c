@@ -58,8 +58,7 @@ static int load_meta(lc_catalog *c, lc_ruleset *rs, tk_err *e) {
     json_error_t je;
     json_t *root = json_load_file(file, 0, &je);
     if (!root) {
-        tk_err_set(e, TK_EDATA, "ruleset file: %s", je.text);
-        return tk_err_where(e, "%s: line %d", file, je.line);
+        return lc_json_fail(e, "ruleset file", file, &je);
     }
     int rc = 0;
     const char *fmt = json_string_value(json_object_get(root, "format"));
@@ -212,18 +211,53 @@ static void known_benchmarks(const lc_catalog *c, char *buf, size_t n) {
         }
 }
 
-int lc_detect_ruleset(lc_catalog *c, lc_arena *a, lc_log *logs, int nlogs, int strict, lc_detect *d, tk_err *e) {
-    memset(d, 0, sizeof *d);
-    for (int l = 0; l < nlogs && !d->benchmark; l++)
-        for (size_t i = 0; i < logs[l].n && !d->benchmark; i++) {
-            const lc_record *r = &logs[l].rec[i];
-            pv *val = pv_dict_get(r->v, "value");
-            if (r->key->t == PV_STR && !strcmp(r->key->u.s.s, "submission_benchmark")) d->benchmark = val->t == PV_STR ? val->u.s.s : "";
+// A ruleset may judge the logs: it has its round's facts and, once a log names a benchmark, the benchmark is of its round.
+static int candidate(const lc_detector *dt, const lc_ruleset *rs) {
+    return rs->has_meta && (!dt->has_bench || lc_ruleset_round_bench(rs, dt->d.benchmark));
+}
+
+void lc_detect_begin(lc_detector *dt, lc_catalog *c, lc_arena *keep, int strict) {
+    memset(dt, 0, sizeof *dt);
+    dt->c = c;
+    dt->keep = keep;
+    dt->strict = strict;
+}
+
+int lc_detect_add(lc_detector *dt, lc_arena *a, lc_log *log, unsigned long long *checked, unsigned long long *passed,
+                  tk_err *e) {
+    unsigned long long ck = 0, ps = 0;
+    for (size_t i = 0; i < log->n && !dt->has_bench; i++) {
+        const lc_record *r = &log->rec[i];
+        if (r->key->t != PV_STR || strcmp(r->key->u.s.s, "submission_benchmark")) continue;
+        pv *val = pv_dict_get(r->v, "value");
+        if (!(dt->d.benchmark = cdup(dt->keep, val->t == PV_STR ? val->u.s.s : ""))) return tk_err_set(e, TK_EIO, "out of memory");
+        dt->has_bench = 1;
+    }
+    for (int k = 0; k < dt->c->nsets; k++) {
+        lc_ruleset *rs = &dt->c->sets[k];
+        if (!candidate(dt, rs)) continue;
+        lc_rules *r;
+        lc_result res;
+        TRY(lc_ruleset_rules(dt->c, rs, &r, e));
+        TRY(lc_check_log(r, a, log, dt->strict, &res, e));
+        dt->errs[k] += (long)res.errors.n;
+        ck |= 1ull << k;
+        if (res.pass) ps |= 1ull << k;
+    }
+    if (checked) *checked = ck;
+    if (passed) *passed = ps;
+    return 0;
+}
+
+int lc_detect_end(lc_detector *dt, lc_detect *d, tk_err *e) {
+    lc_catalog *c = dt->c;
+    *d = dt->d;
+    long best = -1;
+    for (int k = 0; k < c->nsets; k++)
+        if (candidate(dt, &c->sets[k])) {
+            d->ncand++;
+            if (best < 0 || dt->errs[k] < best) best = dt->errs[k];
         }
-    lc_ruleset *cand[LC_MAX_RULESETS];
-    long errs[LC_MAX_RULESETS];
-    for (int i = 0; i < c->nsets; i++)
-        if (c->sets[i].has_meta && (!d->benchmark || lc_ruleset_round_bench(&c->sets[i], d->benchmark))) cand[d->ncand++] = &c->sets[i];
     if (!d->ncand) {
         char known[400];
         known_benchmarks(c, known, sizeof known);
@@ -232,21 +266,17 @@ int lc_detect_ruleset(lc_catalog *c, lc_arena *a, lc_log *logs, int nlogs, int s
         tk_err_hint(e, "--ruleset checks a log under the ruleset named");
         return TK_EUSAGE;
     }
-    long best = -1;
-    for (int i = 0; i < d->ncand; i++) {
-        lc_rules *r;
-        TRY(lc_ruleset_rules(c, cand[i], &r, e));
-        errs[i] = 0;
-        for (int l = 0; l < nlogs; l++) {
-            lc_result res;
-            TRY(lc_check_log(r, a, &logs[l], strict, &res, e));
-            errs[i] += (long)res.errors.n;
-        }
-        if (best < 0 || errs[i] < best) best = errs[i];
-    }
-    for (int i = 0; i < d->ncand; i++)
-        if (errs[i] == best) d->fit[d->nfit++] = cand[i];
+    for (int k = 0; k < c->nsets; k++)
+        if (candidate(dt, &c->sets[k]) && dt->errs[k] == best) d->fit[d->nfit++] = &c->sets[k];
     d->chosen = d->fit[d->nfit - 1];
     d->errors = best;
     return 0;
+}
+
+int lc_detect_ruleset(lc_catalog *c, lc_arena *a, lc_log *logs, int nlogs, int strict, lc_detect *d, tk_err *e) {
+    lc_detector dt;
+    memset(d, 0, sizeof *d);
+    lc_detect_begin(&dt, c, a, strict);
+    for (int l = 0; l < nlogs; l++) TRY(lc_detect_add(&dt, a, &logs[l], NULL, NULL, e));
+    return lc_detect_end(&dt, d, e);
 }

@@ -74,4 +74,22 @@ typedef struct lc_detect {
 } lc_detect;
 int lc_detect_ruleset(lc_catalog *c, lc_arena *a, lc_log *logs, int nlogs, int strict, lc_detect *d, tk_err *e);
 
+// The same pick for logs seen one at a time (a set read file by file, without holding its logs):
+// lc_detect_begin, lc_detect_add for each log in order, lc_detect_end (0, or TK_EUSAGE as above).
+// The first benchmark is copied into keep. A log seen before any log names a benchmark is checked
+// under every ruleset, a later one only under the candidates of that benchmark.
+typedef struct lc_detector {
+    lc_catalog *c;
+    lc_arena *keep;
+    int strict, has_bench;
+    lc_detect d;                 // benchmark, and at the end the pick
+    long errs[LC_MAX_RULESETS];  // errors of the logs under each ruleset of the catalog
+} lc_detector;
+void lc_detect_begin(lc_detector *dt, lc_catalog *c, lc_arena *keep, int strict);
+// Checks a log (results in a) under the rulesets it may be judged by; bit k of *checked and
+// *passed (either may be NULL): checked under, and passes, the catalog's ruleset k.
+int lc_detect_add(lc_detector *dt, lc_arena *a, lc_log *log, unsigned long long *checked, unsigned long long *passed,
+                  tk_err *e);
+int lc_detect_end(lc_detector *dt, lc_detect *d, tk_err *e);
+
 #endif

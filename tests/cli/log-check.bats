@@ -213,6 +213,46 @@ LOG
     [ "$output" = "set: dlrm: no score (2 of 5 runs not counted, at most 1 allowed)" ]
 }
 
+@test "--score and --rcp read a set one file at a time: 300 logs of 110 KB in 100 MB of address space" {
+    # the reader that kept every parsed log of a set needed about 270 MB here
+    mklog | awk '/"run_stop"/{for (i = 0; i < 500; i++) printf ":::MLLOG {\"namespace\": \"\", \"time_ms\": 1634249000000, \"event_type\": \"POINT_IN_TIME\", \"key\": \"tracked_stats\", \"value\": {\"throughput\": 1234.5, \"loss\": 0.25}, \"metadata\": {\"file\": \"gen.sh\", \"lineno\": 1, \"step\": %d}}\n", i} {print}' >big.txt
+    mkdir set
+    for i in $(seq 0 299); do cp big.txt set/result_$i.txt; done
+    if grep -q __asan_init "$TK_BIN/log-check"; then skip "AddressSanitizer reserves more address space than the limit"; fi
+    run bash -c 'ulimit -v 102400 && log-check --ruleset 1.1.0 --score set'
+    [ "$status" -eq 0 ]
+    [ "$output" = "set: dlrm: 9.0000 min (olympic mean of 298 runs, 0 not counted)" ]
+    run bash -c 'ulimit -v 102400 && log-check --ruleset 1.1.0 --rcp set'
+    [ "$status" -eq 1 ]
+    [ "$output" = "set: dlrm: RCP not judged: no RCPs for benchmark 'dlrm' in training-1.1.0 (MLCommons' RCP checker stops with an exception here) [ruleset 1.1.0]" ]
+}
+
+@test "--score: a set whose logs name no benchmark says so once, not the directory twice" {
+    mkdir rcpdir
+    echo hello >rcpdir/result_0.txt
+    run log-check --score rcpdir
+    [ "$status" -eq 1 ]
+    [[ "$output" == "rcpdir: no benchmark in the logs: no score (1 of 1 runs not counted, at most 1 allowed) [ruleset "* ]]
+    mkdir dlrm # a benchmark's name: the summarizer scores the set as that benchmark's
+    mklog submission_benchmark >dlrm/result_0.txt
+    run log-check --ruleset 1.1.0 --score dlrm
+    [ "$status" -eq 1 ]
+    [ "$output" = "dlrm: dlrm (the directory's name; no log names a benchmark): no score (1 of 1 runs not counted, at most 1 allowed); 1 of the 5 result files a set holds" ]
+}
+
+@test "--score: a binary scaling.json is named with its line and offset, its bytes escaped" {
+    mkdir set
+    mklog >set/result_0.txt
+    printf '\037\213\010\000garbage' >set/scaling.json
+    run log-check --ruleset 1.1.0 --score set
+    [ "$status" -eq 3 ]
+    [ "$output" = "log-check: error: set/scaling.json: line 1, offset 1: scaling.json does not parse: invalid token near '\x1f' (hint: the file does not start with '{' (byte 0x1f): not a JSON object)" ]
+    : >set/scaling.json
+    run log-check --ruleset 1.1.0 --score set
+    [ "$status" -eq 3 ]
+    [ "$output" = "log-check: error: set/scaling.json: line 1, offset 0: scaling.json does not parse: unexpected token near end of file (hint: the file is empty or white space)" ]
+}
+
 @test "- reads standard input" {
     mklog >ok.txt
     run bash -c 'cat ok.txt | log-check --ruleset 1.1.0 -'
@@ -268,7 +308,7 @@ LOG
     echo '{"format": "trainkit-compliance/1", "keys": [' >rules/training-1.1.0/closed_dlrm.json
     run log-check --ruleset 1.1.0 --rules rules ok.txt
     [ "$status" -eq 3 ]
-    [[ "$output" == "log-check: error: rules/training-1.1.0/closed_dlrm.json: line 2: rule file: "* ]]
+    [[ "$output" == "log-check: error: rules/training-1.1.0/closed_dlrm.json: line 2, offset "*": rule file: "* ]]
     TRAINKIT_SHARE="$TMP/nowhere" run log-check --ruleset 1.1.0 ok.txt
     [ "$status" -eq 2 ]
 }

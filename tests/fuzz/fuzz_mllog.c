@@ -1,8 +1,8 @@
 // Fuzz target for log-check's input side: the MLLOG line parser with Python's json.loads
 // semantics; the rule engine over whatever records come out (ruleset 1.1.0 in both modes, 4.1.0
 // whose stable diffusion rules derive records, 6.1.0 with first_check and if-statements); picking
-// a ruleset across all of them; the RCP reader and check on the bytes as a one-file set; and the
-// rule expression compiler/evaluator on the same bytes.
+// a ruleset across all of them for the input's two halves as a set; the RCP reader and check on
+// the bytes as a one-file set; and the rule expression compiler/evaluator on the same bytes.
 // Rules are read from $TRAINKIT_SHARE/compliance or ./share/compliance (run from the repository).
 #include <stdint.h>
 #include <stdlib.h>
@@ -40,10 +40,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             if (!rs || lc_ruleset_rules(cat, rs, &r, &e)) continue;
             for (int strict = 0; strict < (i ? 1 : 2); strict++) lc_check_log(r, a, &log, strict, &res, &e);
         }
-        lc_detect d;
-        lc_detect_ruleset(cat, a, &log, 1, 0, &d, &e);
+        // picking a ruleset for a set of two logs (the bytes cut at the line nearest their middle): a
+        // benchmark the first log names narrows the rulesets the second is checked under
+        const char *cut = memchr(data + size / 2, '\n', size - size / 2);
+        size_t n0 = cut ? (size_t)(cut - (const char *)data) + 1 : size;
+        lc_log two[2];
+        lc_detect d = {0};
+        if (!lc_log_parse(a, (const char *)data, n0, &two[0]) && !lc_log_parse(a, (const char *)data + n0, size - n0, &two[1]))
+            lc_detect_ruleset(cat, a, two, 2, 0, &d, &e);
         lc_ruleset *rs = d.chosen ? d.chosen : lc_catalog_find(cat, "5.1.0");
-        lc_rcp_run run;
+        lc_rcp_run run = {0}; // a nameless run: lc_rcp_check names it "a result file"
         lc_rcp_result rr;
         if (rs && !lc_rcp_read(rs, a, (const char *)data, size, &run)) lc_rcp_check(cat, rs, a, &run, 1, &rr, &e);
     }
