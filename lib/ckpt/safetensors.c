@@ -9,6 +9,7 @@
 #include "ckpt/safetensors.h"
 #include "core/afile.h"
 #include "core/crc32c.h"
+#include "core/json_text.h"
 
 // The header is capped so a corrupt length cannot make us allocate gigabytes
 // (the Python library caps it at 100 MB too).
@@ -196,7 +197,8 @@ static int parse_header(tk_st_file *f, char *text, size_t len, tk_err *e) {
     json_error_t je;
     json_t *h = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
     if (!h) {
-        tk_err_set(e, TK_EDATA, "invalid JSON header: %s", je.text);
+        char msg[4 * JSON_ERROR_TEXT_LENGTH];
+        tk_err_set(e, TK_EDATA, "invalid JSON header: %s", tk_json_err_text(msg, sizeof msg, &je));
         // jansson counts the offending character as read
         tk_err_where(e, "%s: offset %llu", f->path,
                      (unsigned long long)(8 + (je.position > 0 ? je.position - 1 : 0)));

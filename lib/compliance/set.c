@@ -2,6 +2,7 @@
 // summarizer and RCP checker see it): file contents, the set's scaling.json and the size of the
 // system it ran on. See set.h.
 #include "compliance/set.h"
+#include "core/json_text.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -64,14 +65,7 @@ int lc_read_file(const char *path, char **buf, size_t *len, tk_err *e) {
 
 int lc_json_fail(tk_err *e, const char *what, const char *path, const json_error_t *je) {
     char text[4 * JSON_ERROR_TEXT_LENGTH];
-    size_t o = 0;
-    for (const unsigned char *p = (const unsigned char *)je->text; *p && o + 8 < sizeof text; p++) {
-        int c1 = p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f; // U+0080..U+009F, as jansson decoded a latin-1 control
-        if (c1) o += (size_t)snprintf(text + o, sizeof text - o, "\\u%04x", *++p);
-        else if (*p < 0x20 || *p == 0x7f) o += (size_t)snprintf(text + o, sizeof text - o, "\\x%02x", *p);
-        else text[o++] = (char)*p;
-    }
-    text[o] = 0;
+    tk_json_err_text(text, sizeof text, je);
     tk_err_set(e, TK_EDATA, "%s: %s", what, text);
     FILE *fp = fopen(path, "rb");
     int c = ' ';

@@ -167,3 +167,16 @@ static char *dumps(const json_t *v, int compact) {
 
 char *tk_json_dumps_py(const json_t *v) { return dumps(v, 0); }
 char *tk_json_dumps_compact(const json_t *v) { return dumps(v, 1); }
+
+char *tk_json_err_text(char *out, size_t n, const json_error_t *je) {
+    size_t o = 0;
+    if (n == 0) return out;
+    for (const unsigned char *p = (const unsigned char *)je->text; *p && o + 8 < n; p++) {
+        int c1 = p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f; // U+0080..U+009F: jansson decoded a latin-1 control
+        if (c1) o += (size_t)snprintf(out + o, n - o, "\\u%04x", *++p);
+        else if (*p < 0x20 || *p == 0x7f) o += (size_t)snprintf(out + o, n - o, "\\x%02x", *p);
+        else out[o++] = (char)*p;
+    }
+    out[o] = 0;
+    return out;
+}

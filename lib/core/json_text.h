@@ -14,6 +14,10 @@ extern "C" {
 char *tk_json_dumps_py(const json_t *v);
 // As json.dumps(v, separators=(",", ":")).
 char *tk_json_dumps_compact(const json_t *v);
+// jansson's error text made printable for a message: it quotes the offending input raw ("near
+// '\x01'" would print as "near ''"), so control bytes become \xNN and latin-1 controls \uNNNN.
+// Writes at most n bytes (NUL included) into out and returns out.
+char *tk_json_err_text(char *out, size_t n, const json_error_t *je);
 
 #ifdef __cplusplus
 }

@@ -3,6 +3,7 @@
 #include "engine/config.h"
 
 #include "engine/cfg.h"
+#include "core/json_text.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -21,7 +22,8 @@ int tk_config_load(const char *path, json_t **root, tk_err *e) {
     FILE *f = fopen(path, "r");
     if (!f) return tk_err_errno(e, errno, "%s: cannot open", path);
     fclose(f);
-    tk_err_set(e, TK_EDATA, "%s", je.text);
+    char msg[4 * JSON_ERROR_TEXT_LENGTH];
+    tk_err_set(e, TK_EDATA, "%s", tk_json_err_text(msg, sizeof msg, &je));
     return tk_err_where(e, "%s: line %d", path, je.line);
 }
 

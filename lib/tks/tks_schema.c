@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "tks/tks_internal.h"
+#include "core/json_text.h"
 
 static const char *const dtype_names[] = {NULL, "u8", "i8", "i16", "i32", "i64",
                                           "f16", "bf16", "f32", "f64"};
@@ -120,7 +121,8 @@ int tks_schema_from_json(tks_schema *s, size_t *frame_records, const char *buf, 
     memset(s, 0, sizeof *s);
     json_error_t jerr;
     json_t *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
-    if (!root) return BAD("%s", jerr.text);
+    char msg[4 * JSON_ERROR_TEXT_LENGTH];
+    if (!root) return BAD("%s", tk_json_err_text(msg, sizeof msg, &jerr));
     int rc = 0;
     json_t *fields = json_object_get(root, "fields"), *meta = json_object_get(root, "meta");
     json_t *fr = json_object_get(root, "frame_records");

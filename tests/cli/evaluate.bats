@@ -56,6 +56,11 @@ setup() {
     run evaluate --checkpoint empty.safetensors --eval "$D/eval.tks" -b cpu
     [ "$status" -eq 3 ]
     [ "${lines[0]}" = "evaluate: error: empty.safetensors: offset 8: the metadata lacks 'config' or 'config_hash' (not a train-step checkpoint)" ]
+    # a header of control bytes: the byte jansson stopped at is named, not printed raw ("near ''")
+    printf '\010\000\000\000\000\000\000\000\001\002garbag' >garbage.safetensors
+    run evaluate --checkpoint garbage.safetensors --eval "$D/eval.tks" -b cpu
+    [ "$status" -eq 3 ]
+    [ "${lines[0]}" = "evaluate: error: garbage.safetensors: offset 8: invalid JSON header: '[' or '{' expected near '\\x01'" ]
     run evaluate --checkpoint missing.safetensors --eval "$D/eval.tks" -b cpu
     [ "$status" -eq 4 ]
 }
