@@ -6,8 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "bert/hdf5.h"
+#include "core/sandbox.h"
 
 #ifndef TK_HAVE_HDF5
 
@@ -33,7 +35,8 @@ enum { K_IDS, K_SEG, K_POS, K_MID, K_NSP, K_MASK, NKEYS };
 static const char *const key_names[NKEYS] = {"input_ids", "segment_ids", "masked_lm_positions", "masked_lm_ids",
                                              "next_sentence_labels", "input_mask"};
 
-struct bert_h5 {
+// The reader in the child process: libhdf5 runs only there (see the parent side below).
+typedef struct h5r {
     char path[4096];
     hid_t file, d[NKEYS];
     int layout;
@@ -41,14 +44,12 @@ struct bert_h5 {
     hsize_t width[NKEYS];       // fixed layout: the second dimension of each 2-D dataset
     int32_t *buf;               // fixed layout: room for one chunk of every dataset
     size_t bufcap;
-};
-
-int bert_h5_available(void) { return 1; }
+} h5r;
 
 // Names the file as the place of the error set in e.
-static int in_file(const bert_h5 *h, tk_err *e) { return tk_err_where(e, "%s", h->path); }
+static int in_file(const h5r *h, tk_err *e) { return tk_err_where(e, "%s", h->path); }
 
-void bert_h5_close(bert_h5 *h) {
+static void h5r_close(h5r *h) {
     if (!h) return;
     for (int k = 0; k < NKEYS; k++)
         if (h->d[k] > 0) H5Dclose(h->d[k]);
@@ -79,13 +80,9 @@ static int dims_of(hid_t d, hsize_t dims[2]) {
     return r;
 }
 
-int bert_h5_open(bert_h5 **hp, const char *path, tk_err *e) {
+static int h5r_open(h5r **hp, const char *path, tk_err *e) {
     *hp = NULL;
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL); // libraries do not print: HDF5's error stack stays silent
-    FILE *f = fopen(path, "rb");
-    if (!f) return tk_err_errno(e, errno, "%s: cannot open", path);
-    fclose(f);
-    bert_h5 *h = calloc(1, sizeof *h);
+    h5r *h = calloc(1, sizeof *h);
     if (!h) return tk_err_errno(e, ENOMEM, "out of memory");
     snprintf(h->path, sizeof h->path, "%s", path);
     int rc = 0;
@@ -155,19 +152,16 @@ int bert_h5_open(bert_h5 **hp, const char *path, tk_err *e) {
         }
     }
     if (rc) {
-        bert_h5_close(h);
+        h5r_close(h);
         return rc;
     }
     *hp = h;
     return 0;
 }
 
-int bert_h5_layout(const bert_h5 *h) { return h->layout; }
-uint64_t bert_h5_count(const bert_h5 *h) { return h->n; }
-
 // Reads rows [first, first+n) of dataset k into out through memory type mt: H5T_NATIVE_INT32
 // (n * width values) or a variable-length type (n hvl_t, which the caller reclaims).
-static int read_rows(bert_h5 *h, int k, uint64_t first, size_t n, hid_t mt, void *out, tk_err *e) {
+static int read_rows(h5r *h, int k, uint64_t first, size_t n, hid_t mt, void *out, tk_err *e) {
     hsize_t start[2] = {first, 0}, count[2] = {n, h->width[k]};
     hid_t fs = H5Dget_space(h->d[k]);
     int rank = H5Sget_simple_extent_ndims(fs);
@@ -184,12 +178,12 @@ static int read_rows(bert_h5 *h, int k, uint64_t first, size_t n, hid_t mt, void
     return 0;
 }
 
-static int rec_fail(bert_h5 *h, uint64_t rec, tk_err *e) {
+static int rec_fail(h5r *h, uint64_t rec, tk_err *e) {
     return tk_err_where(e, "%s: record %llu", h->path, (unsigned long long)rec);
 }
 
 // Fills record i of b from int32 rows; checks the lengths against b's shape.
-static int fill(bert_h5 *h, bert_records *b, size_t i, uint64_t rec, const int32_t *ids, const int32_t *seg, long len,
+static int fill(h5r *h, bert_records *b, size_t i, uint64_t rec, const int32_t *ids, const int32_t *seg, long len,
                 const int32_t *pos, const int32_t *mid, long nmask, int32_t nsp, int32_t vocab, tk_err *e) {
     if (len > b->L) {
         tk_err_set(e, TK_EDATA, "a sequence of %ld tokens is longer than max_seq_length %d", len, b->L);
@@ -237,7 +231,7 @@ static int fill(bert_h5 *h, bert_records *b, size_t i, uint64_t rec, const int32
     return 0;
 }
 
-static int read_fixed(bert_h5 *h, uint64_t first, size_t n, bert_records *b, int32_t vocab, tk_err *e) {
+static int read_fixed(h5r *h, uint64_t first, size_t n, bert_records *b, int32_t vocab, tk_err *e) {
     size_t W = h->width[K_IDS], Q = h->width[K_POS], need = n * (3 * W + 2 * Q + 1);
     if (need > h->bufcap) {
         int32_t *nb = realloc(h->buf, need * sizeof *nb);
@@ -275,7 +269,7 @@ static int read_fixed(bert_h5 *h, uint64_t first, size_t n, bert_records *b, int
     return 0;
 }
 
-static int read_varlen(bert_h5 *h, uint64_t first, size_t n, bert_records *b, int32_t vocab, tk_err *e) {
+static int read_varlen(h5r *h, uint64_t first, size_t n, bert_records *b, int32_t vocab, tk_err *e) {
     hvl_t *v = calloc(4 * n, sizeof *v);
     int32_t *nsp = malloc(n * sizeof *nsp);
     hid_t mt = H5Tvlen_create(H5T_NATIVE_INT32);
@@ -308,10 +302,204 @@ static int read_varlen(bert_h5 *h, uint64_t first, size_t n, bert_records *b, in
     return rc;
 }
 
+// ---- the child: libhdf5 reads the file and answers the parent's requests ----------------------
+// libhdf5 1.10 (Debian 12's) is not safe with hostile files: crafted ones crash it (H5HG_read,
+// H5Dopen2), make it spin or allocate gigabytes, and it leaks on its failure paths. So it runs
+// only in a child process with CPU and memory limits (core/sandbox.h); the parent never calls it.
+// The wire: the child answers the open with an open_answer; then for each read_request a tk_err,
+// and when its code is 0 the request's records as the columns of bert_records_cols.
+
+typedef struct {
+    tk_err e;
+    int32_t layout;
+    uint64_t n;
+} open_answer;
+
+typedef struct {
+    uint64_t first, n;
+    int32_t L, P, vocab;
+} read_request;
+
+typedef struct {
+    const char *path;
+    uint64_t mem_mib;
+} reader_arg;
+
+// The bytes of each column of n records, in bert_records_cols's order.
+static void col_bytes(size_t n, int L, int P, size_t bytes[BERT_NFIELDS]) {
+    size_t l = (size_t)L, p = (size_t)P;
+    size_t per[BERT_NFIELDS] = {2 * l, l, 2, 2 * p, 2 * p, 2, 1};
+    for (int k = 0; k < BERT_NFIELDS; k++) bytes[k] = n * per[k];
+}
+
+// libhdf5 failed where the limit on the child's memory made an allocation fail: say so.
+static void nomem_hint(tk_err *e, const reader_arg *a) {
+    if (e->code && errno == ENOMEM)
+        tk_err_hint(e, "libhdf5 ran out of the reader's %llu MiB (TK_HDF5_MEMORY_MIB raises it)",
+                    (unsigned long long)a->mem_mib);
+}
+
+static int reader_main(void *arg, int fd) {
+    const reader_arg *a = arg;
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL); // libraries do not print: HDF5's error stack stays silent
+    open_answer oa;
+    memset(&oa, 0, sizeof oa);
+    h5r *h = NULL;
+    errno = 0;
+    if (h5r_open(&h, a->path, &oa.e)) {
+        nomem_hint(&oa.e, a);
+    } else {
+        oa.layout = h->layout;
+        oa.n = h->n;
+    }
+    bert_records b;
+    int have = 0;
+    read_request q;
+    if (tk_sandbox_put(fd, &oa, sizeof oa) == 0 && h)
+        while (tk_sandbox_get(fd, &q, sizeof q) == 0) {
+            tk_err e;
+            tk_err_clear(&e);
+            if (!have || b.L != q.L || b.P != q.P || b.cap < q.n) {
+                if (have) bert_records_free(&b);
+                have = bert_records_init(&b, q.L, q.P, (size_t)q.n, &e) == 0;
+            }
+            errno = 0;
+            if (have && (h->layout == BERT_H5_FIXED ? read_fixed(h, q.first, (size_t)q.n, &b, q.vocab, &e)
+                                                    : read_varlen(h, q.first, (size_t)q.n, &b, q.vocab, &e)))
+                nomem_hint(&e, a);
+            if (tk_sandbox_put(fd, &e, sizeof e)) break;
+            if (e.code) continue;
+            const void *cols[BERT_NFIELDS];
+            size_t bytes[BERT_NFIELDS];
+            bert_records_cols(&b, cols);
+            col_bytes((size_t)q.n, q.L, q.P, bytes);
+            int k = 0;
+            while (k < BERT_NFIELDS && tk_sandbox_put(fd, cols[k], bytes[k]) == 0) k++;
+            if (k < BERT_NFIELDS) break;
+        }
+    if (have) bert_records_free(&b);
+    h5r_close(h);
+    return 0;
+}
+
+// ---- the parent: bert_h5_* ask the child and check every byte it answers ------------------------
+
+struct bert_h5 {
+    char path[4096];
+    tk_sandbox *sb;
+    tk_sandbox_limits lim;
+    int layout;
+    uint64_t n;
+};
+
+int bert_h5_available(void) { return 1; }
+
+void bert_h5_close(bert_h5 *h) {
+    if (!h) return;
+    tk_sandbox_stop(h->sb);
+    free(h);
+}
+
+int bert_h5_layout(const bert_h5 *h) { return h->layout; }
+uint64_t bert_h5_count(const bert_h5 *h) { return h->n; }
+
+// The reader process crashed, ran out of time or stopped answering (sandbox.h's TK_EDATA): the
+// file did that. Other errors (the system refused a process) pass as they are.
+static int reader_failed(const bert_h5 *h, int rc, tk_err *e) {
+    if (rc != TK_EDATA) return rc;
+    char how[sizeof e->what];
+    snprintf(how, sizeof how, "%s", e->what);
+    tk_err_set(e, TK_EDATA, "libhdf5 %s reading the file; the file is malformed", how);
+    tk_err_hint(e, "libhdf5 reads each file in a process limited to %g s of CPU and %llu MiB; for a valid "
+                   "file that needs more, set TK_HDF5_CPU_SECONDS or TK_HDF5_MEMORY_MIB (prep(1))",
+                h->lim.cpu_s, (unsigned long long)(h->lim.mem_bytes >> 20));
+    return tk_err_where(e, "%s", h->path);
+}
+
+static int garbled(const bert_h5 *h, const char *what, tk_err *e) {
+    tk_err_set(e, TK_EDATA, "the libhdf5 reader's answer is garbled (%s); the file is malformed", what);
+    return tk_err_where(e, "%s", h->path);
+}
+
+// An error the child sent: its strings end inside their arrays, its code is one a reader gives.
+static int reader_error(const bert_h5 *h, tk_err *got, tk_err *e) {
+    got->lib[sizeof got->lib - 1] = got->where[sizeof got->where - 1] = 0;
+    got->what[sizeof got->what - 1] = got->hint[sizeof got->hint - 1] = 0;
+    if (got->code != TK_EDATA && got->code != TK_EIO) return garbled(h, "an unknown error code", e);
+    *e = *got;
+    return e->code;
+}
+
+int bert_h5_open(bert_h5 **hp, const char *path, tk_err *e) {
+    *hp = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f) return tk_err_errno(e, errno, "%s: cannot open", path);
+    struct stat st;
+    int ok = fstat(fileno(f), &st) == 0;
+    fclose(f);
+    if (!ok) return tk_err_errno(e, errno, "%s: cannot stat", path);
+    bert_h5 *h = calloc(1, sizeof *h);
+    if (!h) return tk_err_errno(e, ENOMEM, "out of memory");
+    snprintf(h->path, sizeof h->path, "%s", path);
+    // Reading is a few seconds a GiB, and memory does not grow with the file but for a compressed
+    // chunk that is read whole: limits far above that, which a hostile file still meets quickly.
+    int rc = tk_sandbox_limits_for(&h->lim, (uint64_t)st.st_size, 10, 1, 512, 8, "TK_HDF5_CPU_SECONDS",
+                                   "TK_HDF5_MEMORY_MIB", e);
+    reader_arg a = {path, h->lim.mem_bytes >> 20};
+    open_answer oa;
+    if (!rc) rc = tk_sandbox_start(&h->sb, &h->lim, reader_main, &a, e);
+    if (!rc && (rc = tk_sandbox_recv(h->sb, &oa, sizeof oa, e))) rc = reader_failed(h, rc, e);
+    else if (!rc && oa.e.code) rc = reader_error(h, &oa.e, e);
+    else if (!rc && oa.layout != BERT_H5_FIXED && oa.layout != BERT_H5_VARLEN) rc = garbled(h, "no layout", e);
+    if (rc) {
+        bert_h5_close(h);
+        return rc;
+    }
+    h->layout = oa.layout;
+    h->n = oa.n;
+    *hp = h;
+    return 0;
+}
+
+// A record from the reader keeps the record rules (record.h), its zero padding included.
+static int check_record(const bert_records *b, size_t i, int32_t vocab, tk_err *e) {
+    size_t L = (size_t)b->L, P = (size_t)b->P;
+    int n = b->seq_len[i], m = b->num_masked[i];
+    if (n < 0 || n > b->L || m < 0 || m > b->P)
+        return tk_err_set(e, TK_EDATA, "the reader sent %d tokens and %d predictions (at most %d and %d)", n, m, b->L,
+                          b->P);
+    for (size_t t = (size_t)n; t < L; t++)
+        if (b->input_ids[i * L + t] || b->segment_ids[i * L + t])
+            return tk_err_set(e, TK_EDATA, "the reader sent a token after the sequence's %d", n);
+    for (size_t k = (size_t)m; k < P; k++)
+        if (b->mlm_pos[i * P + k] || b->mlm_ids[i * P + k])
+            return tk_err_set(e, TK_EDATA, "the reader sent a prediction after the record's %d", m);
+    return bert_records_check(b, i, vocab, e);
+}
+
 int bert_h5_read(bert_h5 *h, uint64_t first, size_t n, bert_records *b, int32_t vocab, tk_err *e) {
     if (n > b->cap) return tk_err_set(e, TK_EINTERNAL, "bert_h5_read: %zu records, room for %zu", n, b->cap);
     if (first + n > h->n) return tk_err_set(e, TK_EINTERNAL, "bert_h5_read: records past the end");
-    return h->layout == BERT_H5_FIXED ? read_fixed(h, first, n, b, vocab, e) : read_varlen(h, first, n, b, vocab, e);
+    b->n = 0;
+    if (n == 0) return 0;
+    read_request q = {first, n, b->L, b->P, vocab};
+    tk_err got;
+    int rc = tk_sandbox_send(h->sb, &q, sizeof q, e);
+    if (!rc) rc = tk_sandbox_recv(h->sb, &got, sizeof got, e);
+    if (rc) return reader_failed(h, rc, e);
+    if (got.code) return reader_error(h, &got, e);
+    // The columns land in b's own buffers: their sizes are the request's, never the child's word.
+    void *cols[BERT_NFIELDS] = {b->input_ids, b->segment_ids, b->seq_len, b->mlm_pos,
+                                b->mlm_ids,   b->num_masked,  b->nsp};
+    size_t bytes[BERT_NFIELDS];
+    col_bytes(n, b->L, b->P, bytes);
+    for (int k = 0; k < BERT_NFIELDS; k++)
+        if ((rc = tk_sandbox_recv(h->sb, cols[k], bytes[k], e))) return reader_failed(h, rc, e);
+    for (size_t i = 0; i < n; i++)
+        if (check_record(b, i, vocab, e))
+            return tk_err_where(e, "%s: record %llu", h->path, (unsigned long long)(first + i));
+    b->n = n;
+    return 0;
 }
 
 #endif
