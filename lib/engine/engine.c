@@ -1,7 +1,7 @@
 // The training loop shared by every workload (engine.h): MLLOG framing, the staged input path,
 // the step (through the CUDA-graph cache, graphs.h), progress lines, the evaluation cadence (in
 // process or through a directory, follow.h), checkpoints, the stop at the target, the closing
-// lines. Setup is setup.c; resume and --init-checkpoint resume.c; the MLLOG preamble preamble.c.
+// lines. Setup is setup.c; resume and --init-checkpoint resume.c; --dump-step dump.c.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,7 +9,6 @@
 
 #include "core/mllog.h"
 #include "core/progress.h"
-#include "engine/preamble.h"
 #include "engine/resume.h"
 #include "engine/run.h"
 #include "engine/source.h"
@@ -147,6 +146,28 @@ static int eval_point(tk_run *r, tk_err *e) {
     TRY(save_ckpt(r, r->o->eval_dir, path, sizeof path, e));
     TRY(tk_eval_dir_push(&r->ed, r->step, e));
     return poll_agreed(r, 0, e);
+}
+
+// ---- MLLOG preamble ----
+
+static int log_preamble(tk_run *r, tk_err *e) {
+    tk_mllog *L = &r->log;
+    const tk_run_cfg *rc = &r->I.run;
+    TRY(TK_MLLOG_EVENT(L, "submission_benchmark", json_string(r->wl->name), NULL, e));
+    TRY(TK_MLLOG_EVENT(L, "submission_org", json_string(r->o->org), NULL, e));
+    TRY(TK_MLLOG_EVENT(L, "submission_division", json_string("closed"), NULL, e));
+    TRY(TK_MLLOG_EVENT(L, "submission_status", json_string("research"), NULL, e));
+    TRY(TK_MLLOG_EVENT(L, "submission_platform", json_string(r->o->platform), NULL, e));
+    TRY(TK_MLLOG_EVENT(L, "seed", json_integer((json_int_t)rc->seed), NULL, e));
+    TRY(TK_MLLOG_EVENT(L, "global_batch_size", json_integer(rc->batch), NULL, e));
+    TRY(TK_MLLOG_EVENT(L, "gradient_accumulation_steps", json_integer(1), NULL, e));
+    if (r->wl->mllog_hparams) TRY(r->wl->mllog_hparams(r->I.model, rc, L, e));
+    TRY(TK_MLLOG_EVENT(L, "train_samples", json_integer(r->epoch_samples), NULL, e));
+    if (r->es) {
+        TRY(TK_MLLOG_EVENT(L, "eval_samples", json_integer(r->wl->evalset_count(r->es)), NULL, e));
+        r->eval_samples_logged = 1;
+    }
+    return r->wl->mllog_weights ? r->wl->mllog_weights(r->I.model, L, e) : 0;
 }
 
 // ---- the input path ----
@@ -368,10 +389,7 @@ int tk_engine_train(const tk_train_opts *o, tk_err *e) {
         goto out;
     }
     if (!rc) rc = tk_run_config_line(r, be, e);
-    if (!rc)
-        rc = tk_engine_preamble(&r->log, &r->I, o->org, o->platform, r->epoch_samples,
-                                r->es ? (int64_t)r->wl->evalset_count(r->es) : -1, e);
-    r->eval_samples_logged = r->es != NULL;
+    if (!rc) rc = log_preamble(r, e);
     if (!rc) rc = tk_ctx_sync(r->c, e);
     if (!rc) rc = TK_MLLOG_END(&r->log, "init_stop", NULL, NULL, e);
     if (!rc) rc = TK_MLLOG_START(&r->log, "run_start", NULL, NULL, e);
