@@ -1,6 +1,7 @@
 // Checkpoint save and load over tk_params (ckpt.h).
 #include "engine/ckpt.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -232,4 +233,66 @@ int tk_ckpt_load(const tk_params *P, const char *path, int flags, json_t **meta,
     if (verified) *verified = all_crc;
     tk_st_close(f);
     return rc;
+}
+
+// ---- the metadata ----
+
+static int bad_meta(const char *path, const char *key, const char *want, const char *got, tk_err *e) {
+    tk_err_set(e, TK_EDATA, "checkpoint metadata '%s': expected %s, got '%.40s'", key, want, got);
+    return tk_err_where(e, "%s", path);
+}
+
+// A decimal count: digits only (strtoll alone takes blanks, a sign and trailing text).
+static int parse_count(const char *s, int64_t *out) {
+    if (*s < '0' || *s > '9') return -1;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (*end || errno) return -1;
+    *out = v;
+    return 0;
+}
+
+int tk_ckpt_meta_parse(const json_t *meta, const char *path, tk_ckpt_meta *m, tk_err *e) {
+    static const char *const counts[] = {"step", "samples_seen", "epoch"};
+    int64_t *const dst[] = {&m->step, &m->samples_seen, &m->epoch};
+    const char *s;
+    memset(m, 0, sizeof *m);
+    m->format = json_string_value(json_object_get(meta, "format"));
+    m->workload = json_string_value(json_object_get(meta, "workload"));
+    m->config = json_string_value(json_object_get(meta, "config"));
+    for (int i = 0; i < 3; i++) {
+        *dst[i] = -1;
+        if ((s = json_string_value(json_object_get(meta, counts[i]))) && parse_count(s, dst[i]))
+            return bad_meta(path, counts[i], "a decimal count", s, e);
+    }
+    if ((s = m->config_hash = json_string_value(json_object_get(meta, "config_hash")))) {
+        int ok = strlen(s) == 16;
+        for (int i = 0; ok && i < 16; i++) ok = (s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f');
+        if (!ok) return bad_meta(path, "config_hash", "16 hexadecimal digits", s, e);
+    }
+    if ((s = m->rng = json_string_value(json_object_get(meta, "rng")))) {
+        static const char pfx[] = "philox4x32-10:";
+        const char *d = s + sizeof pfx - 1;
+        char *end;
+        int ok = strncmp(s, pfx, sizeof pfx - 1) == 0 && *d >= '0' && *d <= '9';
+        if (ok) {
+            errno = 0;
+            m->seed = strtoull(d, &end, 10);
+            ok = !*end && !errno;
+        }
+        if (!ok) return bad_meta(path, "rng", "'philox4x32-10:SEED'", s, e);
+    }
+    return 0;
+}
+
+json_t *tk_ckpt_meta_json(const tk_ckpt_meta *m) {
+    char step[32], samples[32], epoch[32], rng[64];
+    snprintf(step, sizeof step, "%lld", (long long)m->step);
+    snprintf(samples, sizeof samples, "%lld", (long long)m->samples_seen);
+    snprintf(epoch, sizeof epoch, "%lld", (long long)m->epoch);
+    snprintf(rng, sizeof rng, "philox4x32-10:%llu", (unsigned long long)m->seed);
+    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "format", TK_CKPT_FORMAT, "workload", m->workload,
+                     "step", step, "samples_seen", samples, "epoch", epoch, "config_hash", m->config_hash, "rng", rng,
+                     "config", m->config);
 }

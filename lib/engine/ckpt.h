@@ -7,6 +7,7 @@
 #define TK_ENGINE_CKPT_H
 
 #include <jansson.h>
+#include <stdint.h>
 
 #include "ckpt/safetensors.h"
 #include "core/err.h"
@@ -16,6 +17,32 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+#define TK_CKPT_FORMAT "trainkit-checkpoint-1"
+
+// The __metadata__ of a train-step checkpoint (man/man5/trainkit-checkpoint.5), where every
+// value is a string. Parsed, the strings are borrowed from the metadata object; a key the file
+// lacks is NULL (a string) or -1 (a count).
+typedef struct tk_ckpt_meta {
+    const char *format;      // TK_CKPT_FORMAT
+    const char *workload;    // the workload's name
+    int64_t step;            // optimizer updates applied
+    int64_t samples_seen;    // training samples consumed
+    int64_t epoch;           // 0-based epoch of the next batch
+    const char *config_hash; // 16 lower-case hexadecimal digits (tk_config_hash)
+    const char *rng;         // "philox4x32-10:SEED"
+    uint64_t seed;           // its SEED (0 without rng)
+    const char *config;      // the effective configuration, compact JSON
+} tk_ckpt_meta;
+
+// The one reader of that metadata (resume, --init-checkpoint, evaluate, --follow): a key that is
+// there must be well formed (step, samples_seen and epoch decimal counts below 2^63 without sign
+// or blanks; config_hash 16 lower-case hexadecimal digits; rng "philox4x32-10:" and a decimal
+// seed), else TK_EDATA naming path and the key. Keys that are absent stay absent: each reader
+// says which it needs.
+int tk_ckpt_meta_parse(const json_t *meta, const char *path, tk_ckpt_meta *m, tk_err *e);
+// The metadata object a run writes for m (every key of it; a new reference; NULL: out of memory).
+json_t *tk_ckpt_meta_json(const tk_ckpt_meta *m);
 
 // Writes every tensor of P (in declaration order, whichever rank holds each) and meta (an object
 // of strings, borrowed) to path. Collective: every rank calls it and gets the same status.

@@ -1,4 +1,5 @@
-// Evaluation of checkpoints out of the training process (follow.h).
+// Evaluation of checkpoints out of the training process, both halves of the directory protocol
+// (follow.h).
 #include "engine/follow.h"
 
 #include <dirent.h>
@@ -48,11 +49,16 @@ void tk_evaluator_destroy(tk_evaluator *ev) {
     free(ev);
 }
 
-// Makes (or keeps) the model for the checkpoint's configuration and loads its weights.
-static int load(tk_evaluator *ev, const char *path, json_t **meta, tk_err *e) {
+// Makes (or keeps) the model for the checkpoint's configuration and loads its weights; *m gets
+// its metadata's counts (its strings die with the file).
+static int load(tk_evaluator *ev, const char *path, tk_ckpt_meta *m, tk_err *e) {
     tk_st_file *f;
     TRY(tk_st_open(&f, path, e));
-    const char *cfg_text = tk_st_meta(f, "config"), *hash = tk_st_meta(f, "config_hash");
+    if (tk_ckpt_meta_parse(f->meta, path, m, e)) {
+        tk_st_close(f);
+        return TK_EDATA;
+    }
+    const char *cfg_text = m->config, *hash = m->config_hash;
     if (!cfg_text || !hash) {
         tk_st_close(f);
         tk_err_set(e, TK_EDATA, "the metadata lacks 'config' or 'config_hash' (not a train-step checkpoint)");
@@ -78,8 +84,9 @@ static int load(tk_evaluator *ev, const char *path, json_t **meta, tk_err *e) {
         if (rc) drop_model(ev);
     }
     tk_st_close(f);
+    m->format = m->workload = m->config_hash = m->rng = m->config = NULL; // (the file's)
     int verified = 1;
-    if (!rc) rc = tk_instance_load(&ev->I, path, TK_CKPT_MODEL_ONLY, meta, &verified, e);
+    if (!rc) rc = tk_instance_load(&ev->I, path, TK_CKPT_MODEL_ONLY, NULL, &verified, e);
     if (!rc && !verified && ev->o.note) {
         char msg[4400];
         snprintf(msg, sizeof msg, "%s: no tensor checksums (a file of another writer): loaded unverified", path);
@@ -89,20 +96,14 @@ static int load(tk_evaluator *ev, const char *path, json_t **meta, tk_err *e) {
 }
 
 int tk_evaluator_run(tk_evaluator *ev, const char *path, const char *name, json_t **res, tk_err *e) {
-    json_t *meta = NULL;
+    tk_ckpt_meta m;
     double t0 = tk_now(), v;
-    TRY(load(ev, path, &meta, e));
+    TRY(load(ev, path, &m, e));
     const char *metric = ev->I.wl->metric;
-    int rc = ev->I.wl->evaluate(ev->I.model, ev->es, &v, e);
-    if (rc) {
-        json_decref(meta);
-        return rc;
-    }
-    const char *st = json_string_value(json_object_get(meta, "step"));
-    const char *sa = json_string_value(json_object_get(meta, "samples_seen"));
+    TRY(ev->I.wl->evaluate(ev->I.model, ev->es, &v, e));
     // JSON has no NaN: an undefined metric (the AUC of a one-class eval set) is null.
     *res = json_pack("{s:s, s:s, s:s, s:I, s:I}", "type", "eval", "metric", metric, "checkpoint", name, "step",
-                     (json_int_t)(st ? atoll(st) : -1), "samples", (json_int_t)(sa ? atoll(sa) : -1));
+                     (json_int_t)m.step, "samples", (json_int_t)m.samples_seen);
     json_object_set_new(*res, metric, isfinite(v) ? json_real(v) : json_null());
     json_object_set_new(*res, "eval_samples", json_integer(ev->I.wl->evalset_count(ev->es)));
     json_object_set_new(*res, "eval_s", json_real(tk_now() - t0));
@@ -111,7 +112,6 @@ int tk_evaluator_run(tk_evaluator *ev, const char *path, const char *name, json_
         json_object_set_new(*res, "target", json_real(ev->o.target));
         json_object_set_new(*res, "reached", json_boolean(reached));
     }
-    json_decref(meta);
     return 0;
 }
 
@@ -217,4 +217,55 @@ int tk_follow_stop(const char *dir, tk_err *e) {
     tk_afile f;
     TRY(tk_afile_open(&f, path, e));
     return tk_afile_commit(&f, e);
+}
+
+// ---- the trainer's half ----
+
+int tk_eval_dir_push(tk_eval_dir *d, int64_t step, tk_err *e) {
+    if (d->npend == d->cap) {
+        int64_t *np = realloc(d->pend, (size_t)(d->cap * 2 + 16) * sizeof *np);
+        if (!np) return tk_err_set(e, TK_EIO, "out of host memory");
+        d->pend = np;
+        d->cap = d->cap * 2 + 16;
+    }
+    d->pend[d->npend++] = step;
+    return 0;
+}
+
+int tk_eval_dir_next(tk_eval_dir *d, double wait_s, int64_t *step, json_t **res, tk_err *e) {
+    *res = NULL;
+    if (d->npend == 0) return 0;
+    int64_t s = d->pend[0];
+    char path[4200];
+    snprintf(path, sizeof path, "%s/step-%lld.eval.json", d->dir, (long long)s);
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        if (wait_s <= 0) return 0;
+        double t0 = tk_now();
+        while (stat(path, &st) != 0 && tk_now() - t0 < wait_s) usleep(50000);
+        if (stat(path, &st) != 0) {
+            tk_err_set(e, TK_EIO, "no evaluation result after %.0f s", wait_s);
+            tk_err_where(e, "%s", path);
+            return tk_err_hint(e, "is `evaluate --follow %s` running?", d->dir);
+        }
+    }
+    json_error_t je;
+    json_t *r = json_load_file(path, 0, &je);
+    if (!json_is_number(json_object_get(r, d->metric))) {
+        json_decref(r);
+        if (r) tk_err_set(e, TK_EDATA, "$.%s: expected a number", d->metric);
+        else tk_err_set(e, TK_EDATA, "%s", je.text);
+        tk_err_where(e, "%s: line %d", path, r ? 1 : je.line);
+        return TK_EDATA;
+    }
+    memmove(d->pend, d->pend + 1, (size_t)--d->npend * sizeof *d->pend);
+    *step = s;
+    *res = r;
+    return 0;
+}
+
+void tk_eval_dir_free(tk_eval_dir *d) {
+    free(d->pend);
+    d->pend = NULL;
+    d->npend = d->cap = 0;
 }

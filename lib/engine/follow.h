@@ -1,11 +1,14 @@
-// Evaluation out of the training process (man/man1/evaluate.1): a checkpoint is evaluated by a
-// model made from the configuration in its own metadata, so one evaluator serves every workload.
-// With --follow DIR (beside train-step --eval-dir DIR, possibly on a dedicated GPU) it evaluates
-// each new DIR/NAME.safetensors and writes DIR/NAME.eval.json atomically; DIR/STOP ends it.
+// Evaluation out of the training process (man/man1/evaluate.1), both halves of the directory
+// protocol. The evaluator: a checkpoint is evaluated by a model made from the configuration in its
+// own metadata, so one evaluator serves every workload; with --follow DIR (beside train-step
+// --eval-dir DIR, possibly on a dedicated GPU) it evaluates each new DIR/NAME.safetensors and
+// writes DIR/NAME.eval.json atomically; DIR/STOP ends it. The trainer (tk_eval_dir): writes
+// DIR/step-S.safetensors, reads DIR/step-S.eval.json in step order, writes DIR/STOP at its end.
 #ifndef TK_ENGINE_FOLLOW_H
 #define TK_ENGINE_FOLLOW_H
 
 #include <jansson.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "core/err.h"
@@ -39,6 +42,24 @@ int tk_evaluator_run(tk_evaluator *ev, const char *path, const char *name, json_
 int tk_follow(tk_evaluator *ev, const char *dir, double poll, double timeout, FILE *out, tk_err *e);
 // The file that ends a follower: dir/STOP, written atomically.
 int tk_follow_stop(const char *dir, tk_err *e);
+
+// ---- the trainer's half ----
+
+// The checkpoints a run wrote to dir for evaluation whose result it has not read, oldest first.
+typedef struct tk_eval_dir {
+    const char *dir;
+    const char *metric;     // the number each result must hold (the workload's metric)
+    int64_t *pend;
+    int npend, cap;
+} tk_eval_dir;
+// After dir/step-S.safetensors was written: its result is awaited.
+int tk_eval_dir_push(tk_eval_dir *d, int64_t step, tk_err *e);
+// The result of the oldest pending checkpoint, dir/step-S.eval.json: *res (a new reference, its
+// metric a number, else TK_EDATA naming the file) and *step, no longer pending. *res NULL: nothing
+// pending, or (wait_s <= 0) its result is not there yet. wait_s > 0: waits up to that long for it,
+// then TK_EIO.
+int tk_eval_dir_next(tk_eval_dir *d, double wait_s, int64_t *step, json_t **res, tk_err *e);
+void tk_eval_dir_free(tk_eval_dir *d);
 
 #ifdef __cplusplus
 }

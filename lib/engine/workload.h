@@ -144,8 +144,9 @@ typedef struct tk_workload {
                                       // backward, as DLRM does); they are sums over the ranks afterwards
     int (*after_update)(void *model, tk_err *e);    // in the step's graph; NULL: nothing
     // Whether the step of the current input may be captured in a CUDA graph: < 0 no (run it
-    // eagerly), else a key; the engine keeps the graphs of the last 8 keys (a slot's, with
-    // graph_per_slot), made again when evicted. NULL: always, key 0.
+    // eagerly), else a key; the engine keeps the graphs of the 64 (TK_GRAPH_CACHE, graphs.h) most
+    // recently used keys (a slot's, with graph_per_slot), made again when evicted. NULL: always,
+    // key 0.
     int64_t (*graph_key)(void *model);
     int (*graph_per_slot)(const void *model); // one graph per staging slot (the step reads the slot's
                                                // per-batch state in place). NULL: one graph

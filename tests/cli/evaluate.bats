@@ -3,6 +3,7 @@
 # usage, and the --follow protocol with train-step --eval-dir.
 
 load dlrm_data
+load ckpt_meta
 
 setup_file() {
     make_dlrm_data
@@ -63,6 +64,58 @@ setup() {
     [ "${lines[0]}" = "evaluate: error: garbage.safetensors: offset 8: invalid JSON header: '[' or '{' expected near '\\x01'" ]
     run evaluate --checkpoint missing.safetensors --eval "$D/eval.tks" -b cpu
     [ "$status" -eq 4 ]
+}
+
+@test "evaluate: a malformed count in the checkpoint's metadata exits 3 naming the file and the key" {
+    run "${TS[@]}" -e "$D/eval.tks" --max-steps 2 --eval-every 100000 --ckpt-dir ck
+    [ "$status" -eq 1 ]
+    cp ck/step-2.safetensors bad.safetensors
+    set_meta bad.safetensors step 2x # (read as step 2 before)
+    run evaluate --checkpoint bad.safetensors --eval "$D/eval.tks" -b cpu
+    [ "$status" -eq 3 ]
+    [ "${lines[0]}" = "evaluate: error: bad.safetensors: checkpoint metadata 'step': expected a decimal count, got '2x'" ]
+    cp ck/step-2.safetensors neg.safetensors
+    set_meta neg.safetensors samples_seen -512 # (reported as -512 before)
+    run evaluate --checkpoint neg.safetensors --eval "$D/eval.tks" -b cpu
+    [ "$status" -eq 3 ]
+    [ "${lines[0]}" = "evaluate: error: neg.safetensors: checkpoint metadata 'samples_seen': expected a decimal count, got '-512'" ]
+    # --follow stops at it, as at any bad checkpoint
+    mkdir ev
+    cp bad.safetensors ev/step-2.safetensors
+    run evaluate --follow ev --eval "$D/eval.tks" -b cpu --timeout 5 --poll 0.05
+    [ "$status" -eq 3 ]
+    [ "${lines[0]}" = "evaluate: error: ev/step-2.safetensors: checkpoint metadata 'step': expected a decimal count, got '2x'" ]
+    [ ! -e ev/step-2.eval.json ]
+    # the unchanged file still evaluates
+    run evaluate --checkpoint ck/step-2.safetensors --eval "$D/eval.tks" -b cpu
+    [ "$status" -eq 0 ]
+}
+
+@test "evaluate, --follow, --resume and --init-checkpoint load a checkpoint written by an earlier trainkit" {
+    # tests/data/ckpt-dlrm-old/README.md says how it was made: tables of 16 rows, as these data have
+    prep criteo --max-ind-range 16 -o train16.tks "$D/raw/day_0"
+    prep criteo --max-ind-range 16 -o eval16.tks "$D/raw/day_1"
+    old=$TK_ROOT/tests/data/ckpt-dlrm-old/step-2.safetensors
+    run evaluate --checkpoint "$old" --eval eval16.tks -b cpu
+    [ "$status" -eq 0 ]
+    [[ "${lines[0]}" == '{"type":"eval","metric":"auc","checkpoint":"'"$old"'","step":2,"samples":512,"auc":0.4278'*',"eval_samples":4000,'* ]]
+    mkdir ev
+    cp "$old" ev/
+    touch ev/STOP
+    run evaluate --follow ev --eval eval16.tks -b cpu --poll 0.05
+    [ "$status" -eq 0 ]
+    [[ "${lines[0]}" == '{"type":"eval","metric":"auc","checkpoint":"step-2.safetensors","step":2,"samples":512,'* ]]
+    small=(train-step -c "$TK_ROOT/share/workloads/dlrm/tiny.json" -t train16.tks -e eval16.tks -b cpu
+           --set train.global_batch_size=256 --set model.embedding_dim=4 --set 'model.bottom_mlp=[8,4]'
+           --set 'model.top_mlp=[8,1]' --log-every 0 --eval-every 100000000)
+    run "${small[@]}" --resume "$old" --max-steps 4 --ckpt-dir r
+    [ "$status" -eq 1 ]
+    [[ "$(grep '"type":"config"' <<<"$output")" == *'"start_step":2,'* ]]
+    [[ "$(grep '"type":"checkpoint"' <<<"$output")" == '{"type":"checkpoint","path":"r/step-4.safetensors","step":4,"samples":1024}' ]]
+    run "${small[@]}" --init-checkpoint "$old" --max-steps 1 --ckpt-dir i
+    [ "$status" -eq 1 ]
+    [[ "$(grep '"type":"config"' <<<"$output")" == *'"start_step":0,'* ]]
+    [ -e i/step-1.safetensors ]
 }
 
 @test "evaluate --follow: results per checkpoint, train-step reads them, STOP ends both" {
