@@ -17,7 +17,7 @@
 // same bit mask layout, so fused and unfused GEMMs can be mixed in one model.
 //
 // The GELU epilogues are never cuBLASLt's: its GELU is the tanh approximation, ours the exact erf
-// form (kernels/activation.h), so they always run as the plain GEMM plus our kernel (epi_gelu).
+// form (lib/core/gelu.h), so they always run as the plain GEMM plus our kernel (epi_gelu).
 // A strided batch (tk_gemm_args.batch) sets the layouts' batch count and offsets.
 //
 // One difference from the reference: cuBLASLt's RELU_AUX_BIAS sets the mask bit where the
@@ -32,7 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "activation.h"
+#include "core/gelu.h"
 #include "gpu/gpu.h"
 
 namespace {
