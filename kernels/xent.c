@@ -7,6 +7,7 @@ size_t tk_xent_ws_bytes(tk_backend b, int R) {
 #ifdef TK_HAVE_CUDA
     if (b == TK_BACKEND_CUDA) return tk_xent_ws_bytes_cuda(R);
 #endif
+    (void)b;
     return (size_t)(R > 0 ? R : 1) * sizeof(double);
 }
 
