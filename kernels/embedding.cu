@@ -28,20 +28,6 @@
 constexpr int kKeyBits = 40;
 constexpr uint64_t kInvalid = ((uint64_t)1 << kKeyBits) - 1;
 
-__device__ __forceinline__ float4 load4(const float *w, size_t i) { return *(const float4 *)(w + i); }
-__device__ __forceinline__ float4 load4(const __nv_bfloat16 *w, size_t i) {
-    uint2 u = *(const uint2 *)(w + i);
-    return make_float4(__uint_as_float(u.x << 16), __uint_as_float(u.x & 0xffff0000u), __uint_as_float(u.y << 16),
-                       __uint_as_float(u.y & 0xffff0000u));
-}
-// Lookup output in f32 or bf16 (a bf16 table's value round-trips through f32 exactly).
-__device__ __forceinline__ void store4(float *o, size_t i, float4 v) { *(float4 *)(o + i) = v; }
-__device__ __forceinline__ void store4(__nv_bfloat16 *o, size_t i, float4 v) {
-    __nv_bfloat16 r[4] = {__float2bfloat16_rn(v.x), __float2bfloat16_rn(v.y), __float2bfloat16_rn(v.z),
-                          __float2bfloat16_rn(v.w)};
-    *(uint2 *)(o + i) = *(const uint2 *)r;
-}
-
 // Row of (b, t) or -1.
 __device__ __forceinline__ int64_t global_row(const int64_t *row_off, const int32_t *idx, int64_t bt, int T) {
     int t = (int)(bt % T);
@@ -57,8 +43,8 @@ __global__ static void emb_fwd_vec4(const W *w, const int64_t *row_off, const in
         int64_t bt = i / q;
         int d = (int)(i % q) * 4;
         int64_t row = global_row(row_off, idx, bt, T);
-        float4 v = row >= 0 ? load4(w, (size_t)row * D + d) : make_float4(0, 0, 0, 0);
-        store4(out, (size_t)bt * D + d, v);
+        float4 v = row >= 0 ? tk_ld4(w, (size_t)row * D + d) : make_float4(0, 0, 0, 0);
+        tk_st4(out, (size_t)bt * D + d, v);
     }
 }
 
@@ -247,7 +233,7 @@ __device__ __forceinline__ void apply_row4(float *w, size_t i, double rate, cons
                                      (float)sgd1(x.z, rate, sum[2]), (float)sgd1(x.w, rate, sum[3]));
 }
 __device__ __forceinline__ void apply_row4(__nv_bfloat16 *w, size_t i, double rate, const double *sum) {
-    float4 x = load4(w, i);
+    float4 x = tk_ld4(w, i);
     __nv_bfloat16 r[4] = {__float2bfloat16_rn((float)sgd1(x.x, rate, sum[0])),
                           __float2bfloat16_rn((float)sgd1(x.y, rate, sum[1])),
                           __float2bfloat16_rn((float)sgd1(x.z, rate, sum[2])),
@@ -280,7 +266,7 @@ __global__ static void bwd_apply_short4(W *w, const uint64_t *keys, const int32_
             for (int a = 0; a < kAcc; a++) {
                 int d = d0 + (a * 8 + sub) * 4;
                 if (d < D) {
-                    float4 x = load4(g, d);
+                    float4 x = tk_ld4(g, d);
                     acc[a][0] += x.x, acc[a][1] += x.y, acc[a][2] += x.z, acc[a][3] += x.w;
                 }
             }

@@ -18,6 +18,26 @@ __device__ __forceinline__ void tk_st(float *p, size_t i, float v) { p[i] = v; }
 __device__ __forceinline__ void tk_st(__nv_bfloat16 *p, size_t i, float v) { p[i] = __float2bfloat16_rn(v); }
 __device__ __forceinline__ void tk_st(__half *p, size_t i, float v) { p[i] = __float2half_rn(v); }
 
+// 4 consecutive elements from / to registers: one 16-byte (fp32) or 8-byte (16-bit) access (p + i
+// aligned to it). A bf16 widens by a shift: exact, as __bfloat162float.
+__device__ __forceinline__ float4 tk_ld4(const float *p, size_t i) { return *(const float4 *)(p + i); }
+__device__ __forceinline__ float4 tk_ld4(const __nv_bfloat16 *p, size_t i) {
+    uint2 u = *(const uint2 *)(p + i);
+    return make_float4(__uint_as_float(u.x << 16), __uint_as_float(u.x & 0xffff0000u), __uint_as_float(u.y << 16),
+                       __uint_as_float(u.y & 0xffff0000u));
+}
+__device__ __forceinline__ float4 tk_ld4(const __half *p, size_t i) {
+    uint2 u = *(const uint2 *)(p + i);
+    float2 a = __half22float2(*(const __half2 *)&u.x), b = __half22float2(*(const __half2 *)&u.y);
+    return make_float4(a.x, a.y, b.x, b.y);
+}
+__device__ __forceinline__ void tk_st4(float *p, size_t i, float4 v) { *(float4 *)(p + i) = v; }
+__device__ __forceinline__ void tk_st4(__nv_bfloat16 *p, size_t i, float4 v) {
+    __nv_bfloat16 r[4] = {__float2bfloat16_rn(v.x), __float2bfloat16_rn(v.y), __float2bfloat16_rn(v.z),
+                          __float2bfloat16_rn(v.w)};
+    *(uint2 *)(p + i) = *(const uint2 *)r;
+}
+
 // 8 consecutive elements from / to registers: one 16-byte access for 16-bit types, two for fp32
 // (the pointer 16-byte aligned).
 __device__ __forceinline__ void tk_ld8(const float *p, float v[8]) {

@@ -33,7 +33,7 @@
 #include <string.h>
 
 #include "core/gelu.h"
-#include "core/vec.cuh" // tk_ld, tk_st, tk_ld8, tk_st8
+#include "core/vec.cuh" // tk_ld, tk_st, tk_ld4, tk_ld8, tk_st8
 #include "gpu/gpu.h"
 
 namespace {
@@ -114,18 +114,6 @@ cublasLtEpilogue_t lt_epilogue(tk_epilogue epi) {
 int64_t aux_ld(int N) { return ((int64_t)N + 127) / 128 * 128; }
 
 // ---- unfused epilogue kernels (row-major D (M, N) of type T) ----
-
-__device__ __forceinline__ float4 ld4(const float *p) { return *(const float4 *)p; }
-__device__ __forceinline__ float4 ld4(const __nv_bfloat16 *p) {
-    uint2 u = *(const uint2 *)p;
-    return make_float4(__uint_as_float(u.x << 16), __uint_as_float(u.x & 0xffff0000u), __uint_as_float(u.y << 16),
-                       __uint_as_float(u.y & 0xffff0000u));
-}
-__device__ __forceinline__ float4 ld4(const __half *p) {
-    uint2 u = *(const uint2 *)p;
-    float2 a = __half22float2(*(const __half2 *)&u.x), b = __half22float2(*(const __half2 *)&u.y);
-    return make_float4(a.x, a.y, b.x, b.y);
-}
 
 // D = beta * C (or 0): the whole GEMM when K == 0.
 template <typename T>
@@ -237,9 +225,9 @@ __global__ void col_sum_part(T *X, int R, int C, int rows_per_chunk, double *par
         for (int r = r0 + threadIdx.y; r < r1; r += 4) {
             T *x = X + (size_t)r * C + c0;
             if constexpr (V == 4) {
-                float4 v = ld4(x);
+                float4 v = tk_ld4(x, 0);
                 if constexpr (GELU) {
-                    float4 a = ld4(gaux + (size_t)r * C + c0);
+                    float4 a = tk_ld4(gaux, (size_t)r * C + c0);
                     v.x *= tk_dgelu_f(a.x), v.y *= tk_dgelu_f(a.y), v.z *= tk_dgelu_f(a.z), v.w *= tk_dgelu_f(a.w);
                     tk_st(x, 0, v.x), tk_st(x, 1, v.y), tk_st(x, 2, v.z), tk_st(x, 3, v.w);
                 } else if (aux) { // 4 consecutive columns: 4 bits of one byte (c0 % 4 == 0)
