@@ -13,7 +13,7 @@
 #include "core/cli.h"
 #include "core/jsonl.h"
 #include "core/progress.h"
-#include "gpu/philox.h"
+#include "core/philox.h"
 #include "tks/tks.h"
 
 static const char *prog = "shard";

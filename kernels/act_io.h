@@ -8,8 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/bf16.h"
 #include "gpu/gpu.h"
-#include "sgd.h" // tk_f32_to_bf16, tk_bf16_to_f32
 
 static inline float tk_act_ld(const void *p, tk_dtype t, size_t i) {
     return t == TK_BF16 ? tk_bf16_to_f32(((const uint16_t *)p)[i]) : ((const float *)p)[i];

@@ -2,7 +2,7 @@
 // reference's) and tanh (the pooler), forward and backward, over n elements of act (TK_F32, or
 // TK_BF16 on cuda; math in fp32, rounded once on store). The GELU math is also the GEMM's
 // GELU epilogues' (lib/gpu/gpu.h TK_EPI_GELU_BIAS, TK_EPI_DGELU*), from the inline functions
-// below, so the fused and the unfused forms agree.
+// of lib/core/gelu.h, so the fused and the unfused forms agree.
 #ifndef TK_KERNELS_ACTIVATION_H
 #define TK_KERNELS_ACTIVATION_H
 
@@ -11,22 +11,8 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+#include "core/gelu.h" // tk_gelu_f, tk_dgelu_f
 #include "gpu/gpu.h"
-
-#ifdef __CUDACC__
-#define TK_ACT_HD __host__ __device__ __forceinline__
-#else
-#define TK_ACT_HD static inline
-#endif
-
-// gelu(x) = x Phi(x) = 0.5 x (1 + erf(x / sqrt 2))
-TK_ACT_HD float tk_gelu_f(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
-// gelu'(x) = Phi(x) + x phi(x)
-TK_ACT_HD float tk_dgelu_f(float x) {
-    return 0.5f * (1.0f + erff(x * 0.70710678118654752f)) + x * 0.39894228040143268f * expf(-0.5f * x * x);
-}
-
-#undef TK_ACT_HD
 
 // y = gelu(x); x, y (n) act; y may be x.
 int tk_gelu_fwd(tk_ctx *c, tk_dtype act, int64_t n, const void *x, void *y, tk_err *e);

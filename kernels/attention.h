@@ -10,7 +10,7 @@
 // in the backend's memory. Activations in act (TK_F32; TK_BF16 on cuda: the products in bf16 with
 // fp32 accumulation, the softmax in fp32).
 //
-// tk_attention_fwd / _bwd (lib/workloads/bert/ops.c) take one of two paths, by bufs->fused:
+// tk_attention_fwd / _bwd (kernels/attention.c) take one of two paths, by bufs->fused:
 // fused, the flash kernel (kernels/flash_attn.h: the scores never reach memory, the work follows
 // the real lengths; tk_attention_fusable says where it is built: cuda, bf16, D 64); unfused, each
 // sequence scattered into a padded per-head layout of Lstride rows (the positions past len[s]

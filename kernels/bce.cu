@@ -3,14 +3,11 @@
 // loss is the same on every run and every replay of a graph. A training batch (65536 samples) is
 // a few microseconds of work, so one block is enough. Math in fp64 as the reference.
 #include "bce.h"
+#include "core/vec.cuh"
 #include "cuda_util.cuh"
 
 constexpr int kThreads = 1024;
 
-__device__ __forceinline__ double ld_z(const float *p) { return *p; }
-__device__ __forceinline__ double ld_z(const __nv_bfloat16 *p) { return __bfloat162float(*p); }
-__device__ __forceinline__ void st_dz(float *p, float v) { *p = v; }
-__device__ __forceinline__ void st_dz(__nv_bfloat16 *p, float v) { *p = __float2bfloat16_rn(v); }
 
 template <typename TL>
 __global__ static void __launch_bounds__(kThreads)
@@ -18,9 +15,9 @@ bce_kernel(const TL *logit, const uint8_t *label, int B, int N, TL *dlogit, doub
     __shared__ double part[kThreads];
     double sum = 0;
     for (int b = threadIdx.x; b < B; b += kThreads) {
-        double z = ld_z(logit + b), y = label[b] ? 1.0 : 0.0;
+        double z = tk_ld(logit, b), y = label[b] ? 1.0 : 0.0;
         sum += fmax(z, 0.0) - z * y + log1p(exp(-fabs(z)));
-        if (dlogit) st_dz(dlogit + b, (float)((1.0 / (1.0 + exp(-z)) - y) / N));
+        if (dlogit) tk_st(dlogit, b, (float)((1.0 / (1.0 + exp(-z)) - y) / N));
     }
     part[threadIdx.x] = sum;
     __syncthreads();

@@ -45,15 +45,3 @@ int tk_bce_logits_act_n_ref(tk_dtype lt, const void *logit, const uint8_t *label
     free(dz);
     return rc;
 }
-
-// The dispatcher of the normalized variant lives here (not in lib/gpu/ops_dlrm.c) to keep the
-// change to bce in one place.
-int tk_bce_logits_act_n(tk_ctx *c, tk_dtype lt, const void *logit, const uint8_t *label, int B, int N,
-                        void *dlogit, double *acc, tk_err *e) {
-    if (c->backend == TK_BACKEND_CPU) return tk_bce_logits_act_n_ref(lt, logit, label, B, N, dlogit, acc, e);
-#ifdef TK_HAVE_CUDA
-    return tk_bce_logits_act_n_cuda(c, lt, logit, label, B, N, dlogit, acc, e);
-#else
-    return tk_err_set(e, TK_EDEVICE, "built without CUDA");
-#endif
-}

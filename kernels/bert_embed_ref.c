@@ -25,14 +25,6 @@ int tk_bert_embed_fwd_ref(tk_dtype wt, tk_dtype act, int B, int L, int H, const 
     return 0;
 }
 
-size_t tk_bert_embed_bwd_ws_bytes(tk_backend b, int B, int L, int H, int T) {
-#ifdef TK_HAVE_CUDA
-    if (b == TK_BACKEND_CUDA) return tk_bert_embed_bwd_ws_bytes_cuda(B, L, H, T);
-#endif
-    (void)b, (void)B, (void)L, (void)H, (void)T;
-    return 0;
-}
-
 int tk_bert_embed_bwd_ref(tk_dtype act, int B, int L, int H, int T, int npos, const int32_t *ids, const uint8_t *seg,
                           const int32_t *len, const void *de, float *dword, float *dpos, float *dtype, void *ws,
                           tk_err *e) {

@@ -12,7 +12,7 @@
 #include "bn.h"
 #include "cp_async.cuh"
 #include "cuda_util.cuh"
-#include "rn_vec.cuh"
+#include "core/vec.cuh"
 
 namespace {
 
@@ -74,12 +74,12 @@ __device__ __forceinline__ float act(float v, int relu) { return relu && !(v > 0
 
 // N elements at p + i as floats: one, or a 16-byte vector.
 template <typename T, int N> __device__ __forceinline__ void ldn(const T *p, size_t i, float *f) {
-    if constexpr (N == 1) f[0] = rn_f(p[i]);
-    else rn_vload(p, i, f);
+    if constexpr (N == 1) f[0] = tk_f(p[i]);
+    else tk_vload(p, i, f);
 }
 template <typename T, int N> __device__ __forceinline__ void stn(T *p, size_t i, const float *f) {
-    if constexpr (N == 1) p[i] = rn_to<T>(f[0]);
-    else rn_vstore(p, i, f);
+    if constexpr (N == 1) p[i] = tk_to<T>(f[0]);
+    else tk_vstore(p, i, f);
 }
 
 // A thread's place in its tile: its row lane r (of R; idle when r >= R), its first channel c0.
@@ -124,7 +124,7 @@ template <typename T, int N, int NIN, bool BITS> struct Stream {
     // slots: about 32 KB of ring a block (2 blocks an SM: 64 KB of loads in flight an SM)
     static constexpr int S = !kRing ? 1 : NIN == 1 ? 8 : NIN == 2 ? 4 : NIN == 3 ? 3 : 2;
     static constexpr int kBytes = kRing ? S * kThreads * (NIN * 16 + (BITS ? 4 : 0)) : 0;
-    typedef RnRaw<T, N> V;
+    typedef TkRaw<T, N> V;
     const T *in[NIN];
     const uint8_t *bits;
     int C, c0;
@@ -145,7 +145,7 @@ template <typename T, int N, int NIN, bool BITS> struct Stream {
     // Input t of row m (in slot s on the ring path).
     __device__ __forceinline__ V get(int t, int64_t m, int s) const {
         if constexpr (kRing) return *slot(s, t);
-        else return rn_ldraw<T, N>(in[t], (size_t)m * C + c0);
+        else return tk_ldraw<T, N>(in[t], (size_t)m * C + c0);
     }
     // The mask bits of row m's N channels, from bit 0 (N <= 8: one byte).
     __device__ __forceinline__ unsigned mask(int64_t m, int s) const {
@@ -189,7 +189,7 @@ __device__ __forceinline__ void mask_coef(BwdMask mk, int c0, const float *mean,
     }
 }
 template <typename T> __device__ __forceinline__ bool xmask_on(float x, float scale, float shift) {
-    return rn_round<T>(__fadd_rn(__fmul_rn(x, scale), shift)) > 0.0f;
+    return tk_round<T>(__fadd_rn(__fmul_rn(x, scale), shift)) > 0.0f;
 }
 
 // Part 1 of the per-channel sums, both directions: each thread adds its rows' values of its N
@@ -228,12 +228,12 @@ __global__ void __launch_bounds__(kThreads, 2)
         }
         st.rows((int64_t)blockIdx.x * p.R + p.r, (int64_t)gridDim.x * p.R, M, [&](int64_t m, int sl) {
             float xv[N];
-            rn_widen(st.get(0, m, sl), xv);
+            tk_widen(st.get(0, m, sl), xv);
             if constexpr (BWD) {
                 float g[N], g2[N], yv[N], o[N];
-                rn_widen(st.get(1, m, sl), g);
-                if (DY2) rn_widen(st.get(2, m, sl), g2);
-                if (SRC == kYMask) rn_widen(st.get(NIN - 1, m, sl), yv);
+                tk_widen(st.get(1, m, sl), g);
+                if (DY2) tk_widen(st.get(2, m, sl), g2);
+                if (SRC == kYMask) tk_widen(st.get(NIN - 1, m, sl), yv);
                 const unsigned bb = SRC == kBits ? st.mask(m, sl) : 0u;
 #pragma unroll
                 for (int k = 0; k < N; k++) {
@@ -242,7 +242,7 @@ __global__ void __launch_bounds__(kThreads, 2)
                     if (SRC == kYMask && !(yv[k] > 0.0f)) dz = 0.0f;
                     if (SRC == kBits && !(bb >> k & 1)) dz = 0.0f;
                     if (SRC == kXMask && !xmask_on<T>(xv[k], ms[k], mh[k])) dz = 0.0f;
-                    dz = rn_round<T>(dz);
+                    dz = tk_round<T>(dz);
                     float xhat = __fmul_rn(__fsub_rn(xv[k], a[k]), b[k]);
                     s[k] += dz;
                     q[k] = __fmaf_rn(dz, xhat, q[k]);
@@ -304,8 +304,8 @@ void launch_partial_n(cudaStream_t st, dim3 grid, int src, const T *x, const T *
 template <typename T, bool BWD>
 int launch_partial(cudaStream_t st, const void *x, const void *y, BwdMask mk, const void *dy, const void *dy2,
                    const float *mean, const float *invstd, int64_t M, int C, float *part, void *dz_out) {
-    constexpr int NV = RnVec<T>::N;
-    const bool vec = C % NV == 0 && rn_aligned16(x, y, dy, dy2, dz_out);
+    constexpr int NV = TkVec<T>::N;
+    const bool vec = C % NV == 0 && tk_aligned16(x, y, dy, dy2, dz_out);
     const int N = vec ? NV : 1, G = groups(M, C, N), tiles = tiles_of(C, N).tiles;
     const T *X = (const T *)x, *Y = (const T *)y, *DY = (const T *)dy, *DY2 = (const T *)dy2;
     const dim3 grid(G, tiles);
@@ -364,7 +364,7 @@ __global__ void __launch_bounds__(kFinC *kFinLanes)
     final_sums(part, G, C, c, &s, &q);
     if (threadIdx.y != 0 || c >= C) return;
     double md = s / (double)M, var = q / (double)M - md * md;
-    stats_out(c, (double)rn_f(x[c]) + md, var, M, C, gamma, beta, eps, momentum, run_mean, run_var, save_mean,
+    stats_out(c, (double)tk_f(x[c]) + md, var, M, C, gamma, beta, eps, momentum, run_mean, run_var, save_mean,
               save_invstd, coef);
 }
 
@@ -433,12 +433,12 @@ __global__ void __launch_bounds__(kThreads, 2)
     st.rows((int64_t)blockIdx.x * p.R + p.r, (int64_t)gridDim.x * p.R, M, [&](int64_t m, int sl) {
         const size_t i = (size_t)m * C + p.c0;
         float v[N], r[N];
-        rn_widen(st.get(0, m, sl), v);
-        if constexpr (RES || RBN) rn_widen(st.get(1, m, sl), r);
+        tk_widen(st.get(0, m, sl), v);
+        if constexpr (RES || RBN) tk_widen(st.get(1, m, sl), r);
 #pragma unroll
         for (int k = 0; k < N; k++) {
             float o = __fadd_rn(__fmul_rn(v[k], scale[k]), shift[k]);
-            if (RBN) r[k] = rn_round<T>(__fadd_rn(__fmul_rn(r[k], rs[k]), rh[k])); // (as its BN would store it)
+            if (RBN) r[k] = tk_round<T>(__fadd_rn(__fmul_rn(r[k], rs[k]), rh[k])); // (as its BN would store it)
             if (RES || RBN) o = __fadd_rn(o, r[k]);
             v[k] = act(o, relu);
         }
@@ -446,7 +446,7 @@ __global__ void __launch_bounds__(kThreads, 2)
         if (N == 8 && bits) {
             unsigned b = 0;
 #pragma unroll
-            for (int k = 0; k < N; k++) b |= (rn_round<T>(v[k]) > 0.0f ? 1u : 0u) << k;
+            for (int k = 0; k < N; k++) b |= (tk_round<T>(v[k]) > 0.0f ? 1u : 0u) << k;
             bits[i >> 3] = (uint8_t)b;
         }
     });
@@ -477,10 +477,10 @@ __global__ void __launch_bounds__(kThreads, 2)
     if (SRC == kYMask) st.in[NIN - 1] = y;
     st.rows((int64_t)blockIdx.x * p.R + p.r, (int64_t)gridDim.x * p.R, M, [&](int64_t m, int sl) {
         float xv[N], g[N], g2[N], yv[N], o[N];
-        rn_widen(st.get(0, m, sl), xv);
-        rn_widen(st.get(1, m, sl), g);
-        if (DY2) rn_widen(st.get(2, m, sl), g2);
-        if (SRC == kYMask) rn_widen(st.get(NIN - 1, m, sl), yv);
+        tk_widen(st.get(0, m, sl), xv);
+        tk_widen(st.get(1, m, sl), g);
+        if (DY2) tk_widen(st.get(2, m, sl), g2);
+        if (SRC == kYMask) tk_widen(st.get(NIN - 1, m, sl), yv);
         const unsigned bb = SRC == kBits ? st.mask(m, sl) : 0u;
 #pragma unroll
         for (int k = 0; k < N; k++) {
@@ -489,7 +489,7 @@ __global__ void __launch_bounds__(kThreads, 2)
             if (SRC == kYMask && !(yv[k] > 0.0f)) dz = 0.0f;
             if (SRC == kBits && !(bb >> k & 1)) dz = 0.0f;
             if (SRC == kXMask && !xmask_on<T>(xv[k], ms[k], mh[k])) dz = 0.0f;
-            if (SRC != kNone || DY2) dz = rn_round<T>(dz); // (a stored dz, or dy alone, is already rounded)
+            if (SRC != kNone || DY2) dz = tk_round<T>(dz); // (a stored dz, or dy alone, is already rounded)
             float xhat = __fmul_rn(__fsub_rn(xv[k], mu[k]), is[k]);
             o[k] = __fmul_rn(ca[k], __fsub_rn(__fsub_rn(dz, cb[k]), __fmul_rn(xhat, cg[k])));
         }
@@ -508,14 +508,14 @@ unsigned fin_blocks(int C) { return (unsigned)((C + kFinC - 1) / kFinC); }
 
 // Whether a call can write the mask bits: 8 channels per thread (bf16 vectors).
 template <typename T> bool bits_ok(const void *x, const void *res, const void *y, int C) {
-    return RnVec<T>::N == 8 && C % 8 == 0 && rn_aligned16(x, res, y);
+    return TkVec<T>::N == 8 && C % 8 == 0 && tk_aligned16(x, res, y);
 }
 
 template <typename T, bool EVAL>
 void launch_apply(cudaStream_t st, const void *x, const void *res, int relu, const float *coef, EvalStats ev,
                   int64_t M, int C, void *y, uint8_t *bits = nullptr, const tk_bn_saved *rb = nullptr) {
-    constexpr int NV = RnVec<T>::N;
-    const bool vec = C % NV == 0 && rn_aligned16(x, res, y);
+    constexpr int NV = TkVec<T>::N;
+    const bool vec = C % NV == 0 && tk_aligned16(x, res, y);
     const T *X = (const T *)x, *RS = (const T *)res;
     const tk_bn_saved r = rb ? *rb : tk_bn_saved{};
 #define TK_APPLY(NN, RB, RE, BITS)                                                                                    \
@@ -578,8 +578,8 @@ int bwd(tk_ctx *c, const void *x, const void *y, const uint8_t *bits, const floa
     const int G = launch_partial<T, true>(st, x, y, mk, dy, dy2, save_mean, save_invstd, M, C, part, dz_out);
     bwd_final<<<fin_blocks(C), dim3(kFinC, kFinLanes), 0, st>>>(part, G, M, C, gamma, save_invstd, dgamma, dbeta,
                                                                 coef);
-    constexpr int NV = RnVec<T>::N;
-    const bool vec = C % NV == 0 && rn_aligned16(x, y, dy, dy2, dx) && rn_aligned16(dz_out);
+    constexpr int NV = TkVec<T>::N;
+    const bool vec = C % NV == 0 && tk_aligned16(x, y, dy, dy2, dx) && tk_aligned16(dz_out);
     const T *X = (const T *)x, *Y = (const T *)y;
     // with dz from part 1 the mask and dy2 are not needed again: dz read as dy, unmasked
     const T *DY = (const T *)(dz_out ? dz_out : dy), *DY2 = dz_out ? nullptr : (const T *)dy2;

@@ -1,18 +1,15 @@
 // CUDA side of kernels/cast2d.h: a grid-stride loop over the rows x dld destination elements.
 #include "cast2d.h"
+#include "core/vec.cuh"
 #include "cuda_util.cuh"
 
-__device__ __forceinline__ float tk_cvt_ld(const float *p) { return *p; }
-__device__ __forceinline__ float tk_cvt_ld(const __nv_bfloat16 *p) { return __bfloat162float(*p); }
-__device__ __forceinline__ void tk_cvt_st(float *p, float v) { *p = v; }
-__device__ __forceinline__ void tk_cvt_st(__nv_bfloat16 *p, float v) { *p = __float2bfloat16_rn(v); }
 
 template <typename S, typename D>
 __global__ static void cast2d_kernel(const S *src, int64_t sld, D *dst, int64_t dld, int64_t rows, int64_t cols) {
     int64_t n = rows * dld;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         int64_t r = i / dld, k = i % dld;
-        tk_cvt_st(dst + i, k < cols ? tk_cvt_ld(src + r * sld + k) : 0.0f);
+        tk_st(dst, i, k < cols ? tk_ld(src, r * sld + k) : 0.0f);
     }
 }
 
@@ -43,7 +40,7 @@ template <typename S, typename D> __global__ static void cast_many_kernel(const 
     const S *src = (const S *)t.src;
     D *dst = (D *)t.dst;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < t.n; i += (int64_t)gridDim.x * blockDim.x)
-        tk_cvt_st(dst + i, tk_cvt_ld(src + i));
+        tk_st(dst + i, 0, tk_ld(src + i, 0));
 }
 
 int tk_cast_many_cuda(tk_ctx *c, const tk_cast_span *spans, int count, tk_dtype st, tk_dtype dt, tk_err *e) {

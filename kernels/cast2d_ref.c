@@ -1,6 +1,6 @@
 // CPU reference of kernels/cast2d.h.
 #include "cast2d.h"
-#include "sgd.h" // tk_f32_to_bf16, tk_bf16_to_f32
+#include "core/bf16.h"
 
 int tk_cast2d_ref(const void *src, tk_dtype st, int64_t sld, void *dst, tk_dtype dt, int64_t dld,
                   int64_t rows, int64_t cols, tk_err *e) {

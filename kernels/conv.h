@@ -16,23 +16,12 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+#include "gpu/conv_shape.h" // tk_conv_shape, tk_conv_pass
 #include "gpu/gpu.h"
-
-typedef struct tk_conv_shape {
-    int N, H, W, C;   // input
-    int K, R, S;      // filters
-    int stride, pad;
-    int P, Q;         // output: tk_conv_shape_init fills them
-} tk_conv_shape;
-
-typedef enum { TK_CONV_FWD = 0, TK_CONV_BWD_DATA = 1, TK_CONV_BWD_FILTER = 2 } tk_conv_pass;
 
 // Fills P and Q; TK_EINTERNAL for a shape with no output or out of int range.
 int tk_conv_shape_init(tk_conv_shape *s, int N, int H, int W, int C, int K, int R, int S, int stride, int pad,
                        tk_err *e);
-static inline int64_t tk_conv_x_numel(const tk_conv_shape *s) { return (int64_t)s->N * s->H * s->W * s->C; }
-static inline int64_t tk_conv_y_numel(const tk_conv_shape *s) { return (int64_t)s->N * s->P * s->Q * s->K; }
-static inline int64_t tk_conv_w_numel(const tk_conv_shape *s) { return (int64_t)s->K * s->R * s->S * s->C; }
 
 struct tk_cudnn; // lib/gpu/cudnn_conv.h: cuDNN's handle and the plans (NULL on the cpu backend)
 

@@ -1,4 +1,4 @@
-// Dropout masks from Philox (lib/gpu/philox.h), the same on the CPU and in CUDA kernels: a mask
+// Dropout masks from Philox (lib/core/philox.h), the same on the CPU and in CUDA kernels: a mask
 // element is a pure function of (seed, site, update counter, global element index), so the cpu
 // reference and the cuda kernels drop the same elements, a backward regenerates the forward's
 // mask instead of storing it, and a step replayed from a CUDA graph draws new masks because the
@@ -16,7 +16,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "gpu/philox.h"
+#include "core/philox.h"
 
 #ifdef __cplusplus
 extern "C" {

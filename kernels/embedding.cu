@@ -19,6 +19,7 @@
 // reference in the last bit).
 #include <cub/device/device_radix_sort.cuh>
 
+#include "core/vec.cuh"
 #include "cuda_util.cuh"
 #include "embedding.h"
 
@@ -26,24 +27,6 @@
 // bits saves three of eight radix passes. Invalid indices get the largest key and sort last.
 constexpr int kKeyBits = 40;
 constexpr uint64_t kInvalid = ((uint64_t)1 << kKeyBits) - 1;
-
-__device__ __forceinline__ float4 load4(const float *w, size_t i) { return *(const float4 *)(w + i); }
-__device__ __forceinline__ float4 load4(const __nv_bfloat16 *w, size_t i) {
-    uint2 u = *(const uint2 *)(w + i);
-    return make_float4(__uint_as_float(u.x << 16), __uint_as_float(u.x & 0xffff0000u), __uint_as_float(u.y << 16),
-                       __uint_as_float(u.y & 0xffff0000u));
-}
-__device__ __forceinline__ float load1(const float *w, size_t i) { return w[i]; }
-__device__ __forceinline__ float load1(const __nv_bfloat16 *w, size_t i) { return __bfloat162float(w[i]); }
-// Lookup output in f32 or bf16 (a bf16 table's value round-trips through f32 exactly).
-__device__ __forceinline__ void store4(float *o, size_t i, float4 v) { *(float4 *)(o + i) = v; }
-__device__ __forceinline__ void store4(__nv_bfloat16 *o, size_t i, float4 v) {
-    __nv_bfloat16 r[4] = {__float2bfloat16_rn(v.x), __float2bfloat16_rn(v.y), __float2bfloat16_rn(v.z),
-                          __float2bfloat16_rn(v.w)};
-    *(uint2 *)(o + i) = *(const uint2 *)r;
-}
-__device__ __forceinline__ void store1(float *o, size_t i, float v) { o[i] = v; }
-__device__ __forceinline__ void store1(__nv_bfloat16 *o, size_t i, float v) { o[i] = __float2bfloat16_rn(v); }
 
 // Row of (b, t) or -1.
 __device__ __forceinline__ int64_t global_row(const int64_t *row_off, const int32_t *idx, int64_t bt, int T) {
@@ -60,8 +43,8 @@ __global__ static void emb_fwd_vec4(const W *w, const int64_t *row_off, const in
         int64_t bt = i / q;
         int d = (int)(i % q) * 4;
         int64_t row = global_row(row_off, idx, bt, T);
-        float4 v = row >= 0 ? load4(w, (size_t)row * D + d) : make_float4(0, 0, 0, 0);
-        store4(out, (size_t)bt * D + d, v);
+        float4 v = row >= 0 ? tk_ld4(w, (size_t)row * D + d) : make_float4(0, 0, 0, 0);
+        tk_st4(out, (size_t)bt * D + d, v);
     }
 }
 
@@ -72,7 +55,7 @@ __global__ static void emb_fwd_scalar(const W *w, const int64_t *row_off, const 
         int64_t bt = i / D;
         int d = (int)(i % D);
         int64_t row = global_row(row_off, idx, bt, T);
-        store1(out, (size_t)i, row >= 0 ? load1(w, (size_t)row * D + d) : 0.0f);
+        tk_st(out, (size_t)i, row >= 0 ? tk_ld(w, (size_t)row * D + d) : 0.0f);
     }
 }
 
@@ -195,7 +178,7 @@ __device__ __forceinline__ double sgd1(float w, double rate, double sum) {
 }
 template <typename W>
 __device__ __forceinline__ void apply_row(W *w, size_t base, int d, double rate, double sum) {
-    store_row(w, base + d, sgd1(load1(w, base + d), rate, sum));
+    store_row(w, base + d, sgd1(tk_ld(w, base + d), rate, sum));
 }
 
 // A lane's kAcc columns (d0 + a*32 + lane) of the gradient rows pos[lo..hi), summed in fp64 in
@@ -210,7 +193,7 @@ static __device__ __forceinline__ void sum_grad_rows(double acc[kAcc], const G *
 #pragma unroll
         for (int a = 0; a < kAcc; a++) {
             int d = d0 + a * 32 + lane;
-            if (d < D) acc[a] += load1(g, d);
+            if (d < D) acc[a] += tk_ld(g, d);
         }
     }
 }
@@ -250,7 +233,7 @@ __device__ __forceinline__ void apply_row4(float *w, size_t i, double rate, cons
                                      (float)sgd1(x.z, rate, sum[2]), (float)sgd1(x.w, rate, sum[3]));
 }
 __device__ __forceinline__ void apply_row4(__nv_bfloat16 *w, size_t i, double rate, const double *sum) {
-    float4 x = load4(w, i);
+    float4 x = tk_ld4(w, i);
     __nv_bfloat16 r[4] = {__float2bfloat16_rn((float)sgd1(x.x, rate, sum[0])),
                           __float2bfloat16_rn((float)sgd1(x.y, rate, sum[1])),
                           __float2bfloat16_rn((float)sgd1(x.z, rate, sum[2])),
@@ -283,7 +266,7 @@ __global__ static void bwd_apply_short4(W *w, const uint64_t *keys, const int32_
             for (int a = 0; a < kAcc; a++) {
                 int d = d0 + (a * 8 + sub) * 4;
                 if (d < D) {
-                    float4 x = load4(g, d);
+                    float4 x = tk_ld4(g, d);
                     acc[a][0] += x.x, acc[a][1] += x.y, acc[a][2] += x.z, acc[a][3] += x.w;
                 }
             }
@@ -378,7 +361,7 @@ template <typename W>
 __global__ void dense_sgd(W *w, int64_t n, const float *g, const float *lr) {
     const double rate = (double)*lr;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-        store_row(w, (size_t)i, sgd1(load1(w, (size_t)i), rate, (double)g[i]));
+        store_row(w, (size_t)i, sgd1(tk_ld(w, (size_t)i), rate, (double)g[i]));
 }
 
 int tk_embedding_dense_sgd_cuda(tk_ctx *c, void *w, tk_dtype wtype, int64_t n, const float *g, const float *lr,

@@ -1,7 +1,7 @@
-// Dispatch of kernels/flash_attn.h: the cpu backend runs the reference, the cuda backend the
-// kernels (lib/gpu/dispatch.h).
+// Dispatch of kernels/flash_attn.h (kernels/dispatch.h): the cpu backend runs the reference
+// (flash_attn_ref.c), the cuda backend the kernels (flash_attn.cu).
+#include "dispatch.h"
 #include "flash_attn.h"
-#include "gpu/dispatch.h"
 
 int tk_flash_attn_fwd(tk_ctx *c, tk_dtype act, int nseq, int NH, int D, int Lstride, const int32_t *start,
                       const int32_t *len, const void *qkv, const tk_dropout *drop, void *ctx, float *lse, tk_err *e) {

@@ -3,8 +3,8 @@
 // every output element is written once and nothing is allocated.
 #include <math.h>
 
+#include "core/bf16.h"
 #include "flash_attn.h"
-#include "sgd.h" // tk_bf16_to_f32, tk_f32_to_bf16
 
 static inline float ld(tk_dtype t, const void *p, size_t i) {
     return t == TK_F32 ? ((const float *)p)[i] : tk_bf16_to_f32(((const uint16_t *)p)[i]);

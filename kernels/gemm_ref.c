@@ -5,7 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "activation.h" // tk_gelu_f, tk_dgelu_f: the GELU epilogues' math
+#include "core/gelu.h" // the GELU epilogues' math
+#include "gemm.h"
 #include "gpu/gpu.h"
 
 static inline float a_at(const tk_gemm_args *g, const float *A, int m, int k) {

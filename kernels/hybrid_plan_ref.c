@@ -12,15 +12,6 @@ void tk_hybrid_plan_layout(int B, int T, int W, int rank, int tm, size_t off[7])
     off[6] = off[5] + bT + 1;
 }
 
-size_t tk_hybrid_plan_ws_bytes(tk_backend be, int B, int T, int W, int64_t nf) {
-#ifdef TK_HAVE_CUDA
-    if (be == TK_BACKEND_CUDA) return tk_hybrid_plan_ws_bytes_cuda(B, T, W, nf);
-#endif
-    (void)be;
-    // fidx (B, T), the unsorted frequent uses (2, b T), the counting sort's counts (nf + 1)
-    return ((size_t)B * T + 2 * (size_t)(B / W) * T + (size_t)nf + 1) * 4;
-}
-
 int tk_hybrid_plan_check(const tk_hybrid_plan_args *a, int *tn, tk_err *e) {
     if (a->B < 0 || a->W < 1 || a->B % a->W != 0 || a->rank < 0 || a->rank >= a->W || a->T < 1 || a->tm < 1 ||
         (int64_t)a->tm * a->W < a->T || a->nf < 0 || a->nf > INT32_MAX ||

@@ -1,13 +1,13 @@
 // CUDA side of kernels/img_norm.h: one thread per pixel (3 bytes in, cin values out).
 #include "cuda_util.cuh"
 #include "img_norm.h"
-#include "rn_vec.cuh"
+#include "core/vec.cuh"
 
 template <typename T>
 __global__ static void img_norm(const uint8_t *src, int64_t npix, tk_img_norm n, T *dst, int cin) {
     for (int64_t p = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; p < npix; p += (int64_t)gridDim.x * blockDim.x)
         for (int c = 0; c < cin; c++)
-            dst[p * cin + c] = rn_to<T>(c < 3 ? __fdiv_rn((float)src[p * 3 + c] - n.mean[c], n.std[c]) : 0.0f);
+            dst[p * cin + c] = tk_to<T>(c < 3 ? __fdiv_rn((float)src[p * 3 + c] - n.mean[c], n.std[c]) : 0.0f);
 }
 
 int tk_img_normalize_cuda(tk_ctx *c, const uint8_t *src, int64_t npix, tk_img_norm n, tk_dtype t, void *dst, int cin,

@@ -1,6 +1,6 @@
 // CUDA side of kernels/img_resize.h. Three launches on the compute stream:
 //   plan:       per image and output index of both axes, the first tap, the tap count and the
-//               normalized weights: transform.c's tk_img_axis_plan, in the same double
+//               normalized weights: img_resize_ref.c's tk_img_axis_plan, in the same double
 //               arithmetic (explicitly rounded: no contraction into fused multiply-adds);
 //   vertical:   one block per (image, output row): the weighted sum of the source rows over the
 //               columns [cx0, cx1), into the float scratch (coalesced byte reads);
@@ -32,7 +32,7 @@ __device__ inline double triangle(double x) {
     return x < 1.0 ? 1.0 - x : 0.0;
 }
 
-// transform.c's tk_img_axis_plan for output i (o0 + i of the resized axis).
+// img_resize_ref.c's tk_img_axis_plan for output i (o0 + i of the resized axis).
 __device__ void axis_entry(double b0, double b1, int r, int o0, int i, int c0, int c1, int32_t *first, int32_t *count,
                            float *w) {
     double scale = __ddiv_rn(__dsub_rn(b1, b0), (double)r), fs = scale > 1.0 ? scale : 1.0, support = fs;
@@ -132,7 +132,7 @@ int tk_img_resize_cuda(tk_ctx *c, const uint8_t *src, const tk_img_rs_job *jobs,
     if (n == 0) return 0;
     cudaStream_t s = tk_cu_stream(c);
     Norm nm;
-    for (int k = 0; k < 3; k++) { // as transform.c: 1/std and -mean/std in float
+    for (int k = 0; k < 3; k++) { // as tk_img_resample: 1/std and -mean/std in float
         nm.scale[k] = 1.0f / o->std[k];
         nm.shift[k] = -o->mean[k] / o->std[k];
     }

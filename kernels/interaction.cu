@@ -3,24 +3,14 @@
 // threads reading the same dimension of different vectors hit different banks). Products of two
 // floats are exact in fp64, and every sum runs in fp64 in the reference's order, so the results
 // are the reference's bit for bit.
+#include "core/vec.cuh"
 #include "cuda_util.cuh"
 #include "interaction.h"
 
 constexpr int kThreads = 256;
 
 // Activations (bot, emb, out, dout, dbot, demb) in f32 or bf16 (kernels/interaction.h, the _act
-// variants); math in f32/fp64.
-__device__ __forceinline__ float ld_act(const float *p) { return *p; }
-__device__ __forceinline__ float ld_act(const __nv_bfloat16 *p) { return __bfloat162float(*p); }
-__device__ __forceinline__ void st_act(float *p, float v) { *p = v; }
-__device__ __forceinline__ void st_act(__nv_bfloat16 *p, float v) { *p = __float2bfloat16_rn(v); }
-// Four consecutive values (16-byte aligned f32, 8-byte aligned bf16) with one load.
-__device__ __forceinline__ float4 ld_act4(const float *p) { return *(const float4 *)p; }
-__device__ __forceinline__ float4 ld_act4(const __nv_bfloat16 *p) {
-    uint2 u = *(const uint2 *)p;
-    return make_float4(__uint_as_float(u.x << 16), __uint_as_float(u.x & 0xffff0000u), __uint_as_float(u.y << 16),
-                       __uint_as_float(u.y & 0xffff0000u));
-}
+// variants; loads and stores: lib/core/vec.cuh); math in f32/fp64.
 
 // Element offset of the vector of (sample b, table t) in the grouped layout (interaction.h): the
 // groups [t / G][B][G][D] one after the other; G = T is (B, T, D).
@@ -39,7 +29,7 @@ __device__ __forceinline__ void stage(const TA *bot, const TA *emb, int b, int B
     int F = T + 1;
     for (int k = threadIdx.x; k < F * D; k += blockDim.x) {
         int i = k / D, d = k % D;
-        v[i * (D + 1) + d] = ld_act(i == 0 ? bot + (size_t)b * D + d : emb + emb_at(b, i - 1, B, G, D) + d);
+        v[i * (D + 1) + d] = tk_ld(i == 0 ? bot + (size_t)b * D + d : emb + emb_at(b, i - 1, B, G, D) + d, 0);
     }
 }
 
@@ -64,7 +54,7 @@ template <typename TA>
 __device__ __forceinline__ void stage_warp(const TA *bot, const TA *emb, int b, int B, int T, int G, int D,
                                            uint32_t *v, int lane) {
     const TA *k0 = nullptr; // (selects stage_word's overload)
-    for (int d = lane; d < D; d += 32) v[d] = stage_word(ld_act(bot + (size_t)b * D + d), k0);
+    for (int d = lane; d < D; d += 32) v[d] = stage_word(tk_ld(bot + (size_t)b * D + d, 0), k0);
     if (D % 4 == 0 && (uintptr_t)emb % (4 * sizeof(TA)) == 0) {
         int q = D / 4;
         for (int t0 = 0; t0 < T; t0 += G) {
@@ -74,7 +64,7 @@ __device__ __forceinline__ void stage_warp(const TA *bot, const TA *emb, int b, 
 #pragma unroll 4
             for (int k = lane; k < n * q; k += 32) {
                 int i = k / q, d = (k % q) * 4;
-                float4 x = ld_act4(e4 + (size_t)k * 4);
+                float4 x = tk_ld4(e4 + (size_t)k * 4, 0);
                 uint32_t *r = v0 + i * (D + 1) + d;
                 r[0] = stage_word(x.x, k0), r[1] = stage_word(x.y, k0), r[2] = stage_word(x.z, k0),
                 r[3] = stage_word(x.w, k0);
@@ -84,7 +74,7 @@ __device__ __forceinline__ void stage_warp(const TA *bot, const TA *emb, int b, 
     }
     for (int k = lane; k < T * D; k += 32) {
         int t = k / D, d = k - t * D;
-        v[(t + 1) * (D + 1) + d] = stage_word(ld_act(emb + emb_at(b, t, B, G, D) + d), k0);
+        v[(t + 1) * (D + 1) + d] = stage_word(tk_ld(emb + emb_at(b, t, B, G, D) + d, 0), k0);
     }
 }
 
@@ -122,7 +112,7 @@ __device__ __forceinline__ void fwd_tiles(const uint32_t *v, int F, int D, TA *o
 #pragma unroll
             for (int y = 0; y < kTile; y++) {
                 int i = ti * kTile + x, j = tj * kTile + y;
-                if (i < F && j < i) st_act(o + D + i * (i - 1) / 2 + j, (float)acc[x][y]);
+                if (i < F && j < i) tk_st(o + D + i * (i - 1) / 2 + j, 0, (float)acc[x][y]);
             }
     }
 }
@@ -143,18 +133,18 @@ inter_fwd(const TA *bot, const TA *emb, int B, int T, int G, int D, int W, TA *o
     TA *o = out + (size_t)b * W;
     for (int d = lane; d < D; d += 32) o[d] = bot[(size_t)b * D + d];
     fwd_tiles(v, F, D, o, lane);
-    for (int k = D + F * T / 2 + lane; k < W; k += 32) st_act(o + k, 0.0f);
+    for (int k = D + F * T / 2 + lane; k < W; k += 32) tk_st(o + k, 0, 0.0f);
 }
 
 // The F values v[.][d] of sample b, widened (see inter_bwd_fixed for first and gap).
 template <int F, typename TA>
 __device__ __forceinline__ void bwd_load(const TA *bot, const TA *emb, int b, int G, int D, size_t first, size_t gap,
                                          int d, double (&v)[F]) {
-    v[0] = ld_act(bot + (size_t)b * D + d);
+    v[0] = tk_ld(bot + (size_t)b * D + d, 0);
     const TA *p = emb + first + d;
 #pragma unroll
     for (int k = 1, j = 0; k < F; k++) {
-        v[k] = ld_act(p);
+        v[k] = tk_ld(p, 0);
         p += D;
         if (++j == G) j = 0, p += gap;
     }
@@ -186,11 +176,11 @@ inter_bwd_fixed(const TA *bot, const TA *emb, const TA *dout, int B, int G, int 
             uint4 raw = ((const uint4 *)gb)[k];
             const TA *t = (const TA *)&raw;
 #pragma unroll
-            for (int e = 0; e < per; e++) g[k * per + e] = ld_act(t + e);
+            for (int e = 0; e < per; e++) g[k * per + e] = tk_ld(t + e, 0);
         }
     } else {
 #pragma unroll 4
-        for (int k = threadIdx.x; k < W; k += blockDim.x) g[k] = ld_act(gb + k);
+        for (int k = threadIdx.x; k < W; k += blockDim.x) g[k] = tk_ld(gb + k, 0);
     }
     __syncthreads();
     for (; d < D; d += blockDim.x) {
@@ -211,11 +201,11 @@ inter_bwd_fixed(const TA *bot, const TA *emb, const TA *dout, int B, int G, int 
             // runs out of registers (spills); one row of pairs at a time stays in flight.
             asm volatile("" ::: "memory");
         }
-        st_act(dbot + (size_t)b * D + d, bot_relu && v[0] <= 0 ? 0.0f : (float)acc[0]);
+        tk_st(dbot + (size_t)b * D + d, 0, bot_relu && v[0] <= 0 ? 0.0f : (float)acc[0]);
         TA *q = demb + first + d;
 #pragma unroll
         for (int k = 1, j = 0; k < F; k++) {
-            st_act(q, (float)acc[k]);
+            tk_st(q, 0, (float)acc[k]);
             q += D;
             if (++j == G) j = 0, q += gap;
         }
@@ -233,7 +223,7 @@ inter_bwd(const TA *bot, const TA *emb, const TA *dout, int B, int T, int G, int
     int b = blockIdx.x, F = T + 1;
     float *g = v + (size_t)F * (D + 1);
     stage(bot, emb, b, B, T, G, D, v);
-    for (int k = threadIdx.x; k < W; k += blockDim.x) g[k] = ld_act(dout + (size_t)b * W + k);
+    for (int k = threadIdx.x; k < W; k += blockDim.x) g[k] = tk_ld(dout + (size_t)b * W + k, 0);
     __syncthreads();
     for (int kd = threadIdx.x; kd < F * D; kd += blockDim.x) {
         int k = kd / D, d = kd % D;
@@ -241,8 +231,8 @@ inter_bwd(const TA *bot, const TA *emb, const TA *dout, int B, int T, int G, int
         const float *gk = g + D + k * (k - 1) / 2;
         for (int j = 0; j < k; j++) acc += (double)gk[j] * (double)v[j * (D + 1) + d];
         for (int i = k + 1; i < F; i++) acc += (double)g[D + i * (i - 1) / 2 + k] * (double)v[i * (D + 1) + d];
-        if (k == 0) st_act(dbot + (size_t)b * D + d, bot_relu && v[d] <= 0 ? 0.0f : (float)acc);
-        else st_act(demb + emb_at(b, k - 1, B, G, D) + d, (float)acc);
+        if (k == 0) tk_st(dbot + (size_t)b * D + d, 0, bot_relu && v[d] <= 0 ? 0.0f : (float)acc);
+        else tk_st(demb + emb_at(b, k - 1, B, G, D) + d, 0, (float)acc);
     }
 }
 

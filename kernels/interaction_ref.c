@@ -3,8 +3,8 @@
 #include <string.h>
 
 #include "cast2d.h"
+#include "core/bf16.h"
 #include "interaction.h"
-#include "sgd.h" // tk_f32_to_bf16, tk_bf16_to_f32
 
 static int check_args(int T, int G, int D, int W, const char *op, tk_err *e) {
     if (G < 1 || G > T) return tk_err_set(e, TK_EINTERNAL, "%s: group of %d tables, not in [1, %d]", op, G, T);

@@ -55,14 +55,6 @@ int tk_layernorm_fwd_ref(tk_dtype act, int64_t R, int H, const void *x, const vo
     return bad ? tk_err_set(e, TK_EIO, "layernorm: out of host memory") : 0;
 }
 
-size_t tk_layernorm_bwd_ws_bytes(tk_backend b, int64_t R, int H) {
-#ifdef TK_HAVE_CUDA
-    if (b == TK_BACKEND_CUDA) return tk_layernorm_bwd_ws_bytes_cuda(R, H);
-#endif
-    (void)b, (void)R, (void)H;
-    return 0;
-}
-
 int tk_layernorm_bwd_ref(tk_dtype act, int64_t R, int H, const void *dy, const void *s, const float *mean,
                          const float *rstd, const float *gamma, const tk_dropout *drop, int where, void *ds, void *dx,
                          float *dgamma, float *dbeta, void *ws, tk_err *e) {

@@ -4,8 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/bf16.h"
 #include "optim_math.h"
-#include "sgd.h" // tk_f32_to_bf16
 
 const char *tk_opt_kind_name(tk_opt_kind k) {
     static const char *names[] = {"sgd", "momentum", "lamb", "lars", "adam", "adamw"};

@@ -8,7 +8,7 @@
 
 #include "cuda_util.cuh"
 #include "pool.cuh"
-#include "rn_vec.cuh"
+#include "core/vec.cuh"
 
 namespace {
 
@@ -39,12 +39,12 @@ template <int N> __device__ __forceinline__ void st_idx(uint8_t *p, size_t o, co
     else p[o] = v[0];
 }
 template <typename T, int N> __device__ __forceinline__ void ldv(const T *p, size_t i, float *f) {
-    if constexpr (N == 1) f[0] = rn_f(p[i]);
-    else rn_vload(p, i, f);
+    if constexpr (N == 1) f[0] = tk_f(p[i]);
+    else tk_vload(p, i, f);
 }
 template <typename T, int N> __device__ __forceinline__ void stv(T *p, size_t i, const float *f) {
-    if constexpr (N == 1) p[i] = rn_to<T>(f[0]);
-    else rn_vstore(p, i, f);
+    if constexpr (N == 1) p[i] = tk_to<T>(f[0]);
+    else tk_vstore(p, i, f);
 }
 
 // BN: x through round_t(relu(x scale + shift)) first (pool.h), scale and shift as kernels/bn.cu's
@@ -86,7 +86,7 @@ __global__ void maxpool_fwd(const T *__restrict__ x, tk_pool_bn bn, int NB, int 
 #pragma unroll
                     for (int k = 0; k < N; k++) {
                         float o = __fadd_rn(__fmul_rn(v[k], sc[k]), sh[k]);
-                        v[k] = rn_round<T>(!(o > 0.0f) && o == o ? 0.0f : o);
+                        v[k] = tk_round<T>(!(o > 0.0f) && o == o ? 0.0f : o);
                     }
 #pragma unroll
                 for (int k = 0; k < N; k++)
@@ -148,7 +148,7 @@ template <int N, int K, typename I> __device__ __forceinline__ bool tile_of(I to
 __device__ __forceinline__ bool displaces(float f, float m) { return m == m && !(f <= m); }
 
 // What a thread loads at once: a 16-byte vector of N channels, or one.
-template <typename T, int N> using ld_t = typename std::conditional<N == 1, T, typename RnVec<T>::raw>::type;
+template <typename T, int N> using ld_t = typename std::conditional<N == 1, T, typename TkVec<T>::raw>::type;
 
 template <typename T, int N, int K, typename I, bool BN>
 __global__ void __launch_bounds__(TK_POOL_FWD_THREADS, TK_POOL_FWD_MINB)
@@ -194,10 +194,10 @@ __global__ void __launch_bounds__(TK_POOL_FWD_THREADS, TK_POOL_FWD_MINB)
             const T *e = reinterpret_cast<const T *>(&v[i][s]);
 #pragma unroll
             for (int k = 0; k < N; k++) {
-                f[s][k] = rn_f(e[k]);
+                f[s][k] = tk_f(e[k]);
                 if (BN) {
                     const float a = __fadd_rn(__fmul_rn(f[s][k], sc[k]), sh[k]);
-                    f[s][k] = rn_round<T>(a > 0.0f || a != a ? a : 0.0f);
+                    f[s][k] = tk_round<T>(a > 0.0f || a != a ? a : 0.0f);
                 }
             }
         }
@@ -281,7 +281,7 @@ __global__ void __launch_bounds__(256) maxpool3s2_bwd(const T *__restrict__ dy, 
                     const T *e = reinterpret_cast<const T *>(&g[a][db]), *e2 = reinterpret_cast<const T *>(&g2[a][db]);
 #pragma unroll
                     for (int k = 0; k < N; k++)
-                        if (bi[k] == want) acc[k] += dy2 ? rn_f(e[k]) + rn_f(e2[k]) : rn_f(e[k]);
+                        if (bi[k] == want) acc[k] += dy2 ? tk_f(e[k]) + tk_f(e2[k]) : tk_f(e[k]);
                 }
             stv<T, N>(dx, (((size_t)n * H + h) * W + w) * C + c0, acc);
         }
@@ -315,7 +315,7 @@ __global__ void avgpool_fwd(const T *__restrict__ x, int NB, int HW, int C, T *_
             if (i + u >= HW) break;
             const T *e = reinterpret_cast<const T *>(&v[u]);
 #pragma unroll
-            for (int k = 0; k < N; k++) s[k] += rn_f(e[k]);
+            for (int k = 0; k < N; k++) s[k] += tk_f(e[k]);
         }
     }
 #pragma unroll
@@ -342,9 +342,9 @@ __global__ void avgpool_bwd(const T *__restrict__ dy, int NB, int HW, int C, T *
 static unsigned blocks_of(int64_t n, int threads = 256) { return (unsigned)((n + threads - 1) / threads); }
 
 // Calls f(vector width, index type) for a launch over items of n channels: 16-byte vectors of
-// channels (RnVec<T>::N) when vec, else one; a 32-bit index when n items fit.
+// channels (TkVec<T>::N) when vec, else one; a 32-bit index when n items fit.
 template <typename T, typename F> void launch(bool vec, int64_t n, F f) {
-    constexpr int NV = RnVec<T>::N;
+    constexpr int NV = TkVec<T>::N;
     if (n < ((int64_t)1 << 31)) {
         if (vec) f(std::integral_constant<int, NV>{}, uint32_t{});
         else f(std::integral_constant<int, 1>{}, uint32_t{});
@@ -361,8 +361,8 @@ template <typename T, typename F> void launch(bool vec, int64_t n, F f) {
 template <typename T, bool BN>
 void mp_fwd(cudaStream_t st, const void *x, tk_pool_bn bn, int NB, int H, int W, int C, int R, int stride, int pad,
             int P, int Q, void *y, uint8_t *idx) {
-    constexpr int NV = RnVec<T>::N, K = TK_POOL_FWD_K;
-    const bool vec = C % NV == 0 && rn_aligned16(x, y) && ((uintptr_t)idx & (NV - 1)) == 0;
+    constexpr int NV = TkVec<T>::N, K = TK_POOL_FWD_K;
+    const bool vec = C % NV == 0 && tk_aligned16(x, y) && ((uintptr_t)idx & (NV - 1)) == 0;
     const T *X = (const T *)x;
     T *Y = (T *)y;
     const int PT = (P + K - 1) / K, V = vec ? C / NV : C;
@@ -386,8 +386,8 @@ void mp_fwd(cudaStream_t st, const void *x, tk_pool_bn bn, int NB, int H, int W,
 template <typename T>
 void mp_bwd(cudaStream_t st, const void *dy, const void *dy2, const uint8_t *idx, int NB, int H, int W, int C, int R,
             int stride, int pad, int P, int Q, void *dx) {
-    constexpr int NV = RnVec<T>::N, K = TK_POOL_BWD_K;
-    const bool vec = C % NV == 0 && rn_aligned16(dy, dy2, dx) && ((uintptr_t)idx & (NV - 1)) == 0;
+    constexpr int NV = TkVec<T>::N, K = TK_POOL_BWD_K;
+    const bool vec = C % NV == 0 && tk_aligned16(dy, dy2, dx) && ((uintptr_t)idx & (NV - 1)) == 0;
     const T *DY = (const T *)dy, *DY2 = (const T *)dy2;
     T *DX = (T *)dx;
     const int PT = (P + K - 1) / K, V = vec ? C / NV : C;
@@ -409,8 +409,8 @@ void mp_bwd(cudaStream_t st, const void *dy, const void *dy2, const uint8_t *idx
 // Average pooling: the forward in blocks of 128 (few threads, N C / 8, each with HW loads: spread
 // over every SM).
 template <typename T> void ap_fwd(cudaStream_t st, const void *x, int NB, int HW, int C, void *y) {
-    const bool vec = C % RnVec<T>::N == 0 && rn_aligned16(x, y);
-    const int64_t n = (int64_t)NB * (vec ? C / RnVec<T>::N : C);
+    const bool vec = C % TkVec<T>::N == 0 && tk_aligned16(x, y);
+    const int64_t n = (int64_t)NB * (vec ? C / TkVec<T>::N : C);
     launch<T>(vec, n, [&](auto nv, auto i) {
         TK_LAUNCH_TYPES(nv, i);
         avgpool_fwd<T, N, I><<<blocks_of(n, 128), 128, 0, st>>>((const T *)x, NB, HW, C, (T *)y);
@@ -418,8 +418,8 @@ template <typename T> void ap_fwd(cudaStream_t st, const void *x, int NB, int HW
 }
 
 template <typename T> void ap_bwd(cudaStream_t st, const void *dy, int NB, int HW, int C, void *dx) {
-    const bool vec = C % RnVec<T>::N == 0 && rn_aligned16(dy, dx);
-    const int64_t n = (int64_t)NB * ((HW + AP_HW - 1) / AP_HW) * (vec ? C / RnVec<T>::N : C);
+    const bool vec = C % TkVec<T>::N == 0 && tk_aligned16(dy, dx);
+    const int64_t n = (int64_t)NB * ((HW + AP_HW - 1) / AP_HW) * (vec ? C / TkVec<T>::N : C);
     launch<T>(vec, n, [&](auto nv, auto i) {
         TK_LAUNCH_TYPES(nv, i);
         avgpool_bwd<T, N, I><<<blocks_of(n), 256, 0, st>>>((const T *)dy, NB, HW, C, (T *)dx);

@@ -6,7 +6,7 @@
 #include <stdint.h>
 
 #include "pool.h"
-#include "rn_vec.cuh"
+#include "core/vec.cuh"
 
 // idx's N bytes at o (an aligned group of N when N > 1).
 template <int N> __device__ __forceinline__ void tk_pool_ld_idx(const uint8_t *p, size_t o, uint8_t *v) {
@@ -37,11 +37,11 @@ __device__ __forceinline__ void tk_pool_grad(const T *__restrict__ dy, const T *
             for (int k = 0; k < N; k++) any |= b[k] == want;
             if (!any) continue;
             float g[N], g2[N];
-            if constexpr (N == 1) g[0] = rn_f(dy[o]);
-            else rn_vload(dy, o, g);
+            if constexpr (N == 1) g[0] = tk_f(dy[o]);
+            else tk_vload(dy, o, g);
             if (dy2) {
-                if constexpr (N == 1) g2[0] = rn_f(dy2[o]);
-                else rn_vload(dy2, o, g2);
+                if constexpr (N == 1) g2[0] = tk_f(dy2[o]);
+                else tk_vload(dy2, o, g2);
             }
 #pragma unroll
             for (int k = 0; k < N; k++)

@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/bf16.h"
 #include "rows.h"
-#include "sgd.h" // tk_f32_to_bf16, tk_bf16_to_f32
 
 int tk_rows_copy_ref(const void *src, tk_dtype st, const int32_t *spos, void *dst, tk_dtype dt,
                      const int32_t *dpos, int64_t n, const int64_t *dn, int D, tk_err *e) {

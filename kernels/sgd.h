@@ -9,7 +9,7 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-#include "core/bf16.h" // tk_f32_to_bf16, tk_bf16_to_f32 (the references use them through this header)
+#include "core/bf16.h" // tk_f32_to_bf16, tk_bf16_to_f32 (for the users that round their copies)
 #include "gpu/gpu.h"
 
 // w (n) f32; g (n) f32; lr (1) f32 device; copy (n) copy_type or NULL.

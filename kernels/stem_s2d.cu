@@ -1,14 +1,14 @@
 // CUDA side of kernels/stem_s2d.h: the input as one thread per space-to-depth pixel (12 bytes in,
 // 16 values out as 16-byte stores); the filter maps one thread per element.
 #include "cuda_util.cuh"
-#include "rn_vec.cuh"
+#include "core/vec.cuh"
 #include "stem_s2d.h"
 
 template <typename T>
 __global__ static void s2d_input(const uint8_t *__restrict__ src, int N, int S, tk_img_norm n, T *__restrict__ xs) {
     const int Hs = tk_s2d_side(S);
     const int64_t total = (int64_t)N * Hs * Hs;
-    constexpr int V = RnVec<T>::N; // values per 16-byte store
+    constexpr int V = TkVec<T>::N; // values per 16-byte store
     for (int64_t p = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; p < total; p += (int64_t)gridDim.x * blockDim.x) {
         const int j = (int)(p % Hs), i = (int)(p / Hs % Hs);
         const int64_t img = p / ((int64_t)Hs * Hs);
@@ -24,7 +24,7 @@ __global__ static void s2d_input(const uint8_t *__restrict__ src, int N, int S, 
 #pragma unroll
         for (int ch = 12; ch < TK_S2D_C; ch++) v[ch] = 0.0f;
 #pragma unroll
-        for (int k = 0; k < TK_S2D_C; k += V) rn_vstore(xs, (size_t)p * TK_S2D_C + k, v + k);
+        for (int k = 0; k < TK_S2D_C; k += V) tk_vstore(xs, (size_t)p * TK_S2D_C + k, v + k);
     }
 }
 
@@ -34,14 +34,14 @@ template <typename T> __global__ static void s2d_weight(const float *__restrict_
         const int k = i / per, o = i % per, qq = o / TK_S2D_C, ch = o % TK_S2D_C;
         const int blk = ch / 3, c = ch % 3, r = 2 * (qq / 4) + blk / 2 - 1, s = 2 * (qq % 4) + blk % 2 - 1;
         const bool tap = ch < 12 && r >= 0 && r < 7 && s >= 0 && s < 7;
-        ws[i] = rn_to<T>(tap ? w[((k * 7 + r) * 7 + s) * 3 + c] : 0.0f);
+        ws[i] = tk_to<T>(tap ? w[((k * 7 + r) * 7 + s) * 3 + c] : 0.0f);
     }
 }
 
 template <typename T> __global__ static void s2d_wgrad(const T *__restrict__ dws, int K, float *__restrict__ dw) {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < K * 147; i += gridDim.x * blockDim.x) {
         const int k = i / 147, o = i % 147, r = o / 21, s = o / 3 % 7, c = o % 3;
-        dw[i] = rn_f(dws[k * 4 * 4 * TK_S2D_C + tk_s2d_tap(r, s, c)]);
+        dw[i] = tk_f(dws[k * 4 * 4 * TK_S2D_C + tk_s2d_tap(r, s, c)]);
     }
 }
 

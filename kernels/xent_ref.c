@@ -10,13 +10,6 @@ static int check(tk_dtype act, const char *op, int C, int ld, tk_err *e) {
     return 0;
 }
 
-size_t tk_xent_ws_bytes(tk_backend b, int R) {
-#ifdef TK_HAVE_CUDA
-    if (b == TK_BACKEND_CUDA) return tk_xent_ws_bytes_cuda(R);
-#endif
-    return (size_t)(R > 0 ? R : 1) * sizeof(double);
-}
-
 int tk_xent_fwd_bwd_ref(tk_dtype act, int R, int C, int ld, const void *logits, const int32_t *labels, float scale,
                         double *acc, int bump, void *dlogits, void *ws, tk_err *e) {
     TRY(check(act, "xent", C, ld, e));

@@ -1,7 +1,7 @@
 // CUDA side of kernels/xent_smooth.h: one block per row (fp64 sums in a fixed tree order), the
 // rows' losses added by one more block in a fixed order.
 #include "cuda_util.cuh"
-#include "rn_vec.cuh"
+#include "core/vec.cuh"
 #include "xent_smooth.h"
 
 namespace {
@@ -29,7 +29,7 @@ __global__ void __launch_bounds__(kT) xent_rows(const float *z, const int32_t *l
     const float *r = z + (size_t)b * K;
     T *d = dz ? dz + (size_t)b * K : nullptr;
     if (y < 0 || y >= K) {
-        for (int j = threadIdx.x; j < K && d; j += kT) d[j] = rn_to<T>(0.0f);
+        for (int j = threadIdx.x; j < K && d; j += kT) d[j] = tk_to<T>(0.0f);
         if (threadIdx.x == 0) loss[b] = 0;
         return;
     }
@@ -51,7 +51,7 @@ __global__ void __launch_bounds__(kT) xent_rows(const float *z, const int32_t *l
     if (threadIdx.x == 0) loss[b] = lse - eps / K * sz - (1.0 - eps) * r[y];
     for (int j = threadIdx.x; j < K && d; j += kT) {
         double q = eps / K + (j == y ? 1.0 - eps : 0.0);
-        d[j] = rn_to<T>((float)((exp((double)r[j] - lse) - q) / N));
+        d[j] = tk_to<T>((float)((exp((double)r[j] - lse) - q) / N));
     }
 }
 

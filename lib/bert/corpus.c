@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "bert/pretrain.h"
-#include "criteo/criteo.h" // tk_lines: line input over plain, gzip and zstd files
+#include "core/lines.h" // tk_lines: line input over plain, gzip and zstd files
 
 #ifdef _OPENMP
 #include <omp.h>

@@ -3,9 +3,9 @@
 #include <string.h>
 
 #include "bert/rng.h"
-#include "gpu/philox.h"
+#include "core/philox.h"
 
-// The Philox stream id of BERT data preparation (beside lib/gpu/philox.h's TK_RNG_*).
+// The Philox stream id of BERT data preparation (beside lib/core/philox.h's TK_RNG_*).
 #define BERT_RNG_STREAM 0x42455254u /* "BERT" */
 
 static void mt_init_genrand(bert_rng *r, uint32_t s) {

@@ -1,7 +1,7 @@
 // The random draws of create_pretraining_data.py, from one of two sources of 32-bit words:
 //   - BERT_RNG_MT: CPython's random.Random(seed) (MT19937 seeded by init_by_array with the 32-bit
 //     words of the seed), so the same --seed gives the reference's very examples;
-//   - BERT_RNG_PHILOX: trainkit's counter-based Philox (lib/gpu/philox.h), key = seed, one stream
+//   - BERT_RNG_PHILOX: trainkit's counter-based Philox (lib/core/philox.h), key = seed, one stream
 //     per input file, so a file's examples depend on the seed and its name only.
 // On top of either, the draws are CPython's: random() takes 53 bits from two words, randbelow(n)
 // takes the top bit_length(n) bits of a word and rejects values >= n (_randbelow_with_getrandbits).

@@ -1,6 +1,6 @@
 // Synthetic Criteo day files in the real raw TSV format, with labels from a hidden model.
 //
-// Every random number is Philox (lib/gpu/philox.h) at a fixed counter, so a (seed, day, row) names
+// Every random number is Philox (lib/core/philox.h) at a fixed counter, so a (seed, day, row) names
 // the same sample on every machine and thread count. The hidden model (man/man1/prep.1):
 //   logit = bias + signal * ( sum_f w_f[v_f] + sum_d a_d u_d + FM(e_1..e_26, u_1 q_1..u_13 q_13) )
 // where v_f is the value (Zipf rank, or "missing") of categorical f, u_d = (log(1+x_d) - mu_d) /
@@ -16,8 +16,8 @@
 #include <zstd.h>
 
 #include "core/afile.h"
+#include "core/philox.h"
 #include "criteo/criteo.h"
-#include "gpu/philox.h"
 
 #ifdef _OPENMP
 #include <omp.h>

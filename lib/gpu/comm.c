@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/bf16.h"
 #include "core/progress.h"
 #include "gpu/comm_shm.h"
 
@@ -285,13 +286,8 @@ static int local_copy(tk_comm *m, tk_coll k, const void *send, void *recv, size_
 }
 
 #ifdef TK_HAVE_CUDA
-// Round-to-nearest-even conversions of the (finite, normal-range) scale factor.
-static uint16_t f32_to_bf16(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
+// Round-to-nearest-even conversion of the (finite, normal-range) scale factor to fp16 (to bf16:
+// tk_f32_to_bf16, lib/core/bf16.h).
 static uint16_t f32_to_f16(float f) {
     int ex;
     float m = frexpf(fabsf(f), &ex); // f = m * 2^ex, m in [0.5, 1)
@@ -318,7 +314,7 @@ static int sum_op(tk_comm *m, tk_dtype t, ncclDataType_t nt, float scale, ncclRe
     if (m->nops == TK_COMM_MAX_OPS)
         return tk_err_set(e, TK_EINTERNAL, "more than %d distinct collective scale factors", TK_COMM_MAX_OPS);
     union { float f; uint16_t b; } sc;
-    if (t == TK_BF16) sc.b = f32_to_bf16(scale);
+    if (t == TK_BF16) sc.b = tk_f32_to_bf16(scale);
     else if (t == TK_F16) sc.b = f32_to_f16(scale);
     else if (t == TK_F32) sc.f = scale;
     else return tk_err_set(e, TK_EINTERNAL, "scaled sum of integers (%s)", tk_dtype_name(t));

@@ -20,8 +20,8 @@
 
 #include <stddef.h>
 
-#include "conv.h"
 #include "core/err.h"
+#include "gpu/conv_shape.h"
 #include "gpu/gpu.h"
 
 #ifdef __cplusplus

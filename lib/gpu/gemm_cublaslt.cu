@@ -17,7 +17,7 @@
 // same bit mask layout, so fused and unfused GEMMs can be mixed in one model.
 //
 // The GELU epilogues are never cuBLASLt's: its GELU is the tanh approximation, ours the exact erf
-// form (kernels/activation.h), so they always run as the plain GEMM plus our kernel (epi_gelu).
+// form (lib/core/gelu.h), so they always run as the plain GEMM plus our kernel (epi_gelu).
 // A strided batch (tk_gemm_args.batch) sets the layouts' batch count and offsets.
 //
 // One difference from the reference: cuBLASLt's RELU_AUX_BIAS sets the mask bit where the
@@ -32,7 +32,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "activation.h"
+#include "core/gelu.h"
+#include "core/vec.cuh" // tk_ld, tk_st, tk_ld4, tk_ld8, tk_st8
 #include "gpu/gpu.h"
 
 namespace {
@@ -114,53 +115,11 @@ int64_t aux_ld(int N) { return ((int64_t)N + 127) / 128 * 128; }
 
 // ---- unfused epilogue kernels (row-major D (M, N) of type T) ----
 
-__device__ __forceinline__ float ld_f(const float *p, size_t i) { return p[i]; }
-__device__ __forceinline__ float ld_f(const __nv_bfloat16 *p, size_t i) { return __bfloat162float(p[i]); }
-__device__ __forceinline__ float ld_f(const __half *p, size_t i) { return __half2float(p[i]); }
-__device__ __forceinline__ void st_f(float *p, size_t i, float v) { p[i] = v; }
-__device__ __forceinline__ void st_f(__nv_bfloat16 *p, size_t i, float v) { p[i] = __float2bfloat16_rn(v); }
-__device__ __forceinline__ void st_f(__half *p, size_t i, float v) { p[i] = __float2half_rn(v); }
-__device__ __forceinline__ float4 ld4(const float *p) { return *(const float4 *)p; }
-// 8 elements as 16-byte vectors (two for fp32).
-__device__ __forceinline__ void ld8(const float *p, float v[8]) {
-    float4 a = ((const float4 *)p)[0], b = ((const float4 *)p)[1];
-    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
-}
-__device__ __forceinline__ void st8(float *p, const float v[8]) {
-    ((float4 *)p)[0] = make_float4(v[0], v[1], v[2], v[3]);
-    ((float4 *)p)[1] = make_float4(v[4], v[5], v[6], v[7]);
-}
-template <typename H>
-__device__ __forceinline__ void ld8(const H *p, float v[8]) {
-    uint4 u = *(const uint4 *)p;
-    const H *h = (const H *)&u;
-#pragma unroll
-    for (int j = 0; j < 8; j++) v[j] = ld_f(h, j);
-}
-template <typename H>
-__device__ __forceinline__ void st8(H *p, const float v[8]) {
-    uint4 u;
-    H *h = (H *)&u;
-#pragma unroll
-    for (int j = 0; j < 8; j++) st_f(h, j, v[j]);
-    *(uint4 *)p = u;
-}
-__device__ __forceinline__ float4 ld4(const __nv_bfloat16 *p) {
-    uint2 u = *(const uint2 *)p;
-    return make_float4(__uint_as_float(u.x << 16), __uint_as_float(u.x & 0xffff0000u), __uint_as_float(u.y << 16),
-                       __uint_as_float(u.y & 0xffff0000u));
-}
-__device__ __forceinline__ float4 ld4(const __half *p) {
-    uint2 u = *(const uint2 *)p;
-    float2 a = __half22float2(*(const __half2 *)&u.x), b = __half22float2(*(const __half2 *)&u.y);
-    return make_float4(a.x, a.y, b.x, b.y);
-}
-
 // D = beta * C (or 0): the whole GEMM when K == 0.
 template <typename T>
 __global__ void scale_c(T *D, const T *C, float beta, size_t n) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) st_f(D, i, C && beta != 0.0f ? beta * ld_f(C, i) : 0.0f);
+    if (i < n) tk_st(D, i, C && beta != 0.0f ? beta * tk_ld(C, i) : 0.0f);
 }
 
 // BIAS, RELU_BIAS (writes the mask) and DRELU (reads it). One thread per byte of the relu bit
@@ -178,12 +137,12 @@ __global__ void epi_pointwise(T *D, int M, int N, int epi, const T *bias, uint8_
     uint8_t in = epi == TK_EPI_DRELU ? aux[byte] : 0, out = 0;
     float v[8] = {}, b[8] = {};
     if constexpr (VEC) {
-        ld8(D + row + n0, v);
-        if (epi == TK_EPI_BIAS || epi == TK_EPI_RELU_BIAS) ld8(bias + n0, b);
+        tk_ld8(D + row + n0, v);
+        if (epi == TK_EPI_BIAS || epi == TK_EPI_RELU_BIAS) tk_ld8(bias + n0, b);
     } else {
         for (int j = 0; j < 8 && n0 + j < N; j++) {
-            v[j] = ld_f(D, row + n0 + j);
-            if (epi == TK_EPI_BIAS || epi == TK_EPI_RELU_BIAS) b[j] = ld_f(bias, n0 + j);
+            v[j] = tk_ld(D, row + n0 + j);
+            if (epi == TK_EPI_BIAS || epi == TK_EPI_RELU_BIAS) b[j] = tk_ld(bias, n0 + j);
         }
     }
 #pragma unroll
@@ -196,9 +155,9 @@ __global__ void epi_pointwise(T *D, int M, int N, int epi, const T *bias, uint8_
         if (epi == TK_EPI_DRELU && !((in >> j) & 1)) v[j] = 0;
     }
     if constexpr (VEC) {
-        st8(D + row + n0, v);
+        tk_st8(D + row + n0, v);
     } else {
-        for (int j = 0; j < 8 && n0 + j < N; j++) st_f(D, row + n0 + j, v[j]);
+        for (int j = 0; j < 8 && n0 + j < N; j++) tk_st(D, row + n0 + j, v[j]);
     }
     if (epi == TK_EPI_RELU_BIAS) aux[byte] = n0 + 8 <= N ? out : (uint8_t)(out & ((1u << (N - n0)) - 1));
 }
@@ -216,20 +175,20 @@ __global__ void epi_gelu_vec(T *D, int M, int N, int epi, const T *bias, T *aux)
         int n0 = (int)(t - m * groups) * 8;
         size_t i = (size_t)m * N + n0;
         float v[8], a[8];
-        ld8(D + i, v);
+        tk_ld8(D + i, v);
         if (epi == TK_EPI_GELU_BIAS) {
-            ld8(bias + n0, a);
+            tk_ld8(bias + n0, a);
 #pragma unroll
             for (int j = 0; j < 8; j++) v[j] += a[j];
-            if (aux) st8(aux + i, v);
+            if (aux) tk_st8(aux + i, v);
 #pragma unroll
             for (int j = 0; j < 8; j++) v[j] = tk_gelu_f(v[j]);
         } else {
-            ld8(aux + i, a);
+            tk_ld8(aux + i, a);
 #pragma unroll
             for (int j = 0; j < 8; j++) v[j] *= tk_dgelu_f(a[j]);
         }
-        st8(D + i, v);
+        tk_st8(D + i, v);
     }
 }
 
@@ -237,15 +196,15 @@ template <typename T>
 __global__ void epi_gelu(T *D, int M, int N, int epi, const T *bias, T *aux) {
     size_t n = (size_t)M * N;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        float v = ld_f(D, i);
+        float v = tk_ld(D, i);
         if (epi == TK_EPI_GELU_BIAS) {
-            v += ld_f(bias, i % N);
-            if (aux) st_f(aux, i, v);
+            v += tk_ld(bias, i % N);
+            if (aux) tk_st(aux, i, v);
             v = tk_gelu_f(v);
         } else {
-            v *= tk_dgelu_f(ld_f(aux, i));
+            v *= tk_dgelu_f(tk_ld(aux, i));
         }
-        st_f(D, i, v);
+        tk_st(D, i, v);
     }
 }
 
@@ -266,22 +225,22 @@ __global__ void col_sum_part(T *X, int R, int C, int rows_per_chunk, double *par
         for (int r = r0 + threadIdx.y; r < r1; r += 4) {
             T *x = X + (size_t)r * C + c0;
             if constexpr (V == 4) {
-                float4 v = ld4(x);
+                float4 v = tk_ld4(x, 0);
                 if constexpr (GELU) {
-                    float4 a = ld4(gaux + (size_t)r * C + c0);
+                    float4 a = tk_ld4(gaux, (size_t)r * C + c0);
                     v.x *= tk_dgelu_f(a.x), v.y *= tk_dgelu_f(a.y), v.z *= tk_dgelu_f(a.z), v.w *= tk_dgelu_f(a.w);
-                    st_f(x, 0, v.x), st_f(x, 1, v.y), st_f(x, 2, v.z), st_f(x, 3, v.w);
+                    tk_st(x, 0, v.x), tk_st(x, 1, v.y), tk_st(x, 2, v.z), tk_st(x, 3, v.w);
                 } else if (aux) { // 4 consecutive columns: 4 bits of one byte (c0 % 4 == 0)
                     unsigned bits = aux[(r * ld + c0) / 8] >> ((r * ld + c0) % 8);
                     v.x = bits & 1 ? v.x : 0.0f, v.y = bits & 2 ? v.y : 0.0f;
                     v.z = bits & 4 ? v.z : 0.0f, v.w = bits & 8 ? v.w : 0.0f;
-                    st_f(x, 0, v.x), st_f(x, 1, v.y), st_f(x, 2, v.z), st_f(x, 3, v.w);
+                    tk_st(x, 0, v.x), tk_st(x, 1, v.y), tk_st(x, 2, v.z), tk_st(x, 3, v.w);
                 }
                 acc[0] += v.x, acc[1] += v.y, acc[2] += v.z, acc[3] += v.w;
             } else {
-                float v = ld_f(x, 0);
-                if constexpr (GELU) st_f(x, 0, v *= tk_dgelu_f(ld_f(gaux, (size_t)r * C + c0)));
-                else if (aux && !((aux[(r * ld + c0) / 8] >> ((r * ld + c0) % 8)) & 1)) st_f(x, 0, v = 0.0f);
+                float v = tk_ld(x, 0);
+                if constexpr (GELU) tk_st(x, 0, v *= tk_dgelu_f(tk_ld(gaux, (size_t)r * C + c0)));
+                else if (aux && !((aux[(r * ld + c0) / 8] >> ((r * ld + c0) % 8)) & 1)) tk_st(x, 0, v = 0.0f);
                 acc[0] += v;
             }
         }
@@ -308,7 +267,7 @@ __global__ void row_sum(const T *X, int R, int C, float *out) {
     int r = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (r >= R) return;
     double acc = 0;
-    for (int c = lane; c < C; c += 32) acc += ld_f(X, (size_t)r * C + c);
+    for (int c = lane; c < C; c += 32) acc += tk_ld(X, (size_t)r * C + c);
     for (int o = 16; o > 0; o >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, o);
     if (lane == 0) out[r] = (float)acc;
 }

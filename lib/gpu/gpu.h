@@ -1,9 +1,10 @@
-// libgpu: the execution context, memory, and the GEMM entry point shared by every workload.
-// One context holds everything (no global state): the backend (cpu reference or cuda), the
-// device, streams, library handles, workspaces. Every op has one signature and two
-// implementations, kernels/NAME_ref.c (the specification, plain C + OpenMP) and kernels/NAME.cu;
-// the dispatcher in lib/gpu/ops.c picks by ctx->backend. Pointers passed to ops live in the
-// backend's memory (host memory for cpu, device memory for cuda).
+// libgpu: the execution context, memory, streams, graphs, and the GEMM's arguments and cuBLASLt
+// wrapper shared by every workload. One context holds everything (no global state): the backend
+// (cpu reference or cuda), the device, streams, library handles, workspaces. Every op has one
+// signature and two implementations, kernels/NAME_ref.c (the specification, plain C + OpenMP) and
+// kernels/NAME.cu; its dispatcher, kernels/NAME.c, picks by ctx->backend. Pointers passed to ops
+// live in the backend's memory (host memory for cpu, device memory for cuda). lib/gpu includes
+// nothing from kernels/ or above (contrib/tools/layout.py).
 #ifndef TK_GPU_H
 #define TK_GPU_H
 
@@ -113,7 +114,7 @@ void tk_arena_release(tk_ctx *c, tk_arena *a);
 //   TK_EPI_GELU_BIAS       D = gelu(D + bias); aux = D + bias     (forward of Linear+GELU; aux may be NULL)
 //   TK_EPI_DGELU           D = D * gelu'(aux)                     (aux from the forward GEMM)
 //   TK_EPI_DGELU_BGRAD     D = D * gelu'(aux); bgrad[n] = sum_m D[m, n]
-//       GELU is the exact (erf) form of kernels/activation.h, Hugging Face's "gelu". cuBLASLt's
+//       GELU is the exact (erf) form of lib/core/gelu.h, Hugging Face's "gelu". cuBLASLt's
 //       own GELU epilogues use the tanh approximation, so on cuda these run as the plain GEMM
 //       followed by our epilogue kernel (lib/gpu/gemm_cublaslt.cu).
 // aux is an opaque mask whose layout belongs to the backend (u8 per element on cpu, cuBLASLt's
@@ -153,11 +154,8 @@ typedef struct tk_gemm_args {
     int batch;
     int64_t stride_a, stride_b, stride_c;
 } tk_gemm_args;
-int tk_gemm(tk_ctx *c, const tk_gemm_args *g, tk_err *e);
-size_t tk_gemm_aux_bytes(const tk_ctx *c, int M, int N);
-// The GELU epilogues' aux: the (M, N) pre-activation in cd (fp32 on cpu).
-size_t tk_gemm_gelu_aux_bytes(const tk_ctx *c, int M, int N, tk_dtype cd);
-int tk_gemm_ref(const tk_gemm_args *g, tk_err *e);      // kernels/gemm_ref.c
+// The entry point, tk_gemm, is an op: kernels/gemm.h (its dispatcher kernels/gemm.c, its reference
+// kernels/gemm_ref.c). cuBLASLt's side of it, the library wrapper, is here:
 #ifdef TK_HAVE_CUDA
 int tk_gemm_cuda(tk_ctx *c, const tk_gemm_args *g, tk_err *e); // lib/gpu/gemm_cublaslt.cu
 #endif

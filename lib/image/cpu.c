@@ -61,7 +61,10 @@ int tk_img_decode_one(const tk_img_transform *t, const uint8_t *data, size_t siz
     rc = grow((void **)&s->px, &s->pxcap, stride * (size_t)rh, e);
     if (!rc) rc = grow((void **)&s->tmp, &s->tmpcap, (size_t)t->out_h * (size_t)rw * 3 * sizeof(float), e);
     if (!rc) rc = tk_jpeg_decode(data, size, num, ax.lo, ay.lo, rw, rh, s->px, stride, NULL, e);
-    if (!rc) tk_img_resample(s->px, ax.lo, ay.lo, stride, &ax, &ay, g.flip, t, s->tmp, out);
+    if (!rc) {
+        tk_img_rs_out ro = tk_img_transform_out(t);
+        tk_img_resample(s->px, ax.lo, ay.lo, stride, &ax, &ay, g.flip, &ro, s->tmp, out);
+    }
     tk_img_axis_free(&ax);
     tk_img_axis_free(&ay);
     if (gout) *gout = g;

@@ -474,9 +474,7 @@ static int nj_run(tk_img_decoder *d, const tk_img_transform *t, const tk_img_job
         if (pass) gpu_bytes = px;
     }
     size_t cpu_bytes = px - gpu_bytes;
-    tk_img_rs_out ro = {.out_w = t->out_w, .out_h = t->out_h, .dtype = t->dtype};
-    memcpy(ro.mean, t->mean, sizeof ro.mean);
-    memcpy(ro.std, t->std, sizeof ro.std);
+    tk_img_rs_out ro = tk_img_transform_out(t);
     int maxtaps = tk_img_rs_maxtaps(d->rs, (int)n);
     TRY(tk_img_rs_check((int)n, &ro, maxtaps, e));
     size_t out_bytes = n * (size_t)t->out_w * t->out_h * 3 * tk_img_dtype_bytes(t->dtype);

@@ -15,7 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "gpu/philox.h"
+#include "core/philox.h"
 #include "imagenet/imagenet.h"
 
 typedef struct {

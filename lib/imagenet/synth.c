@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "core/afile.h"
-#include "gpu/philox.h"
+#include "core/philox.h"
 #include "image/codec.h"
 #include "imagenet/imagenet.h"
 

@@ -12,8 +12,8 @@
 #include <cuda_runtime_api.h>
 
 #include "../unit/tk_test.h"
+#include "core/philox.h"
 #include "gpu/gpu.h"
-#include "gpu/philox.h"
 #include "sgd.h" // tk_f32_to_bf16, tk_bf16_to_f32
 
 static tk_ctx *gt_ctx_;

@@ -9,6 +9,7 @@
 #include "attention.h"
 #include "bert_embed.h"
 #include "bert_rows.h"
+#include "gemm.h"
 #include "gpu_test.h"
 #include "layernorm.h"
 #include "xent.h"

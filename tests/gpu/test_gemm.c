@@ -3,6 +3,7 @@
 // random inputs (||D - ref|| / ||ref|| <= 1e-5 for fp32, 1e-2 otherwise) and small integers
 // (bit-exact); a captured graph of GEMMs replays to the bits of the eager run.
 // TK_GEMM_BENCH=1 also times DLRM's GEMM shapes and a large square one (not a test).
+#include "gemm.h"
 #include "gpu_test.h"
 
 // lib/gpu/gemm_cublaslt.cu, for tests: force the unfused epilogues / ask which path a call takes.

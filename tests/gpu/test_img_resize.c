@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "gpu_test.h"
+#include "image/transform.h"
 #include "img_resize.h"
 
 typedef struct {

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpu/philox.h"
+#include "core/philox.h"
 #include "tks/tks.h"
 
 static void rn_synth_image(uint64_t seed, int64_t idx, int cls, int classes, int H, int W, uint8_t *px) {

@@ -6,11 +6,11 @@
 
 #include "core/afile.h"
 #include "core/cli.h"
+#include "core/crc32c.h"
 #include "core/err.h"
 #include "core/fastmod.h"
 #include "core/mllog.h"
-#include "gpu/philox.h"
-#include "core/crc32c.h"
+#include "core/philox.h"
 #include "tk_test.h"
 
 TK_TEST(err_format_has_where_what_hint) {

@@ -4,7 +4,7 @@
 #include <unistd.h>
 
 #include "bce.h"
-#include "gpu/philox.h"
+#include "core/philox.h"
 #include "tk_test.h"
 #include "workloads/dlrm/dlrm.h"
 

@@ -12,9 +12,9 @@
 
 #include "bce.h"
 #include "ckpt/safetensors.h"
+#include "core/philox.h"
 #include "core/progress.h"
 #include "gpu/comm.h"
-#include "gpu/philox.h"
 #include "tk_test.h"
 #include "workloads/dlrm/dlrm.h"
 

@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "attention.h"
+#include "core/philox.h"
 #include "flash_attn.h"
-#include "gpu/philox.h"
 #include "sgd.h"
 #include "tk_test.h"
 #include "tk_test_cpu.h"

@@ -2,8 +2,9 @@
 // small-integer cases that must be exact.
 #include <stdint.h>
 
+#include "core/philox.h"
+#include "gemm.h"
 #include "gpu/gpu.h"
-#include "gpu/philox.h"
 #include "tk_test.h"
 
 static void fill(float *x, size_t n, uint32_t stream, int ints) {

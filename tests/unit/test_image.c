@@ -12,8 +12,8 @@
 #include "image/codec.h"
 #include "image/image.h"
 #include "img_resize.h"
-#include "tk_test.h"
 #include "test_image.h"
+#include "tk_test.h"
 
 static const char *fix(const char *name) {
     static char buf[4][512];
@@ -202,7 +202,8 @@ TK_TEST(crop_resize_within_one_of_pillow) {
             CHECK_EQ_INT(tk_img_axis_plan(&ay, b[1], b[3], oh, 0, oh, b[1], b[3], &e), 0);
             CHECK(ax.lo >= b[0] && ax.hi <= b[2] && ay.lo >= b[1] && ay.hi <= b[3]);
             float *tmp = malloc(sizeof(float) * (size_t)oh * (ax.hi - ax.lo) * 3), *out = malloc(sizeof(float) * ow * oh * 3);
-            tk_img_resample(full, 0, 0, (size_t)W * 3, &ax, &ay, 0, &t, tmp, out);
+            tk_img_rs_out ro = tk_img_transform_out(&t);
+            tk_img_resample(full, 0, 0, (size_t)W * 3, &ax, &ay, 0, &ro, tmp, out);
             for (int i = 0; ref && i < ow * oh * 3; i++) {
                 int d = abs((int)lrintf(out[i]) - ref[i]);
                 worst = d > worst ? d : worst;

@@ -5,7 +5,7 @@
 
 #include "bn.h"
 #include "conv.h"
-#include "gpu/philox.h"
+#include "core/philox.h"
 #include "img_norm.h"
 #include "pool.h"
 #include "sgd.h"

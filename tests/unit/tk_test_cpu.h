@@ -7,8 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "core/philox.h"
 #include "gpu/gpu.h"
-#include "gpu/philox.h"
 
 static inline tk_ctx *tk_test_cpu(void) {
     static tk_ctx *c;

@@ -1,7 +1,8 @@
 // BERT's functions, by file: config.c (the configuration), model.c (tensors, initialization,
 // buffers), step.c (forward, backward, the training step), data.c (the .tks reader and the eval
 // set), eval.c (masked-LM accuracy), ckpt.c (Hugging Face import, the step dump), profile.c
-// (--profile), ops.c (op dispatch), workload.c (the engine's table and the MLLOG keys).
+// (--profile), workload.c (the engine's table and the MLLOG keys). Its ops, their dispatchers
+// included, are in kernels/.
 #ifndef TK_WORKLOADS_BERT_BERT_H
 #define TK_WORKLOADS_BERT_BERT_H
 

@@ -6,8 +6,9 @@
 #include <string.h>
 
 #include "bert_embed.h"
+#include "core/philox.h"
 #include "flash_attn.h"
-#include "gpu/philox.h"
+#include "gemm.h"
 #include "layernorm.h"
 #include "workloads/bert/bert.h"
 #include "xent.h"

@@ -17,6 +17,7 @@
 #include "attention.h"
 #include "bert_embed.h"
 #include "bert_rows.h"
+#include "gemm.h"
 #include "layernorm.h"
 #include "workloads/bert/bert.h"
 #include "xent.h"

@@ -5,8 +5,9 @@
 #include <string.h>
 
 #include "cast2d.h"
+#include "core/philox.h"
 #include "embedding.h"
-#include "gpu/philox.h"
+#include "gemm.h"
 #include "interaction.h"
 #include "sgd.h"
 #include "workloads/dlrm/hybrid.h"

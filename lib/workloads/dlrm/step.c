@@ -6,6 +6,7 @@
 #include "cast2d.h"
 #include "dense_log1p.h"
 #include "embedding.h"
+#include "gemm.h"
 #include "interaction.h"
 #include "rows.h"
 #include "sgd.h"

@@ -7,9 +7,10 @@
 #include <string.h>
 
 #include "bce.h"
+#include "core/philox.h"
 #include "dense_log1p.h"
 #include "engine/cfg.h"
-#include "gpu/philox.h"
+#include "gemm.h"
 
 int tk_mlp_config_parse(json_t *root, const char *path, const tk_run_cfg *run, tk_mlp_config *cfg, tk_err *e) {
     static const char *const model_keys[] = {"num_dense", "hidden", "precision", NULL};

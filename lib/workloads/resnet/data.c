@@ -16,8 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/philox.h"
 #include "engine/data.h"
-#include "gpu/philox.h"
 #include "tks/tks.h"
 #include "workloads/resnet/resnet.h"
 

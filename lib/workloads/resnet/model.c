@@ -7,8 +7,8 @@
 
 #include "bn.h"
 #include "cast2d.h"
+#include "core/philox.h"
 #include "gpu/cudnn_conv.h"
-#include "gpu/philox.h"
 #include "stem_conv.h"
 #include "stem_s2d.h"
 #include "workloads/resnet/resnet.h"

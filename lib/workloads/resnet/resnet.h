@@ -221,6 +221,6 @@ int rn_evaluate(rn_model *m, rn_evalset *es, double *top1, tk_err *e);
 int rn_import_torchvision(rn_model *m, const char *path, tk_err *e);
 int rn_dump_step(rn_model *m, const char *path, tk_err *e);
 
-// ---- ops.c: dispatch of kernels/{bn,pool,xent_smooth}.h and tk_conv ----
+// (ResNet's ops, their dispatchers included, are kernels/{conv,bn,pool,xent_smooth,img_norm,stem_s2d,stem_conv}.)
 
 #endif

@@ -2,6 +2,7 @@
 // host reads, no allocation, so the cuda backend captures the training step in a CUDA graph.
 #include "bn.h"
 #include "cast2d.h"
+#include "gemm.h"
 #include "gpu/cudnn_conv.h"
 #include "img_norm.h"
 #include "pool.h"

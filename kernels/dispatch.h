@@ -1,9 +1,11 @@
-// The op dispatch every dispatcher file shares: the cpu backend runs the reference
-// (kernels/NAME_ref.c), the cuda backend the kernel (kernels/NAME.cu) on the context's streams.
+// The op dispatch every dispatcher shares. Every op's dispatcher is kernels/NAME.c, beside the
+// kernel (kernels/NAME.cu) and the reference (kernels/NAME_ref.c) it picks between: the cpu
+// backend runs the reference, the cuda backend the kernel on the context's streams (or the
+// library wrapper of lib/gpu that stands for the kernel: cuBLASLt's GEMM, cuDNN's convolutions).
 // Dispatchers neither synchronize nor allocate, so their calls can be captured in a CUDA graph.
 // Use inside a function with a `tk_err *e` in scope.
-#ifndef TK_GPU_DISPATCH_H
-#define TK_GPU_DISPATCH_H
+#ifndef TK_KERNELS_DISPATCH_H
+#define TK_KERNELS_DISPATCH_H
 
 #include "core/err.h"
 #include "gpu/gpu.h"

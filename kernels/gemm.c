@@ -1,5 +1,6 @@
-// tk_gemm: argument checks shared by both backends, then dispatch.
-#include "gpu/gpu.h"
+// Dispatch of kernels/gemm.h: argument checks shared by both backends, then the reference
+// (gemm_ref.c) on cpu, cuBLASLt (lib/gpu/gemm_cublaslt.cu, which stands for the kernel) on cuda.
+#include "gemm.h"
 
 size_t tk_gemm_aux_bytes(const tk_ctx *c, int M, int N) {
     if (c->backend == TK_BACKEND_CUDA) {

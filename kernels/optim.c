@@ -1,6 +1,6 @@
 // Dispatch of the shared optimizer (kernels/optim.h): the cpu backend runs the reference
-// (kernels/optim_ref.c), the cuda backend the kernels (kernels/optim.cu) on the context's compute
-// stream. Nothing here synchronizes or allocates, so the call can be captured in a CUDA graph.
+// (optim_ref.c), the cuda backend the kernels (optim.cu) on the context's compute stream. Nothing
+// here synchronizes or allocates, so the call can be captured in a CUDA graph.
 
 #include "optim.h"
 

@@ -3,8 +3,8 @@
 // way on the CPU and in a CUDA kernel. CPU and GPU runs therefore draw the same dropout masks, the
 // same initial weights and the same data order from one --seed.
 // Header-only; compiles as C11 and as CUDA C++.
-#ifndef TK_PHILOX_H
-#define TK_PHILOX_H
+#ifndef TK_CORE_PHILOX_H
+#define TK_CORE_PHILOX_H
 
 #include <math.h>
 #include <stdint.h>
