@@ -55,25 +55,25 @@ keys() {
 }
 
 # The keys a parser accepts, as dotted paths: the string lists "static const char *const
-# SECTION_keys[] = {...}" (par_keys: "parallel") and the engine's "train[] = {...}".
+# SECTION_keys[] = {...}" (par_keys: "parallel") of the files given, and the engine's
+# "train[] = {...}".
 parser_keys() {
     awk '/(_keys|const train)\[\] = \{/ {
             s = $0; sub(/(_keys)?\[\].*/, "", s); sub(/.*[ *]/, "", s); if (s == "par") s = "parallel"
             on = 1; $0 = substr($0, index($0, "{"))
          }
          on { while (match($0, /"[a-z_0-9]+"/)) { print s "." substr($0, RSTART + 1, RLENGTH - 2); $0 = substr($0, RSTART + RLENGTH) } }
-         /NULL\}/ { on = 0 }' "$1"
+         /NULL\}/ { on = 0 }' "$@"
 }
 
 @test "trainkit-config(5) names every key the parsers accept" {
-    local missing=0 wl f k keys
-    for wl in dlrm bert resnet mlp; do
-        f="$TK_ROOT/lib/workloads/$wl/config.c"
-        [ -f "$f" ] || f="$TK_ROOT/lib/workloads/$wl/$wl.c"
-        keys=$(parser_keys "$f")
-        [ -n "$keys" ] || { echo "no key lists found in $f"; missing=1; }
+    local missing=0 d wl k keys
+    for d in "$TK_ROOT"/lib/workloads/*/; do
+        wl=$(basename "$d")
+        keys=$(parser_keys "$d"*.c)
+        [ -n "$keys" ] || { echo "no key lists found in lib/workloads/$wl"; missing=1; }
         for k in $keys; do
-            subsection "$wl" | grep -qwF -- "$k" || { echo "${f#"$TK_ROOT"/}: $k is not named under .SS $wl"; missing=1; }
+            subsection "$wl" | grep -qwF -- "$k" || { echo "lib/workloads/$wl: $k is not named under .SS $wl"; missing=1; }
         done
     done
     keys="$(parser_keys "$TK_ROOT/lib/engine/config.c") $(sed -n 's/^ *{"\([a-z_0-9]*\)", O_.*/optimizer.\1/p' \
