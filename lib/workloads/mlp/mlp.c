@@ -54,11 +54,9 @@ int tk_mlp_create(tk_mlp **out, const tk_mlp_config *cfg, const tk_wl_env *env, 
     m->env = *env;
     const int B = cfg->batch, W = env->dist->world;
     int rc = 0;
-    if (B % W != 0) {
-        rc = tk_err_set(e, TK_EUSAGE, "mlp: the global batch (%d) must be a multiple of the world size (%d)", B, W);
-        goto fail;
-    }
-    m->b = B / W;
+    int64_t per_rank;
+    if ((rc = tk_per_rank_batch("mlp", B, W, &per_rank, e))) goto fail;
+    m->b = (int)per_rank;
     m->nl = cfg->nhidden + 1;
     int maxw = cfg->num_dense;
     int lidx[2 * TK_MLP_MAX_LAYERS];
