@@ -212,7 +212,7 @@ fail:
 
 void tk_bert_destroy(tk_bert *m) {
     if (!m) return;
-    tk_bert_profile_stop(m);
+    tk_prof_stop(&m->prof);
     tk_arena_release(m->c, &m->acts);
     free(m);
 }

@@ -248,7 +248,7 @@ int tk_dlrm_create(tk_dlrm **m, tk_ctx *c, const tk_dlrm_config *cfg, tk_err *e)
 void tk_dlrm_destroy(tk_dlrm *m) {
     if (!m) return;
     tk_arena_release(m->c, &m->acts);
-    tk_dlrm_profile_stop(m);
+    tk_prof_stop(&m->prof);
     tk_dlrm_hybrid_destroy(m);
     if (m->P == &m->own_params) tk_params_release(&m->own_params);
     if (m->dist == &m->own_dist) tk_dist_release(&m->own_dist);

@@ -24,6 +24,7 @@
 #include "engine/dist.h"
 #include "engine/params.h"
 #include "gpu/comm.h"
+#include "engine/profile.h"
 #include "gpu/gpu.h"
 #include "lr_schedule.h"
 
@@ -128,7 +129,7 @@ typedef struct tk_dlrm {
     int64_t *step;
     double *loss_acc;                // [sum of batch losses / B, batches]
     double *auc;
-    struct tk_dlrm_prof *prof;       // per-phase step timing (profile.h); NULL: off
+    tk_prof *prof;                   // per-phase step timing (profile.h); NULL: off
     struct tk_dlrm_hybrid *hy;       // the hybrid embedding (hybrid.h); NULL: off
 } tk_dlrm;
 
@@ -190,18 +191,6 @@ typedef struct tk_dlrm_hybrid {
     double a2a_bytes, a2a_bytes_plain, ar_bytes;
     double plan_s;               // host seconds from queuing a plan to having its counts
 } tk_dlrm_hybrid;
-
-// Per-phase step timing (profile.h).
-#define TK_DLRM_PROF_MAX 40
-typedef struct tk_dlrm_prof {
-    tk_event ev[TK_DLRM_PROF_MAX];
-    const char *name[TK_DLRM_PROF_MAX]; // the phase a mark ends; NULL: a mark that only starts one
-    int stream[TK_DLRM_PROF_MAX];
-    int n, in_step;                     // marks of the current step; inside a step
-    const char *phase[TK_DLRM_PROF_MAX]; // the phases in the order they first ran, their totals
-    double total[TK_DLRM_PROF_MAX];
-    int phases, steps;
-} tk_dlrm_prof;
 
 // The bf16 path's first GEMM: the dense features padded to a multiple of 8 (13 -> 16), so rows
 // are 16-byte aligned for the tensor cores.
