@@ -83,6 +83,9 @@ typedef struct tk_workload {
     const tk_wl_option *options;      // extra train-step options, {NULL} terminated (may be NULL)
     const char *const *sections;      // top-level config keys it owns besides "model" and "data",
                                       // NULL terminated (may be NULL); not part of the config hash
+    const char *const *precisions;    // the compute precisions it supports, of tk_precision_names
+                                      // (engine/cfg.h), NULL terminated, fp32 first: its config reads
+                                      // model.precision with tk_cfg_precision over this list
 
     // ---- configuration ----
     // Parses and checks the workload's sections of root (overrides already applied; unknown keys

@@ -212,3 +212,24 @@ TK_TEST(per_rank_batch_is_checked_once_in_the_engine) {
     CHECK_STR(e.what, "resnet: the global batch (5000000000) must be a multiple of the world size (3)");
     CHECK_EQ_INT(tk_per_rank_batch("resnet", 8, 0, &b, &e), TK_EUSAGE);
 }
+
+// The engine's one parse of model.precision, over each workload's list: absent is fp32; a word
+// the workload does not support is a config error naming the key, listing its words.
+TK_TEST(precision_is_parsed_once_over_the_workloads_list) {
+    tk_err e;
+    tk_precision p = TK_PRECISION_BF16;
+    json_t *r = json_loads("{\"model\": {}}", 0, NULL);
+    CHECK_EQ_INT(tk_cfg_precision(r, "cfg", tk_dlrm_precisions, &p, &e), 0);
+    CHECK(p == TK_PRECISION_FP32);
+    json_object_set_new(json_object_get(r, "model"), "precision", json_string("tf32"));
+    CHECK_EQ_INT(tk_cfg_precision(r, "cfg", tk_dlrm_precisions, &p, &e), 0);
+    CHECK(p == TK_PRECISION_TF32);
+    static const char *const fp32_bf16[] = {"fp32", "bf16", NULL}; // ResNet's
+    CHECK_EQ_INT(tk_cfg_precision(r, "cfg", fp32_bf16, &p, &e), TK_EDATA);
+    CHECK_STR(e.where, "cfg: $.model.precision");
+    CHECK_STR(e.what, "expected \"fp32\" or \"bf16\"");
+    json_object_set_new(json_object_get(r, "model"), "precision", json_string("bf16"));
+    CHECK_EQ_INT(tk_cfg_precision(r, "cfg", fp32_bf16, &p, &e), 0);
+    CHECK(p == TK_PRECISION_BF16);
+    json_decref(r);
+}

@@ -10,6 +10,9 @@
 #include "engine/workload.h"
 #include "workloads/bert/types.h"
 
+// The precisions it supports (its table's, model.precision: engine/cfg.h tk_cfg_precision).
+extern const char *const tk_bert_precisions[];
+
 // ---- config.c ----
 int tk_bert_config_parse(json_t *root, const char *path, const tk_run_cfg *run, const char *data_meta,
                          tk_bert_config *cfg, tk_err *e);

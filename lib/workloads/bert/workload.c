@@ -214,6 +214,7 @@ const tk_workload tk_workload_bert = {
     .name = "bert",
     .summary = "BERT-large pre-training (MLPerf Training v1.x language model, Wikipedia), target masked-LM accuracy",
     .metric = "mlm_accuracy",
+    .precisions = tk_bert_precisions,
     .config = wl_config,
     .config_free = wl_config_free,
     .create = wl_create,

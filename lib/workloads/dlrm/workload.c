@@ -227,6 +227,7 @@ const tk_workload tk_workload_dlrm = {
     .name = "dlrm",
     .summary = "DLRM (MLPerf Training v1.x recommendation, Criteo Terabyte), target AUC",
     .metric = "auc",
+    .precisions = tk_dlrm_precisions,
     .options = options,
     .sections = tk_dlrm_sections,
     .config = wl_config,

@@ -12,10 +12,11 @@
 #include "engine/cfg.h"
 #include "gemm.h"
 
+const char *const tk_mlp_precisions[] = {"fp32", "tf32", NULL};
+
 int tk_mlp_config_parse(json_t *root, const char *path, const tk_run_cfg *run, tk_mlp_config *cfg, tk_err *e) {
     static const char *const model_keys[] = {"num_dense", "hidden", "precision", NULL};
     static const char *const data_keys[] = {"note", NULL};
-    static const char *const precisions[] = {"fp32", "tf32", NULL};
     memset(cfg, 0, sizeof *cfg);
     int64_t v;
     TRY(tk_cfg_keys(root, path, "model", model_keys, e));
@@ -32,9 +33,9 @@ int tk_mlp_config_parse(json_t *root, const char *path, const tk_run_cfg *run, t
             return tk_cfg_bad(e, path, "model.hidden", "layer widths must be integers in [1, 65536]");
         cfg->hidden[i] = (int)json_integer_value(x);
     }
-    int p = 0;
-    TRY(tk_cfg_enum(root, path, "model.precision", precisions, 0, &p, e));
-    cfg->tf32 = p == 1;
+    tk_precision pr;
+    TRY(tk_cfg_precision(root, path, tk_mlp_precisions, &pr, e));
+    cfg->tf32 = pr == TK_PRECISION_TF32;
     cfg->batch = (int)run->batch;
     return 0;
 }

@@ -179,6 +179,7 @@ const tk_workload tk_workload_mlp = {
     .name = "mlp",
     .summary = "an MLP click-through classifier on Criteo-format dense features (not an MLPerf benchmark), target AUC",
     .metric = "auc",
+    .precisions = tk_mlp_precisions,
     .config = wl_config,
     .config_free = wl_config_free,
     .create = wl_create,

@@ -34,6 +34,9 @@
 #include "engine/workload.h"
 #include "gpu/gpu.h"
 
+// The precisions it supports (its table's, model.precision: engine/cfg.h tk_cfg_precision).
+extern const char *const rn_precisions[];
+
 #define RN_MAX_STAGES 4
 #define RN_MAX_BLOCKS 64
 #define RN_NBUF 5 // backward scratch buffers (a block's backward holds at most 4 at once)

@@ -181,6 +181,7 @@ const tk_workload tk_workload_resnet = {
     .name = "resnet",
     .summary = "ResNet-50 v1.5 (MLPerf Training v1.x image classification, ImageNet), target top-1",
     .metric = "top1",
+    .precisions = rn_precisions,
     .sections = rn_sections,
     .config = wl_config,
     .config_free = wl_config_free,
