@@ -22,9 +22,10 @@
 
 #include "core/err.h"
 #include "engine/dist.h"
+#include "engine/evalset.h"
 #include "engine/params.h"
-#include "gpu/comm.h"
 #include "engine/profile.h"
+#include "gpu/comm.h"
 #include "gpu/gpu.h"
 #include "lr_schedule.h"
 
@@ -133,15 +134,10 @@ typedef struct tk_dlrm {
     struct tk_dlrm_hybrid *hy;       // the hybrid embedding (hybrid.h); NULL: off
 } tk_dlrm;
 
-// The evaluation set, read once and cached in the backend's memory (MLPerf allows caching it).
-typedef struct tk_dlrm_evalset {
-    int64_t n;
-    uint8_t *label;     // (n) device
-    int32_t *dense;     // (n, 13) device
-    int32_t *cat;       // (n, 26) device, ids folded into the tables
-    float *score;       // (n) device: the logits of the last evaluation
-    void *ws;           // AUC workspace
-} tk_dlrm_evalset;
+// The evaluation set, read once and cached in the backend's memory (lib/engine/evalset.h): fields
+// label u8 (n), dense i32 (n, num_dense), cat i32 (n, T) with the ids folded into the tables;
+// score: the logits of the last evaluation.
+typedef tk_evalset tk_dlrm_evalset;
 
 // One batch's exchange plan (kernels/hybrid_plan.h), per staging slot: the arrays on the device,
 // the counts copied back to the host.
