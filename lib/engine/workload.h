@@ -204,6 +204,12 @@ typedef struct tk_workload {
     unsigned (*reader_device)(void *rd, int device);
 } tk_workload;
 
+// Whether metric value v reaches target: at or above it, or at or below it when lower is better
+// (NaN, an undefined metric, never does). The one test of train-step's stop and evaluate's verdict.
+static inline int tk_wl_reaches(const tk_workload *wl, double v, double target) {
+    return wl->lower_is_better ? v <= target : v >= target;
+}
+
 #ifdef __cplusplus
 }
 #endif
