@@ -166,7 +166,8 @@ typedef struct tk_workload {
 
     // ---- MLLOG ----
     // The benchmark's hyperparameter keys (optimizer, schedule, model), logged between the engine's
-    // common keys (submission_*, seed, global_batch_size, ...) and train_samples.
+    // common keys (submission_*, seed, global_batch_size, ...) and train_samples. run is complete
+    // by then: run->steps_per_epoch is the training data's (for keys given in epochs).
     int (*mllog_hparams)(void *model, const tk_run_cfg *run, tk_mllog *log, tk_err *e);
     // weights_initialization events for the tensors the benchmark's rules name.
     int (*mllog_weights)(void *model, tk_mllog *log, tk_err *e);

@@ -151,7 +151,6 @@ typedef struct rn_model {
     tk_cast_span casts[4 * RN_MAX_BLOCKS]; // each rn_conv.dwt into its dw, at the backward's end
     int ncasts;
     tk_arena acts;
-    int64_t spe;                 // steps per epoch (prepare)
     tk_params own_params;        // standalone models (tests): their own flat buffers, ranks and
     tk_dist own_dist;            // device scalars (lr, step, loss accumulator)
     void *own_scalars;
