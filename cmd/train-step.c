@@ -11,6 +11,7 @@
 
 #include "core/cli.h"
 #include "dist/dist.h"
+#include "engine/cfg.h"
 #include "engine/engine.h"
 #include "engine/registry.h"
 #include "gpu/gpu.h"
@@ -240,9 +241,9 @@ int main(int argc, char **argv) {
         case O_RDV: o.rendezvous = optarg; break;
         case O_CTIMEOUT: rc = tk_parse_f64(optarg, 0.001, 1e7, "--comm-timeout", &o.comm_timeout, &e); break;
         case O_PRECISION:
-            if (strcmp(optarg, "fp32") != 0 && strcmp(optarg, "tf32") != 0 && strcmp(optarg, "bf16") != 0)
+            if (!tk_cfg_in_list(optarg, tk_precision_names))
                 return usage_error("--precision: expected fp32, tf32 or bf16, got '%s'", optarg);
-            ADD_SET("model.precision=%s", optarg);
+            ADD_SET("%s=%s", TK_PRECISION_KEY, optarg); // (the workload's config says which it supports)
             break;
         default:
             if (c >= O_WL && c < O_WL + nwl_opt) {

@@ -91,6 +91,16 @@ int tk_cfg_enum(json_t *root, const char *file, const char *p, const char *const
     return tk_cfg_bad(e, file, p, msg);
 }
 
+const char *const tk_precision_names[] = {"fp32", "tf32", "bf16", NULL};
+
+int tk_cfg_precision(json_t *root, const char *file, const char *const *supported, tk_precision *out, tk_err *e) {
+    int i = 0;
+    TRY(tk_cfg_enum(root, file, TK_PRECISION_KEY, supported, 0, &i, e));
+    for (int k = 0; tk_precision_names[k]; k++)
+        if (strcmp(supported[i], tk_precision_names[k]) == 0) return *out = (tk_precision)k, 0;
+    return tk_err_set(e, TK_EINTERNAL, "precision \"%s\" is not one of tk_precision_names", supported[i]);
+}
+
 int tk_cfg_keys(json_t *root, const char *file, const char *p, const char *const *allowed, tk_err *e) {
     json_t *o = p && *p ? tk_cfg_get(root, p) : root;
     if (!o) return 0;

@@ -21,6 +21,14 @@ int tk_cfg_num(json_t *root, const char *file, const char *p, double lo, double 
 int tk_cfg_int_opt(json_t *root, const char *file, const char *p, int64_t lo, int64_t hi, int64_t *out, tk_err *e);
 int tk_cfg_num_opt(json_t *root, const char *file, const char *p, double lo, double hi, double *out, tk_err *e);
 int tk_cfg_bool_opt(json_t *root, const char *file, const char *p, int *out, tk_err *e);
+// The compute precision of a model (the config's TK_PRECISION_KEY, train-step --precision): every
+// word of tk_precision_names, in this order. A workload supports some of them (its table's
+// precisions, a NULL-terminated subset of the names) and reads the key with tk_cfg_precision: one
+// of its words, TK_PRECISION_FP32 when absent, else TK_EDATA naming the file and key.
+typedef enum { TK_PRECISION_FP32, TK_PRECISION_TF32, TK_PRECISION_BF16 } tk_precision;
+#define TK_PRECISION_KEY "model.precision"
+extern const char *const tk_precision_names[]; // "fp32", "tf32", "bf16", NULL
+int tk_cfg_precision(json_t *root, const char *file, const char *const *supported, tk_precision *out, tk_err *e);
 // A string member that must be one of choices (NULL terminated); *out = its index. Absent: def.
 int tk_cfg_enum(json_t *root, const char *file, const char *p, const char *const *choices, int def, int *out,
                 tk_err *e);

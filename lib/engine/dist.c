@@ -56,3 +56,15 @@ int tk_dist_gather16(tk_dist *d, const void *src, void *all, tk_err *e) {
     TRY(tk_memcpy_d2h(d->c, all, d->scratch + 2, (size_t)d->world * 16, TK_STREAM_COMPUTE, e));
     return tk_ctx_sync(d->c, e);
 }
+
+int tk_per_rank_batch(const char *workload, int64_t global, int world, int64_t *per_rank, tk_err *e) {
+    *per_rank = 0;
+    if (world < 1 || global % world != 0) {
+        tk_err_set(e, TK_EUSAGE, "%s: the global batch (%lld) must be a multiple of the world size (%d)", workload,
+                   (long long)global, world);
+        if (world >= 1) tk_err_hint(e, "set train.global_batch_size to a multiple of %d", world);
+        return TK_EUSAGE;
+    }
+    *per_rank = global / world;
+    return 0;
+}

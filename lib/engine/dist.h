@@ -39,6 +39,11 @@ int tk_dist_gather_i64(tk_dist *d, int64_t mine, int64_t *all, double timeout_s,
 // rank order. Collective; waits for the work queued before it.
 int tk_dist_gather16(tk_dist *d, const void *src, void *all, tk_err *e);
 
+// *per_rank = global / world, the samples of each rank's share of a global batch: TK_EUSAGE
+// (naming workload, with a hint at train.global_batch_size) unless world >= 1 divides global.
+// The one place of that check: every workload's create and reader_open ask it.
+int tk_per_rank_batch(const char *workload, int64_t global, int world, int64_t *per_rank, tk_err *e);
+
 #ifdef __cplusplus
 }
 #endif

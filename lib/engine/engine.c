@@ -26,9 +26,7 @@ static int better(const tk_run *r, double v, double than) {
     return r->wl->lower_is_better ? v < than : v > than;
 }
 
-static int reaches(const tk_run *r, double v) {
-    return r->wl->lower_is_better ? v <= r->I.run.target : v >= r->I.run.target;
-}
+static int reaches(const tk_run *r, double v) { return tk_wl_reaches(r->wl, v, r->I.run.target); }
 
 // ---- checkpoints ----
 

@@ -108,7 +108,7 @@ int tk_evaluator_run(tk_evaluator *ev, const char *path, const char *name, json_
     json_object_set_new(*res, "eval_samples", json_integer(ev->I.wl->evalset_count(ev->es)));
     json_object_set_new(*res, "eval_s", json_real(tk_now() - t0));
     if (ev->o.has_target) {
-        int reached = ev->I.wl->lower_is_better ? v <= ev->o.target : v >= ev->o.target;
+        int reached = tk_wl_reaches(ev->I.wl, v, ev->o.target);
         json_object_set_new(*res, "target", json_real(ev->o.target));
         json_object_set_new(*res, "reached", json_boolean(reached));
     }

@@ -83,6 +83,9 @@ typedef struct tk_workload {
     const tk_wl_option *options;      // extra train-step options, {NULL} terminated (may be NULL)
     const char *const *sections;      // top-level config keys it owns besides "model" and "data",
                                       // NULL terminated (may be NULL); not part of the config hash
+    const char *const *precisions;    // the compute precisions it supports, of tk_precision_names
+                                      // (engine/cfg.h), NULL terminated, fp32 first: its config reads
+                                      // model.precision with tk_cfg_precision over this list
 
     // ---- configuration ----
     // Parses and checks the workload's sections of root (overrides already applied; unknown keys
@@ -163,7 +166,8 @@ typedef struct tk_workload {
 
     // ---- MLLOG ----
     // The benchmark's hyperparameter keys (optimizer, schedule, model), logged between the engine's
-    // common keys (submission_*, seed, global_batch_size, ...) and train_samples.
+    // common keys (submission_*, seed, global_batch_size, ...) and train_samples. run is complete
+    // by then: run->steps_per_epoch is the training data's (for keys given in epochs).
     int (*mllog_hparams)(void *model, const tk_run_cfg *run, tk_mllog *log, tk_err *e);
     // weights_initialization events for the tensors the benchmark's rules name.
     int (*mllog_weights)(void *model, tk_mllog *log, tk_err *e);
@@ -200,6 +204,12 @@ typedef struct tk_workload {
     // device fields, so a workload whose graph_key needs the host fields answers 0. NULL: host.
     unsigned (*reader_device)(void *rd, int device);
 } tk_workload;
+
+// Whether metric value v reaches target: at or above it, or at or below it when lower is better
+// (NaN, an undefined metric, never does). The one test of train-step's stop and evaluate's verdict.
+static inline int tk_wl_reaches(const tk_workload *wl, double v, double target) {
+    return wl->lower_is_better ? v <= target : v >= target;
+}
 
 #ifdef __cplusplus
 }

@@ -5,6 +5,7 @@
 
 #include "bce.h"
 #include "core/philox.h"
+#include "engine/dist.h"
 #include "tk_test.h"
 #include "workloads/dlrm/dlrm.h"
 
@@ -194,4 +195,41 @@ TK_TEST(config_errors_name_the_key) {
     CHECK(tk_dlrm_config_hash(eff) != h1);
     json_decref(eff);
     json_decref(root);
+}
+
+// The engine's one check of a global batch against the world (every workload's create and
+// reader_open ask it): a usage error naming the workload, with the key to change as the hint.
+TK_TEST(per_rank_batch_is_checked_once_in_the_engine) {
+    tk_err e;
+    int64_t b = -1;
+    CHECK_EQ_INT(tk_per_rank_batch("dlrm", 240, 8, &b, &e), 0);
+    CHECK(b == 30);
+    CHECK_EQ_INT(tk_per_rank_batch("mlp", 240, 7, &b, &e), TK_EUSAGE);
+    CHECK(b == 0);
+    CHECK_STR(e.what, "mlp: the global batch (240) must be a multiple of the world size (7)");
+    CHECK_STR(e.hint, "set train.global_batch_size to a multiple of 7");
+    CHECK_EQ_INT(tk_per_rank_batch("resnet", 5000000000LL, 3, &b, &e), TK_EUSAGE);
+    CHECK_STR(e.what, "resnet: the global batch (5000000000) must be a multiple of the world size (3)");
+    CHECK_EQ_INT(tk_per_rank_batch("resnet", 8, 0, &b, &e), TK_EUSAGE);
+}
+
+// The engine's one parse of model.precision, over each workload's list: absent is fp32; a word
+// the workload does not support is a config error naming the key, listing its words.
+TK_TEST(precision_is_parsed_once_over_the_workloads_list) {
+    tk_err e;
+    tk_precision p = TK_PRECISION_BF16;
+    json_t *r = json_loads("{\"model\": {}}", 0, NULL);
+    CHECK_EQ_INT(tk_cfg_precision(r, "cfg", tk_dlrm_precisions, &p, &e), 0);
+    CHECK(p == TK_PRECISION_FP32);
+    json_object_set_new(json_object_get(r, "model"), "precision", json_string("tf32"));
+    CHECK_EQ_INT(tk_cfg_precision(r, "cfg", tk_dlrm_precisions, &p, &e), 0);
+    CHECK(p == TK_PRECISION_TF32);
+    static const char *const fp32_bf16[] = {"fp32", "bf16", NULL}; // ResNet's
+    CHECK_EQ_INT(tk_cfg_precision(r, "cfg", fp32_bf16, &p, &e), TK_EDATA);
+    CHECK_STR(e.where, "cfg: $.model.precision");
+    CHECK_STR(e.what, "expected \"fp32\" or \"bf16\"");
+    json_object_set_new(json_object_get(r, "model"), "precision", json_string("bf16"));
+    CHECK_EQ_INT(tk_cfg_precision(r, "cfg", fp32_bf16, &p, &e), 0);
+    CHECK(p == TK_PRECISION_BF16);
+    json_decref(r);
 }

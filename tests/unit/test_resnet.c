@@ -359,7 +359,7 @@ TK_TEST(mllog_keys_of_config_json) {
     rn_model *m = NULL;
     CHECK_EQ_INT(rn_create_standalone(tk_test_cpu(), &cfg, &m, &e), 0);
     if (!m) return;
-    m->spe = 393;
+    run.steps_per_epoch = 393; // (the engine's, as train-step sets it)
     const char *log = tpath("keys.mllog");
     tk_mllog L = {.fd = -1};
     CHECK_EQ_INT(tk_mllog_open(&L, log, 0, &e), 0);

@@ -1,7 +1,7 @@
 // BERT's functions, by file: config.c (the configuration), model.c (tensors, initialization,
 // buffers), step.c (forward, backward, the training step), data.c (the .tks reader and the eval
-// set), eval.c (masked-LM accuracy), ckpt.c (Hugging Face import, the step dump), profile.c
-// (--profile), workload.c (the engine's table and the MLLOG keys). Its ops, their dispatchers
+// set), eval.c (masked-LM accuracy), ckpt.c (Hugging Face import, the step dump), the engine's
+// profile.h (--profile), workload.c (the engine's table and the MLLOG keys). Its ops, their dispatchers
 // included, are in kernels/.
 #ifndef TK_WORKLOADS_BERT_BERT_H
 #define TK_WORKLOADS_BERT_BERT_H
@@ -9,6 +9,9 @@
 #include "engine/config.h"
 #include "engine/workload.h"
 #include "workloads/bert/types.h"
+
+// The precisions it supports (its table's, model.precision: engine/cfg.h tk_cfg_precision).
+extern const char *const tk_bert_precisions[];
 
 // ---- config.c ----
 int tk_bert_config_parse(json_t *root, const char *path, const tk_run_cfg *run, const char *data_meta,
@@ -60,12 +63,13 @@ int tk_bert_evaluate(tk_bert *m, tk_bert_evalset *es, double *acc, tk_err *e);
 int tk_bert_import(tk_bert *m, const char *path, tk_err *e);
 int tk_bert_dump_step(tk_bert *m, const char *path, tk_err *e);
 
-// ---- profile.c ----
-int tk_bert_profile_start(tk_bert *m, tk_err *e);
-void tk_bert_profile_stop(tk_bert *m);
-int tk_bert_prof_mark(tk_bert *m, const char *name, tk_err *e);
-void tk_bert_prof_step(tk_bert *m, int begin);
-int tk_bert_profile_add(tk_bert *m, int keep, tk_err *e);
-json_t *tk_bert_profile_json(const tk_bert *m);
+// ---- per-phase timing (train-step --profile: lib/engine/profile.h) ----
+// At most TK_BERT_PROF_MAX marks a step, every one on the compute stream at the step's phase
+// boundaries: mark the end of phase `name` (NULL: the step's start); begin (1) or end (0) a step.
+#define TK_BERT_PROF_MAX 512
+static inline int tk_bert_prof_mark(tk_bert *m, const char *name, tk_err *e) {
+    return tk_prof_mark(m->prof, m->c, name, TK_STREAM_COMPUTE, e);
+}
+static inline void tk_bert_prof_step(tk_bert *m, int begin) { tk_prof_step(m->prof, begin); }
 
 #endif

@@ -6,6 +6,8 @@
 
 #include "bert_embed.h" // TK_BERT_MAX_TYPES
 
+const char *const tk_bert_precisions[] = {"fp32", "tf32", "bf16", NULL};
+
 // An integer member that may be "data": then the training data's schema meta gives it (prep bert
 // writes vocab_size, max_seq_length, max_predictions_per_seq), and the resolved value is written
 // back into the effective config.
@@ -90,11 +92,10 @@ int tk_bert_config_parse(json_t *root, const char *path, const tk_run_cfg *run, 
     cfg->init_std = std;
     // "precision": what the cuda backend computes in; absent = "fp32". The cpu backend is the
     // fp32 reference (tk_bert_create refuses bf16 there).
-    static const char *const precisions[] = {"fp32", "tf32", "bf16", NULL};
-    int pr;
-    if ((rc = tk_cfg_enum(root, path, "model.precision", precisions, 0, &pr, e))) goto out;
-    cfg->tf32 = pr == 1;
-    cfg->bf16 = pr == 2;
+    tk_precision pr;
+    if ((rc = tk_cfg_precision(root, path, tk_bert_precisions, &pr, e))) goto out;
+    cfg->tf32 = pr == TK_PRECISION_TF32;
+    cfg->bf16 = pr == TK_PRECISION_BF16;
     // "unpad": the layers on the real tokens only (packed); "unpad_bucket": their rows rounded up
     // to a multiple of it (one CUDA graph a bucket).
     // "fused_attention": the flash kernel where it is built (cuda, bf16, head size 64).

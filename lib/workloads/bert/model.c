@@ -130,18 +130,14 @@ int tk_bert_create(tk_bert **out, const tk_bert_config *cfg, const tk_wl_env *en
     m->grads_ready = env->grads_ready, m->grads_arg = env->grads_arg;
     m->act = cfg->bf16 ? TK_BF16 : TK_F32;
     int rc = 0;
-    if (cfg->batch % m->world != 0) {
-        rc = tk_err_set(e, TK_EUSAGE, "bert: the global batch (%d) must be a multiple of the world size (%d)",
-                        cfg->batch, m->world);
-        tk_err_hint(e, "set train.global_batch_size to a multiple of %d", m->world);
-        goto fail;
-    }
+    int64_t per_rank;
+    if ((rc = tk_per_rank_batch("bert", cfg->batch, m->world, &per_rank, e))) goto fail;
     if ((cfg->bf16 || cfg->tf32) && c->backend != TK_BACKEND_CUDA) {
         rc = tk_err_set(e, TK_EUSAGE, "bert: precision %s needs the cuda backend", cfg->bf16 ? "bf16" : "tf32");
         tk_err_hint(e, "the cpu backend is the fp32 reference: use precision fp32 there");
         goto fail;
     }
-    m->b = cfg->batch / m->world;
+    m->b = (int)per_rank;
     const int b = m->b, L = cfg->L, P = cfg->P, H = cfg->hidden, F = cfg->ffn, NH = cfg->heads, Vp = cfg->vocab_padded;
     const int64_t N = (int64_t)b * L, R = (int64_t)b * P;
     m->N = N, m->R = R;
@@ -216,7 +212,7 @@ fail:
 
 void tk_bert_destroy(tk_bert *m) {
     if (!m) return;
-    tk_bert_profile_stop(m);
+    tk_prof_stop(&m->prof);
     tk_arena_release(m->c, &m->acts);
     free(m);
 }

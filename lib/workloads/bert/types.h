@@ -30,6 +30,7 @@
 #include "core/err.h"
 #include "engine/dist.h"
 #include "engine/params.h"
+#include "engine/profile.h"
 #include "gpu/gpu.h"
 
 #define TK_BERT_MAX_LAYERS 64
@@ -71,8 +72,6 @@ typedef struct tk_bert_layer {
     void *s2, *y;           // (N, H) LayerNorm 2's input and output (the next layer's input)
     float *mean2, *rstd2;
 } tk_bert_layer;
-
-typedef struct tk_bert_prof tk_bert_prof;
 
 typedef struct tk_bert {
     tk_ctx *c;
@@ -123,7 +122,7 @@ typedef struct tk_bert {
     void *dg, *dcls;        // (R, H), (b, H)
     void *ln_ws, *emb_ws, *xent_ws;
     int64_t *counts;        // eval: correct, total
-    tk_bert_prof *prof;
+    tk_prof *prof;          // per-phase step timing (engine/profile.h); NULL: off
 } tk_bert;
 
 // The eval set, cached in the backend's memory: n real sequences, padded to whole batches of b

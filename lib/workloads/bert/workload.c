@@ -203,15 +203,18 @@ static int wl_mllog_weights(void *model, tk_mllog *L, tk_err *e) {
 
 static int wl_import(void *m, const char *path, tk_err *e) { return tk_bert_import(m, path, e); }
 static int wl_dump(void *m, const char *path, tk_err *e) { return tk_bert_dump_step(m, path, e); }
-static int wl_prof_start(void *m, tk_err *e) { return tk_bert_profile_start(m, e); }
-static int wl_prof_add(void *m, int keep, tk_err *e) { return tk_bert_profile_add(m, keep, e); }
-static json_t *wl_prof_json(const void *m) { return tk_bert_profile_json(m); }
+static int wl_prof_start(void *m, tk_err *e) {
+    return tk_prof_start(((tk_bert *)m)->c, TK_BERT_PROF_MAX, "bert", &((tk_bert *)m)->prof, e);
+}
+static int wl_prof_add(void *m, int keep, tk_err *e) { return tk_prof_add(((tk_bert *)m)->prof, ((tk_bert *)m)->c, keep, e); }
+static json_t *wl_prof_json(const void *m) { return tk_prof_json(((const tk_bert *)m)->prof); }
 
 const tk_workload tk_workload_bert = {
     .version = TK_WORKLOAD_V1,
     .name = "bert",
     .summary = "BERT-large pre-training (MLPerf Training v1.x language model, Wikipedia), target masked-LM accuracy",
     .metric = "mlm_accuracy",
+    .precisions = tk_bert_precisions,
     .config = wl_config,
     .config_free = wl_config_free,
     .create = wl_create,

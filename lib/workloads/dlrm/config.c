@@ -6,6 +6,8 @@
 
 #include "interaction.h"
 
+const char *const tk_dlrm_precisions[] = {"fp32", "tf32", "bf16", NULL};
+
 const char *const tk_dlrm_sections[] = {"parallel", NULL};
 
 static int get_widths(json_t *root, const char *file, const char *p, int *w, int *n, tk_err *e) {
@@ -99,16 +101,10 @@ int tk_dlrm_config_parse(json_t *root, const char *path, const tk_run_cfg *run, 
     // "precision": what the cuda backend computes the MLPs in; absent = "fp32". (The cpu
     // backend, the reference, computes in fp32: it accepts fp32 and tf32, and tk_dlrm_create
     // refuses bf16 there.)
-    json_t *pr = tk_cfg_get(root, "model.precision");
-    const char *prs = pr ? json_string_value(pr) : "fp32";
-    cfg->tf32 = cfg->bf16 = 0;
-    if (prs && strcmp(prs, "fp32") == 0) cfg->tf32 = 0;
-    else if (prs && strcmp(prs, "tf32") == 0) cfg->tf32 = 1;
-    else if (prs && strcmp(prs, "bf16") == 0) cfg->bf16 = 1;
-    else {
-        rc = tk_cfg_bad(e, path, "model.precision", "expected \"fp32\", \"tf32\" or \"bf16\"");
-        goto out;
-    }
+    tk_precision pr;
+    if ((rc = tk_cfg_precision(root, path, tk_dlrm_precisions, &pr, e))) goto out;
+    cfg->tf32 = pr == TK_PRECISION_TF32;
+    cfg->bf16 = pr == TK_PRECISION_BF16;
     cfg->batch = (int)run->batch;
     cfg->max_epochs = run->max_epochs;
     cfg->evals_per_epoch = run->evals_per_epoch;

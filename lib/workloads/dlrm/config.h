@@ -12,6 +12,9 @@
 #include "engine/optimizer.h"
 #include "workloads/dlrm/types.h"
 
+// The precisions it supports (its table's, model.precision: engine/cfg.h tk_cfg_precision).
+extern const char *const tk_dlrm_precisions[];
+
 // The workload's sections of root (overrides applied), given the engine's parsed run config (its
 // values are copied into cfg). Table sizes: "table_sizes" in the config, or, when it is "data",
 // the "cardinalities" of the dataset's schema meta (data_meta, may be NULL), capped at

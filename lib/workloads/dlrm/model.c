@@ -77,12 +77,9 @@ int tk_dlrm_create_env(tk_dlrm **out, const tk_dlrm_config *cfg, const tk_wl_env
     m->rank = comm ? tk_comm_rank(comm) : 0;
     m->comm = comm; // (world 1 included: the exchange step on one rank, a copy for an exchange)
     const int Wr = m->world;
-    if (B % Wr != 0) {
-        rc = tk_err_set(e, TK_EUSAGE, "dlrm: the global batch (%d) must be a multiple of the world size (%d)", B, Wr);
-        tk_err_hint(e, "set train.global_batch_size to a multiple of %d", Wr);
-        goto fail;
-    }
-    m->b = B / Wr;
+    int64_t per_rank;
+    if ((rc = tk_per_rank_batch("dlrm", B, Wr, &per_rank, e))) goto fail;
+    m->b = (int)per_rank;
     m->tm = (T + Wr - 1) / Wr;
     m->t0 = m->rank * m->tm;
     m->tn = m->t0 >= T ? 0 : (T - m->t0 < m->tm ? T - m->t0 : m->tm);
@@ -251,7 +248,7 @@ int tk_dlrm_create(tk_dlrm **m, tk_ctx *c, const tk_dlrm_config *cfg, tk_err *e)
 void tk_dlrm_destroy(tk_dlrm *m) {
     if (!m) return;
     tk_arena_release(m->c, &m->acts);
-    tk_dlrm_profile_stop(m);
+    tk_prof_stop(&m->prof);
     tk_dlrm_hybrid_destroy(m);
     if (m->P == &m->own_params) tk_params_release(&m->own_params);
     if (m->dist == &m->own_dist) tk_dist_release(&m->own_dist);
@@ -334,12 +331,6 @@ int tk_dlrm_set_batch(tk_dlrm *m, const uint8_t *label, const int32_t *dense, co
 }
 
 int tk_dlrm_sync(tk_dlrm *m, tk_err *e) { return tk_dist_sync(m->dist, e); }
-
-int tk_dlrm_sync_lagged(tk_dlrm *m, tk_err *e) { return tk_dist_sync_lagged(m->dist, e); }
-
-int tk_dlrm_gather_word(tk_dlrm *m, int64_t mine, int64_t *all, double timeout_s, tk_err *e) {
-    return tk_dist_gather_i64(m->dist, mine, all, timeout_s, e);
-}
 
 int tk_dlrm_read_loss(tk_dlrm *m, double *mean_loss, int reset, tk_err *e) {
     // Each rank accumulated (its samples' loss sum) / B per step: the ranks' accumulators add up

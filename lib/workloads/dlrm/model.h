@@ -32,9 +32,7 @@ int tk_dlrm_set_batch(tk_dlrm *m, const uint8_t *label, const int32_t *dense, co
 int tk_dlrm_read_loss(tk_dlrm *m, double *mean_loss, int reset, tk_err *e);
 int tk_dlrm_read_step(tk_dlrm *m, int64_t *step, tk_err *e);
 int tk_dlrm_write_step(tk_dlrm *m, int64_t step, tk_err *e);
-// Bounded waits for the queued work (lib/engine/dist.h) and the agreement on a host word.
+// A bounded wait for the queued work (lib/engine/dist.h).
 int tk_dlrm_sync(tk_dlrm *m, tk_err *e);
-int tk_dlrm_sync_lagged(tk_dlrm *m, tk_err *e);
-int tk_dlrm_gather_word(tk_dlrm *m, int64_t mine, int64_t *all, double timeout_s, tk_err *e);
 
 #endif

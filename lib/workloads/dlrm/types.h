@@ -22,7 +22,9 @@
 
 #include "core/err.h"
 #include "engine/dist.h"
+#include "engine/evalset.h"
 #include "engine/params.h"
+#include "engine/profile.h"
 #include "gpu/comm.h"
 #include "gpu/gpu.h"
 #include "lr_schedule.h"
@@ -128,19 +130,14 @@ typedef struct tk_dlrm {
     int64_t *step;
     double *loss_acc;                // [sum of batch losses / B, batches]
     double *auc;
-    struct tk_dlrm_prof *prof;       // per-phase step timing (profile.h); NULL: off
+    tk_prof *prof;                   // per-phase step timing (profile.h); NULL: off
     struct tk_dlrm_hybrid *hy;       // the hybrid embedding (hybrid.h); NULL: off
 } tk_dlrm;
 
-// The evaluation set, read once and cached in the backend's memory (MLPerf allows caching it).
-typedef struct tk_dlrm_evalset {
-    int64_t n;
-    uint8_t *label;     // (n) device
-    int32_t *dense;     // (n, 13) device
-    int32_t *cat;       // (n, 26) device, ids folded into the tables
-    float *score;       // (n) device: the logits of the last evaluation
-    void *ws;           // AUC workspace
-} tk_dlrm_evalset;
+// The evaluation set, read once and cached in the backend's memory (lib/engine/evalset.h): fields
+// label u8 (n), dense i32 (n, num_dense), cat i32 (n, T) with the ids folded into the tables;
+// score: the logits of the last evaluation.
+typedef tk_evalset tk_dlrm_evalset;
 
 // One batch's exchange plan (kernels/hybrid_plan.h), per staging slot: the arrays on the device,
 // the counts copied back to the host.
@@ -190,18 +187,6 @@ typedef struct tk_dlrm_hybrid {
     double a2a_bytes, a2a_bytes_plain, ar_bytes;
     double plan_s;               // host seconds from queuing a plan to having its counts
 } tk_dlrm_hybrid;
-
-// Per-phase step timing (profile.h).
-#define TK_DLRM_PROF_MAX 40
-typedef struct tk_dlrm_prof {
-    tk_event ev[TK_DLRM_PROF_MAX];
-    const char *name[TK_DLRM_PROF_MAX]; // the phase a mark ends; NULL: a mark that only starts one
-    int stream[TK_DLRM_PROF_MAX];
-    int n, in_step;                     // marks of the current step; inside a step
-    const char *phase[TK_DLRM_PROF_MAX]; // the phases in the order they first ran, their totals
-    double total[TK_DLRM_PROF_MAX];
-    int phases, steps;
-} tk_dlrm_prof;
 
 // The bf16 path's first GEMM: the dense features padded to a multiple of 8 (13 -> 16), so rows
 // are 16-byte aligned for the tensor cores.

@@ -191,9 +191,11 @@ static int wl_mllog_weights(void *model, tk_mllog *L, tk_err *e) {
 // ---- extras ----
 
 static int wl_dump(void *m, const char *path, tk_err *e) { return tk_dlrm_dump_step(m, path, e); }
-static int wl_prof_start(void *m, tk_err *e) { return tk_dlrm_profile_start(m, e); }
-static int wl_prof_add(void *m, int keep, tk_err *e) { return tk_dlrm_profile_add(m, keep, e); }
-static json_t *wl_prof_json(const void *m) { return tk_dlrm_profile_json(m); }
+static int wl_prof_start(void *m, tk_err *e) {
+    return tk_prof_start(((tk_dlrm *)m)->c, TK_DLRM_PROF_MAX, "dlrm", &((tk_dlrm *)m)->prof, e);
+}
+static int wl_prof_add(void *m, int keep, tk_err *e) { return tk_prof_add(((tk_dlrm *)m)->prof, ((tk_dlrm *)m)->c, keep, e); }
+static json_t *wl_prof_json(const void *m) { return tk_prof_json(((const tk_dlrm *)m)->prof); }
 
 static json_t *wl_result_extra(const void *m) {
     json_t *h = tk_dlrm_hybrid_json(m);
@@ -225,6 +227,7 @@ const tk_workload tk_workload_dlrm = {
     .name = "dlrm",
     .summary = "DLRM (MLPerf Training v1.x recommendation, Criteo Terabyte), target AUC",
     .metric = "auc",
+    .precisions = tk_dlrm_precisions,
     .options = options,
     .sections = tk_dlrm_sections,
     .config = wl_config,

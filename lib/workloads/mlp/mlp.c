@@ -12,10 +12,11 @@
 #include "engine/cfg.h"
 #include "gemm.h"
 
+const char *const tk_mlp_precisions[] = {"fp32", "tf32", NULL};
+
 int tk_mlp_config_parse(json_t *root, const char *path, const tk_run_cfg *run, tk_mlp_config *cfg, tk_err *e) {
     static const char *const model_keys[] = {"num_dense", "hidden", "precision", NULL};
     static const char *const data_keys[] = {"note", NULL};
-    static const char *const precisions[] = {"fp32", "tf32", NULL};
     memset(cfg, 0, sizeof *cfg);
     int64_t v;
     TRY(tk_cfg_keys(root, path, "model", model_keys, e));
@@ -32,9 +33,9 @@ int tk_mlp_config_parse(json_t *root, const char *path, const tk_run_cfg *run, t
             return tk_cfg_bad(e, path, "model.hidden", "layer widths must be integers in [1, 65536]");
         cfg->hidden[i] = (int)json_integer_value(x);
     }
-    int p = 0;
-    TRY(tk_cfg_enum(root, path, "model.precision", precisions, 0, &p, e));
-    cfg->tf32 = p == 1;
+    tk_precision pr;
+    TRY(tk_cfg_precision(root, path, tk_mlp_precisions, &pr, e));
+    cfg->tf32 = pr == TK_PRECISION_TF32;
     cfg->batch = (int)run->batch;
     return 0;
 }
@@ -54,11 +55,9 @@ int tk_mlp_create(tk_mlp **out, const tk_mlp_config *cfg, const tk_wl_env *env, 
     m->env = *env;
     const int B = cfg->batch, W = env->dist->world;
     int rc = 0;
-    if (B % W != 0) {
-        rc = tk_err_set(e, TK_EUSAGE, "mlp: the global batch (%d) must be a multiple of the world size (%d)", B, W);
-        goto fail;
-    }
-    m->b = B / W;
+    int64_t per_rank;
+    if ((rc = tk_per_rank_batch("mlp", B, W, &per_rank, e))) goto fail;
+    m->b = (int)per_rank;
     m->nl = cfg->nhidden + 1;
     int maxw = cfg->num_dense;
     int lidx[2 * TK_MLP_MAX_LAYERS];

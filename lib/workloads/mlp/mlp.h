@@ -13,6 +13,9 @@
 
 #include "engine/workload.h"
 
+// The precisions it supports (its table's, model.precision: engine/cfg.h tk_cfg_precision).
+extern const char *const tk_mlp_precisions[];
+
 #define TK_MLP_MAX_LAYERS 9
 
 typedef struct tk_mlp_config {

@@ -6,6 +6,7 @@
 
 #include "auc.h"
 #include "engine/data.h"
+#include "engine/evalset.h"
 #include "workloads/mlp/mlp.h"
 
 // ---- configuration and model ----
@@ -107,23 +108,12 @@ static void inputs(void *model, void **f) {
 
 // ---- evaluation: the whole set cached on the device, scored b rows at a time on every rank ----
 
-typedef struct evalset {
-    int64_t n;
-    uint8_t *label;
-    int32_t *dense;
-    float *score;
-    void *ws;
-} evalset;
+// (fields: label u8, dense i32 x num_dense)
+static void evalset_free(void *model, void *es) { tk_evalset_free(((tk_mlp *)model)->c, es); }
 
-static void evalset_free(void *model, void *p) {
-    tk_mlp *m = model;
-    evalset *es = p;
-    if (!es) return;
-    tk_free(m->c, es->label);
-    tk_free(m->c, es->dense);
-    tk_free(m->c, es->score);
-    tk_free(m->c, es->ws);
-    free(es);
+static int fill(void *d, int n, void *const *host, tk_err *e) {
+    TRY(tk_records_seek(((reader *)d)->r, 0, e));
+    return next(d, n, host[0], host[1], e);
 }
 
 static int evalset_load(void *model, char *const *paths, int npaths, void **out, tk_err *e) {
@@ -131,45 +121,26 @@ static int evalset_load(void *model, char *const *paths, int npaths, void **out,
     tk_mlp_config c = m->cfg;
     reader *d;
     TRY(reader_open(&c, 0, 1, paths, npaths, (void **)&d, e));
-    evalset *es = calloc(1, sizeof *es);
     int64_t n = (int64_t)reader_count(d);
-    uint8_t *hl = malloc((size_t)n + 1);
-    int32_t *hd = malloc(((size_t)n * c.num_dense + 1) * 4);
-    int rc = !es || !hl || !hd ? tk_err_set(e, TK_EIO, "out of host memory for the eval set") : 0;
-    if (!rc && (n == 0 || n > INT32_MAX)) rc = tk_err_set(e, TK_EDATA, "%s: the eval set has %lld records", paths[0], (long long)n);
-    if (!rc) rc = tk_records_seek(d->r, 0, e);
-    if (!rc) rc = next(d, (int)n, hl, hd, e);
-    if (!rc) {
-        es->n = n;
-        rc = tk_malloc(m->c, (void **)&es->label, (size_t)n, e);
-        if (!rc) rc = tk_malloc(m->c, (void **)&es->dense, (size_t)n * c.num_dense * 4, e);
-        if (!rc) rc = tk_malloc(m->c, (void **)&es->score, (size_t)n * 4, e);
-        if (!rc) rc = tk_malloc(m->c, &es->ws, tk_auc_ws_bytes(m->c->backend, n) + 8, e);
-        if (!rc) rc = tk_memcpy_h2d(m->c, es->label, hl, (size_t)n, TK_STREAM_COMPUTE, e);
-        if (!rc) rc = tk_memcpy_h2d(m->c, es->dense, hd, (size_t)n * c.num_dense * 4, TK_STREAM_COMPUTE, e);
-        if (!rc) rc = tk_ctx_sync(m->c, e);
-    }
-    free(hl);
-    free(hd);
+    const size_t bytes[2] = {1, (size_t)c.num_dense * 4};
+    int rc = 0;
+    if (n == 0 || n > INT32_MAX) rc = tk_err_set(e, TK_EDATA, "%s: the eval set has %lld records", paths[0], (long long)n);
+    if (!rc) rc = tk_evalset_cache(m->c, n, 2, bytes, fill, d, (tk_evalset **)out, e);
     reader_close(d);
-    if (rc) {
-        evalset_free(m, es);
-        return rc;
-    }
-    *out = es;
-    return 0;
+    return rc;
 }
 
-static int64_t evalset_count(const void *es) { return ((const evalset *)es)->n; }
+static int64_t evalset_count(const void *es) { return ((const tk_evalset *)es)->n; }
 
 static int evaluate(void *model, void *p, double *auc, tk_err *e) {
     tk_mlp *m = model;
-    evalset *es = p;
+    tk_evalset *es = p;
+    const int32_t *dense = es->field[1];
     for (int64_t off = 0; off < es->n; off += m->b) {
         int n = es->n - off < m->b ? (int)(es->n - off) : m->b;
-        TRY(tk_mlp_forward(m, es->dense + off * m->cfg.num_dense, n, es->score + off, e));
+        TRY(tk_mlp_forward(m, dense + off * m->cfg.num_dense, n, es->score + off, e));
     }
-    TRY(tk_auc(m->c, es->score, es->label, es->n, es->ws, m->auc, e));
+    TRY(tk_auc(m->c, es->score, es->field[0], es->n, es->ws, m->auc, e));
     TRY(tk_memcpy_d2h(m->c, auc, m->auc, sizeof *auc, TK_STREAM_COMPUTE, e));
     return tk_ctx_sync(m->c, e);
 }
@@ -179,6 +150,7 @@ const tk_workload tk_workload_mlp = {
     .name = "mlp",
     .summary = "an MLP click-through classifier on Criteo-format dense features (not an MLPerf benchmark), target AUC",
     .metric = "auc",
+    .precisions = tk_mlp_precisions,
     .config = wl_config,
     .config_free = wl_config_free,
     .create = wl_create,

@@ -6,6 +6,8 @@
 
 #include "workloads/resnet/resnet.h"
 
+const char *const rn_precisions[] = {"fp32", "bf16", NULL};
+
 const char *const rn_sections[] = {NULL};
 
 // An array of n numbers (n in [lo_n, hi_n]) in [lo, hi] at p, or absent (out kept).
@@ -33,8 +35,7 @@ int rn_config_parse(json_t *root, const char *path, const tk_run_cfg *run, rn_co
                                              "zero_init_residual", "stem", NULL};
     static const char *const data_keys[] = {"eval_resize", "crop_scale", "crop_ratio", "flip", "mean", "std",
                                             "decoder", "train_samples", "eval_samples", "note", NULL};
-    static const char *const precisions[] = {"fp32", "bf16", NULL}, *const inits[] = {"torchvision", "mlperf", NULL},
-                             *const stems[] = {"auto", "s2d", "direct", NULL};
+    static const char *const inits[] = {"torchvision", "mlperf", NULL}, *const stems[] = {"auto", "s2d", "direct", NULL};
     memset(cfg, 0, sizeof *cfg);
     TRY(tk_cfg_keys(root, path, "model", model_keys, e));
     TRY(tk_cfg_keys(root, path, "data", data_keys, e));
@@ -63,9 +64,9 @@ int rn_config_parse(json_t *root, const char *path, const tk_run_cfg *run, rn_co
     cfg->image_size = (int)v;
     if (cfg->image_size >> (cfg->nstages + 1) < 1)
         return tk_cfg_bad(e, path, "model.image_size", "too small for the stem and the stages' strides");
-    int k = 0;
-    TRY(tk_cfg_enum(root, path, "model.precision", precisions, 0, &k, e));
-    cfg->bf16 = k == 1;
+    tk_precision pr;
+    TRY(tk_cfg_precision(root, path, rn_precisions, &pr, e));
+    cfg->bf16 = pr == TK_PRECISION_BF16;
     cfg->label_smoothing = 0.1;
     cfg->bn_eps = 1e-5;
     cfg->bn_momentum = 0.1;

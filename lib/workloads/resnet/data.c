@@ -411,9 +411,8 @@ void rn_shared_free(rn_shared *sh) {
 int rn_reader_open(const rn_config *cfg, int rank, int world, char *const *paths, int npaths, rn_reader **out,
                    tk_err *e) {
     *out = NULL;
-    if (world < 1 || cfg->batch % world != 0)
-        return tk_err_set(e, TK_EUSAGE, "resnet: the global batch (%lld) must be a multiple of the world size (%d)",
-                          (long long)cfg->batch, world);
+    int64_t per_rank;
+    TRY(tk_per_rank_batch("resnet", cfg->batch, world, &per_rank, e));
     rn_reader *r = calloc(1, sizeof *r);
     if (!r) return tk_err_set(e, TK_EIO, "out of host memory");
     r->cfg = cfg;
@@ -421,7 +420,7 @@ int rn_reader_open(const rn_config *cfg, int rank, int world, char *const *paths
     r->world = world;
     r->perm_epoch = -1;
     int rc = shared_load(cfg, paths, npaths, &r->ds, &r->own, e);
-    int b = (int)(cfg->batch / world);
+    int b = (int)per_rank;
     if (!rc && !(r->rec = malloc((size_t)b * sizeof *r->rec))) rc = tk_err_set(e, TK_EIO, "out of host memory");
     if (!rc) rc = decoder_open(cfg, r->ds, b, &r->dec, e);
     if (rc) {

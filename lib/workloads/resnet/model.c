@@ -333,12 +333,9 @@ int rn_create(const rn_config *cfg, const tk_wl_env *env, rn_model **out, tk_err
         tk_err_hint(e, "the cpu backend is the fp32 reference: --set model.precision=fp32");
         goto fail;
     }
-    if (cfg->batch % world != 0) {
-        rc = tk_err_set(e, TK_EUSAGE, "resnet: the global batch (%lld) must be a multiple of the world size (%d)",
-                        (long long)cfg->batch, world);
-        goto fail;
-    }
-    m->b = (int)(cfg->batch / world);
+    int64_t per_rank;
+    if ((rc = tk_per_rank_batch("resnet", cfg->batch, world, &per_rank, e))) goto fail;
+    m->b = (int)per_rank;
     if (m->c->backend == TK_BACKEND_CUDA) {
         if ((rc = tk_cudnn_create(m->c, 0, &m->dnn, e))) goto fail;
         if ((rc = pick_stem(m, e))) goto fail;

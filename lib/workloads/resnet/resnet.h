@@ -34,6 +34,9 @@
 #include "engine/workload.h"
 #include "gpu/gpu.h"
 
+// The precisions it supports (its table's, model.precision: engine/cfg.h tk_cfg_precision).
+extern const char *const rn_precisions[];
+
 #define RN_MAX_STAGES 4
 #define RN_MAX_BLOCKS 64
 #define RN_NBUF 5 // backward scratch buffers (a block's backward holds at most 4 at once)
@@ -148,7 +151,6 @@ typedef struct rn_model {
     tk_cast_span casts[4 * RN_MAX_BLOCKS]; // each rn_conv.dwt into its dw, at the backward's end
     int ncasts;
     tk_arena acts;
-    int64_t spe;                 // steps per epoch (prepare)
     tk_params own_params;        // standalone models (tests): their own flat buffers, ranks and
     tk_dist own_dist;            // device scalars (lr, step, loss accumulator)
     void *own_scalars;

@@ -67,12 +67,11 @@ static void wl_inputs(void *model, void **f) {
     f[1] = m->in_label;
 }
 
-// Before training: the epoch length (the MLLOG's warm-up epochs), and a line saying how the model
-// runs here (cuDNN, its plans, the stem's form and channels).
+// Before training: a line saying how the model runs here (cuDNN, its plans, the stem's form and
+// channels).
 static int wl_prepare(void *model, void *rd, int64_t spe, json_t **line, tk_err *e) {
     rn_model *m = model;
-    (void)rd, (void)e;
-    m->spe = spe;
+    (void)rd, (void)spe, (void)e;
     size_t ws = m->dnn ? tk_cudnn_ws_bytes(m->dnn) : 0;
     *line = json_pack("{s:s, s:I, s:i, s:s, s:i, s:s?, s:i, s:I}", "type", "resnet", "batch_per_rank",
                       (json_int_t)m->b, "blocks", m->nblk, "stem", m->s2d ? "s2d" : "direct", "stem_channels", m->cin,
@@ -106,11 +105,13 @@ static json_t *opt_num(const rn_model *m, const char *key, double def) {
 }
 static int opt_has(const rn_model *m, const char *key) { return json_object_get(m->cfg.optimizer, key) != NULL; }
 
-// Warm-up epochs: warmup_epochs, or warmup_steps over the epoch's updates.
-static json_t *warmup_epochs(const rn_model *m) {
+// Warm-up epochs: warmup_epochs, or warmup_steps over the epoch's updates (the engine's
+// run->steps_per_epoch).
+static json_t *warmup_epochs(const rn_model *m, const tk_run_cfg *run) {
     if (opt_has(m, "warmup_epochs") || !opt_has(m, "warmup_steps")) return opt_num(m, "warmup_epochs", 0);
     json_t *s = json_object_get(m->cfg.optimizer, "warmup_steps");
-    return json_real(m->spe > 0 ? json_number_value(s) / (double)m->spe : 0);
+    const int64_t spe = run->steps_per_epoch;
+    return json_real(spe > 0 ? json_number_value(s) / (double)spe : 0);
 }
 
 // The closed_resnet rules: opt_name, then lars_* (closed_resnet_lars) or sgd_* (closed_resnet_sgd)
@@ -118,7 +119,6 @@ static json_t *warmup_epochs(const rn_model *m) {
 // model_bn_span (the samples one BN normalizes over: this rank's batch).
 static int wl_mllog_hparams(void *model, const tk_run_cfg *run, tk_mllog *L, tk_err *e) {
     rn_model *m = model;
-    (void)run;
     const char *name = json_string_value(json_object_get(m->cfg.optimizer, "name"));
     const int lars = name && strcmp(name, "lars") == 0;
     const char *p = lars ? "lars_opt" : "sgd_opt";
@@ -138,9 +138,9 @@ static int wl_mllog_hparams(void *model, const tk_run_cfg *run, tk_mllog *L, tk_
 #undef KEY
     if (lars) {
         TRY(TK_MLLOG_EVENT(L, "lars_epsilon", opt_num(m, "eps", 0), NULL, e));
-        TRY(TK_MLLOG_EVENT(L, "lars_opt_learning_rate_warmup_epochs", warmup_epochs(m), NULL, e));
+        TRY(TK_MLLOG_EVENT(L, "lars_opt_learning_rate_warmup_epochs", warmup_epochs(m, run), NULL, e));
     } else {
-        TRY(TK_MLLOG_EVENT(L, "opt_learning_rate_warmup_epochs", warmup_epochs(m), NULL, e));
+        TRY(TK_MLLOG_EVENT(L, "opt_learning_rate_warmup_epochs", warmup_epochs(m, run), NULL, e));
     }
     return TK_MLLOG_EVENT(L, "model_bn_span", json_integer(m->b), NULL, e);
 }
@@ -181,6 +181,7 @@ const tk_workload tk_workload_resnet = {
     .name = "resnet",
     .summary = "ResNet-50 v1.5 (MLPerf Training v1.x image classification, ImageNet), target top-1",
     .metric = "top1",
+    .precisions = rn_precisions,
     .sections = rn_sections,
     .config = wl_config,
     .config_free = wl_config_free,
