@@ -4,11 +4,7 @@
 #include "dispatch.h"
 
 size_t tk_auc_ws_bytes(tk_backend b, int64_t n) {
-#ifdef TK_HAVE_CUDA
-    if (b == TK_BACKEND_CUDA) return tk_auc_ws_bytes_cuda(n);
-#endif
-    (void)b;
-    return (size_t)n * 8;
+    return TK_DISPATCH_SIZE(b, (size_t)n * 8, tk_auc_ws_bytes_cuda(n));
 }
 
 int tk_auc(tk_ctx *c, const float *score, const uint8_t *label, int64_t n, void *ws, double *auc,

@@ -4,11 +4,8 @@
 #include "dispatch.h"
 
 size_t tk_bert_embed_bwd_ws_bytes(tk_backend b, int B, int L, int H, int T) {
-#ifdef TK_HAVE_CUDA
-    if (b == TK_BACKEND_CUDA) return tk_bert_embed_bwd_ws_bytes_cuda(B, L, H, T);
-#endif
-    (void)b, (void)B, (void)L, (void)H, (void)T;
-    return 0;
+    (void)B, (void)L, (void)H, (void)T; // used only by the cuda size
+    return TK_DISPATCH_SIZE(b, 0, tk_bert_embed_bwd_ws_bytes_cuda(B, L, H, T));
 }
 
 int tk_bert_embed_fwd(tk_ctx *c, tk_dtype wt, tk_dtype act, int B, int L, int H, const int32_t *ids,

@@ -4,11 +4,8 @@
 #include "dispatch.h"
 
 size_t tk_bn_ws_bytes(tk_backend b, int64_t M, int C) {
-#ifdef TK_HAVE_CUDA
-    if (b == TK_BACKEND_CUDA) return tk_bn_ws_bytes_cuda(M, C);
-#endif
-    (void)b, (void)M, (void)C;
-    return 0;
+    (void)M, (void)C; // used only by the cuda size
+    return TK_DISPATCH_SIZE(b, 0, tk_bn_ws_bytes_cuda(M, C));
 }
 
 int tk_bn_fwd_train_mask(tk_ctx *c, tk_dtype t, const void *x, int64_t M, int C, const float *gamma, const float *beta,

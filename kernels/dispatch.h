@@ -20,4 +20,13 @@
          : (ref_call))
 #endif
 
+// A size query (workspace bytes) by backend: the cuda kernel's size on cuda, ref_size on the cpu.
+// Without CUDA the cuda expression is not compiled; a parameter only it uses then needs (void).
+#ifdef TK_HAVE_CUDA
+#define TK_DISPATCH_SIZE(b, ref_size, cuda_size)                                                   \
+    ((b) == TK_BACKEND_CUDA ? (size_t)(cuda_size) : (size_t)(ref_size))
+#else
+#define TK_DISPATCH_SIZE(b, ref_size, cuda_size) ((void)(b), (size_t)(ref_size))
+#endif
+
 #endif

@@ -15,11 +15,7 @@ int tk_embedding_fwd(tk_ctx *c, const void *w, tk_dtype wtype, const int64_t *ro
 }
 
 size_t tk_embedding_bwd_ws_bytes(tk_backend b, int B, int T) {
-#ifdef TK_HAVE_CUDA
-    if (b == TK_BACKEND_CUDA) return tk_embedding_bwd_ws_bytes_cuda(B, T);
-#endif
-    (void)b;
-    return (size_t)B * (size_t)T * sizeof(uint64_t);
+    return TK_DISPATCH_SIZE(b, (size_t)B * (size_t)T * sizeof(uint64_t), tk_embedding_bwd_ws_bytes_cuda(B, T));
 }
 
 int tk_embedding_bwd_sgd_act(tk_ctx *c, void *w, tk_dtype wtype, const int64_t *row_off,

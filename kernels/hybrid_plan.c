@@ -4,12 +4,9 @@
 #include "hybrid_plan.h"
 
 size_t tk_hybrid_plan_ws_bytes(tk_backend be, int B, int T, int W, int64_t nf) {
-#ifdef TK_HAVE_CUDA
-    if (be == TK_BACKEND_CUDA) return tk_hybrid_plan_ws_bytes_cuda(B, T, W, nf);
-#endif
-    (void)be;
-    // fidx (B, T), the unsorted frequent uses (2, b T), the counting sort's counts (nf + 1)
-    return ((size_t)B * T + 2 * (size_t)(B / W) * T + (size_t)nf + 1) * 4;
+    // the reference's: fidx (B, T), the unsorted frequent uses (2, b T), the counting sort's counts (nf + 1)
+    size_t ref = ((size_t)B * T + 2 * (size_t)(B / W) * T + (size_t)nf + 1) * 4;
+    return TK_DISPATCH_SIZE(be, ref, tk_hybrid_plan_ws_bytes_cuda(B, T, W, nf));
 }
 
 int tk_hybrid_plan(tk_ctx *c, const tk_hybrid_plan_args *a, tk_err *e) {

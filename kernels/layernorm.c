@@ -4,11 +4,8 @@
 #include "layernorm.h"
 
 size_t tk_layernorm_bwd_ws_bytes(tk_backend b, int64_t R, int H) {
-#ifdef TK_HAVE_CUDA
-    if (b == TK_BACKEND_CUDA) return tk_layernorm_bwd_ws_bytes_cuda(R, H);
-#endif
-    (void)b, (void)R, (void)H;
-    return 0;
+    (void)R, (void)H; // used only by the cuda size
+    return TK_DISPATCH_SIZE(b, 0, tk_layernorm_bwd_ws_bytes_cuda(R, H));
 }
 
 int tk_layernorm_fwd(tk_ctx *c, tk_dtype act, int64_t R, int H, const void *x, const void *res,

@@ -2,14 +2,12 @@
 // (optim_ref.c), the cuda backend the kernels (optim.cu) on the context's compute stream. Nothing
 // here synchronizes or allocates, so the call can be captured in a CUDA graph.
 
+#include "dispatch.h"
 #include "optim.h"
 
 size_t tk_optim_ws_bytes(tk_backend b, int nseg, size_t n) {
-#ifdef TK_HAVE_CUDA
-    if (b == TK_BACKEND_CUDA) return tk_optim_ws_bytes_cuda(nseg, n);
-#endif
-    (void)b, (void)nseg, (void)n;
-    return 0;
+    (void)nseg, (void)n; // used only by the cuda size
+    return TK_DISPATCH_SIZE(b, 0, tk_optim_ws_bytes_cuda(nseg, n));
 }
 
 int tk_optim_step(tk_ctx *c, const tk_opt_hp *hp, float *w, const float *g, float *state, size_t n,

@@ -10,11 +10,8 @@ int tk_rows_copy(tk_ctx *c, const void *src, tk_dtype st, const int32_t *spos, v
 }
 
 size_t tk_rows_segsum_ws_bytes(tk_backend b, int64_t nitems, int D) {
-#ifdef TK_HAVE_CUDA
-    if (b == TK_BACKEND_CUDA) return tk_rows_segsum_ws_bytes_cuda(nitems, D);
-#endif
-    (void)b, (void)nitems, (void)D;
-    return 0;
+    (void)nitems, (void)D; // used only by the cuda size
+    return TK_DISPATCH_SIZE(b, 0, tk_rows_segsum_ws_bytes_cuda(nitems, D));
 }
 
 int tk_rows_segsum(tk_ctx *c, const void *src, tk_dtype st, const int32_t *pos, const int32_t *seg_off,

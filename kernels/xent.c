@@ -4,11 +4,7 @@
 #include "xent.h"
 
 size_t tk_xent_ws_bytes(tk_backend b, int R) {
-#ifdef TK_HAVE_CUDA
-    if (b == TK_BACKEND_CUDA) return tk_xent_ws_bytes_cuda(R);
-#endif
-    (void)b;
-    return (size_t)(R > 0 ? R : 1) * sizeof(double);
+    return TK_DISPATCH_SIZE(b, (size_t)(R > 0 ? R : 1) * sizeof(double), tk_xent_ws_bytes_cuda(R));
 }
 
 int tk_xent_fwd_bwd(tk_ctx *c, tk_dtype act, int R, int C, int ld, const void *logits, const int32_t *labels,

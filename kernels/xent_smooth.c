@@ -4,11 +4,8 @@
 #include "xent_smooth.h"
 
 size_t tk_xent_smooth_ws_bytes(tk_backend b, int B) {
-#ifdef TK_HAVE_CUDA
-    if (b == TK_BACKEND_CUDA) return tk_xent_smooth_ws_bytes_cuda(B);
-#endif
-    (void)b, (void)B;
-    return 0;
+    (void)B; // used only by the cuda size
+    return TK_DISPATCH_SIZE(b, 0, tk_xent_smooth_ws_bytes_cuda(B));
 }
 
 int tk_xent_smooth(tk_ctx *c, const float *z, const int32_t *label, int B, int K, int N, float eps, tk_dtype t,
