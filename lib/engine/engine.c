@@ -159,6 +159,7 @@ static int log_preamble(tk_run *r, tk_err *e) {
     TRY(TK_MLLOG_EVENT(L, "seed", json_integer((json_int_t)rc->seed), NULL, e));
     TRY(TK_MLLOG_EVENT(L, "global_batch_size", json_integer(rc->batch), NULL, e));
     TRY(TK_MLLOG_EVENT(L, "gradient_accumulation_steps", json_integer(1), NULL, e));
+    if (r->wl->version >= TK_WORKLOAD_V3) TRY(tk_optimizer_mllog(L, rc, r->wl->opt_mllog, e));
     if (r->wl->mllog_hparams) TRY(r->wl->mllog_hparams(r->I.model, rc, L, e));
     TRY(TK_MLLOG_EVENT(L, "train_samples", json_integer(r->epoch_samples), NULL, e));
     if (r->es) {

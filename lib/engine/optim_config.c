@@ -155,14 +155,30 @@ static int milestones(const ctx *c, int64_t spe, tk_lr_sched *s) {
     return 0;
 }
 
-static int check_keys(const ctx *c, int oi, int si) {
+#define NKEYS (sizeof keys / sizeof keys[0])
+_Static_assert(NKEYS <= 32, "tk_opt_config.given_int has a bit per key");
+
+static int key_index(const char *k) {
+    for (size_t i = 0; i < NKEYS; i++)
+        if (strcmp(k, keys[i].key) == 0) return (int)i;
+    return -1;
+}
+
+int tk_opt_config_given_int(const tk_opt_config *cfg, const char *key) {
+    int i = key_index(key);
+    return i >= 0 && (cfg->given_int >> i & 1);
+}
+
+// Checks every key of the section against its optimizer and schedule, and notes which were
+// written as integers.
+static int check_keys(const ctx *c, int oi, int si, uint32_t *given_int) {
     const char *k;
     const json_t *v;
     json_object_foreach((json_t *)c->obj, k, v) {
-        const struct keydesc *d = NULL;
-        for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
-            if (strcmp(k, keys[i].key) == 0) d = &keys[i];
+        int i = key_index(k);
+        const struct keydesc *d = i >= 0 ? &keys[i] : NULL;
         if (!d) return bad(c, k, "unknown key \"%s\"", k);
+        if (json_is_integer(v)) *given_int |= 1u << i;
         if (!(d->opts >> oi & 1)) return bad(c, k, "\"%s\" is not a key of optimizer \"%s\"", k, opt_names[oi]);
         if (!(d->scheds >> si & 1))
             return bad(c, k, "\"%s\" is not a key of lr_schedule \"%s\"", k, sched_names[si]);
@@ -246,7 +262,7 @@ int tk_opt_config_parse(const json_t *obj, const char *file, const char *jpath, 
     int oi, si;
     TRY(pick(&c, "name", opt_names, NOPT, NULL, &oi));
     TRY(pick(&c, "lr_schedule", sched_names, NSCHED, "poly", &si));
-    TRY(check_keys(&c, oi, si));
+    TRY(check_keys(&c, oi, si, &cfg->given_int));
     cfg->name = opt_names[oi];
     cfg->schedule = sched_names[si];
     TRY(parse_hp(&c, oi, &cfg->hp));

@@ -7,6 +7,7 @@
 #define TK_ENGINE_OPTIM_CONFIG_H
 
 #include <jansson.h>
+#include <stdint.h>
 
 #include "lr_schedule.h"
 #include "optim.h"
@@ -22,7 +23,12 @@ typedef struct tk_opt_config {
     const char *schedule;  // "poly", "warmup_poly", "lars_poly", "step", "cosine"
     double warmup_epochs;  // as given in the config, or -1 when given in steps (for MLLOG)
     double total_epochs;   // likewise
+    uint32_t given_int;    // bit i: key i of the section's key table was written as a JSON integer
+                           // (tk_opt_config_given_int: MLLOG keeps the config's form, 37 not 37.0)
 } tk_opt_config;
+
+// Whether the section gave key as a JSON integer (an absent key, or a real: 0).
+int tk_opt_config_given_int(const tk_opt_config *cfg, const char *key);
 
 // Parses and checks obj, the optimizer object of the config file `file` at JSON path jpath
 // (e.g. "optimizer"; errors then name "FILE: $.optimizer.beta1"). steps_per_epoch: optimizer

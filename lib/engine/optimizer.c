@@ -1,6 +1,7 @@
 // The engine's optimizer (optimizer.h).
 #include "engine/optimizer.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,4 +86,61 @@ int tk_optimizer_update(tk_optimizer *o, tk_params *P, const float *lr, int64_t 
     // (the copy type is only read when there is a copy)
     return tk_optim_step(o->c, &o->cfg.hp, P->dense_w, P->dense_g, o->state, P->dense_n, o->seg_dev, o->seg_host,
                          o->nseg, lr, step, P->copy, P->copy ? P->copy_type : TK_BF16, o->ws, e);
+}
+
+// ---- MLLOG ----
+
+// The value of v, and the config key whose JSON form 'g' follows (NULL: none, a real).
+static double optv_value(const tk_run_cfg *run, tk_optv v, const char **src) {
+    const tk_opt_config *o = &run->opt;
+    const tk_lr_sched *s = &o->lr;
+    const double spe = run->steps_per_epoch > 0 ? (double)run->steps_per_epoch : 0;
+    const int poly = s->kind == TK_LR_POLY;
+    *src = NULL;
+    switch (v) {
+    case TK_OPTV_NAME: return 0;
+    case TK_OPTV_BASE_LR: return *src = "base_lr", s->base_lr;
+    case TK_OPTV_END_LR: return poly ? (*src = "min_lr", s->min_lr) : (*src = "end_lr", s->end_lr);
+    case TK_OPTV_POLY_POWER: return *src = "poly_power", s->power;
+    case TK_OPTV_WARMUP_STEPS: return (double)s->warmup_steps;
+    case TK_OPTV_WARMUP_EPOCHS:
+        if (o->warmup_epochs >= 0) return *src = "warmup_epochs", o->warmup_epochs;
+        return spe > 0 ? (double)s->warmup_steps / spe : 0;
+    case TK_OPTV_START_WARMUP: return (double)s->start_warmup;
+    case TK_OPTV_DECAY_START: return (double)s->decay_start;
+    case TK_OPTV_DECAY_STEPS: return (double)s->decay_steps;
+    case TK_OPTV_TOTAL_STEPS: return (double)(s->total_steps > 0 ? s->total_steps : run->max_steps);
+    case TK_OPTV_DECAY_LENGTH:
+        if (o->total_epochs >= 0) return *src = "total_epochs", o->total_epochs;
+        if (poly) return *src = "decay_steps", (double)s->decay_steps;
+        return spe > 0 ? (double)s->total_steps / spe : 0;
+    case TK_OPTV_WEIGHT_DECAY: return *src = "weight_decay", o->hp.weight_decay;
+    case TK_OPTV_MOMENTUM: return *src = "momentum", o->hp.momentum;
+    case TK_OPTV_EPS: return *src = "eps", o->hp.eps;
+    case TK_OPTV_BETA1: return *src = "beta1", o->hp.beta1;
+    case TK_OPTV_BETA2: return *src = "beta2", o->hp.beta2;
+    case TK_OPTV_ZERO: return 0;
+    }
+    return 0;
+}
+
+int tk_optimizer_mllog(tk_mllog *L, const tk_run_cfg *run, const tk_opt_mllog_key *keys, tk_err *e) {
+    const char *name = run->opt.name;
+    if (!keys) return 0;
+    if (!name) return tk_err_set(e, TK_EINTERNAL, "optimizer MLLOG keys before the optimizer was parsed");
+    for (const tk_opt_mllog_key *k = keys; k && k->key; k++) {
+        if (k->only && (k->only[0] == '!' ? strcmp(name, k->only + 1) == 0 : strcmp(name, k->only) != 0)) continue;
+        char key[96];
+        if (snprintf(key, sizeof key, k->key, name) >= (int)sizeof key)
+            return tk_err_set(e, TK_EINTERNAL, "MLLOG key too long: %s", k->key);
+        const char *src;
+        double x = optv_value(run, k->v, &src);
+        json_t *val;
+        if (k->v == TK_OPTV_NAME) val = json_string(name);
+        else if (k->form == 'i' || (k->form == 'g' && src && tk_opt_config_given_int(&run->opt, src)))
+            val = json_integer((json_int_t)llround(x));
+        else val = json_real(x);
+        TRY(TK_MLLOG_EVENT(L, key, val, NULL, e));
+    }
+    return 0;
 }

@@ -11,6 +11,8 @@
 #include <stdint.h>
 
 #include "core/err.h"
+#include "core/mllog.h"
+#include "engine/config.h"
 #include "engine/optim_config.h"
 #include "engine/params.h"
 
@@ -44,6 +46,44 @@ int tk_optimizer_schedule(tk_optimizer *o, int64_t *step, float *lr, tk_err *e);
 // One update of P's dense span with its gradients at lr; step counts the updates including this
 // one (decremented when a non-finite gradient is skipped). Writes P's compute copy too.
 int tk_optimizer_update(tk_optimizer *o, tk_params *P, const float *lr, int64_t *step, tk_err *e);
+
+// ---- the optimizer's MLLOG keys ----
+// What a key's value is, read from the parsed "optimizer" section (run->opt): the engine logs what
+// the optimizer really runs with, the defaults included.
+typedef enum tk_optv {
+    TK_OPTV_NAME,          // the optimizer's name ("sgd", "lamb", "lars", ...): a string
+    TK_OPTV_BASE_LR,
+    TK_OPTV_END_LR,        // the schedule's floor: min_lr (poly) or end_lr (the others)
+    TK_OPTV_POLY_POWER,
+    TK_OPTV_WARMUP_STEPS,
+    TK_OPTV_WARMUP_EPOCHS, // warmup_epochs as given, else the warm-up steps / steps per epoch
+    TK_OPTV_START_WARMUP,  // warmup_poly's start_warmup_step
+    TK_OPTV_DECAY_START,   // poly's decay_start_step
+    TK_OPTV_DECAY_STEPS,   // poly's decay_steps
+    TK_OPTV_TOTAL_STEPS,   // the schedule's total_steps (train.max_steps when it has none)
+    TK_OPTV_DECAY_LENGTH,  // the decay's length as the config gives it: total_epochs, else poly's
+                           // decay_steps, else total_steps / steps per epoch
+    TK_OPTV_WEIGHT_DECAY,
+    TK_OPTV_MOMENTUM,
+    TK_OPTV_EPS,
+    TK_OPTV_BETA1,
+    TK_OPTV_BETA2,
+    TK_OPTV_ZERO,          // the number 0 (a key the rules want whose value is fixed at 0)
+} tk_optv;
+
+// One MLLOG key of a benchmark's optimizer (its rules' name for it); a workload lists them in its
+// table (workload.h opt_mllog), {NULL} terminated, in the order they are logged.
+typedef struct tk_opt_mllog_key {
+    const char *key;   // the MLLOG key; "%s" in it is replaced by the optimizer's name
+                       // ("%s_opt_base_learning_rate": lars_opt_base_learning_rate)
+    tk_optv v;
+    char form;         // 'i': an integer, 'r': a real, 'g': as the config wrote it (an integer when
+                       // the section gave the key as one, else a real)
+    const char *only;  // logged only for this optimizer ("lamb"), or for any but it ("!lars"); NULL: always
+} tk_opt_mllog_key;
+
+// Logs keys (NULL: none) for the run's parsed optimizer (run->opt, run->steps_per_epoch).
+int tk_optimizer_mllog(tk_mllog *L, const tk_run_cfg *run, const tk_opt_mllog_key *keys, tk_err *e);
 
 #ifdef __cplusplus
 }

@@ -1,17 +1,23 @@
 // The registry of workloads: the one file that lists them. Adding a workload adds its files under
-// lib/workloads/NAME/, an extern line and a table entry here (man/man7/trainkit-workload.7).
+// lib/workloads/NAME/ and one line WL(NAME) below (its table is tk_workload_NAME), in the place
+// --help lists it (man/man7/trainkit-workload.7).
 #include "engine/registry.h"
 
 #include <stdio.h>
 #include <string.h>
 
-extern const tk_workload tk_workload_dlrm;
-extern const tk_workload tk_workload_bert;
-extern const tk_workload tk_workload_mlp;
-extern const tk_workload tk_workload_resnet;
+#define WORKLOADS \
+    WL(dlrm)      \
+    WL(bert)      \
+    WL(resnet)    \
+    WL(mlp)
 
-static const tk_workload *const all[] = {&tk_workload_dlrm, &tk_workload_bert, &tk_workload_resnet, &tk_workload_mlp,
-                                         NULL};
+#define WL(name) extern const tk_workload tk_workload_##name;
+WORKLOADS
+#undef WL
+#define WL(name) &tk_workload_##name,
+static const tk_workload *const all[] = {WORKLOADS NULL};
+#undef WL
 
 const tk_workload *const *tk_workloads(void) { return all; }
 

@@ -28,6 +28,7 @@
 #include "engine/config.h"
 #include "engine/dist.h"
 #include "engine/loader.h"
+#include "engine/optimizer.h"
 #include "engine/params.h"
 #include "gpu/gpu.h"
 
@@ -37,6 +38,7 @@ extern "C" {
 
 #define TK_WORKLOAD_V1 1
 #define TK_WORKLOAD_V2 2 // + reader_device
+#define TK_WORKLOAD_V3 3 // + opt_mllog
 
 // What the engine hands a model at creation.
 typedef struct tk_wl_env {
@@ -74,7 +76,8 @@ typedef struct tk_wl_option {
 } tk_wl_option;
 
 typedef struct tk_workload {
-    int version;                      // TK_WORKLOAD_V2 (V1: the members before reader_device)
+    int version;                      // TK_WORKLOAD_V3 (V1: the members before reader_device, V2:
+                                      // before opt_mllog)
     const char *name;                 // the config's "workload" and MLLOG submission_benchmark
     const char *summary;              // one line for --help
     const char *metric;               // its eval metric: the config's target.metric and the key of
@@ -203,6 +206,12 @@ typedef struct tk_workload {
     // that blocks its loader thread, never the loop). host_batch is not called for batches with
     // device fields, so a workload whose graph_key needs the host fields answers 0. NULL: host.
     unsigned (*reader_device)(void *rd, int device);
+
+    // ---- the optimizer's MLLOG keys (version 3) ----
+    // The benchmark's names for the optimizer's and schedule's hyperparameters, {NULL} terminated:
+    // the engine logs them (engine/optimizer.h tk_optimizer_mllog) from the parsed "optimizer"
+    // section, after its common keys and before mllog_hparams. NULL: none.
+    const tk_opt_mllog_key *opt_mllog;
 } tk_workload;
 
 // Whether metric value v reaches target: at or above it, or at or below it when lower is better
