@@ -7,8 +7,9 @@
 #
 #   contrib/bench/ab.sh OLD_BUILD NEW_BUILD        e.g. build-old build-cuda
 #
-# Knobs: ROUNDS=1 (pairs AB BA), BENCHES="dlrm bert resnet", and each script's own (STEPS, DATA,
-# LENGTHS=wikipedia for BERT by default here, BATCH...). Exit 0 when every run gave a number, 1
+# Knobs: ROUNDS=1 (pairs AB BA), BENCHES="dlrm bert resnet", DLRM_DATA / BERT_DATA (the scripts'
+# DATA: where their training data is made or found), and each script's own (STEPS, LENGTHS=wikipedia
+# for BERT by default here, BATCH...). Exit 0 when every run gave a number, 1
 # otherwise, 2 for a usage error.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 4
@@ -25,8 +26,8 @@ one() { # bench tag dir n
     local b=$1 tag=$2 dir=$3 n=$4 log=$OUT/$1-$2-$4
     mkdir -p "$log"
     case $b in
-    dlrm) BUILD=$dir PEERS=0 FULL=0 OURS_F32=0 LOGDIR=$log contrib/bench/dlrm.sh >"$log/out" 2>&1 ;;
-    bert) BUILD=$dir PEERS=0 PROFILE=0 contrib/bench/bert.sh >"$log/out" 2>&1 ;;
+    dlrm) env ${DLRM_DATA:+DATA="$DLRM_DATA"} BUILD="$dir" PEERS=0 FULL=0 OURS_F32=0 LOGDIR=$log contrib/bench/dlrm.sh >"$log/out" 2>&1 ;;
+    bert) env ${BERT_DATA:+DATA="$BERT_DATA"} BUILD="$dir" PEERS=0 PROFILE=0 contrib/bench/bert.sh >"$log/out" 2>&1 ;;
     resnet) BUILD=$dir PEERS=0 LOGDIR=$log contrib/bench/resnet.sh >"$log/out" 2>&1 ;;
     esac
     local got
