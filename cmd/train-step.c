@@ -18,7 +18,7 @@
 
 static const char *prog = "train-step";
 static const char *usage =
-    "usage: train-step --config FILE --train PATH... (--eval PATH... | --eval-dir DIR) [options]\n"
+    "usage: train-step --config FILE --train PATH... (--eval PATH... | --eval-dir DIR | --no-eval) [options]\n"
     "       train-step --help\n";
 
 #define MAX_PATHS 256
@@ -39,6 +39,8 @@ static void help(void) {
            "      --eval-dir DIR      out-of-process evaluation: write checkpoints to DIR at each\n"
            "                          eval point and read DIR/NAME.eval.json from evaluate --follow\n"
            "      --eval-wait SEC     at the end, wait this long for pending results (600)\n"
+           "      --no-eval           train without evaluating (a throughput run: share/scale\n"
+           "                          --steps); exit 0 once every step ran\n"
            "      --eval-every N      evaluate every N training samples (default: the config's\n"
            "                          train.evals_per_epoch or train.eval_every_samples)\n"
            "  -b, --backend B         cpu, cuda or auto (default auto)\n"
@@ -150,7 +152,7 @@ int main(int argc, char **argv) {
     enum {
         O_MLLOG = 256, O_CKDIR, O_CKEVERY, O_RESUME, O_EVERY, O_SEED, O_EPOCHS, O_STEPS, O_NOGRAPH,
         O_EVDIR, O_WAIT, O_DUMP, O_SET, O_LOGEVERY, O_THREADS, O_ORG, O_PLATFORM, O_PROGRESS,
-        O_PRECISION, O_LOADER, O_RDV, O_CTIMEOUT, O_PROFILE, O_INIT, O_HOSTB
+        O_PRECISION, O_LOADER, O_RDV, O_CTIMEOUT, O_PROFILE, O_INIT, O_HOSTB, O_NOEVAL
     };
     static struct option longopts[64 + MAX_WL_OPTS] = {
         {"workload", required_argument, 0, 'w'}, {"config", required_argument, 0, 'c'},
@@ -158,6 +160,7 @@ int main(int argc, char **argv) {
         {"backend", required_argument, 0, 'b'},  {"mllog", required_argument, 0, O_MLLOG},
         {"ckpt-dir", required_argument, 0, O_CKDIR}, {"ckpt-every", required_argument, 0, O_CKEVERY},
         {"resume", required_argument, 0, O_RESUME}, {"eval-every", required_argument, 0, O_EVERY},
+        {"no-eval", no_argument, 0, O_NOEVAL},
         {"init-checkpoint", required_argument, 0, O_INIT},
         {"seed", required_argument, 0, O_SEED},  {"max-epochs", required_argument, 0, O_EPOCHS},
         {"max-steps", required_argument, 0, O_STEPS}, {"no-graphs", no_argument, 0, O_NOGRAPH},
@@ -223,6 +226,7 @@ int main(int argc, char **argv) {
             break;
         case O_STEPS: rc = tk_parse_i64(optarg, 1, INT64_MAX, "--max-steps", &o.max_steps, &e); break;
         case O_NOGRAPH: o.no_graphs = 1; break;
+        case O_NOEVAL: o.no_eval = 1; break;
         case O_HOSTB: o.host_batches = 1; break;
         case O_PROFILE: o.profile = 1; break;
         case O_EVDIR: o.eval_dir = optarg; break;
@@ -260,7 +264,9 @@ int main(int argc, char **argv) {
         return usage_error("--workload: unknown workload '%s' (known: %s)", o.workload, tk_workload_names());
     if (!o.config) return usage_error("--config is required");
     if (ntrain == 0) return usage_error("--train is required");
-    if (!o.dump && neval == 0 && !o.eval_dir) return usage_error("--eval or --eval-dir is required");
+    if (o.no_eval && (neval > 0 || o.eval_dir)) return usage_error("--no-eval excludes --eval and --eval-dir");
+    if (!o.dump && !o.no_eval && neval == 0 && !o.eval_dir)
+        return usage_error("--eval or --eval-dir is required (or --no-eval)");
     if (neval > 0 && o.eval_dir) return usage_error("--eval and --eval-dir are exclusive");
     if (o.ckpt_every > 0 && !o.ckpt_dir) return usage_error("--ckpt-every needs --ckpt-dir");
     if (o.resume && o.init_ckpt) return usage_error("--resume and --init-checkpoint are exclusive");

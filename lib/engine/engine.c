@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "core/mllog.h"
@@ -50,11 +51,19 @@ static int log_progress(tk_run *r, double t0_window, int64_t steps_window, tk_er
         return tk_err_hint(e, "lower optimizer.base_lr or lengthen optimizer.warmup_steps");
     }
     double dt = tk_now() - t0_window, per = steps_window > 0 ? 1e3 / (double)steps_window : 0;
+    double rate = dt > 0 ? (double)(steps_window * r->B) / dt : 0.0;
+    if (r->nwin == r->capwin) { // (kept for the result line's steady state)
+        int64_t cap = r->capwin ? 2 * r->capwin : 64;
+        double *w = realloc(r->win, (size_t)cap * sizeof *w);
+        if (!w) return tk_err_set(e, TK_EIO, "out of host memory");
+        r->win = w, r->capwin = cap;
+    }
+    r->win[r->nwin++] = rate;
     json_t *o = json_pack("{s:s, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f}", "type", "progress", "step",
                           (json_int_t)r->step, "samples", (json_int_t)(r->step * r->B), "epoch",
                           epoch_num(r, r->step) - 1, "loss", loss, "lr", tk_optimizer_lr_at(&r->I.run.opt, r->step - 1),
-                          "samples_per_s", dt > 0 ? (double)(steps_window * r->B) / dt : 0.0, "loader_wait_ms",
-                          r->wait_loader * per, "copy_wait_ms", r->wait_copy * per);
+                          "samples_per_s", rate, "loader_wait_ms", r->wait_loader * per, "copy_wait_ms",
+                          r->wait_copy * per);
     r->wait_loader = r->wait_copy = 0;
     return tk_run_emit(r, o, e);
 }
@@ -203,6 +212,7 @@ static int use_batch(tk_run *r, int slot, tk_err *e) {
 // with evals_per_epoch (DLRM's "every 0.05 epoch"); a cadence in samples (MLPerf ResNet's every 4
 // epochs after an offset, BERT's formula) is kept as given.
 static int is_eval_step(const tk_run *r, int64_t step, int64_t stop_at) {
+    if (r->o->no_eval) return 0;
     if (step == stop_at || (r->I.run.evals_per_epoch > 0 && step % r->steps_per_epoch == 0))
         return 1;
     return step >= r->eval_first_step && (step - r->eval_first_step) % r->eval_every_steps == 0;
@@ -276,6 +286,10 @@ static int train(tk_run *r, tk_err *e) {
         }
         r->step++;
         sw++;
+        if (r->t_first == 0) { // start-up ends when the first step is done (the device waited for)
+            if ((rc = tk_ctx_sync(r->c, e))) break;
+            r->t_first = tk_now();
+        }
         tk_progress_update(&pr, (uint64_t)r->step);
         int end_of_epoch = r->step % r->steps_per_epoch == 0;
         int is_eval = is_eval_step(r, r->step, stop_at);
@@ -285,11 +299,16 @@ static int train(tk_run *r, tk_err *e) {
             sw = 0;
             if (rc) break;
         }
+        // (the next progress window starts after the evaluation and the checkpoint)
+        double t_ev = tk_now();
         if (is_eval && (rc = eval_point(r, e))) break;
+        double t_ck = tk_now();
         if (o->ckpt_dir && o->ckpt_every > 0 && r->step % o->ckpt_every == 0) {
             char path[4200];
             if ((rc = save_ckpt(r, o->ckpt_dir, path, sizeof path, e))) break;
         }
+        if (is_eval) r->eval_s += t_ck - t_ev, tw += t_ck - t_ev;
+        r->ckpt_s += tk_now() - t_ck, tw += tk_now() - t_ck;
         if (end_of_epoch || r->reached || r->step == stop_at) {
             double epn = (double)(ep + 1);
             rc = TK_MLLOG_END(&r->log, "epoch_stop", NULL, json_pack("{s:f}", "epoch_num", epn), e);
@@ -315,6 +334,26 @@ static int train(tk_run *r, tk_err *e) {
     return rc;
 }
 
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+// The steady state: the median of the progress windows after the first (which holds the start-up:
+// graph captures, the loader's first batches); NaN with fewer than TK_STEADY_MIN of them.
+#define TK_STEADY_MIN 3
+static double steady_rate(const tk_run *r) {
+    int64_t n = r->nwin - 1;
+    if (n < TK_STEADY_MIN) return NAN;
+    double *w = malloc((size_t)n * sizeof *w);
+    if (!w) return NAN;
+    memcpy(w, r->win + 1, (size_t)n * sizeof *w);
+    qsort(w, (size_t)n, sizeof *w, cmp_double);
+    double m = n % 2 ? w[n / 2] : 0.5 * (w[n / 2 - 1] + w[n / 2]);
+    free(w);
+    return m;
+}
+
 // run_stop, the last checkpoint, the profile and result lines; rc is the training's outcome.
 static int finish(tk_run *r, int rc, double tt, int64_t step0, tk_err *e) {
     const tk_train_opts *o = r->o;
@@ -335,14 +374,23 @@ static int finish(tk_run *r, int rc, double tt, int64_t step0, tk_err *e) {
     const char *metric = r->wl->metric;
     char best[48];
     snprintf(best, sizeof best, "best_%s", metric);
+    const char *status = numeric ? "nan" : r->reached ? "success" : o->no_eval ? "trained" : "aborted";
     json_t *res = json_pack("{s:s, s:s, s:b, s:s}", "type", "result", "workload", r->wl->name, "reached", r->reached,
-                            "status", numeric ? "nan" : r->reached ? "success" : "aborted");
+                            "status", status);
     json_object_set_new(res, metric, num(r->last));
     json_object_set_new(res, best, num(r->best));
     json_t *rest = json_pack("{s:f, s:f, s:I, s:I, s:f, s:f}", "target", r->I.run.target, "time_to_train_s", tt, "steps",
                              (json_int_t)r->step, "samples", (json_int_t)(r->step * r->B), "epochs",
                              (double)(r->step * r->B) / (double)r->epoch_samples, "samples_per_s",
                              tt > 0 ? (double)(done * r->B) / tt : 0.0);
+    json_object_update(res, rest);
+    json_decref(rest);
+    // Where the time went: start-up to the end of the first step, the steady state of the progress
+    // windows, evaluations and checkpoints (man/man1/train-step.1)
+    double steady = steady_rate(r);
+    rest = json_pack("{s:o, s:o, s:I, s:f, s:f}", "startup_s", r->t_first > 0 ? json_real(r->t_first - r->t_begin) : json_null(),
+                     "steady_samples_per_s", num(steady), "steady_windows", (json_int_t)(r->nwin > 0 ? r->nwin - 1 : 0),
+                     "eval_s", r->eval_s, "ckpt_s", r->ckpt_s);
     json_object_update(res, rest);
     json_decref(rest);
     if (r->device_loaders > 0) json_object_set_new(res, "device_batches", json_integer(r->device_loaders));
@@ -364,12 +412,12 @@ static int finish(tk_run *r, int rc, double tt, int64_t step0, tk_err *e) {
         *e = e2;
         rc = e2.code;
     }
-    if (!rc && !r->reached) rc = TK_NO;
+    if (!rc && !r->reached && !o->no_eval) rc = TK_NO;
     return rc;
 }
 
 int tk_engine_train(const tk_train_opts *o, tk_err *e) {
-    tk_run R = {.o = o, .last = NAN, .best = NAN};
+    tk_run R = {.o = o, .last = NAN, .best = NAN, .t_begin = tk_now()};
     tk_run *r = &R;
     r->log.fd = -1;
     r->ed = (tk_eval_dir){.dir = o->eval_dir};
@@ -410,6 +458,7 @@ out:
     if (r->made) tk_instance_destroy(&r->I);
     tk_comm_destroy(r->comm);
     tk_eval_dir_free(&r->ed);
+    free(r->win);
     tk_runlog_discard(&r->held, &r->log);
     tk_mllog_close(&r->log);
     tk_ctx_destroy(r->c);

@@ -35,6 +35,8 @@ typedef struct tk_train_opts {
     const char *init_ckpt;         // start from these weights (a foreign checkpoint: the workload's import)
     int64_t max_steps;             // stop after N updates in total (0: the config's)
     int64_t log_every;             // a progress line every N steps (0: at evaluations only)
+    int no_eval;                   // train without evaluating (throughput runs: share/scale --steps);
+                                   // the run then ends "trained" with exit 0 after its steps
     int no_graphs, profile, progress;
     int64_t threads;               // cpu backend threads (0: default)
     int64_t loader_threads;        // 0: default
@@ -50,8 +52,8 @@ typedef struct tk_train_opts {
     void *note_arg;
 } tk_train_opts;
 
-// Runs the whole training: 0 when the target was reached, TK_NO when not, else an error code
-// (e filled). A NaN/Inf loss is TK_ENUMERIC after the run's closing lines were written.
+// Runs the whole training: 0 when the target was reached (with no_eval: when every step ran),
+// TK_NO when not, else an error code (e filled). A NaN/Inf loss is TK_ENUMERIC after the run's closing lines were written.
 int tk_engine_train(const tk_train_opts *o, tk_err *e);
 
 #ifdef __cplusplus

@@ -28,7 +28,12 @@ typedef struct tk_run {
     tk_runlog held;          // its lines until the run can start
     int64_t B, count, steps_per_epoch, epoch_samples, total_steps, eval_every_steps, eval_first_step;
     int64_t step;            // updates applied
-    double t_run0;           // run_start (monotonic)
+    double t_begin;          // tk_engine_train's start (monotonic)
+    double t_run0;           // run_start
+    double t_first;          // the first step of this process done (0: not yet)
+    double eval_s, ckpt_s;   // seconds in evaluations (or their checkpoints) and --ckpt-every saves
+    double *win;             // the progress windows' samples/s, in order (steady_samples_per_s)
+    int64_t nwin, capwin;
     double last, best;       // the metric: last and best evaluation
     int reached, eval_samples_logged;
     tk_eval_dir ed;          // --eval-dir: the checkpoints awaiting an external result

@@ -73,17 +73,17 @@ stable() { jq -c 'del(.started, .wall_s, .command)' "$1"; }
 @test "scale: weak scaling writes one exact JSON line per GPU count, in increasing order" {
     FAKE_TS_ARGS="$T/args" run "$S" -c "$CFG" -g 4,1,2 -b 256 -o "$T/r.jsonl"
     [ "$status" -eq 0 ]
-    [ "${lines[0]}" = "scale: [1/3] gpus=1 global_batch=256: success, 1000.0 samples/s, efficiency 1" ]
-    [ "${lines[1]}" = "scale: [2/3] gpus=2 global_batch=512: success, 1900.0 samples/s, efficiency 0.95" ]
-    [ "${lines[2]}" = "scale: [3/3] gpus=4 global_batch=1024: success, 3600.0 samples/s, efficiency 0.9" ]
+    [ "${lines[0]}" = "scale: [1/3] gpus=1 global_batch=256: success, 1000.0 samples/s (steady), efficiency 1" ]
+    [ "${lines[1]}" = "scale: [2/3] gpus=2 global_batch=512: success, 1900.0 samples/s (steady), efficiency 0.95" ]
+    [ "${lines[2]}" = "scale: [3/3] gpus=4 global_batch=1024: success, 3600.0 samples/s (steady), efficiency 0.9" ]
     [ "${#lines[@]}" -eq 3 ]
     # The fake really ran on 1, 2, 4 ranks with the global batch set to GPUs x 256.
-    [ "$(cat "$T/args")" = "$(printf 'world=1 gb=256 steps=100\nworld=2 gb=512 steps=100\nworld=4 gb=1024 steps=100')" ]
+    [ "$(cat "$T/args")" = "$(printf 'world=1 gb=256 steps=100 no_eval=0 log_every=100\nworld=2 gb=512 steps=100 no_eval=0 log_every=100\nworld=4 gb=1024 steps=100 no_eval=0 log_every=100')" ]
     run stable "$T/r.jsonl"
     [ "${#lines[@]}" -eq 3 ]
-    [ "${lines[0]}" = '{"type":"scale","workload":"dlrm","scaling":"weak","gpus":1,"global_batch":256,"batch_per_gpu":256,"samples_per_s":1000,"time_to_train_s":25.6,"reached":true,"scaling_efficiency":1,"baseline_gpus":1,"allreduce_busbw_gbs":null,"alltoall_busbw_gbs":null,"exchange_saved_fraction":null,"status":"success","exit_code":0,"error":null,"log":null}' ]
-    [ "${lines[1]}" = '{"type":"scale","workload":"dlrm","scaling":"weak","gpus":2,"global_batch":512,"batch_per_gpu":256,"samples_per_s":1900,"time_to_train_s":26.947,"reached":true,"scaling_efficiency":0.95,"baseline_gpus":1,"allreduce_busbw_gbs":100,"alltoall_busbw_gbs":null,"exchange_saved_fraction":0.8,"status":"success","exit_code":0,"error":null,"log":null}' ]
-    [ "${lines[2]}" = '{"type":"scale","workload":"dlrm","scaling":"weak","gpus":4,"global_batch":1024,"batch_per_gpu":256,"samples_per_s":3600,"time_to_train_s":28.444,"reached":true,"scaling_efficiency":0.9,"baseline_gpus":1,"allreduce_busbw_gbs":200,"alltoall_busbw_gbs":null,"exchange_saved_fraction":0.8,"status":"success","exit_code":0,"error":null,"log":null}' ]
+    [ "${lines[0]}" = '{"type":"scale","workload":"dlrm","scaling":"weak","gpus":1,"global_batch":256,"batch_per_gpu":256,"samples_per_s":1000,"all_in_samples_per_s":900,"startup_s":2.5,"eval_s":0.5,"steady_windows":4,"time_to_train_s":25.6,"reached":true,"scaling_efficiency":1,"baseline_gpus":1,"allreduce_busbw_gbs":null,"alltoall_busbw_gbs":null,"exchange_saved_fraction":null,"status":"success","exit_code":0,"error":null,"note":null,"log":null}' ]
+    [ "${lines[1]}" = '{"type":"scale","workload":"dlrm","scaling":"weak","gpus":2,"global_batch":512,"batch_per_gpu":256,"samples_per_s":1900,"all_in_samples_per_s":1710,"startup_s":2.5,"eval_s":0.5,"steady_windows":4,"time_to_train_s":26.947,"reached":true,"scaling_efficiency":0.95,"baseline_gpus":1,"allreduce_busbw_gbs":100,"alltoall_busbw_gbs":null,"exchange_saved_fraction":0.8,"status":"success","exit_code":0,"error":null,"note":null,"log":null}' ]
+    [ "${lines[2]}" = '{"type":"scale","workload":"dlrm","scaling":"weak","gpus":4,"global_batch":1024,"batch_per_gpu":256,"samples_per_s":3600,"all_in_samples_per_s":3240,"startup_s":2.5,"eval_s":0.5,"steady_windows":4,"time_to_train_s":28.444,"reached":true,"scaling_efficiency":0.9,"baseline_gpus":1,"allreduce_busbw_gbs":200,"alltoall_busbw_gbs":null,"exchange_saved_fraction":0.8,"status":"success","exit_code":0,"error":null,"note":null,"log":null}' ]
     run jq -r '.command' "$T/r.jsonl"
     [ "${lines[1]}" = "$TK_ROOT/share/launch -n 2 -- $FAKE --workload dlrm --config $CFG --set train.global_batch_size=512" ]
     run jq -r '.started + " " + (.wall_s | type)' "$T/r.jsonl"
@@ -100,14 +100,55 @@ stable() { jq -c 'del(.started, .wall_s, .command)' "$1"; }
     [[ "$output" == *'"command":"'"$TK_ROOT/share/launch -n 2 -- $FAKE --workload dlrm --config $CFG --max-steps 10"'"'* ]]
 }
 
+@test "scale: --steps gives every GPU count the same steps, without evaluations, with progress windows" {
+    FAKE_TS_ARGS="$T/args" run "$S" -c "$CFG" -g 1,2 -b 256 --steps 400 -o "$T/r.jsonl"
+    [ "$status" -eq 0 ]
+    [ "$(cat "$T/args")" = "$(printf 'world=1 gb=256 steps=400 no_eval=1 log_every=40\nworld=2 gb=512 steps=400 no_eval=1 log_every=40')" ]
+    run jq -r '.command' "$T/r.jsonl"
+    [ "${lines[0]}" = "$TK_ROOT/share/launch -n 1 -- $FAKE --workload dlrm --config $CFG --set train.global_batch_size=256 --max-steps 400 --max-epochs 1000 --log-every 40 --no-eval" ]
+    run jq -c '[.gpus, .status, .reached, .samples_per_s, .all_in_samples_per_s, .eval_s, .scaling_efficiency]' "$T/r.jsonl"
+    [ "${lines[*]}" = '[1,"trained",false,1000,900,0,1] [2,"trained",false,1900,1710,0,0.95]' ]
+    # a --log-every after -- is kept; --with-eval keeps the evaluations
+    rm "$T/args"
+    FAKE_TS_ARGS="$T/args" run "$S" -c "$CFG" -g 1 --steps 400 --with-eval -o "$T/r2.jsonl" -- --log-every 7
+    [ "$status" -eq 0 ]
+    [ "$(cat "$T/args")" = 'world=1 gb=512 steps=400 no_eval=0 log_every=7' ]
+    # --epochs: train-step's --max-epochs, no evaluations
+    run "$S" -c "$CFG" -g 1 --epochs 3 -n
+    [ "$output" = "$TK_ROOT/share/launch -n 1 -- $FAKE --workload dlrm --config $CFG --max-epochs 3 --no-eval" ]
+}
+
+@test "scale: a run too short for a steady state has no samples_per_s and says why" {
+    FAKE_TS_WINDOWS=3 run "$S" -c "$CFG" -g 1,2 -o "$T/r.jsonl"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"scale: [1/2] gpus=1: warning: too short for a steady state: 2 progress windows after the first (3 needed)"* ]]
+    run jq -c '[.gpus, .samples_per_s, .all_in_samples_per_s, .steady_windows, .scaling_efficiency, (.note | test("too short"))]' "$T/r.jsonl"
+    [ "${lines[*]}" = '[1,null,900,2,null,true] [2,null,1710,2,null,true]' ]
+}
+
+@test "scale: --steps / --epochs / --with-eval usage errors" {
+    run "$S" -c "$CFG" -g 1 --steps 0
+    [ "$status" -eq 2 ]
+    [ "${lines[0]}" = "scale: --steps: expected a positive whole number, got '0'" ]
+    run "$S" -c "$CFG" -g 1 --epochs 1001
+    [ "$status" -eq 2 ]
+    [ "${lines[0]}" = "scale: --epochs: expected a whole number in [1, 1000], got '1001'" ]
+    run "$S" -c "$CFG" -g 1 --steps 5 --epochs 1
+    [ "$status" -eq 2 ]
+    [ "${lines[0]}" = "scale: --steps and --epochs exclude each other" ]
+    run "$S" -c "$CFG" -g 1 --with-eval
+    [ "$status" -eq 2 ]
+    [ "${lines[0]}" = "scale: --with-eval goes with --steps or --epochs (without them every run evaluates)" ]
+}
+
 @test "scale: a failed run is recorded with its status, exit code and error, and the next runs go on" {
     FAKE_TS_FAIL_WORLD=2 run "$S" -c "$CFG" -g 1,2,4 -G 1024 --launcher-args '--grace 1' -o "$T/r.jsonl"
     [ "$status" -eq 1 ]
     [[ "$output" == *"scale: [2/3] gpus=2 global_batch=1024: failed (exit 5): train-step: error: NCCL: ncclCommInitRank: remote process exited or there was a network error (rank 1)"* ]]
     run stable "$T/r.jsonl"
     [ "${#lines[@]}" -eq 3 ]
-    [ "${lines[1]}" = '{"type":"scale","workload":"dlrm","scaling":"strong","gpus":2,"global_batch":1024,"batch_per_gpu":512,"samples_per_s":null,"time_to_train_s":null,"reached":null,"scaling_efficiency":null,"baseline_gpus":null,"allreduce_busbw_gbs":null,"alltoall_busbw_gbs":null,"exchange_saved_fraction":null,"status":"failed","exit_code":5,"error":"train-step: error: NCCL: ncclCommInitRank: remote process exited or there was a network error (rank 1)","log":null}' ]
-    [ "${lines[2]}" = '{"type":"scale","workload":"dlrm","scaling":"strong","gpus":4,"global_batch":1024,"batch_per_gpu":256,"samples_per_s":3600,"time_to_train_s":28.444,"reached":true,"scaling_efficiency":0.9,"baseline_gpus":1,"allreduce_busbw_gbs":200,"alltoall_busbw_gbs":null,"exchange_saved_fraction":0.8,"status":"success","exit_code":0,"error":null,"log":null}' ]
+    [ "${lines[1]}" = '{"type":"scale","workload":"dlrm","scaling":"strong","gpus":2,"global_batch":1024,"batch_per_gpu":512,"samples_per_s":null,"all_in_samples_per_s":null,"startup_s":null,"eval_s":null,"steady_windows":null,"time_to_train_s":null,"reached":null,"scaling_efficiency":null,"baseline_gpus":null,"allreduce_busbw_gbs":null,"alltoall_busbw_gbs":null,"exchange_saved_fraction":null,"status":"failed","exit_code":5,"error":"train-step: error: NCCL: ncclCommInitRank: remote process exited or there was a network error (rank 1)","note":null,"log":null}' ]
+    [ "${lines[2]}" = '{"type":"scale","workload":"dlrm","scaling":"strong","gpus":4,"global_batch":1024,"batch_per_gpu":256,"samples_per_s":3600,"all_in_samples_per_s":3240,"startup_s":2.5,"eval_s":0.5,"steady_windows":4,"time_to_train_s":28.444,"reached":true,"scaling_efficiency":0.9,"baseline_gpus":1,"allreduce_busbw_gbs":200,"alltoall_busbw_gbs":null,"exchange_saved_fraction":0.8,"status":"success","exit_code":0,"error":null,"note":null,"log":null}' ]
 }
 
 @test "scale: a run whose config line names another world size is a failure, not a measurement" {
@@ -236,14 +277,15 @@ EOF
     make_dlrm_data # (cds to the file's temporary directory)
     mkdir "$T/tmp"
     export TMPDIR="$T/tmp" OMP_NUM_THREADS=1
-    run "$S" -c "$CFG" -g 1,2 -o "$T/r.jsonl" -- -t train.tks -e eval.tks --backend cpu --max-steps 3 \
-        --eval-every 1000000
+    # --steps 8: a progress window every step (7 steady ones), no evaluation, no eval data needed
+    run "$S" -c "$CFG" -g 1,2 -o "$T/r.jsonl" --steps 8 -- -t train.tks --backend cpu
     echo "$output"
     [ "$status" -eq 0 ]
     run jq -c '[.gpus, .global_batch, .batch_per_gpu, .status, .exit_code, .error, (.samples_per_s > 0),
-        (.scaling_efficiency > 0), (.exchange_saved_fraction != null)]' "$T/r.jsonl"
-    [ "${lines[0]}" = '[1,512,512,"aborted",1,null,true,true,false]' ]
-    [ "${lines[1]}" = '[2,512,256,"aborted",1,null,true,true,true]' ]
+        (.scaling_efficiency > 0), (.exchange_saved_fraction != null), .steady_windows, (.startup_s > 0), .eval_s,
+        .note]' "$T/r.jsonl"
+    [ "${lines[0]}" = '[1,512,512,"trained",0,null,true,true,false,7,true,0,null]' ]
+    [ "${lines[1]}" = '[2,512,256,"trained",0,null,true,true,true,7,true,0,null]' ]
     # launch's private rendezvous directories are gone
     [ -z "$(ls -A "$T/tmp")" ]
 }
