@@ -5,11 +5,8 @@
 # throughput run share/scale --steps makes. The mlp workload on the cpu.
 
 setup_file() {
-    export OMP_WAIT_POLICY=passive
-    cd "$BATS_FILE_TMPDIR"
-    prep synth criteo --days 2 --rows-per-day 30000 --seed 7 -o raw >/dev/null
-    prep criteo --max-ind-range 1024 -o train.tks raw/day_0
-    prep criteo --max-ind-range 1024 -o eval.tks raw/day_1
+    load dlrm_data
+    make_dlrm_data 30000 7
 }
 
 setup() {
