@@ -14,12 +14,13 @@
 
 # The options every run.sh takes, for the script's own option loop to fall back on:
 #   while [ $# -gt 0 ]; do case $1 in --own) ...; shift 2 ;; *) run_opt "$@"; shift "$run_shift" ;; esac; done
-# Sets out, seed, config, backend, size, reuse (--reuse-data) and extra (all after --); -h prints
-# the script's usage() and exits 0; anything else is a usage error (exit 2).
+# Sets out, seed, config, backend, size, gpus (--gpus N: N ranks through share/launch, the same
+# global batch as on one), reuse (--reuse-data) and extra (all after --); -h prints the script's
+# usage() and exits 0; anything else is a usage error (exit 2).
 run_opt() {
     run_shift=2
     case $1 in
-    -o | --out | --seed | --config | --backend | --size)
+    -o | --out | --seed | --config | --backend | --size | --gpus)
         [ $# -ge 2 ] || { echo "run.sh: $1 needs a value" >&2; usage >&2; exit 2; } ;;
     esac
     case $1 in
@@ -28,6 +29,7 @@ run_opt() {
     --config) config=$2 ;;
     --backend) backend=$2 ;;
     --size) size=$2 ;;
+    --gpus) gpus=$2 ;;
     --reuse-data) reuse=1; run_shift=1 ;;
     -h | --help) usage; exit 0 ;;
     --) shift; extra=("$@"); run_shift=$(($# + 1)) ;;
@@ -39,6 +41,8 @@ run_opt() {
 # threads that sleep at barriers (spinning made DLRM's cpu run on a busy machine 6x slower:
 # time_to_train 32 s vs 5.6 s), the start time t0, and the output directory.
 run_begin() {
+    : "${gpus:=1}"
+    [[ "$gpus" =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: --gpus must be a positive number" >&2; exit 2; }
     bin=${TK_BIN:-$root/build/bin}
     [ -x "$bin/train-step" ] || bin=$(dirname "$(command -v train-step || echo ./train-step)")
     local b

@@ -1,14 +1,17 @@
 # Shared by the bats files that compare training runs (`load compare`): the metrics of a run's
 # JSON Lines, two metric lists agreeing within a relative tolerance, two checkpoints agreeing.
-# The losses (every progress line) and AUCs (every eval line, then the result's) of a JSONL file.
+# The losses (every progress line) and metric values (every eval line, then the result's, when it
+# has one: not with --no-eval) of a JSONL file.
 metrics() {
     python3 -c '
 import json, sys
 for line in open(sys.argv[1]):
     o = json.loads(line)
     if o["type"] == "progress": print("loss", o["step"], repr(o["loss"]))
-    elif o["type"] == "eval": print("auc", o["step"], repr(o["auc"]))
-    elif o["type"] == "result": print("final", o["steps"], repr(o["auc"]))
+    elif o["type"] == "eval": print(o["metric"], o["step"], repr(o[o["metric"]]))
+    elif o["type"] == "result":
+        m = next(k[5:] for k in o if k.startswith("best_"))
+        if o[m] is not None: print("final", o["steps"], repr(o[m]))
 ' "$1"
 }
 

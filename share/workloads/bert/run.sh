@@ -33,7 +33,6 @@ config=
 target=
 backend=auto
 reuse=0
-gpus=1
 extra=()
 
 usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; }
@@ -41,7 +40,6 @@ usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
     case $1 in
     --target) target=$2; shift 2 ;;
-    --gpus) gpus=$2; shift 2 ;;
     *) run_opt "$@"; shift "$run_shift" ;;
     esac
 done
@@ -75,7 +73,6 @@ large)
     fi ;;
 *) echo "run.sh: --size must be tiny or large" >&2; exit 2 ;;
 esac
-[[ "$gpus" =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: --gpus must be a positive number" >&2; exit 2; }
 
 # The data: the text, its examples converted part by part in parallel and cut into 2 shards, the
 # eval set as the MLPerf reference picks it (prep bert --eval-10k).

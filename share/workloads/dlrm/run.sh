@@ -33,7 +33,6 @@ config=
 backend=auto
 max_ind_range=
 reuse=0
-gpus=1
 extra=()
 
 usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; }
@@ -43,7 +42,6 @@ while [ $# -gt 0 ]; do
     --days) days=$2; shift 2 ;;
     --rows-per-day) rows=$2; shift 2 ;;
     --max-ind-range) max_ind_range=$2; shift 2 ;;
-    --gpus) gpus=$2; shift 2 ;;
     *) run_opt "$@"; shift "$run_shift" ;;
     esac
 done
@@ -70,7 +68,6 @@ mlperf-full) : "${days:=24}" "${rows:=4000000}" "${config:=$here/synth-mlperf-fu
 *) echo "run.sh: --size must be tiny, mlperf or mlperf-full" >&2; exit 2 ;;
 esac
 [ "$days" -ge 2 ] || { echo "run.sh: --days must be at least 2 (train days + an eval day)" >&2; exit 2; }
-[[ "$gpus" =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: --gpus must be a positive number" >&2; exit 2; }
 
 # The data: generated, converted day by day in parallel (modulo hashing needs no shared
 # dictionary, so each day converts alone), the raw day deleted once converted, then the training

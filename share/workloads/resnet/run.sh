@@ -6,7 +6,7 @@
 #
 #   share/workloads/resnet/run.sh [-o DIR] [--size tiny|resnet50] [--classes K] [--train-per-class N]
 #                                 [--val-per-class N] [--image WxH] [--seed S] [--config FILE]
-#                                 [--backend cpu|cuda|auto] [--reuse-data] [-- TRAIN-STEP OPTIONS]
+#                                 [--backend cpu|cuda|auto] [--gpus N] [--reuse-data] [-- TRAIN-STEP OPTIONS]
 #
 # The backend: cuda when a GPU is present, else cpu (--backend). --size tiny (the default on cpu):
 # tiny.json (one block per stage, width 8, 32x32 crops) on 10 synthetic classes of 300 training
@@ -16,7 +16,9 @@
 # classes of 260 training images of about 500x375 (--classes 1000 for the full label space).
 # The synthetic classes are planted in the images' hue, texture and objects (prep(1), "prep synth
 # imagenet"); the manifest's bayes_top1_full_view bounds what a model can reach. --reuse-data keeps
-# the converted data of an earlier run with the same generator settings in DIR. Exit status: that
+# the converted data of an earlier run with the same generator settings in DIR. --gpus N trains on
+# N ranks (share/launch; one GPU each on cuda) at the same global batch, split over them (each
+# rank's BN over its share). Exit status: that
 # of train-step (0 target reached, 1 not reached, ...), or 1 when a log check fails.
 #
 # Needs prep built with the image codecs (prep imagenet, prep synth imagenet) and, for --size
@@ -37,7 +39,7 @@ backend=auto
 reuse=0
 extra=()
 
-usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; }
 . "$root/share/workloads/run-common.sh" # run_opt, run_begin, step, run_workload
 while [ $# -gt 0 ]; do
     case $1 in
@@ -95,6 +97,5 @@ fi
 # the tiny net has 53 of the 161 tensors MLCommons' 1.1.0 rules list as initialized (blocks
 # unit2..unit6 of each stage it does not have): the one check it cannot pass
 [ "$size" = tiny ] && checker_known="sorted(s['initialized_tensors'])"
-gpus=1
 train_args=("${sets[@]}" "${extra[@]}")
 run_workload resnet top1
