@@ -7,8 +7,6 @@
 #include "engine/data.h"
 #include "workloads/dlrm/data.h"
 
-#define TK_DLRM_DATA_MAX_CAT 64
-
 struct tk_dlrm_data {
     tk_records *r;
     const tk_dlrm_config *cfg;
@@ -43,8 +41,8 @@ int tk_dlrm_data_next(tk_dlrm_data *d, int n, uint8_t *label, int32_t *dense, in
     const int nd = d->cfg->num_dense, nc = d->cfg->num_tables;
     const int64_t *rows = d->cfg->table_rows;
     int k = 0;
-    uint64_t mod_m[TK_DLRM_DATA_MAX_CAT];
-    if (nc > TK_DLRM_DATA_MAX_CAT) return tk_err_set(e, TK_EINTERNAL, "too many categorical features");
+    uint64_t mod_m[TK_DLRM_MAX_TABLES];
+    if (nc > TK_DLRM_MAX_TABLES) return tk_err_set(e, TK_EINTERNAL, "too many categorical features");
     for (int f = 0; f < nc; f++) {
         if (rows[f] < 1 || rows[f] > INT32_MAX) return tk_err_set(e, TK_EINTERNAL, "table of %lld rows", (long long)rows[f]);
         mod_m[f] = tk_fastmod_m((uint32_t)rows[f]);

@@ -10,7 +10,6 @@
 #include "rows.h"
 #include "workloads/dlrm/data.h"
 #include "workloads/dlrm/hybrid.h"
-#include "workloads/dlrm/model.h"
 
 // ---- choosing the frequent rows ----
 
@@ -237,8 +236,13 @@ static int choose_capacity(tk_dlrm *m, const int32_t *cat, int64_t n, int64_t ca
     return 0;
 }
 
-int tk_dlrm_hybrid_setup(tk_dlrm *m, const int32_t *cat, int64_t n, int64_t max_rows, int64_t capacity,
-                         tk_err *e) {
+// Collective: every rank passes the same n samples' ids cat (n, T) host, folded into the tables
+// (the first batches of the training data), from which the replicated rows are chosen (at most
+// max_rows). Refreshes the replica from the tables; tk_dlrm_init_weights and
+// tk_dlrm_weights_loaded refresh it again. capacity: vectors a rank pair of the fixed exchange
+// (clamped to b*tm, the plain exchange's block), -1: chosen from those batches' exchange matrices
+// and grown when a batch does not fit, 0: every batch exact.
+static int hybrid_setup(tk_dlrm *m, const int32_t *cat, int64_t n, int64_t max_rows, int64_t capacity, tk_err *e) {
     const tk_dlrm_config *cfg = &m->cfg;
     const int T = cfg->num_tables, W = m->world;
     if (!m->comm) // (one rank through a communicator is fine: the exchange step at world size 1)
@@ -350,7 +354,7 @@ static int hybrid_plan(tk_dlrm *m, int slot, const int32_t *cat, int stream, tk_
     return 0;
 }
 
-json_t *tk_dlrm_hybrid_json(const tk_dlrm *m) {
+static json_t *hybrid_json(const tk_dlrm *m) {
     const tk_dlrm_hybrid *h = m->hy;
     if (!h) return NULL;
     double n = h->batches > 0 ? (double)h->batches : 1, plain = h->a2a_bytes_plain / n;
@@ -365,7 +369,7 @@ json_t *tk_dlrm_hybrid_json(const tk_dlrm *m) {
 }
 
 json_t *tk_dlrm_result_extra(const void *model) {
-    json_t *h = tk_dlrm_hybrid_json(model);
+    json_t *h = hybrid_json(model);
     return h ? json_pack("{s:o}", "hybrid_embedding", h) : NULL;
 }
 
@@ -405,9 +409,9 @@ int tk_dlrm_prepare(void *model, void *rd, int64_t steps_per_epoch, json_t **lin
         got_all += got;
     }
     double t0 = tk_now();
-    if (!rc) rc = tk_dlrm_hybrid_setup(m, cat, got_all, cfg->hybrid_max_rows, cfg->hybrid_capacity, e);
+    if (!rc) rc = hybrid_setup(m, cat, got_all, cfg->hybrid_max_rows, cfg->hybrid_capacity, e);
     if (!rc) {
-        json_t *h = tk_dlrm_hybrid_json(m);
+        json_t *h = hybrid_json(m);
         *line = json_pack("{s:s, s:I, s:f, s:o}", "type", "hybrid_embedding", "stat_samples", (json_int_t)got_all,
                           "setup_s", tk_now() - t0, "rows", h ? h : json_null());
     }

@@ -184,14 +184,6 @@ void tk_dlrm_destroy(void *model) {
     free(m);
 }
 
-int tk_dlrm_carve(tk_dlrm *m, tk_arena *a, const char *name, const size_t *sz, void **const *dst, int n, tk_err *e) {
-    size_t total = 0;
-    for (int k = 0; k < n; k++) total += tk_dlrm_align256(sz[k]);
-    TRY(tk_arena_init(m->c, a, total, name, e));
-    for (int k = 0; k < n; k++) TRY(tk_arena_take(a, sz[k], dst[k], e));
-    return 0;
-}
-
 // A distinct Philox stream per tensor: id 0.. for the MLP tensors, 1000+t for table t.
 static uint32_t init_stream(int id) { return (uint32_t)TK_RNG_INIT | (uint32_t)(id + 1) << 8; }
 

@@ -12,8 +12,6 @@
 // 1 included). The global batch must be a multiple of the world size.
 int tk_dlrm_create(const void *cfg, const tk_wl_env *env, void **model, tk_err *e);
 void tk_dlrm_destroy(void *model);
-// n device buffers carved from one new arena a: *dst[k] gets sz[k] bytes, 256-byte aligned.
-int tk_dlrm_carve(tk_dlrm *m, tk_arena *a, const char *name, const size_t *sz, void **const *dst, int n, tk_err *e);
 // MLPerf reference initialization from Philox(seed): embeddings U(-sqrt(1/rows), sqrt(1/rows));
 // weights N(0, sqrt(2/(in+out))); biases N(0, sqrt(1/out)). Zeroes the step counter.
 int tk_dlrm_init_weights(void *model, uint64_t seed, tk_err *e);

@@ -186,4 +186,14 @@ typedef struct tk_dlrm_hybrid {
 static inline int tk_dlrm_kpad(int k) { return (k + 7) / 8 * 8; }
 static inline size_t tk_dlrm_align256(size_t n) { return (n + 255) & ~(size_t)255; }
 
+// n device buffers carved from one new arena a: *dst[k] gets sz[k] bytes, 256-byte aligned.
+static inline int tk_dlrm_carve(tk_dlrm *m, tk_arena *a, const char *name, const size_t *sz, void **const *dst, int n,
+                                tk_err *e) {
+    size_t total = 0;
+    for (int k = 0; k < n; k++) total += tk_dlrm_align256(sz[k]);
+    TRY(tk_arena_init(m->c, a, total, name, e));
+    for (int k = 0; k < n; k++) TRY(tk_arena_take(a, sz[k], dst[k], e));
+    return 0;
+}
+
 #endif
