@@ -33,20 +33,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char path[] = "/tmp/fuzz_dlrm_data.XXXXXX";
     if (fuzz_write_file(path, data, size)) return 0;
     char *paths[1] = {path};
-    tk_dlrm_data *d;
+    tk_dlrm_config cfg = {.num_dense = ND, .num_tables = NC, .batch = 3};
+    const int64_t *rows = cfg.table_rows;
+    for (int f = 0; f < NC; f++) cfg.table_rows[f] = f % 3 == 0 ? 1 : f % 3 == 1 ? 7 + f : 1000003; // some fold, some not
+    void *d;
     tk_err e = {0};
-    int rc = tk_dlrm_data_open(&d, paths, 1, ND, NC, &e);
+    int rc = tk_dlrm_data_open(&cfg, 0, 1, paths, 1, &d, &e);
     check_code(rc);
     if (!rc) {
-        int64_t rows[NC];
-        for (int f = 0; f < NC; f++) rows[f] = f % 3 == 0 ? 1 : f % 3 == 1 ? 7 + f : 1000003; // some fold, some not
         static uint8_t label[MAXN];
         static int32_t dense[MAXN * ND], cat[MAXN * NC];
         uint64_t count = tk_dlrm_data_count(d), seen = 0;
-        tk_dlrm_data_meta(d);
         for (int k = 1; !rc && seen < count; k = k % (MAXN - 5) + 5) { // pieces of 1, 6, 11, ... records
             int got = 0;
-            rc = tk_dlrm_data_next(d, k, rows, label, dense, cat, &got, &e);
+            rc = tk_dlrm_data_next(d, k, label, dense, cat, &got, &e);
             check_code(rc);
             if (rc) break;
             if (got > k || (got < k && seen + (uint64_t)got != count) || got == 0) abort();
@@ -56,13 +56,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (!rc && count) {
             int got = 0;
             rc = tk_dlrm_data_seek(d, count / 2, &e);
-            if (!rc) rc = tk_dlrm_data_next(d, MAXN, rows, label, dense, cat, &got, &e);
+            if (!rc) rc = tk_dlrm_data_next(d, MAXN, label, dense, cat, &got, &e);
             check_code(rc);
             if (!rc && (uint64_t)got != (count - count / 2 < MAXN ? count - count / 2 : MAXN)) abort();
         }
         int B = count >= 3 ? 3 : 0;
+        void *const f[3] = {label, dense, cat};
         for (int64_t step = 0; !rc && B && step < 4; step++) {
-            rc = tk_dlrm_data_batch(d, step, (int64_t)(count / (uint64_t)B), B, rows, label, dense, cat, &e);
+            rc = tk_dlrm_data_batch(d, step, (int64_t)(count / (uint64_t)B), f, &e);
             check_code(rc);
             if (!rc) check_records(B, rows, label, cat);
         }

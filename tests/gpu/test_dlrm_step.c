@@ -1,9 +1,11 @@
-// Whole DLRM training steps (lib/workloads/dlrm.c) on the cuda backend against the cpu reference
-// backend, and the CUDA-graph replay against eager execution.
+// Whole DLRM training steps (lib/workloads/dlrm) on the cuda backend against the cpu reference
+// backend, and the CUDA-graph replay against eager execution; every model made and trained
+// through the engine's instance (tk_instance_step: the schedule, the step, the optimizer), as
+// train-step does.
 //
 // (a) cpu vs cuda, fp32: the tiny config's shapes (13 dense, 26 tables of dim 16, bottom
 //     13-64-32-16, top 367-128-64-32-16-1), batch 512, both models from the same initial weights
-//     (tk_dlrm_init_weights draws them on the host) and the same batch of random counts and ids.
+//     (the init_weights of the table draws them on the host) and the same batch of random counts and ids.
 //     The log1p of random counts makes every activation a random float, so no pre-activation is
 //     exactly 0 (cuBLASLt's fused ReLU mask sets its bit at exactly 0, the reference clears it).
 //     Tolerances: the loss within 1e-5 relative, every parameter tensor after the step within
@@ -23,28 +25,37 @@
 #include "embedding.h"
 #include "interaction.h"
 #include "sgd.h"
-#include "workloads/dlrm/dlrm.h"
+#include "../unit/dlrm_case.h"
 
-static tk_dlrm_config tiny_config(int batch, tk_dtype table_dtype) {
-    tk_dlrm_config c = {0};
-    c.num_dense = 13;
-    c.num_tables = 26;
-    c.emb_dim = 16;
-    c.nbot = 3;
-    c.bot[0] = 64, c.bot[1] = 32, c.bot[2] = 16;
-    c.ntop = 5;
-    c.top[0] = 128, c.top[1] = 64, c.top[2] = 32, c.top[3] = 16, c.top[4] = 1;
-    c.interaction_width = tk_interaction_width(c.num_tables, c.emb_dim); // 367
-    for (int t = 0; t < c.num_tables; t++) c.table_rows[t] = 50 + 97 * t; // 50 .. 2475 rows
-    c.table_dtype = table_dtype;
-    c.batch = batch;
-    c.lr = (tk_lr_sched){.base_lr = 0.5, .warmup_steps = 3, .decay_start = 4, .decay_steps = 8,
-                         .power = 2, .min_lr = 0};
-    c.target_auc = 0.8025;
-    c.evals_per_epoch = 1;
-    c.max_epochs = 1;
-    c.seed = 7;
-    return c;
+// The tiny config's shapes (13 dense, 26 tables of dim 16, bottom 13-64-32-16, top 367-128-64-32-16-1,
+// tables of 50 .. 2475 rows), the plain one-rank step (no hybrid embedding).
+static void tiny_config(char *text, size_t size, int batch, const char *table_dtype, const char *precision) {
+    char sizes[400];
+    int k = 0;
+    for (int t = 0; t < 26; t++) k += snprintf(sizes + k, sizeof sizes - (size_t)k, "%s%d", t ? ", " : "", 50 + 97 * t);
+    snprintf(text, size,
+             "{\"workload\": \"dlrm\", \"name\": \"t\", \"model\": {\"num_dense\": 13, \"embedding_dim\": 16, "
+             "\"bottom_mlp\": [64, 32, 16], \"top_mlp\": [128, 64, 32, 16, 1], \"interaction_width\": null, "
+             "\"table_sizes\": [%s], \"max_table_rows\": 0, \"table_dtype\": \"%s\", \"precision\": \"%s\"}, "
+             "\"train\": {\"global_batch_size\": %d, \"max_epochs\": 1, \"evals_per_epoch\": 1, \"seed\": 7}, "
+             "\"optimizer\": {\"name\": \"sgd\", \"base_lr\": 0.5, \"warmup_steps\": 3, \"decay_start_step\": 4, "
+             "\"decay_steps\": 8, \"poly_power\": 2.0, \"min_lr\": 0.0}, "
+             "\"target\": {\"metric\": \"auc\", \"auc\": 0.8025}, \"parallel\": {\"hybrid_embedding\": false}}",
+             sizes, table_dtype, precision, batch);
+}
+
+static tk_instance *make_model(tk_ctx *c, int batch, const char *table_dtype, const char *precision) {
+    char text[2000];
+    tiny_config(text, sizeof text, batch, table_dtype, precision);
+    tk_instance *I = calloc(1, sizeof *I);
+    tk_err e = {0};
+    if (!I || dlrm_make(I, text, NULL, 0, c, NULL, 0, &e)) gt_die_("dlrm instance", &e);
+    return I;
+}
+
+static void destroy(tk_instance *I) {
+    tk_instance_destroy(I);
+    free(I);
 }
 
 typedef struct {
@@ -73,14 +84,6 @@ static batch random_batch(const tk_dlrm_config *c) {
 }
 static void free_batch(batch *b) { free(b->label), free(b->dense), free(b->cat); }
 
-static tk_dlrm *make_model(tk_ctx *c, const tk_dlrm_config *cfg) {
-    tk_dlrm *m;
-    tk_err e = {0};
-    if (tk_dlrm_create(&m, c, cfg, &e)) gt_die_("tk_dlrm_create", &e);
-    if (tk_dlrm_init_weights(m, cfg->seed, &e)) gt_die_("tk_dlrm_init_weights", &e);
-    return m;
-}
-
 // All parameters as floats on the host: the dense span, then the tables (widened from bf16).
 static size_t nparams(const tk_dlrm *m) { return m->dense_n + (size_t)m->rows_total * m->cfg.emb_dim; }
 static float *read_params(tk_dlrm *m) {
@@ -100,20 +103,20 @@ static float *read_params(tk_dlrm *m) {
     return p;
 }
 
-static int step(tk_dlrm *m, const batch *b, tk_graph *g, double *loss) {
+static int step(tk_instance *I, const batch *b, tk_graph *g, double *loss) {
     tk_err e = {0};
-    int rc = tk_dlrm_set_batch(m, b->label, b->dense, b->cat, m->cfg.batch, &e);
+    int rc = dlrm_put(I, b->label, b->dense, b->cat, (int)I->run.batch, &e);
     if (!rc && g) {
         if (!g->valid) {
-            rc = tk_graph_begin(m->c, &e);
-            if (!rc) rc = tk_dlrm_train_step(m, &e);
-            if (!rc) rc = tk_graph_end(m->c, g, &e);
+            rc = tk_graph_begin(I->c, &e);
+            if (!rc) rc = tk_instance_step(I, &e);
+            if (!rc) rc = tk_graph_end(I->c, g, &e);
         }
-        if (!rc) rc = tk_graph_launch(m->c, g, &e);
+        if (!rc) rc = tk_graph_launch(I->c, g, &e);
     } else if (!rc) {
-        rc = tk_dlrm_train_step(m, &e);
+        rc = tk_instance_step(I, &e);
     }
-    if (!rc) rc = tk_dlrm_read_loss(m, loss, 1, &e);
+    if (!rc) rc = tk_instance_read_loss(I, loss, 1, &e);
     if (rc) {
         char buf[1024];
         tk_err_format(&e, buf, sizeof buf);
@@ -158,7 +161,8 @@ static double update_relerr(const float *a0, const float *a1, const float *b0, c
 // the loss, of the parameters after each step and of each step's update over all parameter tensors.
 typedef struct { double loss, params, updates; char wp[32], wu[32]; size_t ndiff; } step_errs;
 // Tensors whose update error exceeds loud are printed (at most 12 lines: the diagnosis of a failure).
-static int compare_steps(tk_dlrm *mr, tk_dlrm *mg, int nsteps, const char *what, double loud, step_errs *w) {
+static int compare_steps(tk_instance *Ir, tk_instance *Ig, int nsteps, const char *what, double loud, step_errs *w) {
+    tk_dlrm *mr = Ir->model, *mg = Ig->model;
     memset(w, 0, sizeof *w);
     float *r0 = read_params(mr), *g0 = read_params(mg);
     size_t n = nparams(mr);
@@ -166,8 +170,8 @@ static int compare_steps(tk_dlrm *mr, tk_dlrm *mg, int nsteps, const char *what,
     for (int s = 0; s < nsteps; s++) {
         batch b = random_batch(&mr->cfg);
         double lr_ = 0, lg = 0;
-        bad |= step(mr, &b, NULL, &lr_) != 0;
-        bad |= step(mg, &b, NULL, &lg) != 0;
+        bad |= step(Ir, &b, NULL, &lr_) != 0;
+        bad |= step(Ig, &b, NULL, &lg) != 0;
         double lerr = fabs(lg - lr_) / fabs(lr_);
         w->loss = lerr > w->loss || lerr != lerr ? lerr : w->loss;
         float *r1 = read_params(mr), *g1 = read_params(mg);
@@ -200,11 +204,10 @@ static int compare_steps(tk_dlrm *mr, tk_dlrm *mg, int nsteps, const char *what,
 }
 
 TK_TEST(step_cpu_vs_cuda_fp32) {
-    tk_dlrm_config cfg = tiny_config(512, TK_F32);
     tk_ctx *cpu;
     tk_err e = {0};
     if (tk_ctx_create(&cpu, TK_BACKEND_CPU, 0, &e)) gt_die_("cpu context", &e);
-    tk_dlrm *mr = make_model(cpu, &cfg), *mg = make_model(gt_ctx_, &cfg);
+    tk_instance *mr = make_model(cpu, 512, "f32", "fp32"), *mg = make_model(gt_ctx_, 512, "f32", "fp32");
     step_errs w;
     CHECK_EQ_INT(compare_steps(mr, mg, 2, "cuda vs cpu", 1e-3, &w), 0);
     printf("# table dlrm step F32 tiny B 512 x2 steps, cuda vs cpu: loss rel %.1e, params rel %.1e (%s), "
@@ -212,7 +215,7 @@ TK_TEST(step_cpu_vs_cuda_fp32) {
     CHECK(w.loss <= 1e-5);
     CHECK(w.params <= 1e-5);
     CHECK(w.updates <= 1e-3);
-    tk_dlrm_destroy(mr), tk_dlrm_destroy(mg);
+    destroy(mr), destroy(mg);
     tk_ctx_destroy(cpu);
 }
 
@@ -228,9 +231,7 @@ TK_TEST(step_cpu_vs_cuda_fp32) {
 // TF32 mode, say) gives errors of order 1. fp32 tables: with bf16 tables an update is the
 // difference of two bf16-rounded values, which tiny gradient differences round either way.
 TK_TEST(step_tf32_vs_fp32) {
-    tk_dlrm_config cfg = tiny_config(512, TK_F32), ct = cfg;
-    ct.tf32 = 1;
-    tk_dlrm *mr = make_model(gt_ctx_, &cfg), *mg = make_model(gt_ctx_, &ct);
+    tk_instance *mr = make_model(gt_ctx_, 512, "f32", "fp32"), *mg = make_model(gt_ctx_, 512, "f32", "tf32");
     step_errs w;
     CHECK_EQ_INT(compare_steps(mr, mg, 2, "tf32 vs fp32", 0.8, &w), 0);
     printf("# table dlrm step TF32 vs F32 tiny B 512 x2 steps: loss rel %.1e, params rel %.1e (%s), "
@@ -239,7 +240,7 @@ TK_TEST(step_tf32_vs_fp32) {
     CHECK(w.params <= 3e-3);
     CHECK(w.updates <= 0.8);
     CHECK(w.ndiff > 0);
-    tk_dlrm_destroy(mr), tk_dlrm_destroy(mg);
+    destroy(mr), destroy(mg);
 }
 
 // "precision": "bf16" against fp32, both on the GPU: bf16 activations and weight copies (8-bit
@@ -248,9 +249,7 @@ TK_TEST(step_tf32_vs_fp32) {
 // really ran). Updates are not bounded tightly (see the tf32 test: the near-cancelling batch
 // gradient amplifies rounding), only finite and of the right sign on the whole (< 1.5).
 TK_TEST(step_bf16_vs_fp32) {
-    tk_dlrm_config cfg = tiny_config(512, TK_F32), cb = cfg;
-    cb.bf16 = 1;
-    tk_dlrm *mr = make_model(gt_ctx_, &cfg), *mg = make_model(gt_ctx_, &cb);
+    tk_instance *mr = make_model(gt_ctx_, 512, "f32", "fp32"), *mg = make_model(gt_ctx_, 512, "f32", "bf16");
     step_errs w;
     CHECK_EQ_INT(compare_steps(mr, mg, 2, "bf16 vs fp32", 1.5, &w), 0);
     printf("# table dlrm step BF16 vs F32 tiny B 512 x2 steps: loss rel %.1e, params rel %.1e (%s), "
@@ -259,42 +258,44 @@ TK_TEST(step_bf16_vs_fp32) {
     CHECK(w.params <= 1e-2);
     CHECK(w.updates < 1.5);
     CHECK(w.ndiff > 0);
-    tk_dlrm_destroy(mr), tk_dlrm_destroy(mg);
+    destroy(mr), destroy(mg);
 }
 
 // The cpu backend is the fp32 reference: precision bf16 there is a usage error.
 TK_TEST(step_bf16_refused_on_cpu) {
-    tk_dlrm_config cfg = tiny_config(64, TK_F32);
-    cfg.bf16 = 1;
+    char text[2000];
+    tiny_config(text, sizeof text, 64, "f32", "bf16");
     tk_ctx *cpu;
-    tk_dlrm *m = NULL;
+    tk_instance I;
     tk_err e = {0};
     if (tk_ctx_create(&cpu, TK_BACKEND_CPU, 0, &e)) gt_die_("cpu context", &e);
-    CHECK_EQ_INT(tk_dlrm_create(&m, cpu, &cfg, &e), TK_EUSAGE);
-    CHECK(m == NULL);
+    CHECK_EQ_INT(dlrm_make(&I, text, NULL, 0, cpu, NULL, 0, &e), TK_EUSAGE);
+    CHECK(I.model == NULL);
+    tk_instance_destroy(&I);
     tk_ctx_destroy(cpu);
 }
 
 // Runs nsteps with the step in a CUDA graph and nsteps eagerly; returns 1 when anything differs.
 static int graph_vs_eager(tk_dtype table_dtype, int bf16, int nsteps) {
-    tk_dlrm_config cfg = tiny_config(512, table_dtype);
-    cfg.bf16 = bf16;
+    const char *td = table_dtype == TK_BF16 ? "bf16" : "f32", *prec = bf16 ? "bf16" : "fp32";
     int saved = gt_ctx_->deterministic, bad = 0;
     gt_ctx_->deterministic = 1;
-    tk_dlrm *m0 = make_model(gt_ctx_, &cfg), *ma = make_model(gt_ctx_, &cfg), *mb = make_model(gt_ctx_, &cfg);
+    tk_instance *I0 = make_model(gt_ctx_, 512, td, prec), *Ia = make_model(gt_ctx_, 512, td, prec);
+    tk_instance *Ib = make_model(gt_ctx_, 512, td, prec);
+    tk_dlrm *m0 = I0->model, *ma = Ia->model, *mb = Ib->model;
     tk_graph g = {0};
     int loss_diff = 0;
     for (int s = 0; s < nsteps; s++) {
-        batch b = random_batch(&cfg);
+        batch b = random_batch(&ma->cfg);
         double la = 0, lb = 0;
-        bad |= step(ma, &b, &g, &la) != 0;
-        bad |= step(mb, &b, NULL, &lb) != 0;
+        bad |= step(Ia, &b, &g, &la) != 0;
+        bad |= step(Ib, &b, NULL, &lb) != 0;
         loss_diff += memcmp(&la, &lb, sizeof la) != 0;
         free_batch(&b);
     }
     int64_t sa = -1, sb = -1;
     tk_err e = {0};
-    bad |= tk_dlrm_read_step(ma, &sa, &e) != 0 || tk_dlrm_read_step(mb, &sb, &e) != 0;
+    bad |= dlrm_read_step(Ia, &sa, &e) != 0 || dlrm_read_step(Ib, &sb, &e) != 0;
     float *pa = read_params(ma), *pb = read_params(mb), *p0 = read_params(m0);
     size_t n = nparams(ma), nd = 0;
     for (size_t i = 0; i < n; i++) nd += memcmp(&pa[i], &pb[i], 4) != 0;
@@ -306,7 +307,7 @@ static int graph_vs_eager(tk_dtype table_dtype, int bf16, int nsteps) {
     bad |= loss_diff != 0 || nd != 0 || moved < ma->dense_n / 2 || sa != nsteps || sb != nsteps;
     free(pa), free(pb), free(p0);
     tk_graph_destroy(&g);
-    tk_dlrm_destroy(m0), tk_dlrm_destroy(ma), tk_dlrm_destroy(mb);
+    destroy(I0), destroy(Ia), destroy(Ib);
     gt_ctx_->deterministic = saved;
     return bad;
 }
@@ -322,17 +323,17 @@ TK_TEST(step_graph_vs_eager_identical_bf16_compute) { CHECK_EQ_INT(graph_vs_eage
 // graph and run eagerly, and the time of the step's non-GEMM ops run alone (the rest is GEMMs).
 //   TK_BENCH=1 [TK_BENCH_CAP=rows] [TK_BENCH_BATCH=B] [TK_BENCH_PRECISION=fp32|tf32|bf16]
 //       build/tests/gpu/test_dlrm_step step_throughput_bench
-typedef struct { tk_dlrm *m; tk_graph *g; int which; } bench_arg;
+typedef struct { tk_instance *I; tk_graph *g; int which; } bench_arg;
 static void bench_fn(void *p) {
     bench_arg *a = p;
-    tk_dlrm *m = a->m;
+    tk_dlrm *m = a->I->model;
     const tk_dlrm_config *c = &m->cfg;
     const int B = c->batch, T = c->num_tables, D = c->emb_dim;
     tk_err e = {0};
     int rc = 0;
     switch (a->which) {
     case 0: rc = tk_graph_launch(m->c, a->g, &e); break;
-    case 1: rc = tk_dlrm_train_step(m, &e); break;
+    case 1: rc = tk_instance_step(a->I, &e); break;
     case 2: rc = tk_dlrm_forward(m, m->in_dense, m->in_cat, B, m->logit, &e); break;
     // emb, demb and the activations are in m->act (f32, or bf16 on the bf16 path)
     case 3: rc = tk_embedding_fwd_act(m->c, m->tables, c->table_dtype, m->row_off, m->in_cat, B, T, D, m->emb, m->act,
@@ -343,7 +344,7 @@ static void bench_fn(void *p) {
                                         c->interaction_width, 1, m->dbot, m->demb, &e); break;
     case 6: rc = tk_embedding_bwd_sgd_act(m->c, m->tables, c->table_dtype, m->row_off, m->in_cat, B, T, D, m->demb,
                                           m->act, m->lr, m->emb_ws, &e); break;
-    case 7: rc = tk_sgd_update(m->c, m->dense_w, m->dense_g, m->dense_n, m->lr, c->bf16 ? m->wcopy : NULL,
+    case 7: rc = tk_sgd_update(m->c, m->dense_w, m->dense_g, m->dense_n, m->lr, c->bf16 ? m->P->copy : NULL,
                                c->bf16 ? TK_BF16 : TK_F32, &e); break;
     case 8: rc = tk_dense_log1p(m->c, m->in_dense, (int64_t)B * c->num_dense, m->x0, &e); break;
     case 9: rc = tk_bce_logits_act(m->c, m->act, m->logit, m->in_label, B, m->dlogit, m->loss_acc, &e); break;
@@ -355,23 +356,29 @@ static const char *const bench_prec[] = {"fp32", "tf32", "bf16"};
 static void bench_one(int prec, char *o1, char *o2, int *tk_failed_) {
     char o3[32];
     snprintf(o3, sizeof o3, "model.precision=%s", bench_prec[prec]);
-    char *ov[] = {o1, o2, "model.table_dtype=bf16", "model.interaction_width=480", o3};
-    tk_dlrm_config cfg;
+    // base_lr 1e-3: keep the weights finite over the repeated steps
+    char *ov[] = {o1, o2, "model.table_dtype=bf16", "model.interaction_width=480", o3, "optimizer.base_lr=1e-3",
+                  "parallel.hybrid_embedding=false"};
+    json_t *root = NULL;
     tk_err e = {0};
-    if (tk_dlrm_config_load("share/workloads/dlrm/config.json", ov, 5, NULL, &cfg, NULL, &e))
-        gt_die_("config", &e);
-    cfg.lr.base_lr = 1e-3; // keep the weights finite over the repeated steps
-    tk_dlrm *m = make_model(gt_ctx_, &cfg);
+    if (tk_config_load("share/workloads/dlrm/config.json", &root, &e)) gt_die_("config", &e);
+    char *text = json_dumps(root, 0);
+    json_decref(root);
+    tk_instance *I = calloc(1, sizeof *I);
+    if (!I || !text || dlrm_make(I, text, ov, 7, gt_ctx_, NULL, 0, &e)) gt_die_("dlrm instance", &e);
+    free(text);
+    tk_dlrm *m = I->model;
+    const tk_dlrm_config cfg = m->cfg;
     batch b = random_batch(&cfg);
     double loss;
     tk_graph g = {0};
-    CHECK_EQ_INT(step(m, &b, &g, &loss), 0);
+    CHECK_EQ_INT(step(I, &b, &g, &loss), 0);
     CHECK(isfinite(loss));
     static const char *names[] = {"step (graph)", "step (eager)", "forward", "embedding fwd", "interaction fwd",
                                   "interaction bwd", "embedding bwd+sgd", "sgd (dense)", "dense log1p", "bce"};
     double ms[10];
     for (int w = 0; w < 10; w++) {
-        bench_arg a = {m, &g, w};
+        bench_arg a = {I, &g, w};
         ms[w] = gt_time_ms(bench_fn, &a, 11);
     }
     int64_t rows = m->rows_total;
@@ -383,7 +390,7 @@ static void bench_one(int prec, char *o1, char *o2, int *tk_failed_) {
     }
     tk_graph_destroy(&g);
     free_batch(&b);
-    tk_dlrm_destroy(m);
+    destroy(I);
 }
 
 TK_TEST(step_throughput_bench) {

@@ -1,13 +1,15 @@
-// lib/workloads/dlrm: dense gradients of a whole step against finite differences, checkpoint
-// save/load round trip, bit-identical continuation, and configuration errors.
+// lib/workloads/dlrm through the engine's instance (as train-step makes and trains it): dense
+// gradients of a whole step against finite differences, checkpoint save/load round trip,
+// bit-identical continuation, and configuration errors.
 #include <stdint.h>
 #include <unistd.h>
 
 #include "bce.h"
 #include "core/philox.h"
+#include "dlrm_case.h"
 #include "engine/dist.h"
 #include "tk_test.h"
-#include "workloads/dlrm/dlrm.h"
+#include "tk_test_cpu.h"
 
 static const char *CFG =
     "{\"workload\": \"dlrm\", \"name\": \"t\","
@@ -19,18 +21,12 @@ static const char *CFG =
     "   \"decay_steps\": 4, \"poly_power\": 2.0, \"min_lr\": 0.0},"
     " \"target\": {\"metric\": \"auc\", \"auc\": 0.8025}}";
 
-static int make(tk_ctx **c, tk_dlrm **m, char *const *sets, int nsets, tk_err *e) {
-    json_t *root = json_loads(CFG, 0, NULL);
-    tk_dlrm_config cfg;
-    int rc = tk_dlrm_config_from_json(root, "cfg", sets, nsets, NULL, &cfg, NULL, e);
-    json_decref(root);
-    if (rc) return rc;
-    TRY(tk_ctx_create(c, TK_BACKEND_CPU, 0, e));
-    TRY(tk_dlrm_create(m, *c, &cfg, e));
-    return tk_dlrm_init_weights(*m, cfg.seed, e);
+// The model of CFG with the overrides, one rank on the cpu: I->model, a tk_dlrm.
+static int make(tk_instance *I, char *const *sets, int nsets, tk_err *e) {
+    return dlrm_make(I, CFG, sets, nsets, tk_test_cpu(), NULL, 0, e);
 }
 
-static void batch(tk_dlrm *m, uint64_t salt) {
+static void batch(tk_instance *I, uint64_t salt) {
     uint8_t l[8];
     int32_t d[8 * 3], k[8 * 3];
     for (int b = 0; b < 8; b++) {
@@ -42,7 +38,7 @@ static void batch(tk_dlrm *m, uint64_t salt) {
         k[b * 3 + 2] = (int32_t)(r.v[3] % 11);
     }
     tk_err e;
-    tk_dlrm_set_batch(m, l, d, k, 8, &e);
+    dlrm_put(I, l, d, k, 8, &e);
 }
 
 static double loss_now(tk_dlrm *m) {
@@ -54,14 +50,14 @@ static double loss_now(tk_dlrm *m) {
 }
 
 TK_TEST(dense_gradients_match_finite_differences) {
-    tk_ctx *c = NULL;
-    tk_dlrm *m = NULL;
+    tk_instance I;
     tk_err e;
     char *sets[] = {"optimizer.base_lr=0", "optimizer.warmup_steps=0", "optimizer.decay_steps=0"};
-    CHECK_EQ_INT(make(&c, &m, sets, 3, &e), 0);
+    CHECK_EQ_INT(make(&I, sets, 3, &e), 0);
+    tk_dlrm *m = I.model;
     if (!m) return;
-    batch(m, 1);
-    CHECK_EQ_INT(tk_dlrm_train_step(m, &e), 0); // lr 0: gradients only, weights unchanged
+    batch(&I, 1);
+    CHECK_EQ_INT(tk_instance_step(&I, &e), 0); // lr 0: gradients only, weights unchanged
     // Central differences; a ReLU kink inside [x-h, x+h] makes the two one-sided differences
     // disagree, and such points are skipped (few: the check below counts the rest).
     int checked = 0, skipped = 0;
@@ -94,106 +90,103 @@ TK_TEST(dense_gradients_match_finite_differences) {
     CHECK(skipped * 5 < checked);
     printf("#   %d checked, %d skipped at a ReLU kink\n", checked, skipped);
     CHECK(checked > 20);
-    tk_dlrm_destroy(m);
-    tk_ctx_destroy(c);
+    tk_instance_destroy(&I);
 }
 
 TK_TEST(save_load_and_bit_identical_continuation) {
-    tk_ctx *c = NULL;
-    tk_dlrm *a = NULL, *b = NULL;
+    tk_instance A, B;
     tk_err e;
-    tk_ctx *c2 = NULL;
-    CHECK_EQ_INT(make(&c, &a, NULL, 0, &e), 0);
-    CHECK_EQ_INT(make(&c2, &b, NULL, 0, &e), 0);
+    CHECK_EQ_INT(make(&A, NULL, 0, &e), 0);
+    CHECK_EQ_INT(make(&B, NULL, 0, &e), 0);
+    tk_dlrm *a = A.model, *b = B.model;
     if (!a || !b) return;
     char dir[] = "/tmp/tk-dlrm-XXXXXX", path[64];
     CHECK(mkdtemp(dir) != NULL);
     snprintf(path, sizeof path, "%s/m.safetensors", dir);
     // a: 2 steps, save, 2 more. b: load after 2, 2 more. Same weights, bit for bit.
     for (int s = 0; s < 2; s++) {
-        batch(a, 10 + s);
-        CHECK_EQ_INT(tk_dlrm_train_step(a, &e), 0);
+        batch(&A, 10 + s);
+        CHECK_EQ_INT(tk_instance_step(&A, &e), 0);
     }
     json_t *meta = json_pack("{s:s}", "step", "2");
-    CHECK_EQ_INT(tk_dlrm_save(a, path, meta, &e), 0);
+    CHECK_EQ_INT(tk_instance_save(&A, path, meta, &e), 0);
     json_decref(meta);
     json_t *got = NULL;
-    CHECK_EQ_INT(tk_dlrm_load(b, path, &got, &e), 0);
+    CHECK_EQ_INT(tk_instance_load(&B, path, 0, &got, NULL, &e), 0);
     CHECK_STR(json_string_value(json_object_get(got, "step")), "2");
     json_decref(got);
-    CHECK_EQ_INT(tk_dlrm_write_step(b, 2, &e), 0);
+    CHECK_EQ_INT(tk_instance_write_step(&B, 2, &e), 0);
     for (int s = 2; s < 4; s++) {
-        batch(a, 10 + s);
-        CHECK_EQ_INT(tk_dlrm_train_step(a, &e), 0);
-        batch(b, 10 + s);
-        CHECK_EQ_INT(tk_dlrm_train_step(b, &e), 0);
+        batch(&A, 10 + s);
+        CHECK_EQ_INT(tk_instance_step(&A, &e), 0);
+        batch(&B, 10 + s);
+        CHECK_EQ_INT(tk_instance_step(&B, &e), 0);
     }
     size_t bytes = (size_t)((char *)a->tables - (char *)a->dense_w) + (size_t)a->rows_total * 4 * 4;
     CHECK(memcmp(a->dense_w, b->dense_w, bytes) == 0);
     int64_t sa, sb;
-    tk_dlrm_read_step(a, &sa, &e);
-    tk_dlrm_read_step(b, &sb, &e);
+    dlrm_read_step(&A, &sa, &e);
+    dlrm_read_step(&B, &sb, &e);
     CHECK(sa == 4 && sb == 4);
     // A model of another shape refuses the checkpoint, naming the tensor.
-    tk_dlrm *d = NULL;
-    tk_ctx *c3 = NULL;
+    tk_instance D;
     char *sets[] = {"model.bottom_mlp=[6,4]"};
-    CHECK_EQ_INT(make(&c3, &d, sets, 1, &e), 0);
-    if (d) {
-        CHECK_EQ_INT(tk_dlrm_load(d, path, NULL, &e), TK_EDATA);
+    CHECK_EQ_INT(make(&D, sets, 1, &e), 0);
+    if (D.model) {
+        CHECK_EQ_INT(tk_instance_load(&D, path, 0, NULL, NULL, &e), TK_EDATA);
         CHECK(strstr(e.what, "tensor 'bot_mlp.0.weight' is F32 [5, 3], the model has F32 [6, 3]") != NULL);
     }
-    tk_dlrm_destroy(d);
-    tk_ctx_destroy(c3);
+    tk_instance_destroy(&D);
     unlink(path);
     rmdir(dir);
-    tk_dlrm_destroy(a);
-    tk_dlrm_destroy(b);
-    tk_ctx_destroy(c);
-    tk_ctx_destroy(c2);
+    tk_instance_destroy(&A);
+    tk_instance_destroy(&B);
 }
 
 TK_TEST(config_errors_name_the_key) {
-    tk_ctx *c = NULL;
-    tk_dlrm *m = NULL;
+    tk_instance I;
     tk_err e;
     char *bad1[] = {"optimizer.base_rate=2"};
-    CHECK_EQ_INT(make(&c, &m, bad1, 1, &e), TK_EUSAGE);
+    CHECK_EQ_INT(make(&I, bad1, 1, &e), TK_EUSAGE);
     CHECK_STR(e.what, "--set: unknown configuration key 'optimizer.base_rate'");
+    tk_instance_destroy(&I);
     char *bad2[] = {"train.global_batch_size=0"};
-    CHECK_EQ_INT(make(&c, &m, bad2, 1, &e), TK_EDATA);
+    CHECK_EQ_INT(make(&I, bad2, 1, &e), TK_EDATA);
     CHECK_STR(e.where, "cfg: $.train.global_batch_size");
+    tk_instance_destroy(&I);
     char *bad3[] = {"model.table_sizes=\"data\""};
-    CHECK_EQ_INT(make(&c, &m, bad3, 1, &e), TK_EDATA);
+    CHECK_EQ_INT(make(&I, bad3, 1, &e), TK_EDATA);
+    tk_instance_destroy(&I);
     // "precision": fp32, tf32 or bf16; bf16 is cuda-only: the cpu reference refuses it (usage)
     {
         json_t *r = json_loads(CFG, 0, NULL);
-        tk_dlrm_config pc;
         json_object_set_new(json_object_get(r, "model"), "precision", json_string("fp16"));
-        CHECK_EQ_INT(tk_dlrm_config_from_json(r, "cfg", NULL, 0, NULL, &pc, NULL, &e), TK_EDATA);
+        CHECK_EQ_INT(tk_instance_config(&I, r, "cfg", NULL, 0, NULL, &e), TK_EDATA);
         CHECK_STR(e.where, "cfg: $.model.precision");
+        tk_instance_destroy(&I);
         json_object_set_new(json_object_get(r, "model"), "precision", json_string("bf16"));
-        CHECK_EQ_INT(tk_dlrm_config_from_json(r, "cfg", NULL, 0, NULL, &pc, NULL, &e), 0);
-        CHECK(pc.bf16 == 1 && pc.tf32 == 0);
-        tk_ctx *cpu = NULL;
-        CHECK_EQ_INT(tk_ctx_create(&cpu, TK_BACKEND_CPU, 0, &e), 0);
-        CHECK_EQ_INT(tk_dlrm_create(&m, cpu, &pc, &e), TK_EUSAGE);
+        CHECK_EQ_INT(tk_instance_config(&I, r, "cfg", NULL, 0, NULL, &e), 0);
+        const tk_dlrm_config *pc = I.cfg;
+        CHECK(pc->bf16 == 1 && pc->tf32 == 0);
+        CHECK_EQ_INT(tk_instance_create(&I, tk_test_cpu(), NULL, 0, &e), TK_EUSAGE);
         CHECK_STR(e.what, "dlrm: precision bf16 needs the cuda backend");
-        CHECK(m == NULL);
-        tk_ctx_destroy(cpu);
+        CHECK(I.model == NULL);
+        tk_instance_destroy(&I);
         json_decref(r);
     }
     char *ok[] = {"model.table_sizes=[2,2,2]", "model.max_table_rows=1"};
-    json_t *root = json_loads(CFG, 0, NULL), *eff = NULL;
-    tk_dlrm_config cfg;
-    CHECK_EQ_INT(tk_dlrm_config_from_json(root, "cfg", ok, 2, NULL, &cfg, &eff, &e), 0);
-    CHECK(cfg.table_rows[0] == 1 && cfg.interaction_width == 4 + 6);
-    uint64_t h1 = tk_dlrm_config_hash(eff);
+    json_t *root = json_loads(CFG, 0, NULL);
+    CHECK_EQ_INT(tk_instance_config(&I, root, "cfg", ok, 2, NULL, &e), 0);
+    const tk_dlrm_config *cfg = I.cfg;
+    CHECK(cfg->table_rows[0] == 1 && cfg->interaction_width == 4 + 6);
+    json_t *eff = I.effective;
+    uint64_t h1 = tk_config_hash(eff);
+    CHECK(I.hash == h1);
     json_object_set_new(json_object_get(eff, "train"), "max_epochs", json_integer(9));
-    CHECK(tk_dlrm_config_hash(eff) == h1); // epochs do not change the trajectory
+    CHECK(tk_config_hash(eff) == h1); // epochs do not change the trajectory
     json_object_set_new(json_object_get(eff, "train"), "seed", json_integer(9));
-    CHECK(tk_dlrm_config_hash(eff) != h1);
-    json_decref(eff);
+    CHECK(tk_config_hash(eff) != h1);
+    tk_instance_destroy(&I);
     json_decref(root);
 }
 

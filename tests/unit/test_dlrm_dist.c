@@ -1,8 +1,9 @@
-// The pieces of the hybrid-parallel DLRM (lib/workloads/dlrm.c with several ranks) on the cpu
+// The pieces of the hybrid-parallel DLRM (lib/workloads/dlrm with several ranks) on the cpu
 // backend: tk_memcpy2d, the normalized BCE, and a W-rank model (forked processes, shared-memory
-// collectives) against the 1-rank one: the initialization and the checkpoint writer bitwise,
-// three training steps and the evaluation forward within fp32 rounding, for W = 2, 3 (T = 5
-// tables: the last rank owns fewer) and 4 (the last rank owns none).
+// collectives) against the 1-rank one, each made and trained through the engine's instance (as
+// train-step does): the initialization and the checkpoint writer bitwise, three training steps
+// and the evaluation forward within fp32 rounding, for W = 2, 3 (T = 5 tables: the last rank owns
+// fewer) and 4 (the last rank owns none).
 #include <signal.h>
 #include <stdint.h>
 #include <sys/stat.h>
@@ -15,8 +16,8 @@
 #include "core/philox.h"
 #include "core/progress.h"
 #include "gpu/comm.h"
+#include "dlrm_case.h"
 #include "tk_test.h"
-#include "workloads/dlrm/dlrm.h"
 
 // ---- W ranks against one ----
 // First in the file: the ranks are forked, and a child of a process that has already run an
@@ -53,38 +54,34 @@ static int run_rank(int rank, int world, const char *tag) {
     tk_err e;
     tk_ctx *c = NULL;
     tk_comm *comm = NULL;
-    tk_dlrm *m = NULL;
-    json_t *root = json_loads(CFG, 0, NULL);
-    tk_dlrm_config cfg;
-    int rc = tk_dlrm_config_from_json(root, "cfg", NULL, 0, NULL, &cfg, NULL, &e);
-    json_decref(root);
-    if (!rc) rc = tk_ctx_create(&c, TK_BACKEND_CPU, 0, &e);
+    tk_instance I = {0};
+    int rc = tk_ctx_create(&c, TK_BACKEND_CPU, 0, &e);
     if (!rc && (world > 1 || g_force_comm)) {
         char spec[512];
         snprintf(spec, sizeof spec, "file:%s/rdv-%s", g_dir, tag);
         tk_rank_info ri = {.rank = rank, .world = world, .local_rank = rank, .local_world = world};
         rc = tk_comm_create(c, &ri, spec, 20, &comm, &e);
     }
-    if (!rc) rc = tk_dlrm_create_dist(&m, c, &cfg, comm, 20, &e);
-    if (!rc) rc = tk_dlrm_init_weights(m, cfg.seed, &e);
+    if (!rc) rc = dlrm_make(&I, CFG, NULL, 0, c, comm, 20, &e);
+    tk_dlrm *m = I.model;
     char path[600];
     snprintf(path, sizeof path, "%s/%s-init.safetensors", g_dir, tag);
-    if (!rc) rc = tk_dlrm_save(m, path, NULL, &e);
+    if (!rc) rc = tk_instance_save(&I, path, NULL, &e);
     double out[3 + NEVAL];
     uint8_t l[NB];
     int32_t d[NB * ND], k[NB * NT];
     for (int s = 0; !rc && s < 3; s++) {
         records(100 + (uint64_t)s, NB, l, d, k);
-        rc = tk_dlrm_set_batch(m, l, d, k, NB, &e);
-        if (!rc) rc = tk_dlrm_train_step(m, &e);
-        if (!rc) rc = tk_dlrm_read_loss(m, &out[s], 1, &e);
+        rc = dlrm_put(&I, l, d, k, NB, &e);
+        if (!rc) rc = tk_instance_step(&I, &e);
+        if (!rc) rc = tk_instance_read_loss(&I, &out[s], 1, &e);
     }
     snprintf(path, sizeof path, "%s/%s-step.safetensors", g_dir, tag);
-    if (!rc) rc = tk_dlrm_save(m, path, NULL, &e);
+    if (!rc) rc = tk_instance_save(&I, path, NULL, &e);
     float logit[NB], *dl = NULL;
     records(7, NEVAL, l, d, k);
     if (!rc) rc = tk_malloc(c, (void **)&dl, NB * 4, &e);
-    if (!rc) rc = tk_dlrm_set_batch(m, l, d, k, NEVAL, &e);
+    if (!rc) rc = dlrm_put(&I, l, d, k, NEVAL, &e);
     if (!rc) rc = tk_dlrm_forward(m, m->in_dense, m->in_cat, NEVAL, dl, &e);
     if (!rc) rc = tk_memcpy_d2h(c, logit, dl, NEVAL * 4, TK_STREAM_COMPUTE, &e);
     if (dl) tk_free(c, dl);
@@ -100,7 +97,7 @@ static int run_rank(int rank, int world, const char *tag) {
         printf("# %s rank %d: %s\n", tag, rank, buf);
         fflush(stdout);
     }
-    tk_dlrm_destroy(m);
+    tk_instance_destroy(&I);
     tk_comm_destroy(comm);
     tk_ctx_destroy(c);
     return rc;

@@ -1,12 +1,14 @@
 // The optimizer section parser (lib/engine/optim_config.c): today's DLRM sections give what the
-// DLRM config loader gives (the loader is the oracle), each optimizer's defaults, the MLPerf
+// engine's reading of a whole DLRM config gives (tk_optimizer_config over the effective config
+// that the instance parsed as DLRM's, as train-step reads it: the oracle), each optimizer's defaults, the MLPerf
 // BERT and ResNet settings, epochs converted with the steps per epoch, and one exact error (what
 // and where) for each kind of mistake.
 #include <string.h>
 
+#include "engine/instance.h"
 #include "engine/optim_config.h"
+#include "engine/optimizer.h"
 #include "tk_test.h"
-#include "workloads/dlrm/dlrm.h"
 
 // Parses the JSON text as the optimizer object of "cfg.json".
 static int parse(const char *text, int64_t spe, tk_opt_config *cfg, tk_err *e) {
@@ -22,16 +24,19 @@ static int parse(const char *text, int64_t spe, tk_opt_config *cfg, tk_err *e) {
     return rc;
 }
 
-TK_TEST(dlrm_sections_parse_as_the_dlrm_loader_does) {
+TK_TEST(dlrm_sections_parse_as_the_engine_reads_them) {
     static const char *files[] = {"share/workloads/dlrm/config.json", "share/workloads/dlrm/tiny.json",
                                   "share/workloads/dlrm/synth-mlperf.json", "share/workloads/dlrm/synth-mlperf-full.json"};
     // Two of them take their table sizes from the data's schema: any will do here.
     const char *meta = "{\"cardinalities\": [5, 6, 7]}";
     for (int f = 0; f < 4; f++) {
-        tk_dlrm_config want;
         tk_err e = {0};
-        CHECK_EQ_INT(tk_dlrm_config_load(files[f], NULL, 0, meta, &want, NULL, &e), 0);
         json_t *root = json_load_file(files[f], 0, NULL);
+        tk_instance I;
+        tk_opt_config want;
+        CHECK_EQ_INT(tk_instance_config(&I, root, files[f], NULL, 0, meta, &e), 0);
+        CHECK_EQ_INT(tk_optimizer_config(I.effective, files[f], 0, &want, &e), 0);
+        tk_instance_destroy(&I);
         tk_opt_config got;
         CHECK_EQ_INT(tk_opt_config_parse(json_object_get(root, "optimizer"), files[f], "optimizer", 0, &got, &e), 0);
         json_decref(root);
@@ -39,7 +44,7 @@ TK_TEST(dlrm_sections_parse_as_the_dlrm_loader_does) {
         CHECK(got.lr.base_lr == want.lr.base_lr && got.lr.warmup_steps == want.lr.warmup_steps);
         CHECK(got.lr.decay_start == want.lr.decay_start && got.lr.decay_steps == want.lr.decay_steps);
         CHECK(got.lr.power == want.lr.power && got.lr.min_lr == want.lr.min_lr);
-        // The fields the DLRM loader leaves zero (both structs are zeroed first, padding included).
+        // The fields the DLRM sections leave zero (both structs are zeroed first, padding included).
         CHECK(memcmp(&got.lr, &want.lr, sizeof got.lr) == 0);
         int64_t differ = 0;
         for (int64_t s = 0; s < 100000; s += 7) differ += tk_lr_at(&got.lr, s) != tk_lr_at(&want.lr, s);

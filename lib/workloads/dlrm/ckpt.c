@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/bf16.h"
 #include "engine/ckpt.h"
-#include "sgd.h"
 #include "workloads/dlrm/ckpt.h"
 #include "workloads/dlrm/hybrid.h"
 #include "workloads/dlrm/model.h"
@@ -22,26 +22,13 @@ static void set2(tk_st_tensor *t, const char *name, tk_dtype dt, int ndim, int64
     t->shape[1] = d1;
 }
 
-int tk_dlrm_save(tk_dlrm *m, const char *path, const json_t *meta, tk_err *e) {
-    return tk_ckpt_save(m->dist, m->P, path, meta, e);
+int tk_dlrm_weights_loaded(void *model, tk_err *e) {
+    TRY(tk_dlrm_refresh_copies(model, e));
+    return tk_dlrm_hybrid_refresh(model, e); // collective; a rank that failed its load is missed within the timeout
 }
 
-int tk_dlrm_weights_loaded(tk_dlrm *m, tk_err *e) {
-    TRY(tk_dlrm_refresh_copies(m, e));
-    return tk_dlrm_hybrid_refresh(m, e); // collective; a rank that failed its load is missed within the timeout
-}
-
-int tk_dlrm_load(tk_dlrm *m, const char *path, json_t **meta, tk_err *e) {
-    int rc = tk_ckpt_load(m->P, path, 0, meta, NULL, e);
-    if (!rc) rc = tk_dlrm_weights_loaded(m, e);
-    if (rc && meta) {
-        json_decref(*meta);
-        *meta = NULL;
-    }
-    return rc;
-}
-
-int tk_dlrm_dump_step(tk_dlrm *m, const char *path, tk_err *e) {
+int tk_dlrm_dump_step(void *model, const char *path, tk_err *e) {
+    tk_dlrm *m = model;
     if (m->comm)
         return tk_err_set(e, TK_EUSAGE, "--dump-step is not supported with the exchange step (several ranks, "
                                         "--force-exchange or --hybrid-embedding) yet");
@@ -78,7 +65,8 @@ int tk_dlrm_dump_step(tk_dlrm *m, const char *path, tk_err *e) {
     set2(&ent[n].t, "batch.cat", TK_I32, 2, B, T), ent[n].src = m->in_cat, ent[n++].dev = 1;
     double acc[2] = {0, 0};
     if (!rc) rc = tk_memset0(m->c, m->loss_acc, 16, TK_STREAM_COMPUTE, e);
-    if (!rc) rc = tk_dlrm_train_step(m, e);
+    if (!rc) rc = tk_dlrm_fwd_bwd(m, e); // (the engine's update of the dense span: after all of the dump)
+    if (!rc) rc = tk_dlrm_after_update(m, e);
     if (!rc) rc = tk_memcpy_d2h(m->c, acc, m->loss_acc, 16, TK_STREAM_COMPUTE, e);
     if (!rc) rc = tk_ctx_sync(m->c, e);
     *loss = (float)acc[0];

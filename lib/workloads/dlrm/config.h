@@ -9,27 +9,22 @@
 
 #include "core/err.h"
 #include "engine/config.h"
-#include "engine/optimizer.h"
 #include "workloads/dlrm/types.h"
 
 // The precisions it supports (its table's, model.precision: engine/cfg.h tk_cfg_precision).
 extern const char *const tk_dlrm_precisions[];
 
-// The workload's sections of root (overrides applied), given the engine's parsed run config (its
-// values are copied into cfg). Table sizes: "table_sizes" in the config, or, when it is "data",
-// the "cardinalities" of the dataset's schema meta (data_meta, may be NULL), capped at
+// The table's config: the workload's sections of root (overrides applied) into a new
+// tk_dlrm_config *cfg (tk_dlrm_config_free), given the engine's parsed run config (the global
+// batch is copied from it). Table sizes: "table_sizes" in the config, or, when it is "data", the
+// "cardinalities" of the dataset's schema meta (data_meta, may be NULL), capped at
 // "max_table_rows"; the resolved sizes are written back into root.
-int tk_dlrm_config_parse(json_t *root, const char *path, const tk_run_cfg *run, const char *data_meta,
-                         tk_dlrm_config *cfg, tk_err *e);
-// A whole config for the model on its own (tests, tools): applies overrides "key=value" (value
-// parsed as JSON, else taken as a string; dotted keys reach into objects, e.g. "lr.base=2.0"), the
-// engine's sections, then the workload's. *effective (may be NULL) gets the resulting JSON.
-int tk_dlrm_config_from_json(json_t *root, const char *path, char *const *overrides, int noverrides,
-                             const char *data_meta, tk_dlrm_config *cfg, json_t **effective, tk_err *e);
-int tk_dlrm_config_load(const char *path, char *const *overrides, int noverrides, const char *data_meta,
-                        tk_dlrm_config *cfg, json_t **effective, tk_err *e);
-// The engine's trajectory hash (tk_config_hash).
-uint64_t tk_dlrm_config_hash(const json_t *effective);
+int tk_dlrm_config_parse(json_t *root, const char *path, const tk_run_cfg *run, const char *data_meta, void **cfg,
+                         tk_err *e);
+void tk_dlrm_config_free(void *cfg);
+// The table's wants_comm: with the hybrid embedding or --force-exchange, the exchange step over a
+// communicator even on one rank.
+int tk_dlrm_wants_comm(const void *cfg);
 
 extern const char *const tk_dlrm_sections[]; // {"parallel", NULL}
 

@@ -1,5 +1,5 @@
-// DLRM (MLPerf Training v1.x recommendation) as a whole, for code that uses the model directly
-// (tests, tools): every header of lib/workloads/dlrm/. The engine knows it only through
+// DLRM (MLPerf Training v1.x recommendation) as a whole: every header of lib/workloads/dlrm/ (the
+// table in workload.c, tests that look inside the model). The engine knows it only through
 // tk_workload_dlrm (workload.c).
 #ifndef TK_WORKLOADS_DLRM_DLRM_H
 #define TK_WORKLOADS_DLRM_DLRM_H

@@ -6,9 +6,11 @@
 
 #include "workloads/dlrm/types.h"
 
-int tk_dlrm_evalset_load(tk_dlrm *m, char *const *paths, int npaths, tk_dlrm_evalset **es, tk_err *e);
-void tk_dlrm_evalset_free(tk_dlrm *m, tk_dlrm_evalset *es);
+// The table's evalset_load (*es a tk_dlrm_evalset), evalset_count, evalset_free, evaluate.
+int tk_dlrm_evalset_load(void *model, char *const *paths, int npaths, void **es, tk_err *e);
+int64_t tk_dlrm_evalset_count(const void *es);
+void tk_dlrm_evalset_free(void *model, void *es);
 // Several ranks: collective; every rank holds all the scores and labels and gets the same AUC.
-int tk_dlrm_evaluate(tk_dlrm *m, tk_dlrm_evalset *es, double *auc, tk_err *e);
+int tk_dlrm_evaluate(void *model, void *es, double *auc, tk_err *e);
 
 #endif

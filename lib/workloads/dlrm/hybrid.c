@@ -8,16 +8,8 @@
 #include "embedding.h"
 #include "hybrid_plan.h"
 #include "rows.h"
+#include "workloads/dlrm/data.h"
 #include "workloads/dlrm/hybrid.h"
-
-// n device buffers carved from one new arena a: *dst[k] gets sz[k] bytes.
-static int carve(tk_dlrm *m, tk_arena *a, const char *name, const size_t *sz, void **const *dst, int n, tk_err *e) {
-    size_t total = 0;
-    for (int k = 0; k < n; k++) total += tk_dlrm_align256(sz[k]);
-    TRY(tk_arena_init(m->c, a, total, name, e));
-    for (int k = 0; k < n; k++) TRY(tk_arena_take(a, sz[k], dst[k], e));
-    return 0;
-}
 
 // ---- choosing the frequent rows ----
 
@@ -144,7 +136,7 @@ static int hybrid_alloc(tk_dlrm *m, const cand *rows, tk_err *e) {
                     (void **)&h->hset, (void **)&h->hoff, (void **)&h->dfbase, (void **)&h->hbits,
                     (void **)&h->plan[0].d, (void **)&h->plan[1].d, (void **)&h->plan[0].dcounts,
                     (void **)&h->plan[1].dcounts};
-    TRY(carve(m, &h->mem, "hybrid embedding", sz, dst, (int)(sizeof sz / sizeof sz[0]), e));
+    TRY(tk_dlrm_carve(m, &h->mem, "hybrid embedding", sz, dst, (int)(sizeof sz / sizeof sz[0]), e));
     for (int s = 0; s < 2; s++) TRY(tk_event_create(m->c, &h->plan[s].done, e));
     // The static arrays, staged through one host buffer.
     size_t nh = 2 * (size_t)h->nf_own;
@@ -192,7 +184,7 @@ static int hybrid_alloc_exchange(tk_dlrm *m, tk_err *e) {
     size_t sz[] = {(bT > wc ? bT : wc) * D * es, wc * D * es, wc * 4, wc * 4, bT * 4, bT * 4};
     void **dst[] = {&h->pack, &h->gown, (void **)&h->plan[0].send_pad, (void **)&h->plan[1].send_pad,
                     (void **)&h->plan[0].recv_src, (void **)&h->plan[1].recv_src};
-    return carve(m, &h->xmem, "hybrid exchange", sz, dst, (int)(sizeof sz / sizeof sz[0]), e);
+    return tk_dlrm_carve(m, &h->xmem, "hybrid exchange", sz, dst, (int)(sizeof sz / sizeof sz[0]), e);
 }
 
 // The plan arguments of this rank for the global batch cat (device) on stream, into slot's plan.
@@ -244,8 +236,13 @@ static int choose_capacity(tk_dlrm *m, const int32_t *cat, int64_t n, int64_t ca
     return 0;
 }
 
-int tk_dlrm_hybrid_setup(tk_dlrm *m, const int32_t *cat, int64_t n, int64_t max_rows, int64_t capacity,
-                         tk_err *e) {
+// Collective: every rank passes the same n samples' ids cat (n, T) host, folded into the tables
+// (the first batches of the training data), from which the replicated rows are chosen (at most
+// max_rows). Refreshes the replica from the tables; tk_dlrm_init_weights and
+// tk_dlrm_weights_loaded refresh it again. capacity: vectors a rank pair of the fixed exchange
+// (clamped to b*tm, the plain exchange's block), -1: chosen from those batches' exchange matrices
+// and grown when a batch does not fit, 0: every batch exact.
+static int hybrid_setup(tk_dlrm *m, const int32_t *cat, int64_t n, int64_t max_rows, int64_t capacity, tk_err *e) {
     const tk_dlrm_config *cfg = &m->cfg;
     const int T = cfg->num_tables, W = m->world;
     if (!m->comm) // (one rank through a communicator is fine: the exchange step at world size 1)
@@ -314,7 +311,9 @@ int tk_dlrm_hybrid_refresh(tk_dlrm *m, tk_err *e) {
 
 // ---- planning a batch ----
 
-int tk_dlrm_hybrid_plan(tk_dlrm *m, int slot, const int32_t *cat, int stream, tk_err *e) {
+// Plans the exchange of the global batch cat (B, T) (device) into plan slot (0 or 1) on stream,
+// and waits for its counts (the host needs them to queue the exchange).
+static int hybrid_plan(tk_dlrm *m, int slot, const int32_t *cat, int stream, tk_err *e) {
     tk_dlrm_hybrid *h = m->hy;
     tk_dlrm_hplan *P = &h->plan[slot];
     const int W = m->world, b = m->b, tm = m->tm, r = m->rank;
@@ -355,7 +354,7 @@ int tk_dlrm_hybrid_plan(tk_dlrm *m, int slot, const int32_t *cat, int stream, tk
     return 0;
 }
 
-json_t *tk_dlrm_hybrid_json(const tk_dlrm *m) {
+static json_t *hybrid_json(const tk_dlrm *m) {
     const tk_dlrm_hybrid *h = m->hy;
     if (!h) return NULL;
     double n = h->batches > 0 ? (double)h->batches : 1, plain = h->a2a_bytes_plain / n;
@@ -369,9 +368,55 @@ json_t *tk_dlrm_hybrid_json(const tk_dlrm *m) {
                      plain > 0 ? json_real(1.0 - hy / plain) : json_null(), "plan_ms_per_batch", h->plan_s / n * 1e3);
 }
 
-int tk_dlrm_hybrid_stage(tk_dlrm *m, int slot, const int32_t *cat, int stream, tk_err *e) {
+json_t *tk_dlrm_result_extra(const void *model) {
+    json_t *h = hybrid_json(model);
+    return h ? json_pack("{s:o}", "hybrid_embedding", h) : NULL;
+}
+
+int tk_dlrm_hybrid_stage(void *model, int slot, void *const *dev, int stream, tk_err *e) {
+    tk_dlrm *m = model;
     if (!m->hy) return 0;
     tk_dlrm_hplan *P = &m->hy->plan[slot];
     if (P->has_done) TRY(tk_event_wait(m->c, stream, &P->done, e)); // the step that read it is over
-    return tk_dlrm_hybrid_plan(m, slot, cat, stream, e);
+    return hybrid_plan(m, slot, dev[2], stream, e);
+}
+
+int tk_dlrm_hybrid_use(void *model, int slot, tk_err *e) {
+    tk_dlrm *m = model;
+    (void)e;
+    if (m->hy) m->hy->cur = slot; // the step reads the slot's plan in place (no graph: no fixed address)
+    return 0;
+}
+
+// ---- before training ----
+
+int tk_dlrm_prepare(void *model, void *rd, int64_t steps_per_epoch, json_t **line, tk_err *e) {
+    tk_dlrm *m = model;
+    const tk_dlrm_config *cfg = &m->cfg;
+    (void)steps_per_epoch;
+    if (!cfg->hybrid) return 0;
+    const int T = cfg->num_tables, B = cfg->batch;
+    int64_t want = cfg->hybrid_stat_batches * B, have = (int64_t)tk_dlrm_data_count(rd);
+    int64_t n = want < have ? want : have, got_all = 0;
+    uint8_t *hl = malloc((size_t)B);
+    int32_t *hd = malloc((size_t)B * cfg->num_dense * 4), *cat = malloc((size_t)n * T * 4 + 4);
+    int rc = !hl || !hd || !cat ? tk_err_set(e, TK_EIO, "out of host memory") : 0;
+    if (!rc) rc = tk_dlrm_data_seek(rd, 0, e);
+    while (!rc && got_all < n) {
+        int k = n - got_all < B ? (int)(n - got_all) : B, got = 0;
+        rc = tk_dlrm_data_next(rd, k, hl, hd, cat + got_all * T, &got, e);
+        if (!rc && got == 0) break;
+        got_all += got;
+    }
+    double t0 = tk_now();
+    if (!rc) rc = hybrid_setup(m, cat, got_all, cfg->hybrid_max_rows, cfg->hybrid_capacity, e);
+    if (!rc) {
+        json_t *h = hybrid_json(m);
+        *line = json_pack("{s:s, s:I, s:f, s:o}", "type", "hybrid_embedding", "stat_samples", (json_int_t)got_all,
+                          "setup_s", tk_now() - t0, "rows", h ? h : json_null());
+    }
+    free(hl);
+    free(hd);
+    free(cat);
+    return rc;
 }

@@ -39,42 +39,31 @@
 
 #include "workloads/dlrm/types.h"
 
-// Collective:
-// every rank passes the same n samples' ids cat (n, T) host, folded into the tables (the first
-// batches of the training data), from which the replicated rows are chosen (at most max_rows).
-// Refreshes the replica from the tables; tk_dlrm_init_weights and tk_dlrm_load refresh it again.
-// capacity: vectors a rank pair of the fixed exchange (clamped to b*tm, the plain exchange's
-// block), -1: chosen from those batches' exchange matrices and grown when a batch does not fit,
-// 0: every batch exact. From then on
-// tk_dlrm_hybrid_stage / tk_dlrm_set_batch plan each batch's exchange on the device and
-// the step uses the plan; a batch whose exchange fits the capacity can be captured in a
-// CUDA graph (tk_dlrm_capturable). Evaluation and checkpoints read the tables, whole at every
+// The table's prepare, with --hybrid-embedding (cfg.hybrid): the replicated rows are chosen from
+// the first hybrid_stat_batches batches of the training data of reader rd (a tk_dlrm_data; every
+// rank reads the same ones, so every rank chooses the same rows; hybrid.c's hybrid_setup); *line:
+// {"type": "hybrid_embedding", "stat_samples", "setup_s", "rows": the statistics of
+// tk_dlrm_result_extra}. From then on tk_dlrm_hybrid_stage plans each batch's exchange on the
+// device and the step uses the plan; a batch whose exchange fits the capacity can be captured in
+// a CUDA graph (tk_dlrm_graph_key). Evaluation and checkpoints read the tables, whole at every
 // step end.
-int tk_dlrm_hybrid_setup(tk_dlrm *m, const int32_t *cat, int64_t n, int64_t max_rows, int64_t capacity,
-                         tk_err *e);
-// Whether the step of the batch in the input buffers (tk_dlrm_use_batch) may be captured in a CUDA
-// graph: always without the hybrid embedding; with it, when the batch goes by the fixed exchange.
-// Such a graph is the step of that staging slot (the hybrid step reads the slot's plan in place).
-int tk_dlrm_capturable(const tk_dlrm *m);
-// What such a graph depends on beyond the slot: a graph made for another key must be made again
-// (the hybrid embedding's capacity, which may grow; 0 without it).
-int64_t tk_dlrm_capture_key(const tk_dlrm *m);
-// After queuing a step that tk_dlrm_train_step did not queue itself (a CUDA graph's launch): marks
-// the slot's plan free for the batch after next. (tk_dlrm_train_step does it when not capturing.)
-int tk_dlrm_step_queued(tk_dlrm *m, tk_err *e);
+int tk_dlrm_prepare(void *model, void *rd, int64_t steps_per_epoch, json_t **line, tk_err *e);
+// The replica from the tables (collective; nothing when off).
 int tk_dlrm_hybrid_refresh(tk_dlrm *m, tk_err *e);
-// Plans the exchange of the global batch cat (B, T) (device) into plan slot (0 or 1) on stream,
-// and waits for its counts (the host needs them to queue the exchange).
-int tk_dlrm_hybrid_plan(tk_dlrm *m, int slot, const int32_t *cat, int stream, tk_err *e);
-// The engine's staging of a batch into slot: on the copy stream, once the step that read the
-// slot's previous plan is done, plan the exchange of cat (the slot's device ids). Off: nothing.
-int tk_dlrm_hybrid_stage(tk_dlrm *m, int slot, const int32_t *cat, int stream, tk_err *e);
+// The table's staged: after the copy of a batch into staging slot `slot` (device fields dev), on
+// `stream` (the copy stream), once the step that read the slot's previous plan is done, plans the
+// exchange of the slot's ids dev[2] and waits for its counts (the host needs them to queue the
+// exchange). Off: nothing.
+int tk_dlrm_hybrid_stage(void *model, int slot, void *const *dev, int stream, tk_err *e);
+// The table's use: the slot's batch is the input; its step reads the slot's plan.
+int tk_dlrm_hybrid_use(void *model, int slot, tk_err *e);
 void tk_dlrm_hybrid_destroy(tk_dlrm *m);
-// {"frequent_rows", "frequent_rows_own", "min_uses_per_batch", "capacity", "capacity_growths", "batches",
-// "fixed_batches", "a2a_bytes_per_step",
-// "allreduce_bytes_per_step", "plain_a2a_bytes_per_step", "saved_fraction", "plan_ms_per_batch"
-// (host time from queuing a batch's plan to having its counts)}: this rank's bytes sent
-// per step, averaged over the batches it planned, against the plain exchange's (NULL when off).
-json_t *tk_dlrm_hybrid_json(const tk_dlrm *m);
+// The table's result_extra: {"hybrid_embedding": {"frequent_rows", "frequent_rows_own",
+// "min_uses_per_batch", "capacity", "capacity_growths", "batches", "fixed_batches",
+// "a2a_bytes_per_step", "allreduce_bytes_per_step", "plain_a2a_bytes_per_step", "saved_fraction",
+// "plan_ms_per_batch" (host time from queuing a batch's plan to having its counts)}}: this
+// rank's bytes sent per step, averaged over the batches it planned, against the plain exchange's
+// (NULL when off).
+json_t *tk_dlrm_result_extra(const void *model);
 
 #endif

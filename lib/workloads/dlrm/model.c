@@ -1,15 +1,15 @@
-// DLRM's model: tensors, initialization, copies, inputs, host reads (model.h).
+// DLRM's model: tensors, initialization, copies, inputs (model.h).
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cast2d.h"
+#include "core/bf16.h"
 #include "core/philox.h"
 #include "embedding.h"
 #include "gemm.h"
 #include "interaction.h"
-#include "sgd.h"
 #include "workloads/dlrm/hybrid.h"
 #include "workloads/dlrm/model.h"
 #include "workloads/dlrm/profile.h"
@@ -55,13 +55,13 @@ static int declare(tk_dlrm *m, tk_err *e) {
     m->dense_w = P->dense_w;
     m->dense_g = P->dense_g;
     m->dense_n = P->dense_n;
-    m->wcopy = P->copy;
     m->tables = m->tn > 0 ? P->p[P->ndense + m->t0].w : (char *)P->dense_w + P->wbytes;
     return 0;
 }
 
-int tk_dlrm_create_env(tk_dlrm **out, const tk_dlrm_config *cfg, const tk_wl_env *env, tk_err *e) {
-    *out = NULL;
+int tk_dlrm_create(const void *config, const tk_wl_env *env, void **model, tk_err *e) {
+    *model = NULL;
+    const tk_dlrm_config *cfg = config;
     tk_dlrm *m = calloc(1, sizeof *m);
     if (!m) return tk_err_set(e, TK_EIO, "out of host memory");
     tk_ctx *c = env->c;
@@ -70,6 +70,9 @@ int tk_dlrm_create_env(tk_dlrm **out, const tk_dlrm_config *cfg, const tk_wl_env
     m->cfg = *cfg;
     m->P = env->params;
     m->dist = env->dist;
+    m->lr = env->lr;
+    m->step = env->step;
+    m->loss_acc = env->loss_acc;
     const int B = cfg->batch, T = cfg->num_tables, D = cfg->emb_dim;
     int rc = 0;
     m->act = cfg->bf16 ? TK_BF16 : TK_F32;
@@ -115,151 +118,77 @@ int tk_dlrm_create_env(tk_dlrm **out, const tk_dlrm_config *cfg, const tk_wl_env
     m->rows_total = m->row_off_host[tn];
     if ((rc = declare(m, e))) goto fail;
 
-    // Activations, inputs, workspaces and device scalars.
-    size_t W = (size_t)cfg->interaction_width;
-    size_t act = 0, es = tk_dtype_size(m->act); // es: bytes of an element of emb, demb and the exchange
-    size_t sizes[64];
-    int ns = 0;
-#define NEED(bytes) (sizes[ns++] = (bytes), act += tk_dlrm_align256(bytes))
-    NEED((size_t)B);                                 // in_label
-    NEED((size_t)B * cfg->num_dense * 4);            // in_dense
-    NEED((size_t)B * T * 4);                         // in_cat
-    NEED((size_t)b * cfg->num_dense * 4);            // x0
-    NEED((size_t)b * W * 4);                         // inter
-    NEED((size_t)b * 4);                             // logit
-    NEED((size_t)b * 4);                             // dlogit
-    NEED((size_t)b * maxw * 4);                      // dy[0]
-    NEED((size_t)b * maxw * 4);                      // dy[1]
-    NEED((size_t)b * W * 4);                         // dinter
-    NEED((size_t)b * D * 4);                         // dbot
-    NEED(tk_embedding_bwd_ws_bytes(c->backend, B, tn)); // emb_ws (the owned tables, all B samples)
-    NEED((size_t)(tn + 1) * 8);                      // row_off
-    NEED(64);                                        // scalars: lr, step, loss_acc[2] (own), auc
+    // Activations, inputs, workspaces and the AUC, one arena.
+    size_t W = (size_t)cfg->interaction_width, es = tk_dtype_size(m->act); // es: an element of emb, demb, the exchange
+    size_t sz[24 + 4 * TK_DLRM_MAX_LAYERS];
+    void **dst[24 + 4 * TK_DLRM_MAX_LAYERS];
+    int n = 0;
+#define BUF(p, bytes) (sz[n] = (bytes), dst[n++] = (void **)&(p))
+    BUF(m->in_label, (size_t)B);
+    BUF(m->in_dense, (size_t)B * cfg->num_dense * 4);
+    BUF(m->in_cat, (size_t)B * T * 4);
+    BUF(m->x0, (size_t)b * cfg->num_dense * 4);
+    BUF(m->inter, (size_t)b * W * 4);
+    BUF(m->dlogit, (size_t)b * 4);
+    BUF(m->dy[0], (size_t)b * maxw * 4);
+    BUF(m->dy[1], (size_t)b * maxw * 4);
+    BUF(m->dinter, (size_t)b * W * 4);
+    BUF(m->dbot, (size_t)b * D * 4);
+    BUF(m->emb_ws, tk_embedding_bwd_ws_bytes(c->backend, B, tn)); // the owned tables, all B samples
+    BUF(m->row_off, (size_t)(tn + 1) * 8);
+    BUF(m->auc, 8);
     for (int l = 0; l < m->nlayers; l++) {
-        NEED((size_t)b * m->L[l].out * 4);           // y
-        NEED(tk_gemm_aux_bytes(c, b, m->L[l].out)); // aux
+        BUF(m->L[l].y, (size_t)b * m->L[l].out * 4);
+        BUF(m->L[l].aux, tk_gemm_aux_bytes(c, b, m->L[l].out));
     }
     int kp = tk_dlrm_kpad(cfg->num_dense), o0 = m->L[0].out;
     if (cfg->bf16) {
-        NEED((size_t)b * kp * 2);                    // x0p
-        NEED((size_t)o0 * kp * 2);                   // W0p
-        NEED((size_t)o0 * kp * 4);                   // dW0p
+        BUF(m->x0p, (size_t)b * kp * 2);
+        BUF(m->W0p, (size_t)o0 * kp * 2);
+        BUF(m->dW0p, (size_t)o0 * kp * 4);
     }
     if (!m->comm) { // the exchange step uses the exchange buffers instead (grouped layout, G = tm)
-        NEED((size_t)b * T * D * es);                // emb
-        NEED((size_t)b * T * D * es);                // demb
+        BUF(m->emb, (size_t)b * T * D * es);
+        BUF(m->demb, (size_t)b * T * D * es);
     } else {
-        NEED((size_t)B * tn * 4);                    // cat_own
-        NEED((size_t)B * tn * D * es);               // emb_own
-        NEED((size_t)B * tm * D * es);               // a2a_send
-        NEED((size_t)B * tm * D * es);               // a2a_recv
-        NEED((size_t)b * cfg->num_dense * 4);        // ev_dense
-        NEED((size_t)b * 4);                         // ev_logit
-        NEED((size_t)B * 4);                         // ev_score
+        BUF(m->cat_own, (size_t)B * tn * 4);
+        BUF(m->emb_own, (size_t)B * tn * D * es);
+        BUF(m->a2a_send, (size_t)B * tm * D * es);
+        BUF(m->a2a_recv, (size_t)B * tm * D * es);
+        BUF(m->ev_dense, (size_t)b * cfg->num_dense * 4);
+        BUF(m->ev_logit, (size_t)b * 4);
+        BUF(m->ev_score, (size_t)B * 4);
     }
-#undef NEED
-    if ((rc = tk_arena_init(c, &m->acts, act + 256, "activations", e))) goto fail;
-    void *v[64];
-    for (int i = 0; i < ns; i++)
-        if ((rc = tk_arena_take(&m->acts, sizes[i], &v[i], e))) goto fail;
-    int i = 0;
-    m->in_label = v[i++];
-    m->in_dense = v[i++];
-    m->in_cat = v[i++];
-    m->x0 = v[i++];
-    m->inter = v[i++];
-    m->logit = v[i++];
-    m->dlogit = v[i++];
-    m->dy[0] = v[i++];
-    m->dy[1] = v[i++];
-    m->dinter = v[i++];
-    m->dbot = v[i++];
-    m->emb_ws = v[i++];
-    m->row_off = v[i++];
-    char *s = v[i++];
-    m->lr = env->lr ? env->lr : (float *)s;
-    m->step = env->step ? env->step : (int64_t *)(s + 8);
-    m->loss_acc = env->loss_acc ? env->loss_acc : (double *)(s + 16);
-    m->auc = (double *)(s + 32);
-    for (int l = 0; l < m->nlayers; l++) {
-        m->L[l].y = v[i++];
-        m->L[l].aux = v[i++];
+#undef BUF
+    if ((rc = tk_dlrm_carve(m, &m->acts, "activations", sz, dst, n, e))) goto fail;
+    for (int l = 0; l < m->nlayers; l++)
         m->L[l].x = l == 0 ? m->x0 : l == cfg->nbot ? m->inter : m->L[l - 1].y;
-    }
-    if (cfg->bf16) {
-        m->x0p = v[i++];
-        m->W0p = v[i++];
-        m->dW0p = v[i++];
-    }
-    if (!m->comm) {
-        m->emb = v[i++];
-        m->demb = v[i++];
-    } else {
-        m->cat_own = v[i++];
-        m->emb_own = v[i++];
-        m->a2a_send = v[i++];
-        m->a2a_recv = v[i++];
-        m->ev_dense = v[i++];
-        m->ev_logit = v[i++];
-        m->ev_score = v[i++];
-    }
     m->logit = m->L[m->nlayers - 1].y;
     if ((rc = tk_memset0(c, m->acts.base, m->acts.cap, TK_STREAM_COMPUTE, e))) goto fail;
     if ((rc = tk_memcpy_h2d(c, m->row_off, m->row_off_host, (size_t)(tn + 1) * 8, TK_STREAM_COMPUTE, e)))
         goto fail;
     if ((rc = tk_ctx_sync(c, e))) goto fail;
-    *out = m;
+    *model = m;
     return 0;
 fail:
     tk_dlrm_destroy(m);
     return rc;
 }
 
-// On its own: the flat buffers, the scalars (in acts) and the ranks' plumbing are the model's.
-int tk_dlrm_create_dist(tk_dlrm **out, tk_ctx *c, const tk_dlrm_config *cfg, tk_comm *comm, double timeout_s,
-                        tk_err *e) {
-    *out = NULL;
-    tk_dist *d = calloc(1, sizeof *d);
-    tk_params *P = calloc(1, sizeof *P);
-    int rc = !d || !P ? tk_err_set(e, TK_EIO, "out of host memory") : tk_dist_init(d, c, comm, timeout_s, e);
-    if (!rc) {
-        tk_params_init(P, c, d->rank);
-        tk_wl_env env = {.c = c, .dist = d, .params = P};
-        rc = tk_dlrm_create_env(out, cfg, &env, e);
-    }
-    if (!rc) { // the model keeps them as its own
-        (*out)->own_params = *P;
-        (*out)->P = &(*out)->own_params;
-        (*out)->own_dist = *d;
-        (*out)->dist = &(*out)->own_dist;
-    } else {
-        if (P) tk_params_release(P);
-        if (d) tk_dist_release(d);
-    }
-    free(P);
-    free(d);
-    return rc;
-}
-
-int tk_dlrm_create(tk_dlrm **m, tk_ctx *c, const tk_dlrm_config *cfg, tk_err *e) {
-    return tk_dlrm_create_dist(m, c, cfg, NULL, 0, e);
-}
-
-void tk_dlrm_destroy(tk_dlrm *m) {
+void tk_dlrm_destroy(void *model) {
+    tk_dlrm *m = model;
     if (!m) return;
     tk_arena_release(m->c, &m->acts);
     tk_prof_stop(&m->prof);
     tk_dlrm_hybrid_destroy(m);
-    if (m->P == &m->own_params) tk_params_release(&m->own_params);
-    if (m->dist == &m->own_dist) tk_dist_release(&m->own_dist);
     free(m);
 }
 
 // A distinct Philox stream per tensor: id 0.. for the MLP tensors, 1000+t for table t.
 static uint32_t init_stream(int id) { return (uint32_t)TK_RNG_INIT | (uint32_t)(id + 1) << 8; }
 
-// The bf16 path: rewrite the compute copies (wcopy, W0p) from the fp32 master weights, after
-// anything but the SGD update (which writes wcopy itself) changed them.
+// The bf16 path: rewrite the compute copies (the tk_params copy, W0p) from the fp32 master
+// weights, after anything but the optimizer's update (which writes the former itself) changed them.
 int tk_dlrm_cast_w0p(tk_dlrm *m, tk_err *e) { // layer 0's weights, padded to K = 16, in bf16
     const tk_dlrm_layer *L0 = &m->L[0];
     return tk_cast2d(m->c, L0->W, TK_F32, L0->in, m->W0p, TK_BF16, tk_dlrm_kpad(L0->in), L0->out, L0->in, e);
@@ -271,7 +200,13 @@ int tk_dlrm_refresh_copies(tk_dlrm *m, tk_err *e) {
     return tk_dlrm_cast_w0p(m, e);
 }
 
-int tk_dlrm_init_weights(tk_dlrm *m, uint64_t seed, tk_err *e) {
+static int write_step(tk_dlrm *m, int64_t step, tk_err *e) {
+    TRY(tk_memcpy_h2d(m->c, m->step, &step, 8, TK_STREAM_COMPUTE, e));
+    return tk_ctx_sync(m->c, e);
+}
+
+int tk_dlrm_init_weights(void *model, uint64_t seed, tk_err *e) {
+    tk_dlrm *m = model;
     const tk_dlrm_config *cfg = &m->cfg;
     size_t ds = m->dense_n * 4;
     float *h = calloc(1, ds > STAGE_BYTES ? ds : STAGE_BYTES);
@@ -310,47 +245,21 @@ int tk_dlrm_init_weights(tk_dlrm *m, uint64_t seed, tk_err *e) {
     if (!rc) rc = tk_ctx_sync(m->c, e);
     free(h);
     if (!rc) rc = tk_dlrm_refresh_copies(m, e);
-    if (!rc) rc = tk_dlrm_write_step(m, 0, e);
+    if (!rc) rc = write_step(m, 0, e);
     if (!rc) rc = tk_memset0(m->c, m->loss_acc, 16, TK_STREAM_COMPUTE, e);
     if (!rc) rc = tk_dlrm_hybrid_refresh(m, e);
     return rc;
 }
 
-int tk_dlrm_set_batch(tk_dlrm *m, const uint8_t *label, const int32_t *dense, const int32_t *cat,
-                      int n, tk_err *e) {
-    if (n > m->cfg.batch) return tk_err_set(e, TK_EINTERNAL, "dlrm: batch of %d > %d", n, m->cfg.batch);
-    TRY(tk_memcpy_h2d(m->c, m->in_label, label, (size_t)n, TK_STREAM_COMPUTE, e));
-    TRY(tk_memcpy_h2d(m->c, m->in_dense, dense, (size_t)n * m->cfg.num_dense * 4, TK_STREAM_COMPUTE, e));
-    TRY(tk_memcpy_h2d(m->c, m->in_cat, cat, (size_t)n * m->cfg.num_tables * 4, TK_STREAM_COMPUTE, e));
-    if (!m->hy) return 0;
-    if (n != m->cfg.batch) return tk_err_set(e, TK_EINTERNAL, "dlrm: the hybrid embedding plans whole batches");
-    // on the compute stream, so after any step that read slot 0's plan
-    TRY(tk_dlrm_hybrid_plan(m, 0, m->in_cat, TK_STREAM_COMPUTE, e));
-    m->hy->cur = 0;
-    return 0;
+void tk_dlrm_batch_layout(const void *model, tk_batch_layout *L) {
+    const tk_dlrm *m = model;
+    const size_t B = (size_t)m->cfg.batch;
+    *L = (tk_batch_layout){.nfields = 3, .bytes = {B, B * m->cfg.num_dense * 4, B * m->cfg.num_tables * 4}};
 }
 
-int tk_dlrm_sync(tk_dlrm *m, tk_err *e) { return tk_dist_sync(m->dist, e); }
-
-int tk_dlrm_read_loss(tk_dlrm *m, double *mean_loss, int reset, tk_err *e) {
-    // Each rank accumulated (its samples' loss sum) / B per step: the ranks' accumulators add up
-    // to the global mean's, summed here in rank order, so every rank logs the same value.
-    double all[2 * TK_DLRM_MAX_WORLD];
-    TRY(tk_dist_gather16(m->dist, m->loss_acc, all, e));
-    double acc[2] = {0, all[1]};
-    for (int i = 0; i < m->world; i++) acc[0] += all[2 * i];
-    *mean_loss = acc[1] > 0 ? acc[0] / acc[1] : NAN;
-    if (reset) TRY(tk_memset0(m->c, m->loss_acc, 16, TK_STREAM_COMPUTE, e));
-    return 0;
+void tk_dlrm_inputs(void *model, void **f) {
+    tk_dlrm *m = model;
+    f[0] = m->in_label;
+    f[1] = m->in_dense;
+    f[2] = m->in_cat;
 }
-int tk_dlrm_read_step(tk_dlrm *m, int64_t *step, tk_err *e) {
-    TRY(tk_dlrm_sync(m, e));
-    TRY(tk_memcpy_d2h(m->c, step, m->step, 8, TK_STREAM_COMPUTE, e));
-    return tk_ctx_sync(m->c, e);
-}
-
-int tk_dlrm_write_step(tk_dlrm *m, int64_t step, tk_err *e) {
-    TRY(tk_memcpy_h2d(m->c, m->step, &step, 8, TK_STREAM_COMPUTE, e));
-    return tk_ctx_sync(m->c, e);
-}
-

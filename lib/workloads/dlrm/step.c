@@ -9,7 +9,6 @@
 #include "gemm.h"
 #include "interaction.h"
 #include "rows.h"
-#include "sgd.h"
 #include "workloads/dlrm/hybrid.h"
 #include "workloads/dlrm/model.h"
 #include "workloads/dlrm/profile.h"
@@ -90,7 +89,7 @@ static void hybrid_counts(const tk_dlrm *m, int fwd, size_t *send, size_t *recv)
     }
 }
 
-// The current batch's exchange as the step's kernels see it (lib/workloads/dlrm_hybrid.h): exact,
+// The current batch's exchange as the step's kernels see it (hybrid.h): exact,
 // every size from the host; or fixed, cap vectors a rank pair and the other sizes read on the
 // device by kernels launched at capacity (so a CUDA graph replays it for any batch that fits).
 typedef struct {
@@ -126,11 +125,16 @@ static int hybrid_a2a(tk_dlrm *m, const hx_view *x, int fwd, const void *send, v
     return tk_all_to_allv(m->comm, send, sc, recv, rc, m->act, TK_STREAM_COMM, e);
 }
 
-int tk_dlrm_capturable(const tk_dlrm *m) { return !m->hy || (m->hy->cur >= 0 && m->hy->plan[m->hy->cur].fixed); }
+int64_t tk_dlrm_graph_key(void *model) {
+    const tk_dlrm_hybrid *h = ((const tk_dlrm *)model)->hy;
+    if (!h) return 0;
+    return h->cur >= 0 && h->plan[h->cur].fixed ? h->plan[h->cur].cap : -1;
+}
 
-int64_t tk_dlrm_capture_key(const tk_dlrm *m) { return m->hy && m->hy->cur >= 0 ? m->hy->plan[m->hy->cur].cap : 0; }
+int tk_dlrm_graph_per_slot(const void *model) { return ((const tk_dlrm *)model)->hy != NULL; }
 
-int tk_dlrm_step_queued(tk_dlrm *m, tk_err *e) {
+int tk_dlrm_step_queued(void *model, tk_err *e) {
+    tk_dlrm *m = model;
     tk_dlrm_hybrid *h = m->hy;
     if (!h || h->cur < 0) return 0;
     TRY(tk_event_record(m->c, &h->plan[h->cur].done, TK_STREAM_COMPUTE, e));
@@ -138,7 +142,7 @@ int tk_dlrm_step_queued(tk_dlrm *m, tk_err *e) {
     return 0;
 }
 
-// The hybrid embedding's forward exchange (lib/workloads/dlrm_hybrid.h): the infrequent uses of
+// The hybrid embedding's forward exchange (hybrid.h): the infrequent uses of
 // the owned tables are looked up packed, peer-major, into a2a_send and go by the variable
 // all-to-all into hy->pack; meanwhile the frequent uses of this rank's samples are looked up in the
 // replica straight into their places in the grouped layout (a2a_recv). forward_rows' join then
@@ -253,7 +257,7 @@ static int mlp_backward(tk_dlrm *m, int l0, int l1, const void *dy, void *dx0, t
     return 0;
 }
 
-// The step over several ranks (see tk_dlrm_create_dist). Stream use: the all-to-alls and the
+// The step over several ranks (step.h). Stream use: the all-to-alls and the
 // all-reduces run on the comm stream, forked from and joined back into the compute stream with
 // tk_comm_stream_wait, so the whole step is one capturable sequence.
 static int train_step_dist(tk_dlrm *m, tk_err *e) {
@@ -369,13 +373,15 @@ static int train_step_one(tk_dlrm *m, tk_err *e) {
     return 0;
 }
 
-int tk_dlrm_fwd_bwd(tk_dlrm *m, tk_err *e) {
+int tk_dlrm_fwd_bwd(void *model, tk_err *e) {
+    tk_dlrm *m = model;
     tk_dlrm_prof_step(m, 1);
     TRY(tk_dlrm_prof_mark(m, NULL, TK_STREAM_COMPUTE, e));
     return m->comm ? train_step_dist(m, e) : train_step_one(m, e);
 }
 
-int tk_dlrm_after_update(tk_dlrm *m, tk_err *e) {
+int tk_dlrm_after_update(void *model, tk_err *e) {
+    tk_dlrm *m = model;
     tk_range_push("sgd");
     // The bf16 path: the update wrote the bf16 copy; layer 0's padded copy is re-cast.
     int rc = m->cfg.bf16 ? tk_dlrm_cast_w0p(m, e) : 0;
@@ -385,10 +391,14 @@ int tk_dlrm_after_update(tk_dlrm *m, tk_err *e) {
     return rc;
 }
 
-int tk_dlrm_train_step(tk_dlrm *m, tk_err *e) {
-    TRY(tk_lr_schedule(m->c, &m->cfg.lr, m->step, m->lr, e));
-    TRY(tk_dlrm_fwd_bwd(m, e));
-    TRY(tk_sgd_update(m->c, m->dense_w, m->dense_g, m->dense_n, m->lr, m->wcopy, m->cfg.bf16 ? TK_BF16 : TK_F32, e));
-    return tk_dlrm_after_update(m, e);
+int tk_dlrm_prof_start(void *model, tk_err *e) {
+    tk_dlrm *m = model;
+    return tk_prof_start(m->c, TK_DLRM_PROF_MAX, "dlrm", &m->prof, e);
 }
 
+int tk_dlrm_prof_add(void *model, int keep, tk_err *e) {
+    tk_dlrm *m = model;
+    return tk_prof_add(m->prof, m->c, keep, e);
+}
+
+json_t *tk_dlrm_prof_json(const void *model) { return tk_prof_json(((const tk_dlrm *)model)->prof); }

@@ -1,6 +1,6 @@
 // DLRM's training step and forward.
 //
-// Several ranks (hybrid parallelism as in NVIDIA's MLPerf DLRM, tk_dlrm_create_dist): the tables
+// Several ranks (hybrid parallelism as in NVIDIA's MLPerf DLRM, the engine's communicator): the tables
 // are model parallel: with Tm = ceil(T / W), rank r owns the contiguous block [r*Tm, min(T,
 // (r+1)*Tm)) and allocates only those (the last ranks own fewer, possibly none). The MLPs are data
 // parallel: every rank holds the same dense weights. Every rank gets the WHOLE global batch in its
@@ -27,25 +27,21 @@
 // The engine's step: forward, loss (accumulated in m->loss_acc), backward (the dense gradients,
 // all-reduced over the ranks inside), the fused sparse update of the tables at *m->lr. No host
 // reads; the engine's schedule and optimizer run around it, then tk_dlrm_after_update.
-int tk_dlrm_fwd_bwd(tk_dlrm *m, tk_err *e);
+int tk_dlrm_fwd_bwd(void *model, tk_err *e);
 // After the optimizer's update of the dense span (which wrote the bf16 copy): layer 0's padded copy.
-int tk_dlrm_after_update(tk_dlrm *m, tk_err *e);
-// The whole MLPerf iteration on its own (tests, tools): the schedule (m->cfg.lr), tk_dlrm_fwd_bwd,
-// SGD over the dense span, tk_dlrm_after_update. No host reads.
-int tk_dlrm_train_step(tk_dlrm *m, tk_err *e);
+int tk_dlrm_after_update(void *model, tk_err *e);
 // Forward only on n <= batch samples of device inputs (dense, cat), logits into out (n) device.
 // Several ranks: dense and cat hold all n samples on every rank; rank r computes the MLPs for its
 // share [r*bl, (r+1)*bl) with bl = ceil(n / W), and every rank gets all n logits in out.
 int tk_dlrm_forward(tk_dlrm *m, const int32_t *dense, const int32_t *cat, int n, float *out, tk_err *e);
-// Whether the step of the batch in the input buffers may be captured in a CUDA graph: always
-// without the hybrid embedding; with it, when the batch goes by the fixed exchange. Such a graph
-// is the step of that staging slot (the hybrid step reads the slot's plan in place).
-int tk_dlrm_capturable(const tk_dlrm *m);
-// What such a graph depends on beyond the slot: a graph made for another key must be made again
-// (the hybrid embedding's capacity, which may grow; 0 without it).
-int64_t tk_dlrm_capture_key(const tk_dlrm *m);
+// The CUDA-graph key of the step of the batch in the input buffers: 0 without the hybrid
+// embedding; with it, the capacity of the fixed exchange when the batch goes by it (a graph made
+// for another capacity, which may grow, is made again), else -1 (eager). Such a graph is the step
+// of that staging slot (tk_dlrm_graph_per_slot: the hybrid step reads the slot's plan in place).
+int64_t tk_dlrm_graph_key(void *model);
+int tk_dlrm_graph_per_slot(const void *model);
 // After queuing a step that tk_dlrm_fwd_bwd did not queue itself (a CUDA graph's launch): marks
 // the slot's plan free for the batch after next (the step does it when not capturing).
-int tk_dlrm_step_queued(tk_dlrm *m, tk_err *e);
+int tk_dlrm_step_queued(void *model, tk_err *e);
 
 #endif

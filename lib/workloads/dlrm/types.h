@@ -27,7 +27,6 @@
 #include "engine/profile.h"
 #include "gpu/comm.h"
 #include "gpu/gpu.h"
-#include "lr_schedule.h"
 
 #define TK_DLRM_MAX_TABLES 64
 #define TK_DLRM_MAX_LAYERS 8
@@ -51,12 +50,7 @@ typedef struct tk_dlrm_config {
                                             // gradients (also in the all-to-all) and the loss
                                             // input (fp32 accumulation, fp32 master weights and
                                             // dense gradients)
-    int batch;                              // global batch size
-    tk_lr_sched lr;
-    double target_auc;                      // 0.8025
-    int evals_per_epoch;                    // 20 (MLPerf: every 0.05 epoch)
-    int max_epochs;                         // 1
-    uint64_t seed;
+    int batch;                              // global batch size (the engine's train.global_batch_size)
     // "parallel" (config.h): the hybrid embedding (hybrid.h) with its settings, and the exchange
     // step on one rank (a communicator of world 1)
     int hybrid, force_exchange;
@@ -77,10 +71,9 @@ typedef struct tk_dlrm {
     tk_dlrm_config cfg;
     // The tensors (lib/engine/params.h): the dense MLP weights (TK_PARAM_DENSE, trained by the
     // optimizer over the flat span), then this rank's tables (packed into one array indexed by
-    // row_off, each held by its owner rank, updated by the fused sparse SGD). The engine's, or
-    // own_params when the model was made on its own (tk_dlrm_create*).
-    tk_params *P, own_params;
-    tk_dist *dist, own_dist;         // ranks, bounded waits (the engine's, or own_dist)
+    // row_off, each held by its owner rank, updated by the fused sparse SGD). The engine's.
+    tk_params *P;
+    tk_dist *dist;                   // ranks, bounded waits (the engine's)
     tk_arena acts;
     int nlayers;                     // nbot + ntop: layers [0, nbot) bottom, [nbot, nlayers) top
     tk_dlrm_layer L[2 * TK_DLRM_MAX_LAYERS];
@@ -91,8 +84,8 @@ typedef struct tk_dlrm {
     int64_t rows_total;              // rows of this rank's tables
     int64_t *row_off;                // (tn+1) device: offsets of the owned tables in `tables`
     int64_t row_off_host[TK_DLRM_MAX_TABLES + 1];
-    // Hybrid parallelism over W ranks (tk_dlrm_create_dist; see "Several ranks" below). Without a
-    // communicator: comm NULL, world 1, b = batch, t0 = 0, tm = tn = T, and the step is the single-rank one.
+    // Hybrid parallelism over W ranks (the engine's communicator; step.h). Without a communicator:
+    // comm NULL, world 1, b = batch, t0 = 0, tm = tn = T, and the step is the single-rank one.
     tk_comm *comm;                   // given: the exchange step (any world size, 1 included)
     int rank, world;
     int b;                           // rows of the dense part on this rank: batch / world
@@ -120,12 +113,12 @@ typedef struct tk_dlrm {
     // The bf16 compute path (cfg.bf16; act = TK_BF16, else TK_F32): the activation buffers above
     // (x, y, emb, inter, logit, dlogit, dy, dinter, dbot, demb, and the exchange buffers of
     // several ranks) then hold bf16 values; the MLP reads the bf16 copy of the dense parameters
-    // (wcopy: the tk_params compute copy, written by the optimizer's update); layer 0 runs with K
+    // (the tk_params compute copy, written by the optimizer's update); layer 0 runs with K
     // padded to 16: x0p (B, 16), W0p (out, 16) bf16, dW0p (out, 16) f32.
     tk_dtype act;
-    uint16_t *wcopy, *x0p, *W0p;
+    uint16_t *x0p, *W0p;
     float *dW0p;
-    // device scalars: the engine's (tk_wl_env), or in acts when the model was made on its own
+    // device scalars: the engine's (tk_wl_env); auc in acts
     float *lr;
     int64_t *step;
     double *loss_acc;                // [sum of batch losses / B, batches]
@@ -192,5 +185,15 @@ typedef struct tk_dlrm_hybrid {
 // are 16-byte aligned for the tensor cores.
 static inline int tk_dlrm_kpad(int k) { return (k + 7) / 8 * 8; }
 static inline size_t tk_dlrm_align256(size_t n) { return (n + 255) & ~(size_t)255; }
+
+// n device buffers carved from one new arena a: *dst[k] gets sz[k] bytes, 256-byte aligned.
+static inline int tk_dlrm_carve(tk_dlrm *m, tk_arena *a, const char *name, const size_t *sz, void **const *dst, int n,
+                                tk_err *e) {
+    size_t total = 0;
+    for (int k = 0; k < n; k++) total += tk_dlrm_align256(sz[k]);
+    TRY(tk_arena_init(m->c, a, total, name, e));
+    for (int k = 0; k < n; k++) TRY(tk_arena_take(a, sz[k], dst[k], e));
+    return 0;
+}
 
 #endif

@@ -1,0 +1,48 @@
+// What the DLRM tests share (tests/unit/test_dlrm*.c, tests/gpu/test_dlrm_step.c): the model made
+// and trained through the engine's instance (engine/instance.h), as train-step makes it, and the
+// host's side of its input buffers and step counter.
+#ifndef TK_TEST_DLRM_CASE_H
+#define TK_TEST_DLRM_CASE_H
+
+#include <jansson.h>
+
+#include "engine/instance.h"
+#include "workloads/dlrm/dlrm.h"
+
+// *I from the config text with the overrides "KEY=VALUE" ("cfg" in messages), on c (comm: several
+// ranks, or one through a communicator of world 1; NULL: one rank, the plain step), with its
+// optimizer and the initial weights of the config's train.seed. tk_instance_destroy(I) after any
+// outcome.
+static inline int dlrm_make(tk_instance *I, const char *text, char *const *sets, int nsets, tk_ctx *c,
+                            tk_comm *comm, double timeout, tk_err *e) {
+    json_t *root = json_loads(text, 0, NULL);
+    int rc = tk_instance_config(I, root, "cfg", sets, nsets, NULL, e);
+    json_decref(root);
+    if (!rc) rc = tk_instance_create(I, c, comm, timeout, e);
+    if (!rc) rc = tk_instance_optimizer(I, 1, e);
+    if (!rc) rc = I->wl->init_weights(I->model, I->run.seed, e);
+    return rc;
+}
+
+// The first n records of host arrays label (n), dense (n, num_dense), cat (n, T) into the model's
+// input buffers (the table's batch_layout and inputs), on the compute stream.
+static inline int dlrm_put(tk_instance *I, const uint8_t *label, const int32_t *dense, const int32_t *cat, int n,
+                           tk_err *e) {
+    tk_batch_layout L;
+    void *f[TK_BATCH_MAX_FIELDS];
+    const void *src[3] = {label, dense, cat};
+    I->wl->batch_layout(I->model, &L);
+    I->wl->inputs(I->model, f);
+    for (int i = 0; i < 3; i++)
+        TRY(tk_memcpy_h2d(I->c, f[i], src[i], L.bytes[i] / (size_t)I->run.batch * (size_t)n, TK_STREAM_COMPUTE, e));
+    return 0;
+}
+
+// The update counter (after the queued work).
+static inline int dlrm_read_step(tk_instance *I, int64_t *step, tk_err *e) {
+    TRY(tk_dist_sync(&I->dist, e));
+    TRY(tk_memcpy_d2h(I->c, step, I->step, 8, TK_STREAM_COMPUTE, e));
+    return tk_ctx_sync(I->c, e);
+}
+
+#endif
