@@ -37,10 +37,12 @@ setup_file() {
     [ -x "$TK_BIN/log-check" ] || skip "log-check is not built"
     run log-check --ruleset 1.1.0 "$OUT/dlrm.mllog"
     [ "$status" -eq 0 ]
-    run grep -cE '"metadata": \{"file": "lib/(engine/engine|workloads/dlrm/workload)\.c", "lineno": [0-9]+' "$OUT/dlrm.mllog"
+    run grep -cE '"metadata": \{"file": "lib/(engine/engine|engine/optimizer|workloads/dlrm/workload)\.c", "lineno": [0-9]+' "$OUT/dlrm.mllog"
     [ "$output" -eq "$(grep -c ':::MLLOG' "$OUT/dlrm.mllog")" ]
-    # the optimizer keys and the tensors the rules name are DLRM's; the framing is the engine's
-    grep -q '"key": "sgd_opt_base_learning_rate", "value": 1.0, "metadata": {"file": "lib/workloads/dlrm/workload.c"' "$OUT/dlrm.mllog"
+    # the optimizer keys under DLRM's names, logged by the engine's optimizer; the tensors the rules
+    # name are DLRM's; the framing is the engine's
+    grep -q '"key": "sgd_opt_base_learning_rate", "value": 1.0, "metadata": {"file": "lib/engine/optimizer.c"' "$OUT/dlrm.mllog"
+    grep -q '"key": "weights_initialization", "value": null, "metadata": {"file": "lib/workloads/dlrm/workload.c"' "$OUT/dlrm.mllog"
     grep -q '"key": "run_stop", "value": null, "metadata": {"file": "lib/engine/engine.c", "lineno": [0-9]*, "status": "success"}' "$OUT/dlrm.mllog"
 }
 

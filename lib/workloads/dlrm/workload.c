@@ -5,18 +5,17 @@
 
 // ---- MLLOG ----
 
-// The optimizer and schedule keys of closed_dlrm (HugeCTR's names, as NVIDIA's v1.x logs).
-static int wl_mllog_hparams(void *model, const tk_run_cfg *run, tk_mllog *L, tk_err *e) {
-    (void)model;
-    const tk_lr_sched *s = &run->opt.lr;
-    TRY(TK_MLLOG_EVENT(L, "opt_base_learning_rate", json_real(s->base_lr), NULL, e));
-    TRY(TK_MLLOG_EVENT(L, "sgd_opt_base_learning_rate", json_real(s->base_lr), NULL, e));
-    TRY(TK_MLLOG_EVENT(L, "opt_learning_rate_warmup_steps", json_integer(s->warmup_steps), NULL, e));
-    TRY(TK_MLLOG_EVENT(L, "opt_learning_rate_warmup_factor", json_real(0.0), NULL, e));
-    TRY(TK_MLLOG_EVENT(L, "lr_decay_start_steps", json_integer(s->decay_start), NULL, e));
-    TRY(TK_MLLOG_EVENT(L, "sgd_opt_learning_rate_decay_steps", json_integer(s->decay_steps), NULL, e));
-    return TK_MLLOG_EVENT(L, "sgd_opt_learning_rate_decay_poly_power", json_real(s->power), NULL, e);
-}
+// The optimizer and schedule keys of closed_dlrm (HugeCTR's names, as NVIDIA's v1.x logs): the
+// engine logs them from the parsed "optimizer" section (engine/optimizer.h).
+static const tk_opt_mllog_key opt_keys[] = {
+    {"opt_base_learning_rate", TK_OPTV_BASE_LR, 'r', NULL},
+    {"sgd_opt_base_learning_rate", TK_OPTV_BASE_LR, 'r', NULL},
+    {"opt_learning_rate_warmup_steps", TK_OPTV_WARMUP_STEPS, 'i', NULL},
+    {"opt_learning_rate_warmup_factor", TK_OPTV_ZERO, 'r', NULL},
+    {"lr_decay_start_steps", TK_OPTV_DECAY_START, 'i', NULL},
+    {"sgd_opt_learning_rate_decay_steps", TK_OPTV_DECAY_STEPS, 'i', NULL},
+    {"sgd_opt_learning_rate_decay_poly_power", TK_OPTV_POLY_POWER, 'r', NULL},
+    {NULL, 0, 0, NULL}};
 
 // The tensors the MLPerf rules name (closed_dlrm.yaml), in the reference's order.
 static int wl_mllog_weights(void *model, tk_mllog *L, tk_err *e) {
@@ -52,7 +51,7 @@ static const tk_wl_option options[] = {
     {0}};
 
 const tk_workload tk_workload_dlrm = {
-    .version = TK_WORKLOAD_V1,
+    .version = TK_WORKLOAD_V3,
     .name = "dlrm",
     .summary = "DLRM (MLPerf Training v1.x recommendation, Criteo Terabyte), target AUC",
     .metric = "auc",
@@ -85,8 +84,8 @@ const tk_workload tk_workload_dlrm = {
     .evalset_count = tk_dlrm_evalset_count,
     .evalset_free = tk_dlrm_evalset_free,
     .evaluate = tk_dlrm_evaluate,
-    .mllog_hparams = wl_mllog_hparams,
     .mllog_weights = wl_mllog_weights,
+    .opt_mllog = opt_keys,
     .dump_step = tk_dlrm_dump_step,
     .profile_start = tk_dlrm_prof_start,
     .profile_add = tk_dlrm_prof_add,
