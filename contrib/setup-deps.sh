@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building and testing trainkit needs on Debian 12: the C libraries and test tools
 # from Debian, and the Python test oracles from PyPI (mlperf-logging, pycocotools,
-# faster-coco-eval, nvidia-nvjpeg (optional, with CUDA: the GPU JPEG decoder's header), safetensors, numpy, torch, torchvision, pillow, h5py, transformers). The oracles are used by tests and contrib/ only;
+# faster-coco-eval, nvidia-nvjpeg (optional, with CUDA: the GPU JPEG decoder's header), safetensors, numpy, torch, torchvision, pillow, h5py, transformers, nibabel). The oracles are used by tests and contrib/ only;
 # no trainkit binary needs Python.
 # Run it as it is, as root or as a user: it raises its privileges itself, with sudo, only for
 # apt-get and only when a Debian package is missing (a root shell needs no sudo installed; a user
@@ -35,7 +35,7 @@ if [ "${TK_SKIP_PY:-0}" != 1 ]; then
     need=
     for m in pycocotools:pycocotools faster_coco_eval:faster-coco-eval \
              safetensors:safetensors numpy:numpy torch:torch torchvision:torchvision PIL:pillow \
-             h5py:h5py transformers:transformers; do
+             h5py:h5py transformers:transformers nibabel:nibabel; do
         $py -c "import ${m%%:*}" 2>/dev/null || need="$need ${m#*:}"
     done
     # log-check's rules (share/compliance) and expectations (tests/data/logcheck-newer) were made

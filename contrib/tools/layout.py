@@ -42,10 +42,11 @@ LAYERS = [
     ("criteo", ["lib/criteo"], ["tks"]),
     ("bert", ["lib/bert"], ["tks"]),
     ("coco", ["lib/coco"], ["core"]),
+    ("nifti", ["lib/nifti"], ["core"]),
     ("compliance", ["lib/compliance"], ["coco"]),
     ("image", ["lib/image"], ["kernels"]),
     ("imagenet", ["lib/imagenet"], ["image", "tks"]),
-    ("engine", ["lib/engine"], ["blocks", "ckpt", "criteo", "bert", "compliance", "imagenet"]),
+    ("engine", ["lib/engine"], ["blocks", "ckpt", "criteo", "bert", "compliance", "imagenet", "nifti"]),
     ("workloads", ["lib/workloads/*"], ["engine"]),
     ("cmd", ["cmd"], ["workloads"]),
 ]
