@@ -314,7 +314,8 @@ static int pick_stem(rn_model *m, tk_err *e) {
     return first.code;
 }
 
-int rn_create(const rn_config *cfg, const tk_wl_env *env, rn_model **out, tk_err *e) {
+int rn_create(const void *config, const tk_wl_env *env, void **out, tk_err *e) {
+    const rn_config *cfg = config;
     *out = NULL;
     rn_model *m = calloc(1, sizeof *m);
     if (!m) return tk_err_set(e, TK_EIO, "out of host memory");
@@ -373,7 +374,9 @@ int rn_create_standalone(tk_ctx *c, const rn_config *cfg, rn_model **out, tk_err
         tk_params_init(P, c, 0);
         tk_wl_env env = {.c = c, .dist = d, .params = P, .lr = scalars, .step = (int64_t *)((char *)scalars + 8),
                          .loss_acc = (double *)((char *)scalars + 16)};
-        rc = rn_create(cfg, &env, out, e);
+        void *model = NULL;
+        rc = rn_create(cfg, &env, &model, e);
+        *out = model;
     }
     if (!rc) {
         (*out)->own_params = *P;
@@ -391,7 +394,8 @@ int rn_create_standalone(tk_ctx *c, const rn_config *cfg, rn_model **out, tk_err
     return rc;
 }
 
-void rn_destroy(rn_model *m) {
+void rn_destroy(void *model) {
+    rn_model *m = model;
     if (!m) return;
     tk_arena_release(m->c, &m->acts);
     tk_cudnn_destroy(m->dnn);
@@ -424,7 +428,8 @@ static void fill_const(float *h, size_t n, float v) {
 // weight and bias. "mlperf": NVIDIA's MXNet v1.1 (MLPerfInit: Xavier gaussian, factor "in",
 // magnitude 2, i.e. N(0, 2 / (C R S)); fc weight N(0, 0.01), bias 0; gamma 1, beta 0; its runs
 // did not pass --bn-gamma-init0).
-int rn_init_weights(rn_model *m, uint64_t seed, tk_err *e) {
+int rn_init_weights(void *model, uint64_t seed, tk_err *e) {
+    rn_model *m = model;
     tk_params *P = m->P;
     float *h = calloc(P->dense_n + 1, sizeof(float));
     if (!h) return tk_err_set(e, TK_EIO, "out of host memory");
@@ -466,7 +471,8 @@ int rn_init_weights(rn_model *m, uint64_t seed, tk_err *e) {
     return rc;
 }
 
-int rn_refresh_stem(rn_model *m, tk_err *e) {
+int rn_refresh_stem(void *model, tk_err *e) {
+    rn_model *m = model;
     if (!m->w0p) return 0;
     const tk_conv_shape *s = &m->c0.s;
     if (m->s2d) TRY(tk_stem_s2d_weight(m->c, m->c0.w, s->K, m->t, m->w0p, e));
@@ -476,7 +482,8 @@ int rn_refresh_stem(rn_model *m, tk_err *e) {
     return 0;
 }
 
-int rn_weights_loaded(rn_model *m, tk_err *e) {
+int rn_weights_loaded(void *model, tk_err *e) {
+    rn_model *m = model;
     if (m->P->copy) TRY(tk_params_refresh_copy(m->P, e));
     return rn_refresh_stem(m, e);
 }

@@ -156,20 +156,30 @@ typedef struct rn_model {
     void *own_scalars;
 } rn_model;
 
+// The functions the table (workload.c) names have its members' exact types (void * for the
+// rn_model, rn_config, rn_reader and rn_evalset they are given): DESIGN.md section 3a.
+
 // ---- config.c ----
 extern const char *const rn_sections[];
 int rn_config_parse(json_t *root, const char *path, const tk_run_cfg *run, rn_config *cfg, tk_err *e);
 void rn_config_release(rn_config *cfg);
+// The table's config and config_free: an rn_config parsed into *cfg (malloc'ed), and its release.
+int rn_config_new(json_t *root, const char *path, const tk_run_cfg *run, const char *data_meta, void **cfg,
+                  tk_err *e);
+void rn_config_free(void *cfg);
 
 // ---- model.c ----
-int rn_create(const rn_config *cfg, const tk_wl_env *env, rn_model **m, tk_err *e);
+// cfg: an rn_config; *model: the rn_model.
+int rn_create(const void *cfg, const tk_wl_env *env, void **model, tk_err *e);
 // A model with its own flat buffers on c, one rank (tests, tools).
 int rn_create_standalone(tk_ctx *c, const rn_config *cfg, rn_model **m, tk_err *e);
-void rn_destroy(rn_model *m);
-int rn_init_weights(rn_model *m, uint64_t seed, tk_err *e);
+void rn_destroy(void *model);
+int rn_init_weights(void *model, uint64_t seed, tk_err *e);
 // After the master weights changed outside the optimizer: the compute copies.
-int rn_weights_loaded(rn_model *m, tk_err *e);
-int rn_refresh_stem(rn_model *m, tk_err *e); // the padded stem copy (after every update)
+int rn_weights_loaded(void *model, tk_err *e);
+// The padded stem copy: after every update (the table's after_update: the optimizer wrote the fp32
+// stem weight and the engine's bf16 copy).
+int rn_refresh_stem(void *model, tk_err *e);
 // The torchvision name of tensor i's MLPerf (MXNet) name, for weights_initialization; NULL for
 // the running statistics.
 const char *rn_mlperf_name(const rn_model *m, int pidx, char *buf, size_t n);
@@ -185,22 +195,22 @@ int rn_stem_input(rn_model *m, const uint8_t *img, tk_err *e);
 int rn_conv_fwd(rn_model *m, const rn_conv *cv, const void *x, void *y, int train, tk_err *e);
 // The loss of labels on the last training forward, and the backward: dense gradients written.
 int rn_backward(rn_model *m, const int32_t *label, tk_err *e);
-int rn_train_step(rn_model *m, tk_err *e); // both on the input buffers
+int rn_train_step(void *model, tk_err *e); // both on the input buffers
 
 // ---- data.c ----
 typedef struct rn_reader rn_reader;
-// rank of world: the reader decodes this rank's share of each global batch.
-int rn_reader_open(const rn_config *cfg, int rank, int world, char *const *paths, int npaths, rn_reader **r,
-                   tk_err *e);
-void rn_reader_close(rn_reader *r);
-uint64_t rn_reader_count(const rn_reader *r);
+// rank of world: the reader decodes this rank's share of each global batch. cfg: an rn_config;
+// *rd: the rn_reader.
+int rn_reader_open(const void *cfg, int rank, int world, char *const *paths, int npaths, void **rd, tk_err *e);
+void rn_reader_close(void *rd);
+uint64_t rn_reader_count(void *rd);
 // The engine's device batches (workload.h reader_device): JPEG records with a decoder that writes
 // device memory (nvjpeg) decode their images (field 0) into memory of CUDA device `device` from
 // now on: returns 1 << 0; else 0 (host bytes, as before). Before the first batch only.
-unsigned rn_reader_device(rn_reader *r, int device);
-// Batch `step` of the run (this rank's share of the global batch) into img ((b, S, S, 3) u8: the
-// model normalizes on the device) and label ((b) i32).
-int rn_reader_batch(rn_reader *r, int64_t step, int64_t spe, uint8_t *img, int32_t *label, tk_err *e);
+unsigned rn_reader_device(void *rd, int device);
+// Batch `step` of the run (this rank's share of the global batch) into fields[0], the images
+// ((b, S, S, 3) u8: the model normalizes on the device), and fields[1], the labels ((b) i32).
+int rn_reader_batch(void *rd, int64_t step, int64_t spe, void *const *fields, tk_err *e);
 void rn_shared_free(rn_shared *sh);
 // The eval set in paths: *n_all records, of which this rank's [lo, hi) decoded for evaluation
 // (resize + center crop, u8) into *img (malloc'ed, hi - lo images) and *label.
@@ -215,13 +225,15 @@ typedef struct rn_evalset {
     uint8_t *img;                // nb * b images (u8) in the backend's memory
     int32_t *label;
 } rn_evalset;
-int rn_evalset_load(rn_model *m, char *const *paths, int npaths, rn_evalset **es, tk_err *e);
-void rn_evalset_free(rn_model *m, rn_evalset *es);
-int rn_evaluate(rn_model *m, rn_evalset *es, double *top1, tk_err *e);
+// model: the rn_model; *es, es: an rn_evalset.
+int rn_evalset_load(void *model, char *const *paths, int npaths, void **es, tk_err *e);
+int64_t rn_evalset_count(const void *es);
+void rn_evalset_free(void *model, void *es);
+int rn_evaluate(void *model, void *es, double *top1, tk_err *e);
 
 // ---- ckpt.c ----
-int rn_import_torchvision(rn_model *m, const char *path, tk_err *e);
-int rn_dump_step(rn_model *m, const char *path, tk_err *e);
+int rn_import_torchvision(void *model, const char *path, tk_err *e);
+int rn_dump_step(void *model, const char *path, tk_err *e);
 
 // (ResNet's ops, their dispatchers included, are kernels/{conv,bn,pool,xent_smooth,img_norm,stem_s2d,stem_conv}.)
 

@@ -229,7 +229,8 @@ int rn_backward(rn_model *m, const int32_t *label, tk_err *e) {
     return 0;
 }
 
-int rn_train_step(rn_model *m, tk_err *e) {
+int rn_train_step(void *model, tk_err *e) {
+    rn_model *m = model;
     TRY(rn_forward(m, m->in_img, 1, e));
     return rn_backward(m, m->in_label, e);
 }
