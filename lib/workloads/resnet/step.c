@@ -153,7 +153,7 @@ int rn_backward(rn_model *m, const int32_t *label, tk_err *e) {
     const tk_blk_unit *u0 = &m->u0;
     TRY(tk_blk_norm_bwd(&m->env, &u0->n, u0->y, NULL, NULL, u0->relu, dpool, NULL, d0, NULL, e));
     // the stem's weight gradient (its input's unread): the space-to-depth taps mapped back through
-    // dwbuf; else padded channels dropped by the blocks' cast
+    // env.wbuf; else padded channels dropped by the blocks' cast
     if (m->s2d) {
         TRY(tk_conv(m->c, m->dnn, TK_CONV_BWD_FILTER, &u0->c.s, m->t, m->x0, d0, m->env.wbuf, e));
         TRY(tk_stem_s2d_wgrad(m->c, m->env.wbuf, u0->c.s.K, m->t, u0->c.dw, e));
