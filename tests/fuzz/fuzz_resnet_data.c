@@ -20,12 +20,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     tk_err e;
     char *paths[1] = {path};
     if (rn_config_parse(root, "fuzz.json", &run, &cfg, &e) == 0) {
-        rn_reader *r = NULL;
+        void *r = NULL;
         if (rn_reader_open(&cfg, 0, 1, paths, 1, &r, &e) == 0) {
             uint64_t n = rn_reader_count(r);
             uint8_t img[2 * 8 * 8 * 3];
             int32_t lab[2];
-            if (n >= 2) rn_reader_batch(r, 1, (int64_t)(n / 2), img, lab, &e);
+            if (n >= 2) rn_reader_batch(r, 1, (int64_t)(n / 2), (void *[]){img, lab}, &e);
             rn_reader_close(r);
         }
         uint8_t *ev = NULL;

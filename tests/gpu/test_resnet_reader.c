@@ -51,7 +51,7 @@ static rn_reader *open_reader(rn_config *cfg, const char *path, const char *deco
     if (!root || rn_config_parse(root, "cfg.json", &run, cfg, &e)) gt_die_("config", &e);
     json_decref(root);
     char *paths[1] = {(char *)path};
-    rn_reader *r = NULL;
+    void *r = NULL;
     if (rn_reader_open(cfg, 0, 1, paths, 1, &r, &e)) gt_die_("rn_reader_open", &e);
     return r;
 }
@@ -83,8 +83,8 @@ TK_TEST(device_batches_equal_host_batches) {
     for (int64_t step = 0; step < 2 * spe; step++, steps++) {
         memset(a, 0x5a, img_bytes);
         CHECK_EQ_INT(cudaMemset(d_img, 0xa5, img_bytes), cudaSuccess);
-        CHECK_EQ_INT(rn_reader_batch(host, step, spe, a, la, &e), 0);
-        CHECK_EQ_INT(rn_reader_batch(dev, step, spe, d_img, lb, &e), 0);
+        CHECK_EQ_INT(rn_reader_batch(host, step, spe, (void *[]){a, la}, &e), 0);
+        CHECK_EQ_INT(rn_reader_batch(dev, step, spe, (void *[]){d_img, lb}, &e), 0);
         CHECK_EQ_INT(cudaMemcpy(b, d_img, img_bytes, cudaMemcpyDeviceToHost), cudaSuccess);
         if (memcmp(a, b, img_bytes) != 0 || memcmp(la, lb, sizeof la) != 0) differ++;
         for (size_t i = 0; i < img_bytes; i++) sum += a[i];
@@ -111,7 +111,7 @@ static uint8_t *decode_all(const char *path, int64_t B, int S, int64_t steps, co
     rn_config c;
     rn_reader *r = open_reader(&c, path, "nvjpeg", B, S);
     for (int64_t step = 0; step < steps; step++)
-        if (rn_reader_batch(r, step, steps / 2, all + img_bytes * (size_t)step, lab, &e)) gt_die_("rn_reader_batch", &e);
+        if (rn_reader_batch(r, step, steps / 2, (void *[]){all + img_bytes * (size_t)step, lab}, &e)) gt_die_("rn_reader_batch", &e);
     rn_reader_close(r);
     rn_config_release(&c);
     unsetenv("TK_NVJPEG_KINDS");
@@ -170,7 +170,7 @@ typedef struct {
 static void *bench_thread(void *p) {
     bench_arg *a = p;
     char *paths[1] = {(char *)a->path};
-    rn_reader *r = NULL;
+    void *r = NULL;
     tk_err e = {0};
     uint8_t *img = NULL;
     int32_t lab[256];
@@ -182,7 +182,7 @@ static void *bench_thread(void *p) {
         snprintf(m, sizeof m, "B %d %d", a->w, i);
         gt_trace_mark(m);
         const double t0 = tk_now();
-        a->rc = rn_reader_batch(r, a->w + (int64_t)i * a->nthreads, a->spe, img, lab, &e);
+        a->rc = rn_reader_batch(r, a->w + (int64_t)i * a->nthreads, a->spe, (void *[]){img, lab}, &e);
         if (i < 32) a->ms[i] = (tk_now() - t0) * 1e3;
         m[0] = 'E';
         gt_trace_mark(m);

@@ -219,32 +219,35 @@ typedef struct {
 
 // Every BN pass of one training step (forward with statistics, backward), on the model's buffers.
 typedef struct {
-    rn_bn *bn;
-    const rn_conv *cv; // the convolution before it (its statistics from cv's epilogue when cv->fused)
+    tk_blk_norm *bn;
+    const tk_blk_conv *cv; // the convolution before it (its statistics from cv's epilogue when cv->fused)
     const void *x, *res;
     void *y;
     int relu;
     int64_t M;
-    uint8_t *mask; // the ReLU's mask bits where the step uses them (bn3: rn_block.mask3)
-    const rn_bn *rbn; // bn3 after a projection: the shortcut BN applied inside (res its input)
+    uint8_t *mask; // the ReLU's mask bits where the step uses them (bn3: rn_block.u3.mask)
+    const tk_blk_norm *rbn; // bn3 after a projection: the shortcut BN applied inside (res its input)
 } bn_pass;
 
 static int bn_passes(rn_model *m, bn_pass *v) {
     int n = 0;
     // the stem's: statistics only (the max pool applies it: tk_maxpool_bn_fwd), as the step runs it
-    v[n++] = (bn_pass){&m->b0, &m->c0, m->y0, NULL, m->c0.fused ? m->z0 : NULL, 1, tk_conv_y_numel(&m->c0.s) / m->b0.C,
-                       NULL, NULL};
+    v[n++] = (bn_pass){&m->u0.n, &m->u0.c, m->u0.y, NULL, m->u0.c.fused ? m->u0.z : NULL, 1,
+                       tk_conv_y_numel(&m->u0.c.s) / m->u0.n.C, NULL, NULL};
     for (int i = 0; i < m->nblk; i++) {
         rn_block *k = &m->blk[i];
-        v[n++] = (bn_pass){&k->b1, &k->c1, k->y1, NULL, k->z1, 1, tk_conv_y_numel(&k->c1.s) / k->b1.C, NULL, NULL};
-        v[n++] = (bn_pass){&k->b2, &k->c2, k->y2, NULL, k->z2, 1, tk_conv_y_numel(&k->c2.s) / k->b2.C, NULL, NULL};
+        v[n++] = (bn_pass){&k->u1.n, &k->u1.c, k->u1.y, NULL, k->u1.z, 1, tk_conv_y_numel(&k->u1.c.s) / k->u1.n.C,
+                           NULL, NULL};
+        v[n++] = (bn_pass){&k->u2.n, &k->u2.c, k->u2.y, NULL, k->u2.z, 1, tk_conv_y_numel(&k->u2.c.s) / k->u2.n.C,
+                           NULL, NULL};
         // as the step: with a projection, its BN's statistics alone and its apply inside bn3's
-        const int rbn = k->down && !k->cd.fused && !k->c3.fused;
-        v[n++] = (bn_pass){&k->b3, &k->c3, k->y3, rbn ? k->yd : k->down ? k->zd : k->in, k->out, 1,
-                           tk_conv_y_numel(&k->c3.s) / k->b3.C, k->c3.fused ? NULL : k->mask3, rbn ? &k->bd : NULL};
+        const int rbn = k->down && !k->ud.c.fused && !k->u3.c.fused;
+        v[n++] = (bn_pass){&k->u3.n, &k->u3.c, k->u3.y, rbn ? k->ud.y : k->down ? k->ud.z : k->in, k->u3.z, 1,
+                           tk_conv_y_numel(&k->u3.c.s) / k->u3.n.C, k->u3.c.fused ? NULL : k->u3.mask,
+                           rbn ? &k->ud.n : NULL};
         if (k->down)
-            v[n++] = (bn_pass){&k->bd, &k->cd, k->yd, NULL, rbn ? NULL : k->zd, 0, tk_conv_y_numel(&k->cd.s) / k->bd.C,
-                               NULL, NULL};
+            v[n++] = (bn_pass){&k->ud.n, &k->ud.c, k->ud.y, NULL, rbn ? NULL : k->ud.z, 0,
+                               tk_conv_y_numel(&k->ud.c.s) / k->ud.n.C, NULL, NULL};
     }
     return n;
 }
@@ -253,25 +256,25 @@ static int bn_passes(rn_model *m, bn_pass *v) {
 static void run_bn(rn_model *m, const bn_pass *v, int dir) {
     tk_err e = {0};
     const float eps = 1e-5f, mom = 0.1f;
-    rn_bn *b = v->bn;
-    const rn_conv *cv = v->cv;
+    tk_blk_norm *b = v->bn;
+    const tk_blk_conv *cv = v->cv;
     if (dir != 1 && cv->fused)
         tk_bn_fwd_train_sums(m->c, m->t, v->x, v->M, b->C, cv->sums, cv->sums + cv->s.K, b->gamma, b->beta, v->res,
-                             v->relu, eps, mom, b->rmean, b->rvar, b->smean, b->sinvstd, v->y, m->bn_ws, &e);
+                             v->relu, eps, mom, b->rmean, b->rvar, b->smean, b->sinvstd, v->y, m->env.norm_ws, &e);
     else if (dir != 1 && v->rbn) {
         const tk_bn_saved sd = {v->rbn->gamma, v->rbn->beta, v->rbn->smean, v->rbn->sinvstd};
         tk_bn_fwd_train_res_bn(m->c, m->t, v->x, v->M, b->C, b->gamma, b->beta, v->res, sd, v->relu, eps, mom, b->rmean,
-                               b->rvar, b->smean, b->sinvstd, v->y, v->mask, m->bn_ws, &e);
+                               b->rvar, b->smean, b->sinvstd, v->y, v->mask, m->env.norm_ws, &e);
     } else if (dir != 1)
         tk_bn_fwd_train_mask(m->c, m->t, v->x, v->M, b->C, b->gamma, b->beta, v->res, v->relu, eps, mom, b->rmean,
-                             b->rvar, b->smean, b->sinvstd, v->y, v->mask, m->bn_ws, &e);
+                             b->rvar, b->smean, b->sinvstd, v->y, v->mask, m->env.norm_ws, &e);
     if (dir != 0 && v->mask)
         tk_bn_bwd_mask(m->c, m->t, v->x, v->mask, m->g[0], m->g[1], v->M, b->C, b->gamma, b->smean, b->sinvstd, m->g[2],
-                       m->g[3], b->dgamma, b->dbeta, m->bn_ws, &e);
+                       m->g[3], b->dgamma, b->dbeta, m->env.norm_ws, &e);
     else if (dir != 0)
         tk_bn_bwd(m->c, m->t, v->x, v->relu && v->res ? v->y : NULL, v->relu && !v->res ? b->beta : NULL, m->g[0],
                   v->res ? m->g[1] : NULL, v->M, b->C, b->gamma, b->smean, b->sinvstd, m->g[2],
-                  v->res ? m->g[3] : NULL, b->dgamma, b->dbeta, m->bn_ws, &e);
+                  v->res ? m->g[3] : NULL, b->dgamma, b->dbeta, m->env.norm_ws, &e);
     if (e.code) gt_die_("bench bns", &e);
 }
 
@@ -283,18 +286,18 @@ static void run_bns(rn_model *m) {
 
 static void run_convs(rn_model *m) { // every conv pass of one step, on the model's buffers
     tk_err e = {0};
-    const rn_conv *c0 = &m->c0;
-    rn_conv_fwd(m, c0, m->x0, m->y0, 1, &e);
-    tk_conv(m->c, m->dnn, TK_CONV_BWD_FILTER, &c0->s, m->t, m->x0, m->g[0], m->dwbuf, &e);
+    const tk_blk_conv *c0 = &m->u0.c;
+    rn_conv_fwd(m, c0, m->x0, m->u0.y, 1, &e);
+    tk_conv(m->c, m->dnn, TK_CONV_BWD_FILTER, &c0->s, m->t, m->x0, m->g[0], m->env.wbuf, &e);
     for (int i = 0; i < m->nblk; i++) {
         const rn_block *k = &m->blk[i];
-        const rn_conv *cv[4] = {&k->c1, &k->c2, &k->c3, &k->cd};
-        const void *in[4] = {k->in, k->z1, k->z2, k->in};
-        void *out[4] = {k->y1, k->y2, k->y3, k->yd};
+        const tk_blk_conv *cv[4] = {&k->u1.c, &k->u2.c, &k->u3.c, &k->ud.c};
+        const void *in[4] = {k->in, k->u1.z, k->u2.z, k->in};
+        void *out[4] = {k->u1.y, k->u2.y, k->u3.y, k->ud.y};
         for (int j = 0; j < (k->down ? 4 : 3); j++) {
             if (!e.code) rn_conv_fwd(m, cv[j], in[j], out[j], 1, &e);
             tk_conv(m->c, m->dnn, TK_CONV_BWD_DATA, &cv[j]->s, m->t, m->g[1], cv[j]->wc, m->g[2], &e);
-            tk_conv(m->c, m->dnn, TK_CONV_BWD_FILTER, &cv[j]->s, m->t, in[j], m->g[1], m->dwbuf, &e);
+            tk_conv(m->c, m->dnn, TK_CONV_BWD_FILTER, &cv[j]->s, m->t, in[j], m->g[1], m->env.wbuf, &e);
         }
     }
     if (e.code) gt_die_("bench convs", &e);
@@ -314,7 +317,7 @@ static void part_fn(void *p) {
     tk_err e = {0};
     const int b = m->b, W = m->cfg.width;
     const rn_block *last = &m->blk[m->nblk - 1];
-    const int hw = (int)(tk_conv_y_numel(&last->c3.s) / last->c3.s.K / b);
+    const int hw = (int)(tk_conv_y_numel(&last->u3.c.s) / last->u3.c.s.K / b);
     if (a->bn >= 0) {
         bn_pass v[4 * RN_MAX_BLOCKS + 1];
         bn_passes(m, v);
@@ -325,12 +328,12 @@ static void part_fn(void *p) {
     switch (a->what) {
     case 0: rc = rn_stem_input(m, m->in_img, &e); break;
     case 1: { // as the step: BN's apply and ReLU inside
-        const tk_pool_bn pb = {m->b0.gamma, m->b0.beta, m->b0.smean, m->b0.sinvstd};
-        rc = tk_maxpool_bn_fwd(m->c, m->t, m->y0, pb, b, m->H0, m->H0, W, 3, 2, 1, m->pool, m->pool_idx, &e);
+        const tk_pool_bn pb = {m->u0.n.gamma, m->u0.n.beta, m->u0.n.smean, m->u0.n.sinvstd};
+        rc = tk_maxpool_bn_fwd(m->c, m->t, m->u0.y, pb, b, m->H0, m->H0, W, 3, 2, 1, m->pool, m->pool_idx, &e);
         break;
     }
     case 2: rc = tk_maxpool_bwd(m->c, m->t, m->g[0], m->g[1], m->pool_idx, b, m->H0, m->H0, W, 3, 2, 1, m->g[2], &e); break;
-    case 3: rc = tk_avgpool_fwd(m->c, m->t, last->out, b, hw, m->Cf, m->feat, &e); break;
+    case 3: rc = tk_avgpool_fwd(m->c, m->t, last->u3.z, b, hw, m->Cf, m->feat, &e); break;
     case 4: rc = tk_avgpool_bwd(m->c, m->t, m->dfeat, b, hw, m->Cf, m->g[0], &e); break;
     case 5:
         rc = tk_xent_smooth(m->c, m->logits, m->in_label, b, m->cfg.classes, b, 0.1f, m->t, m->dlogits, m->loss_acc,
@@ -382,9 +385,9 @@ static void breakdown(rn_model *m) {
     int nf = 0, nconv = 0;
     double plain = 0, fused = 0;
     for (int i = -1; i < m->nblk; i++) {
-        const rn_conv *cv[4] = {&m->c0, NULL, NULL, NULL};
-        if (i >= 0) cv[0] = &m->blk[i].c1, cv[1] = &m->blk[i].c2, cv[2] = &m->blk[i].c3,
-                   cv[3] = m->blk[i].down ? &m->blk[i].cd : NULL;
+        const tk_blk_conv *cv[4] = {&m->u0.c, NULL, NULL, NULL};
+        if (i >= 0) cv[0] = &m->blk[i].u1.c, cv[1] = &m->blk[i].u2.c, cv[2] = &m->blk[i].u3.c,
+                   cv[3] = m->blk[i].down ? &m->blk[i].ud.c : NULL;
         for (int j = 0; j < 4 && cv[j]; j++) {
             const tk_conv_shape *s = &cv[j]->s;
             const float pm = tk_cudnn_plan_ms(m->dnn, TK_CONV_FWD, s, m->t), fm = tk_cudnn_plan_ms(m->dnn, TK_CUDNN_FWD_STATS, s, m->t);

@@ -205,7 +205,7 @@ static rn_reader *reader(rn_config *cfg, const char *path, int64_t B, int S, int
                                 "\"data\": {\"flip\": %s}}", S, flip ? "true" : "false");
     if (parse(json, B, cfg, &e)) return NULL;
     char *paths[1] = {(char *)path};
-    rn_reader *r = NULL;
+    void *r = NULL;
     if (rn_reader_open(cfg, rank, world, paths, 1, &r, &e)) printf("# %s\n", errstr(&e));
     return r;
 }
@@ -242,9 +242,9 @@ TK_TEST(reader_order_and_shares) {
     int seen[48] = {0}, first_order[48], same = 1;
     for (int ep = 0; ep < 2; ep++)
         for (int64_t i = 0; i < spe; i++) {
-            CHECK_EQ_INT(rn_reader_batch(r, ep * spe + i, spe, img, lab, &e), 0);
-            CHECK_EQ_INT(rn_reader_batch(r0, ep * spe + i, spe, half, lab2, &e), 0);
-            CHECK_EQ_INT(rn_reader_batch(r1, ep * spe + i, spe, half + B / 2 * per, lab2 + B / 2, &e), 0);
+            CHECK_EQ_INT(rn_reader_batch(r, ep * spe + i, spe, (void *[]){img, lab}, &e), 0);
+            CHECK_EQ_INT(rn_reader_batch(r0, ep * spe + i, spe, (void *[]){half, lab2}, &e), 0);
+            CHECK_EQ_INT(rn_reader_batch(r1, ep * spe + i, spe, (void *[]){half + B / 2 * per, lab2 + B / 2}, &e), 0);
             CHECK(memcmp(img, half, B * per) == 0 && memcmp(lab, lab2, sizeof lab) == 0);
             for (int k = 0; k < B; k++) {
                 int64_t rec = which(img + k * per, n, S, 10);
@@ -258,8 +258,8 @@ TK_TEST(reader_order_and_shares) {
     CHECK(!same); // epoch 1's order is another
     // the same step again, from another reader: the same batch
     rn_reader *again = reader(&c1, path, B, S, 0, 0, 1);
-    CHECK_EQ_INT(rn_reader_batch(again, 3, spe, half, lab2, &e), 0);
-    CHECK_EQ_INT(rn_reader_batch(r, 3, spe, img, lab, &e), 0);
+    CHECK_EQ_INT(rn_reader_batch(again, 3, spe, (void *[]){half, lab2}, &e), 0);
+    CHECK_EQ_INT(rn_reader_batch(r, 3, spe, (void *[]){img, lab}, &e), 0);
     CHECK(memcmp(img, half, B * per) == 0);
     rn_reader_close(r), rn_reader_close(r0), rn_reader_close(r1), rn_reader_close(again);
     rn_config_release(&c1), rn_config_release(&c2), rn_config_release(&c3);
@@ -279,7 +279,7 @@ TK_TEST(reader_crops_and_flips) {
     uint8_t *img = malloc((size_t)B * S * S * 3), *src = malloc((size_t)H * H * 3);
     int32_t lab[16];
     int flips = 0, moved = 0;
-    CHECK_EQ_INT(rn_reader_batch(r, 0, 1, img, lab, &e), 0);
+    CHECK_EQ_INT(rn_reader_batch(r, 0, 1, (void *[]){img, lab}, &e), 0);
     for (int k = 0; k < B; k++) {
         const uint8_t *o = img + (size_t)k * S * S * 3;
         int found = 0;
@@ -331,7 +331,7 @@ TK_TEST(reader_bad_data) {
     char json[] = "{\"model\": {\"layers\": [1], \"width\": 4, \"image_size\": 16, \"classes\": 10}}";
     CHECK_EQ_INT(parse(json, 4, &cfg, &e), 0);
     char *p[1] = {(char *)small};
-    rn_reader *r = NULL;
+    void *r = NULL;
     CHECK_EQ_INT(rn_reader_open(&cfg, 0, 1, p, 1, &r, &e), TK_EDATA);
     char want[600];
     snprintf(want, sizeof want, "%s: images of 12x12, smaller than model.image_size 16", small);

@@ -20,7 +20,8 @@ static void shape_str(const int64_t *s, int nd, char *buf, size_t n) {
 // Tensors the file lacks keep their initialization; its others (num_batches_tracked) are ignored.
 // A trainkit checkpoint (ours: the same names, our layouts) loads as the engine loads one, the
 // model's tensors only.
-int rn_import_torchvision(rn_model *m, const char *path, tk_err *e) {
+int rn_import_torchvision(void *model, const char *path, tk_err *e) {
+    rn_model *m = model;
     tk_st_file *f;
     TRY(tk_st_open(&f, path, e));
     const char *fmt = tk_st_meta(f, "format");
@@ -119,7 +120,8 @@ static float *host_f32(rn_model *m, const void *src, size_t n, tk_dtype t, tk_er
 
 // The batch in the input buffers, every tensor before the step, the loss, the dense gradients and
 // the running statistics after it (the optimizer does not run).
-int rn_dump_step(rn_model *m, const char *path, tk_err *e) {
+int rn_dump_step(void *model, const char *path, tk_err *e) {
+    rn_model *m = model;
     const tk_params *P = m->P;
     tk_ckpt_entry *pe = NULL;
     int np = 0;

@@ -121,3 +121,18 @@ void rn_config_release(rn_config *cfg) {
     if (cfg->sh) rn_shared_free(cfg->sh);
     cfg->sh = NULL;
 }
+
+int rn_config_new(json_t *root, const char *path, const tk_run_cfg *run, const char *data_meta, void **out,
+                  tk_err *e) {
+    (void)data_meta;
+    rn_config *cfg = calloc(1, sizeof *cfg);
+    int rc = cfg ? rn_config_parse(root, path, run, cfg, e) : tk_err_set(e, TK_EIO, "out of host memory");
+    if (rc) rn_config_free(cfg), cfg = NULL;
+    *out = cfg;
+    return rc;
+}
+
+void rn_config_free(void *cfg) {
+    if (cfg) rn_config_release(cfg);
+    free(cfg);
+}

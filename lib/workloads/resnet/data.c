@@ -367,7 +367,8 @@ struct rn_reader {
     int64_t perm_epoch;
     int64_t *rec;
     rn_decoder dec;
-    int rank, world;             // the share of each global batch it decodes
+    int rank, world;             // the share of each global batch it decodes:
+    int b;                       // b = batch / world records
 };
 
 static int same_paths(const rn_shared *sh, char *const *paths, int npaths) {
@@ -408,30 +409,24 @@ void rn_shared_free(rn_shared *sh) {
     free(sh);
 }
 
-int rn_reader_open(const rn_config *cfg, int rank, int world, char *const *paths, int npaths, rn_reader **out,
-                   tk_err *e) {
+int rn_reader_open(const void *config, int rank, int world, char *const *paths, int npaths, void **out, tk_err *e) {
+    const rn_config *cfg = config;
     *out = NULL;
     int64_t per_rank;
     TRY(tk_per_rank_batch("resnet", cfg->batch, world, &per_rank, e));
     rn_reader *r = calloc(1, sizeof *r);
     if (!r) return tk_err_set(e, TK_EIO, "out of host memory");
-    r->cfg = cfg;
-    r->rank = rank;
-    r->world = world;
-    r->perm_epoch = -1;
+    *r = (rn_reader){.cfg = cfg, .perm_epoch = -1, .rank = rank, .world = world, .b = (int)per_rank};
     int rc = shared_load(cfg, paths, npaths, &r->ds, &r->own, e);
-    int b = (int)per_rank;
-    if (!rc && !(r->rec = malloc((size_t)b * sizeof *r->rec))) rc = tk_err_set(e, TK_EIO, "out of host memory");
-    if (!rc) rc = decoder_open(cfg, r->ds, b, &r->dec, e);
-    if (rc) {
-        rn_reader_close(r);
-        return rc;
-    }
+    if (!rc && !(r->rec = malloc((size_t)r->b * sizeof *r->rec))) rc = tk_err_set(e, TK_EIO, "out of host memory");
+    if (!rc) rc = decoder_open(cfg, r->ds, r->b, &r->dec, e);
+    if (rc) rn_reader_close(r), r = NULL;
     *out = r;
-    return 0;
+    return rc;
 }
 
-void rn_reader_close(rn_reader *r) {
+void rn_reader_close(void *rd) {
+    rn_reader *r = rd;
     if (!r) return;
 #ifdef RN_HAVE_JPEG
     if (r->dec.dec && r->dec.ops == &tk_img_decoder_nvjpeg) { // its time, for the result line
@@ -453,17 +448,18 @@ void rn_reader_close(rn_reader *r) {
     free(r);
 }
 
-uint64_t rn_reader_count(const rn_reader *r) { return (uint64_t)r->ds->n; }
+uint64_t rn_reader_count(void *rd) { return (uint64_t)((const rn_reader *)rd)->ds->n; }
 
-unsigned rn_reader_device(rn_reader *r, int device) {
+unsigned rn_reader_device(void *rd, int device) {
 #ifdef RN_HAVE_JPEG
+    rn_reader *r = rd;
     rn_decoder *dc = &r->dec;
     if (r->ds->kind != RN_DATA_JPEG || !dc->ops || !dc->ops->out_on_device || dc->dec) return 0;
     dc->out_device = 1;
     dc->device = device;
     return 1u << 0; // the images; the labels stay host bytes
 #else
-    (void)r, (void)device;
+    (void)rd, (void)device;
     return 0;
 #endif
 }
@@ -485,9 +481,12 @@ static int epoch_order(rn_reader *r, int64_t epoch, tk_err *e) {
     return 0;
 }
 
-int rn_reader_batch(rn_reader *r, int64_t step, int64_t spe, uint8_t *img, int32_t *label, tk_err *e) {
+int rn_reader_batch(void *rd, int64_t step, int64_t spe, void *const *fields, tk_err *e) {
+    rn_reader *r = rd;
+    uint8_t *img = fields[0];
+    int32_t *label = fields[1];
     const rn_config *cfg = r->cfg;
-    const int b = (int)(cfg->batch / r->world);
+    const int b = r->b;
     const int64_t epoch = step / spe, i = step % spe, first = i * cfg->batch + (int64_t)r->rank * b;
     if (first + b > r->ds->n) return tk_err_set(e, TK_EINTERNAL, "resnet: batch %lld past the data", (long long)step);
     TRY(epoch_order(r, epoch, e));

@@ -7,7 +7,8 @@
 #include "workloads/resnet/resnet.h"
 #include "xent_smooth.h"
 
-int rn_evalset_load(rn_model *m, char *const *paths, int npaths, rn_evalset **out, tk_err *e) {
+int rn_evalset_load(void *model, char *const *paths, int npaths, void **out, tk_err *e) {
+    rn_model *m = model;
     *out = NULL;
     rn_evalset *es = calloc(1, sizeof *es);
     if (!es) return tk_err_set(e, TK_EIO, "out of host memory");
@@ -44,14 +45,20 @@ int rn_evalset_load(rn_model *m, char *const *paths, int npaths, rn_evalset **ou
     return 0;
 }
 
-void rn_evalset_free(rn_model *m, rn_evalset *es) {
+int64_t rn_evalset_count(const void *es) { return ((const rn_evalset *)es)->n; }
+
+void rn_evalset_free(void *model, void *set) {
+    rn_model *m = model;
+    rn_evalset *es = set;
     if (!es) return;
     if (es->img) tk_free(m->c, es->img);
     if (es->label) tk_free(m->c, es->label);
     free(es);
 }
 
-int rn_evaluate(rn_model *m, rn_evalset *es, double *top1, tk_err *e) {
+int rn_evaluate(void *model, void *set, double *top1, tk_err *e) {
+    rn_model *m = model;
+    const rn_evalset *es = set;
     const size_t per = (size_t)m->S * m->S * 3;
     tk_range_push("eval");
     TRY(tk_memset0(m->c, m->top1, 8, TK_STREAM_COMPUTE, e));

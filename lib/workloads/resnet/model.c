@@ -5,8 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bn.h"
-#include "cast2d.h"
 #include "core/philox.h"
 #include "gpu/cudnn_conv.h"
 #include "stem_conv.h"
@@ -22,16 +20,17 @@ static int add(tk_params *P, const char *name, int ndim, int64_t d0, int64_t d1,
     return tk_params_add(P, name, TK_F32, ndim, shape, flags, -1, idx, e);
 }
 
-static int declare_conv(rn_model *m, rn_conv *cv, const char *name, tk_err *e) {
-    const tk_conv_shape *s = &cv->s;
-    if (cv == &m->c0) // the stem's master weight: 7x7 over the image's 3 channels, whatever cuDNN runs
-        return add(m->P, name, 4, s->K, 7, 7, 3, TK_PARAM_DENSE, &cv->pidx, e);
-    return add(m->P, name, 4, s->K, s->R, s->S, s->C, TK_PARAM_DENSE, &cv->pidx, e);
+static int declare_conv(rn_model *m, tk_blk_conv *cv, const char *name, tk_err *e) {
+    int64_t w[5];
+    tk_blk_conv_wshape(cv, w);
+    if (cv == &m->u0.c) // the stem's master weight: 7x7 over the image's 3 channels, whatever cuDNN runs
+        return add(m->P, name, 4, w[0], 7, 7, 3, TK_PARAM_DENSE, &cv->pidx, e);
+    return add(m->P, name, 4, w[0], w[1], w[2], w[3], TK_PARAM_DENSE, &cv->pidx, e);
 }
 
 // gamma and beta now (dense: no weight decay, no LARS adaptation, as MLPerf's LARS); the running
 // statistics later, after every dense tensor (declare_stats).
-static int declare_bn(rn_model *m, rn_bn *bn, const char *prefix, tk_err *e) {
+static int declare_bn(rn_model *m, tk_blk_norm *bn, const char *prefix, tk_err *e) {
     char name[TK_PARAM_NAME];
     const int f = TK_PARAM_DENSE | TK_PARAM_NO_DECAY | TK_PARAM_NO_ADAPT;
     snprintf(name, sizeof name, "%s.weight", prefix);
@@ -40,7 +39,7 @@ static int declare_bn(rn_model *m, rn_bn *bn, const char *prefix, tk_err *e) {
     return add(m->P, name, 1, bn->C, 0, 0, 0, f, NULL, e);
 }
 
-static int declare_stats(rn_model *m, rn_bn *bn, tk_err *e) {
+static int declare_stats(rn_model *m, tk_blk_norm *bn, tk_err *e) {
     char prefix[TK_PARAM_NAME], name[TK_PARAM_NAME];
     snprintf(prefix, sizeof prefix, "%s", m->P->p[bn->pidx].name);
     prefix[strlen(prefix) - strlen(".weight")] = 0;
@@ -50,73 +49,56 @@ static int declare_stats(rn_model *m, rn_bn *bn, tk_err *e) {
     return add(m->P, name, 1, bn->C, 0, 0, 0, 0, NULL, e);
 }
 
-// Every BN of the model, in forward order (stem, then each block's bn1, bn2, bn3, downsample).
-static int all_bns(rn_model *m, rn_bn **out) {
+// Every unit of the model, in forward order (the stem, then each block's 1, 2, 3, downsample).
+static int all_units(rn_model *m, tk_blk_unit **out) {
     int n = 0;
-    out[n++] = &m->b0;
+    out[n++] = &m->u0;
     for (int i = 0; i < m->nblk; i++) {
         rn_block *k = &m->blk[i];
-        out[n++] = &k->b1, out[n++] = &k->b2, out[n++] = &k->b3;
-        if (k->down) out[n++] = &k->bd;
-    }
-    return n;
-}
-
-// Every convolution, in forward order.
-static int all_convs(rn_model *m, rn_conv **out) {
-    int n = 0;
-    out[n++] = &m->c0;
-    for (int i = 0; i < m->nblk; i++) {
-        rn_block *k = &m->blk[i];
-        out[n++] = &k->c1, out[n++] = &k->c2, out[n++] = &k->c3;
-        if (k->down) out[n++] = &k->cd;
+        out[n++] = &k->u1, out[n++] = &k->u2, out[n++] = &k->u3;
+        if (k->down) out[n++] = &k->ud;
     }
     return n;
 }
 
 static int declare(rn_model *m, tk_err *e) {
     char name[TK_PARAM_NAME];
-    TRY(declare_conv(m, &m->c0, "conv1.weight", e));
-    TRY(declare_bn(m, &m->b0, "bn1", e));
+    TRY(declare_conv(m, &m->u0.c, "conv1.weight", e));
+    TRY(declare_bn(m, &m->u0.n, "bn1", e));
     for (int i = 0; i < m->nblk; i++) {
         rn_block *k = &m->blk[i];
         char pre[64];
         snprintf(pre, sizeof pre, "layer%d.%d", k->stage + 1, k->unit);
-        rn_conv *cv[3] = {&k->c1, &k->c2, &k->c3};
-        rn_bn *bn[3] = {&k->b1, &k->b2, &k->b3};
+        tk_blk_unit *u[3] = {&k->u1, &k->u2, &k->u3};
         for (int j = 0; j < 3; j++) {
             snprintf(name, sizeof name, "%s.conv%d.weight", pre, j + 1);
-            TRY(declare_conv(m, cv[j], name, e));
+            TRY(declare_conv(m, &u[j]->c, name, e));
             snprintf(name, sizeof name, "%s.bn%d", pre, j + 1);
-            TRY(declare_bn(m, bn[j], name, e));
+            TRY(declare_bn(m, &u[j]->n, name, e));
         }
         if (k->down) {
             snprintf(name, sizeof name, "%s.downsample.0.weight", pre);
-            TRY(declare_conv(m, &k->cd, name, e));
+            TRY(declare_conv(m, &k->ud.c, name, e));
             snprintf(name, sizeof name, "%s.downsample.1", pre);
-            TRY(declare_bn(m, &k->bd, name, e));
+            TRY(declare_bn(m, &k->ud.n, name, e));
         }
     }
     TRY(add(m->P, "fc.weight", 2, m->cfg.classes, m->Cf, 0, 0, TK_PARAM_DENSE, &m->pfw, e));
     TRY(add(m->P, "fc.bias", 1, m->cfg.classes, 0, 0, 0, TK_PARAM_DENSE | TK_PARAM_NO_DECAY | TK_PARAM_NO_ADAPT,
             &m->pfb, e));
-    rn_bn *bns[4 * RN_MAX_BLOCKS + 1];
-    int nb = all_bns(m, bns);
-    for (int i = 0; i < nb; i++) TRY(declare_stats(m, bns[i], e));
+    tk_blk_unit *us[4 * RN_MAX_BLOCKS + 1];
+    const int nu = all_units(m, us);
+    for (int i = 0; i < nu; i++) TRY(declare_stats(m, &us[i]->n, e));
     if (m->t == TK_BF16) m->P->copy_type = TK_BF16;
     TRY(tk_params_alloc(m->P, e));
     // the views
     tk_params *P = m->P;
-    rn_conv *cvs[4 * RN_MAX_BLOCKS + 1];
-    int nc = all_convs(m, cvs);
-    for (int i = 0; i < nc; i++) {
-        cvs[i]->w = P->p[cvs[i]->pidx].w;
-        cvs[i]->dw = P->p[cvs[i]->pidx].g;
-        cvs[i]->wc = tk_params_copy_of(P, cvs[i]->w);
-    }
-    for (int i = 0; i < nb; i++) {
-        rn_bn *b = bns[i];
+    for (int i = 0; i < nu; i++) {
+        tk_blk_conv *cv = &us[i]->c;
+        tk_blk_norm *b = &us[i]->n;
         int g = b->pidx, rs = P->ndense + 2 * i;
+        cv->w = P->p[cv->pidx].w, cv->dw = P->p[cv->pidx].g;
+        cv->wc = tk_params_copy_of(P, cv->w);
         b->gamma = P->p[g].w, b->dgamma = P->p[g].g;
         b->beta = P->p[g + 1].w, b->dbeta = P->p[g + 1].g;
         b->rmean = P->p[rs].w, b->rvar = P->p[rs + 1].w;
@@ -131,12 +113,15 @@ static int declare(rn_model *m, tk_err *e) {
 static int shapes(rn_model *m, tk_err *e) {
     const rn_config *cfg = &m->cfg;
     const int b = m->b, S = m->S;
-    if (m->s2d) TRY(tk_conv_shape_init(&m->c0.s, b, tk_s2d_side(S), tk_s2d_side(S), TK_S2D_C, cfg->width, 4, 4, 1, 0, e));
-    else TRY(tk_conv_shape_init(&m->c0.s, b, S, S, m->cin, cfg->width, 7, 7, 2, 3, e));
-    m->H0 = m->c0.s.P;
-    m->b0.C = cfg->width;
-    m->Hp = (m->H0 + 2 - 3) / 2 + 1;
-    int H = m->Hp, Cin = cfg->width;
+    const double eps = cfg->bn_eps, mom = cfg->bn_momentum;
+    tk_blk_unit *u0 = &m->u0;
+    if (m->s2d) TRY(tk_blk_unit_init2d(u0, b, tk_s2d_side(S), tk_s2d_side(S), TK_S2D_C, cfg->width, 4, 1, 0, 1,
+                                       TK_BLK_BATCH_NORM, eps, mom, e));
+    else TRY(tk_blk_unit_init2d(u0, b, S, S, m->cin, cfg->width, 7, 2, 3, 1, TK_BLK_BATCH_NORM, eps, mom, e));
+    u0->c.cw = 3; // the image's channels (cuDNN's stem pads them: pick_stem)
+    m->H0 = u0->c.s.P;
+    TRY(tk_blk_pool_init2d(&m->mp, b, m->H0, m->H0, cfg->width, 3, 2, 1, e));
+    int H = m->mp.P, Cin = cfg->width;
     m->nblk = 0;
     for (int s = 0; s < cfg->nstages; s++)
         for (int u = 0; u < cfg->layers[s]; u++) {
@@ -144,13 +129,12 @@ static int shapes(rn_model *m, tk_err *e) {
             const int planes = cfg->width << s, Cout = planes * cfg->expansion, st = s > 0 && u == 0 ? 2 : 1;
             k->stage = s, k->unit = u;
             k->down = u == 0 && (st != 1 || Cin != Cout);
-            TRY(tk_conv_shape_init(&k->c1.s, b, H, H, Cin, planes, 1, 1, 1, 0, e));
-            TRY(tk_conv_shape_init(&k->c2.s, b, H, H, planes, planes, 3, 3, st, 1, e));
-            const int P = k->c2.s.P;
-            TRY(tk_conv_shape_init(&k->c3.s, b, P, P, planes, Cout, 1, 1, 1, 0, e));
-            if (k->down) TRY(tk_conv_shape_init(&k->cd.s, b, H, H, Cin, Cout, 1, 1, st, 0, e));
-            k->b1.C = k->b2.C = planes;
-            k->b3.C = k->bd.C = Cout;
+            TRY(tk_blk_unit_init2d(&k->u1, b, H, H, Cin, planes, 1, 1, 0, 1, TK_BLK_BATCH_NORM, eps, mom, e));
+            TRY(tk_blk_unit_init2d(&k->u2, b, H, H, planes, planes, 3, st, 1, 1, TK_BLK_BATCH_NORM, eps, mom, e));
+            const int P = k->u2.c.s.P;
+            TRY(tk_blk_unit_init2d(&k->u3, b, P, P, planes, Cout, 1, 1, 0, 1, TK_BLK_BATCH_NORM, eps, mom, e));
+            if (k->down)
+                TRY(tk_blk_unit_init2d(&k->ud, b, H, H, Cin, Cout, 1, st, 0, 0, TK_BLK_BATCH_NORM, eps, mom, e));
             H = P, Cin = Cout;
         }
     m->Cf = Cin;
@@ -172,30 +156,31 @@ static int activations(rn_model *m, tk_err *e) {
 #define ACT(ptr, elems) (NEED(ptr, act_bytes(m, elems)), max_act = (size_t)(elems) > max_act ? (size_t)(elems) : max_act)
     NEED(m->in_img, (size_t)b * m->S * m->S * 3);
     NEED(m->in_label, (size_t)b * 4);
-    ACT(m->x0, tk_conv_x_numel(&m->c0.s));
-    ACT(m->y0, tk_conv_y_numel(&m->c0.s));
-    ACT(m->z0, tk_conv_y_numel(&m->c0.s));
-    const int64_t npool = (int64_t)b * m->Hp * m->Hp * m->cfg.width;
+    ACT(m->x0, tk_blk_conv_x_numel(&m->u0.c));
+    ACT(m->u0.y, tk_blk_conv_y_numel(&m->u0.c));
+    ACT(m->u0.z, tk_blk_conv_y_numel(&m->u0.c));
+    const int64_t npool = tk_blk_pool_y_numel(&m->mp);
     ACT(m->pool, npool);
     NEED(m->pool_idx, (size_t)npool);
-    rn_bn *bns[4 * RN_MAX_BLOCKS + 1];
-    int nb = all_bns(m, bns);
-    for (int i = 0; i < nb; i++) {
-        NEED(bns[i]->smean, (size_t)bns[i]->C * 4);
-        NEED(bns[i]->sinvstd, (size_t)bns[i]->C * 4);
+    tk_blk_unit *us[4 * RN_MAX_BLOCKS + 1];
+    const int nu = all_units(m, us);
+    for (int i = 0; i < nu; i++) {
+        NEED(us[i]->n.smean, tk_blk_norm_stat_bytes(&us[i]->n));
+        NEED(us[i]->n.sinvstd, tk_blk_norm_stat_bytes(&us[i]->n));
     }
     for (int i = 0; i < m->nblk; i++) {
         rn_block *k = &m->blk[i];
-        ACT(k->y1, tk_conv_y_numel(&k->c1.s));
-        ACT(k->z1, tk_conv_y_numel(&k->c1.s));
-        ACT(k->y2, tk_conv_y_numel(&k->c2.s));
-        ACT(k->z2, tk_conv_y_numel(&k->c2.s));
-        ACT(k->y3, tk_conv_y_numel(&k->c3.s));
-        ACT(k->out, tk_conv_y_numel(&k->c3.s));
-        if (tk_bn_mask_ok(m->c->backend, m->t, k->b3.C)) NEED(k->mask3, (size_t)(tk_conv_y_numel(&k->c3.s) + 7) / 8);
+        ACT(k->u1.y, tk_blk_conv_y_numel(&k->u1.c));
+        ACT(k->u1.z, tk_blk_conv_y_numel(&k->u1.c));
+        ACT(k->u2.y, tk_blk_conv_y_numel(&k->u2.c));
+        ACT(k->u2.z, tk_blk_conv_y_numel(&k->u2.c));
+        ACT(k->u3.y, tk_blk_conv_y_numel(&k->u3.c));
+        ACT(k->u3.z, tk_blk_conv_y_numel(&k->u3.c));
+        if (tk_bn_mask_ok(m->c->backend, m->t, k->u3.n.C))
+            NEED(k->u3.mask, (size_t)(tk_blk_conv_y_numel(&k->u3.c) + 7) / 8);
         if (k->down) {
-            ACT(k->yd, tk_conv_y_numel(&k->cd.s));
-            ACT(k->zd, tk_conv_y_numel(&k->cd.s));
+            ACT(k->ud.y, tk_blk_conv_y_numel(&k->ud.c));
+            ACT(k->ud.z, tk_blk_conv_y_numel(&k->ud.c));
         }
     }
     ACT(m->feat, (int64_t)b * m->Cf);
@@ -204,28 +189,21 @@ static int activations(rn_model *m, tk_err *e) {
     ACT(m->dlogits, (int64_t)b * m->cfg.classes);
     for (int i = 0; i < RN_NBUF; i++) NEED(m->g[i], max_act * es);
     // workspaces: BN's largest, the loss's, the bf16 weight gradients', the top-1 counter
-    for (int i = 0; i < nb; i++) {
-        const rn_bn *bn = bns[i];
-        int64_t M = bn == &m->b0 ? tk_conv_y_numel(&m->c0.s) / bn->C : 0;
-        for (int j = 0; !M && j < m->nblk; j++) {
-            const rn_block *k = &m->blk[j];
-            if (bn == &k->b1) M = tk_conv_y_numel(&k->c1.s) / bn->C;
-            if (bn == &k->b2) M = tk_conv_y_numel(&k->c2.s) / bn->C;
-            if (bn == &k->b3 || bn == &k->bd) M = tk_conv_y_numel(&k->c3.s) / bn->C;
-        }
-        size_t w = tk_bn_ws_bytes(m->c->backend, M, bn->C);
+    for (int i = 0; i < nu; i++) {
+        size_t w = tk_blk_norm_ws_bytes(m->c->backend, &us[i]->n);
         bn_ws = w > bn_ws ? w : bn_ws;
     }
-    NEED(m->bn_ws, bn_ws);
+    NEED(m->env.norm_ws, bn_ws);
     NEED(m->xent_ws, tk_xent_smooth_ws_bytes(m->c->backend, b));
-    rn_conv *cvs[4 * RN_MAX_BLOCKS + 1];
-    int nc = all_convs(m, cvs);
-    for (int i = 0; i < nc; i++) max_w = (size_t)tk_conv_w_numel(&cvs[i]->s) > max_w ? (size_t)tk_conv_w_numel(&cvs[i]->s) : max_w;
-    if (m->t == TK_BF16 || m->cin != 3) NEED(m->dwbuf, max_w * es);
+    for (int i = 0; i < nu; i++) {
+        const size_t nw = (size_t)tk_blk_conv_w_numel(&us[i]->c);
+        max_w = nw > max_w ? nw : max_w;
+    }
+    if (m->t == TK_BF16 || m->cin != 3) NEED(m->env.wbuf, max_w * es);
     if (m->t == TK_BF16) // each weight gradient in bf16, cast into the fp32 span with the others at once
-        for (int i = 1; i < nc; i++) NEED(cvs[i]->dwt, (size_t)tk_conv_w_numel(&cvs[i]->s) * es);
-    if (m->cin != 3) NEED(m->w0p, (size_t)tk_conv_w_numel(&m->c0.s) * es);
-    for (int i = 0; i < nc; i++) NEED(cvs[i]->sums, (size_t)2 * cvs[i]->s.K * 4);
+        for (int i = 1; i < nu; i++) NEED(us[i]->c.dwt, (size_t)tk_blk_conv_w_numel(&us[i]->c) * es);
+    if (m->cin != 3) NEED(m->w0p, (size_t)tk_blk_conv_w_numel(&m->u0.c) * es);
+    for (int i = 0; i < nu; i++) NEED(us[i]->c.sums, (size_t)2 * us[i]->c.s.K * 4);
     NEED(m->top1, 8);
     void *dnn_ws = NULL;
     size_t dnn_bytes = m->dnn ? tk_cudnn_ws_bytes(m->dnn) : 0;
@@ -240,38 +218,20 @@ static int activations(rn_model *m, tk_err *e) {
     }
     if (m->dnn) tk_cudnn_set_ws(m->dnn, dnn_ws, dnn_bytes);
     m->ncasts = 0;
-    for (int i = 1; i < nc; i++)
-        if (cvs[i]->dwt) m->casts[m->ncasts++] = (tk_cast_span){cvs[i]->dwt, cvs[i]->dw, tk_conv_w_numel(&cvs[i]->s)};
-    if (m->w0p) m->c0.wc = m->w0p; // the stem reads its padded copy (rn_refresh_stem fills it)
+    for (int i = 0; i < nu; i++) m->ncasts += tk_blk_conv_cast_span(&us[i]->c, &m->casts[m->ncasts]);
+    if (m->w0p) m->u0.c.wc = m->w0p; // the stem reads its padded copy (rn_refresh_stem fills it)
     // the blocks' inputs
-    for (int i = 0; i < m->nblk; i++) m->blk[i].in = i == 0 ? m->pool : m->blk[i - 1].out;
+    for (int i = 0; i < m->nblk; i++) m->blk[i].in = i == 0 ? m->pool : m->blk[i - 1].u3.z;
     return tk_memset0(m->c, m->acts.base, m->acts.cap, TK_STREAM_COMPUTE, e);
 }
 
-// Whether a convolution's training forward makes its BN's statistics in its epilogue: when cuDNN
-// has a fused plan (gpu/cudnn_conv.h: only with TK_CUDNN_FUSION=1) and, both being timed (so never
-// with ctx->deterministic: the fused sums are not reproducible bit for bit), it is not slower than
-// the plain forward plus the statistics pass it saves (y read once by kernels/bn.cu at ~2.6 TB/s,
-// as measured on an H100, plus a launch).
-static int use_fused(rn_model *m, const tk_conv_shape *s) {
-    tk_err e0 = {0};
-    if (m->c->deterministic) return 0;
-    if (tk_cudnn_plan_fused(m->dnn, TK_CUDNN_FWD_STATS, s, m->t, &e0)) return 0; // refused: plain + our pass
-    const float fused = tk_cudnn_plan_ms(m->dnn, TK_CUDNN_FWD_STATS, s, m->t),
-                plain = tk_cudnn_plan_ms(m->dnn, TK_CONV_FWD, s, m->t);
-    const double stats = (double)tk_conv_y_numel(s) * tk_dtype_size(m->t) / 2.6e9 + 0.005;
-    return fused >= 0 && plain >= 0 && fused <= plain + stats;
-}
-
-// cuDNN's plans for every convolution pass of the model, before the workspace is sized.
+// cuDNN's plans for every convolution pass of the model (the stem's input gradient unread), each
+// forward fused with its BN's statistics where that pays (lib/blocks), before the workspace is
+// sized; the stem's forward where kernels/stem_conv.h runs it, never.
 static int plan_convs(rn_model *m, tk_err *e) {
-    rn_conv *cvs[4 * RN_MAX_BLOCKS + 1];
-    int nc = all_convs(m, cvs);
-    for (int i = 0; i < nc; i++) {
-        for (int p = 0; p < 3; p++)
-            if (!(p == TK_CONV_BWD_DATA && i == 0)) TRY(tk_cudnn_plan(m->dnn, (tk_conv_pass)p, &cvs[i]->s, m->t, e));
-        cvs[i]->fused = !(i == 0 && m->own_stem) && use_fused(m, &cvs[i]->s);
-    }
+    tk_blk_unit *us[4 * RN_MAX_BLOCKS + 1];
+    const int nu = all_units(m, us);
+    for (int i = 0; i < nu; i++) TRY(tk_blk_conv_plan(&m->env, &us[i]->c, i != 0, !(i == 0 && m->own_stem), e));
     return 0;
 }
 
@@ -314,7 +274,8 @@ static int pick_stem(rn_model *m, tk_err *e) {
     return first.code;
 }
 
-int rn_create(const rn_config *cfg, const tk_wl_env *env, rn_model **out, tk_err *e) {
+int rn_create(const void *config, const tk_wl_env *env, void **out, tk_err *e) {
+    const rn_config *cfg = config;
     *out = NULL;
     rn_model *m = calloc(1, sizeof *m);
     if (!m) return tk_err_set(e, TK_EIO, "out of host memory");
@@ -344,6 +305,7 @@ int rn_create(const rn_config *cfg, const tk_wl_env *env, rn_model **out, tk_err
     } else if (cfg->stem == RN_STEM_S2D) { // the cpu reference of the same computation (tests)
         m->s2d = 1, m->cin = TK_S2D_C;
     }
+    m->env = (tk_blk_env){.c = m->c, .dnn = m->dnn, .t = m->t}; // (the scratch: activations)
     if ((rc = shapes(m, e)) || (rc = declare(m, e))) goto fail;
     if (m->dnn && (rc = plan_convs(m, e))) goto fail;
     if ((rc = activations(m, e))) goto fail;
@@ -373,7 +335,9 @@ int rn_create_standalone(tk_ctx *c, const rn_config *cfg, rn_model **out, tk_err
         tk_params_init(P, c, 0);
         tk_wl_env env = {.c = c, .dist = d, .params = P, .lr = scalars, .step = (int64_t *)((char *)scalars + 8),
                          .loss_acc = (double *)((char *)scalars + 16)};
-        rc = rn_create(cfg, &env, out, e);
+        void *model = NULL;
+        rc = rn_create(cfg, &env, &model, e);
+        *out = model;
     }
     if (!rc) {
         (*out)->own_params = *P;
@@ -391,7 +355,8 @@ int rn_create_standalone(tk_ctx *c, const rn_config *cfg, rn_model **out, tk_err
     return rc;
 }
 
-void rn_destroy(rn_model *m) {
+void rn_destroy(void *model) {
+    rn_model *m = model;
     if (!m) return;
     tk_arena_release(m->c, &m->acts);
     tk_cudnn_destroy(m->dnn);
@@ -405,15 +370,6 @@ void rn_destroy(rn_model *m) {
 
 static uint32_t init_stream(int pidx) { return (uint32_t)TK_RNG_INIT | (uint32_t)(pidx + 1) << 8; }
 
-// Tensor pidx (n values at h) from seed: normal(0, sd) or uniform(-a, a).
-static void fill_normal(float *h, size_t n, double sd, uint64_t seed, int pidx) {
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) h[i] = (float)(sd * tk_philox_normal(seed, init_stream(pidx), i));
-}
-static void fill_uniform(float *h, size_t n, double a, uint64_t seed, int pidx) {
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) h[i] = (float)(-a + 2 * a * tk_philox_uniform(seed, init_stream(pidx), i));
-}
 static void fill_const(float *h, size_t n, float v) {
     for (size_t i = 0; i < n; i++) h[i] = v;
 }
@@ -424,41 +380,38 @@ static void fill_const(float *h, size_t n, float v) {
 // weight and bias. "mlperf": NVIDIA's MXNet v1.1 (MLPerfInit: Xavier gaussian, factor "in",
 // magnitude 2, i.e. N(0, 2 / (C R S)); fc weight N(0, 0.01), bias 0; gamma 1, beta 0; its runs
 // did not pass --bn-gamma-init0).
-int rn_init_weights(rn_model *m, uint64_t seed, tk_err *e) {
+int rn_init_weights(void *model, uint64_t seed, tk_err *e) {
+    rn_model *m = model;
     tk_params *P = m->P;
     float *h = calloc(P->dense_n + 1, sizeof(float));
     if (!h) return tk_err_set(e, TK_EIO, "out of host memory");
     const int mlperf = m->cfg.init == RN_INIT_MLPERF;
-    rn_conv *cvs[4 * RN_MAX_BLOCKS + 1];
-    int nc = all_convs(m, cvs);
-    for (int i = 0; i < nc; i++) {
-        const tk_param *p = &P->p[cvs[i]->pidx];
+    tk_blk_unit *us[4 * RN_MAX_BLOCKS + 1];
+    const int nu = all_units(m, us);
+    for (int i = 0; i < nu; i++) {
+        const tk_blk_conv *cv = &us[i]->c;
+        const tk_param *p = &P->p[cv->pidx];
         size_t n = (size_t)tk_param_numel(p);
         double fan = mlperf ? (double)(p->shape[1] * p->shape[2] * p->shape[3]) : (double)(p->shape[0] * p->shape[1] * p->shape[2]);
-        fill_normal(h + (cvs[i]->w - P->dense_w), n, sqrt(2.0 / fan), seed, cvs[i]->pidx);
+        tk_blk_fill_normal(h + (cv->w - P->dense_w), n, sqrt(2.0 / fan), seed, init_stream(cv->pidx));
     }
-    rn_bn *bns[4 * RN_MAX_BLOCKS + 1];
-    int nb = all_bns(m, bns);
-    for (int i = 0; i < nb; i++) {
+    for (int i = 0; i < nu; i++) {
         int last = 0;
-        for (int j = 0; j < m->nblk; j++) last |= bns[i] == &m->blk[j].b3;
-        fill_const(h + (bns[i]->gamma - P->dense_w), (size_t)bns[i]->C, m->cfg.zero_init_residual && last ? 0.0f : 1.0f);
+        for (int j = 0; j < m->nblk; j++) last |= us[i] == &m->blk[j].u3;
+        const tk_blk_norm *bn = &us[i]->n;
+        fill_const(h + (bn->gamma - P->dense_w), (size_t)bn->C, m->cfg.zero_init_residual && last ? 0.0f : 1.0f);
     }
     const size_t nfw = (size_t)m->cfg.classes * m->Cf;
     if (mlperf) {
-        fill_normal(h + (m->fcw - P->dense_w), nfw, 0.01, seed, m->pfw);
+        tk_blk_fill_normal(h + (m->fcw - P->dense_w), nfw, 0.01, seed, init_stream(m->pfw));
     } else {
-        fill_uniform(h + (m->fcw - P->dense_w), nfw, 1.0 / sqrt((double)m->Cf), seed, m->pfw);
-        fill_uniform(h + (m->fcb - P->dense_w), (size_t)m->cfg.classes, 1.0 / sqrt((double)m->Cf), seed, m->pfb);
+        tk_blk_fill_uniform(h + (m->fcw - P->dense_w), nfw, 1.0 / sqrt((double)m->Cf), seed, init_stream(m->pfw));
+        tk_blk_fill_uniform(h + (m->fcb - P->dense_w), (size_t)m->cfg.classes, 1.0 / sqrt((double)m->Cf), seed,
+                            init_stream(m->pfb));
     }
     int rc = tk_memcpy_h2d(m->c, P->dense_w, h, P->dense_n * sizeof(float), TK_STREAM_COMPUTE, e);
     // running statistics: mean 0, variance 1
-    for (int i = 0; !rc && i < nb; i++) {
-        fill_const(h, (size_t)bns[i]->C, 0.0f);
-        fill_const(h + bns[i]->C, (size_t)bns[i]->C, 1.0f);
-        rc = tk_memcpy_h2d(m->c, bns[i]->rmean, h, (size_t)bns[i]->C * 4, TK_STREAM_COMPUTE, e);
-        if (!rc) rc = tk_memcpy_h2d(m->c, bns[i]->rvar, h + bns[i]->C, (size_t)bns[i]->C * 4, TK_STREAM_COMPUTE, e);
-    }
+    for (int i = 0; !rc && i < nu; i++) rc = tk_blk_norm_reset(m->c, &us[i]->n, h, e);
     free(h);
     if (!rc) rc = rn_weights_loaded(m, e);
     if (!rc) rc = tk_memset0(m->c, m->loss_acc, 16, TK_STREAM_COMPUTE, e);
@@ -466,17 +419,20 @@ int rn_init_weights(rn_model *m, uint64_t seed, tk_err *e) {
     return rc;
 }
 
-int rn_refresh_stem(rn_model *m, tk_err *e) {
+int rn_refresh_stem(void *model, tk_err *e) {
+    rn_model *m = model;
     if (!m->w0p) return 0;
-    const tk_conv_shape *s = &m->c0.s;
-    if (m->s2d) TRY(tk_stem_s2d_weight(m->c, m->c0.w, s->K, m->t, m->w0p, e));
+    tk_blk_conv *c0 = &m->u0.c;
+    const tk_conv_shape *s = &c0->s;
+    if (m->s2d) TRY(tk_stem_s2d_weight(m->c, c0->w, s->K, m->t, m->w0p, e));
     // (K R S, 3) fp32 -> (K R S, cin) in t, the pad columns zero
-    else TRY(tk_cast2d(m->c, m->c0.w, TK_F32, 3, m->w0p, m->t, m->cin, (int64_t)s->K * s->R * s->S, 3, e));
-    m->c0.wc = m->w0p;
+    else TRY(tk_cast2d(m->c, c0->w, TK_F32, 3, m->w0p, m->t, m->cin, (int64_t)s->K * s->R * s->S, 3, e));
+    c0->wc = m->w0p;
     return 0;
 }
 
-int rn_weights_loaded(rn_model *m, tk_err *e) {
+int rn_weights_loaded(void *model, tk_err *e) {
+    rn_model *m = model;
     if (m->P->copy) TRY(tk_params_refresh_copy(m->P, e));
     return rn_refresh_stem(m, e);
 }

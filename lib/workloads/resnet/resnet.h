@@ -26,8 +26,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#include "cast2d.h"
-#include "conv.h"
+#include "blocks/blocks.h"
 #include "core/err.h"
 #include "core/mllog.h"
 #include "engine/config.h"
@@ -81,33 +80,13 @@ typedef struct rn_config {
     rn_shared *sh;
 } rn_config;
 
-// One convolution: shape at the per-rank batch, its weight and gradient, what cuDNN reads/writes.
-typedef struct rn_conv {
-    tk_conv_shape s;
-    int pidx;
-    float *w, *dw;               // master weight (K, R, S, C) fp32 and its gradient
-    const void *wc;              // the compute copy the forward and backward data read
-    int fused;                   // cuda: the training forward also makes its BN's statistics
-                                 // (cuDNN's genstats epilogue, gpu/cudnn_conv.h) into sums
-    float *sums;                 // (2 K) fp32: sum, then sum of squares of y per channel
-    void *dwt;                   // bf16 (but the stem's): its weight gradient in t, cast into dw
-                                 // with every other one once a step (rn_model.casts); else NULL
-} rn_conv;
-
-typedef struct rn_bn {
-    int C, pidx;                 // pidx: gamma's tensor (beta, running mean, running var follow)
-    float *gamma, *beta, *dgamma, *dbeta, *rmean, *rvar;
-    float *smean, *sinvstd;      // the batch statistics of the last training forward
-} rn_bn;
-
+// A bottleneck block of three units (lib/blocks: convolution, BN, ReLU; the third's ReLU after
+// the residual add, in its BN's pass) and, in each stage's first, the projection shortcut ud.
 typedef struct rn_block {
     int stage, unit, down;
-    rn_conv c1, c2, c3, cd;
-    rn_bn b1, b2, b3, bd;
-    const void *in;              // its input: the stem's pooled output or the previous block's out
-    void *y1, *z1, *y2, *z2, *y3, *yd, *zd, *out; // conv outputs y, BN(+ReLU) outputs z
-    uint8_t *mask3;              // out > 0 as bits (kernels/bn.h tk_bn_fwd_train_mask) for bn3's
-                                 // backward, where the backend writes them; else NULL (out is read)
+    tk_blk_unit u1, u2, u3, ud;  // u3.mask: out > 0 as bits (kernels/bn.h tk_bn_fwd_train_mask) for
+                                 // its BN's backward, where the backend writes them; else NULL (u3.z read)
+    const void *in;              // its input: the stem's pooled output or the previous block's u3.z
 } rn_block;
 
 typedef struct rn_model {
@@ -123,15 +102,17 @@ typedef struct rn_model {
                                  // that shape, x0 (b, S/2+3, S/2+3, 16), w0p (K, 4, 4, 16)
     int own_stem;                // its forward runs kernels/stem_conv.h, not cuDNN (cuda, s2d, where
                                  // tk_stem_conv_ok; TK_STEM_CONV=cudnn in the environment: cuDNN)
+    tk_blk_env env;              // the blocks' (c, dnn, t as above; the BN and weight-gradient scratch)
     float *lr;
     int64_t *step;
     double *loss_acc;
-    // stem
-    rn_conv c0;
-    rn_bn b0;
-    void *x0, *y0, *z0, *pool;   // the normalized input (b, S, S, cin) in t (s2d: above), conv, BN, max pool
+    // stem: its unit (the ReLU's output u0.z written only where the pool does not apply the BN
+    // itself), the max pool
+    tk_blk_unit u0;
+    void *x0, *pool;             // the normalized input (b, S, S, cin) in t (s2d: above), the max pool's output
     uint8_t *pool_idx;
-    int H0, Hp;                  // after the conv, after the pool
+    tk_blk_pool mp;
+    int H0;                      // after the conv
     void *w0p;                   // cin > 3: the stem weight in t, padded to cin channels (s2d: mapped)
     int nblk;
     rn_block blk[RN_MAX_BLOCKS];
@@ -145,10 +126,9 @@ typedef struct rn_model {
     uint8_t *in_img;             // (b, S, S, 3) u8: the batch's images (normalized on the device)
     int32_t *in_label;           // (b)
     void *g[RN_NBUF];            // backward scratch, each the largest activation
-    void *bn_ws, *xent_ws, *dwbuf; // dwbuf: a conv weight gradient in t before its cast into the
-                                   // fp32 gradient (bf16, or the padded stem's)
+    void *xent_ws;
     int64_t *top1;               // device counter
-    tk_cast_span casts[4 * RN_MAX_BLOCKS]; // each rn_conv.dwt into its dw, at the backward's end
+    tk_cast_span casts[4 * RN_MAX_BLOCKS]; // each convolution's dwt into its dw, at the backward's end
     int ncasts;
     tk_arena acts;
     tk_params own_params;        // standalone models (tests): their own flat buffers, ranks and
@@ -156,20 +136,30 @@ typedef struct rn_model {
     void *own_scalars;
 } rn_model;
 
+// The functions the table (workload.c) names have its members' exact types (void * for the
+// rn_model, rn_config, rn_reader and rn_evalset they are given): DESIGN.md section 3a.
+
 // ---- config.c ----
 extern const char *const rn_sections[];
 int rn_config_parse(json_t *root, const char *path, const tk_run_cfg *run, rn_config *cfg, tk_err *e);
 void rn_config_release(rn_config *cfg);
+// The table's config and config_free: an rn_config parsed into *cfg (malloc'ed), and its release.
+int rn_config_new(json_t *root, const char *path, const tk_run_cfg *run, const char *data_meta, void **cfg,
+                  tk_err *e);
+void rn_config_free(void *cfg);
 
 // ---- model.c ----
-int rn_create(const rn_config *cfg, const tk_wl_env *env, rn_model **m, tk_err *e);
+// cfg: an rn_config; *model: the rn_model.
+int rn_create(const void *cfg, const tk_wl_env *env, void **model, tk_err *e);
 // A model with its own flat buffers on c, one rank (tests, tools).
 int rn_create_standalone(tk_ctx *c, const rn_config *cfg, rn_model **m, tk_err *e);
-void rn_destroy(rn_model *m);
-int rn_init_weights(rn_model *m, uint64_t seed, tk_err *e);
+void rn_destroy(void *model);
+int rn_init_weights(void *model, uint64_t seed, tk_err *e);
 // After the master weights changed outside the optimizer: the compute copies.
-int rn_weights_loaded(rn_model *m, tk_err *e);
-int rn_refresh_stem(rn_model *m, tk_err *e); // the padded stem copy (after every update)
+int rn_weights_loaded(void *model, tk_err *e);
+// The padded stem copy: after every update (the table's after_update: the optimizer wrote the fp32
+// stem weight and the engine's bf16 copy).
+int rn_refresh_stem(void *model, tk_err *e);
 // The torchvision name of tensor i's MLPerf (MXNet) name, for weights_initialization; NULL for
 // the running statistics.
 const char *rn_mlperf_name(const rn_model *m, int pidx, char *buf, size_t n);
@@ -182,25 +172,25 @@ int rn_forward(rn_model *m, const uint8_t *img, int train, tk_err *e);
 int rn_stem_input(rn_model *m, const uint8_t *img, tk_err *e);
 // Convolution cv's forward of x into y as the step runs it (train: with its BN's statistics into
 // cv->sums where the plan fuses them; the stem through kernels/stem_conv.h where m->own_stem).
-int rn_conv_fwd(rn_model *m, const rn_conv *cv, const void *x, void *y, int train, tk_err *e);
+int rn_conv_fwd(rn_model *m, const tk_blk_conv *cv, const void *x, void *y, int train, tk_err *e);
 // The loss of labels on the last training forward, and the backward: dense gradients written.
 int rn_backward(rn_model *m, const int32_t *label, tk_err *e);
-int rn_train_step(rn_model *m, tk_err *e); // both on the input buffers
+int rn_train_step(void *model, tk_err *e); // both on the input buffers
 
 // ---- data.c ----
 typedef struct rn_reader rn_reader;
-// rank of world: the reader decodes this rank's share of each global batch.
-int rn_reader_open(const rn_config *cfg, int rank, int world, char *const *paths, int npaths, rn_reader **r,
-                   tk_err *e);
-void rn_reader_close(rn_reader *r);
-uint64_t rn_reader_count(const rn_reader *r);
+// rank of world: the reader decodes this rank's share of each global batch. cfg: an rn_config;
+// *rd: the rn_reader.
+int rn_reader_open(const void *cfg, int rank, int world, char *const *paths, int npaths, void **rd, tk_err *e);
+void rn_reader_close(void *rd);
+uint64_t rn_reader_count(void *rd);
 // The engine's device batches (workload.h reader_device): JPEG records with a decoder that writes
 // device memory (nvjpeg) decode their images (field 0) into memory of CUDA device `device` from
 // now on: returns 1 << 0; else 0 (host bytes, as before). Before the first batch only.
-unsigned rn_reader_device(rn_reader *r, int device);
-// Batch `step` of the run (this rank's share of the global batch) into img ((b, S, S, 3) u8: the
-// model normalizes on the device) and label ((b) i32).
-int rn_reader_batch(rn_reader *r, int64_t step, int64_t spe, uint8_t *img, int32_t *label, tk_err *e);
+unsigned rn_reader_device(void *rd, int device);
+// Batch `step` of the run (this rank's share of the global batch) into fields[0], the images
+// ((b, S, S, 3) u8: the model normalizes on the device), and fields[1], the labels ((b) i32).
+int rn_reader_batch(void *rd, int64_t step, int64_t spe, void *const *fields, tk_err *e);
 void rn_shared_free(rn_shared *sh);
 // The eval set in paths: *n_all records, of which this rank's [lo, hi) decoded for evaluation
 // (resize + center crop, u8) into *img (malloc'ed, hi - lo images) and *label.
@@ -215,14 +205,17 @@ typedef struct rn_evalset {
     uint8_t *img;                // nb * b images (u8) in the backend's memory
     int32_t *label;
 } rn_evalset;
-int rn_evalset_load(rn_model *m, char *const *paths, int npaths, rn_evalset **es, tk_err *e);
-void rn_evalset_free(rn_model *m, rn_evalset *es);
-int rn_evaluate(rn_model *m, rn_evalset *es, double *top1, tk_err *e);
+// model: the rn_model; *es, es: an rn_evalset.
+int rn_evalset_load(void *model, char *const *paths, int npaths, void **es, tk_err *e);
+int64_t rn_evalset_count(const void *es);
+void rn_evalset_free(void *model, void *es);
+int rn_evaluate(void *model, void *es, double *top1, tk_err *e);
 
 // ---- ckpt.c ----
-int rn_import_torchvision(rn_model *m, const char *path, tk_err *e);
-int rn_dump_step(rn_model *m, const char *path, tk_err *e);
+int rn_import_torchvision(void *model, const char *path, tk_err *e);
+int rn_dump_step(void *model, const char *path, tk_err *e);
 
-// (ResNet's ops, their dispatchers included, are kernels/{conv,bn,pool,xent_smooth,img_norm,stem_s2d,stem_conv}.)
+// (ResNet's ops, their dispatchers included, are kernels/{conv,bn,pool,xent_smooth,img_norm,stem_s2d,stem_conv};
+// its convolution + BN (+ ReLU) units, their fusions and the max pool run through lib/blocks.)
 
 #endif

@@ -8,53 +8,7 @@
 #include "gpu/cudnn_conv.h"
 #include "workloads/resnet/resnet.h"
 
-// ---- configuration ----
-
-static int wl_config(json_t *root, const char *path, const tk_run_cfg *run, const char *data_meta, void **out,
-                     tk_err *e) {
-    (void)data_meta;
-    rn_config *cfg = calloc(1, sizeof *cfg);
-    if (!cfg) return tk_err_set(e, TK_EIO, "out of host memory");
-    int rc = rn_config_parse(root, path, run, cfg, e);
-    if (rc) {
-        rn_config_release(cfg);
-        free(cfg);
-        return rc;
-    }
-    *out = cfg;
-    return 0;
-}
-
-static void wl_config_free(void *cfg) {
-    rn_config_release(cfg);
-    free(cfg);
-}
-
-// ---- model ----
-
-static int wl_create(const void *cfg, const tk_wl_env *env, void **model, tk_err *e) {
-    rn_model *m;
-    TRY(rn_create(cfg, env, &m, e));
-    *model = m;
-    return 0;
-}
-
-static void wl_destroy(void *m) { rn_destroy(m); }
-static int wl_init(void *m, uint64_t seed, tk_err *e) { return rn_init_weights(m, seed, e); }
-static int wl_loaded(void *m, tk_err *e) { return rn_weights_loaded(m, e); }
-
-// ---- data ----
-
-static int wl_reader_open(const void *cfg, int rank, int world, char *const *paths, int npaths, void **rd, tk_err *e) {
-    return rn_reader_open(cfg, rank, world, paths, npaths, (rn_reader **)rd, e);
-}
-static void wl_reader_close(void *rd) { rn_reader_close(rd); }
-static uint64_t wl_reader_count(void *rd) { return rn_reader_count(rd); }
-static unsigned wl_reader_device(void *rd, int device) { return rn_reader_device(rd, device); }
-
-static int wl_read_batch(void *rd, int64_t step, int64_t spe, void *const *f, tk_err *e) {
-    return rn_reader_batch(rd, step, spe, f[0], f[1], e);
-}
+// ---- the batch ----
 
 static void wl_layout(const void *model, tk_batch_layout *L) {
     const rn_model *m = model;
@@ -79,21 +33,6 @@ static int wl_prepare(void *model, void *rd, int64_t spe, json_t **line, tk_err 
                       "conv_plans", tk_cudnn_nplans(m->dnn), "conv_workspace_bytes", (json_int_t)ws);
     return 0;
 }
-
-// ---- step ----
-
-static int wl_step(void *m, tk_err *e) { return rn_train_step(m, e); }
-// The optimizer wrote the fp32 stem weight (and the engine's bf16 copy): the padded copy too.
-static int wl_after_update(void *m, tk_err *e) { return rn_refresh_stem(m, e); }
-
-// ---- evaluation ----
-
-static int wl_evalset_load(void *m, char *const *paths, int npaths, void **es, tk_err *e) {
-    return rn_evalset_load(m, paths, npaths, (rn_evalset **)es, e);
-}
-static int64_t wl_evalset_count(const void *es) { return ((const rn_evalset *)es)->n; }
-static void wl_evalset_free(void *m, void *es) { rn_evalset_free(m, es); }
-static int wl_evaluate(void *m, void *es, double *top1, tk_err *e) { return rn_evaluate(m, es, top1, e); }
 
 // ---- MLLOG ----
 
@@ -171,41 +110,19 @@ static json_t *wl_result_extra(const void *model) {
                      "resize_gpu_ms_per_batch", sh->dec_resize_gpu_s * k);
 }
 
-// ---- importing and dumps ----
-
-static int wl_import(void *m, const char *path, tk_err *e) { return rn_import_torchvision(m, path, e); }
-static int wl_dump(void *m, const char *path, tk_err *e) { return rn_dump_step(m, path, e); }
-
+// The table, a line for each of lib/engine/workload.h's sections.
 const tk_workload tk_workload_resnet = {
-    .version = TK_WORKLOAD_V2,
-    .name = "resnet",
+    .version = TK_WORKLOAD_V2, .name = "resnet", .metric = "top1", .precisions = rn_precisions,
     .summary = "ResNet-50 v1.5 (MLPerf Training v1.x image classification, ImageNet), target top-1",
-    .metric = "top1",
-    .precisions = rn_precisions,
-    .sections = rn_sections,
-    .config = wl_config,
-    .config_free = wl_config_free,
-    .create = wl_create,
-    .destroy = wl_destroy,
-    .init_weights = wl_init,
-    .weights_loaded = wl_loaded,
-    .reader_open = wl_reader_open,
-    .reader_close = wl_reader_close,
-    .reader_count = wl_reader_count,
-    .read_batch = wl_read_batch,
-    .batch_layout = wl_layout,
-    .inputs = wl_inputs,
-    .prepare = wl_prepare,
-    .step = wl_step,
-    .after_update = wl_after_update,
-    .evalset_load = wl_evalset_load,
-    .evalset_count = wl_evalset_count,
-    .evalset_free = wl_evalset_free,
-    .evaluate = wl_evaluate,
+    .sections = rn_sections, .config = rn_config_new, .config_free = rn_config_free,
+    .create = rn_create, .destroy = rn_destroy, .init_weights = rn_init_weights, .weights_loaded = rn_weights_loaded,
+    .reader_open = rn_reader_open, .reader_close = rn_reader_close, .reader_count = rn_reader_count,
+    .read_batch = rn_reader_batch, .batch_layout = wl_layout, .inputs = wl_inputs, .prepare = wl_prepare,
+    .step = rn_train_step, .after_update = rn_refresh_stem,
+    .evalset_load = rn_evalset_load, .evalset_count = rn_evalset_count, .evalset_free = rn_evalset_free,
+    .evaluate = rn_evaluate,
     .mllog_hparams = wl_mllog_hparams,
     .mllog_weights = wl_mllog_weights,
-    .import = wl_import,
-    .dump_step = wl_dump,
-    .result_extra = wl_result_extra,
-    .reader_device = wl_reader_device,
+    .import = rn_import_torchvision, .dump_step = rn_dump_step, .result_extra = wl_result_extra,
+    .reader_device = rn_reader_device,
 };

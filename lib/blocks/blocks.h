@@ -1,0 +1,209 @@
+// Shared model blocks (DESIGN.md section 3a: the layer between kernels/ and the engine): the
+// convolution, normalization, pooling and residual-unit machinery that ResNet-50 runs, for the
+// workloads that build from the same parts (SSD's ResNet-34 trunk, Mask R-CNN's ResNet-50-FPN,
+// 3D U-Net's convolution + instance norm + ReLU blocks) without including another workload's files.
+// A block is a struct of shapes and pointers plus the functions that run its passes; it owns no
+// memory and knows no workload.
+//
+// Design:
+// - The environment (tk_blk_env) is what every call runs on: the backend context, cuDNN's handle
+//   (cuda; NULL on cpu), the activation type t, and the scratch the passes share. Activations and
+//   compute copies are in t (TK_F32; TK_BF16 on cuda); master weights, gradients and the norms'
+//   parameters and statistics fp32. Layouts are channels last (NHWC, weights KRSC: kernels/conv.h).
+// - Tensors: the blocks sit below the engine, so they never see tk_params. The owner (a workload)
+//   declares each block's tensors into its parameter buffers in its own order and names (their
+//   shapes: tk_blk_conv_wshape, the norm's C), then points the block's members at them (w, dw, wc;
+//   gamma, beta, dgamma, dbeta, running_*), and places the activations and statistics in its own
+//   arena (the sizes: *_numel, tk_blk_norm_stat_bytes, *_ws_bytes). pidx is the owner's handle of
+//   a block's first tensor; the blocks do not read it.
+// - Spatial rank is a member of the convolution (tk_blk_conv.rank): 2 today (s, a tk_conv_shape
+//   with its P x Q output). A 3-D convolution (U-Net) adds its shape type beside s, an init3d and
+//   a branch where the functions below look at rank (the numel and rows helpers, the passes); the
+//   2-D callers, which go through tk_blk_conv_init2d and these functions, do not change. The norm
+//   and the pool see activations as N samples of `spatial` positions of C channels, whatever the
+//   rank.
+// - The normalization's kind is a member (tk_blk_norm.kind): TK_BLK_BATCH_NORM today (statistics
+//   per channel over all N x spatial rows, running statistics for eval). An instance norm
+//   (statistics per sample and channel over its spatial positions; no running statistics) is
+//   another kind: its own kernels behind the same tk_blk_norm_fwd / tk_blk_norm_bwd, its saved
+//   statistics N C values each (tk_blk_norm_stat_bytes says so), the same callers.
+// - A unit (tk_blk_unit) is a convolution, its norm and an optional ReLU, with the convolution's
+//   output y and the unit's output z. Residual units are what a workload makes of units: the
+//   last unit's norm takes the shortcut as res (added before its ReLU), a projection shortcut
+//   is another unit whose norm can be applied inside the last one's pass
+//   (tk_blk_norm_fwd_res_norm), and the norm's backward hands back the shortcut's gradient (dz).
+// - The fusions ResNet uses are the blocks' choices, each the same kernels in the same order as
+//   before: the norm's statistics from cuDNN's forward epilogue (tk_blk_conv.fused: its sums), the
+//   ReLU's mask as bits for the backward (tk_blk_unit.mask), the stem norm's apply inside the max
+//   pool (tk_blk_maxpool_fwd with a norm), and the bf16 weight gradients cast into their fp32 spans
+//   together at the backward's end (tk_blk_cast_wgrads).
+#ifndef TK_BLOCKS_BLOCKS_H
+#define TK_BLOCKS_BLOCKS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bn.h"
+#include "cast2d.h"
+#include "conv.h"
+#include "core/err.h"
+#include "gpu/gpu.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tk_blk_env {
+    tk_ctx *c;
+    struct tk_cudnn *dnn;        // cuda: cuDNN with every pass of the model's convolutions planned
+    tk_dtype t;                  // activations and compute copies
+    void *norm_ws;               // the largest tk_blk_norm_ws_bytes of the model's norms
+    void *wbuf;                  // the largest tk_blk_conv_w_numel in t: a weight gradient before its
+                                 // cast into fp32 (bf16 without dwt, or a padded-channel convolution);
+                                 // NULL where no convolution needs it (fp32, unpadded)
+} tk_blk_env;
+
+// ---- convolution ----
+
+typedef struct tk_blk_conv {
+    int rank;                    // spatial dimensions: 2 (s)
+    tk_conv_shape s;             // rank 2: the shape at the per-rank batch (gpu/conv_shape.h)
+    int cw;                      // the master weight's input channels where the compute shape pads
+                                 // them with zero channels (cuDNN's vector kernels): s.C > cw, their
+                                 // gradient dropped; 0: s.C
+    int pidx;                    // the owner's
+    float *w, *dw;               // master weight (K, R, S, C) fp32 and its gradient (the owner's)
+    const void *wc;              // the compute copy in t that the forward and the backward data read
+    int fused;                   // cuda: the training forward also makes its norm's statistics
+                                 // (cuDNN's genstats epilogue, gpu/cudnn_conv.h) into sums
+    float *sums;                 // (2 K) fp32: sum, then sum of squares of y per channel
+    void *dwt;                   // its weight gradient in t (bf16), cast into dw with the others at
+                                 // the backward's end (tk_blk_cast_wgrads); NULL: written into dw
+} tk_blk_conv;
+
+// A 2-D convolution of N H x W x C inputs, K R x S filters (cw: see above).
+int tk_blk_conv_init2d(tk_blk_conv *cv, int N, int H, int W, int C, int K, int R, int S, int stride, int pad,
+                       tk_err *e);
+// Elements of x, y and the compute shape's w; rows: the output positions N x spatial.
+static inline int64_t tk_blk_conv_x_numel(const tk_blk_conv *cv) { return tk_conv_x_numel(&cv->s); }
+static inline int64_t tk_blk_conv_y_numel(const tk_blk_conv *cv) { return tk_conv_y_numel(&cv->s); }
+static inline int64_t tk_blk_conv_w_numel(const tk_blk_conv *cv) { return tk_conv_w_numel(&cv->s); }
+static inline int64_t tk_blk_conv_rows(const tk_blk_conv *cv) { return tk_conv_y_numel(&cv->s) / cv->s.K; }
+// The master weight's shape (K, R, S, C with C = cw where padded): its dimensions, returns ndim.
+int tk_blk_conv_wshape(const tk_blk_conv *cv, int64_t *shape);
+// cuda: cuDNN's plans of the forward, the backward data (dgrad: 0 for a convolution of the input,
+// whose gradient nobody reads) and the backward filter; fused set where fuse allows it and the
+// fused forward is planned and not slower (never with ctx->deterministic). Before the workspace
+// is sized (tk_cudnn_ws_bytes).
+int tk_blk_conv_plan(const tk_blk_env *env, tk_blk_conv *cv, int dgrad, int fuse, tk_err *e);
+// y = conv(x); train: with the norm's statistics into sums where fused.
+int tk_blk_conv_fwd(const tk_blk_env *env, const tk_blk_conv *cv, const void *x, void *y, int train, tk_err *e);
+// The statistics the training forward made for the norm after it (NULL: none, the norm makes them).
+static inline const float *tk_blk_conv_sums(const tk_blk_conv *cv) { return cv->fused ? cv->sums : NULL; }
+int tk_blk_conv_dgrad(const tk_blk_env *env, const tk_blk_conv *cv, const void *dy, void *dx, tk_err *e);
+// The weight gradient into dw: directly in fp32; into dwt (cast later); or through env->wbuf, cast
+// into dw (bf16, padded channels dropped).
+int tk_blk_conv_wgrad(const tk_blk_env *env, const tk_blk_conv *cv, const void *x, const void *dy, tk_err *e);
+// dgrad (dx NULL: none), then wgrad.
+int tk_blk_conv_bwd(const tk_blk_env *env, const tk_blk_conv *cv, const void *x, const void *dy, void *dx, tk_err *e);
+// Its dwt's span (returns 1), or 0 without one.
+int tk_blk_conv_cast_span(const tk_blk_conv *cv, tk_cast_span *span);
+// The n spans' bf16 gradients into fp32, at most TK_CAST_MANY a launch.
+int tk_blk_cast_wgrads(const tk_blk_env *env, const tk_cast_span *spans, int n, tk_err *e);
+
+// ---- normalization ----
+
+typedef enum { TK_BLK_BATCH_NORM = 0 } tk_blk_norm_kind;
+
+typedef struct tk_blk_norm {
+    tk_blk_norm_kind kind;
+    int C;
+    int N;                       // samples, and the positions of each it sees
+    int64_t spatial;
+    float eps, momentum;         // momentum: the running statistics' update (batch norm)
+    int pidx;                    // the owner's
+    float *gamma, *beta, *dgamma, *dbeta; // (C) fp32, the owner's
+    float *rmean, *rvar;         // the running statistics (C), the owner's
+    float *smean, *sinvstd;      // the last training forward's statistics (tk_blk_norm_stat_bytes)
+} tk_blk_norm;
+
+void tk_blk_norm_init(tk_blk_norm *n, tk_blk_norm_kind kind, int C, int N, int64_t spatial, double eps,
+                      double momentum);
+// Bytes of each of smean and sinvstd; the workspace its passes need (env->norm_ws).
+size_t tk_blk_norm_stat_bytes(const tk_blk_norm *n);
+size_t tk_blk_norm_ws_bytes(tk_backend b, const tk_blk_norm *n);
+// The running statistics reset (mean 0, variance 1) through host scratch h of 2 C floats.
+int tk_blk_norm_reset(tk_ctx *c, const tk_blk_norm *n, float *h, tk_err *e);
+// Its parameters and saved statistics, for a kernel that applies it itself.
+static inline tk_bn_saved tk_blk_norm_saved(const tk_blk_norm *n) {
+    return (tk_bn_saved){n->gamma, n->beta, n->smean, n->sinvstd};
+}
+// y = act(norm(x) [+ res]) (act: ReLU where relu). train: batch statistics (from sums where the
+// convolution made them: tk_blk_conv_sums, else computed), the running update, smean/sinvstd, and
+// the ReLU's mask bits where mask (not with sums); else the running statistics. y NULL (training,
+// no sums): the statistics alone, for a consumer that applies it (tk_blk_maxpool_fwd,
+// tk_blk_norm_fwd_res_norm).
+int tk_blk_norm_fwd(const tk_blk_env *env, tk_blk_norm *n, const float *sums, const void *x, const void *res,
+                    int relu, void *y, uint8_t *mask, int train, tk_err *e);
+// Training: y = act(norm(x) + rn(res)) with rn's statistics made before (tk_blk_norm_fwd, y NULL),
+// so rn's output is never written.
+int tk_blk_norm_fwd_res_norm(const tk_blk_env *env, tk_blk_norm *n, const void *x, const void *res,
+                             const tk_blk_norm *rn, int relu, void *y, uint8_t *mask, tk_err *e);
+// The backward of the last training forward: dx, dgamma, dbeta from dy (+ dy2); dz (not NULL):
+// the gradient at the residual add too. relu: the forward had a ReLU, its mask from mask, or from
+// y (a forward with a residual), or recomputed from x (y NULL).
+int tk_blk_norm_bwd(const tk_blk_env *env, const tk_blk_norm *n, const void *x, const void *y, const uint8_t *mask,
+                    int relu, const void *dy, const void *dy2, void *dx, void *dz, tk_err *e);
+
+// ---- units: convolution, norm, ReLU ----
+
+typedef struct tk_blk_unit {
+    tk_blk_conv c;
+    tk_blk_norm n;
+    int relu;
+    void *y, *z;                 // the convolution's output, the unit's (the owner's)
+    uint8_t *mask;               // the ReLU's mask bits (kernels/bn.h), where the owner keeps them
+                                 // (tk_bn_mask_ok) for a backward that would otherwise read z; else NULL
+} tk_blk_unit;
+
+// A 2-D unit: its convolution (tk_blk_conv_init2d) and a norm of kind over its K output channels.
+int tk_blk_unit_init2d(tk_blk_unit *u, int N, int H, int W, int C, int K, int R, int stride, int pad, int relu,
+                       tk_blk_norm_kind kind, double eps, double momentum, tk_err *e);
+// The mask the training forward writes and the backward reads: none with fused statistics (the
+// statistics' entry writes none).
+static inline uint8_t *tk_blk_unit_mask(const tk_blk_unit *u) { return u->c.fused ? NULL : u->mask; }
+// z = act(norm(conv(x)) [+ res]) through y.
+int tk_blk_unit_fwd(const tk_blk_env *env, tk_blk_unit *u, const void *x, const void *res, int train, tk_err *e);
+// The backward from dz (+ dz2, a residual's other path): the norm's into dn (scratch of y's size;
+// dres: the residual's gradient too, where it had one), then the convolution's: dx (NULL: none)
+// and its weight gradient.
+int tk_blk_unit_bwd(const tk_blk_env *env, const tk_blk_unit *u, const void *x, const void *dz, const void *dz2,
+                    void *dn, void *dres, void *dx, tk_err *e);
+
+// ---- max pooling ----
+
+typedef struct tk_blk_pool {
+    int N, H, W, C;              // input
+    int R, stride, pad;          // R x R windows
+    int P, Q;                    // output
+} tk_blk_pool;
+
+int tk_blk_pool_init2d(tk_blk_pool *p, int N, int H, int W, int C, int R, int stride, int pad, tk_err *e);
+static inline int64_t tk_blk_pool_y_numel(const tk_blk_pool *p) { return (int64_t)p->N * p->P * p->Q * p->C; }
+// y, idx (the window position of each maximum) = maxpool(x), or with norm (not NULL: its training
+// statistics made, its output not written) and a ReLU applied to x inside.
+int tk_blk_maxpool_fwd(const tk_blk_env *env, const tk_blk_pool *p, const void *x, const tk_blk_norm *norm, void *y,
+                       uint8_t *idx, tk_err *e);
+int tk_blk_maxpool_bwd(const tk_blk_env *env, const tk_blk_pool *p, const void *dy, const void *dy2,
+                       const uint8_t *idx, void *dx, tk_err *e);
+
+// ---- initialization ----
+
+// n values at h from (seed, stream) (core/philox.h): normal(0, sd), uniform(-a, a).
+void tk_blk_fill_normal(float *h, size_t n, double sd, uint64_t seed, uint32_t stream);
+void tk_blk_fill_uniform(float *h, size_t n, double a, uint64_t seed, uint32_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
