@@ -108,7 +108,6 @@ int rn_config_parse(json_t *root, const char *path, const tk_run_cfg *run, rn_co
     // the engine's sections
     cfg->batch = run->batch;
     cfg->seed = run->seed;
-    cfg->optimizer = json_deep_copy(json_object_get(root, "optimizer"));
     cfg->sh = calloc(1, sizeof *cfg->sh);
     if (!cfg->sh) return tk_err_set(e, TK_EIO, "out of host memory");
     pthread_mutex_init(&cfg->sh->mu, NULL);
@@ -116,8 +115,6 @@ int rn_config_parse(json_t *root, const char *path, const tk_run_cfg *run, rn_co
 }
 
 void rn_config_release(rn_config *cfg) {
-    json_decref(cfg->optimizer);
-    cfg->optimizer = NULL;
     if (cfg->sh) rn_shared_free(cfg->sh);
     cfg->sh = NULL;
 }

@@ -76,7 +76,6 @@ typedef struct rn_config {
     // from the engine's sections
     int64_t batch;               // global
     uint64_t seed;
-    json_t *optimizer;           // the "optimizer" section, for the MLLOG keys
     rn_shared *sh;
 } rn_config;
 

@@ -36,52 +36,26 @@ static int wl_prepare(void *model, void *rd, int64_t spe, json_t **line, tk_err 
 
 // ---- MLLOG ----
 
-// A number of the "optimizer" section (its JSON type kept: 37 stays 37), or def when absent.
-static json_t *opt_num(const rn_model *m, const char *key, double def) {
-    json_t *v = json_object_get(m->cfg.optimizer, key);
-    if (json_is_integer(v)) return json_integer(json_integer_value(v));
-    return json_real(json_is_number(v) ? json_number_value(v) : def);
-}
-static int opt_has(const rn_model *m, const char *key) { return json_object_get(m->cfg.optimizer, key) != NULL; }
+// The closed_resnet rules' optimizer keys: opt_name, then lars_* (closed_resnet_lars) or sgd_*
+// (closed_resnet_sgd), as NVIDIA's v1.1 MXNet logs them (decay steps: the epochs of the schedule),
+// each in the form the config wrote it (37 stays 37); the engine logs them (engine/optimizer.h).
+static const tk_opt_mllog_key opt_keys[] = {
+    {"opt_name", TK_OPTV_NAME, 0, NULL},
+    {"%s_opt_base_learning_rate", TK_OPTV_BASE_LR, 'g', NULL},
+    {"%s_opt_end_learning_rate", TK_OPTV_END_LR, 'g', NULL},
+    {"%s_opt_learning_rate_decay_poly_power", TK_OPTV_POLY_POWER, 'g', NULL},
+    {"%s_opt_learning_rate_decay_steps", TK_OPTV_DECAY_LENGTH, 'g', NULL},
+    {"%s_opt_weight_decay", TK_OPTV_WEIGHT_DECAY, 'g', NULL},
+    {"%s_opt_momentum", TK_OPTV_MOMENTUM, 'g', NULL},
+    {"lars_epsilon", TK_OPTV_EPS, 'g', "lars"},
+    {"lars_opt_learning_rate_warmup_epochs", TK_OPTV_WARMUP_EPOCHS, 'g', "lars"},
+    {"opt_learning_rate_warmup_epochs", TK_OPTV_WARMUP_EPOCHS, 'g', "!lars"},
+    {NULL, 0, 0, NULL}};
 
-// Warm-up epochs: warmup_epochs, or warmup_steps over the epoch's updates (the engine's
-// run->steps_per_epoch).
-static json_t *warmup_epochs(const rn_model *m, const tk_run_cfg *run) {
-    if (opt_has(m, "warmup_epochs") || !opt_has(m, "warmup_steps")) return opt_num(m, "warmup_epochs", 0);
-    json_t *s = json_object_get(m->cfg.optimizer, "warmup_steps");
-    const int64_t spe = run->steps_per_epoch;
-    return json_real(spe > 0 ? json_number_value(s) / (double)spe : 0);
-}
-
-// The closed_resnet rules: opt_name, then lars_* (closed_resnet_lars) or sgd_* (closed_resnet_sgd)
-// keys, as NVIDIA's v1.1 MXNet logs them (decay steps: the epochs of the schedule), and
-// model_bn_span (the samples one BN normalizes over: this rank's batch).
+// model_bn_span: the samples one BN normalizes over (this rank's batch).
 static int wl_mllog_hparams(void *model, const tk_run_cfg *run, tk_mllog *L, tk_err *e) {
-    rn_model *m = model;
-    const char *name = json_string_value(json_object_get(m->cfg.optimizer, "name"));
-    const int lars = name && strcmp(name, "lars") == 0;
-    const char *p = lars ? "lars_opt" : "sgd_opt";
-    char key[96];
-    TRY(TK_MLLOG_EVENT(L, "opt_name", json_string(lars ? "lars" : "sgd"), NULL, e));
-#define KEY(suffix) (snprintf(key, sizeof key, "%s_%s", p, suffix), key)
-    TRY(TK_MLLOG_EVENT(L, KEY("base_learning_rate"), opt_num(m, "base_lr", 0), NULL, e));
-    json_t *end = opt_has(m, "end_lr") || !opt_has(m, "min_lr") ? opt_num(m, "end_lr", lars ? 1e-4 : 0)
-                                                                 : opt_num(m, "min_lr", 0);
-    TRY(TK_MLLOG_EVENT(L, KEY("end_learning_rate"), end, NULL, e));
-    TRY(TK_MLLOG_EVENT(L, KEY("learning_rate_decay_poly_power"), opt_num(m, "poly_power", 2), NULL, e));
-    json_t *steps = opt_has(m, "total_epochs") || !opt_has(m, "decay_steps") ? opt_num(m, "total_epochs", 0)
-                                                                             : opt_num(m, "decay_steps", 0);
-    TRY(TK_MLLOG_EVENT(L, KEY("learning_rate_decay_steps"), steps, NULL, e));
-    TRY(TK_MLLOG_EVENT(L, KEY("weight_decay"), opt_num(m, "weight_decay", lars ? 1e-4 : 0), NULL, e));
-    TRY(TK_MLLOG_EVENT(L, KEY("momentum"), opt_num(m, "momentum", lars ? 0.9 : 0), NULL, e));
-#undef KEY
-    if (lars) {
-        TRY(TK_MLLOG_EVENT(L, "lars_epsilon", opt_num(m, "eps", 0), NULL, e));
-        TRY(TK_MLLOG_EVENT(L, "lars_opt_learning_rate_warmup_epochs", warmup_epochs(m, run), NULL, e));
-    } else {
-        TRY(TK_MLLOG_EVENT(L, "opt_learning_rate_warmup_epochs", warmup_epochs(m, run), NULL, e));
-    }
-    return TK_MLLOG_EVENT(L, "model_bn_span", json_integer(m->b), NULL, e);
+    (void)run;
+    return TK_MLLOG_EVENT(L, "model_bn_span", json_integer(((const rn_model *)model)->b), NULL, e);
 }
 
 // The tensors closed_resnet.yaml names (MXNet's names, as NVIDIA's logs), in the model's order.
@@ -112,7 +86,7 @@ static json_t *wl_result_extra(const void *model) {
 
 // The table, a line for each of lib/engine/workload.h's sections.
 const tk_workload tk_workload_resnet = {
-    .version = TK_WORKLOAD_V2, .name = "resnet", .metric = "top1", .precisions = rn_precisions,
+    .version = TK_WORKLOAD_V3, .name = "resnet", .metric = "top1", .precisions = rn_precisions,
     .summary = "ResNet-50 v1.5 (MLPerf Training v1.x image classification, ImageNet), target top-1",
     .sections = rn_sections, .config = rn_config_new, .config_free = rn_config_free,
     .create = rn_create, .destroy = rn_destroy, .init_weights = rn_init_weights, .weights_loaded = rn_weights_loaded,
@@ -121,8 +95,7 @@ const tk_workload tk_workload_resnet = {
     .step = rn_train_step, .after_update = rn_refresh_stem,
     .evalset_load = rn_evalset_load, .evalset_count = rn_evalset_count, .evalset_free = rn_evalset_free,
     .evaluate = rn_evaluate,
-    .mllog_hparams = wl_mllog_hparams,
-    .mllog_weights = wl_mllog_weights,
+    .opt_mllog = opt_keys, .mllog_hparams = wl_mllog_hparams, .mllog_weights = wl_mllog_weights,
     .import = rn_import_torchvision, .dump_step = rn_dump_step, .result_extra = wl_result_extra,
     .reader_device = rn_reader_device,
 };
