@@ -275,9 +275,10 @@ static void write_shard(const char *path, int n, int bad, const char *field, int
 }
 
 static int read_all(const char *path, int L, int P, tk_err *e) {
-    tk_bert_data *d;
+    void *d;
     char *paths[1] = {(char *)path};
-    TRY(tk_bert_data_open(&d, paths, 1, L, P, 37, 2, e));
+    const tk_bert_config c = {.L = L, .P = P, .vocab = 37, .types = 2, .batch = 4};
+    TRY(tk_bert_data_open(&c, 0, 1, paths, 1, &d, e));
     int n = (int)tk_bert_data_count(d);
     int32_t ids[20 * 12], len[20], pos[20 * 3], mid[20 * 3], nm[20], nsp[20];
     uint8_t seg[20 * 12];
