@@ -218,11 +218,13 @@ TK_TEST(config_errors) {
     CHECK(make(s2, 1, NULL, &e) == NULL && strstr(e.where, "cfg.json: $.model.max_seq_length"));
     char *s3[] = {"model.vocab_size=\"data\""};
     CHECK(make(s3, 1, NULL, &e) == NULL && strstr(e.what, "needs the training data's schema meta \"vocab_size\""));
-    CHECK(make(s3, 1, "{\"vocab_size\": 61}", &e) != NULL);
+    tk_instance *I = make(s3, 1, "{\"vocab_size\": 61}", &e);
+    CHECK(I != NULL);
+    if (I) destroy(I);
     char *s4[] = {"model.precision=bf16"};
     CHECK(make(s4, 1, NULL, &e) == NULL && e.code == TK_EUSAGE && strstr(e.what, "needs the cuda backend"));
     char *s5[] = {"train.global_batch_size=3"};
-    tk_instance *I = make(s5, 1, NULL, &e);
+    I = make(s5, 1, NULL, &e);
     CHECK(I != NULL);
     if (I) destroy(I);
     json_t *root = json_loads(cfg_text, 0, NULL);
