@@ -16,10 +16,11 @@ enum { L = 24, P = 4, V = 32, CAP = 64 };
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char path[] = "/tmp/fuzz_bert_data.XXXXXX";
     if (fuzz_write_file(path, data, size)) return 0;
-    tk_bert_data *d;
+    void *d;
     tk_err e;
     char *paths[1] = {path};
-    if (tk_bert_data_open(&d, paths, 1, L, P, V, 2, &e) == 0) {
+    const tk_bert_config c = {.L = L, .P = P, .vocab = V, .types = 2, .batch = CAP};
+    if (tk_bert_data_open(&c, 0, 1, paths, 1, &d, &e) == 0) {
         static int32_t ids[CAP * L], len[CAP], pos[CAP * P], mid[CAP * P], nm[CAP], nsp[CAP];
         static uint8_t seg[CAP * L];
         uint64_t n = tk_bert_data_count(d);

@@ -218,11 +218,13 @@ TK_TEST(config_errors) {
     CHECK(make(s2, 1, NULL, &e) == NULL && strstr(e.where, "cfg.json: $.model.max_seq_length"));
     char *s3[] = {"model.vocab_size=\"data\""};
     CHECK(make(s3, 1, NULL, &e) == NULL && strstr(e.what, "needs the training data's schema meta \"vocab_size\""));
-    CHECK(make(s3, 1, "{\"vocab_size\": 61}", &e) != NULL);
+    tk_instance *I = make(s3, 1, "{\"vocab_size\": 61}", &e);
+    CHECK(I != NULL);
+    if (I) destroy(I);
     char *s4[] = {"model.precision=bf16"};
     CHECK(make(s4, 1, NULL, &e) == NULL && e.code == TK_EUSAGE && strstr(e.what, "needs the cuda backend"));
     char *s5[] = {"train.global_batch_size=3"};
-    tk_instance *I = make(s5, 1, NULL, &e);
+    I = make(s5, 1, NULL, &e);
     CHECK(I != NULL);
     if (I) destroy(I);
     json_t *root = json_loads(cfg_text, 0, NULL);
@@ -275,9 +277,10 @@ static void write_shard(const char *path, int n, int bad, const char *field, int
 }
 
 static int read_all(const char *path, int L, int P, tk_err *e) {
-    tk_bert_data *d;
+    void *d;
     char *paths[1] = {(char *)path};
-    TRY(tk_bert_data_open(&d, paths, 1, L, P, 37, 2, e));
+    const tk_bert_config c = {.L = L, .P = P, .vocab = 37, .types = 2, .batch = 4};
+    TRY(tk_bert_data_open(&c, 0, 1, paths, 1, &d, e));
     int n = (int)tk_bert_data_count(d);
     int32_t ids[20 * 12], len[20], pos[20 * 3], mid[20 * 3], nm[20], nsp[20];
     uint8_t seg[20 * 12];

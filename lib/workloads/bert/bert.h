@@ -1,8 +1,12 @@
 // BERT's functions, by file: config.c (the configuration), model.c (tensors, initialization,
-// buffers), step.c (forward, backward, the training step), data.c (the .tks reader and the eval
-// set), eval.c (masked-LM accuracy), ckpt.c (Hugging Face import, the step dump), the engine's
-// profile.h (--profile), workload.c (the engine's table and the MLLOG keys). Its ops, their dispatchers
-// included, are in kernels/.
+// buffers, the input fields), step.c (forward, backward, the training step), data.c (the .tks
+// reader and the eval set), eval.c (masked-LM accuracy), ckpt.c (Hugging Face import, the step
+// dump), the engine's profile.h (--profile), workload.c (the engine's table, the staging hooks and
+// the MLLOG keys). Its ops, their dispatchers included, are in kernels/.
+//
+// The functions the table names have the types of its members (engine/workload.h): the model is
+// the tk_bert, the configuration the tk_bert_config, the reader the tk_bert_data and the eval set
+// the tk_bert_evalset that they take as void *.
 #ifndef TK_WORKLOADS_BERT_BERT_H
 #define TK_WORKLOADS_BERT_BERT_H
 
@@ -14,23 +18,25 @@
 extern const char *const tk_bert_precisions[];
 
 // ---- config.c ----
-int tk_bert_config_parse(json_t *root, const char *path, const tk_run_cfg *run, const char *data_meta,
-                         tk_bert_config *cfg, tk_err *e);
-void tk_bert_config_release(tk_bert_config *cfg);
+// The "model" and "data" sections into a new tk_bert_config (*cfg).
+int tk_bert_config_parse(json_t *root, const char *path, const tk_run_cfg *run, const char *data_meta, void **cfg,
+                         tk_err *e);
+void tk_bert_config_free(void *cfg);
 
 // ---- model.c ----
-int tk_bert_create(tk_bert **m, const tk_bert_config *cfg, const tk_wl_env *env, tk_err *e);
-void tk_bert_destroy(tk_bert *m);
-int tk_bert_init_weights(tk_bert *m, uint64_t seed, tk_err *e);
+int tk_bert_create(const void *cfg, const tk_wl_env *env, void **model, tk_err *e);
+void tk_bert_destroy(void *model);
+int tk_bert_init_weights(void *model, uint64_t seed, tk_err *e);
 // The compute copy after the masters changed (a load, an import).
-int tk_bert_weights_loaded(tk_bert *m, tk_err *e);
-// The tensor index of "bert.encoder.layer.L.NAME" etc.: the names of model.c.
-void tk_bert_batch_layout(const tk_bert *m, size_t bytes[7]);
+int tk_bert_weights_loaded(void *model, tk_err *e);
+// The batch's 7 fields (those of tk_bert_data_read) and the model's device buffers for them.
+void tk_bert_batch_layout(const void *model, tk_batch_layout *L);
+void tk_bert_inputs(void *model, void **fields);
 
 // ---- step.c ----
 // Forward and backward of the input batch (this rank's rows), the loss into loss_acc, the dense
 // gradients into the params' gradient span. Capturable.
-int tk_bert_fwd_bwd(tk_bert *m, tk_err *e);
+int tk_bert_fwd_bwd(void *model, tk_err *e);
 // The layers' rows for a global batch of these lengths (host memory): N, or with model.unpad this
 // rank's real tokens rounded up to model.unpad_bucket (at most N). The caller sets m->rows to it
 // before the step (the engine's staging hooks do; N at creation).
@@ -42,26 +48,31 @@ int tk_bert_eval_batch(tk_bert *m, const int32_t *ids, const uint8_t *seg, const
 
 // ---- data.c ----
 typedef struct tk_bert_data tk_bert_data;
-// The .tks files of prep bert (man/man5/trainkit-bert.5), checked against the model's L, P and vocab.
-int tk_bert_data_open(tk_bert_data **d, char *const *paths, int npaths, int L, int P, int vocab, int types,
-                      tk_err *e);
-void tk_bert_data_close(tk_bert_data *d);
-uint64_t tk_bert_data_count(const tk_bert_data *d);
+// A reader (*rd, a tk_bert_data) of the .tks files of prep bert (man/man5/trainkit-bert.5), checked
+// against the configuration's L, P, vocab and types, that reads global batches of cfg->batch
+// (rank and world unused: every rank reads the whole batch).
+int tk_bert_data_open(const void *cfg, int rank, int world, char *const *paths, int npaths, void **rd, tk_err *e);
+void tk_bert_data_close(void *rd);
+uint64_t tk_bert_data_count(void *rd);
 // n records from record `first` into host arrays of the model's shapes (ids, pos, mid, nmask, len,
 // nsp as i32; seg u8); every record checked (TK_EDATA naming the file and record).
 int tk_bert_data_read(tk_bert_data *d, uint64_t first, int n, int32_t *ids, uint8_t *seg, int32_t *len, int32_t *pos,
                       int32_t *mid, int32_t *nmask, int32_t *nsp, tk_err *e);
-int tk_bert_evalset_load(tk_bert *m, char *const *paths, int npaths, tk_bert_evalset **es, tk_err *e);
-void tk_bert_evalset_free(tk_bert *m, tk_bert_evalset *es);
+// Global batch `step` into the 7 fields of tk_bert_batch_layout.
+int tk_bert_read_batch(void *rd, int64_t step, int64_t steps_per_epoch, void *const *fields, tk_err *e);
+// The eval set (*es, a tk_bert_evalset) cached in the backend's memory.
+int tk_bert_evalset_load(void *model, char *const *paths, int npaths, void **es, tk_err *e);
+int64_t tk_bert_evalset_count(const void *es);
+void tk_bert_evalset_free(void *model, void *es);
 
 // ---- eval.c ----
 // Masked-LM accuracy over the eval set (collective on several ranks: every rank gets it).
-int tk_bert_evaluate(tk_bert *m, tk_bert_evalset *es, double *acc, tk_err *e);
+int tk_bert_evaluate(void *model, void *es, double *acc, tk_err *e);
 
 // ---- ckpt.c ----
 // Hugging Face BertForPreTraining safetensors (its names; LayerNorm gamma/beta accepted).
-int tk_bert_import(tk_bert *m, const char *path, tk_err *e);
-int tk_bert_dump_step(tk_bert *m, const char *path, tk_err *e);
+int tk_bert_import(void *model, const char *path, tk_err *e);
+int tk_bert_dump_step(void *model, const char *path, tk_err *e);
 
 // ---- per-phase timing (train-step --profile: lib/engine/profile.h) ----
 // At most TK_BERT_PROF_MAX marks a step, every one on the compute stream at the step's phase

@@ -74,7 +74,8 @@ static int read_tensor(const tk_st_file *f, const tk_st_tensor *t, const tk_para
     return rc;
 }
 
-int tk_bert_import(tk_bert *m, const char *path, tk_err *e) {
+int tk_bert_import(void *model, const char *path, tk_err *e) {
+    tk_bert *m = model;
     tk_st_file *f;
     TRY(tk_st_open(&f, path, e));
     const tk_params *P = m->P;
@@ -117,7 +118,8 @@ static void entry(tk_ckpt_entry *en, const char *name, tk_dtype dt, int ndim, in
 
 // The weights, the batch, the loss and every dense gradient of one forward and backward (no
 // update) on the batch in the inputs: what contrib/peers/bert.py compares with PyTorch.
-int tk_bert_dump_step(tk_bert *m, const char *path, tk_err *e) {
+int tk_bert_dump_step(void *model, const char *path, tk_err *e) {
+    tk_bert *m = model;
     if (m->world != 1) return tk_err_set(e, TK_EUSAGE, "--dump-step: one rank only");
     const tk_bert_config *c = &m->cfg;
     const int B = c->batch, L = c->L, P = c->P;

@@ -29,21 +29,27 @@ static int int_or_data(json_t *root, const char *path, const char *p, const char
     return 0;
 }
 
-int tk_bert_config_parse(json_t *root, const char *path, const tk_run_cfg *run, const char *data_meta,
-                         tk_bert_config *cfg, tk_err *e) {
+int tk_bert_config_parse(json_t *root, const char *path, const tk_run_cfg *run, const char *data_meta, void **out,
+                         tk_err *e) {
     static const char *const model_keys[] = {
         "vocab_size", "vocab_pad_multiple", "hidden_size", "num_layers", "num_heads", "intermediate_size",
         "max_position_embeddings", "type_vocab_size", "max_seq_length", "max_predictions_per_seq", "hidden_dropout",
         "attention_dropout", "dropout", "layer_norm_eps", "initializer_range", "precision", "unpad", "unpad_bucket",
         "fused_attention", NULL};
     static const char *const data_keys[] = {"train_samples", "eval_samples", "note", NULL};
-    memset(cfg, 0, sizeof *cfg);
-    TRY(tk_cfg_keys(root, path, "model", model_keys, e));
-    TRY(tk_cfg_keys(root, path, "data", data_keys, e));
-    if (!json_is_object(tk_cfg_get(root, "model"))) return tk_cfg_bad(e, path, "model", "expected an object");
-    json_t *meta = data_meta ? json_loads(data_meta, 0, NULL) : NULL;
+    *out = NULL;
+    tk_bert_config *cfg = calloc(1, sizeof *cfg);
+    if (!cfg) return tk_err_set(e, TK_EIO, "out of host memory");
+    json_t *meta = NULL;
     int64_t v;
     int rc = 0;
+    if ((rc = tk_cfg_keys(root, path, "model", model_keys, e)) || (rc = tk_cfg_keys(root, path, "data", data_keys, e)))
+        goto out;
+    if (!json_is_object(tk_cfg_get(root, "model"))) {
+        rc = tk_cfg_bad(e, path, "model", "expected an object");
+        goto out;
+    }
+    meta = data_meta ? json_loads(data_meta, 0, NULL) : NULL;
 #define INT(p, lo, hi, dst)                                                                                            \
     do {                                                                                                               \
         if ((rc = tk_cfg_int(root, path, p, lo, hi, &v, e))) goto out;                                                 \
@@ -120,10 +126,14 @@ int tk_bert_config_parse(json_t *root, const char *path, const tk_run_cfg *run, 
 #undef INT
 out:
     json_decref(meta);
+    if (rc) tk_bert_config_free(cfg);
+    else *out = cfg;
     return rc;
 }
 
-void tk_bert_config_release(tk_bert_config *cfg) {
+void tk_bert_config_free(void *p) {
+    tk_bert_config *cfg = p;
     json_decref(cfg->opt);
     cfg->opt = NULL;
+    free(cfg);
 }

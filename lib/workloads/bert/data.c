@@ -29,6 +29,7 @@ struct tk_bert_data {
     bfile *fl;
     uint64_t *first; // global index of each file's first record; first[n] = total
     int L, P, vocab, types;
+    int B;           // the global batch (read_batch)
     void **cols;     // the decompressed frame, per field of the schema (the widest over the files)
     int ncols;
     size_t cap;      // records the column buffers hold
@@ -62,12 +63,14 @@ static int open_file(tk_bert_data *d, int i, tk_err *e) {
     return 0;
 }
 
-int tk_bert_data_open(tk_bert_data **out, char *const *paths, int npaths, int L, int P, int vocab, int types,
-                      tk_err *e) {
+// Every rank reads the whole global batch and trains its rows.
+int tk_bert_data_open(const void *config, int rank, int world, char *const *paths, int npaths, void **out, tk_err *e) {
+    (void)rank, (void)world;
+    const tk_bert_config *c = config;
     *out = NULL;
     tk_bert_data *d = calloc(1, sizeof *d);
     if (!d) return tk_err_set(e, TK_EIO, "out of host memory");
-    d->L = L, d->P = P, d->vocab = vocab, d->types = types, d->cur = -1;
+    d->L = c->L, d->P = c->P, d->vocab = c->vocab, d->types = c->types, d->B = c->batch, d->cur = -1;
     int rc = tk_data_paths(paths, npaths, &d->path, &d->n, e);
     if (!rc) {
         d->fl = calloc((size_t)d->n, sizeof *d->fl);
@@ -91,15 +94,13 @@ int tk_bert_data_open(tk_bert_data **out, char *const *paths, int npaths, int L,
         }
         if (!(d->cols[f] = malloc(d->cap * maxb + 1))) rc = tk_err_set(e, TK_EIO, "out of host memory");
     }
-    if (rc) {
-        tk_bert_data_close(d);
-        return rc;
-    }
-    *out = d;
-    return 0;
+    if (rc) tk_bert_data_close(d);
+    else *out = d;
+    return rc;
 }
 
-void tk_bert_data_close(tk_bert_data *d) {
+void tk_bert_data_close(void *rd) {
+    tk_bert_data *d = rd;
     if (!d) return;
     for (int i = 0; d->fl && i < d->n; i++)
         if (d->fl[i].r) tks_reader_close(d->fl[i].r);
@@ -111,7 +112,10 @@ void tk_bert_data_close(tk_bert_data *d) {
     free(d);
 }
 
-uint64_t tk_bert_data_count(const tk_bert_data *d) { return d->first[d->n]; }
+uint64_t tk_bert_data_count(void *rd) {
+    const tk_bert_data *d = rd;
+    return d->first[d->n];
+}
 
 // Makes record `local` of file i the buffered frame's.
 static int load(tk_bert_data *d, int i, uint64_t local, tk_err *e) {
@@ -191,20 +195,32 @@ int tk_bert_data_read(tk_bert_data *d, uint64_t first, int n, int32_t *ids, uint
     return 0;
 }
 
+// Batch `step` is the global batch of records [s B, s B + B) of the data, s = step within the
+// epoch, in the dataset's order (prep bert shuffles the examples it writes, as the reference's
+// create_pretraining_data); every rank reads all of it and trains on its own rows.
+int tk_bert_read_batch(void *rd, int64_t step, int64_t steps_per_epoch, void *const *f, tk_err *e) {
+    tk_bert_data *d = rd;
+    uint64_t first = (uint64_t)(step % steps_per_epoch) * (uint64_t)d->B;
+    return tk_bert_data_read(d, first, d->B, f[0], f[1], f[2], f[3], f[4], f[5], f[6], e);
+}
+
 // ---- the eval set ----
 
-void tk_bert_evalset_free(tk_bert *m, tk_bert_evalset *es) {
+void tk_bert_evalset_free(void *model, void *evalset) {
+    tk_bert *m = model;
+    tk_bert_evalset *es = evalset;
     if (!es) return;
     tk_free(m->c, es->ids), tk_free(m->c, es->seg), tk_free(m->c, es->len), tk_free(m->c, es->pos);
     tk_free(m->c, es->mid), tk_free(m->c, es->nmask);
     free(es);
 }
 
-int tk_bert_evalset_load(tk_bert *m, char *const *paths, int npaths, tk_bert_evalset **out, tk_err *e) {
+int tk_bert_evalset_load(void *model, char *const *paths, int npaths, void **out, tk_err *e) {
+    tk_bert *m = model;
     *out = NULL;
     const tk_bert_config *c = &m->cfg;
-    tk_bert_data *d;
-    TRY(tk_bert_data_open(&d, paths, npaths, c->L, c->P, c->vocab, c->types, e));
+    void *d;
+    TRY(tk_bert_data_open(c, 0, 1, paths, npaths, &d, e));
     int64_t n = (int64_t)tk_bert_data_count(d);
     tk_bert_evalset *es = calloc(1, sizeof *es);
     if (!es) {
@@ -238,10 +254,9 @@ int tk_bert_evalset_load(tk_bert *m, char *const *paths, int npaths, tk_bert_eva
     if (!rc) rc = tk_ctx_sync(m->c, e);
     free(ids), free(len), free(pos), free(mid), free(nmask), free(nsp), free(seg);
     tk_bert_data_close(d);
-    if (rc) {
-        tk_bert_evalset_free(m, es);
-        return rc;
-    }
-    *out = es;
-    return 0;
+    if (rc) tk_bert_evalset_free(m, es);
+    else *out = es;
+    return rc;
 }
+
+int64_t tk_bert_evalset_count(const void *es) { return ((const tk_bert_evalset *)es)->n; }

@@ -5,7 +5,9 @@
 
 #include "workloads/bert/bert.h"
 
-int tk_bert_evaluate(tk_bert *m, tk_bert_evalset *es, double *acc, tk_err *e) {
+int tk_bert_evaluate(void *model, void *evalset, double *acc, tk_err *e) {
+    tk_bert *m = model;
+    const tk_bert_evalset *es = evalset;
     const tk_bert_config *c = &m->cfg;
     const size_t L = (size_t)c->L, P = (size_t)c->P;
     tk_range_push("eval");

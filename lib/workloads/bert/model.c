@@ -103,15 +103,24 @@ static void bind(tk_bert *m, const int *ix) {
 #undef W
 }
 
-void tk_bert_batch_layout(const tk_bert *m, size_t bytes[7]) {
+// The global batch's fields, in the order of tk_bert_data_read's arrays: ids, seg, len, pos, mid,
+// nmask, nsp.
+void tk_bert_batch_layout(const void *model, tk_batch_layout *lay) {
+    const tk_bert *m = model;
     const size_t B = (size_t)m->cfg.batch, L = (size_t)m->cfg.L, P = (size_t)m->cfg.P;
-    size_t b[7] = {B * L * 4, B * L, B * 4, B * P * 4, B * P * 4, B * 4, B * 4};
-    memcpy(bytes, b, sizeof b);
+    *lay = (tk_batch_layout){.nfields = 7, .bytes = {B * L * 4, B * L, B * 4, B * P * 4, B * P * 4, B * 4, B * 4}};
+}
+
+void tk_bert_inputs(void *model, void **f) {
+    tk_bert *m = model;
+    f[0] = m->in_ids, f[1] = m->in_seg, f[2] = m->in_len, f[3] = m->in_pos, f[4] = m->in_mid, f[5] = m->in_nmask;
+    f[6] = m->in_nsp;
 }
 
 // ---- buffers ----
 
-int tk_bert_create(tk_bert **out, const tk_bert_config *cfg, const tk_wl_env *env, tk_err *e) {
+int tk_bert_create(const void *config, const tk_wl_env *env, void **out, tk_err *e) {
+    const tk_bert_config *cfg = config;
     *out = NULL;
     tk_bert *m = calloc(1, sizeof *m);
     int *ix = calloc((size_t)(16 * cfg->layers + 32), sizeof *ix);
@@ -154,8 +163,9 @@ int tk_bert_create(tk_bert **out, const tk_bert_config *cfg, const tk_wl_env *en
     // Activations, inputs and workspaces: one arena.
     const size_t es = tk_dtype_size(m->act), NHs = (size_t)N * H * es, NFs = (size_t)N * F * es;
     const size_t probs = (size_t)b * NH * L * L * es, heads3 = 3 * NHs;
-    size_t bytes[7];
-    tk_bert_batch_layout(m, bytes);
+    tk_batch_layout in;
+    tk_bert_batch_layout(m, &in);
+    const size_t *bytes = in.bytes;
     size_t lnws = tk_layernorm_bwd_ws_bytes(c->backend, N, H), lnws2 = tk_layernorm_bwd_ws_bytes(c->backend, R, H);
     size_t sizes[64 + 16 * TK_BERT_MAX_LAYERS];
     void **dst[64 + 16 * TK_BERT_MAX_LAYERS];
@@ -210,7 +220,8 @@ fail:
     return rc;
 }
 
-void tk_bert_destroy(tk_bert *m) {
+void tk_bert_destroy(void *model) {
+    tk_bert *m = model;
     if (!m) return;
     tk_prof_stop(&m->prof);
     tk_arena_release(m->c, &m->acts);
@@ -226,7 +237,8 @@ static uint32_t init_stream(int idx) { return (uint32_t)TK_RNG_INIT | (uint32_t)
 // N(0, initializer_range), biases 0, LayerNorm weight 1 and bias 0; the padding rows of the
 // vocabulary 0. A tensor's values depend on the seed and its name's position only, so every rank
 // and backend draws the same ones.
-int tk_bert_init_weights(tk_bert *m, uint64_t seed, tk_err *e) {
+int tk_bert_init_weights(void *model, uint64_t seed, tk_err *e) {
+    tk_bert *m = model;
     const tk_params *P = m->P;
     size_t n = P->dense_n;
     float *h = calloc(n ? n : 1, sizeof(float));
@@ -256,4 +268,4 @@ int tk_bert_init_weights(tk_bert *m, uint64_t seed, tk_err *e) {
     return rc ? rc : tk_ctx_sync(m->c, e);
 }
 
-int tk_bert_weights_loaded(tk_bert *m, tk_err *e) { return tk_params_refresh_copy(m->P, e); }
+int tk_bert_weights_loaded(void *model, tk_err *e) { return tk_params_refresh_copy(((tk_bert *)model)->P, e); }

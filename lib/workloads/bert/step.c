@@ -222,7 +222,8 @@ static int encoder_bwd(tk_bert *m, const int32_t *ids, const uint8_t *seg, const
     return tk_bert_prof_mark(m, "embeddings_bwd", e);
 }
 
-int tk_bert_fwd_bwd(tk_bert *m, tk_err *e) {
+int tk_bert_fwd_bwd(void *model, tk_err *e) {
+    tk_bert *m = model;
     const tk_bert_config *c = &m->cfg;
     const int b = m->b, L = c->L, P = c->P;
     const size_t r0 = (size_t)m->rank * b; // this rank's first sequence

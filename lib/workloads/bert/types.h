@@ -83,7 +83,7 @@ typedef struct tk_bert {
     int64_t N, R;           // tokens (b L) and masked-LM rows (b P) of a rank's batch
     // The layers' rows: N (padded: sequence s at rows s L ..), or with cfg.unpad the real tokens of
     // the batch packed (sequence s at rows start[s] .., kernels/bert_rows.h) rounded up to
-    // cfg.unpad_bucket, at most N: from the host's copy of the lengths (tk_bert_set_rows; each
+    // cfg.unpad_bucket, at most N: from the host's copy of the lengths (tk_bert_rows_for; each
     // bucket its own CUDA graph, graph_key), the starts computed on the device.
     int64_t rows;
     int64_t slot_rows[2];   // the rows of the batch in each staging slot

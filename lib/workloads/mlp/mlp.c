@@ -14,39 +14,59 @@
 
 const char *const tk_mlp_precisions[] = {"fp32", "tf32", NULL};
 
-int tk_mlp_config_parse(json_t *root, const char *path, const tk_run_cfg *run, tk_mlp_config *cfg, tk_err *e) {
+int tk_mlp_config_parse(json_t *root, const char *path, const tk_run_cfg *run, const char *data_meta, void **out,
+                        tk_err *e) {
+    (void)data_meta;
     static const char *const model_keys[] = {"num_dense", "hidden", "precision", NULL};
     static const char *const data_keys[] = {"note", NULL};
-    memset(cfg, 0, sizeof *cfg);
+    tk_mlp_config c = {0};
     int64_t v;
     TRY(tk_cfg_keys(root, path, "model", model_keys, e));
     TRY(tk_cfg_keys(root, path, "data", data_keys, e));
     TRY(tk_cfg_int(root, path, "model.num_dense", 1, 1024, &v, e));
-    cfg->num_dense = (int)v;
+    c.num_dense = (int)v;
     json_t *h = tk_cfg_get(root, "model.hidden");
     if (!json_is_array(h) || json_array_size(h) > TK_MLP_MAX_LAYERS - 1)
         return tk_cfg_bad(e, path, "model.hidden", "expected an array of 0 to 8 layer widths");
-    cfg->nhidden = (int)json_array_size(h);
-    for (int i = 0; i < cfg->nhidden; i++) {
+    c.nhidden = (int)json_array_size(h);
+    for (int i = 0; i < c.nhidden; i++) {
         json_t *x = json_array_get(h, i);
         if (!json_is_integer(x) || json_integer_value(x) < 1 || json_integer_value(x) > 65536)
             return tk_cfg_bad(e, path, "model.hidden", "layer widths must be integers in [1, 65536]");
-        cfg->hidden[i] = (int)json_integer_value(x);
+        c.hidden[i] = (int)json_integer_value(x);
     }
     tk_precision pr;
     TRY(tk_cfg_precision(root, path, tk_mlp_precisions, &pr, e));
-    cfg->tf32 = pr == TK_PRECISION_TF32;
-    cfg->batch = (int)run->batch;
+    c.tf32 = pr == TK_PRECISION_TF32;
+    c.batch = (int)run->batch;
+    tk_mlp_config *p = malloc(sizeof *p);
+    if (!p) return tk_err_set(e, TK_EIO, "out of host memory");
+    *p = c;
+    *out = p;
     return 0;
 }
 
-void tk_mlp_destroy(tk_mlp *m) {
+void tk_mlp_batch_layout(const void *model, tk_batch_layout *L) {
+    const tk_mlp *m = model;
+    const size_t B = (size_t)m->cfg.batch;
+    *L = (tk_batch_layout){.nfields = 2, .bytes = {B, B * m->cfg.num_dense * 4}};
+}
+
+void tk_mlp_inputs(void *model, void **f) {
+    tk_mlp *m = model;
+    f[0] = m->in_label;
+    f[1] = m->in_dense;
+}
+
+void tk_mlp_destroy(void *model) {
+    tk_mlp *m = model;
     if (!m) return;
     tk_arena_release(m->c, &m->acts);
     free(m);
 }
 
-int tk_mlp_create(tk_mlp **out, const tk_mlp_config *cfg, const tk_wl_env *env, tk_err *e) {
+int tk_mlp_create(const void *config, const tk_wl_env *env, void **out, tk_err *e) {
+    const tk_mlp_config *cfg = config;
     *out = NULL;
     tk_mlp *m = calloc(1, sizeof *m);
     if (!m) return tk_err_set(e, TK_EIO, "out of host memory");
@@ -79,37 +99,29 @@ int tk_mlp_create(tk_mlp **out, const tk_mlp_config *cfg, const tk_wl_env *env, 
     if ((rc = tk_params_alloc(env->params, e))) goto fail;
     const int b = m->b;
     size_t need = 0, sizes[8 + 2 * TK_MLP_MAX_LAYERS];
+    void **dst[8 + 2 * TK_MLP_MAX_LAYERS];
     int ns = 0;
-#define NEED(bytes) (sizes[ns++] = (bytes), need += ((bytes) + 255) / 256 * 256)
-    NEED((size_t)B);                                // in_label
-    NEED((size_t)B * cfg->num_dense * 4);           // in_dense
-    NEED((size_t)b * cfg->num_dense * 4);           // x0
-    NEED((size_t)b * 4);                            // dlogit
-    NEED((size_t)b * maxw * 4);                     // dy[0]
-    NEED((size_t)b * maxw * 4);                     // dy[1]
-    NEED(64);                                       // auc
+#define NEED(ptr, bytes) (dst[ns] = (void **)&(ptr), sizes[ns] = (bytes), need += (sizes[ns++] + 255) / 256 * 256)
+    tk_batch_layout in;
+    tk_mlp_batch_layout(m, &in);
+    NEED(m->in_label, in.bytes[0]);
+    NEED(m->in_dense, in.bytes[1]);
+    NEED(m->x0, (size_t)b * cfg->num_dense * 4);
+    NEED(m->dlogit, (size_t)b * 4);
+    NEED(m->dy[0], (size_t)b * maxw * 4);
+    NEED(m->dy[1], (size_t)b * maxw * 4);
+    NEED(m->auc, 64);
     for (int l = 0; l < m->nl; l++) {
-        NEED((size_t)b * m->L[l].out * 4);          // y
-        NEED(tk_gemm_aux_bytes(m->c, b, m->L[l].out)); // aux
+        NEED(m->L[l].y, (size_t)b * m->L[l].out * 4);
+        NEED(m->L[l].aux, tk_gemm_aux_bytes(m->c, b, m->L[l].out));
     }
 #undef NEED
     if ((rc = tk_arena_init(m->c, &m->acts, need + 256, "mlp activations", e))) goto fail;
-    void *v[8 + 2 * TK_MLP_MAX_LAYERS];
     for (int i = 0; i < ns; i++)
-        if ((rc = tk_arena_take(&m->acts, sizes[i], &v[i], e))) goto fail;
-    int i = 0;
-    m->in_label = v[i++];
-    m->in_dense = v[i++];
-    m->x0 = v[i++];
-    m->dlogit = v[i++];
-    m->dy[0] = v[i++];
-    m->dy[1] = v[i++];
-    m->auc = v[i++];
+        if ((rc = tk_arena_take(&m->acts, sizes[i], dst[i], e))) goto fail;
     tk_params *P = env->params;
     for (int l = 0; l < m->nl; l++) {
         tk_mlp_layer *L = &m->L[l];
-        L->y = v[i++];
-        L->aux = v[i++];
         L->x = l == 0 ? m->x0 : m->L[l - 1].y;
         L->W = P->p[lidx[2 * l]].w;
         L->b = P->p[lidx[2 * l + 1]].w;
@@ -126,7 +138,8 @@ fail:
 }
 
 // Weights N(0, sqrt(2/(in+out))) (Glorot's normal), biases 0, from a Philox stream per tensor.
-int tk_mlp_init_weights(tk_mlp *m, uint64_t seed, tk_err *e) {
+int tk_mlp_init_weights(void *model, uint64_t seed, tk_err *e) {
+    tk_mlp *m = model;
     tk_params *P = m->env.params;
     size_t n = P->dense_n;
     float *h = calloc(n + 1, sizeof *h);
@@ -164,7 +177,8 @@ int tk_mlp_forward(tk_mlp *m, const int32_t *dense, int n, float *out, tk_err *e
     return 0;
 }
 
-int tk_mlp_step(tk_mlp *m, tk_err *e) {
+int tk_mlp_step(void *model, tk_err *e) {
+    tk_mlp *m = model;
     const int b = m->b, B = m->cfg.batch, r = m->env.dist->rank;
     TRY(tk_mlp_forward(m, m->in_dense + (size_t)r * b * m->cfg.num_dense, b, NULL, e));
     tk_mlp_layer *top = &m->L[m->nl - 1];

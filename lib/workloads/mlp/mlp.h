@@ -46,13 +46,20 @@ typedef struct tk_mlp {
     double *auc;                 // device scalar
 } tk_mlp;
 
-int tk_mlp_config_parse(json_t *root, const char *path, const tk_run_cfg *run, tk_mlp_config *cfg, tk_err *e);
-int tk_mlp_create(tk_mlp **m, const tk_mlp_config *cfg, const tk_wl_env *env, tk_err *e);
-void tk_mlp_destroy(tk_mlp *m);
-int tk_mlp_init_weights(tk_mlp *m, uint64_t seed, tk_err *e);
+// The functions the workload table names have the types of its members (engine/workload.h): the
+// configuration is a tk_mlp_config (one block: the table frees it with free), the model a tk_mlp.
+int tk_mlp_config_parse(json_t *root, const char *path, const tk_run_cfg *run, const char *data_meta, void **cfg,
+                        tk_err *e);
+int tk_mlp_create(const void *cfg, const tk_wl_env *env, void **model, tk_err *e);
+void tk_mlp_destroy(void *model);
+int tk_mlp_init_weights(void *model, uint64_t seed, tk_err *e);
+// The batch's fields (label u8[B], dense i32[B][num_dense]: the reader's, in workload.c) and the
+// model's device buffers for them.
+void tk_mlp_batch_layout(const void *model, tk_batch_layout *L);
+void tk_mlp_inputs(void *model, void **fields);
 // Forward of n <= b rows of dense (device, raw counts) into logits out (n, device).
 int tk_mlp_forward(tk_mlp *m, const int32_t *dense, int n, float *out, tk_err *e);
 // Forward, loss and backward of this rank's rows of the input batch (capturable).
-int tk_mlp_step(tk_mlp *m, tk_err *e);
+int tk_mlp_step(void *model, tk_err *e);
 
 #endif

@@ -9,28 +9,6 @@
 #include "engine/evalset.h"
 #include "workloads/mlp/mlp.h"
 
-// ---- configuration and model ----
-
-static int wl_config(json_t *root, const char *path, const tk_run_cfg *run, const char *meta, void **out, tk_err *e) {
-    (void)meta;
-    tk_mlp_config *c = calloc(1, sizeof *c);
-    if (!c) return tk_err_set(e, TK_EIO, "out of host memory");
-    int rc = tk_mlp_config_parse(root, path, run, c, e);
-    if (rc) free(c);
-    else *out = c;
-    return rc;
-}
-
-static void wl_config_free(void *c) { free(c); }
-
-static int wl_create(const void *cfg, const tk_wl_env *env, void **model, tk_err *e) {
-    return tk_mlp_create((tk_mlp **)model, cfg, env, e);
-}
-
-static void wl_destroy(void *m) { tk_mlp_destroy(m); }
-static int wl_init(void *m, uint64_t seed, tk_err *e) { return tk_mlp_init_weights(m, seed, e); }
-static int wl_step(void *m, tk_err *e) { return tk_mlp_step(m, e); }
-
 // ---- data: label u8 and dense i32[num_dense] of each record, in order ----
 
 typedef struct reader {
@@ -55,12 +33,9 @@ static int reader_open(const void *cfg, int rank, int world, char *const *paths,
     d->B = c->batch;
     const tk_record_field f[2] = {{"label", TKS_U8, 0}, {"dense", TKS_I32, c->num_dense}};
     int rc = tk_records_open(&d->r, paths, npaths, f, 2, "a record from prep criteo", e);
-    if (rc) {
-        free(d);
-        return rc;
-    }
-    *out = d;
-    return 0;
+    if (rc) free(d);
+    else *out = d;
+    return rc;
 }
 
 static uint64_t reader_count(void *rd) { return tk_records_count(((reader *)rd)->r); }
@@ -94,18 +69,6 @@ static int read_batch(void *rd, int64_t step, int64_t spe, void *const *f, tk_er
     return next(d, d->B, f[0], f[1], e);
 }
 
-static void layout(const void *model, tk_batch_layout *L) {
-    const tk_mlp *m = model;
-    const size_t B = (size_t)m->cfg.batch;
-    *L = (tk_batch_layout){.nfields = 2, .bytes = {B, B * m->cfg.num_dense * 4}};
-}
-
-static void inputs(void *model, void **f) {
-    tk_mlp *m = model;
-    f[0] = m->in_label;
-    f[1] = m->in_dense;
-}
-
 // ---- evaluation: the whole set cached on the device, scored b rows at a time on every rank ----
 
 // (fields: label u8, dense i32 x num_dense)
@@ -118,11 +81,10 @@ static int fill(void *d, int n, void *const *host, tk_err *e) {
 
 static int evalset_load(void *model, char *const *paths, int npaths, void **out, tk_err *e) {
     tk_mlp *m = model;
-    tk_mlp_config c = m->cfg;
-    reader *d;
-    TRY(reader_open(&c, 0, 1, paths, npaths, (void **)&d, e));
+    void *d;
+    TRY(reader_open(&m->cfg, 0, 1, paths, npaths, &d, e));
     int64_t n = (int64_t)reader_count(d);
-    const size_t bytes[2] = {1, (size_t)c.num_dense * 4};
+    const size_t bytes[2] = {1, (size_t)m->cfg.num_dense * 4};
     int rc = 0;
     if (n == 0 || n > INT32_MAX) rc = tk_err_set(e, TK_EDATA, "%s: the eval set has %lld records", paths[0], (long long)n);
     if (!rc) rc = tk_evalset_cache(m->c, n, 2, bytes, fill, d, (tk_evalset **)out, e);
@@ -151,18 +113,18 @@ const tk_workload tk_workload_mlp = {
     .summary = "an MLP click-through classifier on Criteo-format dense features (not an MLPerf benchmark), target AUC",
     .metric = "auc",
     .precisions = tk_mlp_precisions,
-    .config = wl_config,
-    .config_free = wl_config_free,
-    .create = wl_create,
-    .destroy = wl_destroy,
-    .init_weights = wl_init,
+    .config = tk_mlp_config_parse,
+    .config_free = free, // (a tk_mlp_config is one block)
+    .create = tk_mlp_create,
+    .destroy = tk_mlp_destroy,
+    .init_weights = tk_mlp_init_weights,
     .reader_open = reader_open,
     .reader_close = reader_close,
     .reader_count = reader_count,
     .read_batch = read_batch,
-    .batch_layout = layout,
-    .inputs = inputs,
-    .step = wl_step,
+    .batch_layout = tk_mlp_batch_layout,
+    .inputs = tk_mlp_inputs,
+    .step = tk_mlp_step,
     .evalset_load = evalset_load,
     .evalset_count = evalset_count,
     .evalset_free = evalset_free,
