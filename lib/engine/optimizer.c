@@ -56,11 +56,12 @@ int tk_optimizer_init(tk_optimizer *o, const tk_opt_config *cfg, tk_params *P, t
     static const char *const moment[2] = {"m", "v"};
     for (size_t k = 0; k < sf; k++)
         for (int i = 0; i < o->nseg; i++) {
-            const tk_param *p = &P->p[i];
+            // (a copy: adding a tensor may move P->p)
+            const tk_param p = P->p[i];
             char name[TK_PARAM_NAME];
-            if (snprintf(name, sizeof name, "optimizer.%s.%s", moment[k], p->name) >= (int)sizeof name)
-                return tk_err_set(e, TK_EINTERNAL, "optimizer: tensor name too long: %s", p->name);
-            TRY(tk_params_add_extern(P, name, TK_F32, p->ndim, p->shape, -1,
+            if (snprintf(name, sizeof name, "optimizer.%s.%s", moment[k], p.name) >= (int)sizeof name)
+                return tk_err_set(e, TK_EINTERNAL, "optimizer: tensor name too long: %s", p.name);
+            TRY(tk_params_add_extern(P, name, TK_F32, p.ndim, p.shape, -1,
                                      o->state + k * P->dense_n + o->seg_host[i].off, e));
         }
     return 0;

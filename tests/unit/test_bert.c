@@ -339,15 +339,12 @@ TK_TEST(mllog_keys_of_lamb) {
     tk_err e = {0};
     tk_instance *I = make(NULL, 0, NULL, &e);
     if (!I) return;
-    // the keys come from the optimizer section as written (a LAMB one here; the engine's parser is
-    // not involved)
-    tk_bert_config *c = I->cfg;
-    json_object_clear(c->opt);
+    // BERT's names for the optimizer keys, valued from a parsed LAMB section (MLPerf's) by the engine
     json_t *lamb = json_loads("{\"name\": \"lamb\", \"base_lr\": 0.00035, \"beta1\": 0.9, \"beta2\": 0.999, \"eps\": 1e-06, "
-                        "\"weight_decay\": 0.01, \"warmup_steps\": 0, \"start_warmup_step\": 0, \"total_steps\": 7100, "
-                        "\"poly_power\": 1.0}",
-                        0, NULL);
-    json_object_update(c->opt, lamb);
+                              "\"weight_decay\": 0.01, \"lr_schedule\": \"warmup_poly\", \"warmup_steps\": 0, "
+                              "\"start_warmup_step\": 0, \"total_steps\": 7100, \"poly_power\": 1.0}",
+                              0, NULL);
+    CHECK(tk_opt_config_parse(lamb, "lamb.json", "optimizer", 0, &I->run.opt, &e) == 0);
     json_decref(lamb);
     char path[64];
     snprintf(path, sizeof path, "/tmp/tk_bert_mllog_%d", (int)getpid());
@@ -355,6 +352,7 @@ TK_TEST(mllog_keys_of_lamb) {
     tk_mllog L;
     CHECK(tk_mllog_open(&L, path, 0, &e) == 0);
     L.fixed_time_ms = 1;
+    CHECK(tk_optimizer_mllog(&L, &I->run, I->wl->opt_mllog, &e) == 0);
     CHECK(I->wl->mllog_hparams(I->model, &I->run, &L, &e) == 0);
     CHECK(I->wl->mllog_weights(I->model, &L, &e) == 0);
     tk_mllog_close(&L);

@@ -120,9 +120,6 @@ int tk_bert_config_parse(json_t *root, const char *path, const tk_run_cfg *run, 
     }
     cfg->batch = (int)run->batch;
     cfg->seed = run->seed;
-    cfg->max_steps = run->max_steps;
-    json_t *opt = json_object_get(root, "optimizer");
-    cfg->opt = opt ? json_deep_copy(opt) : json_object();
 #undef INT
 out:
     json_decref(meta);
@@ -133,7 +130,5 @@ out:
 
 void tk_bert_config_free(void *p) {
     tk_bert_config *cfg = p;
-    json_decref(cfg->opt);
-    cfg->opt = NULL;
     free(cfg);
 }

@@ -50,8 +50,6 @@ typedef struct tk_bert_config {
     int unpad_bucket;       // model.unpad_bucket: the packed rows rounded up to a multiple of it
     int fused_attention;    // model.fused_attention: the flash kernel where it is built (tk_attention_fusable)
     uint64_t seed;
-    json_t *opt;            // the effective "optimizer" section (its MLLOG keys), a reference
-    int64_t max_steps;      // train.max_steps (opt_learning_rate_training_steps without total_steps)
 } tk_bert_config;
 
 // One encoder layer: its parameters (fp32 masters, gradients) and what its forward keeps for the

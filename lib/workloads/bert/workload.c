@@ -50,37 +50,29 @@ static json_t *wl_prof_json(const void *model) { return tk_prof_json(((const tk_
 
 // ---- MLLOG ----
 
-// A number of the optimizer section, or def when absent.
-static double opt_num(const tk_bert_config *c, const char *key, double def) {
-    json_t *v = json_object_get(c->opt, key);
-    return json_is_number(v) ? json_number_value(v) : def;
-}
+// closed_bert's optimizer keys, named and valued as NVIDIA's v1.1 logs have them, logged by the
+// engine (engine/optimizer.h). LAMB's (opt_lamb_*, opt_epsilon) only when the optimizer is "lamb";
+// another optimizer leaves them out, and log-check then says the run is not closed-division BERT.
+// The schedule's: warmup_poly's warmup_steps, start_warmup_step and total_steps.
+static const tk_opt_mllog_key opt_keys[] = {
+    {"opt_base_learning_rate", TK_OPTV_BASE_LR, 'r', NULL},
+    {"opt_learning_rate_training_steps", TK_OPTV_TOTAL_STEPS, 'i', NULL},
+    {"opt_learning_rate_warmup_steps", TK_OPTV_WARMUP_STEPS, 'i', NULL},
+    {"num_warmup_steps", TK_OPTV_WARMUP_STEPS, 'i', NULL},
+    {"start_warmup_step", TK_OPTV_START_WARMUP, 'i', NULL},
+    {"opt_lamb_learning_rate_decay_poly_power", TK_OPTV_POLY_POWER, 'r', NULL},
+    {"opt_epsilon", TK_OPTV_EPS, 'r', "lamb"},
+    {"opt_lamb_beta_1", TK_OPTV_BETA1, 'r', "lamb"},
+    {"opt_lamb_beta_2", TK_OPTV_BETA2, 'r', "lamb"},
+    {"opt_lamb_weight_decay_rate", TK_OPTV_WEIGHT_DECAY, 'r', "lamb"},
+    {NULL, 0, 0, NULL}};
 
-// closed_bert's keys, named and valued as NVIDIA's v1.1 logs have them. LAMB's (opt_lamb_*,
-// opt_epsilon) are logged when the optimizer is "lamb" (its defaults: kernels/optim.h, man 5
-// trainkit-optimizer); another optimizer leaves them out, and log-check then says the run is not
-// closed-division BERT. The schedule's: warmup_poly's warmup_steps, start_warmup_step and
-// total_steps (train.max_steps when absent).
+// The model's keys.
 static int wl_mllog_hparams(void *model, const tk_run_cfg *run, tk_mllog *L, tk_err *e) {
-    const tk_bert *m = model;
-    const tk_bert_config *c = &m->cfg;
-    const char *name = json_string_value(json_object_get(c->opt, "name"));
-    int lamb = name && strcmp(name, "lamb") == 0;
-    int64_t warm = (int64_t)opt_num(c, "warmup_steps", 0);
-    int64_t total = (int64_t)opt_num(c, "total_steps", (double)run->max_steps);
+    const tk_bert_config *c = &((const tk_bert *)model)->cfg;
+    (void)run;
     TRY(TK_MLLOG_EVENT(L, "max_sequence_length", json_integer(c->L), NULL, e));
-    TRY(TK_MLLOG_EVENT(L, "max_predictions_per_seq", json_integer(c->P), NULL, e));
-    TRY(TK_MLLOG_EVENT(L, "opt_base_learning_rate", json_real(opt_num(c, "base_lr", 0)), NULL, e));
-    TRY(TK_MLLOG_EVENT(L, "opt_learning_rate_training_steps", json_integer(total), NULL, e));
-    TRY(TK_MLLOG_EVENT(L, "opt_learning_rate_warmup_steps", json_integer(warm), NULL, e));
-    TRY(TK_MLLOG_EVENT(L, "num_warmup_steps", json_integer(warm), NULL, e));
-    TRY(TK_MLLOG_EVENT(L, "start_warmup_step", json_integer((int64_t)opt_num(c, "start_warmup_step", 0)), NULL, e));
-    TRY(TK_MLLOG_EVENT(L, "opt_lamb_learning_rate_decay_poly_power", json_real(opt_num(c, "poly_power", 1.0)), NULL, e));
-    if (!lamb) return 0;
-    TRY(TK_MLLOG_EVENT(L, "opt_epsilon", json_real(opt_num(c, "eps", 1e-6)), NULL, e));
-    TRY(TK_MLLOG_EVENT(L, "opt_lamb_beta_1", json_real(opt_num(c, "beta1", 0.9)), NULL, e));
-    TRY(TK_MLLOG_EVENT(L, "opt_lamb_beta_2", json_real(opt_num(c, "beta2", 0.999)), NULL, e));
-    return TK_MLLOG_EVENT(L, "opt_lamb_weight_decay_rate", json_real(opt_num(c, "weight_decay", 0.01)), NULL, e);
+    return TK_MLLOG_EVENT(L, "max_predictions_per_seq", json_integer(c->P), NULL, e);
 }
 
 // The tensors closed_bert names (the reference's TensorFlow names), one weights_initialization
@@ -116,7 +108,7 @@ static int wl_mllog_weights(void *model, tk_mllog *L, tk_err *e) {
 }
 
 const tk_workload tk_workload_bert = {
-    .version = TK_WORKLOAD_V1,
+    .version = TK_WORKLOAD_V3,
     .name = "bert",
     .summary = "BERT-large pre-training (MLPerf Training v1.x language model, Wikipedia), target masked-LM accuracy",
     .metric = "mlm_accuracy",
@@ -142,6 +134,7 @@ const tk_workload tk_workload_bert = {
     .evalset_count = tk_bert_evalset_count,
     .evalset_free = tk_bert_evalset_free,
     .evaluate = tk_bert_evaluate,
+    .opt_mllog = opt_keys,
     .mllog_hparams = wl_mllog_hparams,
     .mllog_weights = wl_mllog_weights,
     .import = tk_bert_import,
