@@ -281,7 +281,7 @@ static int train(tk_run *r, tk_err *e) {
         // --profile: the step's times (the first step of the run, a warm-up, dropped)
         if (o->profile) {
             if ((rc = tk_dist_sync(&r->I.dist, e))) break;
-            if (wl->profile_add && (rc = wl->profile_add(m, nprof > 0, e))) break;
+            if ((rc = tk_prof_add(r->I.prof, r->c, nprof > 0, e))) break;
             if (nprof++ > 0) tprof += tk_now() - ts;
         }
         r->step++;
@@ -322,7 +322,7 @@ static int train(tk_run *r, tk_err *e) {
     if (!rc && o->eval_dir && !r->reached) rc = poll_agreed(r, o->eval_wait, e);
     tk_graph_cache_free(&r->graphs);
     tk_loader_stop(ld);
-    if (o->profile && !wl->profile_json && nprof > 1) { // the engine's own: whole steps
+    if (o->profile && !r->I.prof && nprof > 1) { // the engine's own: whole steps
         json_t *line = json_pack("{s:s, s:I, s:{s:f}}", "type", "profile", "steps", (json_int_t)(nprof - 1), "ms",
                                  "step", 1e3 * tprof / (double)(nprof - 1));
         tk_err e2;
@@ -398,7 +398,7 @@ static int finish(tk_run *r, int rc, double tt, int64_t step0, tk_err *e) {
     if (extra) json_object_update(res, extra);
     json_decref(extra);
     tk_err e2;
-    json_t *prof = r->wl->profile_json ? r->wl->profile_json(r->I.model) : NULL;
+    json_t *prof = tk_prof_json(r->I.prof);
     if (prof) {
         json_t *line = json_pack("{s:s}", "type", "profile");
         json_object_update(line, prof);

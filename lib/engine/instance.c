@@ -66,7 +66,8 @@ int tk_instance_create(tk_instance *I, tk_ctx *c, tk_comm *comm, double comm_tim
     I->lr = (float *)I->scalars;
     I->step = (int64_t *)((char *)I->scalars + 8);
     I->loss_acc = (double *)((char *)I->scalars + 16);
-    tk_wl_env env = {.c = c, .dist = &I->dist, .params = &I->P, .lr = I->lr, .step = I->step, .loss_acc = I->loss_acc};
+    tk_wl_env env = {.c = c, .dist = &I->dist, .params = &I->P, .lr = I->lr, .step = I->step, .loss_acc = I->loss_acc,
+                     .prof = &I->prof};
     I->bucket = bucket_floats();
     if (comm && I->dist.world > 1 && !I->wl->own_grad_reduce) {
         env.grads_ready = grads_ready;
@@ -83,9 +84,14 @@ int tk_instance_optimizer(tk_instance *I, int64_t steps_per_epoch, tk_err *e) {
     return tk_optimizer_init(&I->opt, &I->run.opt, &I->P, e);
 }
 
+int tk_instance_profile(tk_instance *I, tk_err *e) {
+    return I->wl->profile_marks > 0 ? tk_prof_start(I->c, I->wl->profile_marks, I->wl->name, &I->prof, e) : 0;
+}
+
 void tk_instance_destroy(tk_instance *I) {
     if (I->model) I->wl->destroy(I->model);
     I->model = NULL;
+    tk_prof_stop(&I->prof);
     tk_optimizer_release(&I->opt);
     if (I->P.c) tk_params_release(&I->P);
     if (I->scalars) tk_free(I->c, I->scalars);

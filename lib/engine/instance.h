@@ -33,6 +33,7 @@ typedef struct tk_instance {
     int64_t *step;
     double *loss_acc;
     void *model;
+    tk_prof *prof;           // --profile's per-phase timer (tk_instance_profile), or NULL
     size_t bucket;           // floats an all-reduce bucket holds (grads_ready)
     size_t reduced_from;     // this step: the dense span's [reduced_from, dense_n) is being reduced
 } tk_instance;
@@ -54,6 +55,9 @@ int tk_instance_optimizer(tk_instance *I, int64_t steps_per_epoch, tk_err *e);
 // backward, the gradient all-reduce over the ranks (unless the workload does it), the optimizer,
 // the workload's after_update.
 int tk_instance_step(tk_instance *I, tk_err *e);
+// train-step --profile: starts the per-phase timer the model marks (tk_wl_env.prof), for a workload
+// with profile_marks (else nothing).
+int tk_instance_profile(tk_instance *I, tk_err *e);
 // Host reads and writes at log points.
 int tk_instance_read_loss(tk_instance *I, double *mean, int reset, tk_err *e);
 int tk_instance_write_step(tk_instance *I, int64_t step, tk_err *e);

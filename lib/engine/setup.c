@@ -77,7 +77,7 @@ int tk_run_init(tk_run *r, tk_backend be, tk_err *e) {
         r->wl->batch_layout(r->I.model, &r->L);
         r->wl->inputs(r->I.model, r->inputs);
     }
-    if (!rc && o->profile && r->wl->profile_start) rc = r->wl->profile_start(r->I.model, e);
+    if (!rc && o->profile) rc = tk_instance_profile(&r->I, e);
     if (!rc && !o->resume) rc = r->wl->init_weights(r->I.model, rcfg->seed, e);
     if (!rc && (o->resume || o->init_ckpt)) rc = start_from(r, e);
     if (!rc && !o->dump && r->wl->prepare) {

@@ -30,6 +30,7 @@
 #include "engine/loader.h"
 #include "engine/optimizer.h"
 #include "engine/params.h"
+#include "engine/profile.h"
 #include "gpu/gpu.h"
 
 #ifdef __cplusplus
@@ -58,6 +59,10 @@ typedef struct tk_wl_env {
     // after the step). NULL when there is nothing to overlap (one rank).
     int (*grads_ready)(void *grads_arg, size_t off, tk_err *e);
     void *grads_arg;
+    // train-step --profile: *prof is the engine's per-phase timer (engine/profile.h) once it started
+    // it (for a workload with profile_marks), else NULL: the step marks its phases with
+    // tk_prof_mark(*prof, ...) (a no-op on NULL).
+    tk_prof *const *prof;
 } tk_wl_env;
 
 // An option of train-step that a workload adds: "--NAME [ARG]" is the same as
@@ -186,11 +191,9 @@ typedef struct tk_workload {
     // One training step's inputs, weights, loss and gradients as safetensors, for a PyTorch peer
     // (contrib/peers/NAME.py). Runs the step on the batch in the inputs. NULL: not supported.
     int (*dump_step)(void *model, const char *path, tk_err *e);
-    // Per-phase step timing (train-step --profile): start, add a finished step (keep 0: warm-up),
-    // the totals as {"steps": n, "ms": {phase: ms}}. NULL: the engine times whole steps only.
-    int (*profile_start)(void *model, tk_err *e);
-    int (*profile_add)(void *model, int keep, tk_err *e);
-    json_t *(*profile_json)(const void *model);
+    // Per-phase step timing (train-step --profile): the most marks the step makes (tk_wl_env.prof);
+    // the engine keeps the timer and prints the phases. 0: the engine times whole steps only.
+    int profile_marks;
     // Members added to the run's result line (a new object or NULL).
     json_t *(*result_extra)(const void *model);
 

@@ -136,7 +136,7 @@ int tk_bert_create(const void *config, const tk_wl_env *env, void **out, tk_err 
     m->rank = env->dist->rank;
     m->world = env->dist->world;
     m->lr = env->lr, m->step = env->step, m->loss_acc = env->loss_acc;
-    m->grads_ready = env->grads_ready, m->grads_arg = env->grads_arg;
+    m->grads_ready = env->grads_ready, m->grads_arg = env->grads_arg, m->prof = env->prof;
     m->act = cfg->bf16 ? TK_BF16 : TK_F32;
     int rc = 0;
     int64_t per_rank;
@@ -223,7 +223,6 @@ fail:
 void tk_bert_destroy(void *model) {
     tk_bert *m = model;
     if (!m) return;
-    tk_prof_stop(&m->prof);
     tk_arena_release(m->c, &m->acts);
     free(m);
 }

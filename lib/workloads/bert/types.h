@@ -120,7 +120,7 @@ typedef struct tk_bert {
     void *dg, *dcls;        // (R, H), (b, H)
     void *ln_ws, *emb_ws, *xent_ws;
     int64_t *counts;        // eval: correct, total
-    tk_prof *prof;          // per-phase step timing (engine/profile.h); NULL: off
+    tk_prof *const *prof;   // the engine's per-phase step timer (tk_wl_env.prof); *prof NULL: off
 } tk_bert;
 
 // The eval set, cached in the backend's memory: n real sequences, padded to whole batches of b

@@ -36,17 +36,6 @@ static int wl_after_update(void *model, tk_err *e) {
     return rc;
 }
 
-static int wl_prof_start(void *model, tk_err *e) {
-    tk_bert *m = model;
-    return tk_prof_start(m->c, TK_BERT_PROF_MAX, "bert", &m->prof, e);
-}
-
-static int wl_prof_add(void *model, int keep, tk_err *e) {
-    tk_bert *m = model;
-    return tk_prof_add(m->prof, m->c, keep, e);
-}
-
-static json_t *wl_prof_json(const void *model) { return tk_prof_json(((const tk_bert *)model)->prof); }
 
 // ---- MLLOG ----
 
@@ -139,7 +128,5 @@ const tk_workload tk_workload_bert = {
     .mllog_weights = wl_mllog_weights,
     .import = tk_bert_import,
     .dump_step = tk_bert_dump_step,
-    .profile_start = wl_prof_start,
-    .profile_add = wl_prof_add,
-    .profile_json = wl_prof_json,
+    .profile_marks = TK_BERT_PROF_MAX,
 };

@@ -73,6 +73,7 @@ int tk_dlrm_create(const void *config, const tk_wl_env *env, void **model, tk_er
     m->lr = env->lr;
     m->step = env->step;
     m->loss_acc = env->loss_acc;
+    m->prof = env->prof;
     const int B = cfg->batch, T = cfg->num_tables, D = cfg->emb_dim;
     int rc = 0;
     m->act = cfg->bf16 ? TK_BF16 : TK_F32;
@@ -179,7 +180,6 @@ void tk_dlrm_destroy(void *model) {
     tk_dlrm *m = model;
     if (!m) return;
     tk_arena_release(m->c, &m->acts);
-    tk_prof_stop(&m->prof);
     tk_dlrm_hybrid_destroy(m);
     free(m);
 }

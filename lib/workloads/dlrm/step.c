@@ -391,14 +391,3 @@ int tk_dlrm_after_update(void *model, tk_err *e) {
     return rc;
 }
 
-int tk_dlrm_prof_start(void *model, tk_err *e) {
-    tk_dlrm *m = model;
-    return tk_prof_start(m->c, TK_DLRM_PROF_MAX, "dlrm", &m->prof, e);
-}
-
-int tk_dlrm_prof_add(void *model, int keep, tk_err *e) {
-    tk_dlrm *m = model;
-    return tk_prof_add(m->prof, m->c, keep, e);
-}
-
-json_t *tk_dlrm_prof_json(const void *model) { return tk_prof_json(((const tk_dlrm *)model)->prof); }

@@ -123,7 +123,7 @@ typedef struct tk_dlrm {
     int64_t *step;
     double *loss_acc;                // [sum of batch losses / B, batches]
     double *auc;
-    tk_prof *prof;                   // per-phase step timing (profile.h); NULL: off
+    tk_prof *const *prof;            // the engine's per-phase step timer (tk_wl_env.prof); *prof NULL: off
     struct tk_dlrm_hybrid *hy;       // the hybrid embedding (hybrid.h); NULL: off
 } tk_dlrm;
 

@@ -87,8 +87,6 @@ const tk_workload tk_workload_dlrm = {
     .mllog_weights = wl_mllog_weights,
     .opt_mllog = opt_keys,
     .dump_step = tk_dlrm_dump_step,
-    .profile_start = tk_dlrm_prof_start,
-    .profile_add = tk_dlrm_prof_add,
-    .profile_json = tk_dlrm_prof_json,
+    .profile_marks = TK_DLRM_PROF_MAX,
     .result_extra = tk_dlrm_result_extra,
 };
