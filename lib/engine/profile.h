@@ -1,5 +1,5 @@
-// Per-phase step timing for train-step --profile (the workload table's profile_start, _add and
-// _json): a workload records timed events at the boundaries of its step's phases, each mark
+// Per-phase step timing for train-step --profile (the engine starts it for a workload with
+// profile_marks and hands it over as tk_wl_env.prof): a workload records timed events at the boundaries of its step's phases, each mark
 // naming the phase it ends; the time of a phase is the time since the mark before it on the same
 // stream, summed per phase name over the kept steps. Marks inside a CUDA-graph capture record
 // nothing (the engine runs --profile eagerly). One of these per model, NULL when off: every
