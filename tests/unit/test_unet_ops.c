@@ -2,10 +2,16 @@
 // whose results are exact and computed here from the definitions, direct-loop sums written
 // independently of the reference, and finite differences of the backward passes against the
 // forward.
+// With TK_DICE_CE_DRIVE=f32|bf16 in the environment the binary is instead the C side of
+// tests/cli/unet-loss-oracle.bats: it reads "N S" and then N S lines "z0 z1 z2 label" (logits of
+// sample-major voxels) from stdin, runs tk_dice_ce_ref on them (rounded to bf16 first for bf16)
+// and prints "loss L", "dice d10 d11 d20 ..." (per sample, classes 1 and 2) and N S lines of dz,
+// then exits before its TAP tests: 0, or the error's code with a message on stderr.
 #include <math.h>
 #include <string.h>
 
 #include "core/bf16.h"
+#include "dice_ce.h"
 #include "instnorm.h"
 #include "tk_test.h"
 #include "tk_test_cpu.h"
@@ -129,4 +135,137 @@ TK_TEST(instnorm_backward_finite_differences) {
         CHECK(worst < 2e-3);
         CHECK(skipped * 10 < tried);
     }
+}
+
+// ---- Dice + cross-entropy ----
+
+// Equal logits: p = 1/3 everywhere, so I_k = T_k / 3, P_k = S / 3, ce = log 3, and the gradient
+// follows from dice_ce.h's formulas evaluated here in fp64.
+TK_TEST(dice_ce_uniform_logits) {
+    tk_err e = {0};
+    enum { N = 2, S = 6, K = 3 };
+    const uint8_t label[N * S] = {0, 1, 1, 2, 0, 0, /**/ 2, 2, 2, 0, 1, 0};
+    float z[N * S * K], dz[N * S * K], loss, dice[N * 2];
+    for (int i = 0; i < N * S * K; i++) z[i] = 0.5f;
+    CHECK_EQ_INT(tk_dice_ce_ref(TK_F32, z, label, N, S, &loss, dice, dz, &e), 0);
+    double want_d[N][2], den[N][2], dsum = 0;
+    for (int n = 0; n < N; n++)
+        for (int k = 1; k <= 2; k++) {
+            int T = 0;
+            for (int s = 0; s < S; s++) T += label[n * S + s] == k;
+            den[n][k - 1] = T + S / 3.0 + 1e-6;
+            want_d[n][k - 1] = (2 * T / 3.0 + 1e-6) / den[n][k - 1];
+            dsum += want_d[n][k - 1];
+            CHECK_NEAR(dice[n * 2 + k - 1], want_d[n][k - 1], 1e-6);
+        }
+    CHECK_NEAR(loss, (1 - dsum / (2 * N) + log(3.0)) / 2, 1e-6);
+    int bad = 0;
+    for (int n = 0; n < N; n++)
+        for (int s = 0; s < S; s++) {
+            const int y = label[n * S + s];
+            double g[K] = {0, 0, 0}, pg = 0;
+            for (int k = 1; k < K; k++) g[k] = -(2.0 * (y == k) - want_d[n][k - 1]) / (4.0 * N * den[n][k - 1]);
+            for (int k = 0; k < K; k++) pg += g[k] / 3;
+            for (int k = 0; k < K; k++) {
+                const double want = (g[k] - pg) / 3 + (1 / 3.0 - (y == k)) / (2.0 * N * S);
+                bad += fabs(dz[(n * S + s) * K + k] - want) > 1e-7;
+            }
+        }
+    CHECK_EQ_INT(bad, 0);
+    // the loss alone (dz NULL) is the same; a label outside 0..2 is refused, naming its voxel
+    float loss2;
+    CHECK_EQ_INT(tk_dice_ce_ref(TK_F32, z, label, N, S, &loss2, NULL, NULL, &e), 0);
+    CHECK(loss2 == loss);
+    uint8_t bad_label[N * S];
+    memcpy(bad_label, label, sizeof label);
+    bad_label[S + 4] = 3;
+    CHECK_EQ_INT(tk_dice_ce_ref(TK_F32, z, bad_label, N, S, &loss2, NULL, NULL, &e), TK_EINTERNAL);
+    CHECK(strstr(e.what, "voxel 4 of sample 1") != NULL);
+}
+
+// Confident, correct logits: p -> one-hot of the label, so dice -> 1 and ce -> 0 (loss ~ 0); a
+// sample without foreground voxels of a class gets dice ~ 1e-6 / 1e-6 = 1 from the smoothing.
+TK_TEST(dice_ce_confident_and_empty_class) {
+    tk_err e = {0};
+    enum { N = 1, S = 4, K = 3 };
+    const uint8_t label[S] = {0, 1, 0, 1}; // no class 2
+    float z[S * K], loss, dice[2];
+    for (int s = 0; s < S; s++)
+        for (int k = 0; k < K; k++) z[s * K + k] = k == label[s] ? 40 : -40;
+    CHECK_EQ_INT(tk_dice_ce_ref(TK_F32, z, label, N, S, &loss, dice, NULL, &e), 0);
+    CHECK_NEAR(dice[0], 1, 1e-6);
+    CHECK_NEAR(dice[1], 1, 1e-6); // (0 + 1e-6) / (0 + ~0 + 1e-6): the softmax's p_2 ~ e^-80
+    CHECK_NEAR(loss, 0, 1e-6);
+}
+
+// The gradient against central differences of the loss (h = 1e-2: the loss is fp32, the gradients
+// are of order 1 / (2 N S)).
+TK_TEST(dice_ce_finite_differences) {
+    tk_err e = {0};
+    enum { N = 2, S = 5, K = 3, NE = N * S * K };
+    float z[NE], dz[NE], loss, lp, lm;
+    uint8_t label[N * S] = {0, 1, 2, 1, 0, /**/ 2, 0, 0, 2, 1};
+    tk_test_fill(z, NE, 31, 1, -2, 2);
+    CHECK_EQ_INT(tk_dice_ce_ref(TK_F32, z, label, N, S, &loss, NULL, dz, &e), 0);
+    double worst = 0, gmax = 0;
+    for (int i = 0; i < NE; i++) {
+        const float z0 = z[i], up = z0 + 1e-2f, dn = z0 - 1e-2f;
+        z[i] = up;
+        tk_dice_ce_ref(TK_F32, z, label, N, S, &lp, NULL, NULL, &e);
+        z[i] = dn;
+        tk_dice_ce_ref(TK_F32, z, label, N, S, &lm, NULL, NULL, &e);
+        z[i] = z0;
+        worst = fmax(worst, fabs(((double)lp - lm) / ((double)up - dn) - dz[i]));
+        gmax = fmax(gmax, fabs(dz[i]));
+    }
+    printf("# dice_ce: worst |finite difference - analytic| %.2e (largest gradient %.2e)\n", worst, gmax);
+    CHECK(worst < 1e-4);
+    CHECK(gmax > 1e-2);
+}
+
+// The oracle driver (see the top of the file).
+static int drive_dice_ce(const char *type, tk_err *e) {
+    tk_dtype t = strcmp(type, "bf16") == 0 ? TK_BF16 : strcmp(type, "f32") == 0 ? TK_F32 : TK_U8;
+    if (t == TK_U8) return tk_err_set(e, TK_EUSAGE, "TK_DICE_CE_DRIVE must be f32 or bf16, not \"%s\"", type);
+    int N;
+    long long S;
+    if (scanf("%d %lld", &N, &S) != 2 || N < 1 || S < 1 || N * S > 100000000)
+        return tk_err_set(e, TK_EDATA, "stdin: no \"N S\" line");
+    const size_t nv = (size_t)N * S;
+    float *z = malloc(nv * 3 * sizeof(float)), *dz = malloc(nv * 3 * sizeof(float)), *dice = malloc(N * 2 * sizeof(float));
+    uint16_t *zb = malloc(nv * 3 * 2), *dzb = malloc(nv * 3 * 2);
+    uint8_t *label = malloc(nv);
+    int rc = !z || !dz || !dice || !zb || !dzb || !label ? tk_err_set(e, TK_EIO, "out of memory") : 0;
+    for (size_t i = 0; i < nv && !rc; i++) {
+        int y;
+        if (scanf("%f %f %f %d", &z[3 * i], &z[3 * i + 1], &z[3 * i + 2], &y) != 4 || y < 0 || y > 255)
+            rc = tk_err_set(e, TK_EDATA, "stdin: voxel %zu: no \"z0 z1 z2 label\" line", i);
+        label[i] = (uint8_t)y;
+    }
+    for (size_t i = 0; i < nv * 3 && !rc; i++) zb[i] = tk_f32_to_bf16(z[i]);
+    float loss = 0;
+    if (!rc) rc = tk_dice_ce_ref(t, t == TK_BF16 ? (void *)zb : z, label, N, S, &loss, dice, t == TK_BF16 ? (void *)dzb : dz, e);
+    if (!rc) {
+        printf("loss %.9g\ndice", loss);
+        for (int i = 0; i < 2 * N; i++) printf(" %.9g", dice[i]);
+        printf("\n");
+        for (size_t i = 0; i < nv * 3; i++)
+            printf("%.9g%c", t == TK_BF16 ? tk_bf16_to_f32(dzb[i]) : dz[i], i % 3 == 2 ? '\n' : ' ');
+        if (fflush(stdout)) rc = tk_err_set(e, TK_EIO, "stdout: write failed");
+    }
+    free(z), free(dz), free(dice), free(zb), free(dzb), free(label);
+    return rc;
+}
+
+__attribute__((constructor(200))) static void drive_mode(void) {
+    const char *s = getenv("TK_DICE_CE_DRIVE");
+    if (!s) return;
+    tk_err e = {0};
+    int rc = drive_dice_ce(s, &e);
+    if (rc) {
+        char buf[1200];
+        tk_err_format(&e, buf, sizeof buf);
+        fprintf(stderr, "test_unet_ops: error: %s\n", buf);
+    }
+    exit(rc);
 }
