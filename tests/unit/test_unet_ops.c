@@ -10,6 +10,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "conv3d.h"
 #include "core/bf16.h"
 #include "dice_ce.h"
 #include "instnorm.h"
@@ -221,6 +222,127 @@ TK_TEST(dice_ce_finite_differences) {
     printf("# dice_ce: worst |finite difference - analytic| %.2e (largest gradient %.2e)\n", worst, gmax);
     CHECK(worst < 1e-4);
     CHECK(gmax > 1e-2);
+}
+
+// ---- 3-D convolution ----
+
+// The three passes on small integers, against sums made here by scattering every (output voxel,
+// tap) pair's product in int64 (the reference gathers; both must give the same exact integers).
+static void conv3d_exact(const tk_conv3d_shape *s, int *failed_) {
+    int *tk_failed_ = failed_;
+    tk_err e = {0};
+    const size_t nx = (size_t)tk_conv3d_x_numel(s), ny = (size_t)tk_conv3d_y_numel(s), nw = (size_t)tk_conv3d_w_numel(s);
+    float *x = malloc(nx * 4), *w = malloc(nw * 4), *dy = malloc(ny * 4), *out = malloc((nx + ny + nw) * 4);
+    int64_t *y = calloc(ny, 8), *dx = calloc(nx, 8), *dw = calloc(nw, 8);
+    uint16_t *xb = malloc(nx * 2), *wb = malloc(nw * 2), *dyb = malloc(ny * 2), *ob = malloc((nx + ny + nw) * 2);
+    // integers in [-2, 2]: fp32 holds every sum exactly
+    tk_test_fill(x, nx, 37, 1, -2, 3), tk_test_fill(w, nw, 37, 2, -2, 3), tk_test_fill(dy, ny, 37, 3, -2, 3);
+    for (size_t i = 0; i < nx; i++) x[i] = floorf(x[i]);
+    for (size_t i = 0; i < nw; i++) w[i] = floorf(w[i]);
+    for (size_t i = 0; i < ny; i++) dy[i] = floorf(dy[i]);
+    for (int n = 0; n < s->N; n++)
+        for (int z = 0; z < s->Z; z++)
+            for (int p = 0; p < s->P; p++)
+                for (int q = 0; q < s->Q; q++)
+                    for (int a = 0; a < s->T; a++)
+                        for (int r = 0; r < s->R; r++)
+                            for (int u = 0; u < s->S; u++) {
+                                const int d = z * s->stride - s->pad + a, h = p * s->stride - s->pad + r,
+                                          ww = q * s->stride - s->pad + u;
+                                if (d < 0 || d >= s->D || h < 0 || h >= s->H || ww < 0 || ww >= s->W) continue;
+                                for (int k = 0; k < s->K; k++)
+                                    for (int c = 0; c < s->C; c++) {
+                                        const size_t ix = ((((size_t)n * s->D + d) * s->H + h) * s->W + ww) * s->C + c;
+                                        const size_t iy = ((((size_t)n * s->Z + z) * s->P + p) * s->Q + q) * s->K + k;
+                                        const size_t iw = ((((size_t)k * s->T + a) * s->R + r) * s->S + u) * s->C + c;
+                                        y[iy] += (int64_t)x[ix] * (int64_t)w[iw];
+                                        dx[ix] += (int64_t)dy[iy] * (int64_t)w[iw];
+                                        dw[iw] += (int64_t)dy[iy] * (int64_t)x[ix];
+                                    }
+                            }
+    const int64_t *want[3] = {y, dx, dw};
+    const size_t nout[3] = {ny, nx, nw};
+    for (int pass = 0; pass < 3; pass++) {
+        const float *a = pass == TK_CONV_BWD_DATA ? dy : x, *b = pass == TK_CONV_BWD_FILTER ? dy : w;
+        CHECK_EQ_INT(tk_conv3d_ref((tk_conv_pass)pass, s, TK_F32, a, b, out, &e), 0);
+        int bad = 0;
+        for (size_t i = 0; i < nout[pass]; i++) bad += out[i] != (float)want[pass][i];
+        if (bad)
+            printf("# conv3d %dx%dx%d/%d pad %d, pass %d: %d of %zu differ\n", s->T, s->R, s->S, s->stride, s->pad,
+                   pass, bad, nout[pass]);
+        CHECK_EQ_INT(bad, 0);
+    }
+    // bf16: the same inputs (exact in bf16) give the exact sums rounded to bf16 once (fp32 accumulation)
+    for (size_t i = 0; i < nx; i++) xb[i] = tk_f32_to_bf16(x[i]);
+    for (size_t i = 0; i < nw; i++) wb[i] = tk_f32_to_bf16(w[i]);
+    for (size_t i = 0; i < ny; i++) dyb[i] = tk_f32_to_bf16(dy[i]);
+    for (int pass = 0; pass < 3; pass++) {
+        const uint16_t *a = pass == TK_CONV_BWD_DATA ? dyb : xb, *b = pass == TK_CONV_BWD_FILTER ? dyb : wb;
+        CHECK_EQ_INT(tk_conv3d_ref((tk_conv_pass)pass, s, TK_BF16, a, b, ob, &e), 0);
+        int bad = 0;
+        for (size_t i = 0; i < nout[pass]; i++) bad += ob[i] != tk_f32_to_bf16((float)want[pass][i]);
+        CHECK_EQ_INT(bad, 0);
+    }
+    free(x), free(w), free(dy), free(out), free(y), free(dx), free(dw), free(xb), free(wb), free(dyb), free(ob);
+}
+
+TK_TEST(conv3d_exact_unet_shapes) {
+    tk_err e = {0};
+    tk_conv3d_shape s;
+    // 3x3x3 stride 1 pad 1 (every block's second convolution), uneven extents
+    CHECK_EQ_INT(tk_conv3d_shape_init(&s, 2, 5, 4, 6, 3, 4, 3, 1, 1, &e), 0);
+    CHECK(s.Z == 5 && s.P == 4 && s.Q == 6);
+    conv3d_exact(&s, tk_failed_);
+    // 3x3x3 stride 2 pad 1 (downsampling), odd and even extents: 7 -> 4, 6 -> 3, 5 -> 3
+    CHECK_EQ_INT(tk_conv3d_shape_init(&s, 2, 7, 6, 5, 4, 3, 3, 2, 1, &e), 0);
+    CHECK(s.Z == 4 && s.P == 3 && s.Q == 3);
+    conv3d_exact(&s, tk_failed_);
+    // 1x1x1 (the output layer, 3 classes)
+    CHECK_EQ_INT(tk_conv3d_shape_init(&s, 2, 3, 4, 5, 8, 3, 1, 1, 0, &e), 0);
+    conv3d_exact(&s, tk_failed_);
+    // 2x2x2 stride 2 (the convolution the upsampling transposes)
+    CHECK_EQ_INT(tk_conv3d_shape_init(&s, 1, 6, 4, 8, 3, 5, 2, 2, 0, &e), 0);
+    CHECK(s.Z == 3 && s.P == 2 && s.Q == 4);
+    conv3d_exact(&s, tk_failed_);
+    // shapes with no output are refused
+    CHECK_EQ_INT(tk_conv3d_shape_init(&s, 1, 2, 4, 4, 1, 1, 3, 1, 0, &e), TK_EINTERNAL);
+    CHECK_EQ_INT(tk_conv3d_shape_init(&s, 1, 4, 4, 4, 1, 1, 3, 0, 1, &e), TK_EINTERNAL);
+}
+
+// ConvTranspose3d(Cin, Cout, 2, stride 2) by its own definition: every input voxel (i, j, l) spreads
+// in[ci] * wt[ci, a, b, c, co] to output voxel (2i + a, 2j + b, 2l + c); against the backward data
+// pass of tk_conv3d_shape_transposed's convolution.
+TK_TEST(conv3d_transposed_upsampling) {
+    tk_err e = {0};
+    enum { N = 2, Di = 3, Hi = 2, Wi = 4, Ci = 4, Co = 3, k = 2 };
+    tk_conv3d_shape s;
+    CHECK_EQ_INT(tk_conv3d_shape_transposed(&s, N, Di, Hi, Wi, Ci, Co, k, 2, 0, &e), 0);
+    CHECK(s.D == 6 && s.H == 4 && s.W == 8 && s.C == Co && s.K == Ci && s.Z == Di && s.P == Hi && s.Q == Wi);
+    enum { NI = N * Di * Hi * Wi * Ci, NO = N * 6 * 4 * 8 * Co, NW = Ci * k * k * k * Co };
+    float in[NI], wt[NW], out[NO], want[NO];
+    tk_test_fill(in, NI, 41, 1, -3, 4), tk_test_fill(wt, NW, 41, 2, -3, 4);
+    for (int i = 0; i < NI; i++) in[i] = floorf(in[i]);
+    for (int i = 0; i < NW; i++) wt[i] = floorf(wt[i]);
+    memset(want, 0, sizeof want);
+    for (int n = 0; n < N; n++)
+        for (int i = 0; i < Di; i++)
+            for (int j = 0; j < Hi; j++)
+                for (int l = 0; l < Wi; l++)
+                    for (int ci = 0; ci < Ci; ci++)
+                        for (int a = 0; a < k; a++)
+                            for (int b = 0; b < k; b++)
+                                for (int c = 0; c < k; c++)
+                                    for (int co = 0; co < Co; co++)
+                                        want[((((size_t)n * 6 + 2 * i + a) * 4 + 2 * j + b) * 8 + 2 * l + c) * Co + co] +=
+                                            in[(((n * Di + i) * Hi + j) * Wi + l) * Ci + ci] *
+                                            wt[(((ci * k + a) * k + b) * k + c) * Co + co];
+    CHECK_EQ_INT(tk_conv3d_ref(TK_CONV_BWD_DATA, &s, TK_F32, in, wt, out, &e), 0);
+    int bad = 0;
+    for (int i = 0; i < NO; i++) bad += out[i] != want[i];
+    CHECK_EQ_INT(bad, 0);
+    // the output size of ConvTranspose3d: (in - 1) stride - 2 pad + k
+    CHECK_EQ_INT(tk_conv3d_shape_transposed(&s, 1, 5, 5, 5, 8, 4, 3, 2, 1, &e), 0);
+    CHECK(s.D == 9 && s.Z == 5);
 }
 
 // The oracle driver (see the top of the file).
