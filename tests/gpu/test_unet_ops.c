@@ -5,6 +5,7 @@
 // convolutions and the instance norm's forward and statistics bit-exact. The 3-D convolutions run
 // through cuDNN's graph API (lib/gpu/cudnn_conv3d.h) at the U-Net's kinds of shape, small.
 #include "conv3d.h"
+#include "conv3d_bias.h"
 #include "dice_ce.h"
 #include "gpu/cudnn_conv3d.h"
 #include "gpu_test.h"
@@ -218,6 +219,48 @@ TK_TEST(dice_ce_vs_reference) {
         dice_case(cases[i].N, cases[i].S, TK_F32, tk_failed_);
         dice_case(cases[i].N, cases[i].S, TK_BF16, tk_failed_);
     }
+}
+
+// ---- the convolutions' bias ----
+
+TK_TEST(conv3d_bias_vs_reference) {
+    static const struct {
+        int64_t M;
+        int K;
+    } cases[] = {{2 * 16 * 16 * 16, 32}, {2 * 32 * 32 * 32, 3}, {4096, 320}, {1000, 7}, {2 * 128 * 128 * 128, 3}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        for (int tt = 0; tt < 2; tt++)
+            for (int ints = 0; ints < 2; ints++) {
+                const tk_dtype t = tt ? TK_BF16 : TK_F32;
+                const int64_t M = cases[i].M;
+                const int K = cases[i].K;
+                const size_t n = (size_t)M * K;
+                tk_err e = {0};
+                pair y = rand_pair(n, t, -2, 2, ints), dy = rand_pair(n, t, -2, 2, ints);
+                float *b = gt_host((size_t)K * 4), *db = gt_host((size_t)K * 4), *gdb = gt_host((size_t)K * 4);
+                gt_fill(b, (size_t)K, -1, 1, ints);
+                float *db_dev = gt_dev((size_t)K * 4), *b_dev = gt_dev((size_t)K * 4);
+                void *ws = gt_dev(tk_conv3d_bias_ws_bytes(TK_BACKEND_CUDA, M, K));
+                gt_up(b_dev, b, (size_t)K * 4);
+                CHECK_EQ_INT(tk_conv3d_bias_fwd(gt_ctx_, t, y.dev, M, K, b_dev, &e), 0);
+                CHECK_EQ_INT(tk_conv3d_bias_bwd(gt_ctx_, t, dy.dev, M, K, db_dev, ws, &e), 0);
+                CHECK_EQ_INT(gt_sync(&e), 0);
+                CHECK_EQ_INT(tk_conv3d_bias_fwd_ref(t, y.host, M, K, b, &e), 0);
+                CHECK_EQ_INT(tk_conv3d_bias_bwd_ref(t, dy.host, M, K, db, &e), 0);
+                float *got = gt_host_from(y.dev, n, t), *ref = as_f32(y.host, n, t);
+                gt_down(gdb, db_dev, (size_t)K * 4);
+                char what[96];
+                // y: the same fp32 add rounded once on both sides (bit-exact); db: fp64 sums of the same values
+                snprintf(what, sizeof what, "bias fwd %s%s M%lld K%d", tk_dtype_name(t), ints ? " ints" : "",
+                         (long long)M, K);
+                CHECK(within(what, got, ref, n, 0));
+                snprintf(what, sizeof what, "bias bwd %s%s M%lld K%d", tk_dtype_name(t), ints ? " ints" : "",
+                         (long long)M, K);
+                CHECK(within(what, gdb, db, (size_t)K, ints ? 0 : 1e-6));
+                tk_free(gt_ctx_, db_dev), tk_free(gt_ctx_, b_dev), tk_free(gt_ctx_, ws);
+                pair_free(y), pair_free(dy);
+                free(b), free(db), free(gdb), free(got), free(ref);
+            }
 }
 
 // ---- 3-D convolution ----

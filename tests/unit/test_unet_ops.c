@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "conv3d.h"
+#include "conv3d_bias.h"
 #include "core/bf16.h"
 #include "dice_ce.h"
 #include "instnorm.h"
@@ -343,6 +344,29 @@ TK_TEST(conv3d_transposed_upsampling) {
     // the output size of ConvTranspose3d: (in - 1) stride - 2 pad + k
     CHECK_EQ_INT(tk_conv3d_shape_transposed(&s, 1, 5, 5, 5, 8, 4, 3, 2, 1, &e), 0);
     CHECK(s.D == 9 && s.Z == 5);
+}
+
+// The bias: y + b per channel, and the column sums of dy, on small integers (exact).
+TK_TEST(conv3d_bias_exact) {
+    tk_err e = {0};
+    enum { M = 10, K = 3 };
+    const float b[K] = {0.5f, -2, 3};
+    float y[M * K], dy[M * K], db[K];
+    for (int m = 0; m < M; m++)
+        for (int k = 0; k < K; k++) y[m * K + k] = (float)(m - k), dy[m * K + k] = (float)(m % 3 - k);
+    CHECK_EQ_INT(tk_conv3d_bias_fwd_ref(TK_F32, y, M, K, b, &e), 0);
+    int bad = 0;
+    for (int m = 0; m < M; m++)
+        for (int k = 0; k < K; k++) bad += y[m * K + k] != (float)(m - k) + b[k];
+    CHECK_EQ_INT(bad, 0);
+    CHECK_EQ_INT(tk_conv3d_bias_bwd_ref(TK_F32, dy, M, K, db, &e), 0);
+    // sum over m of (m % 3) - k: 0+1+2 three times and 0 once = 9, minus 10 k
+    for (int k = 0; k < K; k++) CHECK(db[k] == 9 - 10 * k);
+    uint16_t yb[2] = {tk_f32_to_bf16(1), tk_f32_to_bf16(256)};
+    const float b1[1] = {1};
+    CHECK_EQ_INT(tk_conv3d_bias_fwd_ref(TK_BF16, yb, 2, 1, b1, &e), 0);
+    CHECK(tk_bf16_to_f32(yb[0]) == 2 && tk_bf16_to_f32(yb[1]) == 256); // 257 rounds to even in bf16
+    CHECK_EQ_INT(tk_conv3d_bias_bwd_ref(TK_F32, dy, 0, K, db, &e), TK_EINTERNAL);
 }
 
 // The oracle driver (see the top of the file).
