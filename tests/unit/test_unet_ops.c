@@ -305,6 +305,11 @@ TK_TEST(conv3d_exact_unet_shapes) {
     CHECK_EQ_INT(tk_conv3d_shape_init(&s, 1, 6, 4, 8, 3, 5, 2, 2, 0, &e), 0);
     CHECK(s.Z == 3 && s.P == 2 && s.Q == 4);
     conv3d_exact(&s, tk_failed_);
+    // channel counts over one register block (8) and not a multiple of it, rows not a multiple of 4
+    CHECK_EQ_INT(tk_conv3d_shape_init(&s, 1, 5, 4, 3, 10, 17, 3, 1, 1, &e), 0);
+    conv3d_exact(&s, tk_failed_);
+    CHECK_EQ_INT(tk_conv3d_shape_init(&s, 2, 6, 5, 9, 19, 9, 3, 2, 1, &e), 0);
+    conv3d_exact(&s, tk_failed_);
     // shapes with no output are refused
     CHECK_EQ_INT(tk_conv3d_shape_init(&s, 1, 2, 4, 4, 1, 1, 3, 1, 0, &e), TK_EINTERNAL);
     CHECK_EQ_INT(tk_conv3d_shape_init(&s, 1, 4, 4, 4, 1, 1, 3, 0, 1, &e), TK_EINTERNAL);
