@@ -3,10 +3,17 @@
 // independently of the reference, and finite differences of the backward passes against the
 // forward.
 // With TK_DICE_CE_DRIVE=f32|bf16 in the environment the binary is instead the C side of
-// tests/cli/unet-loss-oracle.bats: it reads "N S" and then N S lines "z0 z1 z2 label" (logits of
+// tests/cli/unet-ops-oracle.bats: it reads "N S" and then N S lines "z0 z1 z2 label" (logits of
 // sample-major voxels) from stdin, runs tk_dice_ce_ref on them (rounded to bf16 first for bf16)
 // and prints "loss L", "dice d10 d11 d20 ..." (per sample, classes 1 and 2) and N S lines of dz,
 // then exits before its TAP tests: 0, or the error's code with a message on stderr.
+// With TK_UNET_OPS_DRIVE=conv3d or instnorm it is the C side of tests/cli/unet-ops-oracle.bats in
+// the same way (fp32; whitespace-separated numbers on stdin, tensors channels last; each result
+// printed as a line "NAME COUNT" and COUNT values, one a line):
+//   conv3d: "N D H W C K k stride pad 0", then x, w (KTRSC), dy; prints y, dx, dw;
+//           "N D H W Cin Cout k stride pad 1" (ConvTranspose3d of an input (N, D, H, W, Cin)), then
+//           in, w (Cin, k, k, k, Cout), dout; prints out, din, dw.
+//   instnorm: "N S C relu", then x, gamma, beta, dy; prints y, dx, dgamma, dbeta (eps 1e-5).
 #include <math.h>
 #include <string.h>
 
@@ -408,11 +415,74 @@ static int drive_dice_ce(const char *type, tk_err *e) {
     return rc;
 }
 
+// n floats from stdin into a new array (NULL with e filled when they are not there).
+static float *read_floats(size_t n, const char *what, tk_err *e) {
+    float *p = malloc(n * sizeof(float) + 1);
+    for (size_t i = 0; p && i < n; i++)
+        if (scanf("%f", &p[i]) != 1) {
+            free(p);
+            tk_err_set(e, TK_EDATA, "stdin: %s: value %zu of %zu missing", what, i, n);
+            return NULL;
+        }
+    if (!p && !e->code) tk_err_set(e, TK_EIO, "out of memory");
+    return p;
+}
+static void print_tensor(const char *name, const float *p, size_t n) {
+    printf("%s %zu\n", name, n);
+    for (size_t i = 0; i < n; i++) printf("%.9g\n", p[i]);
+}
+
+static int drive_conv3d(tk_err *e) {
+    int N, D, H, W, C, K, k, stride, pad, transposed;
+    if (scanf("%d %d %d %d %d %d %d %d %d %d", &N, &D, &H, &W, &C, &K, &k, &stride, &pad, &transposed) != 10)
+        return tk_err_set(e, TK_EDATA, "stdin: no \"N D H W C K k stride pad transposed\" line");
+    tk_conv3d_shape s;
+    // transposed: the convolution whose backward data pass it is (its x the output, y the input)
+    TRY(transposed ? tk_conv3d_shape_transposed(&s, N, D, H, W, C, K, k, stride, pad, e)
+                   : tk_conv3d_shape_init(&s, N, D, H, W, C, K, k, stride, pad, e));
+    const size_t nx = (size_t)tk_conv3d_x_numel(&s), ny = (size_t)tk_conv3d_y_numel(&s), nw = (size_t)tk_conv3d_w_numel(&s);
+    const size_t nin = transposed ? ny : nx, nout = transposed ? nx : ny;
+    float *in = read_floats(nin, "input", e), *w = in ? read_floats(nw, "filters", e) : NULL,
+          *dout = w ? read_floats(nout, "output gradient", e) : NULL;
+    float *out = malloc(nout * 4 + 1), *din = malloc(nin * 4 + 1), *dw = malloc(nw * 4 + 1);
+    int rc = e->code ? e->code : !out || !din || !dw ? tk_err_set(e, TK_EIO, "out of memory") : 0;
+    const tk_conv_pass fwd = transposed ? TK_CONV_BWD_DATA : TK_CONV_FWD, bwd = transposed ? TK_CONV_FWD : TK_CONV_BWD_DATA;
+    if (!rc) rc = tk_conv3d_ref(fwd, &s, TK_F32, in, w, out, e);
+    if (!rc) rc = tk_conv3d_ref(bwd, &s, TK_F32, dout, w, din, e);
+    if (!rc) rc = transposed ? tk_conv3d_ref(TK_CONV_BWD_FILTER, &s, TK_F32, dout, in, dw, e)
+                             : tk_conv3d_ref(TK_CONV_BWD_FILTER, &s, TK_F32, in, dout, dw, e);
+    if (!rc) print_tensor("out", out, nout), print_tensor("din", din, nin), print_tensor("dw", dw, nw);
+    free(in), free(w), free(dout), free(out), free(din), free(dw);
+    return rc;
+}
+
+static int drive_instnorm(tk_err *e) {
+    int N, C, relu;
+    long long S;
+    if (scanf("%d %lld %d %d", &N, &S, &C, &relu) != 4 || N < 1 || S < 1 || C < 1 || (double)N * S * C > 1e8)
+        return tk_err_set(e, TK_EDATA, "stdin: no \"N S C relu\" line");
+    const size_t n = (size_t)N * S * C;
+    float *x = read_floats(n, "x", e), *g = x ? read_floats(C, "gamma", e) : NULL, *b = g ? read_floats(C, "beta", e) : NULL,
+          *dy = b ? read_floats(n, "dy", e) : NULL;
+    float *y = malloc(n * 4 + 1), *dx = malloc(n * 4 + 1), *sm = malloc((size_t)N * C * 4), *si = malloc((size_t)N * C * 4),
+          *dg = malloc((size_t)C * 4), *db = malloc((size_t)C * 4);
+    int rc = e->code ? e->code : !y || !dx || !sm || !si || !dg || !db ? tk_err_set(e, TK_EIO, "out of memory") : 0;
+    if (!rc) rc = tk_instnorm_fwd_ref(TK_F32, x, N, S, C, g, b, relu, TK_INSTNORM_EPS, sm, si, y, e);
+    if (!rc) rc = tk_instnorm_bwd_ref(TK_F32, x, relu ? y : NULL, dy, N, S, C, g, sm, si, dx, dg, db, e);
+    if (!rc) print_tensor("y", y, n), print_tensor("dx", dx, n), print_tensor("dgamma", dg, C), print_tensor("dbeta", db, C);
+    free(x), free(g), free(b), free(dy), free(y), free(dx), free(sm), free(si), free(dg), free(db);
+    return rc;
+}
+
 __attribute__((constructor(200))) static void drive_mode(void) {
-    const char *s = getenv("TK_DICE_CE_DRIVE");
-    if (!s) return;
+    const char *s = getenv("TK_DICE_CE_DRIVE"), *op = getenv("TK_UNET_OPS_DRIVE");
+    if (!s && !op) return;
     tk_err e = {0};
-    int rc = drive_dice_ce(s, &e);
+    int rc = s                             ? drive_dice_ce(s, &e)
+             : strcmp(op, "conv3d") == 0   ? drive_conv3d(&e)
+             : strcmp(op, "instnorm") == 0 ? drive_instnorm(&e)
+                                           : tk_err_set(&e, TK_EUSAGE, "TK_UNET_OPS_DRIVE must be conv3d or instnorm");
+    if (!rc && fflush(stdout)) rc = tk_err_set(&e, TK_EIO, "stdout: write failed");
     if (rc) {
         char buf[1200];
         tk_err_format(&e, buf, sizeof buf);
