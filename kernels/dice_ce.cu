@@ -20,8 +20,8 @@ int groups(int64_t S) {
 }
 
 // p = softmax of voxel i's logits (fp32); returns log sum exp.
-template <typename T> __device__ __forceinline__ float softmax3(const T *z, size_t i, float p[3]) {
-    const float a = tk_f(z[3 * i]), b = tk_f(z[3 * i + 1]), c = tk_f(z[3 * i + 2]);
+template <typename T> __device__ __forceinline__ float softmax3(const T *z, size_t i, int ld, float p[3]) {
+    const float a = tk_f(z[i * ld]), b = tk_f(z[i * ld + 1]), c = tk_f(z[i * ld + 2]);
     const float mx = fmaxf(a, fmaxf(b, c));
     p[0] = expf(a - mx), p[1] = expf(b - mx), p[2] = expf(c - mx);
     const float s = p[0] + p[1] + p[2], r = 1.0f / s;
@@ -30,7 +30,7 @@ template <typename T> __device__ __forceinline__ float softmax3(const T *z, size
 }
 
 template <typename T>
-__global__ void __launch_bounds__(kT) sums(const T *z, const uint8_t *label, int64_t S, int G, double *part) {
+__global__ void __launch_bounds__(kT) sums(const T *z, const uint8_t *label, int64_t S, int ld, int G, double *part) {
     __shared__ double sh[kQ][kT];
     const int n = blockIdx.y, g = blockIdx.x;
     const int64_t chunk = (S + G - 1) / G, s0 = g * chunk, s1 = s0 + chunk < S ? s0 + chunk : S;
@@ -39,11 +39,11 @@ __global__ void __launch_bounds__(kT) sums(const T *z, const uint8_t *label, int
         const size_t i = (size_t)n * S + s;
         const int y = label[i];
         float p[3];
-        const float lse = softmax3(z, i, p);
+        const float lse = softmax3(z, i, ld, p);
         q[qI1] += y == 1 ? p[1] : 0.0f, q[qI2] += y == 2 ? p[2] : 0.0f;
         q[qP1] += p[1], q[qP2] += p[2];
         q[qT1] += y == 1, q[qT2] += y == 2;
-        q[qCE] += y < 3 ? lse - tk_f(z[3 * i + y]) : 0.0f;
+        q[qCE] += y < 3 ? lse - tk_f(z[i * ld + y]) : 0.0f;
     }
 #pragma unroll
     for (int k = 0; k < kQ; k++) sh[k][threadIdx.x] = q[k];
@@ -87,19 +87,21 @@ __global__ void __launch_bounds__(kT) finish(const double *part, int N, int64_t 
 }
 
 template <typename T>
-__global__ void __launch_bounds__(kT) grad(const T *z, const uint8_t *label, int N, int64_t S, const float *coef,
-                                           T *dz) {
+__global__ void __launch_bounds__(kT) grad(const T *z, const uint8_t *label, int N, int64_t S, int ld,
+                                           const float *coef, T *dz) {
     const float cw = coef[4 * N];
     for (size_t i = (size_t)blockIdx.x * kT + threadIdx.x; i < (size_t)N * S; i += (size_t)gridDim.x * kT) {
         const int n = (int)(i / (size_t)S), y = label[i];
         float p[3];
-        softmax3(z, i, p);
+        softmax3(z, i, ld, p);
         const float *cf = coef + n * 4;
         const float g1 = (y == 1 ? cf[0] : 0.0f) + cf[1], g2 = (y == 2 ? cf[2] : 0.0f) + cf[3];
         const float pg = p[1] * g1 + p[2] * g2;
-        dz[3 * i] = tk_to<T>(p[0] * (0.0f - pg) + (p[0] - (y == 0)) * cw);
-        dz[3 * i + 1] = tk_to<T>(p[1] * (g1 - pg) + (p[1] - (y == 1)) * cw);
-        dz[3 * i + 2] = tk_to<T>(p[2] * (g2 - pg) + (p[2] - (y == 2)) * cw);
+        T *d = dz + i * ld;
+        d[0] = tk_to<T>(p[0] * (0.0f - pg) + (p[0] - (y == 0)) * cw);
+        d[1] = tk_to<T>(p[1] * (g1 - pg) + (p[1] - (y == 1)) * cw);
+        d[2] = tk_to<T>(p[2] * (g2 - pg) + (p[2] - (y == 2)) * cw);
+        for (int k = 3; k < ld; k++) d[k] = tk_to<T>(0.0f);
     }
 }
 
@@ -112,18 +114,18 @@ size_t tk_dice_ce_ws_bytes_cuda(int N, int64_t S) {
     return part_bytes(N, S) + tk_cu_align((size_t)(4 * N + 1) * sizeof(float));
 }
 
-int tk_dice_ce_cuda(tk_ctx *c, tk_dtype t, const void *z, const uint8_t *label, int N, int64_t S, float *loss,
-                    float *dice, void *dz, void *ws, tk_err *e) {
-    TRY(tk_dice_ce_check(t, N, S, e));
+int tk_dice_ce_cuda(tk_ctx *c, tk_dtype t, const void *z, const uint8_t *label, int N, int64_t S, int ld,
+                    float *loss, float *dice, void *dz, void *ws, tk_err *e) {
+    TRY(tk_dice_ce_check(t, N, S, ld, e));
     if (N > 64) return tk_err_set(e, TK_EINTERNAL, "dice_ce: %d samples (at most 64 a call on cuda)", N);
     cudaStream_t st = tk_cu_stream(c);
     const int G = groups(S);
     double *part = (double *)ws;
     float *coef = (float *)((char *)ws + part_bytes(N, S));
     TK_ACT_DISPATCH(t, "dice_ce", e, {
-        sums<T><<<dim3(G, N), kT, 0, st>>>((const T *)z, label, S, G, part);
+        sums<T><<<dim3(G, N), kT, 0, st>>>((const T *)z, label, S, ld, G, part);
         finish<<<1, kT, 0, st>>>(part, N, S, G, loss, dice, coef);
-        if (dz) grad<T><<<tk_cu_blocks((int64_t)N * S, kT), kT, 0, st>>>((const T *)z, label, N, S, coef, (T *)dz);
+        if (dz) grad<T><<<tk_cu_blocks((int64_t)N * S, kT), kT, 0, st>>>((const T *)z, label, N, S, ld, coef, (T *)dz);
     });
     return tk_cu_check(e, "dice_ce");
 }

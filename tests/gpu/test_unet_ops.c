@@ -171,11 +171,12 @@ TK_TEST(instnorm_bandwidth) {
 
 // ---- Dice + cross-entropy ----
 
-static void dice_case(int N, int64_t S, tk_dtype t, int *failed_) {
+// ld: values a voxel (3, or padded: the pad columns of z random, of dz must come back 0).
+static void dice_case(int N, int64_t S, int ld, tk_dtype t, int *failed_) {
     int *tk_failed_ = failed_;
     tk_err e = {0};
-    const size_t nv = (size_t)N * S, es = tk_dtype_size(t);
-    pair z = rand_pair(nv * 3, t, -4, 4, 0);
+    const size_t nv = (size_t)N * S, nz = nv * ld, es = tk_dtype_size(t);
+    pair z = rand_pair(nz, t, -4, 4, 0);
     uint8_t *label = gt_host(nv), *dlabel = gt_dev(nv);
     for (size_t i = 0; i < nv; i++) { // mostly background, some kidney, less tumor
         const uint32_t u = gt_u32(i) % 100;
@@ -183,25 +184,25 @@ static void dice_case(int N, int64_t S, tk_dtype t, int *failed_) {
     }
     gt_up(dlabel, label, nv);
     float *dloss = gt_dev(4), *ddice = gt_dev((size_t)N * 8);
-    void *dz = gt_dev(nv * 3 * es), *ws = gt_dev(tk_dice_ce_ws_bytes(TK_BACKEND_CUDA, N, S));
-    gt_poison(dz, nv * 3 * es, 0xff);
-    CHECK_EQ_INT(tk_dice_ce(gt_ctx_, t, z.dev, dlabel, N, S, dloss, ddice, dz, ws, &e), 0);
+    void *dz = gt_dev(nz * es), *ws = gt_dev(tk_dice_ce_ws_bytes(TK_BACKEND_CUDA, N, S));
+    gt_poison(dz, nz * es, 0xff);
+    CHECK_EQ_INT(tk_dice_ce(gt_ctx_, t, z.dev, dlabel, N, S, ld, dloss, ddice, dz, ws, &e), 0);
     CHECK_EQ_INT(gt_sync(&e), 0);
     float loss, *dice = gt_host((size_t)N * 8);
-    void *hdz = gt_host(nv * 3 * es);
-    CHECK_EQ_INT(tk_dice_ce_ref(t, z.host, label, N, S, &loss, dice, hdz, &e), 0);
-    float gl, *gd = gt_host((size_t)N * 8), *got = gt_host_from(dz, nv * 3, t), *ref = as_f32(hdz, nv * 3, t);
+    void *hdz = gt_host(nz * es);
+    CHECK_EQ_INT(tk_dice_ce_ref(t, z.host, label, N, S, ld, &loss, dice, hdz, &e), 0);
+    float gl, *gd = gt_host((size_t)N * 8), *got = gt_host_from(dz, nz, t), *ref = as_f32(hdz, nz, t);
     gt_down(&gl, dloss, 4), gt_down(gd, ddice, (size_t)N * 8);
     char what[96];
-    snprintf(what, sizeof what, "dice_ce loss %s N%d S%lld", tk_dtype_name(t), N, (long long)S);
+    snprintf(what, sizeof what, "dice_ce loss %s N%d S%lld ld %d", tk_dtype_name(t), N, (long long)S, ld);
     CHECK(within(what, &gl, &loss, 1, 1e-5)); // (fp32 and fp64 sums of the same logits)
-    snprintf(what, sizeof what, "dice_ce dice %s N%d S%lld", tk_dtype_name(t), N, (long long)S);
+    snprintf(what, sizeof what, "dice_ce dice %s N%d S%lld ld %d", tk_dtype_name(t), N, (long long)S, ld);
     CHECK(within(what, gd, dice, (size_t)N * 2, 1e-5));
-    snprintf(what, sizeof what, "dice_ce dz %s N%d S%lld", tk_dtype_name(t), N, (long long)S);
-    CHECK(within(what, got, ref, nv * 3, t == TK_BF16 ? 1e-2 : 1e-5));
+    snprintf(what, sizeof what, "dice_ce dz %s N%d S%lld ld %d", tk_dtype_name(t), N, (long long)S, ld);
+    CHECK(within(what, got, ref, nz, t == TK_BF16 ? 1e-2 : 1e-5)); // (the pad columns: 0 == 0 or NaN: fails)
     // the value alone (dz NULL: evaluation) is the same
     float gl2;
-    CHECK_EQ_INT(tk_dice_ce(gt_ctx_, t, z.dev, dlabel, N, S, dloss, NULL, NULL, ws, &e), 0);
+    CHECK_EQ_INT(tk_dice_ce(gt_ctx_, t, z.dev, dlabel, N, S, ld, dloss, NULL, NULL, ws, &e), 0);
     gt_down(&gl2, dloss, 4);
     CHECK(gl2 == gl);
     void *dev[] = {dlabel, dloss, ddice, dz, ws};
@@ -214,10 +215,11 @@ TK_TEST(dice_ce_vs_reference) {
     static const struct {
         int N;
         int64_t S;
-    } cases[] = {{2, 4096}, {1, 1000}, {2, 32768}, {2, 128 * 128 * 128}};
+        int ld;
+    } cases[] = {{2, 4096, 3}, {1, 1000, 3}, {2, 32768, 3}, {2, 128 * 128 * 128, 3}, {2, 4096, 8}, {2, 32768, 4}};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        dice_case(cases[i].N, cases[i].S, TK_F32, tk_failed_);
-        dice_case(cases[i].N, cases[i].S, TK_BF16, tk_failed_);
+        dice_case(cases[i].N, cases[i].S, cases[i].ld, TK_F32, tk_failed_);
+        dice_case(cases[i].N, cases[i].S, cases[i].ld, TK_BF16, tk_failed_);
     }
 }
 

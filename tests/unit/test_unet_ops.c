@@ -156,7 +156,7 @@ TK_TEST(dice_ce_uniform_logits) {
     const uint8_t label[N * S] = {0, 1, 1, 2, 0, 0, /**/ 2, 2, 2, 0, 1, 0};
     float z[N * S * K], dz[N * S * K], loss, dice[N * 2];
     for (int i = 0; i < N * S * K; i++) z[i] = 0.5f;
-    CHECK_EQ_INT(tk_dice_ce_ref(TK_F32, z, label, N, S, &loss, dice, dz, &e), 0);
+    CHECK_EQ_INT(tk_dice_ce_ref(TK_F32, z, label, N, S, 3, &loss, dice, dz, &e), 0);
     double want_d[N][2], den[N][2], dsum = 0;
     for (int n = 0; n < N; n++)
         for (int k = 1; k <= 2; k++) {
@@ -183,12 +183,12 @@ TK_TEST(dice_ce_uniform_logits) {
     CHECK_EQ_INT(bad, 0);
     // the loss alone (dz NULL) is the same; a label outside 0..2 is refused, naming its voxel
     float loss2;
-    CHECK_EQ_INT(tk_dice_ce_ref(TK_F32, z, label, N, S, &loss2, NULL, NULL, &e), 0);
+    CHECK_EQ_INT(tk_dice_ce_ref(TK_F32, z, label, N, S, 3, &loss2, NULL, NULL, &e), 0);
     CHECK(loss2 == loss);
     uint8_t bad_label[N * S];
     memcpy(bad_label, label, sizeof label);
     bad_label[S + 4] = 3;
-    CHECK_EQ_INT(tk_dice_ce_ref(TK_F32, z, bad_label, N, S, &loss2, NULL, NULL, &e), TK_EINTERNAL);
+    CHECK_EQ_INT(tk_dice_ce_ref(TK_F32, z, bad_label, N, S, 3, &loss2, NULL, NULL, &e), TK_EINTERNAL);
     CHECK(strstr(e.what, "voxel 4 of sample 1") != NULL);
 }
 
@@ -201,10 +201,32 @@ TK_TEST(dice_ce_confident_and_empty_class) {
     float z[S * K], loss, dice[2];
     for (int s = 0; s < S; s++)
         for (int k = 0; k < K; k++) z[s * K + k] = k == label[s] ? 40 : -40;
-    CHECK_EQ_INT(tk_dice_ce_ref(TK_F32, z, label, N, S, &loss, dice, NULL, &e), 0);
+    CHECK_EQ_INT(tk_dice_ce_ref(TK_F32, z, label, N, S, 3, &loss, dice, NULL, &e), 0);
     CHECK_NEAR(dice[0], 1, 1e-6);
     CHECK_NEAR(dice[1], 1, 1e-6); // (0 + 1e-6) / (0 + ~0 + 1e-6): the softmax's p_2 ~ e^-80
     CHECK_NEAR(loss, 0, 1e-6);
+}
+
+// Padded rows (ld 8: an output layer padded to 8 channels): the same loss, dice and gradient as the
+// dense rows, whatever the pad columns of z hold; the pad columns of dz are 0.
+TK_TEST(dice_ce_padded_rows) {
+    tk_err e = {0};
+    enum { N = 2, S = 5, K = 3, LD = 8 };
+    const uint8_t label[N * S] = {0, 1, 2, 1, 0, /**/ 2, 0, 0, 2, 1};
+    float z[N * S * K], zp[N * S * LD], dz[N * S * K], dzp[N * S * LD], loss, lossp, dice[2 * N], dicep[2 * N];
+    tk_test_fill(z, N * S * K, 43, 1, -3, 3), tk_test_fill(zp, N * S * LD, 43, 2, -50, 50);
+    for (int i = 0; i < N * S; i++)
+        for (int k = 0; k < K; k++) zp[i * LD + k] = z[i * K + k];
+    for (int i = 0; i < N * S * LD; i++) dzp[i] = NAN;
+    CHECK_EQ_INT(tk_dice_ce_ref(TK_F32, z, label, N, S, K, &loss, dice, dz, &e), 0);
+    CHECK_EQ_INT(tk_dice_ce_ref(TK_F32, zp, label, N, S, LD, &lossp, dicep, dzp, &e), 0);
+    CHECK(loss == lossp);
+    CHECK(memcmp(dice, dicep, sizeof dice) == 0);
+    int bad = 0;
+    for (int i = 0; i < N * S; i++)
+        for (int k = 0; k < LD; k++) bad += dzp[i * LD + k] != (k < K ? dz[i * K + k] : 0.0f);
+    CHECK_EQ_INT(bad, 0);
+    CHECK_EQ_INT(tk_dice_ce_ref(TK_F32, z, label, N, S, 2, &loss, NULL, NULL, &e), TK_EINTERNAL);
 }
 
 // The gradient against central differences of the loss (h = 1e-2: the loss is fp32, the gradients
@@ -215,14 +237,14 @@ TK_TEST(dice_ce_finite_differences) {
     float z[NE], dz[NE], loss, lp, lm;
     uint8_t label[N * S] = {0, 1, 2, 1, 0, /**/ 2, 0, 0, 2, 1};
     tk_test_fill(z, NE, 31, 1, -2, 2);
-    CHECK_EQ_INT(tk_dice_ce_ref(TK_F32, z, label, N, S, &loss, NULL, dz, &e), 0);
+    CHECK_EQ_INT(tk_dice_ce_ref(TK_F32, z, label, N, S, 3, &loss, NULL, dz, &e), 0);
     double worst = 0, gmax = 0;
     for (int i = 0; i < NE; i++) {
         const float z0 = z[i], up = z0 + 1e-2f, dn = z0 - 1e-2f;
         z[i] = up;
-        tk_dice_ce_ref(TK_F32, z, label, N, S, &lp, NULL, NULL, &e);
+        tk_dice_ce_ref(TK_F32, z, label, N, S, 3, &lp, NULL, NULL, &e);
         z[i] = dn;
-        tk_dice_ce_ref(TK_F32, z, label, N, S, &lm, NULL, NULL, &e);
+        tk_dice_ce_ref(TK_F32, z, label, N, S, 3, &lm, NULL, NULL, &e);
         z[i] = z0;
         worst = fmax(worst, fabs(((double)lp - lm) / ((double)up - dn) - dz[i]));
         gmax = fmax(gmax, fabs(dz[i]));
@@ -402,7 +424,7 @@ static int drive_dice_ce(const char *type, tk_err *e) {
     }
     for (size_t i = 0; i < nv * 3 && !rc; i++) zb[i] = tk_f32_to_bf16(z[i]);
     float loss = 0;
-    if (!rc) rc = tk_dice_ce_ref(t, t == TK_BF16 ? (void *)zb : z, label, N, S, &loss, dice, t == TK_BF16 ? (void *)dzb : dz, e);
+    if (!rc) rc = tk_dice_ce_ref(t, t == TK_BF16 ? (void *)zb : z, label, N, S, 3, &loss, dice, t == TK_BF16 ? (void *)dzb : dz, e);
     if (!rc) {
         printf("loss %.9g\ndice", loss);
         for (int i = 0; i < 2 * N; i++) printf(" %.9g", dice[i]);
