@@ -14,8 +14,8 @@
 
 int tk_conv3d_shape_init(tk_conv3d_shape *s, int N, int D, int H, int W, int C, int K, int k, int stride, int pad,
                          tk_err *e) {
-    *s = (tk_conv3d_shape){.N = N, .D = D, .H = H, .W = W, .C = C, .K = K, .T = k, .R = k, .S = k, .stride = stride,
-                           .pad = pad};
+    *s = (tk_conv3d_shape){
+        .N = N, .D = D, .H = H, .W = W, .C = C, .K = K, .T = k, .R = k, .S = k, .stride = stride, .pad = pad};
     if (N < 1 || D < 1 || H < 1 || W < 1 || C < 1 || K < 1 || k < 1 || stride < 1 || pad < 0 || D + 2 * pad < k ||
         H + 2 * pad < k || W + 2 * pad < k)
         return tk_err_set(e, TK_EINTERNAL, "conv3d: bad shape N %d %dx%dx%dx%d K %d %dx%dx%d stride %d pad %d", N, D, H,
@@ -34,8 +34,8 @@ int tk_conv3d_shape_transposed(tk_conv3d_shape *s, int N, int Din, int Hin, int 
                   W = ((int64_t)Win - 1) * stride - 2 * pad + k;
     if (Din < 1 || Hin < 1 || Win < 1 || stride < 1 || D < 1 || H < 1 || W < 1 || D > INT32_MAX || H > INT32_MAX ||
         W > INT32_MAX)
-        return tk_err_set(e, TK_EINTERNAL, "conv3d: bad transposed shape %dx%dx%d k %d stride %d pad %d", Din, Hin,
-                          Win, k, stride, pad);
+        return tk_err_set(e, TK_EINTERNAL, "conv3d: bad transposed shape %dx%dx%d k %d stride %d pad %d", Din, Hin, Win,
+                          k, stride, pad);
     TRY(tk_conv3d_shape_init(s, N, (int)D, (int)H, (int)W, Cout, Cin, k, stride, pad, e));
     if (s->Z != Din || s->P != Hin || s->Q != Win) // (cannot happen: the output size formula inverted)
         return tk_err_set(e, TK_EINTERNAL, "conv3d: transposed shape does not invert");
@@ -74,8 +74,10 @@ static float *relayout(const float *src, int a, int b, int ld, int transpose) {
     for (int j = 0; j < a; j++)
         for (int k = 0; k < b; k++) {
             const float v = src[(size_t)j * b + k];
-            if (transpose) d[(size_t)k * ld + j] = v;
-            else d[(size_t)j * ld + k] = v;
+            if (transpose)
+                d[(size_t)k * ld + j] = v;
+            else
+                d[(size_t)j * ld + k] = v;
         }
     return d;
 }
@@ -167,7 +169,8 @@ static int bwd_data(const tk_conv3d_shape *s, tk_dtype t, const float *dy, const
     if (wd)
         for (int k = 0; k < s->K; k++)
             for (int j = 0; j < taps; j++)
-                memcpy(wd + ((size_t)j * s->K + k) * C8, w + ((size_t)k * taps + j) * s->C, (size_t)s->C * sizeof(float));
+                memcpy(wd + ((size_t)j * s->K + k) * C8, w + ((size_t)k * taps + j) * s->C,
+                       (size_t)s->C * sizeof(float));
     const int rc = wd && zero ? rows_pass(s, t, 1, dy, wd, C8, zero, dx) : TK_EIO;
     free(wd);
     free(zero);
@@ -211,7 +214,8 @@ static int bwd_filter(const tk_conv3d_shape *s, tk_dtype t, const float *x, cons
                 }
             }
         for (int kk = 0; kk < QB && k0 + kk < K; kk++)
-            for (int j = 0; j < VB && c0 + j < C; j++) out[((size_t)(k0 + kk) * taps + tap) * C + c0 + j] = (float)sum[kk][j];
+            for (int j = 0; j < VB && c0 + j < C; j++)
+                out[((size_t)(k0 + kk) * taps + tap) * C + c0 + j] = (float)sum[kk][j];
     }
     tk_act_st_n(dw, t, 0, out, (size_t)K * taps * C);
     free(xp), free(dyp), free(out);

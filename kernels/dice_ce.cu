@@ -59,8 +59,8 @@ __global__ void __launch_bounds__(kT) sums(const T *z, const uint8_t *label, int
 
 // coef (N, 2, 2) fp32: per sample and class k, g_k = a [label == k] + b (dice_ce.h's g_k), then
 // ce_w = 1 / (2 N S) at coef[4 N].
-__global__ void __launch_bounds__(kT) finish(const double *part, int N, int64_t S, int G, float *loss, float *dice,
-                                             float *coef) {
+__global__ void __launch_bounds__(kT)
+    finish(const double *part, int N, int64_t S, int G, float *loss, float *dice, float *coef) {
     __shared__ double tot[64][kQ]; // (N <= 64: checked by the caller)
     for (int j = threadIdx.x; j < N * kQ; j += kT) {
         const int n = j / kQ, k = j % kQ;
@@ -87,8 +87,8 @@ __global__ void __launch_bounds__(kT) finish(const double *part, int N, int64_t 
 }
 
 template <typename T>
-__global__ void __launch_bounds__(kT) grad(const T *z, const uint8_t *label, int N, int64_t S, int ld,
-                                           const float *coef, T *dz) {
+__global__ void __launch_bounds__(kT)
+    grad(const T *z, const uint8_t *label, int N, int64_t S, int ld, const float *coef, T *dz) {
     const float cw = coef[4 * N];
     for (size_t i = (size_t)blockIdx.x * kT + threadIdx.x; i < (size_t)N * S; i += (size_t)gridDim.x * kT) {
         const int n = (int)(i / (size_t)S), y = label[i];
@@ -114,8 +114,8 @@ size_t tk_dice_ce_ws_bytes_cuda(int N, int64_t S) {
     return part_bytes(N, S) + tk_cu_align((size_t)(4 * N + 1) * sizeof(float));
 }
 
-int tk_dice_ce_cuda(tk_ctx *c, tk_dtype t, const void *z, const uint8_t *label, int N, int64_t S, int ld,
-                    float *loss, float *dice, void *dz, void *ws, tk_err *e) {
+int tk_dice_ce_cuda(tk_ctx *c, tk_dtype t, const void *z, const uint8_t *label, int N, int64_t S, int ld, float *loss,
+                    float *dice, void *dz, void *ws, tk_err *e) {
     TRY(tk_dice_ce_check(t, N, S, ld, e));
     if (N > 64) return tk_err_set(e, TK_EINTERNAL, "dice_ce: %d samples (at most 64 a call on cuda)", N);
     cudaStream_t st = tk_cu_stream(c);

@@ -34,12 +34,12 @@ extern "C" {
 size_t tk_dice_ce_ws_bytes(tk_backend b, int N, int64_t S);
 int tk_dice_ce(tk_ctx *c, tk_dtype t, const void *z, const uint8_t *label, int N, int64_t S, int ld, float *loss,
                float *dice, void *dz, void *ws, tk_err *e);
-int tk_dice_ce_ref(tk_dtype t, const void *z, const uint8_t *label, int N, int64_t S, int ld, float *loss,
-                   float *dice, void *dz, tk_err *e);
+int tk_dice_ce_ref(tk_dtype t, const void *z, const uint8_t *label, int N, int64_t S, int ld, float *loss, float *dice,
+                   void *dz, tk_err *e);
 #ifdef TK_HAVE_CUDA
 size_t tk_dice_ce_ws_bytes_cuda(int N, int64_t S);
-int tk_dice_ce_cuda(tk_ctx *c, tk_dtype t, const void *z, const uint8_t *label, int N, int64_t S, int ld,
-                    float *loss, float *dice, void *dz, void *ws, tk_err *e);
+int tk_dice_ce_cuda(tk_ctx *c, tk_dtype t, const void *z, const uint8_t *label, int N, int64_t S, int ld, float *loss,
+                    float *dice, void *dz, void *ws, tk_err *e);
 #endif
 
 static inline int tk_dice_ce_check(tk_dtype t, int N, int64_t S, int ld, tk_err *e) {

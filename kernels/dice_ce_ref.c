@@ -15,8 +15,8 @@ static double softmax3(tk_dtype t, const void *z, size_t i, int ld, double p[K])
     return mx + log(s);
 }
 
-int tk_dice_ce_ref(tk_dtype t, const void *z, const uint8_t *label, int N, int64_t S, int ld, float *loss,
-                   float *dice, void *dz, tk_err *e) {
+int tk_dice_ce_ref(tk_dtype t, const void *z, const uint8_t *label, int N, int64_t S, int ld, float *loss, float *dice,
+                   void *dz, tk_err *e) {
     TRY(tk_dice_ce_check(t, N, S, ld, e));
     for (size_t i = 0; i < (size_t)N * S; i++)
         if (label[i] >= K)

@@ -12,17 +12,16 @@ int tk_instnorm_fwd(tk_ctx *c, tk_dtype t, const void *x, int N, int64_t S, int 
                     const float *beta, int relu, float eps, float *save_mean, float *save_invstd, void *y, void *ws,
                     tk_err *e) {
     (void)ws;
-    return TK_DISPATCH(c, tk_instnorm_fwd_ref(t, x, N, S, C, gamma, beta, relu, eps, save_mean, save_invstd, y, e),
-                       tk_instnorm_fwd_cuda(c, t, x, N, S, C, gamma, beta, relu, eps, save_mean, save_invstd, y, ws,
-                                            e));
+    return TK_DISPATCH(
+        c, tk_instnorm_fwd_ref(t, x, N, S, C, gamma, beta, relu, eps, save_mean, save_invstd, y, e),
+        tk_instnorm_fwd_cuda(c, t, x, N, S, C, gamma, beta, relu, eps, save_mean, save_invstd, y, ws, e));
 }
 
-int tk_instnorm_bwd(tk_ctx *c, tk_dtype t, const void *x, const void *y, const void *dy, int N, int64_t S, int C,
-                    const float *gamma, const float *save_mean, const float *save_invstd, void *dx, float *dgamma,
-                    float *dbeta, void *ws, tk_err *e) {
+int tk_instnorm_bwd(tk_ctx *c, tk_dtype t, const void *x, const void *y, const void *dy, const void *dy2, int N,
+                    int64_t S, int C, const float *gamma, const float *save_mean, const float *save_invstd, void *dx,
+                    float *dgamma, float *dbeta, void *ws, tk_err *e) {
     (void)ws;
-    return TK_DISPATCH(c,
-                       tk_instnorm_bwd_ref(t, x, y, dy, N, S, C, gamma, save_mean, save_invstd, dx, dgamma, dbeta, e),
-                       tk_instnorm_bwd_cuda(c, t, x, y, dy, N, S, C, gamma, save_mean, save_invstd, dx, dgamma, dbeta,
-                                            ws, e));
+    return TK_DISPATCH(
+        c, tk_instnorm_bwd_ref(t, x, y, dy, dy2, N, S, C, gamma, save_mean, save_invstd, dx, dgamma, dbeta, e),
+        tk_instnorm_bwd_cuda(c, t, x, y, dy, dy2, N, S, C, gamma, save_mean, save_invstd, dx, dgamma, dbeta, ws, e));
 }

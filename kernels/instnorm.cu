@@ -53,17 +53,17 @@ int tk_instnorm_fwd_cuda(tk_ctx *c, tk_dtype t, const void *x, int N, int64_t S,
     return 0;
 }
 
-int tk_instnorm_bwd_cuda(tk_ctx *c, tk_dtype t, const void *x, const void *y, const void *dy, int N, int64_t S, int C,
-                         const float *gamma, const float *save_mean, const float *save_invstd, void *dx,
-                         float *dgamma, float *dbeta, void *ws, tk_err *e) {
+int tk_instnorm_bwd_cuda(tk_ctx *c, tk_dtype t, const void *x, const void *y, const void *dy, const void *dy2, int N,
+                         int64_t S, int C, const float *gamma, const float *save_mean, const float *save_invstd,
+                         void *dx, float *dgamma, float *dbeta, void *ws, tk_err *e) {
     TRY(tk_instnorm_check(t, N, S, C, e));
     const size_t es = tk_dtype_size(t), stride = (size_t)S * C * es;
     float *pairs = pairs_of(ws, S, C);
     for (int n = 0; n < N; n++) {
         const size_t o = n * stride;
         float *dg = pairs + (size_t)n * 2 * C, *db = dg + C; // sample n's (dgamma, dbeta)
-        TRY(tk_bn_bwd_cuda(c, t, (const char *)x + o, y ? (const char *)y + o : NULL, NULL, NULL,
-                           (const char *)dy + o, NULL, S, C, gamma, save_mean + (size_t)n * C,
+        TRY(tk_bn_bwd_cuda(c, t, (const char *)x + o, y ? (const char *)y + o : NULL, NULL, NULL, (const char *)dy + o,
+                           dy2 ? (const char *)dy2 + o : NULL, S, C, gamma, save_mean + (size_t)n * C,
                            save_invstd + (size_t)n * C, (char *)dx + o, NULL, dg, db, ws, e));
     }
     sum_samples<<<(C + kT - 1) / kT, kT, 0, tk_cu_stream(c)>>>(pairs, N, C, dgamma, dbeta);

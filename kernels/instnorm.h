@@ -5,13 +5,14 @@
 //   mean = sum x / S,  var = sum (x - mean)^2 / S  (biased),  invstd = 1 / sqrt(var + eps)
 //   scale = gamma[c] invstd,  shift = beta[c] - mean scale   (fp32)
 //   y = act(x scale + shift)      act: ReLU (relu != 0; NaN passes, as torch.relu) or identity
-// Backward, given dy, with the ReLU's mask from the forward's output y (y > 0; y may be NULL
-// without a ReLU):
-//   dz = round_t(dy [* (y > 0)]),  xhat = (x - mean) invstd
+// Backward, given dy and optionally dy2 added to it (a block output that is also a skip
+// connection: its gradient from the next convolution and from the decoder's concatenation), with
+// the ReLU's mask from the forward's output y (y > 0; y may be NULL without a ReLU):
+//   dz = round_t((dy [+ dy2]) [* (y > 0)]),  xhat = (x - mean) invstd
 //   sb[n,c] = sum_s dz,  sg[n,c] = sum_s dz xhat             (fp64 in the reference)
 //   dbeta[c] = sum_n sb,  dgamma[c] = sum_n sg               (overwritten)
 //   dx = gamma invstd (dz - sb / S - xhat sg / S)
-// Types: x, y, dy, dx (N, S, C) in t (TK_F32, or TK_BF16: fp32 math, outputs rounded once);
+// Types: x, y, dy, dy2, dx (N, S, C) in t (TK_F32, or TK_BF16: fp32 math, outputs rounded once);
 // gamma, beta, dgamma, dbeta (C) fp32; save_mean, save_invstd (N, C) fp32, written by the forward
 // for the backward. The reference sums in fp64 (two passes). The CUDA side runs kernels/bn.cu's
 // training kernels on each sample's (S, C) slice (instnorm.cu): the S voxels split into G groups of
@@ -33,24 +34,24 @@ size_t tk_instnorm_ws_bytes(tk_backend b, int N, int64_t S, int C);
 int tk_instnorm_fwd(tk_ctx *c, tk_dtype t, const void *x, int N, int64_t S, int C, const float *gamma,
                     const float *beta, int relu, float eps, float *save_mean, float *save_invstd, void *y, void *ws,
                     tk_err *e);
-// y: the forward's output when it had a ReLU, else NULL.
-int tk_instnorm_bwd(tk_ctx *c, tk_dtype t, const void *x, const void *y, const void *dy, int N, int64_t S, int C,
-                    const float *gamma, const float *save_mean, const float *save_invstd, void *dx, float *dgamma,
-                    float *dbeta, void *ws, tk_err *e);
+// y: the forward's output when it had a ReLU, else NULL; dy2: NULL, or a second gradient of y.
+int tk_instnorm_bwd(tk_ctx *c, tk_dtype t, const void *x, const void *y, const void *dy, const void *dy2, int N,
+                    int64_t S, int C, const float *gamma, const float *save_mean, const float *save_invstd, void *dx,
+                    float *dgamma, float *dbeta, void *ws, tk_err *e);
 
 int tk_instnorm_fwd_ref(tk_dtype t, const void *x, int N, int64_t S, int C, const float *gamma, const float *beta,
                         int relu, float eps, float *save_mean, float *save_invstd, void *y, tk_err *e);
-int tk_instnorm_bwd_ref(tk_dtype t, const void *x, const void *y, const void *dy, int N, int64_t S, int C,
-                        const float *gamma, const float *save_mean, const float *save_invstd, void *dx, float *dgamma,
-                        float *dbeta, tk_err *e);
+int tk_instnorm_bwd_ref(tk_dtype t, const void *x, const void *y, const void *dy, const void *dy2, int N, int64_t S,
+                        int C, const float *gamma, const float *save_mean, const float *save_invstd, void *dx,
+                        float *dgamma, float *dbeta, tk_err *e);
 #ifdef TK_HAVE_CUDA
 size_t tk_instnorm_ws_bytes_cuda(int N, int64_t S, int C);
 int tk_instnorm_fwd_cuda(tk_ctx *c, tk_dtype t, const void *x, int N, int64_t S, int C, const float *gamma,
                          const float *beta, int relu, float eps, float *save_mean, float *save_invstd, void *y,
                          void *ws, tk_err *e);
-int tk_instnorm_bwd_cuda(tk_ctx *c, tk_dtype t, const void *x, const void *y, const void *dy, int N, int64_t S, int C,
-                         const float *gamma, const float *save_mean, const float *save_invstd, void *dx,
-                         float *dgamma, float *dbeta, void *ws, tk_err *e);
+int tk_instnorm_bwd_cuda(tk_ctx *c, tk_dtype t, const void *x, const void *y, const void *dy, const void *dy2, int N,
+                         int64_t S, int C, const float *gamma, const float *save_mean, const float *save_invstd,
+                         void *dx, float *dgamma, float *dbeta, void *ws, tk_err *e);
 #endif
 
 static inline int tk_instnorm_check(tk_dtype t, int N, int64_t S, int C, tk_err *e) {

@@ -45,16 +45,17 @@ int tk_instnorm_fwd_ref(tk_dtype t, const void *x, int N, int64_t S, int C, cons
     return 0;
 }
 
-// dz at element i: dy through the ReLU's mask (y > 0), rounded to t.
-static inline float dz_at(tk_dtype t, const void *y, const void *dy, size_t i) {
+// dz at element i: dy [+ dy2] through the ReLU's mask (y > 0), rounded to t.
+static inline float dz_at(tk_dtype t, const void *y, const void *dy, const void *dy2, size_t i) {
     float g = tk_act_ld(dy, t, i);
+    if (dy2) g += tk_act_ld(dy2, t, i);
     if (y && !(tk_act_ld(y, t, i) > 0)) g = 0;
     return round_t(t, g);
 }
 
-int tk_instnorm_bwd_ref(tk_dtype t, const void *x, const void *y, const void *dy, int N, int64_t S, int C,
-                        const float *gamma, const float *save_mean, const float *save_invstd, void *dx, float *dgamma,
-                        float *dbeta, tk_err *e) {
+int tk_instnorm_bwd_ref(tk_dtype t, const void *x, const void *y, const void *dy, const void *dy2, int N, int64_t S,
+                        int C, const float *gamma, const float *save_mean, const float *save_invstd, void *dx,
+                        float *dgamma, float *dbeta, tk_err *e) {
     TRY(tk_instnorm_check(t, N, S, C, e));
 #pragma omp parallel for schedule(static)
     for (int c0 = 0; c0 < C; c0 += CB) {
@@ -69,7 +70,7 @@ int tk_instnorm_bwd_ref(tk_dtype t, const void *x, const void *y, const void *dy
             for (int64_t i = 0; i < S; i++)
                 for (int c = 0; c < nc; c++) {
                     const size_t k = base + (size_t)i * C + c;
-                    const float dz = dz_at(t, y, dy, k), xhat = (tk_act_ld(x, t, k) - mean[c]) * invstd[c];
+                    const float dz = dz_at(t, y, dy, dy2, k), xhat = (tk_act_ld(x, t, k) - mean[c]) * invstd[c];
                     sb[c] += dz;
                     sg[c] += (double)dz * xhat;
                 }
@@ -80,7 +81,7 @@ int tk_instnorm_bwd_ref(tk_dtype t, const void *x, const void *y, const void *dy
             for (int64_t i = 0; i < S; i++)
                 for (int c = 0; c < nc; c++) {
                     const size_t k = base + (size_t)i * C + c;
-                    const float dz = dz_at(t, y, dy, k), xhat = (tk_act_ld(x, t, k) - mean[c]) * invstd[c];
+                    const float dz = dz_at(t, y, dy, dy2, k), xhat = (tk_act_ld(x, t, k) - mean[c]) * invstd[c];
                     tk_act_st(dx, t, k, a[c] * (dz - b[c] - xhat * g[c]));
                 }
         }

@@ -674,8 +674,8 @@ const Plan *usable(const tk_cudnn *h, int pass, const tk_conv3d_shape *s, tk_dty
     const Plan *p = planned(h, pass, s, t);
     if (!p) {
         char shp[96];
-        tk_err_set(e, TK_EINTERNAL, "cudnn conv: %s %s in %s has no plan", kPassName[pass], shape_text(s, shp, sizeof shp),
-                   tk_dtype_name(t));
+        tk_err_set(e, TK_EINTERNAL, "cudnn conv: %s %s in %s has no plan", kPassName[pass],
+                   shape_text(s, shp, sizeof shp), tk_dtype_name(t));
         return NULL;
     }
     if ((size_t)p->ws > h->ws_bytes) {
@@ -712,7 +712,8 @@ int tk_cudnn_plan(tk_cudnn *h, tk_conv_pass pass, const tk_conv_shape *s, tk_dty
 int tk_cudnn_plan3d(tk_cudnn *h, tk_conv_pass pass, const tk_conv3d_shape *s, tk_dtype t, tk_err *e) {
     const Plan *p;
     if (s->D < 1 || s->T < 1 || s->Z < 1)
-        return tk_err_set(e, TK_EINTERNAL, "cudnn conv3d: depth %d, filter depth %d, output depth %d", s->D, s->T, s->Z);
+        return tk_err_set(e, TK_EINTERNAL, "cudnn conv3d: depth %d, filter depth %d, output depth %d", s->D, s->T,
+                          s->Z);
     return plan_pass(h, pass, s, t, &p, e);
 }
 

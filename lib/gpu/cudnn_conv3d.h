@@ -25,19 +25,13 @@ typedef struct tk_conv3d_shape {
     int N, D, H, W, C; // input
     int K, T, R, S;    // filters
     int stride, pad;
-    int Z, P, Q;       // output
+    int Z, P, Q; // output
 } tk_conv3d_shape;
 
 // Elements of x, y and w.
-static inline int64_t tk_conv3d_x_numel(const tk_conv3d_shape *s) {
-    return (int64_t)s->N * s->D * s->H * s->W * s->C;
-}
-static inline int64_t tk_conv3d_y_numel(const tk_conv3d_shape *s) {
-    return (int64_t)s->N * s->Z * s->P * s->Q * s->K;
-}
-static inline int64_t tk_conv3d_w_numel(const tk_conv3d_shape *s) {
-    return (int64_t)s->K * s->T * s->R * s->S * s->C;
-}
+static inline int64_t tk_conv3d_x_numel(const tk_conv3d_shape *s) { return (int64_t)s->N * s->D * s->H * s->W * s->C; }
+static inline int64_t tk_conv3d_y_numel(const tk_conv3d_shape *s) { return (int64_t)s->N * s->Z * s->P * s->Q * s->K; }
+static inline int64_t tk_conv3d_w_numel(const tk_conv3d_shape *s) { return (int64_t)s->K * s->T * s->R * s->S * s->C; }
 
 #ifdef TK_HAVE_CUDA // (lib/gpu/cudnn_conv.cu; without CUDA the stubs below)
 // Makes (or finds) the plan of a pass for a shape and type (not while capturing); then runs it:

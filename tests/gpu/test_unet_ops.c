@@ -29,7 +29,8 @@ static void note(const char *prefix, const tk_err *e) {
 // n values of type t in host memory as fp32.
 static float *as_f32(const void *h, size_t n, tk_dtype t) {
     float *f = gt_host(n * 4);
-    for (size_t i = 0; i < n; i++) f[i] = t == TK_BF16 ? tk_bf16_to_f32(((const uint16_t *)h)[i]) : ((const float *)h)[i];
+    for (size_t i = 0; i < n; i++)
+        f[i] = t == TK_BF16 ? tk_bf16_to_f32(((const uint16_t *)h)[i]) : ((const float *)h)[i];
     return f;
 }
 
@@ -53,13 +54,15 @@ static void pair_free(pair p) {
 // ---- instance norm ----
 
 // ints: integer x and S a power of two, so mean and variance are exact on both sides: y, mean and
-// invstd must be bit-exact. The backward's reference takes the ReLU's mask from the device's own y
-// (an output within an ulp of 0 may take either sign: the sums run in other orders).
+// invstd must be bit-exact. With a ReLU the backward also takes a second gradient dy2. The backward's reference takes
+// the ReLU's mask from the device's own y (an output within an ulp of 0 may take either sign: the sums run in other
+// orders).
 static void instnorm_case(int N, int64_t S, int C, tk_dtype t, int relu, int ints, int *failed_) {
     int *tk_failed_ = failed_;
     tk_err e = {0};
     const size_t n = (size_t)N * S * C, es = tk_dtype_size(t), nc = (size_t)N * C;
-    pair x = ints ? rand_pair(n, t, -3, 4, 1) : rand_pair(n, t, -0.5f, 2.5f, 0), dy = rand_pair(n, t, -1, 1, ints);
+    pair x = ints ? rand_pair(n, t, -3, 4, 1) : rand_pair(n, t, -0.5f, 2.5f, 0), dy = rand_pair(n, t, -1, 1, ints),
+         dy2 = rand_pair(n, t, -1, 1, ints);
     float *gamma = gt_host((size_t)C * 4), *beta = gt_host((size_t)C * 4);
     gt_fill(gamma, (size_t)C, 0.5f, 1.5f, 0), gt_fill(beta, (size_t)C, -0.5f, 0.5f, 0);
     float *dgm = gt_dev((size_t)C * 4), *dbt = gt_dev((size_t)C * 4), *dsm = gt_dev(nc * 4), *dsi = gt_dev(nc * 4),
@@ -68,15 +71,18 @@ static void instnorm_case(int N, int64_t S, int C, tk_dtype t, int relu, int int
     void *y = gt_dev(n * es), *dx = gt_dev(n * es), *ws = gt_dev(tk_instnorm_ws_bytes(TK_BACKEND_CUDA, N, S, C) + 1);
     gt_poison(y, n * es, 0xff), gt_poison(dx, n * es, 0xff);
     CHECK_EQ_INT(tk_instnorm_fwd(gt_ctx_, t, x.dev, N, S, C, dgm, dbt, relu, TK_INSTNORM_EPS, dsm, dsi, y, ws, &e), 0);
-    CHECK_EQ_INT(tk_instnorm_bwd(gt_ctx_, t, x.dev, relu ? y : NULL, dy.dev, N, S, C, dgm, dsm, dsi, dx, ddg, ddb, ws,
-                                 &e), 0);
+    CHECK_EQ_INT(tk_instnorm_bwd(gt_ctx_, t, x.dev, relu ? y : NULL, dy.dev, relu ? dy2.dev : NULL, N, S, C, dgm, dsm,
+                                 dsi, dx, ddg, ddb, ws, &e),
+                 0);
     CHECK_EQ_INT(gt_sync(&e), 0);
     // the reference
     void *hy = gt_host(n * es), *hdx = gt_host(n * es), *gy = gt_host(n * es);
     float *sm = gt_host(nc * 4), *si = gt_host(nc * 4), *dg = gt_host((size_t)C * 4), *db = gt_host((size_t)C * 4);
     CHECK_EQ_INT(tk_instnorm_fwd_ref(t, x.host, N, S, C, gamma, beta, relu, TK_INSTNORM_EPS, sm, si, hy, &e), 0);
     gt_down(gy, y, n * es);
-    CHECK_EQ_INT(tk_instnorm_bwd_ref(t, x.host, relu ? gy : NULL, dy.host, N, S, C, gamma, sm, si, hdx, dg, db, &e), 0);
+    CHECK_EQ_INT(tk_instnorm_bwd_ref(t, x.host, relu ? gy : NULL, dy.host, relu ? dy2.host : NULL, N, S, C, gamma, sm,
+                                     si, hdx, dg, db, &e),
+                 0);
     char what[112];
     const double tol = t == TK_BF16 ? 1e-2 : 1e-5;
     struct {
@@ -85,15 +91,21 @@ static void instnorm_case(int N, int64_t S, int C, tk_dtype t, int relu, int int
         size_t n;
         int exact;
         tk_dtype t;
-    } outs[] = {{"y", y, hy, n, ints, t},          {"dx", dx, hdx, n, 0, t},
-                {"mean", dsm, sm, nc, ints, TK_F32}, {"invstd", dsi, si, nc, ints, TK_F32},
-                {"dgamma", ddg, dg, (size_t)C, 0, TK_F32}, {"dbeta", ddb, db, (size_t)C, 0, TK_F32}};
+    } outs[] = {{"y", y, hy, n, ints, t},
+                {"dx", dx, hdx, n, 0, t},
+                {"mean", dsm, sm, nc, ints, TK_F32},
+                {"invstd", dsi, si, nc, ints, TK_F32},
+                {"dgamma", ddg, dg, (size_t)C, 0, TK_F32},
+                {"dbeta", ddb, db, (size_t)C, 0, TK_F32}};
     for (int k = 0; k < 6; k++) {
         float *got = gt_host_from(outs[k].dev, outs[k].n, outs[k].t), *ref = as_f32(outs[k].host, outs[k].n, outs[k].t);
         snprintf(what, sizeof what, "instnorm %s %s N%d S%lld C%d%s%s", outs[k].name, tk_dtype_name(t), N, (long long)S,
                  C, relu ? " relu" : "", ints ? " ints" : "");
         // statistics are fp32 on both sides; dgamma/dbeta add bf16-rounded dz the same way
-        CHECK(within(what, got, ref, outs[k].n, outs[k].exact ? 0 : k >= 2 ? (t == TK_BF16 && k >= 4 ? 1e-4 : 1e-5) : tol));
+        CHECK(within(what, got, ref, outs[k].n,
+                     outs[k].exact ? 0
+                     : k >= 2      ? (t == TK_BF16 && k >= 4 ? 1e-4 : 1e-5)
+                                   : tol));
         free(got), free(ref);
     }
     size_t flips = 0; // ReLU mask elements the two forwards disagree on: an ulp at 0, not a wrong y
@@ -105,7 +117,7 @@ static void instnorm_case(int N, int64_t S, int C, tk_dtype t, int relu, int int
     CHECK(flips * 1000 <= n);
     void *dev[] = {dgm, dbt, dsm, dsi, ddg, ddb, y, dx, ws};
     for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) tk_free(gt_ctx_, dev[i]);
-    pair_free(x), pair_free(dy);
+    pair_free(x), pair_free(dy), pair_free(dy2);
     free(gamma), free(beta), free(hy), free(hdx), free(gy), free(sm), free(si), free(dg), free(db);
 }
 
@@ -137,8 +149,8 @@ static void instnorm_run(void *arg) {
     (void)arg;
     tk_err e = {0};
     if (bw.bwd)
-        tk_instnorm_bwd(gt_ctx_, TK_BF16, bw.x, bw.y, bw.y, 2, bw.S, 32, bw.g, bw.sm, bw.si, bw.dx, bw.dg, bw.db, bw.ws,
-                        &e);
+        tk_instnorm_bwd(gt_ctx_, TK_BF16, bw.x, bw.y, bw.y, NULL, 2, bw.S, 32, bw.g, bw.sm, bw.si, bw.dx, bw.dg, bw.db,
+                        bw.ws, &e);
     else
         tk_instnorm_fwd(gt_ctx_, TK_BF16, bw.x, 2, bw.S, 32, bw.g, bw.b, 1, TK_INSTNORM_EPS, bw.sm, bw.si, bw.y, bw.ws,
                         &e);
@@ -283,7 +295,8 @@ static int conv3d_case(tk_cudnn *h, const tk_conv3d_shape *s, tk_dtype t, int in
     tk_cudnn_set_ws(h, ws, nws);
     const size_t n[3] = {(size_t)tk_conv3d_x_numel(s), (size_t)tk_conv3d_y_numel(s), (size_t)tk_conv3d_w_numel(s)};
     const float lo = ints ? -2 : -1, hi = ints ? 2 : 1;
-    pair x = rand_pair(n[0], t, lo, hi, ints), dy = rand_pair(n[1], t, lo, hi, ints), w = rand_pair(n[2], t, lo, hi, ints);
+    pair x = rand_pair(n[0], t, lo, hi, ints), dy = rand_pair(n[1], t, lo, hi, ints),
+         w = rand_pair(n[2], t, lo, hi, ints);
     const size_t es = tk_dtype_size(t);
     void *out = gt_dev((n[0] > n[1] ? (n[0] > n[2] ? n[0] : n[2]) : (n[1] > n[2] ? n[1] : n[2])) * es);
     static const char *const names[3] = {"fwd", "dgrad", "wgrad"};
@@ -321,28 +334,30 @@ TK_TEST(conv3d_cudnn_vs_reference) {
     static const struct {
         int N, D, H, W, C, K, k, stride, pad, optional;
     } cases[] = {
-        {2, 8, 8, 8, 32, 32, 3, 1, 1, 0},  // a block's 3x3x3 convolution
-        {2, 9, 8, 7, 32, 64, 3, 2, 1, 0},  // downsampling, odd extents
-        {2, 8, 8, 8, 64, 64, 3, 2, 1, 0},  // downsampling, even
+        {2, 8, 8, 8, 32, 32, 3, 1, 1, 0},   // a block's 3x3x3 convolution
+        {2, 9, 8, 7, 32, 64, 3, 2, 1, 0},   // downsampling, odd extents
+        {2, 8, 8, 8, 64, 64, 3, 2, 1, 0},   // downsampling, even
         {1, 4, 4, 4, 320, 320, 3, 1, 1, 0}, // the bottleneck's width
-        {2, 8, 8, 8, 1, 32, 3, 1, 1, 1},   // the input block (one channel in)
-        {2, 8, 8, 8, 32, 3, 1, 1, 0, 1},   // the output layer (three classes out)
-        {2, 8, 8, 8, 32, 8, 1, 1, 0, 0},   // 1x1x1
+        {2, 8, 8, 8, 1, 32, 3, 1, 1, 1},    // the input block (one channel in)
+        {2, 8, 8, 8, 32, 3, 1, 1, 0, 1},    // the output layer (three classes out)
+        {2, 8, 8, 8, 32, 8, 1, 1, 0, 0},    // 1x1x1
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         tk_conv3d_shape s;
         CHECK_EQ_INT(tk_conv3d_shape_init(&s, cases[i].N, cases[i].D, cases[i].H, cases[i].W, cases[i].C, cases[i].K,
-                                          cases[i].k, cases[i].stride, cases[i].pad, &e), 0);
+                                          cases[i].k, cases[i].stride, cases[i].pad, &e),
+                     0);
         for (int t = 0; t < 2; t++)
-            for (int ints = 0; ints < 2; ints++) conv3d_case(h, &s, t ? TK_BF16 : TK_F32, ints, cases[i].optional, tk_failed_);
+            for (int ints = 0; ints < 2; ints++)
+                conv3d_case(h, &s, t ? TK_BF16 : TK_F32, ints, cases[i].optional, tk_failed_);
     }
     // the transposed 2x2x2 stride-2 upsampling (its forward is the dgrad pass): 4^3 x 64 -> 8^3 x 32,
     // and the bottleneck's 320 -> 320
     static const int up[][4] = {{4, 64, 32, 2}, {2, 320, 320, 1}};
     for (int i = 0; i < 2; i++) {
         tk_conv3d_shape s;
-        CHECK_EQ_INT(tk_conv3d_shape_transposed(&s, up[i][3], up[i][0], up[i][0], up[i][0], up[i][1], up[i][2], 2, 2, 0,
-                                                &e), 0);
+        CHECK_EQ_INT(
+            tk_conv3d_shape_transposed(&s, up[i][3], up[i][0], up[i][0], up[i][0], up[i][1], up[i][2], 2, 2, 0, &e), 0);
         for (int t = 0; t < 2; t++)
             for (int ints = 0; ints < 2; ints++) conv3d_case(h, &s, t ? TK_BF16 : TK_F32, ints, 0, tk_failed_);
     }

@@ -81,7 +81,7 @@ TK_TEST(instnorm_backward_constant_dy) {
     tk_test_fill(x, N * S * C, 29, 1, -3, 3);
     for (int i = 0; i < N * S * C; i++) dy[i] = 1;
     CHECK_EQ_INT(tk_instnorm_fwd_ref(TK_F32, x, N, S, C, gamma, beta, 0, TK_INSTNORM_EPS, sm, si, y, &e), 0);
-    CHECK_EQ_INT(tk_instnorm_bwd_ref(TK_F32, x, NULL, dy, N, S, C, gamma, sm, si, dx, dg, db, &e), 0);
+    CHECK_EQ_INT(tk_instnorm_bwd_ref(TK_F32, x, NULL, dy, NULL, N, S, C, gamma, sm, si, dx, dg, db, &e), 0);
     for (int c = 0; c < C; c++) {
         CHECK(db[c] == N * S);
         CHECK_NEAR(dg[c], 0, 1e-5);
@@ -90,17 +90,19 @@ TK_TEST(instnorm_backward_constant_dy) {
 }
 
 // L = sum_i w_i y_i; dL/dx, dL/dgamma, dL/dbeta by central differences of the forward against the
-// backward with dy = w, with and without the ReLU. A coordinate whose step moves a pre-activation
-// across the ReLU's kink is skipped (the difference is not the derivative there); few may be.
+// backward with dy + dy2 = w (a skip connection's two gradients), with and without the ReLU. A coordinate whose step
+// moves a pre-activation across the ReLU's kink is skipped (the difference is not the derivative there); few may be.
 TK_TEST(instnorm_backward_finite_differences) {
     tk_err e = {0};
     enum { N = 2, S = 27, C = 3, NE = N * S * C };
-    float x[NE], wgt[NE], gamma[C] = {1.5f, -0.7f, 1.1f}, beta[C] = {0.2f, 0.1f, -0.3f};
-    tk_test_fill(x, NE, 29, 2, -2, 2), tk_test_fill(wgt, NE, 29, 3, -1, 1);
+    float x[NE], wgt[NE], dy[NE], dy2[NE], gamma[C] = {1.5f, -0.7f, 1.1f}, beta[C] = {0.2f, 0.1f, -0.3f};
+    tk_test_fill(x, NE, 29, 2, -2, 2), tk_test_fill(wgt, NE, 29, 3, -1, 1), tk_test_fill(dy2, NE, 29, 4, -1, 1);
+    for (int i = 0; i < NE; i++) dy[i] = wgt[i] - dy2[i];
     for (int relu = 0; relu < 2; relu++) {
         float y[NE], dx[NE], sm[N * C], si[N * C], dg[C], db[C];
         CHECK_EQ_INT(tk_instnorm_fwd_ref(TK_F32, x, N, S, C, gamma, beta, relu, TK_INSTNORM_EPS, sm, si, y, &e), 0);
-        CHECK_EQ_INT(tk_instnorm_bwd_ref(TK_F32, x, relu ? y : NULL, wgt, N, S, C, gamma, sm, si, dx, dg, db, &e), 0);
+        CHECK_EQ_INT(tk_instnorm_bwd_ref(TK_F32, x, relu ? y : NULL, dy, dy2, N, S, C, gamma, sm, si, dx, dg, db, &e),
+                     0);
         float xx[NE], gg[C], bb[C], tmp[NE], pre0[NE], pre[NE], tsm[N * C], tsi[N * C];
         memcpy(xx, x, sizeof x), memcpy(gg, gamma, sizeof gamma), memcpy(bb, beta, sizeof beta);
         CHECK_EQ_INT(tk_instnorm_fwd_ref(TK_F32, x, N, S, C, gamma, beta, 0, TK_INSTNORM_EPS, tsm, tsi, pre0, &e), 0);
@@ -108,29 +110,31 @@ TK_TEST(instnorm_backward_finite_differences) {
         double worst = 0;
         int skipped = 0, tried = 0;
         // L at the current (xx, gg, bb); *kink set when a pre-activation changed sign
-#define LOSS(out, kink)                                                                                            \
-    do {                                                                                                           \
-        tk_instnorm_fwd_ref(TK_F32, xx, N, S, C, gg, bb, relu, TK_INSTNORM_EPS, tsm, tsi, tmp, &e);                \
-        tk_instnorm_fwd_ref(TK_F32, xx, N, S, C, gg, bb, 0, TK_INSTNORM_EPS, tsm, tsi, pre, &e);                   \
-        (out) = 0;                                                                                                 \
-        for (int i_ = 0; i_ < NE; i_++) {                                                                          \
-            (out) += (double)tmp[i_] * wgt[i_];                                                                    \
-            (kink) |= relu && (pre[i_] > 0) != (pre0[i_] > 0);                                                     \
-        }                                                                                                          \
+#define LOSS(out, kink)                                                                                                \
+    do {                                                                                                               \
+        tk_instnorm_fwd_ref(TK_F32, xx, N, S, C, gg, bb, relu, TK_INSTNORM_EPS, tsm, tsi, tmp, &e);                    \
+        tk_instnorm_fwd_ref(TK_F32, xx, N, S, C, gg, bb, 0, TK_INSTNORM_EPS, tsm, tsi, pre, &e);                       \
+        (out) = 0;                                                                                                     \
+        for (int i_ = 0; i_ < NE; i_++) {                                                                              \
+            (out) += (double)tmp[i_] * wgt[i_];                                                                        \
+            (kink) |= relu && (pre[i_] > 0) != (pre0[i_] > 0);                                                         \
+        }                                                                                                              \
     } while (0)
-#define FD(v, v0, g)                                                                                               \
-    do {                                                                                                           \
-        float up = (float)((v0) + h), dn = (float)((v0) - h);                                                     \
-        double lp, lm;                                                                                             \
-        int kink = 0;                                                                                              \
-        v = up;                                                                                                    \
-        LOSS(lp, kink);                                                                                            \
-        v = dn;                                                                                                    \
-        LOSS(lm, kink);                                                                                            \
-        v = (v0);                                                                                                  \
-        tried++;                                                                                                   \
-        if (kink) skipped++;                                                                                       \
-        else worst = fmax(worst, fabs((lp - lm) / ((double)up - dn) - (g)));                                      \
+#define FD(v, v0, g)                                                                                                   \
+    do {                                                                                                               \
+        float up = (float)((v0) + h), dn = (float)((v0)-h);                                                            \
+        double lp, lm;                                                                                                 \
+        int kink = 0;                                                                                                  \
+        v = up;                                                                                                        \
+        LOSS(lp, kink);                                                                                                \
+        v = dn;                                                                                                        \
+        LOSS(lm, kink);                                                                                                \
+        v = (v0);                                                                                                      \
+        tried++;                                                                                                       \
+        if (kink)                                                                                                      \
+            skipped++;                                                                                                 \
+        else                                                                                                           \
+            worst = fmax(worst, fabs((lp - lm) / ((double)up - dn) - (g)));                                            \
     } while (0)
         for (int i = 0; i < NE; i++) FD(xx[i], x[i], dx[i]);
         for (int c = 0; c < C; c++) {
@@ -140,7 +144,8 @@ TK_TEST(instnorm_backward_finite_differences) {
 #undef FD
 #undef LOSS
         printf("# instnorm backward, relu %d: worst |finite difference - analytic| %.2e (%d of %d skipped at the "
-               "kink)\n", relu, worst, skipped, tried);
+               "kink)\n",
+               relu, worst, skipped, tried);
         CHECK(worst < 2e-3);
         CHECK(skipped * 10 < tried);
     }
@@ -261,7 +266,8 @@ TK_TEST(dice_ce_finite_differences) {
 static void conv3d_exact(const tk_conv3d_shape *s, int *failed_) {
     int *tk_failed_ = failed_;
     tk_err e = {0};
-    const size_t nx = (size_t)tk_conv3d_x_numel(s), ny = (size_t)tk_conv3d_y_numel(s), nw = (size_t)tk_conv3d_w_numel(s);
+    const size_t nx = (size_t)tk_conv3d_x_numel(s), ny = (size_t)tk_conv3d_y_numel(s),
+                 nw = (size_t)tk_conv3d_w_numel(s);
     float *x = malloc(nx * 4), *w = malloc(nw * 4), *dy = malloc(ny * 4), *out = malloc((nx + ny + nw) * 4);
     int64_t *y = calloc(ny, 8), *dx = calloc(nx, 8), *dw = calloc(nw, 8);
     uint16_t *xb = malloc(nx * 2), *wb = malloc(nw * 2), *dyb = malloc(ny * 2), *ob = malloc((nx + ny + nw) * 2);
@@ -368,9 +374,9 @@ TK_TEST(conv3d_transposed_upsampling) {
                             for (int b = 0; b < k; b++)
                                 for (int c = 0; c < k; c++)
                                     for (int co = 0; co < Co; co++)
-                                        want[((((size_t)n * 6 + 2 * i + a) * 4 + 2 * j + b) * 8 + 2 * l + c) * Co + co] +=
-                                            in[(((n * Di + i) * Hi + j) * Wi + l) * Ci + ci] *
-                                            wt[(((ci * k + a) * k + b) * k + c) * Co + co];
+                                        want[((((size_t)n * 6 + 2 * i + a) * 4 + 2 * j + b) * 8 + 2 * l + c) * Co +
+                                             co] += in[(((n * Di + i) * Hi + j) * Wi + l) * Ci + ci] *
+                                                    wt[(((ci * k + a) * k + b) * k + c) * Co + co];
     CHECK_EQ_INT(tk_conv3d_ref(TK_CONV_BWD_DATA, &s, TK_F32, in, wt, out, &e), 0);
     int bad = 0;
     for (int i = 0; i < NO; i++) bad += out[i] != want[i];
@@ -412,7 +418,8 @@ static int drive_dice_ce(const char *type, tk_err *e) {
     if (scanf("%d %lld", &N, &S) != 2 || N < 1 || S < 1 || N * S > 100000000)
         return tk_err_set(e, TK_EDATA, "stdin: no \"N S\" line");
     const size_t nv = (size_t)N * S;
-    float *z = malloc(nv * 3 * sizeof(float)), *dz = malloc(nv * 3 * sizeof(float)), *dice = malloc(N * 2 * sizeof(float));
+    float *z = malloc(nv * 3 * sizeof(float)), *dz = malloc(nv * 3 * sizeof(float)),
+          *dice = malloc(N * 2 * sizeof(float));
     uint16_t *zb = malloc(nv * 3 * 2), *dzb = malloc(nv * 3 * 2);
     uint8_t *label = malloc(nv);
     int rc = !z || !dz || !dice || !zb || !dzb || !label ? tk_err_set(e, TK_EIO, "out of memory") : 0;
@@ -424,7 +431,9 @@ static int drive_dice_ce(const char *type, tk_err *e) {
     }
     for (size_t i = 0; i < nv * 3 && !rc; i++) zb[i] = tk_f32_to_bf16(z[i]);
     float loss = 0;
-    if (!rc) rc = tk_dice_ce_ref(t, t == TK_BF16 ? (void *)zb : z, label, N, S, 3, &loss, dice, t == TK_BF16 ? (void *)dzb : dz, e);
+    if (!rc)
+        rc = tk_dice_ce_ref(t, t == TK_BF16 ? (void *)zb : z, label, N, S, 3, &loss, dice,
+                            t == TK_BF16 ? (void *)dzb : dz, e);
     if (!rc) {
         printf("loss %.9g\ndice", loss);
         for (int i = 0; i < 2 * N; i++) printf(" %.9g", dice[i]);
@@ -462,17 +471,20 @@ static int drive_conv3d(tk_err *e) {
     // transposed: the convolution whose backward data pass it is (its x the output, y the input)
     TRY(transposed ? tk_conv3d_shape_transposed(&s, N, D, H, W, C, K, k, stride, pad, e)
                    : tk_conv3d_shape_init(&s, N, D, H, W, C, K, k, stride, pad, e));
-    const size_t nx = (size_t)tk_conv3d_x_numel(&s), ny = (size_t)tk_conv3d_y_numel(&s), nw = (size_t)tk_conv3d_w_numel(&s);
+    const size_t nx = (size_t)tk_conv3d_x_numel(&s), ny = (size_t)tk_conv3d_y_numel(&s),
+                 nw = (size_t)tk_conv3d_w_numel(&s);
     const size_t nin = transposed ? ny : nx, nout = transposed ? nx : ny;
     float *in = read_floats(nin, "input", e), *w = in ? read_floats(nw, "filters", e) : NULL,
           *dout = w ? read_floats(nout, "output gradient", e) : NULL;
     float *out = malloc(nout * 4 + 1), *din = malloc(nin * 4 + 1), *dw = malloc(nw * 4 + 1);
     int rc = e->code ? e->code : !out || !din || !dw ? tk_err_set(e, TK_EIO, "out of memory") : 0;
-    const tk_conv_pass fwd = transposed ? TK_CONV_BWD_DATA : TK_CONV_FWD, bwd = transposed ? TK_CONV_FWD : TK_CONV_BWD_DATA;
+    const tk_conv_pass fwd = transposed ? TK_CONV_BWD_DATA : TK_CONV_FWD,
+                       bwd = transposed ? TK_CONV_FWD : TK_CONV_BWD_DATA;
     if (!rc) rc = tk_conv3d_ref(fwd, &s, TK_F32, in, w, out, e);
     if (!rc) rc = tk_conv3d_ref(bwd, &s, TK_F32, dout, w, din, e);
-    if (!rc) rc = transposed ? tk_conv3d_ref(TK_CONV_BWD_FILTER, &s, TK_F32, dout, in, dw, e)
-                             : tk_conv3d_ref(TK_CONV_BWD_FILTER, &s, TK_F32, in, dout, dw, e);
+    if (!rc)
+        rc = transposed ? tk_conv3d_ref(TK_CONV_BWD_FILTER, &s, TK_F32, dout, in, dw, e)
+                        : tk_conv3d_ref(TK_CONV_BWD_FILTER, &s, TK_F32, in, dout, dw, e);
     if (!rc) print_tensor("out", out, nout), print_tensor("din", din, nin), print_tensor("dw", dw, nw);
     free(in), free(w), free(dout), free(out), free(din), free(dw);
     return rc;
@@ -484,14 +496,15 @@ static int drive_instnorm(tk_err *e) {
     if (scanf("%d %lld %d %d", &N, &S, &C, &relu) != 4 || N < 1 || S < 1 || C < 1 || (double)N * S * C > 1e8)
         return tk_err_set(e, TK_EDATA, "stdin: no \"N S C relu\" line");
     const size_t n = (size_t)N * S * C;
-    float *x = read_floats(n, "x", e), *g = x ? read_floats(C, "gamma", e) : NULL, *b = g ? read_floats(C, "beta", e) : NULL,
-          *dy = b ? read_floats(n, "dy", e) : NULL;
-    float *y = malloc(n * 4 + 1), *dx = malloc(n * 4 + 1), *sm = malloc((size_t)N * C * 4), *si = malloc((size_t)N * C * 4),
-          *dg = malloc((size_t)C * 4), *db = malloc((size_t)C * 4);
+    float *x = read_floats(n, "x", e), *g = x ? read_floats(C, "gamma", e) : NULL,
+          *b = g ? read_floats(C, "beta", e) : NULL, *dy = b ? read_floats(n, "dy", e) : NULL;
+    float *y = malloc(n * 4 + 1), *dx = malloc(n * 4 + 1), *sm = malloc((size_t)N * C * 4),
+          *si = malloc((size_t)N * C * 4), *dg = malloc((size_t)C * 4), *db = malloc((size_t)C * 4);
     int rc = e->code ? e->code : !y || !dx || !sm || !si || !dg || !db ? tk_err_set(e, TK_EIO, "out of memory") : 0;
     if (!rc) rc = tk_instnorm_fwd_ref(TK_F32, x, N, S, C, g, b, relu, TK_INSTNORM_EPS, sm, si, y, e);
-    if (!rc) rc = tk_instnorm_bwd_ref(TK_F32, x, relu ? y : NULL, dy, N, S, C, g, sm, si, dx, dg, db, e);
-    if (!rc) print_tensor("y", y, n), print_tensor("dx", dx, n), print_tensor("dgamma", dg, C), print_tensor("dbeta", db, C);
+    if (!rc) rc = tk_instnorm_bwd_ref(TK_F32, x, relu ? y : NULL, dy, NULL, N, S, C, g, sm, si, dx, dg, db, e);
+    if (!rc)
+        print_tensor("y", y, n), print_tensor("dx", dx, n), print_tensor("dgamma", dg, C), print_tensor("dbeta", db, C);
     free(x), free(g), free(b), free(dy), free(y), free(dx), free(sm), free(si), free(dg), free(db);
     return rc;
 }
