@@ -369,3 +369,65 @@ TK_TEST(conv3d_cudnn_vs_reference) {
     for (int i = 0; i < tk_cudnn_nplans(h); i++) printf("#   plan %s\n", tk_cudnn_plan_desc(h, i));
     tk_cudnn_destroy(h);
 }
+
+// The U-Net's convolutions at full size (batch 2 of 128^3, bf16): each pass's time and TFLOP/s
+// through cuDNN's chosen engine, for the record (no reference; the cases above check the values).
+static struct {
+    tk_cudnn *h;
+    const tk_conv3d_shape *s;
+    tk_conv_pass p;
+    void *a, *b, *out;
+} ct;
+static void conv3d_run(void *arg) {
+    (void)arg;
+    tk_err e = {0};
+    tk_conv3d(gt_ctx_, ct.h, ct.p, ct.s, TK_BF16, ct.a, ct.b, ct.out, &e);
+}
+TK_TEST(conv3d_unet_timing) {
+    tk_err e = {0};
+    if (tk_cudnn_create(gt_ctx_, 0, &ct.h, &e)) {
+        note("", &e);
+        CHECK(ct.h != NULL);
+        return;
+    }
+    // (N, D, C, K, k, stride, pad, transposed; transposed: D, C, K of its input and output)
+    static const int cases[][8] = {{2, 128, 32, 32, 3, 1, 1, 0},  {2, 128, 32, 64, 3, 2, 1, 0},
+                                   {2, 16, 256, 256, 3, 1, 1, 0}, {2, 8, 320, 320, 3, 1, 1, 0},
+                                   {2, 64, 64, 32, 2, 2, 0, 1},   {2, 128, 32, 3, 1, 1, 0, 0}};
+    static const char *const names[3] = {"fwd", "dgrad", "wgrad"};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        const int *c = cases[i];
+        tk_conv3d_shape s;
+        CHECK_EQ_INT(c[7] ? tk_conv3d_shape_transposed(&s, c[0], c[1], c[1], c[1], c[2], c[3], c[4], c[5], c[6], &e)
+                          : tk_conv3d_shape_init(&s, c[0], c[1], c[1], c[1], c[2], c[3], c[4], c[5], c[6], &e),
+                     0);
+        int planned = 1;
+        for (int p = 0; p < 3 && planned; p++) planned = !tk_cudnn_plan3d(ct.h, (tk_conv_pass)p, &s, TK_BF16, &e);
+        if (!planned) {
+            note("(timing skipped) ", &e);
+            e = (tk_err){0};
+            continue;
+        }
+        const size_t nws = tk_cudnn_ws_bytes(ct.h),
+                     n[3] = {(size_t)tk_conv3d_x_numel(&s), (size_t)tk_conv3d_y_numel(&s),
+                             (size_t)tk_conv3d_w_numel(&s)};
+        void *ws = nws ? gt_dev(nws) : NULL, *x = gt_dev(n[0] * 2), *y = gt_dev(n[1] * 2), *w = gt_dev(n[2] * 2),
+             *o = gt_dev((n[0] > n[1] ? n[0] : n[1]) * 2);
+        tk_cudnn_set_ws(ct.h, ws, nws);
+        gt_poison(x, n[0] * 2, 0x3c), gt_poison(y, n[1] * 2, 0x3c), gt_poison(w, n[2] * 2, 0x3c); // (small values)
+        const double flops = 2.0 * (double)n[1] * s.T * s.R * s.S * s.C;
+        for (int p = 0; p < 3; p++) {
+            ct.s = &s, ct.p = (tk_conv_pass)p;
+            ct.a = p == TK_CONV_BWD_DATA ? y : x, ct.b = p == TK_CONV_BWD_FILTER ? y : w;
+            ct.out = p == TK_CONV_BWD_FILTER ? (void *)w : o;
+            const double ms = gt_time_ms(conv3d_run, NULL, 7);
+            printf("# table unet conv3d %s%s bf16 N%d %dx%dx%dx%d->%d %d^3/%d: %.3f ms, %.1f TFLOP/s\n", names[p],
+                   c[7] ? " (transposed)" : "", s.N, s.D, s.H, s.W, s.C, s.K, s.T, s.stride, ms, flops / ms / 1e9);
+        }
+        CHECK_EQ_INT(gt_sync(&e), 0);
+        void *dev[] = {ws, x, y, w, o};
+        for (int k = 0; k < 5; k++)
+            if (dev[k]) tk_free(gt_ctx_, dev[k]);
+    }
+    tk_cudnn_destroy(ct.h);
+}
