@@ -1,7 +1,9 @@
-// cuDNN 9 convolutions (cudnn_conv.h): the graph API's descriptors for one convolution, plans
-// from the heuristics (the fastest of the first few, timed, unless deterministic), a per-shape
-// cache, execution through a variant pack.
+// cuDNN 9 convolutions (cudnn_conv.h, and the 3-D ones of cudnn_conv3d.h): the graph API's
+// descriptors for one convolution, plans from the heuristics (the fastest of the first few, timed,
+// unless deterministic), a per-shape cache, execution through a variant pack. Shapes are kept as
+// tk_conv3d_shape; a 2-D one has depth 0 and 4-D descriptors (shape3).
 #include "gpu/cudnn_conv.h"
+#include "gpu/cudnn_conv3d.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -131,16 +133,42 @@ inline int has_stats(int pass) { return pass == kFwdStats || pass == kFwdSbrStat
 inline int has_prologue(int pass) { return pass == kFwdSbrStats || pass == kWgradSbr; }
 inline int base_pass(int pass) { return pass == kWgradSbr ? TK_CONV_BWD_FILTER : is_fused(pass) ? TK_CONV_FWD : pass; }
 
-// An NHWC tensor (dims in cuDNN's N, C, H, W order, strides of channels-last); virt: an
-// intermediate of a fused graph that never reaches memory.
-int tensor(Desc &t, int64_t uid, cudnnDataType_t dt, int64_t n, int64_t c, int64_t h, int64_t w, tk_err *e,
-           bool virt = false) {
-    int64_t dims[4] = {n, c, h, w}, strides[4] = {h * w * c, 1, w * c, c}, align = 16;
+// The shapes plans are made for: the 2-D ones of cudnn_conv.h as tk_conv3d_shape with D = T = Z = 0
+// (so a 2-D shape keeps its 4-D descriptors and never matches a 3-D shape of depth 1), the 3-D ones
+// of cudnn_conv3d.h as they are.
+tk_conv3d_shape shape3(const tk_conv_shape *s) {
+    return tk_conv3d_shape{s->N, 0, s->H, s->W, s->C, s->K, 0, s->R, s->S, s->stride, s->pad, 0, s->P, s->Q};
+}
+inline int64_t depth(int v) { return v ? v : 1; } // a 2-D shape's depth extents (0) as 1
+inline int64_t x_numel(const tk_conv3d_shape *s) { return (int64_t)s->N * depth(s->D) * s->H * s->W * s->C; }
+inline int64_t y_numel(const tk_conv3d_shape *s) { return (int64_t)s->N * depth(s->Z) * s->P * s->Q * s->K; }
+inline int64_t w_numel(const tk_conv3d_shape *s) { return (int64_t)s->K * depth(s->T) * s->R * s->S * s->C; }
+
+// "N2 128x128x128x32 -> 64 3x3x3/2" (3-D) or "N256 56x56x64 -> 64 3x3/1" (2-D): a shape in messages.
+const char *shape_text(const tk_conv3d_shape *s, char *buf, size_t n) {
+    if (s->D)
+        snprintf(buf, n, "N%d %dx%dx%dx%d -> %d %dx%dx%d/%d", s->N, s->D, s->H, s->W, s->C, s->K, s->T, s->R, s->S,
+                 s->stride);
+    else
+        snprintf(buf, n, "N%d %dx%dx%d -> %d %dx%d/%d", s->N, s->H, s->W, s->C, s->K, s->R, s->S, s->stride);
+    return buf;
+}
+
+// A channels-last tensor: dims in cuDNN's N, C, [D,] H, W order (d 0: 4-D, NHWC; else 5-D, NDHWC),
+// strides of channels-last; virt: an intermediate of a fused graph that never reaches memory.
+int tensor(Desc &t, int64_t uid, cudnnDataType_t dt, int64_t n, int64_t c, int64_t d, int64_t h, int64_t w,
+           tk_err *e, bool virt = false) {
+    const int64_t nd = d ? 5 : 4, align = 16;
+    int64_t dims[5] = {n, c, h, w}, strides[5] = {h * w * c, 1, w * c, c};
+    if (d) {
+        const int64_t d5[5] = {n, c, d, h, w}, s5[5] = {d * h * w * c, 1, h * w * c, w * c, c};
+        memcpy(dims, d5, sizeof d5), memcpy(strides, s5, sizeof s5);
+    }
     TRY(t.make(CUDNN_BACKEND_TENSOR_DESCRIPTOR, e));
     if (virt) TRY(set(t.d, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &virt, e));
     TRY(set(t.d, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt, e));
-    TRY(set(t.d, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims, e));
-    TRY(set(t.d, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides, e));
+    TRY(set(t.d, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, nd, dims, e));
+    TRY(set(t.d, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, nd, strides, e));
     TRY(set(t.d, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid, e));
     TRY(set(t.d, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align, e));
     DNN(api.Finalize(t.d), "finalize tensor");
@@ -149,7 +177,7 @@ int tensor(Desc &t, int64_t uid, cudnnDataType_t dt, int64_t n, int64_t c, int64
 
 struct Plan {
     int pass;
-    tk_conv_shape s;
+    tk_conv3d_shape s;
     tk_dtype t;
     cudnnBackendDescriptor_t plan;
     cudnnBackendDescriptor_t keep[2]; // the plan's operation graph and engine configuration, kept
@@ -161,7 +189,7 @@ struct Plan {
 
 const char *const kPassName[kNumPass] = {"fwd", "dgrad", "wgrad", "fwd+stats", "sbr+fwd+stats", "sbr+wgrad"};
 
-int same(const Plan &p, int pass, const tk_conv_shape *s, tk_dtype t) {
+int same(const Plan &p, int pass, const tk_conv3d_shape *s, tk_dtype t) {
     return p.pass == pass && p.t == t && memcmp(&p.s, s, sizeof *s) == 0;
 }
 
@@ -235,7 +263,7 @@ int pointwise(Desc &op, cudnnPointwiseMode_t mode, cudnnBackendDescriptor_t x, c
 // scaled, shifted and ReLU'd per channel (scale, bias fp32 (1, C, 1, 1); the intermediates virtual
 // fp32) and the convolution reads that; with statistics, a genstats operation on the (non-virtual)
 // output y makes the per-channel fp32 sum and sum of squares (1, K, 1, 1), with math precision prec.
-int op_graph(tk_cudnn *h, int fpass, const tk_conv_shape *s, tk_dtype t, cudnnDataType_t prec, Desc &graph,
+int op_graph(tk_cudnn *h, int fpass, const tk_conv3d_shape *s, tk_dtype t, cudnnDataType_t prec, Desc &graph,
              tk_err *e) {
     cudnnDataType_t dt = t == TK_BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT, ct = CUDNN_DATA_FLOAT;
     const int stats = has_stats(fpass), pro = has_prologue(fpass), pass = base_pass(fpass);
@@ -243,31 +271,33 @@ int op_graph(tk_cudnn *h, int fpass, const tk_conv_shape *s, tk_dtype t, cudnnDa
     cudnnBackendDescriptor_t ops[5];
     int nops = 0;
     if (pro) { // x (UID_X) -> * scale -> + bias -> relu -> v3, the convolution's input
-        TRY(tensor(x, UID_X, dt, s->N, s->C, s->H, s->W, e));
-        TRY(tensor(sc, UID_SCALE, CUDNN_DATA_FLOAT, 1, s->C, 1, 1, e));
-        TRY(tensor(bi, UID_BIAS, CUDNN_DATA_FLOAT, 1, s->C, 1, 1, e));
-        TRY(tensor(v1, UID_V1, CUDNN_DATA_FLOAT, s->N, s->C, s->H, s->W, e, true));
-        TRY(tensor(v2, UID_V2, CUDNN_DATA_FLOAT, s->N, s->C, s->H, s->W, e, true));
-        TRY(tensor(v3, UID_V3, CUDNN_DATA_FLOAT, s->N, s->C, s->H, s->W, e, true));
+        TRY(tensor(x, UID_X, dt, s->N, s->C, s->D, s->H, s->W, e));
+        TRY(tensor(sc, UID_SCALE, CUDNN_DATA_FLOAT, 1, s->C, 0, 1, 1, e));
+        TRY(tensor(bi, UID_BIAS, CUDNN_DATA_FLOAT, 1, s->C, 0, 1, 1, e));
+        TRY(tensor(v1, UID_V1, CUDNN_DATA_FLOAT, s->N, s->C, s->D, s->H, s->W, e, true));
+        TRY(tensor(v2, UID_V2, CUDNN_DATA_FLOAT, s->N, s->C, s->D, s->H, s->W, e, true));
+        TRY(tensor(v3, UID_V3, CUDNN_DATA_FLOAT, s->N, s->C, s->D, s->H, s->W, e, true));
         TRY(pointwise(p1, CUDNN_POINTWISE_MUL, x.d, sc.d, v1.d, e));
         TRY(pointwise(p2, CUDNN_POINTWISE_ADD, v1.d, bi.d, v2.d, e));
         TRY(pointwise(p3, CUDNN_POINTWISE_RELU_FWD, v2.d, nullptr, v3.d, e));
         ops[nops++] = p1.d, ops[nops++] = p2.d, ops[nops++] = p3.d;
     }
     Desc &cx = pro ? v3 : x; // the convolution's x
-    if (!pro) TRY(tensor(x, UID_X, dt, s->N, s->C, s->H, s->W, e));
-    TRY(tensor(w, UID_W, dt, s->K, s->C, s->R, s->S, e));
-    TRY(tensor(y, UID_Y, dt, s->N, s->K, s->P, s->Q, e));
-    int64_t two = 2, one[2] = {1, 1}, str[2] = {s->stride, s->stride}, pad[2] = {s->pad, s->pad};
+    if (!pro) TRY(tensor(x, UID_X, dt, s->N, s->C, s->D, s->H, s->W, e));
+    TRY(tensor(w, UID_W, dt, s->K, s->C, s->T, s->R, s->S, e));
+    TRY(tensor(y, UID_Y, dt, s->N, s->K, s->Z, s->P, s->Q, e));
+    // two spatial dimensions, or three (a 3-D shape)
+    int64_t nsp = s->D ? 3 : 2, one[3] = {1, 1, 1}, str[3] = {s->stride, s->stride, s->stride},
+            pad[3] = {s->pad, s->pad, s->pad};
     cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
     TRY(conv.make(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, e));
     TRY(set(conv.d, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &ct, e));
     TRY(set(conv.d, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode, e));
-    TRY(set(conv.d, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &two, e));
-    TRY(set(conv.d, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, one, e));
-    TRY(set(conv.d, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, str, e));
-    TRY(set(conv.d, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, pad, e));
-    TRY(set(conv.d, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, pad, e));
+    TRY(set(conv.d, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &nsp, e));
+    TRY(set(conv.d, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, nsp, one, e));
+    TRY(set(conv.d, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, nsp, str, e));
+    TRY(set(conv.d, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, nsp, pad, e));
+    TRY(set(conv.d, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, nsp, pad, e));
     DNN(api.Finalize(conv.d), "finalize convolution");
     float alpha = 1.0f, beta = 0.0f;
     const cudnnBackendDescriptorType_t kind[3] = {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
@@ -294,8 +324,8 @@ int op_graph(tk_cudnn *h, int fpass, const tk_conv_shape *s, tk_dtype t, cudnnDa
     ops[nops++] = op.d;
     if (stats) {
         cudnnGenStatsMode_t mode = CUDNN_GENSTATS_SUM_SQSUM;
-        TRY(tensor(sum, UID_SUM, CUDNN_DATA_FLOAT, 1, s->K, 1, 1, e));
-        TRY(tensor(sq, UID_SQSUM, CUDNN_DATA_FLOAT, 1, s->K, 1, 1, e));
+        TRY(tensor(sum, UID_SUM, CUDNN_DATA_FLOAT, 1, s->K, 0, 1, 1, e));
+        TRY(tensor(sq, UID_SQSUM, CUDNN_DATA_FLOAT, 1, s->K, 0, 1, 1, e));
         TRY(gs.make(CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR, e));
         TRY(set(gs.d, CUDNN_ATTR_OPERATION_GENSTATS_MODE, CUDNN_TYPE_GENSTATS_MODE, 1, &mode, e));
         TRY(set(gs.d, CUDNN_ATTR_OPERATION_GENSTATS_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec, e));
@@ -404,7 +434,7 @@ constexpr int kTune = 8, kTuneMax = 32, kTuneFused = 3, kRuns = 3;
 
 struct Tuned {
     int pass;
-    tk_conv_shape s;
+    tk_conv3d_shape s;
     tk_dtype t;
     int index;
 };
@@ -412,7 +442,7 @@ pthread_mutex_t tuned_mu = PTHREAD_MUTEX_INITIALIZER;
 Tuned tuned[1024];
 int ntuned;
 
-int tuned_index(int pass, const tk_conv_shape *s, tk_dtype t) {
+int tuned_index(int pass, const tk_conv3d_shape *s, tk_dtype t) {
     int r = -1;
     pthread_mutex_lock(&tuned_mu);
     for (int i = 0; i < ntuned && r < 0; i++)
@@ -421,7 +451,7 @@ int tuned_index(int pass, const tk_conv_shape *s, tk_dtype t) {
     return r;
 }
 
-void remember(int pass, const tk_conv_shape *s, tk_dtype t, int index) {
+void remember(int pass, const tk_conv3d_shape *s, tk_dtype t, int index) {
     pthread_mutex_lock(&tuned_mu);
     if (ntuned < (int)(sizeof tuned / sizeof *tuned)) tuned[ntuned++] = Tuned{pass, *s, t, index};
     pthread_mutex_unlock(&tuned_mu);
@@ -429,9 +459,9 @@ void remember(int pass, const tk_conv_shape *s, tk_dtype t, int index) {
 
 // The median time of kRuns runs of each candidate into ms[] (a candidate that fails: infinity);
 // nonzero when the scratch buffers could not be had (then nothing is timed).
-int time_candidates(tk_cudnn *h, int pass, const tk_conv_shape *s, tk_dtype t, const Cand *c, int n, float *ms) {
-    const size_t es = t == TK_BF16 ? 2 : 4, nx = (size_t)tk_conv_x_numel(s) * es, nw = (size_t)tk_conv_w_numel(s) * es,
-                 ny = (size_t)tk_conv_y_numel(s) * es + (is_fused(pass) ? 2 * (size_t)(s->K + s->C) * 4 + 256 : 0);
+int time_candidates(tk_cudnn *h, int pass, const tk_conv3d_shape *s, tk_dtype t, const Cand *c, int n, float *ms) {
+    const size_t es = t == TK_BF16 ? 2 : 4, nx = (size_t)x_numel(s) * es, nw = (size_t)w_numel(s) * es,
+                 ny = (size_t)y_numel(s) * es + (is_fused(pass) ? 2 * (size_t)(s->K + s->C) * 4 + 256 : 0);
     size_t nws = 0;
     for (int i = 0; i < n; i++) nws = (size_t)c[i].ws > nws ? (size_t)c[i].ws : nws;
     cudaStream_t st = (cudaStream_t)h->c->stream[TK_STREAM_COMPUTE];
@@ -445,7 +475,7 @@ int time_candidates(tk_cudnn *h, int pass, const tk_conv_shape *s, tk_dtype t, c
     // the statistics and the prologue's scale and bias (zeros) after y, 256-byte aligned
     Bufs bufs = {x, w, y, nullptr, nullptr, nullptr, nullptr};
     if (!rc && is_fused(pass)) {
-        float *f = (float *)((char *)y + ((size_t)tk_conv_y_numel(s) * es + 255) / 256 * 256);
+        float *f = (float *)((char *)y + ((size_t)y_numel(s) * es + 255) / 256 * 256);
         if (has_stats(pass)) bufs.sum = f, bufs.sqsum = f + s->K;
         if (has_prologue(pass)) bufs.scale = f + 2 * s->K, bufs.bias = f + 2 * s->K + s->C;
     }
@@ -481,7 +511,7 @@ int time_candidates(tk_cudnn *h, int pass, const tk_conv_shape *s, tk_dtype t, c
 
 // The plan of a pass: the remembered engine, or mode A's candidates timed (autotuning) or its
 // first (deterministic), else the fallback list's first. *chosen: empty plan when none.
-int pick(tk_cudnn *h, Desc &graph, int pass, const tk_conv_shape *s, tk_dtype t, Cand *chosen, int *tried,
+int pick(tk_cudnn *h, Desc &graph, int pass, const tk_conv3d_shape *s, tk_dtype t, Cand *chosen, int *tried,
          float *best_ms, int *ntimed, tk_err *e) {
     *chosen = Cand{};
     *best_ms = -1, *ntimed = 0;
@@ -560,7 +590,7 @@ namespace {
 
 // The plan of a pass for a shape and type, made once: *out the cached plan, or NULL with e filled
 // when cuDNN has no engine for it (remembered too, so a refused fused graph is asked about once).
-int plan_pass(tk_cudnn *h, int pass, const tk_conv_shape *s, tk_dtype t, const Plan **out, tk_err *e) {
+int plan_pass(tk_cudnn *h, int pass, const tk_conv3d_shape *s, tk_dtype t, const Plan **out, tk_err *e) {
     *out = NULL;
     for (int i = 0; i < h->n; i++)
         if (same(h->p[i], pass, s, t)) {
@@ -605,12 +635,13 @@ int plan_pass(tk_cudnn *h, int pass, const tk_conv_shape *s, tk_dtype t, const P
     p->s = *s;
     p->t = t;
     p->ms = ms;
+    char shp[96];
+    shape_text(s, shp, sizeof shp);
     if (!c.plan) {
         snprintf(p->desc, sizeof p->desc,
-                 "cuDNN has no engine for %s N %d %dx%dx%d -> %d %dx%d/%d pad %d in %s (%d engines tried, workspace "
-                 "limit %zu B%s)",
-                 kPassName[pass], s->N, s->H, s->W, s->C, s->K, s->R, s->S, s->stride, s->pad, tk_dtype_name(t), tried,
-                 h->ws_limit, h->c->deterministic ? ", deterministic engines only" : "");
+                 "cuDNN has no engine for %s %s pad %d in %s (%d engines tried, workspace limit %zu B%s)",
+                 kPassName[pass], shp, s->pad, tk_dtype_name(t), tried, h->ws_limit,
+                 h->c->deterministic ? ", deterministic engines only" : "");
         tk_err_set(e, TK_EDEVICE, "%s", p->desc);
         return tk_err_lib(e, "cudnn", 0);
     }
@@ -621,16 +652,14 @@ int plan_pass(tk_cudnn *h, int pass, const tk_conv_shape *s, tk_dtype t, const P
     const int64_t ws = c.ws;
     char timed[48] = "";
     if (ntimed) snprintf(timed, sizeof timed, ", fastest of %d: %.3f ms", ntimed, ms);
-    snprintf(p->desc, sizeof p->desc,
-             "%s N%d %dx%dx%d -> %d %dx%d/%d %s: engine %lld (list %d), %lld B workspace%s, planned in %.0f ms",
-             kPassName[pass], s->N, s->H, s->W, s->C, s->K, s->R, s->S, s->stride, tk_dtype_name(t),
-             (long long)c.engine, c.index, (long long)ws, timed, plan_ms);
+    snprintf(p->desc, sizeof p->desc, "%s %s %s: engine %lld (list %d), %lld B workspace%s, planned in %.0f ms",
+             kPassName[pass], shp, tk_dtype_name(t), (long long)c.engine, c.index, (long long)ws, timed, plan_ms);
     if ((size_t)ws > h->ws_need) h->ws_need = (size_t)ws;
     *out = p;
     return 0;
 }
 
-const Plan *planned(const tk_cudnn *h, int pass, const tk_conv_shape *s, tk_dtype t) {
+const Plan *planned(const tk_cudnn *h, int pass, const tk_conv3d_shape *s, tk_dtype t) {
     for (int i = h->n - 1; i >= 0; i--)
         if (same(h->p[i], pass, s, t)) return h->p[i].plan ? &h->p[i] : NULL;
     return NULL;
@@ -638,8 +667,53 @@ const Plan *planned(const tk_cudnn *h, int pass, const tk_conv_shape *s, tk_dtyp
 
 } // namespace
 
+namespace {
+
+// The plan of a pass for a shape, or NULL with e filled: not planned, or a workspace too small for it.
+const Plan *usable(const tk_cudnn *h, int pass, const tk_conv3d_shape *s, tk_dtype t, tk_err *e) {
+    const Plan *p = planned(h, pass, s, t);
+    if (!p) {
+        char shp[96];
+        tk_err_set(e, TK_EINTERNAL, "cudnn conv: %s %s in %s has no plan", kPassName[pass],
+                   shape_text(s, shp, sizeof shp), tk_dtype_name(t));
+        return NULL;
+    }
+    if ((size_t)p->ws > h->ws_bytes) {
+        tk_err_set(e, TK_EINTERNAL, "cudnn conv: workspace of %zu B < %lld B", h->ws_bytes, (long long)p->ws);
+        return NULL;
+    }
+    return p;
+}
+
+// Runs a planned pass of kernels/conv.h or conv3d.h: their (a, b, out) per pass onto the graph's x, w, y.
+int run_pass(tk_cudnn *h, tk_conv_pass pass, const tk_conv3d_shape *s, tk_dtype t, const void *a, const void *b,
+             void *out, tk_err *e) {
+    const Plan *p = usable(h, pass, s, t, e);
+    if (!p) return e->code;
+    void *x = (void *)a, *w = (void *)b, *y = out;
+    if (pass == TK_CONV_BWD_DATA) x = out, w = (void *)b, y = (void *)a;
+    if (pass == TK_CONV_BWD_FILTER) x = (void *)a, w = out, y = (void *)b;
+    return execute(h, p->plan, Bufs{x, w, y, nullptr, nullptr, nullptr, nullptr}, h->ws, kPassName[pass], e);
+}
+
+float planned_ms(const tk_cudnn *h, int pass, const tk_conv3d_shape *s, tk_dtype t) {
+    const Plan *p = pass >= 0 && pass < kNumPass ? planned(h, pass, s, t) : NULL;
+    return p ? p->ms : -1;
+}
+
+} // namespace
+
 int tk_cudnn_plan(tk_cudnn *h, tk_conv_pass pass, const tk_conv_shape *s, tk_dtype t, tk_err *e) {
     const Plan *p;
+    const tk_conv3d_shape s3 = shape3(s);
+    return plan_pass(h, pass, &s3, t, &p, e);
+}
+
+int tk_cudnn_plan3d(tk_cudnn *h, tk_conv_pass pass, const tk_conv3d_shape *s, tk_dtype t, tk_err *e) {
+    const Plan *p;
+    if (s->D < 1 || s->T < 1 || s->Z < 1)
+        return tk_err_set(e, TK_EINTERNAL, "cudnn conv3d: depth %d, filter depth %d, output depth %d", s->D, s->T,
+                          s->Z);
     return plan_pass(h, pass, s, t, &p, e);
 }
 
@@ -648,12 +722,17 @@ int tk_cudnn_plan_fused(tk_cudnn *h, tk_cudnn_fused f, const tk_conv_shape *s, t
     if (f < TK_CUDNN_FWD_STATS || f > TK_CUDNN_SBR_WGRAD)
         return tk_err_set(e, TK_EINTERNAL, "cudnn: fused plan kind %d", (int)f);
     const Plan *p;
-    return plan_pass(h, (int)f, s, t, &p, e);
+    const tk_conv3d_shape s3 = shape3(s);
+    return plan_pass(h, (int)f, &s3, t, &p, e);
 }
 
 float tk_cudnn_plan_ms(const tk_cudnn *h, int pass, const tk_conv_shape *s, tk_dtype t) {
-    const Plan *p = pass >= 0 && pass < kNumPass ? planned(h, pass, s, t) : NULL;
-    return p ? p->ms : -1;
+    const tk_conv3d_shape s3 = shape3(s);
+    return planned_ms(h, pass, &s3, t);
+}
+
+float tk_cudnn_plan3d_ms(const tk_cudnn *h, tk_conv_pass pass, const tk_conv3d_shape *s, tk_dtype t) {
+    return planned_ms(h, pass, s, t);
 }
 
 size_t tk_cudnn_ws_bytes(const tk_cudnn *h) { return h->ws_need; }
@@ -665,41 +744,20 @@ void tk_cudnn_set_ws(tk_cudnn *h, void *ws, size_t bytes) {
 
 int tk_cudnn_conv(tk_cudnn *h, tk_conv_pass pass, const tk_conv_shape *s, tk_dtype t, const void *a, const void *b,
                   void *out, tk_err *e) {
-    const Plan *p = planned(h, pass, s, t);
-    if (!p)
-        return tk_err_set(e, TK_EINTERNAL, "cudnn conv: %s N %d %dx%dx%d -> %d was not planned", kPassName[pass], s->N,
-                          s->H, s->W, s->C, s->K);
-    if ((size_t)p->ws > h->ws_bytes)
-        return tk_err_set(e, TK_EINTERNAL, "cudnn conv: workspace of %zu B < %lld B", h->ws_bytes, (long long)p->ws);
-    // kernels/conv.h's (a, b, out) per pass onto the graph's x, w, y
-    void *x = (void *)a, *w = (void *)b, *y = out;
-    if (pass == TK_CONV_BWD_DATA) x = out, w = (void *)b, y = (void *)a;
-    if (pass == TK_CONV_BWD_FILTER) x = (void *)a, w = out, y = (void *)b;
-    return execute(h, p->plan, Bufs{x, w, y, nullptr, nullptr, nullptr, nullptr}, h->ws, kPassName[pass], e);
+    const tk_conv3d_shape s3 = shape3(s);
+    return run_pass(h, pass, &s3, t, a, b, out, e);
 }
 
-namespace {
-
-const Plan *usable(const tk_cudnn *h, int pass, const tk_conv_shape *s, tk_dtype t, tk_err *e) {
-    const Plan *p = planned(h, pass, s, t);
-    if (!p) {
-        tk_err_set(e, TK_EINTERNAL, "cudnn conv: %s N %d %dx%dx%d -> %d has no plan", kPassName[pass], s->N, s->H, s->W,
-                   s->C, s->K);
-        return NULL;
-    }
-    if ((size_t)p->ws > h->ws_bytes) {
-        tk_err_set(e, TK_EINTERNAL, "cudnn conv: workspace of %zu B < %lld B", h->ws_bytes, (long long)p->ws);
-        return NULL;
-    }
-    return p;
+int tk_cudnn_conv3d(tk_cudnn *h, tk_conv_pass pass, const tk_conv3d_shape *s, tk_dtype t, const void *a, const void *b,
+                    void *out, tk_err *e) {
+    return run_pass(h, pass, s, t, a, b, out, e);
 }
-
-} // namespace
 
 int tk_cudnn_conv_fwd_stats(tk_cudnn *h, const tk_conv_shape *s, tk_dtype t, const void *x, const float *scale,
                             const float *bias, const void *w, void *y, float *sum, float *sqsum, tk_err *e) {
     const int pass = scale ? kFwdSbrStats : kFwdStats;
-    const Plan *p = usable(h, pass, s, t, e);
+    const tk_conv3d_shape s3 = shape3(s);
+    const Plan *p = usable(h, pass, &s3, t, e);
     if (!p) return e->code;
     // the sums start from zero whether the engine adds into them or writes them (cuDNN does not say)
     cudaStream_t st = (cudaStream_t)h->c->stream[TK_STREAM_COMPUTE];
@@ -712,7 +770,8 @@ int tk_cudnn_conv_fwd_stats(tk_cudnn *h, const tk_conv_shape *s, tk_dtype t, con
 
 int tk_cudnn_wgrad_sbr(tk_cudnn *h, const tk_conv_shape *s, tk_dtype t, const void *x, const float *scale,
                        const float *bias, const void *dy, void *dw, tk_err *e) {
-    const Plan *p = usable(h, kWgradSbr, s, t, e);
+    const tk_conv3d_shape s3 = shape3(s);
+    const Plan *p = usable(h, kWgradSbr, &s3, t, e);
     if (!p) return e->code;
     const Bufs b = {(void *)x, dw, (void *)dy, nullptr, nullptr, scale, bias};
     return execute(h, p->plan, b, h->ws, kPassName[kWgradSbr], e);
@@ -770,6 +829,18 @@ int tk_cudnn_wgrad_sbr(tk_cudnn *h, const tk_conv_shape *s, tk_dtype t, const vo
                        const float *bias, const void *dy, void *dw, tk_err *e) {
     (void)h, (void)s, (void)t, (void)x, (void)scale, (void)bias, (void)dy, (void)dw;
     return no_cudnn(e);
+}
+int tk_cudnn_plan3d(tk_cudnn *h, tk_conv_pass pass, const tk_conv3d_shape *s, tk_dtype t, tk_err *e) {
+    (void)h, (void)pass, (void)s, (void)t;
+    return no_cudnn(e);
+}
+int tk_cudnn_conv3d(tk_cudnn *h, tk_conv_pass pass, const tk_conv3d_shape *s, tk_dtype t, const void *a, const void *b,
+                    void *out, tk_err *e) {
+    (void)h, (void)pass, (void)s, (void)t, (void)a, (void)b, (void)out;
+    return no_cudnn(e);
+}
+float tk_cudnn_plan3d_ms(const tk_cudnn *h, tk_conv_pass pass, const tk_conv3d_shape *s, tk_dtype t) {
+    return (void)h, (void)pass, (void)s, (void)t, -1.0f;
 }
 int tk_cudnn_nplans(const tk_cudnn *h) { return (void)h, 0; }
 const char *tk_cudnn_plan_desc(const tk_cudnn *h, int i) { return (void)h, (void)i, ""; }

@@ -12,6 +12,9 @@
 // sync, so it can be captured in a CUDA graph. The workspace is the caller's (one buffer for all
 // plans, sized by tk_cudnn_ws_bytes once every shape is planned).
 //
+// The 3-D convolutions (NDHWC, KTRSC: the 3D U-Net's) share this handle, its plan cache and its
+// workspace: lib/gpu/cudnn_conv3d.h.
+//
 // libcudnn.so.9 is opened at run time (dlopen) on the first tk_cudnn_create, so nothing else in
 // trainkit needs it to start; without it, or in a build without cuDNN's headers, tk_cudnn_create
 // fails with TK_EDEVICE and a hint. Kept in its own translation unit (STYLE habit 10).
