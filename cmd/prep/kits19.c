@@ -13,7 +13,7 @@
 
 static const char *kits19_usage =
     "Usage: prep kits19 [-o OUTDIR] [--npy NPYDIR] [--eval-cases FILE] [--checksum FILE]\n"
-    "                   [--write-checksum FILE] [--progress] DATA_DIR\n";
+    "                   [--write-checksum FILE] [--record-bytes N] [--progress] DATA_DIR\n";
 
 static void kits19_help(void) {
     printf("%s\n"
@@ -27,6 +27,8 @@ static void kits19_help(void) {
            "      --checksum FILE      the reference's checksum.json: md5 of every .npy file, checked\n"
            "                           (default: DATA_DIR/checksum.json when there)\n"
            "      --write-checksum F   write such a checksum.json for this input\n"
+           "      --record-bytes N     records hold the whole D-slices that fit N bytes (default 32 MiB;\n"
+           "                           at least one slice, at most 64 MiB)\n"
            "      --progress           show progress on stderr even when it is not a terminal\n"
            "  -h, --help               this help\n\n"
            "One JSON line per case and a summary go to stdout. Nothing is written unless every case\n"
@@ -53,11 +55,12 @@ static int emit(const kits19_prep_stats *st, tk_err *e) {
 }
 
 int prep_kits19_main(int argc, char **argv) {
-    enum { O_NPY = 256, O_EVAL, O_CHECKSUM, O_WRITE_CHECKSUM, O_PROGRESS };
+    enum { O_NPY = 256, O_EVAL, O_CHECKSUM, O_WRITE_CHECKSUM, O_RECORD, O_PROGRESS };
     static const struct option longopts[] = {
         {"output", required_argument, 0, 'o'},         {"npy", required_argument, 0, O_NPY},
         {"eval-cases", required_argument, 0, O_EVAL},   {"checksum", required_argument, 0, O_CHECKSUM},
         {"write-checksum", required_argument, 0, O_WRITE_CHECKSUM}, {"progress", no_argument, 0, O_PROGRESS},
+        {"record-bytes", required_argument, 0, O_RECORD},
         {"help", no_argument, 0, 'h'},                  {"version", no_argument, 0, 'V'},
         {0, 0, 0, 0}};
     kits19_prep_opts o = {0};
@@ -72,6 +75,14 @@ int prep_kits19_main(int argc, char **argv) {
         case O_CHECKSUM: o.checksum = optarg; break;
         case O_WRITE_CHECKSUM: o.write_checksum = optarg; break;
         case O_PROGRESS: progress = 1; break;
+        case O_RECORD: {
+            int64_t v;
+            tk_err pe;
+            if (tk_parse_i64(optarg, 1, (int64_t)64 << 20, "--record-bytes", &v, &pe))
+                return tk_cli_usage_error(prog, kits19_usage, "%s", pe.what);
+            o.record_bytes = (size_t)v;
+            break;
+        }
         default: return tk_cli_common_option(prog, kits19_usage, kits19_help, ch, argv);
         }
     }

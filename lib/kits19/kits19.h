@@ -111,7 +111,8 @@ const char *kits19_case_key(const char *name);
 //   z     i32        the first D-slice of this record
 //   image f32 (-1)   n * H * W values, slices z .. z + n - 1, C order (W fastest)
 //   label u8 (-1)    the same voxels' labels
-// n = the slices of KITS19_SLAB_BYTES (image and label together), at least 1.
+// n = the slices that fit the record size asked for (image and label together; default
+// KITS19_SLAB_BYTES), at least 1.
 #define KITS19_SLAB_BYTES ((size_t)32 << 20)
 // Builds the schema for one split ("train", "eval"); TK_EUSAGE only on a bug.
 int kits19_schema(tks_schema *s, const char *split, tk_err *e);
@@ -123,6 +124,7 @@ typedef struct {
     const char *eval_cases;      // NULL: DATA_DIR/evaluation_cases.txt, else the reference's list
     const char *checksum;        // NULL: DATA_DIR/checksum.json when there, else none
     const char *write_checksum;  // NULL, or a checksum.json of the .npy files is written there
+    size_t record_bytes;         // the slab size of the records (0: KITS19_SLAB_BYTES)
     void (*progress)(void *ctx, uint64_t cases_done);
     void *progress_ctx;
 } kits19_prep_opts;

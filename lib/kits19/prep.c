@@ -181,12 +181,15 @@ static int npy_out(const char *dir, const char *name, const char *descr, const i
 }
 
 // ---- records ---------------------------------------------------------------------------------
-static int append_case(tks_writer *w, int id, const kits19_case *c, tk_err *e) {
+static int append_case(tks_writer *w, int id, const kits19_case *c, size_t record_bytes, tk_err *e) {
     size_t plane = (size_t)c->shape[1] * (size_t)c->shape[2];
-    if (plane * 5 > ((size_t)64 << 20) - 64)
+    const size_t most = ((size_t)64 << 20) - 64; // a .tks record's limit, less the fixed fields
+    size_t budget = record_bytes ? record_bytes : KITS19_SLAB_BYTES;
+    if (budget > most) budget = most;
+    if (plane * 5 > most)
         return tk_err_set(e, TK_EDATA, "a slice of %lld x %lld voxels does not fit a .tks record (64 MiB)",
                           (long long)c->shape[1], (long long)c->shape[2]);
-    int64_t slab = (int64_t)(KITS19_SLAB_BYTES / (plane * 5));
+    int64_t slab = (int64_t)(budget / (plane * 5));
     if (slab < 1) slab = 1;
     int32_t shape[3] = {(int32_t)c->shape[0], (int32_t)c->shape[1], (int32_t)c->shape[2]};
     for (int64_t z = 0; z < c->shape[0]; z += slab) {
@@ -200,8 +203,10 @@ static int append_case(tks_writer *w, int id, const kits19_case *c, tk_err *e) {
     return 0;
 }
 
-static int make_dir(const char *d, tk_err *e) {
-    if (mkdir(d, 0755) != 0 && errno != EEXIST) return tk_err_errno(e, errno, "%s: cannot create", d);
+// *made: whether it was created here (a failed run removes it again when it is empty)
+static int make_dir(const char *d, int *made, tk_err *e) {
+    *made = mkdir(d, 0755) == 0;
+    if (!*made && errno != EEXIST) return tk_err_errno(e, errno, "%s: cannot create", d);
     return 0;
 }
 
@@ -240,7 +245,7 @@ int kits19_prep(const kits19_prep_opts *o, kits19_prep_stats *st, tk_err *e) {
     tks_writer *w[2] = {NULL, NULL}; // train, eval
     tk_afile af = {0};
     char path[4096];
-    int rc = 0, *is_eval = calloc((size_t)cases.n + 1, sizeof(int));
+    int made_npy = 0, made_out = 0, rc = 0, *is_eval = calloc((size_t)cases.n + 1, sizeof(int));
     st->info = calloc((size_t)cases.n + 1, sizeof *st->info);
     if (!is_eval || !st->info) rc = tk_err_errno(e, ENOMEM, "out of memory");
 
@@ -271,13 +276,13 @@ int kits19_prep(const kits19_prep_opts *o, kits19_prep_stats *st, tk_err *e) {
     if (!rc && sums) st->checksum_entries = (int)json_object_size(sums);
 
     if (!rc && o->npy_dir) {
-        rc = make_dir(o->npy_dir, e);
+        rc = make_dir(o->npy_dir, &made_npy, e);
         npy.tmp = calloc(2 * (size_t)cases.n + 1, sizeof *npy.tmp);
         npy.final = calloc(2 * (size_t)cases.n + 1, sizeof *npy.final);
         if (!rc && (!npy.tmp || !npy.final)) rc = tk_err_errno(e, ENOMEM, "out of memory");
     }
     if (!rc && o->out_dir) {
-        rc = make_dir(o->out_dir, e);
+        rc = make_dir(o->out_dir, &made_out, e);
         static const char *split[2] = {"train", "eval"};
         tks_writer_opts wo = {.zstd_level = 1, .threads = 1};
         for (int s = 0; s < 2 && !rc; s++) {
@@ -305,7 +310,7 @@ int kits19_prep(const kits19_prep_opts *o, kits19_prep_stats *st, tk_err *e) {
         if (!rc) rc = npy_out(o->npy_dir, ny, "|u1", k.shape, k.label, n, &npy, in->md5_y, e);
         if (!rc && sums) rc = checksum_check(sums, ckp, nx, in->md5_x, e);
         if (!rc && sums) rc = checksum_check(sums, ckp, ny, in->md5_y, e);
-        if (!rc && w[0]) rc = append_case(w[in->eval], in->id, &k, e);
+        if (!rc && w[0]) rc = append_case(w[in->eval], in->id, &k, o->record_bytes, e);
         kits19_case_free(&k);
         if (rc) break;
         st->cases++;
@@ -348,6 +353,8 @@ int kits19_prep(const kits19_prep_opts *o, kits19_prep_stats *st, tk_err *e) {
         staged_abort(&npy);
         for (int s = 0; s < 2; s++)
             if (committed[s][0]) unlink(committed[s]);
+        if (made_npy) rmdir(o->npy_dir);
+        if (made_out) rmdir(o->out_dir);
     }
     free(npy.tmp);
     free(npy.final);

@@ -11,6 +11,12 @@
       with the calls it makes, in its order: nibabel get_fdata, torch's interpolate (trilinear,
       align_corners=True / nearest), np.clip, (x - 101) / 76.9, np.pad(mode="edge"), np.save; for
       CI, where the reference's checkout is absent
+  kits19_oracle.py bad CASE_DIR label|shape
+      rewrites CASE_DIR/segmentation.nii.gz with a label 3 at voxel (1, 2, 3), or one slice short
+  kits19_oracle.py tks-check DUMP.jsonl NPY_DIR
+      the records of a .tks file (contrib/synth/tks_dump.py --hex output) against the .npy pairs:
+      each case's records in z order, slabs covering D, image and label bytes equal; prints the
+      case names
   kits19_oracle.py run-reference SCRIPT DATA_DIR OUT_DIR
       the reference script itself (its Preprocessor class, imported from SCRIPT), without its
       verify step, which reads checksum.json from the working directory
@@ -104,6 +110,47 @@ def ref(args):
         np.save(os.path.join(args.out, case + "_y.npy"), label.astype(np.uint8), allow_pickle=False)
 
 
+def bad(args):
+    import nibabel
+    path = os.path.join(args.case, "segmentation.nii.gz")
+    seg = nibabel.load(path)
+    lab = np.asarray(seg.dataobj).copy()
+    spacing = tuple(float(v) for v in seg.header.get_zooms()[:3])
+    if args.kind == "label":
+        lab[1, 2, 3] = 3
+    else:
+        lab = lab[:-1]
+    write_nifti(path, lab, spacing)
+
+
+def tks_check(args):
+    import json
+    import collections
+    cases = collections.OrderedDict()
+    with open(args.dump) as f:
+        for line in f:
+            r = json.loads(line)
+            cases.setdefault(r["case"], []).append(r)
+    for cid, recs in cases.items():
+        name = "case_%05d" % cid
+        x = np.load(os.path.join(args.npy, name + "_x.npy"))
+        y = np.load(os.path.join(args.npy, name + "_y.npy"))
+        d, h, w = x.shape[1:]
+        assert all(r["shape"] == [d, h, w] for r in recs), name
+        z = 0
+        img, lab = b"", b""
+        for r in recs:
+            assert r["z"] == z, (name, r["z"], z)
+            n = len(r["label"]) // 2 // (h * w)
+            assert n >= 1 and len(r["label"]) // 2 == n * h * w and len(r["image"]) // 2 == 4 * n * h * w
+            z += n
+            img += bytes.fromhex(r["image"])
+            lab += bytes.fromhex(r["label"])
+        assert z == d, (name, z, d)
+        assert img == x.tobytes() and lab == y.tobytes(), name
+        print(name)
+
+
 def run_reference(args):
     spec = importlib.util.spec_from_file_location("kits19_reference", args.script)
     mod = importlib.util.module_from_spec(spec)
@@ -121,12 +168,18 @@ def main():
     r = sub.add_parser("ref")
     r.add_argument("data")
     r.add_argument("out")
+    b = sub.add_parser("bad")
+    b.add_argument("case")
+    b.add_argument("kind", choices=["label", "shape"])
+    t = sub.add_parser("tks-check")
+    t.add_argument("dump")
+    t.add_argument("npy")
     x = sub.add_parser("run-reference")
     x.add_argument("script")
     x.add_argument("data")
     x.add_argument("out")
     a = p.parse_args()
-    {"make": make, "ref": ref, "run-reference": run_reference}[a.cmd](a)
+    {"make": make, "ref": ref, "bad": bad, "tks-check": tks_check, "run-reference": run_reference}[a.cmd](a)
 
 
 if __name__ == "__main__":
