@@ -103,7 +103,7 @@ void kits19_list_free(kits19_list *l);
 const char *kits19_case_key(const char *name);
 
 // ---- prep kits19 (prep.c) ----------------------------------------------------------------------
-// The .tks schema (man/man5/tks.5, "kits19 schema"): a case is too large for one record (64 MiB;
+// The .tks schema (prep(1), KiTS19): a case is too large for one record (64 MiB;
 // a real case reaches 400 x 400 x 400 voxels, 320 MB of float), so each record holds a slab of
 // whole D-slices, and a case is its records in order (z = 0, then the next slab, ...):
 //   case  i32        the case number (case_00123: 123)

@@ -148,24 +148,25 @@ nothing_written() {
     nothing_written
 }
 
-@test "prep kits19: image and label shapes that disagree are exit 3" {
-    need_nibabel
+# broken CASE KIND MESSAGE: the shared data with CASE's segmentation broken (kits19_oracle.py bad
+# KIND): exit 3 with MESSAGE, nothing written
+broken() {
     fresh
-    python3 "$ORACLE" bad data/case_00003 shape
+    python3 "$ORACLE" bad "data/$1" "$2"
     run --separate-stderr prep kits19 data -o out --npy npy
     [ "$status" -eq 3 ]
-    [ "$stderr" = "prep: error: data/case_00003/segmentation.nii.gz: segmentation is 39 x 48 x 44 but its image data/case_00003/imaging.nii.gz is 40 x 48 x 44" ]
+    [ "$stderr" = "$3" ]
     nothing_written
+}
+
+@test "prep kits19: image and label shapes that disagree are exit 3" {
+    need_nibabel
+    broken case_00003 shape "prep: error: data/case_00003/segmentation.nii.gz: segmentation is 39 x 48 x 44 but its image data/case_00003/imaging.nii.gz is 40 x 48 x 44"
 }
 
 @test "prep kits19: a label outside 0, 1, 2 is exit 3 with the voxel" {
     need_nibabel
-    fresh
-    python3 "$ORACLE" bad data/case_00006 label
-    run --separate-stderr prep kits19 data -o out --npy npy
-    [ "$status" -eq 3 ]
-    [ "$stderr" = "prep: error: data/case_00006/segmentation.nii.gz: voxel (1, 2, 3) has label 3; KiTS19 labels are 0 (background), 1 (kidney) and 2 (tumor)" ]
-    nothing_written
+    broken case_00006 label "prep: error: data/case_00006/segmentation.nii.gz: voxel (1, 2, 3) has label 3; KiTS19 labels are 0 (background), 1 (kidney) and 2 (tumor)"
 }
 
 @test "prep kits19: an evaluation case that is missing is exit 3 naming the list's line" {
