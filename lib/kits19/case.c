@@ -50,19 +50,18 @@ void kits19_case_free(kits19_case *c) {
     c->label = NULL;
 }
 
-// Resample (image and label), normalize the image, pad both; img/lab are (D, H, W) volumes in
-// NIfTI order (D fastest). On success c owns C-order padded volumes.
+// Resample (image and label), normalize the image, pad both; img/lab are C-order (D, H, W). On
+// success c owns C-order padded volumes.
 static int preprocess(const float *img, const uint8_t *lab, const int64_t shape[3], const double spacing[3],
                       kits19_case *c, tk_err *e) {
     int64_t rs[3], before[3];
     TRY(kits19_new_shape(spacing, shape, rs, e));
-    kits19_dims id = {{shape[0], shape[1], shape[2]}, {1, shape[0], shape[0] * shape[1]}};
     size_t n = (size_t)rs[0] * (size_t)rs[1] * (size_t)rs[2];
     float *ri = malloc(n * sizeof(float));
     uint8_t *rl = malloc(n);
     int rc = !ri || !rl ? tk_err_errno(e, ENOMEM, "out of memory (%zu voxels)", n) : 0;
-    if (!rc) rc = kits19_resample_linear(img, &id, ri, rs, e);
-    if (!rc) rc = kits19_resample_nearest(lab, &id, rl, rs, e);
+    if (!rc) rc = kits19_resample_linear(img, shape, ri, rs, e);
+    if (!rc) rc = kits19_resample_nearest(lab, shape, rl, rs, e);
     if (!rc) {
         kits19_normalize(ri, n);
         kits19_pad_shape(rs, c->shape, before);
@@ -83,6 +82,13 @@ static int preprocess(const float *img, const uint8_t *lab, const int64_t shape[
     free(rl);
     if (rc) kits19_case_free(c);
     return rc;
+}
+
+// NIfTI order -> a new C-order buffer (esize bytes a voxel); NULL when memory runs out.
+static void *c_order(const void *buf, const int64_t shape[3], size_t esize) {
+    void *c = malloc((size_t)shape[0] * (size_t)shape[1] * (size_t)shape[2] * esize);
+    if (c) kits19_to_c_order(buf, shape, c, esize);
+    return c;
 }
 
 int kits19_case_load(const char *case_dir, kits19_case *c, tk_err *e) {
@@ -120,17 +126,28 @@ int kits19_case_load(const char *case_dir, kits19_case *c, tk_err *e) {
     if (!rc && !(fi = malloc(img->nvox * sizeof(float))))
         rc = tk_err_errno(e, ENOMEM, "out of memory (%zu voxels)", img->nvox);
     if (!rc) rc = tk_nifti_to_f32(img, fi, e);
+    int64_t shape[3] = {0, 0, 0};
+    double spacing[3] = {0, 0, 0};
     if (!rc) {
-        int64_t shape[3] = {img->dim[1], img->dim[2], img->dim[3]};
-        double spacing[3] = {img->pixdim[1], img->pixdim[2], img->pixdim[3]};
+        memcpy(shape, img->dim + 1, sizeof shape);
+        memcpy(spacing, img->pixdim + 1, sizeof spacing);
         tk_nifti_free(img);
         img = NULL;
-        rc = preprocess(fi, l8, shape, spacing, c, e);
+    }
+    float *ci = rc ? NULL : c_order(fi, shape, sizeof(float));
+    free(fi);
+    fi = NULL;
+    uint8_t *cl = rc || !ci ? NULL : c_order(l8, shape, 1);
+    if (!rc && !cl) rc = tk_err_errno(e, ENOMEM, "out of memory (%zu voxels)", (size_t)(shape[0] * shape[1] * shape[2]));
+    if (!rc) {
+        rc = preprocess(ci, cl, shape, spacing, c, e);
         if (rc && !e->where[0]) tk_err_where(e, "%s", ip);
     }
     tk_nifti_free(img);
     free(fi);
     free(l8);
+    free(ci);
+    free(cl);
     return rc;
 }
 

@@ -37,27 +37,24 @@ extern const double kits19_target_spacing[3]; // (1.6, 1.2, 1.2) mm
 #define KITS19_EVAL_CASES 42
 extern const char *const kits19_eval_cases[KITS19_EVAL_CASES];
 
-// A volume's shape (D, H, W) and its element strides (in elements, any order: a NIfTI volume as
-// read has stride (1, D, D*H); a C-order one (H*W, W, 1)).
-typedef struct {
-    int64_t shape[3];
-    int64_t stride[3];
-} kits19_dims;
+// NIfTI order (dim[1] = D varying fastest) -> C order (D, H, W), W fastest; esize bytes a voxel.
+void kits19_to_c_order(const void *in, const int64_t shape[3], void *out, size_t esize);
 
 // The resampled shape: (int64)(spacing[a] / target[a] * shape[a]) in double, as numpy's
 // (spc / targ * shp).astype(int). TK_EDATA (what = the axis) when an axis would be empty or
 // a spacing is not a positive number.
 int kits19_new_shape(const double spacing[3], const int64_t shape[3], int64_t out[3], tk_err *e);
 
-// in: float volume of dims `in`; out: C-order (oshape[0], oshape[1], oshape[2]). Trilinear,
-// align_corners=True, with torch's CPU arithmetic: per axis the weights (l0, l1) and indices
-// computed in float; then along W, H, D in turn t = fma(t_lo, l0, t_hi * l1), the form that
-// torch's kernel takes when compiled for AVX2/AVX-512 (what x86 machines run: the compiler fuses
-// `t0 * w0 + t1 * w1` into one fma; torch forced to ATEN_CPU_CAPABILITY=default rounds both
-// products instead and differs in the last bit). Uses OpenMP threads over D.
-int kits19_resample_linear(const float *in, const kits19_dims *id, float *out, const int64_t oshape[3], tk_err *e);
+// in: C-order float volume of ishape; out: C-order oshape. Trilinear, align_corners=True, with
+// torch's CPU arithmetic: per axis the weights (l0, l1) and indices computed in float; then along
+// W, H, D in turn t = fma(t_lo, l0, t_hi * l1), the form that torch's kernel takes when compiled
+// for AVX2/AVX-512 (what x86 machines run: the compiler fuses `t0 * w0 + t1 * w1` into one fma;
+// torch forced to ATEN_CPU_CAPABILITY=default rounds both products instead and differs in the
+// last bit). Uses OpenMP threads; TK_EIO when memory runs out.
+int kits19_resample_linear(const float *in, const int64_t ishape[3], float *out, const int64_t oshape[3],
+                           tk_err *e);
 // The same for labels with torch's 'nearest': source index floor(k * (float)in / out).
-int kits19_resample_nearest(const uint8_t *in, const kits19_dims *id, uint8_t *out, const int64_t oshape[3],
+int kits19_resample_nearest(const uint8_t *in, const int64_t ishape[3], uint8_t *out, const int64_t oshape[3],
                             tk_err *e);
 // x = (clip(x, -79, 304) - 101) / 76.9, each step rounded to float (numpy on a float32 array).
 void kits19_normalize(float *x, size_t n);

@@ -74,35 +74,61 @@ static void lin_axis_free(lin_axis *a) {
     free(a->l1);
 }
 
-int kits19_resample_linear(const float *in, const kits19_dims *id, float *out, const int64_t oshape[3], tk_err *e) {
+// Separable, and still torch's arithmetic: its nested t0 * w0 + t1 * w1 along W, then H, then D
+// gives each intermediate value from one row of the axis before, so computing all the W results
+// of an input slice (A), then all its H results (B), then the D results from two B slices makes
+// the same floats with each computed once.
+int kits19_resample_linear(const float *in, const int64_t ishape[3], float *out, const int64_t oshape[3],
+                           tk_err *e) {
     lin_axis ax[3] = {{0}};
     int rc = 0;
-    for (int a = 0; a < 3 && !rc; a++) rc = lin_axis_new(&ax[a], id->shape[a], oshape[a], e);
+    for (int a = 0; a < 3 && !rc; a++) rc = lin_axis_new(&ax[a], ishape[a], oshape[a], e);
+    const int64_t ID = ishape[0], IH = ishape[1], IW = ishape[2], OD = oshape[0], OH = oshape[1], OW = oshape[2];
+    const size_t plane = (size_t)OH * (size_t)OW;
+    float *B = NULL;
+    uint8_t *used = NULL; // input slices some output slice reads
+    if (!rc && (!(B = malloc((size_t)ID * plane * sizeof(float))) || !(used = calloc((size_t)ID, 1))))
+        rc = tk_err_errno(e, ENOMEM, "out of memory (resampling to %lld x %lld x %lld)", (long long)OD,
+                          (long long)OH, (long long)OW);
     if (!rc) {
-        const int64_t OH = oshape[1], OW = oshape[2], sd = id->stride[0], sh = id->stride[1], sw = id->stride[2];
         const lin_axis *D = &ax[0], *H = &ax[1], *W = &ax[2];
-#pragma omp parallel for schedule(static)
-        for (int64_t d = 0; d < oshape[0]; d++) {
-            const float *p0 = in + D->i0[d] * sd, *p1 = in + D->i1[d] * sd;
-            for (int64_t h = 0; h < OH; h++) {
-                const int64_t h0 = H->i0[h] * sh, h1 = H->i1[h] * sh;
-                float *o = out + (d * OH + h) * OW;
-                for (int64_t w = 0; w < OW; w++) {
-                    const int64_t w0 = W->i0[w] * sw, w1 = W->i1[w] * sw;
-                    const float a = W->l0[w], b = W->l1[w];
-                    // the innermost axis first, as ATen's Interpolate<n> nests them; each
-                    // t0 * w0 + t1 * w1 is one fma around the second product (see kits19.h)
-                    float t00 = fmaf(p0[h0 + w0], a, p0[h0 + w1] * b);
-                    float t01 = fmaf(p0[h1 + w0], a, p0[h1 + w1] * b);
-                    float t10 = fmaf(p1[h0 + w0], a, p1[h0 + w1] * b);
-                    float t11 = fmaf(p1[h1 + w0], a, p1[h1 + w1] * b);
-                    float t0 = fmaf(t00, H->l0[h], t01 * H->l1[h]);
-                    float t1 = fmaf(t10, H->l0[h], t11 * H->l1[h]);
-                    o[w] = fmaf(t0, D->l0[d], t1 * D->l1[d]);
+        for (int64_t d = 0; d < OD; d++) used[D->i0[d]] = used[D->i1[d]] = 1;
+        int failed = 0;
+#pragma omp parallel
+        {
+            float *A = malloc((size_t)IH * (size_t)OW * sizeof(float));
+            if (!A) {
+#pragma omp atomic write
+                failed = 1;
+            }
+#pragma omp for schedule(dynamic, 1)
+            for (int64_t dd = 0; dd < ID; dd++) {
+                if (!A || !used[dd]) continue;
+                for (int64_t hh = 0; hh < IH; hh++) {
+                    const float *row = in + ((size_t)dd * (size_t)IH + (size_t)hh) * (size_t)IW;
+                    float *a = A + (size_t)hh * (size_t)OW;
+                    for (int64_t w = 0; w < OW; w++) a[w] = fmaf(row[W->i0[w]], W->l0[w], row[W->i1[w]] * W->l1[w]);
+                }
+                for (int64_t h = 0; h < OH; h++) {
+                    const float *a0 = A + (size_t)H->i0[h] * (size_t)OW, *a1 = A + (size_t)H->i1[h] * (size_t)OW;
+                    const float l0 = H->l0[h], l1 = H->l1[h];
+                    float *b = B + (size_t)dd * plane + (size_t)h * (size_t)OW;
+                    for (int64_t w = 0; w < OW; w++) b[w] = fmaf(a0[w], l0, a1[w] * l1);
                 }
             }
+            free(A);
+#pragma omp for schedule(static)
+            for (int64_t d = 0; d < OD; d++) {
+                const float *b0 = B + (size_t)D->i0[d] * plane, *b1 = B + (size_t)D->i1[d] * plane;
+                const float l0 = D->l0[d], l1 = D->l1[d];
+                float *o = out + (size_t)d * plane;
+                for (size_t i = 0; i < plane; i++) o[i] = fmaf(b0[i], l0, b1[i] * l1);
+            }
         }
+        if (failed) rc = tk_err_errno(e, ENOMEM, "out of memory");
     }
+    free(B);
+    free(used);
     for (int a = 0; a < 3; a++) lin_axis_free(&ax[a]);
     return rc;
 }
@@ -119,23 +145,37 @@ static int64_t *nearest_axis(int64_t in, int64_t out) {
     return idx;
 }
 
-int kits19_resample_nearest(const uint8_t *in, const kits19_dims *id, uint8_t *out, const int64_t oshape[3],
+int kits19_resample_nearest(const uint8_t *in, const int64_t ishape[3], uint8_t *out, const int64_t oshape[3],
                             tk_err *e) {
     int64_t *ix[3];
-    for (int a = 0; a < 3; a++) ix[a] = nearest_axis(id->shape[a], oshape[a]);
+    for (int a = 0; a < 3; a++) ix[a] = nearest_axis(ishape[a], oshape[a]);
     int rc = !ix[0] || !ix[1] || !ix[2] ? tk_err_errno(e, ENOMEM, "out of memory") : 0;
     if (!rc) {
         const int64_t OH = oshape[1], OW = oshape[2];
 #pragma omp parallel for schedule(static)
         for (int64_t d = 0; d < oshape[0]; d++)
             for (int64_t h = 0; h < OH; h++) {
-                const uint8_t *p = in + ix[0][d] * id->stride[0] + ix[1][h] * id->stride[1];
-                uint8_t *o = out + (d * OH + h) * OW;
-                for (int64_t w = 0; w < OW; w++) o[w] = p[ix[2][w] * id->stride[2]];
+                const uint8_t *p = in + ((size_t)ix[0][d] * (size_t)ishape[1] + (size_t)ix[1][h]) * (size_t)ishape[2];
+                uint8_t *o = out + ((size_t)d * (size_t)OH + (size_t)h) * (size_t)OW;
+                for (int64_t w = 0; w < OW; w++) o[w] = p[ix[2][w]];
             }
     }
     for (int a = 0; a < 3; a++) free(ix[a]);
     return rc;
+}
+
+void kits19_to_c_order(const void *in, const int64_t shape[3], void *out, size_t esize) {
+    const int64_t D = shape[0], H = shape[1], W = shape[2], T = 32; // tiles of (d, w) for each h
+    const uint8_t *src = in;
+    uint8_t *dst = out;
+#pragma omp parallel for schedule(static)
+    for (int64_t h = 0; h < H; h++)
+        for (int64_t d0 = 0; d0 < D; d0 += T)
+            for (int64_t w0 = 0; w0 < W; w0 += T)
+                for (int64_t d = d0; d < d0 + T && d < D; d++)
+                    for (int64_t w = w0; w < w0 + T && w < W; w++)
+                        memcpy(dst + (((size_t)d * (size_t)H + (size_t)h) * (size_t)W + (size_t)w) * esize,
+                               src + ((size_t)d + (size_t)D * ((size_t)h + (size_t)H * (size_t)w)) * esize, esize);
 }
 
 void kits19_normalize(float *x, size_t n) {

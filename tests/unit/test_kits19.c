@@ -16,14 +16,14 @@ static float *ramp(const int64_t s[3], int cord) { // value 2d + 4h + 8w; cord: 
     return x;
 }
 
-TK_TEST(resample_same_shape_is_identity_and_transposes_nifti_order) {
+TK_TEST(resample_same_shape_is_identity_after_nifti_to_c_order) {
     int64_t s[3] = {3, 4, 5};
     float *x = ramp(s, 0); // NIfTI order: D fastest
     x[1] = -0.1f;          // (d, h, w) = (1, 0, 0): not a ramp value, must pass unchanged
-    kits19_dims id = {{3, 4, 5}, {1, 3, 12}};
-    float out[60];
+    float c[60], out[60];
+    kits19_to_c_order(x, s, c, sizeof(float));
     tk_err e;
-    CHECK_EQ_INT(kits19_resample_linear(x, &id, out, s, &e), 0);
+    CHECK_EQ_INT(kits19_resample_linear(c, s, out, s, &e), 0);
     for (int d = 0; d < 3; d++)
         for (int h = 0; h < 4; h++)
             for (int w = 0; w < 5; w++) {
@@ -38,10 +38,9 @@ TK_TEST(resample_reproduces_linear_ramps_exactly) {
     // itself: 2(d/2) + 4(h/2) + 8(w/2) = d + 2h + 4w
     int64_t s[3] = {5, 5, 5}, o[3] = {9, 9, 9};
     float *x = ramp(s, 1);
-    kits19_dims id = {{5, 5, 5}, {25, 5, 1}};
     float *out = malloc(9 * 9 * 9 * sizeof(float));
     tk_err e;
-    CHECK_EQ_INT(kits19_resample_linear(x, &id, out, o, &e), 0);
+    CHECK_EQ_INT(kits19_resample_linear(x, s, out, o, &e), 0);
     int bad = 0;
     for (int d = 0; d < 9; d++)
         for (int h = 0; h < 9; h++)
@@ -50,8 +49,7 @@ TK_TEST(resample_reproduces_linear_ramps_exactly) {
     // 9 -> 5 on D only (scale 8/4 = 2: every other slice, weight 0 on the next), H and W kept
     int64_t s2[3] = {9, 2, 3}, o2[3] = {5, 2, 3};
     float *y = ramp(s2, 1);
-    kits19_dims id2 = {{9, 2, 3}, {6, 3, 1}};
-    CHECK_EQ_INT(kits19_resample_linear(y, &id2, out, o2, &e), 0);
+    CHECK_EQ_INT(kits19_resample_linear(y, s2, out, o2, &e), 0);
     bad = 0;
     for (int d = 0; d < 5; d++)
         for (int h = 0; h < 2; h++)
@@ -69,16 +67,16 @@ TK_TEST(resample_rounds_as_torch_on_avx2) {
     const float x[5] = {0.1f, -7.3f, 100.7f, 3.3f, -0.9f};
     const float want[7] = {0x1.99999ap-4f, -0x1.355556p+2f, 0x1.cb3336p+4f, 0x1.92ccccp+6f,
                            0x1.1e221ep+5f, 0x1.e6665ap+0f, -0x1.ccccccp-1f};
-    kits19_dims id = {{1, 1, 5}, {5, 5, 1}};
-    int64_t o[3] = {1, 1, 7};
+    int64_t s[3] = {1, 1, 5}, o[3] = {1, 1, 7};
     float out[7];
     tk_err e;
-    CHECK_EQ_INT(kits19_resample_linear(x, &id, out, o, &e), 0);
+    CHECK_EQ_INT(kits19_resample_linear(x, s, out, o, &e), 0);
     for (int i = 0; i < 7; i++) CHECK(out[i] == want[i]);
-    // the same along D (strides do not change the arithmetic)
-    kits19_dims idd = {{5, 1, 1}, {1, 1, 1}};
-    int64_t od[3] = {7, 1, 1};
-    CHECK_EQ_INT(kits19_resample_linear(x, &idd, out, od, &e), 0);
+    // the same along H and along D (torch printed the same values for those shapes)
+    int64_t sh[3] = {1, 5, 1}, oh[3] = {1, 7, 1}, sd[3] = {5, 1, 1}, od[3] = {7, 1, 1};
+    CHECK_EQ_INT(kits19_resample_linear(x, sh, out, oh, &e), 0);
+    for (int i = 0; i < 7; i++) CHECK(out[i] == want[i]);
+    CHECK_EQ_INT(kits19_resample_linear(x, sd, out, od, &e), 0);
     for (int i = 0; i < 7; i++) CHECK(out[i] == want[i]);
 }
 
@@ -87,17 +85,14 @@ TK_TEST(resample_nearest_picks_torch_indices) {
     const uint8_t v[10] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
     uint8_t out[8];
     tk_err e;
-    kits19_dims a = {{3, 1, 1}, {1, 1, 1}};
-    int64_t oa[3] = {7, 1, 1};
-    CHECK_EQ_INT(kits19_resample_nearest(v, &a, out, oa, &e), 0);
+    int64_t a[3] = {3, 1, 1}, oa[3] = {7, 1, 1};
+    CHECK_EQ_INT(kits19_resample_nearest(v, a, out, oa, &e), 0);
     CHECK(memcmp(out, "\0\0\0\1\1\2\2", 7) == 0);
-    kits19_dims b = {{1, 1, 4}, {4, 4, 1}};
-    int64_t ob[3] = {1, 1, 2};
-    CHECK_EQ_INT(kits19_resample_nearest(v, &b, out, ob, &e), 0);
+    int64_t b[3] = {1, 1, 4}, ob[3] = {1, 1, 2};
+    CHECK_EQ_INT(kits19_resample_nearest(v, b, out, ob, &e), 0);
     CHECK(out[0] == 0 && out[1] == 2);
-    kits19_dims c = {{1, 10, 1}, {10, 1, 1}};
-    int64_t oc[3] = {1, 7, 1};
-    CHECK_EQ_INT(kits19_resample_nearest(v, &c, out, oc, &e), 0);
+    int64_t c[3] = {1, 10, 1}, oc[3] = {1, 7, 1};
+    CHECK_EQ_INT(kits19_resample_nearest(v, c, out, oc, &e), 0);
     CHECK(memcmp(out, "\0\1\2\4\5\7\10", 7) == 0);
 }
 
