@@ -121,6 +121,7 @@ static int zlib_error(src *s, tk_err *e) {
         tk_err_errno(e, errno, "%s: cannot read", s->path);
         return TK_EIO;
     }
+    if (strncmp(msg, "<fd:", 4) == 0 && strstr(msg, ": ")) msg = strstr(msg, ": ") + 2; // gzdopen's name for the file
     if (zerr == Z_MEM_ERROR) return tk_err_errno(e, ENOMEM, "%s: out of memory inflating", s->path);
     tk_err_set(e, TK_EDATA, "gzip stream: %s (zlib), after offset %lld of the decompressed data", msg, s->pos);
     tk_err_lib(e, "zlib", zerr);

@@ -5,7 +5,8 @@
 // header fields a caller uses (dims, spacing, scaling, both orientation forms) and returns the
 // voxels in host byte order in the file's own datatype, dim[1] varying fastest. Each refusal is a
 // TK_EDATA naming the file and the byte offset of the field (or of the data) that is wrong; in a
-// .nii.gz offsets count bytes of the decompressed stream. Decisions (prep(1) documents them):
+// .nii.gz offsets count bytes of the decompressed stream. Decisions (the readers' man pages, prep
+// kits19's in prep(1), state them as their exit-3 cases):
 //   - The data must fill vox_offset + nvox * bytes per voxel exactly: a file that ends early is
 //     truncated, and bytes after the data are refused too, because then the header's dims disagree
 //     with the file (nibabel ignores them; nothing KiTS19 or nibabel writes has any). A .gz is

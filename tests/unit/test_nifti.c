@@ -94,7 +94,7 @@ static double value(int code, int i, uint8_t *bytes) {
     case 256: { int8_t x = (int8_t)(i * 37 - 100); memcpy(bytes, &x, 1); return x; }
     case 4: { int16_t x = (int16_t)(i * 3001 - 30000); memcpy(bytes, &x, 2); return x; }
     case 512: { uint16_t x = (uint16_t)(65535 - i * 4099); memcpy(bytes, &x, 2); return x; }
-    case 8: { int32_t x = (int32_t)(i * 200000001 - 2000000000); memcpy(bytes, &x, 4); return x; }
+    case 8: { int32_t x = (int32_t)((int64_t)i * 200000001 - 2000000000); memcpy(bytes, &x, 4); return x; }
     case 768: { uint32_t x = 4000000000u - (uint32_t)i * 123456789u; memcpy(bytes, &x, 4); return x; }
     case 1024: { int64_t x = (int64_t)i * 1000000000000001LL - 9000000000000000000LL; memcpy(bytes, &x, 8); return (double)x; }
     case 16: { float x = (float)i * -1.25f + 3.0f; memcpy(bytes, &x, 4); return x; }
