@@ -85,6 +85,18 @@ nothing_written() {
     [ "$(ls refout | wc -l)" -eq 10 ]
 }
 
+@test "prep kits19 on prep synth kits19's phantoms: its split, and the reference's bytes" {
+    prep synth kits19 -o syn --cases 6 >/dev/null
+    run prep kits19 syn -o out --npy npy
+    [ "$status" -eq 0 ]
+    [ "${lines[6]}" = '{"type":"prep","dataset":"kits19","cases":6,"train":5,"eval":1,"skipped":0,"voxels":'"$((6 * 128 * 128 * 128))"',"eval_cases":"syn/evaluation_cases.txt","checksum":null,"checksum_entries":0}' ]
+    [[ "${lines[3]}" == '{"type":"case","case":"case_00003","split":"eval",'* ]]
+    need_torch
+    python3 "$ORACLE" ref syn ref
+    [ "$(ls ref | wc -l)" -eq 12 ]
+    for f in ref/*.npy; do cmp "$f" "npy/${f#ref/}"; done
+}
+
 @test "prep kits19: the .tks records hold each case's .npy volumes, in z order, by split" {
     need_nibabel
     command -v zstd >/dev/null || skip "the zstd command is not installed"
