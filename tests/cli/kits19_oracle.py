@@ -11,8 +11,9 @@
       with the calls it makes, in its order: nibabel get_fdata, torch's interpolate (trilinear,
       align_corners=True / nearest), np.clip, (x - 101) / 76.9, np.pad(mode="edge"), np.save; for
       CI, where the reference's checkout is absent
-  kits19_oracle.py bad CASE_DIR label|shape
-      rewrites CASE_DIR/segmentation.nii.gz with a label 3 at voxel (1, 2, 3), or one slice short
+  kits19_oracle.py bad CASE_DIR label|shape|4d
+      rewrites CASE_DIR/segmentation.nii.gz with a label 3 at voxel (1, 2, 3), one slice short, or
+      as a 4-D volume (a fourth axis of 1)
   kits19_oracle.py tks-check DUMP.jsonl NPY_DIR
       the records of a .tks file (contrib/synth/tks_dump.py --hex output) against the .npy pairs:
       each case's records in z order, slabs covering D, image and label bytes equal; prints the
@@ -39,7 +40,7 @@ def write_nifti(path, arr, spacing, big_endian=False, slope=None, inter=None):
     hdr = nibabel.Nifti1Header(endianness=">" if big_endian else "<")
     hdr.set_data_dtype(arr.dtype)
     img = nibabel.Nifti1Image(arr, np.diag(list(spacing) + [1.0]), hdr)
-    img.header.set_zooms(spacing)
+    img.header.set_zooms(tuple(spacing) + (1.0,) * (arr.ndim - len(spacing)))
     raw = io.BytesIO()
     img.to_file_map({"image": nibabel.FileHolder(fileobj=raw), "header": nibabel.FileHolder(fileobj=raw)})
     b = bytearray(raw.getvalue())
@@ -118,6 +119,8 @@ def bad(args):
     spacing = tuple(float(v) for v in seg.header.get_zooms()[:3])
     if args.kind == "label":
         lab[1, 2, 3] = 3
+    elif args.kind == "4d":
+        lab = lab[..., None]
     else:
         lab = lab[:-1]
     write_nifti(path, lab, spacing)
@@ -170,7 +173,7 @@ def main():
     r.add_argument("out")
     b = sub.add_parser("bad")
     b.add_argument("case")
-    b.add_argument("kind", choices=["label", "shape"])
+    b.add_argument("kind", choices=["label", "shape", "4d"])
     t = sub.add_parser("tks-check")
     t.add_argument("dump")
     t.add_argument("npy")

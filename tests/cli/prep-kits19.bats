@@ -181,6 +181,11 @@ broken() {
     broken case_00006 label "prep: error: data/case_00006/segmentation.nii.gz: voxel (1, 2, 3) has label 3; KiTS19 labels are 0 (background), 1 (kidney) and 2 (tumor)"
 }
 
+@test "prep kits19: a volume that is not 3-D is exit 3" {
+    need_nibabel
+    broken case_00001 4d "prep: error: data/case_00001/segmentation.nii.gz: a 4-dimensional volume; a KiTS19 case is 3-D (dim[0] = 3)"
+}
+
 @test "prep kits19: an evaluation case that is missing is exit 3 naming the list's line" {
     need_nibabel
     fresh
