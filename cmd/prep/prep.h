@@ -9,7 +9,8 @@ int prep_bert_cmd_of(int argc, char **argv);
 int prep_bert_main(int argc, char **argv);
 // ImageNet: argv from "imagenet" (synth 0) or "imagenet" after "synth" (synth 1).
 int prep_imagenet_main(int argc, char **argv, int synth);
-// KiTS19: prep synth kits19 (argv from "kits19").
+// KiTS19: prep kits19 (argv from "kits19"); prep synth kits19 (argv from "kits19").
+int prep_kits19_main(int argc, char **argv);
 int prep_synth_kits19_main(int argc, char **argv);
 
 #endif

@@ -43,10 +43,11 @@ LAYERS = [
     ("bert", ["lib/bert"], ["tks"]),
     ("coco", ["lib/coco"], ["core"]),
     ("nifti", ["lib/nifti"], ["core"]),
+    ("kits19", ["lib/kits19"], ["nifti", "tks"]),
     ("compliance", ["lib/compliance"], ["coco"]),
     ("image", ["lib/image"], ["kernels"]),
     ("imagenet", ["lib/imagenet"], ["image", "tks"]),
-    ("engine", ["lib/engine"], ["blocks", "ckpt", "criteo", "bert", "compliance", "imagenet", "nifti"]),
+    ("engine", ["lib/engine"], ["blocks", "ckpt", "criteo", "bert", "compliance", "imagenet", "nifti", "kits19"]),
     ("workloads", ["lib/workloads/*"], ["engine"]),
     ("cmd", ["cmd"], ["workloads"]),
 ]
