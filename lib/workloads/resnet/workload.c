@@ -88,14 +88,15 @@ static json_t *wl_result_extra(const void *model) {
 const tk_workload tk_workload_resnet = {
     .version = TK_WORKLOAD_V3, .name = "resnet", .metric = "top1", .precisions = rn_precisions,
     .summary = "ResNet-50 v1.5 (MLPerf Training v1.x image classification, ImageNet), target top-1",
-    .sections = rn_sections, .config = rn_config_new, .config_free = rn_config_free,
+    .sections = rn_sections,
+    .config = rn_config_new, .config_free = rn_config_free,
     .create = rn_create, .destroy = rn_destroy, .init_weights = rn_init_weights, .weights_loaded = rn_weights_loaded,
     .reader_open = rn_reader_open, .reader_close = rn_reader_close, .reader_count = rn_reader_count,
-    .read_batch = rn_reader_batch, .batch_layout = wl_layout, .inputs = wl_inputs, .prepare = wl_prepare,
+    .read_batch = rn_reader_batch, .reader_device = rn_reader_device,
+    .batch_layout = wl_layout, .inputs = wl_inputs, .prepare = wl_prepare,
     .step = rn_train_step, .after_update = rn_refresh_stem,
     .evalset_load = rn_evalset_load, .evalset_count = rn_evalset_count, .evalset_free = rn_evalset_free,
     .evaluate = rn_evaluate,
     .opt_mllog = opt_keys, .mllog_hparams = wl_mllog_hparams, .mllog_weights = wl_mllog_weights,
     .import = rn_import_torchvision, .dump_step = rn_dump_step, .result_extra = wl_result_extra,
-    .reader_device = rn_reader_device,
 };
