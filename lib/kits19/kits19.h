@@ -14,6 +14,7 @@
 #ifndef TK_KITS19_H
 #define TK_KITS19_H
 
+#include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -100,6 +101,18 @@ void kits19_list_free(kits19_list *l);
 const char *kits19_case_key(const char *name);
 
 // ---- prep kits19 (prep.c) ----------------------------------------------------------------------
+// The evaluation list (evaluation_cases.txt: one case name a line, the reference's form): its
+// non-empty lines with their line numbers. path NULL: the reference's 42 cases.
+typedef struct kits19_eval_list {
+    char **key;                  // the lines, '\n' removed (only that, as the reference does)
+    int *line, n;
+} kits19_eval_list;
+int kits19_eval_list_load(kits19_eval_list *l, const char *path, tk_err *e);
+void kits19_eval_list_free(kits19_eval_list *l);
+// checksum.json: a JSON object of .npy file name -> md5 (32 hex digits); TK_EDATA naming the
+// file (and line) otherwise.
+int kits19_checksum_load(json_t **out, const char *path, tk_err *e);
+
 // The .tks schema (prep(1), KiTS19): a case is too large for one record (64 MiB;
 // a real case reaches 400 x 400 x 400 voxels, 320 MB of float), so each record holds a slab of
 // whole D-slices, and a case is its records in order (z = 0, then the next slab, ...):

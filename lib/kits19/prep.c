@@ -1,6 +1,7 @@
 // prep kits19: every case of a KiTS19 data directory to .tks records (train.tks, eval.tks) and the
 // reference's .npy pairs, with its split (evaluation_cases.txt) and its check (checksum.json: the
 // md5 of each .npy file). Nothing is renamed into place before every case has passed.
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -39,12 +40,7 @@ int kits19_schema(tks_schema *s, const char *split, tk_err *e) {
 }
 
 // ---- the evaluation list and the checksums ---------------------------------------------------
-typedef struct {
-    char **key;                  // the lines, '\n' removed (only that, as the reference does)
-    int *line, n;
-} eval_list;
-
-static void eval_list_free(eval_list *l) {
+void kits19_eval_list_free(kits19_eval_list *l) {
     for (int i = 0; i < l->n; i++) free(l->key[i]);
     free(l->key);
     free(l->line);
@@ -55,7 +51,7 @@ static int file_exists(const char *p) {
     return stat(p, &st) == 0;
 }
 
-static int eval_list_load(eval_list *l, const char *path, tk_err *e) {
+int kits19_eval_list_load(kits19_eval_list *l, const char *path, tk_err *e) {
     memset(l, 0, sizeof *l);
     if (!path) {
         l->key = calloc(KITS19_EVAL_CASES, sizeof *l->key);
@@ -94,7 +90,7 @@ static int eval_list_load(eval_list *l, const char *path, tk_err *e) {
     return rc;
 }
 
-static int checksum_load(json_t **out, const char *path, tk_err *e) {
+int kits19_checksum_load(json_t **out, const char *path, tk_err *e) {
     json_error_t je;
     json_t *j = json_load_file(path, 0, &je);
     if (!j) {
@@ -110,7 +106,10 @@ static int checksum_load(json_t **out, const char *path, tk_err *e) {
         return tk_err_where(e, "%s", path);
     }
     json_object_foreach(j, k, v) {
-        if (!json_is_string(v) || json_string_length(v) != 32) {
+        const char *h = json_string_value(v);
+        size_t nh = json_is_string(v) ? json_string_length(v) : 0, x = 0;
+        while (x < nh && isxdigit((unsigned char)h[x])) x++;
+        if (nh != 32 || x != 32) {
             tk_err_set(e, TK_EDATA, "the md5 of '%s' is not 32 hex digits", k);
             json_decref(j);
             return tk_err_where(e, "%s", path);
@@ -239,7 +238,7 @@ int kits19_prep(const kits19_prep_opts *o, kits19_prep_stats *st, tk_err *e) {
     kits19_list cases;
     TRY(kits19_list_cases(o->data_dir, &cases, e));
     st->skipped = cases.skipped;
-    eval_list ev = {0};
+    kits19_eval_list ev = {0};
     json_t *sums = NULL;
     staged npy = {0};
     tks_writer *w[2] = {NULL, NULL}; // train, eval
@@ -254,7 +253,7 @@ int kits19_prep(const kits19_prep_opts *o, kits19_prep_stats *st, tk_err *e) {
     snprintf(path, sizeof path, "%s/evaluation_cases.txt", o->data_dir);
     if (!evp && file_exists(path)) evp = path;
     snprintf(st->eval_source, sizeof st->eval_source, "%s", evp ? evp : "built-in");
-    if (!rc) rc = eval_list_load(&ev, evp, e);
+    if (!rc) rc = kits19_eval_list_load(&ev, evp, e);
     for (int i = 0; i < ev.n && !rc; i++) {
         int found = 0;
         for (int c = 0; c < cases.n; c++)
@@ -272,7 +271,7 @@ int kits19_prep(const kits19_prep_opts *o, kits19_prep_stats *st, tk_err *e) {
     snprintf(path, sizeof path, "%s/checksum.json", o->data_dir);
     if (!ckp && file_exists(path)) ckp = path;
     if (ckp) snprintf(st->checksum_source, sizeof st->checksum_source, "%s", ckp);
-    if (!rc && ckp) rc = checksum_load(&sums, ckp, e);
+    if (!rc && ckp) rc = kits19_checksum_load(&sums, ckp, e);
     if (!rc && sums) st->checksum_entries = (int)json_object_size(sums);
 
     if (!rc && o->npy_dir) {
@@ -360,7 +359,7 @@ int kits19_prep(const kits19_prep_opts *o, kits19_prep_stats *st, tk_err *e) {
     free(npy.final);
     free(is_eval);
     json_decref(sums);
-    eval_list_free(&ev);
+    kits19_eval_list_free(&ev);
     kits19_list_free(&cases);
     return rc;
 }
