@@ -5,7 +5,6 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <unistd.h>
 
 #include "core/mllog.h"
@@ -52,13 +51,7 @@ static int log_progress(tk_run *r, double t0_window, int64_t steps_window, tk_er
     }
     double dt = tk_now() - t0_window, per = steps_window > 0 ? 1e3 / (double)steps_window : 0;
     double rate = dt > 0 ? (double)(steps_window * r->B) / dt : 0.0;
-    if (r->nwin == r->capwin) { // (kept for the result line's steady state)
-        int64_t cap = r->capwin ? 2 * r->capwin : 64;
-        double *w = realloc(r->win, (size_t)cap * sizeof *w);
-        if (!w) return tk_err_set(e, TK_EIO, "out of host memory");
-        r->win = w, r->capwin = cap;
-    }
-    r->win[r->nwin++] = rate;
+    TRY(tk_windows_add(&r->win, rate, e));
     json_t *o = json_pack("{s:s, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f}", "type", "progress", "step",
                           (json_int_t)r->step, "samples", (json_int_t)(r->step * r->B), "epoch",
                           epoch_num(r, r->step) - 1, "loss", loss, "lr", tk_optimizer_lr_at(&r->I.run.opt, r->step - 1),
@@ -334,26 +327,6 @@ static int train(tk_run *r, tk_err *e) {
     return rc;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-// The steady state: the median of the progress windows after the first (which holds the start-up:
-// graph captures, the loader's first batches); NaN with fewer than TK_STEADY_MIN of them.
-#define TK_STEADY_MIN 3
-static double steady_rate(const tk_run *r) {
-    int64_t n = r->nwin - 1;
-    if (n < TK_STEADY_MIN) return NAN;
-    double *w = malloc((size_t)n * sizeof *w);
-    if (!w) return NAN;
-    memcpy(w, r->win + 1, (size_t)n * sizeof *w);
-    qsort(w, (size_t)n, sizeof *w, cmp_double);
-    double m = n % 2 ? w[n / 2] : 0.5 * (w[n / 2 - 1] + w[n / 2]);
-    free(w);
-    return m;
-}
-
 // run_stop, the last checkpoint, the profile and result lines; rc is the training's outcome.
 static int finish(tk_run *r, int rc, double tt, int64_t step0, tk_err *e) {
     const tk_train_opts *o = r->o;
@@ -387,10 +360,9 @@ static int finish(tk_run *r, int rc, double tt, int64_t step0, tk_err *e) {
     json_decref(rest);
     // Where the time went: start-up to the end of the first step, the steady state of the progress
     // windows, evaluations and checkpoints (man/man1/train-step.1)
-    double steady = steady_rate(r);
     rest = json_pack("{s:o, s:o, s:I, s:f, s:f}", "startup_s", r->t_first > 0 ? json_real(r->t_first - r->t_begin) : json_null(),
-                     "steady_samples_per_s", num(steady), "steady_windows", (json_int_t)(r->nwin > 0 ? r->nwin - 1 : 0),
-                     "eval_s", r->eval_s, "ckpt_s", r->ckpt_s);
+                     "steady_samples_per_s", num(tk_windows_steady(&r->win)), "steady_windows",
+                     (json_int_t)tk_windows_steady_count(&r->win), "eval_s", r->eval_s, "ckpt_s", r->ckpt_s);
     json_object_update(res, rest);
     json_decref(rest);
     if (r->device_loaders > 0) json_object_set_new(res, "device_batches", json_integer(r->device_loaders));
@@ -458,7 +430,7 @@ out:
     if (r->made) tk_instance_destroy(&r->I);
     tk_comm_destroy(r->comm);
     tk_eval_dir_free(&r->ed);
-    free(r->win);
+    tk_windows_free(&r->win);
     tk_runlog_discard(&r->held, &r->log);
     tk_mllog_close(&r->log);
     tk_ctx_destroy(r->c);

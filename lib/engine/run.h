@@ -14,6 +14,7 @@
 #include "engine/instance.h"
 #include "engine/loader.h"
 #include "engine/runlog.h"
+#include "engine/windows.h"
 #include "gpu/comm.h"
 
 typedef struct tk_run {
@@ -32,8 +33,7 @@ typedef struct tk_run {
     double t_run0;           // run_start
     double t_first;          // the first step of this process done (0: not yet)
     double eval_s, ckpt_s;   // seconds in evaluations (or their checkpoints) and --ckpt-every saves
-    double *win;             // the progress windows' samples/s, in order (steady_samples_per_s)
-    int64_t nwin, capwin;
+    tk_windows win;          // the progress windows' samples/s (steady_samples_per_s)
     double last, best;       // the metric: last and best evaluation
     int reached, eval_samples_logged;
     tk_eval_dir ed;          // --eval-dir: the checkpoints awaiting an external result

@@ -35,7 +35,7 @@ setup() {
     [ "${lines[0]}" = "train-step: --train is required" ]
     run train-step -c "$CFG" -t x
     [ "$status" -eq 2 ]
-    [ "${lines[0]}" = "train-step: --eval or --eval-dir is required" ]
+    [ "${lines[0]}" = "train-step: --eval or --eval-dir is required (or --no-eval)" ]
     run train-step -c "$CFG" -t x -e y --workload gpt5
     [ "$status" -eq 2 ]
     [[ "${lines[0]}" == "train-step: --workload: unknown workload 'gpt5' (known: dlrm, "*")" ]]

@@ -354,16 +354,18 @@ TK_TEST(mllog_keys_of_config_json) {
     tk_run_cfg run = {.batch = 2, .seed = 1};
     rn_config cfg;
     CHECK_EQ_INT(rn_config_parse(root, "config.json", &run, &cfg, &e), 0);
+    run.steps_per_epoch = 393; // (the engine's, as train-step sets it)
+    CHECK_EQ_INT(tk_optimizer_config(root, "config.json", run.steps_per_epoch, &run.opt, &e), 0);
     json_decref(root);
     CHECK(cfg.scale_min == 0.05 && cfg.init == RN_INIT_MLPERF && cfg.bn_momentum == 0.1);
     rn_model *m = NULL;
     CHECK_EQ_INT(rn_create_standalone(tk_test_cpu(), &cfg, &m, &e), 0);
     if (!m) return;
-    run.steps_per_epoch = 393; // (the engine's, as train-step sets it)
     const char *log = tpath("keys.mllog");
     tk_mllog L = {.fd = -1};
     CHECK_EQ_INT(tk_mllog_open(&L, log, 0, &e), 0);
     const tk_workload *wl = tk_workload_find("resnet");
+    CHECK_EQ_INT(tk_optimizer_mllog(&L, &run, wl->opt_mllog, &e), 0); // ResNet's names, the engine's values
     CHECK_EQ_INT(wl->mllog_hparams(m, &run, &L, &e), 0);
     tk_mllog_close(&L);
     // ours: key -> value text

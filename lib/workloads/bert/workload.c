@@ -43,7 +43,7 @@ static int wl_after_update(void *model, tk_err *e) {
 // engine (engine/optimizer.h). LAMB's (opt_lamb_*, opt_epsilon) only when the optimizer is "lamb";
 // another optimizer leaves them out, and log-check then says the run is not closed-division BERT.
 // The schedule's: warmup_poly's warmup_steps, start_warmup_step and total_steps.
-static const tk_opt_mllog_key opt_keys[] = {
+static const tk_opt_mllog_key opt_mllog_names[] = {
     {"opt_base_learning_rate", TK_OPTV_BASE_LR, 'r', NULL},
     {"opt_learning_rate_training_steps", TK_OPTV_TOTAL_STEPS, 'i', NULL},
     {"opt_learning_rate_warmup_steps", TK_OPTV_WARMUP_STEPS, 'i', NULL},
@@ -108,6 +108,6 @@ const tk_workload tk_workload_bert = {
     .step = tk_bert_fwd_bwd, .after_update = wl_after_update, .graph_key = wl_graph_key,
     .evalset_load = tk_bert_evalset_load, .evalset_count = tk_bert_evalset_count,
     .evalset_free = tk_bert_evalset_free, .evaluate = tk_bert_evaluate,
-    .opt_mllog = opt_keys, .mllog_hparams = wl_mllog_hparams, .mllog_weights = wl_mllog_weights,
+    .opt_mllog = opt_mllog_names, .mllog_hparams = wl_mllog_hparams, .mllog_weights = wl_mllog_weights,
     .import = tk_bert_import, .dump_step = tk_bert_dump_step, .profile_marks = TK_BERT_PROF_MAX,
 };

@@ -7,7 +7,7 @@
 
 // The optimizer and schedule keys of closed_dlrm (HugeCTR's names, as NVIDIA's v1.x logs): the
 // engine logs them from the parsed "optimizer" section (engine/optimizer.h).
-static const tk_opt_mllog_key opt_keys[] = {
+static const tk_opt_mllog_key opt_mllog_names[] = {
     {"opt_base_learning_rate", TK_OPTV_BASE_LR, 'r', NULL},
     {"sgd_opt_base_learning_rate", TK_OPTV_BASE_LR, 'r', NULL},
     {"opt_learning_rate_warmup_steps", TK_OPTV_WARMUP_STEPS, 'i', NULL},
@@ -65,6 +65,6 @@ const tk_workload tk_workload_dlrm = {
     .graph_key = tk_dlrm_graph_key, .graph_per_slot = tk_dlrm_graph_per_slot, .step_queued = tk_dlrm_step_queued,
     .evalset_load = tk_dlrm_evalset_load, .evalset_count = tk_dlrm_evalset_count,
     .evalset_free = tk_dlrm_evalset_free, .evaluate = tk_dlrm_evaluate,
-    .opt_mllog = opt_keys, .mllog_weights = wl_mllog_weights,
+    .opt_mllog = opt_mllog_names, .mllog_weights = wl_mllog_weights,
     .dump_step = tk_dlrm_dump_step, .profile_marks = TK_DLRM_PROF_MAX, .result_extra = tk_dlrm_result_extra,
 };

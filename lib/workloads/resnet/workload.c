@@ -39,7 +39,7 @@ static int wl_prepare(void *model, void *rd, int64_t spe, json_t **line, tk_err 
 // The closed_resnet rules' optimizer keys: opt_name, then lars_* (closed_resnet_lars) or sgd_*
 // (closed_resnet_sgd), as NVIDIA's v1.1 MXNet logs them (decay steps: the epochs of the schedule),
 // each in the form the config wrote it (37 stays 37); the engine logs them (engine/optimizer.h).
-static const tk_opt_mllog_key opt_keys[] = {
+static const tk_opt_mllog_key opt_mllog_names[] = {
     {"opt_name", TK_OPTV_NAME, 0, NULL},
     {"%s_opt_base_learning_rate", TK_OPTV_BASE_LR, 'g', NULL},
     {"%s_opt_end_learning_rate", TK_OPTV_END_LR, 'g', NULL},
@@ -97,6 +97,6 @@ const tk_workload tk_workload_resnet = {
     .step = rn_train_step, .after_update = rn_refresh_stem,
     .evalset_load = rn_evalset_load, .evalset_count = rn_evalset_count, .evalset_free = rn_evalset_free,
     .evaluate = rn_evaluate,
-    .opt_mllog = opt_keys, .mllog_hparams = wl_mllog_hparams, .mllog_weights = wl_mllog_weights,
+    .opt_mllog = opt_mllog_names, .mllog_hparams = wl_mllog_hparams, .mllog_weights = wl_mllog_weights,
     .import = rn_import_torchvision, .dump_step = rn_dump_step, .result_extra = wl_result_extra,
 };
