@@ -1,0 +1,53 @@
+#!/usr/bin/env bats
+# The 3D U-Net's sliding-window evaluation against MLPerf's own code: contrib/peers/unet_eval.py
+# runs a transcription of the reference's sliding_window_inference, gaussian_kernel, pad_input
+# (runtime/inference.py) and DiceScore (model/losses.py) in PyTorch on volumes and a stand-in
+# network (1x1x1 Conv3d plus a fixed per-window-position tensor, exact in fp32), and
+# build/tests/unit/test_unet_eval --drive evaluates the same with kernels/swin.h and
+# kernels/dice_score.h on the cpu backend: the same argmax maps, the divided sums within 1e-6 (they
+# come out bit for bit), both Dice values within 1e-6. Cases: roi 128 with a crop and a pad, roi 32
+# with 30 windows in batches of 4, roi 16 padded on two axes, overlap 0, overlap 0.8 (stride
+# int(30 * 0.2) = 5). Skips when torch is not importable.
+
+bats_require_minimum_version 1.5.0
+
+setup() {
+    DRIVER="${TK_BIN%/bin}/tests/unit/test_unet_eval" REF="$TK_ROOT/contrib/peers/unet_eval.py"
+    [ -x "$DRIVER" ] || skip "$DRIVER not built"
+    python3 -c "import importlib.util as u, sys; sys.exit(u.find_spec('torch') is None or u.find_spec('scipy') is None)" 2>/dev/null ||
+        skip "torch or scipy is not importable (contrib/setup-deps.sh installs them)"
+}
+
+@test "unet-eval-oracle: grid, importance map, weighted sums, argmax and Dice match the reference's evaluation" {
+    run --separate-stderr python3 "$REF" check "$DRIVER"
+    [ "$status" -eq 0 ] || { echo "exit $status: $output $stderr"; return 1; }
+    [ "${#lines[@]}" -eq 5 ]
+    for l in "${lines[@]}"; do [[ "$l" == *"argmax diff 0 of "*"  ok" ]] || { echo "$l"; return 1; }; done
+    [[ "${lines[0]}" == "roi128-crop-pad "*"grid 2 1 2 crop 0 1 4 out 160 128 192 pad 16 0 0 "* ]]
+    [ -z "$stderr" ]
+}
+
+@test "unet-eval-oracle: a reference map without the cube root is caught (exit 1)" {
+    run --separate-stderr python3 "$REF" check "$DRIVER" --perturb
+    [ "$status" -eq 1 ]
+    [ "${#lines[@]}" -eq 5 ]
+    # (with overlap 0 no two windows meet and the map divides out: that line alone passes)
+    for l in "${lines[@]}"; do
+        [[ "$l" == "roi32-overlap0 "*"  ok" || "$l" == *"  FAIL "* ]] || { echo "$l"; return 1; }
+    done
+}
+
+@test "unet-eval-oracle: the driver refuses a missing directory, a short file, a shape the reference breaks on" {
+    run --separate-stderr "$DRIVER" --drive "$BATS_TEST_TMPDIR/none"
+    [ "$status" -eq 4 ]
+    [ "$stderr" = "test_unet_eval: error: $BATS_TEST_TMPDIR/none/params.txt: cannot open" ]
+    d="$BATS_TEST_TMPDIR/d" && mkdir -p "$d"
+    echo "128 70 128 128 0.5 1" >"$d/params.txt"
+    run --separate-stderr "$DRIVER" --drive "$d"
+    [ "$status" -eq 3 ]
+    [[ "$stderr" == *"axis 1 of 70 voxels with roi 128 stride 64: the reference crops it to 64"* ]]
+    echo "4 4 4 4 0.5 1" >"$d/params.txt" && head -c 100 /dev/zero >"$d/image.f32"
+    run --separate-stderr "$DRIVER" --drive "$d"
+    [ "$status" -eq 3 ]
+    [ "$stderr" = "test_unet_eval: error: $d/image.f32: 100 bytes, expected 256" ]
+}
