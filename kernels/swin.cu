@@ -7,7 +7,7 @@
 
 namespace {
 
-constexpr int kT = 256, kMaxB = 64;
+constexpr int kT = 256, kMaxB = TK_SWIN_MAX_BATCH;
 
 struct Geo {
     int64_t out[3], pad0[3], crop[3], shape[3];

@@ -32,6 +32,7 @@ extern "C" {
 #define TK_SWIN_SIGMA 0.125  // the map's standard deviation over the roi (inference.py:119)
 #define TK_SWIN_PAD -2.2f    // the image's padding value (inference.py:44)
 #define TK_SWIN_CLASSES 3
+#define TK_SWIN_MAX_BATCH 64 // windows a call on cuda (their origins travel as kernel arguments)
 
 // The windows over one volume. Coordinates: original (the volume as given), output (after the
 // crop: original - crop), padded (output + pad0; window origins are padded coordinates).
@@ -72,7 +73,9 @@ int tk_swin_gather_ref(tk_dtype t, const float *image, const tk_swin_grid *g, in
 //   acc[v][k] = acc[v][k] + fl(y[k] * map)   and   wsum[v] = wsum[v] + map
 // (fp32, two roundings, no fused multiply-add: the reference's model(x) * norm_patch then +=).
 // Batches passed in increasing window order give the reference's sums bit for bit, on both
-// backends (the CUDA kernel loops over the batch's windows per voxel: no atomics).
+// backends (the CUDA kernel loops over the batch's windows per voxel: no atomics). On cuda, the
+// gather and the accumulation take at most TK_SWIN_MAX_BATCH windows a call; y, x, image, map,
+// acc and wsum are device memory there.
 int tk_swin_accumulate(tk_ctx *c, tk_dtype t, const void *y, int ld, const tk_swin_grid *g, int64_t w0, int B,
                        const float *map, float *acc, float *wsum, tk_err *e);
 int tk_swin_accumulate_ref(tk_dtype t, const void *y, int ld, const tk_swin_grid *g, int64_t w0, int B,
