@@ -11,3 +11,20 @@ int tk_dice_score(tk_ctx *c, const tk_swin_grid *g, const float *acc, const floa
     return TK_DISPATCH(c, tk_dice_score_ref(g, acc, wsum, label, pred, dice, e),
                        tk_dice_score_cuda(c, g, acc, wsum, label, pred, dice, ws, e));
 }
+
+int tk_dice_mean(const float *dice, int ncases, int nshards, float out[3], tk_err *e) {
+    if (ncases < 1 || nshards < 1 || nshards > ncases)
+        return tk_err_set(e, TK_EDATA, "dice mean: %d cases over %d ranks (the reference needs a case on every rank)",
+                          ncases, nshards);
+    float tot[2] = {0, 0};
+    for (int r = 0, c0 = 0; r < nshards; r++) {
+        const int n = ncases / nshards + (r < ncases % nshards); // np.array_split's run lengths
+        float s[2] = {0, 0};
+        for (int i = c0; i < c0 + n; i++) s[0] += dice[2 * i], s[1] += dice[2 * i + 1];
+        tot[0] += s[0] / (float)n, tot[1] += s[1] / (float)n;
+        c0 += n;
+    }
+    out[0] = tot[0] / (float)nshards, out[1] = tot[1] / (float)nshards;
+    out[2] = (out[1] + out[0]) / 2;
+    return 0;
+}

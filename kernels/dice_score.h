@@ -10,9 +10,8 @@
 //   dice[k - 1] = fl(fl(2 I) + 1e-6f) / fl(fl(T + P) + 1e-6f)      (fp32, as torch computes it)
 // So an empty label and an empty prediction give 1, an empty label with a prediction about
 // 1e-6 / P, a label with no prediction about 1e-6 / T. The counts are exact integers (torch sums
-// fp32 one-hots: the same values while counts stay below 2^24 voxels). The evaluation's mean over
-// cases (inference.py:52-61) is the caller's: per class the mean of the cases, then
-// mean_dice = (kidney + tumor) / 2.
+// fp32 one-hots: the same values while counts stay below 2^24 voxels). The mean over the cases:
+// tk_dice_mean.
 // acc (out voxels, 3) fp32, wsum (out voxels) fp32, label (D, H, W) u8 of the grid's shape as given,
 // pred (out voxels) u8 or NULL, dice (2) fp32: device memory on cuda. A label outside {0, 1, 2}:
 // the reference fails (TK_EINTERNAL, naming the voxel); the CUDA kernel counts it in no class.
@@ -36,6 +35,16 @@ size_t tk_dice_score_ws_bytes_cuda(void);
 int tk_dice_score_cuda(tk_ctx *c, const tk_swin_grid *g, const float *acc, const float *wsum, const uint8_t *label,
                        uint8_t *pred, float *dice, void *ws, tk_err *e);
 #endif
+
+// The evaluation's score from the cases' Dice (ncases, 2) in the order of their file names, as the
+// reference reduces them over nshards ranks (inference.py:52-61, data_loader.py:31-34, 54,
+// distributed_utils.py:97-105): np.array_split gives rank r a contiguous run of the cases (the
+// first ncases % nshards ranks one more), each rank takes the mean of its own cases, the
+// all-reduce the mean of the ranks' means -- not the mean of all the cases when the runs differ in
+// length (42 cases on 8 ranks: 6, 6, 5, 5, 5, 5, 5, 5). out: kidney, tumor, and
+// mean_dice = (kidney + tumor) / 2, all fp32 sums in order (the reference's GPU and NCCL orders
+// may differ in the last place). More ranks than cases: the reference fails (TK_EDATA).
+int tk_dice_mean(const float *dice, int ncases, int nshards, float out[3], tk_err *e);
 
 // The Dice of one class from its counts, in the reference's fp32 operations.
 #ifdef __CUDACC__

@@ -17,7 +17,9 @@ the sums, the division, the argmax and the Dice).
 DRIVER is build/tests/unit/test_unet_eval (its --drive mode evaluates the same volume with
 kernels/swin.h and kernels/dice_score.h). One line per case, "NAME  ..." ending "ok" or "FAIL": the
 argmax maps identical, the divided sums within 1e-6 (relative; bitwise differences counted), the
-two Dice values within 1e-6. Exit 0 when all pass, 1 when one fails, 2 when the driver fails.
+two Dice values within 1e-6; then the mean over the cases as evaluate() reduces it on 1, 2 and 3
+ranks (each rank's mean of its np.array_split run of cases, then the mean of those) against the
+driver's --mean, within 1e-6. Exit 0 when all pass, 1 when one fails, 2 when the driver fails.
 --perturb gives the reference an importance map without the cube root (a wrong oracle the check
 must catch).
 """
@@ -231,7 +233,7 @@ def case(driver, name, shape, roi, overlap, B, seed):
     res_t = out[0].permute(1, 2, 3, 0).numpy().reshape(-1)
     fails = []
     if pred_c.shape != pred_t.shape or res_c.shape != res_t.shape:
-        return f"{name:<28} {lines[0]}  shapes {pred_c.shape} vs {pred_t.shape}  FAIL"
+        return f"{name:<28} {lines[0]}  shapes {pred_c.shape} vs {pred_t.shape}  FAIL", dice_c, dice_t
     nd_pred = int((pred_c != pred_t).sum())
     rel = float(np.max(np.abs(res_c.astype(np.float64) - res_t) / np.maximum(np.abs(res_t), 1e-30)))
     nbits = int((res_c.view(np.uint32) != res_t.view(np.uint32)).sum())
@@ -244,7 +246,37 @@ def case(driver, name, shape, roi, overlap, B, seed):
         fails.append("dice")
     return (f"{name:<28} {lines[0]}  dice {dice_c[0]:.7f} {dice_c[1]:.7f} (torch {float(dice_t[0]):.7f} "
             f"{float(dice_t[1]):.7f}, diff {ddice:.1e})  argmax diff {nd_pred} of {pred_t.size}  "
-            f"sums rel {rel:.1e} ({nbits} bitwise diff)  " + ("FAIL " + ",".join(fails) if fails else "ok"))
+            f"sums rel {rel:.1e} ({nbits} bitwise diff)  " + ("FAIL " + ",".join(fails) if fails else "ok"),
+            dice_c, dice_t)
+
+
+def reference_mean(scores, world_size):
+    """evaluate()'s reduction (inference.py:52-61) with the eval cases split over world_size ranks as
+    data_loader.py's split_eval_data does (np.array_split), the all-reduce of reduce_tensor
+    (distributed_utils.py:97-105) emulated as a sum over the ranks in order."""
+    means = [torch.mean(torch.stack([scores[i] for i in idx], dim=0), dim=0)
+             for idx in np.array_split(np.arange(len(scores)), world_size)]
+    rt = means[0].clone()
+    for m in means[1:]:
+        rt += m
+    if world_size > 1:
+        rt = rt / world_size
+    s = rt.numpy()
+    return [float(s[-2]), float(s[-1]), float((s[-1] + s[-2]) / 2)]
+
+
+def mean_case(driver, dice_c, dice_t, world_size):
+    r = subprocess.run([driver, "--mean", str(world_size)], input="".join(f"{k:.9g} {t:.9g}\n" for k, t in dice_c),
+                       capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"})
+    if r.returncode != 0:
+        sys.stderr.write(f"unet_eval.py: the driver failed (exit {r.returncode}): {r.stderr}")
+        sys.exit(2)
+    got = [float(np.float32(v)) for v in r.stdout.split()[1:]]
+    want = reference_mean(dice_t, world_size)
+    diff = max(abs(a - b) for a, b in zip(got, want))
+    return (f"{'mean-over-%d-ranks' % world_size:<28} {len(dice_c)} cases  kidney tumor mean {got[0]:.7f} {got[1]:.7f} "
+            f"{got[2]:.7f} (torch {want[0]:.7f} {want[1]:.7f} {want[2]:.7f}, diff {diff:.1e})  "
+            + ("ok" if diff <= 1e-6 else "FAIL mean"))
 
 
 CASES = [
@@ -265,11 +297,17 @@ def main():
         return 2
     PERTURB = len(args) == 3
     torch.set_num_threads(2)
-    bad = 0
+    bad, dc, dt = 0, [], []
     for i, (name, shape, roi, overlap, B) in enumerate(CASES):
-        line = case(args[1], name, shape, roi, overlap, B, 29 + i)
+        line, dice_c, dice_t = case(args[1], name, shape, roi, overlap, B, 29 + i)
+        dc.append(dice_c)
+        dt.append(dice_t)
         print(line, flush=True)
         bad += line.endswith("FAIL") or " FAIL " in line
+    for ranks in (1, 2, 3):
+        line = mean_case(args[1], dc, dt, ranks)
+        print(line, flush=True)
+        bad += " FAIL " in line
     return 1 if bad else 0
 
 

@@ -7,7 +7,9 @@
 # kernels/dice_score.h on the cpu backend: the same argmax maps, the divided sums within 1e-6 (they
 # come out bit for bit), both Dice values within 1e-6. Cases: roi 128 with a crop and a pad, roi 32
 # with 30 windows in batches of 4, roi 16 padded on two axes, overlap 0, overlap 0.8 (stride
-# int(30 * 0.2) = 5). Skips when torch is not importable.
+# int(30 * 0.2) = 5); then the mean over those cases as evaluate() reduces it on 1, 2 and 3 ranks
+# (per rank the mean of its np.array_split run, then the mean of the ranks') against
+# test_unet_eval --mean. Skips when torch or scipy is not importable.
 
 bats_require_minimum_version 1.5.0
 
@@ -21,8 +23,9 @@ setup() {
 @test "unet-eval-oracle: grid, importance map, weighted sums, argmax and Dice match the reference's evaluation" {
     run --separate-stderr python3 "$REF" check "$DRIVER"
     [ "$status" -eq 0 ] || { echo "exit $status: $output $stderr"; return 1; }
-    [ "${#lines[@]}" -eq 5 ]
-    for l in "${lines[@]}"; do [[ "$l" == *"argmax diff 0 of "*"  ok" ]] || { echo "$l"; return 1; }; done
+    [ "${#lines[@]}" -eq 8 ]
+    for l in "${lines[@]:0:5}"; do [[ "$l" == *"argmax diff 0 of "*"  ok" ]] || { echo "$l"; return 1; }; done
+    for l in "${lines[@]:5}"; do [[ "$l" == "mean-over-"*" 5 cases "*"  ok" ]] || { echo "$l"; return 1; }; done
     [[ "${lines[0]}" == "roi128-crop-pad "*"grid 2 1 2 crop 0 1 4 out 160 128 192 pad 16 0 0 "* ]]
     [ -z "$stderr" ]
 }
@@ -30,11 +33,22 @@ setup() {
 @test "unet-eval-oracle: a reference map without the cube root is caught (exit 1)" {
     run --separate-stderr python3 "$REF" check "$DRIVER" --perturb
     [ "$status" -eq 1 ]
-    [ "${#lines[@]}" -eq 5 ]
+    [ "${#lines[@]}" -eq 8 ]
     # (with overlap 0 no two windows meet and the map divides out: that line alone passes)
     for l in "${lines[@]}"; do
         [[ "$l" == "roi32-overlap0 "*"  ok" || "$l" == *"  FAIL "* ]] || { echo "$l"; return 1; }
     done
+}
+
+@test "unet-eval-oracle: the mean over cases is the mean of the ranks' means (np.array_split runs)" {
+    run --separate-stderr "$DRIVER" --mean 2 <<<$'1 0.5\n1 0.5\n1 0.5\n0 0.5\n0 0.5'
+    [ "$status" -eq 0 ]
+    [ "$output" = "mean 0.5 0.5 0.5" ] # ranks: (1 + 1 + 1) / 3 and (0 + 0) / 2; all 5 cases: 0.6
+    run --separate-stderr "$DRIVER" --mean 1 <<<$'1 0.5\n1 0.5\n1 0.5\n0 0.5\n0 0.5'
+    [ "$output" = "mean 0.600000024 0.5 0.550000012" ]
+    run --separate-stderr "$DRIVER" --mean 6 <<<$'1 0.5\n1 0.5\n1 0.5\n0 0.5\n0 0.5'
+    [ "$status" -eq 3 ]
+    [ "$stderr" = "test_unet_eval: error: dice mean: 5 cases over 6 ranks (the reference needs a case on every rank)" ]
 }
 
 @test "unet-eval-oracle: the driver refuses a missing directory, a short file, a shape the reference breaks on" {

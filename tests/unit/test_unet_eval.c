@@ -10,6 +10,8 @@
 // volume with the cpu ops in batches of B windows, writes DIR/pred.u8 (the cropped region's argmax)
 // and DIR/result.f32 (its sums divided, (voxels, 3)), and prints "grid n0 n1 n2 crop c0 c1 c2 out
 // o0 o1 o2 pad p0 p1 p2" and "dice KIDNEY TUMOR" (%.9g); an error goes to stderr with its code.
+// `test_unet_eval --mean RANKS` reads "kidney tumor" lines (the cases in order) from stdin and prints
+// tk_dice_mean's "mean KIDNEY TUMOR MEAN_DICE".
 #include <math.h>
 #include <string.h>
 
@@ -270,6 +272,26 @@ TK_TEST(gather_crop_and_pad) {
     CHECK(fabsf(dice[0] - 144.0f / 145.0f) <= 6e-8f && dice[1] == 1.0f);
 }
 
+// The mean over cases as the reference's ranks take it: 5 cases, kidney 1, 1, 1, 0, 0, tumor 0.5 each. One rank:
+// 3 / 5; two ranks (np.array_split: 3, 2): (1 + 0) / 2; three (2, 2, 1): (1 + 0.5 + 0) / 3; five: 3 / 5.
+TK_TEST(dice_mean_over_ranks) {
+    tk_err e = {0};
+    const float dice[10] = {1, 0.5f, 1, 0.5f, 1, 0.5f, 0, 0.5f, 0, 0.5f};
+    const float want[6] = {0.6f, 0.5f, 0.5f, 0.6f, 0, 0}, *w = want;
+    const int ranks[4] = {1, 2, 3, 5};
+    for (int i = 0; i < 4; i++) {
+        float out[3];
+        CHECK_EQ_INT(tk_dice_mean(dice, 5, ranks[i], out, &e), 0);
+        const float k = i == 0 || i == 3 ? w[0] : i == 1 ? w[1] : w[2];
+        CHECK_NEAR(out[0], k, 1e-7);
+        CHECK(out[1] == 0.5f);
+        CHECK_NEAR(out[2], (k + 0.5) / 2, 1e-7);
+    }
+    float out[3];
+    CHECK_EQ_INT(tk_dice_mean(dice, 5, 6, out, &e), TK_EDATA);
+    CHECK_EQ_INT(tk_dice_mean(dice, 0, 1, out, &e), TK_EDATA);
+}
+
 // ---- the oracle driver (see the top of the file) ----
 
 static int read_all(const char *dir, const char *name, void *p, size_t bytes, tk_err *e) {
@@ -347,10 +369,23 @@ static int drive(const char *dir, tk_err *e) {
     return rc;
 }
 
+// --mean RANKS: "kidney tumor" lines on stdin -> "mean KIDNEY TUMOR MEAN_DICE".
+static int drive_mean(const char *ranks, tk_err *e) {
+    char *end;
+    const long r = strtol(ranks, &end, 10);
+    if (*end || r < 1 || r > 4096) return tk_err_set(e, TK_EUSAGE, "--mean: ranks \"%s\" not in 1..4096", ranks);
+    float d[2 * 4096], out[3];
+    int n = 0;
+    while (n < 4096 && scanf("%f %f", &d[2 * n], &d[2 * n + 1]) == 2) n++;
+    TRY(tk_dice_mean(d, n, (int)r, out, e));
+    printf("mean %.9g %.9g %.9g\n", out[0], out[1], out[2]);
+    return fflush(stdout) ? tk_err_set(e, TK_EIO, "stdout: write failed") : 0;
+}
+
 int main(int argc, char **argv) {
-    if (argc == 3 && strcmp(argv[1], "--drive") == 0) {
+    if (argc == 3 && (strcmp(argv[1], "--drive") == 0 || strcmp(argv[1], "--mean") == 0)) {
         tk_err e = {0};
-        const int rc = drive(argv[2], &e);
+        const int rc = argv[1][2] == 'd' ? drive(argv[2], &e) : drive_mean(argv[2], &e);
         if (rc) {
             char buf[1200];
             tk_err_format(&e, buf, sizeof buf);
