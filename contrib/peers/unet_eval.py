@@ -15,8 +15,8 @@ the sums, the division, the argmax and the Dice).
   unet_eval.py check DRIVER [--perturb]
 
 DRIVER is build/tests/unit/test_unet_eval (its --drive mode evaluates the same volume with
-kernels/swin.h and kernels/dice_score.h). One line per case, "NAME  ..." ending "ok" or "FAIL": the
-argmax maps identical, the divided sums within 1e-6 (relative; bitwise differences counted), the
+kernels/swin.h and kernels/dice_score.h). One line per case, "NAME  ..." ending "ok" or "FAIL": the importance maps
+bit for bit, the argmax maps identical, the divided sums within 1e-6 (relative; bitwise differences counted), the
 two Dice values within 1e-6; then the mean over the cases as evaluate() reduces it on 1, 2 and 3
 ranks (each rank's mean of its np.array_split run of cases, then the mean of those) against the
 driver's --mean, within 1e-6. Exit 0 when all pass, 1 when one fails, 2 when the driver fails.
@@ -225,6 +225,9 @@ def case(driver, name, shape, roi, overlap, B, seed):
         dice_c = [float(np.float32(v)) for v in lines[1].split()[1:]]  # %.9g: the fp32 value
         pred_c = np.fromfile(os.path.join(d, "pred.u8"), dtype=np.uint8)
         res_c = np.fromfile(os.path.join(d, "result.f32"), dtype="<f4")
+        map_c = np.fromfile(os.path.join(d, "map.f32"), dtype="<f4")
+    map_t = gaussian_kernel(roi, 0.125 * roi).type(torch.float32).numpy().reshape(-1)
+    nd_map = int((map_c.view(np.uint32) != map_t.view(np.uint32)).sum())
     with torch.no_grad():
         out, lab = sliding_window_inference(inputs=image, labels=label, roi_shape=[roi] * 3, model=net,
                                             overlap=overlap, mode="gaussian", padding_val=-2.2)
@@ -240,13 +243,15 @@ def case(driver, name, shape, roi, overlap, B, seed):
     ddice = max(abs(dice_c[k] - float(dice_t[k])) for k in range(2))
     if nd_pred:
         fails.append("argmax")
+    if nd_map:
+        fails.append("map")
     if rel > 1e-6:
         fails.append("sums")
     if ddice > 1e-6:
         fails.append("dice")
     return (f"{name:<28} {lines[0]}  dice {dice_c[0]:.7f} {dice_c[1]:.7f} (torch {float(dice_t[0]):.7f} "
             f"{float(dice_t[1]):.7f}, diff {ddice:.1e})  argmax diff {nd_pred} of {pred_t.size}  "
-            f"sums rel {rel:.1e} ({nbits} bitwise diff)  " + ("FAIL " + ",".join(fails) if fails else "ok"),
+            f"sums rel {rel:.1e} ({nbits} bitwise diff)  map diff {nd_map}  " + ("FAIL " + ",".join(fails) if fails else "ok"),
             dice_c, dice_t)
 
 

@@ -8,7 +8,7 @@
 // DIR/net.f32 (a stand-in network: w[3], b[3], then P (roi, roi, roi, 3); the logits of a window
 // voxel with input x at window position l are fl(fl(fl(w_k x) + b_k) + P[l][k])), evaluates the
 // volume with the cpu ops in batches of B windows, writes DIR/pred.u8 (the cropped region's argmax)
-// and DIR/result.f32 (its sums divided, (voxels, 3)), and prints "grid n0 n1 n2 crop c0 c1 c2 out
+// DIR/result.f32 (its sums divided, (voxels, 3)) and DIR/map.f32 (the importance map), and prints "grid n0 n1 n2 crop c0 c1 c2 out
 // o0 o1 o2 pad p0 p1 p2" and "dice KIDNEY TUMOR" (%.9g); an error goes to stderr with its code.
 // `test_unet_eval --mean RANKS` reads "kidney tumor" lines (the cases in order) from stdin and prints
 // tk_dice_mean's "mean KIDNEY TUMOR MEAN_DICE".
@@ -357,6 +357,7 @@ static int drive(const char *dir, tk_err *e) {
         for (int k = 0; k < 3; k++) acc[v * 3 + k] /= wsum[v];
     if (!rc) rc = write_all(dir, "pred.u8", pred, no, e);
     if (!rc) rc = write_all(dir, "result.f32", acc, no * 3 * 4, e);
+    if (!rc) rc = write_all(dir, "map.f32", map, rv * 4, e);
     if (!rc) {
         printf("grid %d %d %d crop %lld %lld %lld out %lld %lld %lld pad %lld %lld %lld\n", g.n[0], g.n[1], g.n[2],
                (long long)g.crop[0], (long long)g.crop[1], (long long)g.crop[2], (long long)g.out[0],
