@@ -40,6 +40,7 @@ extern "C" {
 #define TK_WORKLOAD_V1 1
 #define TK_WORKLOAD_V2 2 // + reader_device
 #define TK_WORKLOAD_V3 3 // + opt_mllog
+#define TK_WORKLOAD_V4 4 // + dump_describe (the engine writes the step dump; dump_step is gone)
 
 // What the engine hands a model at creation.
 typedef struct tk_wl_env {
@@ -80,9 +81,46 @@ typedef struct tk_wl_option {
     const char *help;   // for --help
 } tk_wl_option;
 
+// ---- the step dump (version 4) ----
+// train-step --dump-step FILE: the engine (lib/engine/dump.c) runs one step on the batch in the
+// inputs and writes, for the workload's PyTorch peer (contrib/peers/NAME.py), one safetensors file
+// of, in this order: every tensor of tk_params this rank holds as it was BEFORE the step (a
+// checkpoint's names, the optimizer's state included), the batch (tk_wl_dump.batch, as it was
+// before the step), "loss" F32 [1] (the step's loss_acc), "grad.NAME" F32 of every dense tensor,
+// with tk_wl_dump.after "after.NAME" of every other held tensor that is not extern (its values
+// after the step: BatchNorm's running statistics), then tk_wl_dump.extra (read after the step);
+// metadata "format" ("trainkit-step-dump-1"), "workload", then tk_wl_dump.meta's keys. The step is
+// the table's step and after_update (its own updates included, as DLRM's sparse one: the weights
+// in the file are those before it); the engine's optimizer does not run. One rank.
+#define TK_WL_DUMP_EXTRA 8
+
+// A tensor of a step dump that the workload describes: its name and form in the file, and where
+// its values are (the backend's memory; still valid when the dump reads it).
+typedef struct tk_wl_tensor {
+    const char *name;                 // e.g. "batch.label" (the peer's name); copied
+    tk_dtype dtype;                   // in the file
+    int ndim;
+    int64_t shape[TK_PARAM_MAX_DIMS];
+    const void *src;                  // NULL in tk_wl_dump.batch[f]: field f's input buffer
+    int bf16;                         // an F32 tensor that src holds in bf16 (widened exactly)
+} tk_wl_tensor;
+
+// What a step dump holds of the workload's own (dump_describe fills it; zeroed before).
+typedef struct tk_wl_dump {
+    // Field f of batch_layout as the peer reads it, every field: the field's bytes as read (src
+    // NULL: dtype and shape must cover them exactly), or another form of it that describe put in
+    // the model's memory (ResNet's normalized images).
+    tk_wl_tensor batch[TK_BATCH_MAX_FIELDS];
+    tk_wl_tensor extra[TK_WL_DUMP_EXTRA]; // more tensors after the step (DLRM's grad.emb_out)
+    int nextra;
+    int after;                        // write after.NAME (above)
+    json_t *meta;                     // metadata of its own: an object of strings (the dump takes
+                                      // the reference; NULL: none)
+} tk_wl_dump;
+
 typedef struct tk_workload {
-    int version;                      // TK_WORKLOAD_V3 (V1: the members before reader_device, V2:
-                                      // before opt_mllog)
+    int version;                      // TK_WORKLOAD_V4 (V1: the members before reader_device, V2:
+                                      // before opt_mllog, V3: before dump_describe)
     const char *name;                 // the config's "workload" and MLLOG submission_benchmark
     const char *summary;              // one line for --help
     const char *metric;               // its eval metric: the config's target.metric and the key of
@@ -188,9 +226,6 @@ typedef struct tk_workload {
     int (*import)(void *model, const char *path, tk_err *e);
 
     // ---- optional extras ----
-    // One training step's inputs, weights, loss and gradients as safetensors, for a PyTorch peer
-    // (contrib/peers/NAME.py). Runs the step on the batch in the inputs. NULL: not supported.
-    int (*dump_step)(void *model, const char *path, tk_err *e);
     // Per-phase step timing (train-step --profile): the most marks the step makes (tk_wl_env.prof);
     // the engine keeps the timer and prints the phases. 0: the engine times whole steps only.
     int profile_marks;
@@ -215,6 +250,13 @@ typedef struct tk_workload {
     // the engine logs them (engine/optimizer.h tk_optimizer_mllog) from the parsed "optimizer"
     // section, after its common keys and before mllog_hparams. NULL: none.
     const tk_opt_mllog_key *opt_mllog;
+
+    // ---- the step dump (version 4) ----
+    // train-step --dump-step (above): what the dump holds of the workload's own, before the step
+    // (d zeroed; the batch is in the inputs). It may queue work that puts a field in its dump form
+    // (into a buffer the step may overwrite: the engine reads the batch before the step). NULL:
+    // no dump (--dump-step is a usage error).
+    int (*dump_describe)(void *model, tk_wl_dump *d, tk_err *e);
 } tk_workload;
 
 // Whether metric value v reaches target: at or above it, or at or below it when lower is better

@@ -211,6 +211,44 @@ b = bytearray(open(sys.argv[1], "rb").read()); b[-1] ^= 0x10; open(sys.argv[1], 
     [[ "${lines[0]}" == '{"type": "peer", "ok": true,'* ]]
 }
 
+@test "train-step --dump-step: the engine's file (trainkit-workload(7)): every tensor, the batch, loss, gradients, DLRM's grad.emb_out" {
+    # at a resumed step: the dump's first tensors are the checkpoint's, in its order, byte for byte
+    run "${TS[@]}" --max-steps 2 --ckpt-dir ck
+    [ "$status" -eq 1 ] # (the target is not reached in 2 steps)
+    run "${TS[@]}" --resume ck/step-2.safetensors --dump-step d.safetensors
+    [ "$status" -eq 0 ]
+    [ "${lines[0]}" = '{"type":"dump","path":"d.safetensors","step":2}' ]
+    run python3 - ck/step-2.safetensors d.safetensors <<'PY'
+import json, struct, sys
+def st(path):
+    b = open(path, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    h = json.loads(b[8:8 + n])
+    meta = h.pop("__metadata__")
+    return h, meta, lambda t: b[8 + n + h[t]["data_offsets"][0]:8 + n + h[t]["data_offsets"][1]]
+ck, _, ckb = st(sys.argv[1])
+d, meta, db = st(sys.argv[2])
+names, weights = list(d), list(ck)
+dense = [w for w in weights if "_mlp." in w]
+want = weights + ["batch.label", "batch.dense", "batch.cat", "loss"] + ["grad." + w for w in dense] + ["grad.emb_out"]
+assert names == want, names
+for w in weights:
+    assert d[w]["dtype"] == ck[w]["dtype"] and d[w]["shape"] == ck[w]["shape"] and db(w) == ckb(w), w
+assert [d[t]["dtype"] for t in want[len(weights):len(weights) + 4]] == ["U8", "I32", "I32", "F32"]
+assert d["loss"]["shape"] == [1] and d["grad.emb_out"]["shape"][0] == 256
+assert [k for k in meta if not k.startswith("crc32c.")] == ["format", "workload"], meta
+assert meta["format"] == "trainkit-step-dump-1" and meta["workload"] == "dlrm"
+print(len(names), "tensors")
+PY
+    echo "$output" >&3
+    [ "$status" -eq 0 ]
+    # a workload without a dump (mlp): usage error
+    run train-step -c "$TK_ROOT/share/workloads/mlp/tiny.json" -t "$D/train.tks" -b cpu --dump-step m.safetensors
+    [ "$status" -eq 2 ]
+    [ "${lines[0]}" = "train-step: error: --dump-step: workload mlp has no step dump" ]
+    [ ! -e m.safetensors ]
+}
+
 @test "train-step: config.json is the MLPerf v1.1 model (187.8M rows); its step matches PyTorch too" {
     run python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); m=c["model"]; print(len(m["table_sizes"]), sum(m["table_sizes"]), m["bottom_mlp"], m["top_mlp"], c["train"]["global_batch_size"], c["optimizer"]["base_lr"], c["target"]["auc"])' "$TK_ROOT/share/workloads/dlrm/config.json"
     [ "$output" = "26 187767399 [512, 256, 128] [1024, 1024, 512, 256, 1] 55296 24.0 0.8025" ]

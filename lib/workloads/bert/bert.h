@@ -72,7 +72,10 @@ int tk_bert_evaluate(void *model, void *es, double *acc, tk_err *e);
 // ---- ckpt.c ----
 // Hugging Face BertForPreTraining safetensors (its names; LayerNorm gamma/beta accepted).
 int tk_bert_import(void *model, const char *path, tk_err *e);
-int tk_bert_dump_step(void *model, const char *path, tk_err *e);
+// The table's dump_describe (lib/engine/workload.h): the batch under the names of
+// contrib/peers/bert.py ("batch.input_ids", ...) and the model's configuration and dropout in the
+// metadata. The step is tk_bert_fwd_bwd.
+int tk_bert_dump_describe(void *model, tk_wl_dump *d, tk_err *e);
 
 // ---- per-phase timing (train-step --profile: lib/engine/profile.h) ----
 // At most TK_BERT_PROF_MAX marks a step, every one on the compute stream at the step's phase

@@ -108,63 +108,25 @@ int tk_bert_import(void *model, const char *path, tk_err *e) {
 
 // ---- --dump-step ----
 
-static void entry(tk_ckpt_entry *en, const char *name, tk_dtype dt, int ndim, int64_t d0, int64_t d1, const void *src,
-                  int dev) {
-    memset(en, 0, sizeof *en);
-    snprintf(en->t.name, sizeof en->t.name, "%s", name);
-    en->t.dtype = dt, en->t.ndim = ndim, en->t.shape[0] = d0, en->t.shape[1] = d1;
-    en->src = src, en->dev = dev;
-}
-
-// The weights, the batch, the loss and every dense gradient of one forward and backward (no
-// update) on the batch in the inputs: what contrib/peers/bert.py compares with PyTorch.
-int tk_bert_dump_step(void *model, const char *path, tk_err *e) {
-    tk_bert *m = model;
-    if (m->world != 1) return tk_err_set(e, TK_EUSAGE, "--dump-step: one rank only");
+int tk_bert_dump_describe(void *model, tk_wl_dump *d, tk_err *e) {
+    const tk_bert *m = model;
     const tk_bert_config *c = &m->cfg;
-    const int B = c->batch, L = c->L, P = c->P;
-    tk_ckpt_entry *pe = NULL;
-    int np;
-    TRY(tk_ckpt_entries(m->P, &pe, &np, e));
-    int cap = 2 * np + 16, n = np;
-    tk_ckpt_entry *ent = calloc((size_t)cap, sizeof *ent);
-    char (*names)[TK_PARAM_NAME + 8] = calloc((size_t)np, sizeof *names);
-    float *loss = malloc(4);
-    double acc[2] = {0, 0};
-    int rc = !ent || !names || !loss ? tk_err_set(e, TK_EIO, "out of host memory") : 0;
-    if (!rc) memcpy(ent, pe, (size_t)np * sizeof *ent);
-    free(pe);
-    if (!rc) {
-        entry(&ent[n++], "batch.input_ids", TK_I32, 2, B, L, m->in_ids, 1);
-        entry(&ent[n++], "batch.segment_ids", TK_U8, 2, B, L, m->in_seg, 1);
-        entry(&ent[n++], "batch.seq_len", TK_I32, 1, B, 0, m->in_len, 1);
-        entry(&ent[n++], "batch.masked_lm_positions", TK_I32, 2, B, P, m->in_pos, 1);
-        entry(&ent[n++], "batch.masked_lm_ids", TK_I32, 2, B, P, m->in_mid, 1);
-        entry(&ent[n++], "batch.num_masked", TK_I32, 1, B, 0, m->in_nmask, 1);
-        entry(&ent[n++], "batch.next_sentence_labels", TK_I32, 1, B, 0, m->in_nsp, 1);
-    }
-    if (!rc) rc = tk_memset0(m->c, m->loss_acc, 16, TK_STREAM_COMPUTE, e);
-    if (!rc) rc = tk_bert_fwd_bwd(m, e);
-    if (!rc) rc = tk_memcpy_d2h(m->c, acc, m->loss_acc, 16, TK_STREAM_COMPUTE, e);
-    if (!rc) rc = tk_ctx_sync(m->c, e);
-    if (loss) *loss = (float)acc[0];
-    if (!rc) entry(&ent[n++], "loss", TK_F32, 1, 1, 0, loss, 0);
-    for (int i = 0; !rc && i < m->P->ndense; i++) {
-        const tk_param *p = &m->P->p[i];
-        snprintf(names[i], sizeof names[i], "grad.%s", p->name);
-        entry(&ent[n], names[i], TK_F32, p->ndim, p->shape[0], p->ndim > 1 ? p->shape[1] : 0, p->g, 1);
-        n++;
-    }
+    const int64_t B = c->batch, L = c->L, P = c->P;
+    static const char *const names[7] = {"batch.input_ids", "batch.segment_ids", "batch.seq_len",
+                                         "batch.masked_lm_positions", "batch.masked_lm_ids", "batch.num_masked",
+                                         "batch.next_sentence_labels"};
+    const int64_t cols[7] = {L, L, 0, P, P, 0, 0}; // (B, cols), or (B) for 0
+    for (int f = 0; f < 7; f++)
+        d->batch[f] = (tk_wl_tensor){.name = names[f], .dtype = f == 1 ? TK_U8 : TK_I32, .ndim = cols[f] ? 2 : 1,
+                                     .shape = {B, cols[f]}};
     char cfgtext[512];
     snprintf(cfgtext, sizeof cfgtext,
              "{\"vocab_size\": %d, \"vocab_padded\": %d, \"hidden_size\": %d, \"num_layers\": %d, \"num_heads\": %d, "
              "\"intermediate_size\": %d, \"max_position_embeddings\": %d, \"type_vocab_size\": %d, "
              "\"layer_norm_eps\": %.9g, \"max_seq_length\": %d, \"max_predictions_per_seq\": %d}",
-             c->vocab, c->vocab_padded, c->hidden, c->layers, c->heads, c->ffn, c->max_pos, c->types, c->ln_eps, L, P);
-    json_t *meta = json_pack("{s:s, s:s, s:s, s:s}", "format", "trainkit-step-dump-1", "workload", "bert", "config",
-                             cfgtext, "dropout", c->hidden_dropout > 0 || c->attn_dropout > 0 ? "on" : "off");
-    if (!rc) rc = tk_ckpt_write(m->c, path, ent, n, meta, e);
-    json_decref(meta);
-    free(ent), free(names), free(loss);
-    return rc;
+             c->vocab, c->vocab_padded, c->hidden, c->layers, c->heads, c->ffn, c->max_pos, c->types, c->ln_eps, c->L,
+             c->P);
+    const char *dropout = c->hidden_dropout > 0 || c->attn_dropout > 0 ? "on" : "off";
+    d->meta = json_pack("{s:s, s:s}", "config", cfgtext, "dropout", dropout);
+    return d->meta ? 0 : tk_err_set(e, TK_EIO, "out of host memory");
 }

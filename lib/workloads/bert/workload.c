@@ -97,7 +97,7 @@ static int wl_mllog_weights(void *model, tk_mllog *L, tk_err *e) {
 }
 
 const tk_workload tk_workload_bert = {
-    .version = TK_WORKLOAD_V3, .name = "bert", .metric = "mlm_accuracy", .precisions = tk_bert_precisions,
+    .version = TK_WORKLOAD_V4, .name = "bert", .metric = "mlm_accuracy", .precisions = tk_bert_precisions,
     .summary = "BERT-large pre-training (MLPerf Training v1.x language model, Wikipedia), target masked-LM accuracy",
     .config = tk_bert_config_parse, .config_free = tk_bert_config_free,
     .create = tk_bert_create, .destroy = tk_bert_destroy, .init_weights = tk_bert_init_weights,
@@ -109,5 +109,6 @@ const tk_workload tk_workload_bert = {
     .evalset_load = tk_bert_evalset_load, .evalset_count = tk_bert_evalset_count,
     .evalset_free = tk_bert_evalset_free, .evaluate = tk_bert_evaluate,
     .opt_mllog = opt_mllog_names, .mllog_hparams = wl_mllog_hparams, .mllog_weights = wl_mllog_weights,
-    .import = tk_bert_import, .dump_step = tk_bert_dump_step, .profile_marks = TK_BERT_PROF_MAX,
+    .import = tk_bert_import, .profile_marks = TK_BERT_PROF_MAX,
+    .dump_describe = tk_bert_dump_describe,
 };

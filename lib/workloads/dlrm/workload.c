@@ -51,7 +51,7 @@ static const tk_wl_option options[] = {
     {0}};
 
 const tk_workload tk_workload_dlrm = {
-    .version = TK_WORKLOAD_V3, .name = "dlrm", .metric = "auc", .precisions = tk_dlrm_precisions,
+    .version = TK_WORKLOAD_V4, .name = "dlrm", .metric = "auc", .precisions = tk_dlrm_precisions,
     .summary = "DLRM (MLPerf Training v1.x recommendation, Criteo Terabyte), target AUC",
     .options = options, .sections = tk_dlrm_sections,
     .config = tk_dlrm_config_parse, .config_free = tk_dlrm_config_free, .wants_comm = tk_dlrm_wants_comm,
@@ -66,5 +66,6 @@ const tk_workload tk_workload_dlrm = {
     .evalset_load = tk_dlrm_evalset_load, .evalset_count = tk_dlrm_evalset_count,
     .evalset_free = tk_dlrm_evalset_free, .evaluate = tk_dlrm_evaluate,
     .opt_mllog = opt_mllog_names, .mllog_weights = wl_mllog_weights,
-    .dump_step = tk_dlrm_dump_step, .profile_marks = TK_DLRM_PROF_MAX, .result_extra = tk_dlrm_result_extra,
+    .profile_marks = TK_DLRM_PROF_MAX, .result_extra = tk_dlrm_result_extra,
+    .dump_describe = tk_dlrm_dump_describe,
 };

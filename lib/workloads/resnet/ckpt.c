@@ -7,7 +7,6 @@
 
 #include "engine/ckpt.h"
 #include "img_norm.h"
-#include "core/bf16.h"
 #include "workloads/resnet/resnet.h"
 
 static void shape_str(const int64_t *s, int nd, char *buf, size_t n) {
@@ -91,85 +90,17 @@ int rn_import_torchvision(void *model, const char *path, tk_err *e) {
 
 // ---- the step dump ----
 
-static void entry(tk_ckpt_entry *en, const char *name, tk_dtype dt, int nd, const int64_t *shape, const void *src,
-                  int dev) {
-    memset(en, 0, sizeof *en);
-    snprintf(en->t.name, sizeof en->t.name, "%.*s", (int)sizeof en->t.name - 1, name);
-    en->t.dtype = dt;
-    en->t.ndim = nd;
-    for (int d = 0; d < nd; d++) en->t.shape[d] = shape[d];
-    en->src = src;
-    en->dev = dev;
-}
-
-// A device array of n values in t, widened to fp32 on the host (malloc'ed).
-static float *host_f32(rn_model *m, const void *src, size_t n, tk_dtype t, tk_err *e) {
-    float *h = malloc(n * 4 + 4);
-    if (!h) return tk_err_set(e, TK_EIO, "out of host memory"), NULL;
-    if (tk_memcpy_d2h(m->c, h, src, n * tk_dtype_size(t), TK_STREAM_COMPUTE, e) || tk_ctx_sync(m->c, e)) {
-        free(h);
-        return NULL;
-    }
-    for (size_t i = n; t == TK_BF16 && i-- > 0;) { // in place from the back
-        uint16_t v;
-        memcpy(&v, (const char *)h + 2 * i, 2);
-        h[i] = tk_bf16_to_f32(v);
-    }
-    return h;
-}
-
-// The batch in the input buffers, every tensor before the step, the loss, the dense gradients and
-// the running statistics after it (the optimizer does not run).
-int rn_dump_step(void *model, const char *path, tk_err *e) {
+int rn_dump_describe(void *model, tk_wl_dump *d, tk_err *e) {
     rn_model *m = model;
-    const tk_params *P = m->P;
-    tk_ckpt_entry *pe = NULL;
-    int np = 0;
-    TRY(tk_ckpt_entries(P, &pe, &np, e));
-    const int cap = 3 * np + 8;
-    tk_ckpt_entry *ent = calloc((size_t)cap, sizeof *ent);
-    void **own = calloc((size_t)cap, sizeof *own);
-    char name[TK_PARAM_NAME + 16];
-    int n = 0, no = 0, rc = !ent || !own ? tk_err_set(e, TK_EIO, "out of host memory") : 0;
-    // the tensors before the step (it changes the running statistics)
-    for (int i = 0; !rc && i < np; i++) {
-        size_t nb = (size_t)tk_st_nbytes(&pe[i].t);
-        void *h = malloc(nb + 1);
-        if (!h) rc = tk_err_set(e, TK_EIO, "out of host memory");
-        if (!rc) rc = tk_memcpy_d2h(m->c, h, pe[i].src, nb, TK_STREAM_COMPUTE, e);
-        own[no++] = h;
-        ent[n] = pe[i];
-        ent[n].src = h, ent[n++].dev = 0;
-    }
-    if (!rc) rc = tk_ctx_sync(m->c, e);
     // the normalized images the stem reads (img_normalize's values, as the step's first op makes
     // them from the same batch, whatever the stem's layout; x0 holds at least b S S 3 values)
-    const size_t npix = (size_t)m->b * m->S * m->S;
-    float *img = NULL;
     tk_img_norm nrm;
     for (int c = 0; c < 3; c++) nrm.mean[c] = m->cfg.mean[c], nrm.std[c] = m->cfg.std[c];
-    if (!rc) rc = tk_img_normalize(m->c, m->in_img, (int64_t)npix, nrm, m->t, m->x0, 3, e);
-    if (!rc && !(img = host_f32(m, m->x0, npix * 3, m->t, e))) rc = e->code;
-    own[no++] = img;
-    int64_t si[4] = {m->b, m->S, m->S, 3}, sl[1] = {m->b}, one[1] = {1};
-    entry(&ent[n++], "batch.image", TK_F32, 4, si, img, 0);
-    entry(&ent[n++], "batch.label", TK_I32, 1, sl, m->in_label, 1);
-    double acc[2] = {0, 0};
-    float *loss = malloc(4);
-    own[no++] = loss;
-    if (!rc && !loss) rc = tk_err_set(e, TK_EIO, "out of host memory");
-    if (!rc) rc = tk_memset0(m->c, m->loss_acc, 16, TK_STREAM_COMPUTE, e);
-    if (!rc) rc = rn_train_step(m, e);
-    if (!rc) rc = tk_memcpy_d2h(m->c, acc, m->loss_acc, 16, TK_STREAM_COMPUTE, e);
-    if (!rc) rc = tk_ctx_sync(m->c, e);
-    if (!rc) *loss = (float)acc[0];
-    entry(&ent[n++], "loss", TK_F32, 1, one, loss, 0);
-    for (int i = 0; !rc && i < P->n; i++) {
-        const tk_param *p = &P->p[i];
-        if (p->flags & TK_PARAM_EXTERN) continue;
-        snprintf(name, sizeof name, "%s.%s", p->flags & TK_PARAM_DENSE ? "grad" : "after", p->name);
-        entry(&ent[n++], name, TK_F32, p->ndim, p->shape, p->flags & TK_PARAM_DENSE ? (const void *)p->g : p->w, 1);
-    }
+    TRY(tk_img_normalize(m->c, m->in_img, (int64_t)m->b * m->S * m->S, nrm, m->t, m->x0, 3, e));
+    d->batch[0] = (tk_wl_tensor){.name = "batch.image", .dtype = TK_F32, .ndim = 4, .shape = {m->b, m->S, m->S, 3},
+                                 .src = m->x0, .bf16 = m->t == TK_BF16};
+    d->batch[1] = (tk_wl_tensor){.name = "batch.label", .dtype = TK_I32, .ndim = 1, .shape = {m->b}};
+    d->after = 1;
     char cfgs[512];
     const rn_config *c = &m->cfg;
     snprintf(cfgs, sizeof cfgs,
@@ -179,13 +110,6 @@ int rn_dump_step(void *model, const char *path, tk_err *e) {
              c->layers[0], c->nstages > 1 ? c->layers[1] : 0, c->nstages > 2 ? c->layers[2] : 0,
              c->nstages > 3 ? c->layers[3] : 0, c->nstages, c->width, c->expansion, c->classes, c->image_size,
              c->bn_eps, c->bn_momentum, c->label_smoothing, c->bf16 ? "bf16" : "fp32", (long long)c->batch);
-    json_t *meta = json_pack("{s:s, s:s, s:s, s:s}", "format", "trainkit-step-dump-1", "workload", "resnet", "layout",
-                             "activations NHWC, conv weights (K, R, S, C)", "config", cfgs);
-    if (!rc) rc = tk_ckpt_write(m->c, path, ent, n, meta, e);
-    json_decref(meta);
-    for (int i = 0; own && i < no; i++) free(own[i]);
-    free(own);
-    free(ent);
-    free(pe);
-    return rc;
+    d->meta = json_pack("{s:s, s:s}", "layout", "activations NHWC, conv weights (K, R, S, C)", "config", cfgs);
+    return d->meta ? 0 : tk_err_set(e, TK_EIO, "out of host memory");
 }
