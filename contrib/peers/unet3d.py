@@ -22,11 +22,17 @@ reference's, so its state dict loads here and ours there.
         FILE's tensors and metadata plus "loss" (1,), "dice" (N, 2), "logits" (N,3,D,H,W or
         N,D,H,W,3), "grad.NAME" for every parameter, "after.NAME" (the weights after the update),
         in FILE's layout and --dtype.
-  unet3d.py --compare FILE [--dtype float64] [--tol-loss 1e-5] [--tol-grad 1e-4]
+  unet3d.py --compare FILE [--dtype float64] [--tol-loss 1e-5] [--tol-grad 2e-3] [--no-floor]
         FILE is a dump of the same keys (ours, e.g. from train-step --dump-step): recompute the
         step from its weights and batch and compare its loss, dice, logits (when present), every
-        grad.NAME (and after.NAME when present). Metric per tensor: ||ours - torch|| / ||torch||.
-        One JSON line; exit 0 within the tolerances, 1 not.
+        grad.NAME (and after.NAME when present; the rate and momentum from the metadata "lr",
+        "momentum", else the options). Metric per tensor: ||ours - torch|| / ||torch||; loss
+        and dice relative / absolute within --tol-loss. With float64 (the default) it also
+        reports how far torch's own fp32 step is from that reference (torch_fp32_grad_rel_max:
+        the noise floor of an fp32 step; --no-floor skips it): 3.9e-4 to 4.3e-4 measured at
+        widths 2 and 8 on 64x32x32 crops, batch 2, in the deep blocks whose gradients are
+        smallest; the default --tol-grad 2e-3 is ~5x that. One JSON line; exit 0 within the
+        tolerances, 1 not. --device cuda runs the reference there (TF32 off, deterministic).
   unet3d.py --fd-check FILE [--eps 1e-6] [--tol 1e-6] [--groups blocks|tensors] [--tensors all|N]
         check the gradients in a dump against central finite differences in float64: per block
         (input_block, downsample.i, bottleneck, upsample.j, output; --groups tensors: per
@@ -65,7 +71,12 @@ Layouts in files (metadata "layout"): "torch" is the state dict's (conv (K, C, T
 output conv (3, 1, 1, 1, W), image and label (N, D, H, W, 1) (the same bytes), logits
 (N, D, H, W, 3); vectors (norm weights and biases, conv biases) as they are. Gradients and
 after.NAME are in the file's layout. Keys: "batch.image" f32, "batch.label" u8, the parameters by
-their state-dict names (f32, or f64 with --dtype float64 in --init), "loss", "dice", ...
+their state-dict names (f32, or f64 with --dtype float64 in --init), "loss" (1,), "grad.NAME" (all
+78 required by --compare), "dice", "logits", "after.NAME" (optional). Metadata (strings) read:
+"model" = "unet3d" and "width" (required), "layout" (default torch), "lr", "momentum".
+Exit codes: 0 ok, 1 a check failed, 2 usage, 3 a file that is not a dump of this model (not
+safetensors, a tensor missing or of another shape), 4 a file that cannot be read or written
+(outputs go through a temporary file and a rename), 5 --device cuda without a GPU.
 """
 import argparse
 import json
@@ -423,6 +434,12 @@ def compare(a):
             out[f"{pre}_rel_max"], out[f"{pre}_worst"] = w, wn
             out[f"{pre}_rel_all"] = (d2 / n2) ** 0.5 if n2 > 0 else d2 ** 0.5
             ok &= w <= a.tol_grad
+    if a.dtype == "float64" and not a.no_floor:  # how far torch's own fp32 step is from the same reference
+        l32, _, _, g32, _ = torch_step(t, meta, torch.float32, dev, lr, mom)
+        errs = {k: rel(g32[k], grads[k]) for k in grads}
+        wk = max(errs, key=errs.get)
+        out.update(torch_fp32_loss_rel=abs(l32 - loss) / max(abs(loss), 1e-30),
+                   torch_fp32_grad_rel_max=errs[wk], torch_fp32_grad_worst=wk)
     out["ok"] = bool(ok)
     print(json.dumps(out))
     return 0 if ok else 1
@@ -609,7 +626,8 @@ def main():
     p.add_argument("--lr", type=float, default=2.0)  # NVIDIA v1.1's base rate (after warm-up)
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--tol-loss", type=float, default=1e-5)
-    p.add_argument("--tol-grad", type=float, default=1e-4)
+    p.add_argument("--tol-grad", type=float, default=2e-3)
+    p.add_argument("--no-floor", action="store_true", help="--compare: skip torch's own fp32 step")
     p.add_argument("--eps", type=float, default=1e-6)
     p.add_argument("--tol", type=float, default=1e-6)
     p.add_argument("--tensors", default="all")

@@ -224,7 +224,7 @@ def train(a, dev):
     med = statistics.median(windows)
     out = {"type": "bench", "impl": "torch-" + a.mode, "compile_mode": a.compile_mode if a.mode == "compile" else None,
            "batch": a.batch, "crop": a.crop, "width": a.width, "amp": a.amp, "layout": "channels_last_3d",
-           "optimizer": "sgd nesterov 0.9 fused", "warmup": a.warmup, "iters": a.iters, "windows": a.windows,
+           "optimizer": "sgd nesterov 0.9" + (" fused" if cuda else ""), "warmup": a.warmup, "iters": a.iters, "windows": a.windows,
            "samples_per_s": a.batch / (med / 1e3), "ms_per_iter_median": med,
            "ms_per_iter_windows": [round(v, 4) for v in windows], "loss": float(loss.item()),
            "first_step_s": round(first_s, 3), "warmup_s": round(warm_s, 3),
