@@ -17,6 +17,9 @@
 #   EVAL_MODES="eager compile"     the evaluation's runs
 #   PEERS=0 (no PyTorch runs)      LOGDIR=DIR (keep the outputs)
 #   TINY=1                         dry-run the plumbing on the CPU (width 2, 64^3, fp32, a few steps)
+# The default run (eager and compile, training and evaluation) is estimated (not measured) at ~5
+# minutes on an H100, most of it torch.compile's compilations; COMPILE_MODE=max-autotune takes
+# longer: run it in a call of its own (MODES= EVAL=0 COMPILE_MODE=max-autotune).
 # Prints one table: impl, samples/s, ms/step, peak GiB, ratio vs torch.compile; then one for the
 # evaluation: impl, seconds for the cases, cases/s, windows, peak GiB. Exit 0 when every run
 # succeeded, 1 when one failed, 5 when there is no GPU.

@@ -239,7 +239,12 @@ def train(a, dev):
 
 def read_shapes(path):
     shapes = []
-    with open(path) as f:
+    try:
+        f = open(path)
+    except OSError as e:
+        sys.stderr.write(f"unet3d_perf.py: error: {path}: {e.strerror}\n")
+        sys.exit(4)
+    with f:
         for no, line in enumerate(f, 1):
             if not line.strip() or line.lstrip().startswith("#"):
                 continue
