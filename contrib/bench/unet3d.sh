@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# 3D U-Net (MLPerf KiTS19) on one GPU: the training step's throughput at batch 2 of 128^3 and the
+# sliding-window evaluation of the 42 evaluation cases, ours against PyTorch
+# (contrib/peers/unet3d_perf.py: the reference model of contrib/peers/unet3d.py, bf16 autocast,
+# channels_last_3d, fused SGD with Nesterov momentum, eager and torch.compile), in one invocation.
+# Ours is not written yet (issue 29 items 3 and 5): its rows say so and carry no number.
+#
+#   contrib/bench/unet3d.sh            (from anywhere; builds nothing)
+#
+# Needs an NVIDIA GPU and python3 with a CUDA torch. Environment knobs:
+#   BATCH=2 CROP=128 WIDTH=32      the training step's shape (WIDTH: the first filter count, 32 = MLPerf's)
+#   WARMUP=10 ITERS=20 WINDOWS=3   steps not timed; steps per timed window; windows (the median is reported)
+#   MODES="eager compile"          the peer's runs (torch.compile's default mode)
+#   COMPILE_MODE=max-autotune      also run torch.compile with that mode (a row of its own)
+#   EVAL=1 (0: no evaluation)      CASES=42 CASE_SHAPE=256,256,256 (or SHAPES=FILE: one "D H W" a line)
+#   ROI=128 OVERLAP=0.5 SW_BATCH=4 the sliding window (the reference: roi 128, overlap 0.5, Gaussian)
+#   EVAL_MODES="eager compile"     the evaluation's runs
+#   PEERS=0 (no PyTorch runs)      LOGDIR=DIR (keep the outputs)
+#   TINY=1                         dry-run the plumbing on the CPU (width 2, 64^3, fp32, a few steps)
+# The default run (eager and compile, training and evaluation) is estimated (not measured) at ~5
+# minutes on an H100, most of it torch.compile's compilations; COMPILE_MODE=max-autotune takes
+# longer: run it in a call of its own (MODES= EVAL=0 COMPILE_MODE=max-autotune).
+# Prints one table: impl, samples/s, ms/step, peak GiB, ratio vs torch.compile; then one for the
+# evaluation: impl, seconds for the cases, cases/s, windows, peak GiB. Exit 0 when every run
+# succeeded, 1 when one failed, 5 when there is no GPU.
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 4
+ROOT=$PWD
+PY=${PYTHON:-python3}
+BATCH=${BATCH:-2} CROP=${CROP:-128} WIDTH=${WIDTH:-32}
+WARMUP=${WARMUP:-10} ITERS=${ITERS:-20} WINDOWS=${WINDOWS:-3}
+MODES=${MODES:-eager compile} COMPILE_MODE=${COMPILE_MODE:-}
+EVAL=${EVAL:-1} CASES=${CASES:-42} CASE_SHAPE=${CASE_SHAPE:-256,256,256} SHAPES=${SHAPES:-}
+ROI=${ROI:-128} OVERLAP=${OVERLAP:-0.5} SW_BATCH=${SW_BATCH:-4} EVAL_MODES=${EVAL_MODES:-eager compile}
+PEERS=${PEERS:-1} TINY=${TINY:-0}
+DEV=cuda AMP=bf16 EXTRA=()
+if [ "$TINY" = 1 ]; then
+    BATCH=1 CROP=64 WIDTH=2 WARMUP=1 ITERS=1 WINDOWS=2 MODES=eager COMPILE_MODE=
+    CASES=2 CASE_SHAPE=96,80,64 SHAPES= ROI=64 SW_BATCH=2 EVAL_MODES=eager
+    DEV=cpu AMP=none EXTRA=(--threads 1)
+fi
+die() { echo "unet3d.sh: error: $2" >&2; exit "$1"; }
+if [ "$TINY" != 1 ] && ! { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; }; then
+    die 5 "no NVIDIA GPU on this machine (nvidia-smi is missing or lists no device): this benchmark needs one; TINY=1 dry-runs it on the CPU"
+fi
+[ -z "$SHAPES" ] || [ -r "$SHAPES" ] || die 2 "SHAPES=$SHAPES is not readable"
+KEEP=${LOGDIR:+1}
+LOGDIR=${LOGDIR:-$(mktemp -d)}
+mkdir -p "$LOGDIR" || die 4 "cannot make $LOGDIR"
+RES=$LOGDIR/results.jsonl
+: >"$RES" || die 4 "cannot write $RES"
+rc=0
+[ "$TINY" = 1 ] || nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+PEER="$ROOT/contrib/peers/unet3d_perf.py"
+common=(--device "$DEV" --amp "$AMP" --width "$WIDTH" "${EXTRA[@]}")
+# one peer run: name, then its options; its JSON line goes to $RES
+peer() {
+    local name=$1
+    shift
+    echo "== torch $name" >&2
+    if "$PY" "$PEER" "$@" "${common[@]}" >"$LOGDIR/$name.out" 2>"$LOGDIR/$name.err"; then
+        cat "$LOGDIR/$name.out" >>"$RES"
+    else
+        echo "unet3d.sh: the peer's $name run failed (log: $LOGDIR/$name.err): $(tail -3 "$LOGDIR/$name.err")" >&2
+        rc=1
+    fi
+}
+# ours: not yet. A row that says so, never a number.
+echo '{"type": "placeholder", "impl": "trainkit", "what": "train"}' >>"$RES"
+if [ "$PEERS" = 1 ]; then
+    train=(--batch "$BATCH" --crop "$CROP" --warmup "$WARMUP" --iters "$ITERS" --windows "$WINDOWS")
+    for mode in $MODES; do
+        peer "train-$mode" --mode "$mode" "${train[@]}"
+    done
+    [ -n "$COMPILE_MODE" ] && peer "train-compile-$COMPILE_MODE" --mode compile --compile-mode "$COMPILE_MODE" "${train[@]}"
+fi
+if [ "$EVAL" = 1 ]; then
+    echo '{"type": "placeholder", "impl": "trainkit", "what": "eval"}' >>"$RES"
+    if [ "$PEERS" = 1 ]; then
+        ev=(--eval --roi "$ROI" --overlap "$OVERLAP" --sw-batch "$SW_BATCH")
+        if [ -n "$SHAPES" ]; then ev+=(--shapes-file "$SHAPES"); else ev+=(--cases "$CASES" --case-shape "$CASE_SHAPE"); fi
+        for mode in $EVAL_MODES; do
+            peer "eval-$mode" --mode "$mode" "${ev[@]}"
+        done
+    fi
+fi
+"$PY" - "$RES" "$BATCH" "$CROP" "$WIDTH" "$DEV" "$AMP" <<'PY' || rc=1
+import json, sys
+res, batch, crop, width, dev, amp = sys.argv[1:]
+rows = [json.loads(l) for l in open(res) if l.strip()]
+ours = "trainkit: not yet (issue 29 items 3/5)"
+train = [r for r in rows if r["type"] == "bench" or (r["type"] == "placeholder" and r["what"] == "train")]
+ev = [r for r in rows if r["type"] == "bench_eval" or (r["type"] == "placeholder" and r["what"] == "eval")]
+name = lambda r: r["impl"] + (f" ({r['compile_mode']})" if r.get("compile_mode") else "")
+gib = lambda r: f"{r['peak_mem_gib']:.2f}" if r.get("peak_mem_gib") is not None else "-"
+ref = next((r["samples_per_s"] for r in train if r.get("impl") == "torch-compile" and not r.get("compile_mode")), None)
+print(f"3D U-Net training step: batch {batch} of {crop}^3, width {width}, {dev} {amp}")
+print(f"{'impl':<28} {'samples/s':>10} {'ms/step':>9} {'peak GiB':>9} {'vs torch.compile':>17}")
+for r in train:
+    if r["type"] == "placeholder":
+        print(f"{'trainkit':<28} {ours}")
+        continue
+    ratio = f"{r['samples_per_s'] / ref:.2f}x" if ref else "-"
+    print(f"{name(r):<28} {r['samples_per_s']:>10.2f} {r['ms_per_iter_median']:>9.2f} {gib(r):>9} {ratio:>17}")
+if ev:
+    e0 = next((r for r in ev if r["type"] == "bench_eval"), None)
+    if e0:
+        print(f"sliding-window evaluation: {e0['cases']} cases of {', '.join(e0['shapes'])}, roi {e0['roi']}, "
+              f"overlap {e0['overlap']}, Gaussian, {e0['sw_batch']} windows a batch")
+    print(f"{'impl':<28} {'seconds':>10} {'cases/s':>9} {'windows':>8} {'ms/case':>9} {'peak GiB':>9}")
+    for r in ev:
+        if r["type"] == "placeholder":
+            print(f"{'trainkit':<28} {ours}")
+            continue
+        print(f"{name(r):<28} {r['eval_s']:>10.2f} {r['cases_per_s']:>9.3f} {r['windows']:>8} "
+              f"{r['ms_per_case_median']:>9.1f} {gib(r):>9}")
+PY
+if [ "$rc" = 0 ] && [ -z "$KEEP" ]; then rm -rf "$LOGDIR"; else echo "unet3d.sh: logs in $LOGDIR" >&2; fi
+exit "$rc"
