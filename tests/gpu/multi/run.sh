@@ -10,6 +10,7 @@
 #   6. the hybrid-parallel DLRM (tests/gpu/multi/test_dlrm_dist.sh: 2 ranks vs 1 rank with
 #      train-step, graphs vs eager, the scaling table), when BUILD has bin/train-step
 #   7. train-step on GPU 0 with evaluate --follow on GPU 1 (tests/gpu/multi/test_eval_gpu.sh)
+#   8. BERT and ResNet on 2 GPUs against 1 (tests/gpu/multi/test_ranks_gpu.sh)
 # and prints a results table last. Exit 0 when every step passed. NRANKS=N (default 2),
 # COMM_TIMEOUT=S (the survivors' wait bound, default 20). NCCL_NVLS_ENABLE=0 (NVLink multicast
 # off) is set here, whatever the caller had.
@@ -141,6 +142,12 @@ fi
 if [ -x "$BUILD/bin/evaluate" ]; then
     echo "== dedicated evaluation GPU: tests/gpu/multi/test_eval_gpu.sh"
     tap_step "dedicated evaluation GPU" tests/gpu/multi/test_eval_gpu.sh 600
+fi
+
+# 8. BERT and ResNet on 2 GPUs against 1 (losses within the tolerances the script gives)
+if [ -x "$BUILD/bin/train-step" ]; then
+    echo "== BERT and ResNet, 2 GPUs vs 1: tests/gpu/multi/test_ranks_gpu.sh"
+    tap_step "BERT, ResNet 2 GPUs vs 1" tests/gpu/multi/test_ranks_gpu.sh 600
 fi
 
 echo
