@@ -19,6 +19,17 @@ skip_without_gpu() {
     fi
 }
 
+# need_gpus N: with GPU=cuda and fewer than N GPUs visible, the TAP plan of a skipped script, and
+# exit 0 (the multi-GPU scripts).
+need_gpus() {
+    local n
+    n=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+    if [ "$GPU" = cuda ] && [ "${n:-0}" -lt "$1" ]; then
+        echo "1..0 # SKIP needs $1 GPUs (${n:-0} visible)"
+        exit 0
+    fi
+}
+
 # ts NAME BACKEND ARGS...: train-step with config $cfg on $W/train.tks and $W/eval.tks, an
 # unreachable AUC target (a whole epoch runs; exit 1 is expected), progress every 7 steps; output
 # in $W/NAME.jsonl and .err, and the numbers that must agree (losses and AUCs in order, "kind

@@ -31,11 +31,7 @@ PREC=${PREC:-bf16}
 ROWS=${TABLE_ROWS:-100000}
 GPU=${TK_TEST_BACKEND:-cuda} # cpu: a dry run of this script's plumbing (bf16 runs in fp32 there)
 export NCCL_NVLS_ENABLE=0
-ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
-if [ "$GPU" = cuda ] && [ "${ngpu:-0}" -lt 2 ]; then
-    echo "1..0 # SKIP needs 2 GPUs ($ngpu visible)"
-    exit 0
-fi
+need_gpus 2
 [ -x "$BIN/train-step" ] || { echo "Bail out! $BIN/train-step not built"; exit 1; }
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT

@@ -15,11 +15,7 @@ BIN=$PWD/${BUILD:-build}/bin
 . tests/gpu/lib.sh
 . tests/cli/compare.bash
 GPU=${TK_TEST_BACKEND:-cuda} # cpu: a dry run of the plumbing
-ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
-if [ "$GPU" = cuda ] && [ "${ngpu:-0}" -lt 2 ]; then
-    echo "1..0 # SKIP needs 2 GPUs ($ngpu visible)"
-    exit 0
-fi
+need_gpus 2
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
 echo "1..2"
