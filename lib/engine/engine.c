@@ -300,8 +300,10 @@ static int train(tk_run *r, tk_err *e) {
             char path[4200];
             if ((rc = save_ckpt(r, o->ckpt_dir, path, sizeof path, e))) break;
         }
-        if (is_eval) r->eval_s += t_ck - t_ev, tw += t_ck - t_ev;
-        r->ckpt_s += tk_now() - t_ck, tw += tk_now() - t_ck;
+        double t_end = tk_now();
+        if (is_eval) r->eval_s += t_ck - t_ev;
+        r->ckpt_s += t_end - t_ck;
+        tw += t_end - t_ev;
         if (end_of_epoch || r->reached || r->step == stop_at) {
             double epn = (double)(ep + 1);
             rc = TK_MLLOG_END(&r->log, "epoch_stop", NULL, json_pack("{s:f}", "epoch_num", epn), e);
