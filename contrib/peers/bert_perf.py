@@ -2,7 +2,7 @@
 """BERT-large pre-training in PyTorch (transformers.BertForPreTraining), as the SPEED peer of
 trainkit's train-step.
 
-  bert_perf.py --mode eager|compile [--batch 32] [--seq 512] [--max-pred 76] [--iters 20]
+  bert_perf.py --mode eager|compile|autotune [--batch 32] [--seq 512] [--max-pred 76] [--iters 20]
                [--warmup 5] [--layers 24] [--hidden 1024] [--heads 16] [--ffn 4096]
                [--vocab 30522] [--device cuda] [--optimizer sgd|adamw] [--npz FILE]
 
@@ -24,8 +24,16 @@ How the peer runs (the fastest idiomatic PyTorch we know, not a strawman):
   - optimizer: torch.optim.SGD(fused=True) by default, as train-step's configs use until the
     engine has LAMB (then compare against --optimizer adamw(fused) as the closest fused
     per-element optimizer torch has); set_to_none gradients.
-  - --mode compile: torch.compile(model) (default mode); compilation happens in the warm-up, its
-    time is reported as compile_s and excluded from the throughput.
+  - --mode compile: torch.compile(model) (default mode); --mode autotune: torch.compile(model,
+    mode="max-autotune-no-cudagraphs"); compilation happens in the warm-up, its time is reported
+    as compile_s and excluded from the throughput.
+
+Diagnosis (why one mode is slower than another), all off by default:
+  --attn-dropout P / --hidden-dropout P   the dropout probabilities (0.1 each by default)
+  --explain    dynamo's counters after the run (graph breaks, graphs, recompilations) in the line
+  (all tokens real: no attention mask is built under torch.compile either, see no_mask_patch below)
+  --trace N    a torch.profiler trace of 3 more steps: the N CUDA kernels with the most time
+               (name, calls, ms per step) in the line as "top_kernels"
   - inputs generated on the device before timing; --warmup steps, then --iters steps with a CUDA
     event around each; seqs_per_s = batch * iters / (first start event to last end event).
 """
@@ -63,7 +71,11 @@ def npz_batches(path, B, L, n, dev):
 
 def main():
     ap = argparse.ArgumentParser(description="BertForPreTraining training-step throughput")
-    ap.add_argument("--mode", choices=["eager", "compile"], required=True)
+    ap.add_argument("--mode", choices=["eager", "compile", "autotune"], required=True)
+    ap.add_argument("--attn-dropout", type=float, default=0.1)
+    ap.add_argument("--hidden-dropout", type=float, default=0.1)
+    ap.add_argument("--explain", action="store_true")
+    ap.add_argument("--trace", type=int, default=0)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--seq", type=int, default=512)
     ap.add_argument("--max-pred", type=int, default=76)
@@ -87,9 +99,27 @@ def main():
     torch.manual_seed(0)
     cfg = BertConfig(vocab_size=a.vocab, hidden_size=a.hidden, num_hidden_layers=a.layers,
                      num_attention_heads=a.heads, intermediate_size=a.ffn, hidden_act="gelu",
-                     hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
+                     hidden_dropout_prob=a.hidden_dropout,
+                     attention_probs_dropout_prob=a.attn_dropout,
                      max_position_embeddings=max(512, a.seq), type_vocab_size=2)
     cfg._attn_implementation = "sdpa"
+    mask_patch = False
+    if not a.npz:
+        # All tokens real, no attention mask given: eager Hugging Face then passes no mask to SDPA
+        # (its runtime check finds no padding), which lets SDPA take a flash kernel. Under
+        # torch.compile that check is skipped while tracing and a full additive mask is built
+        # instead, which sends SDPA to its math path: measured on an H100 (2026-11-28, transformers
+        # 5.17, torch 2.11), the compiled step spent 25 ms in fp32 FFMA GEMMs and 26 ms in Triton
+        # softmax kernels per step that eager runs in cuDNN's flash attention, and ran 215 seqs/s to
+        # eager's 253. So the peer builds no mask when none is given, as eager decides at run time.
+        import transformers.models.bert.modeling_bert as mb
+        if hasattr(mb, "create_bidirectional_mask"):
+            full = mb.create_bidirectional_mask
+
+            def no_mask_without_padding(*args, **kw):
+                return None if kw.get("attention_mask") is None else full(*args, **kw)
+            mb.create_bidirectional_mask = no_mask_without_padding
+            mask_patch = True
     model = BertForPreTraining(cfg).to(dev)
     model.train()
     fused = dev.type == "cuda"
@@ -107,7 +137,12 @@ def main():
     batches = [dict(input_ids=ids, token_type_ids=seg, labels=labels, next_sentence_label=nsp)]
     if a.npz:
         batches = npz_batches(a.npz, B, L, a.warmup + a.iters, dev)
-    fwd = torch.compile(model) if a.mode == "compile" else model
+    if a.mode == "compile":
+        fwd = torch.compile(model)
+    elif a.mode == "autotune":
+        fwd = torch.compile(model, mode="max-autotune-no-cudagraphs")
+    else:
+        fwd = model
     it = [0]
 
     def step():
@@ -142,11 +177,24 @@ def main():
     else:
         total = (time.perf_counter() - t1) * 1e3
         ms = [total / a.iters]
-    print(json.dumps({"type": "bench", "impl": f"torch-{a.mode}", "batch": B, "seq": L, "max_pred": P,
+    extra = {}
+    if a.explain and a.mode != "eager":
+        from torch._dynamo.utils import counters
+        extra["dynamo"] = {k: dict(v) for k, v in counters.items() if k in ("graph_break", "stats", "recompiles")}
+    if a.trace and dev.type == "cuda":
+        from torch.profiler import ProfilerActivity, profile
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(3):
+                step()
+            torch.cuda.synchronize()
+        rows = sorted(prof.key_averages(), key=lambda r: -r.device_time_total)[:a.trace]
+        extra["top_kernels"] = [[r.key[:90], r.count // 3, r.device_time_total / 3e3] for r in rows]
+    print(json.dumps({**extra, "type": "bench", "impl": f"torch-{a.mode}", "batch": B, "seq": L, "max_pred": P,
                       "layers": a.layers, "hidden": a.hidden, "optimizer": a.optimizer,
                       "data": a.npz or "all real",
                       "seqs_per_s": B * a.iters / (total / 1e3), "ms_per_iter_median": statistics.median(ms),
-                      "compile_s": compile_s if a.mode == "compile" else 0.0, "loss": float(loss.detach()),
+                      "compile_s": compile_s if a.mode != "eager" else 0.0,
+                      "attn_dropout": a.attn_dropout, "no_mask_patch": mask_patch, "hidden_dropout": a.hidden_dropout, "loss": float(loss.detach()),
                       "torch": torch.__version__, "device": torch.cuda.get_device_name() if dev.type == "cuda" else "cpu"}))
 
 

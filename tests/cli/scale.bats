@@ -410,3 +410,16 @@ fake_bin() { # NAME: a program that appends its arguments, one a line, to $T/NAM
     [ "$status" -eq 0 ]
     [[ "$(tr '\n' ' ' <"$T/srun.args")" == *" --rendezvous file:$T/trainkit-43/rendezvous.id "* ]]
 }
+
+@test "scale: the workload is the config's unless -w names one" {
+    B="$TK_ROOT/share/workloads/bert/tiny.json"
+    run "$S" -c "$B" -g 1 --steps 10 -n
+    [ "$status" -eq 0 ]
+    [ "$output" = "$TK_ROOT/share/launch -n 1 -- $FAKE --workload bert --config $B --max-steps 10 --max-epochs 1000 --log-every 1 --no-eval" ]
+    run "$S" -w resnet -c "$B" -g 1 --steps 10 -n
+    [[ "$output" == *" --workload resnet --config $B "* ]]
+    # a config without "workload" keeps train-step's default
+    jq 'del(.workload)' "$CFG" >"$T/nowl.json"
+    run "$S" -c "$T/nowl.json" -g 1 -n
+    [[ "$output" == *" --workload dlrm --config $T/nowl.json"* ]]
+}
