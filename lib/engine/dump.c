@@ -1,6 +1,6 @@
 // --dump-step (run.h): one step's tensors for the workload's PyTorch peer, in the form and order
-// lib/engine/workload.h gives (the step dump, version 4); the workload describes its batch and
-// any tensors of its own (dump_describe).
+// lib/engine/workload.h gives (the step dump, version 4): the batch is the table's (its fields as
+// read); the workload describes any tensors of its own and fields of another form (dump_describe).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,11 +78,11 @@ static int before_step(tk_run *r, dump_list *D, const tk_wl_dump *d, tk_err *e) 
     }
     free(pe);
     for (int f = 0; !rc && f < r->L.nfields; f++) {
-        const tk_wl_tensor *t = &d->batch[f];
-        rc = add_described(r, D, t, t->src ? t->src : r->inputs[f], e);
-        if (!rc && !t->src && (t->bf16 || tk_st_nbytes(&D->ent[D->n - 1].t) != r->L.bytes[f]))
-            rc = tk_err_set(e, TK_EINTERNAL, "--dump-step: %s is not batch field %d as read (%zu bytes)", t->name, f,
-                            r->L.bytes[f]);
+        const tk_wl_field *fl = &r->fields[f]; // as read, unless describe gave another form
+        tk_wl_tensor read = {.name = fl->name, .dtype = fl->dtype, .ndim = fl->ndim, .src = fl->input};
+        memcpy(read.shape, fl->shape, sizeof read.shape);
+        const tk_wl_tensor *t = d->batch[f].src ? &d->batch[f] : &read;
+        rc = add_described(r, D, t, t->src, e);
         if (!rc) rc = snapshot(r, D, t->bf16, e);
     }
     return rc;

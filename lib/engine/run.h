@@ -41,8 +41,9 @@ typedef struct tk_run {
     double wait_loader, wait_copy; // seconds the loop waited for decoded batches / their copies
     int device_loaders;      // loader threads whose reader writes device memory (device batches)
     tk_stager st;
-    void *inputs[TK_BATCH_MAX_FIELDS];
-    tk_batch_layout L;
+    tk_wl_field fields[TK_BATCH_MAX_FIELDS]; // the table's batch
+    void *inputs[TK_BATCH_MAX_FIELDS];       // what derives from it: the fields' input buffers
+    tk_batch_layout L;                       // and byte sizes
 } tk_run;
 
 static inline int tk_run_rank0(const tk_run *r) { return r->o->ri.rank == 0; }

@@ -25,6 +25,24 @@ static int start_from(tk_run *r, tk_err *e) {
     return 0;
 }
 
+// The table's batch (workload.h), and what the engine derives from it: the fields' byte sizes (the
+// loader's layout) and the model's input buffers.
+static int batch_fields(tk_run *r, tk_err *e) {
+    const tk_workload *wl = r->wl;
+    if (wl->version < TK_WORKLOAD_V5 || !wl->batch)
+        return tk_err_set(e, TK_EINTERNAL, "workload %s: table version %d, not %d", wl->name, wl->version,
+                          TK_WORKLOAD_V5);
+    int n = wl->batch(r->I.model, r->fields);
+    if (n < 1 || n > TK_BATCH_MAX_FIELDS)
+        return tk_err_set(e, TK_EINTERNAL, "workload %s: a batch of %d fields", wl->name, n);
+    r->L.nfields = n;
+    for (int f = 0; f < n; f++) {
+        r->L.bytes[f] = tk_wl_field_bytes(&r->fields[f]);
+        r->inputs[f] = r->fields[f].input;
+    }
+    return 0;
+}
+
 // Configuration, data, model, evaluation set: everything before run_start.
 int tk_run_init(tk_run *r, tk_backend be, tk_err *e) {
     const tk_train_opts *o = r->o;
@@ -73,10 +91,7 @@ int tk_run_init(tk_run *r, tk_backend be, tk_err *e) {
                              : r->eval_every_steps;
     rc = tk_instance_create(&r->I, r->c, r->comm, o->comm_timeout, e);
     if (!rc) rc = tk_instance_optimizer(&r->I, r->steps_per_epoch, e);
-    if (!rc) {
-        r->wl->batch_layout(r->I.model, &r->L);
-        r->wl->inputs(r->I.model, r->inputs);
-    }
+    if (!rc) rc = batch_fields(r, e);
     if (!rc && o->profile) rc = tk_instance_profile(&r->I, e);
     if (!rc && !o->resume) rc = r->wl->init_weights(r->I.model, rcfg->seed, e);
     if (!rc && (o->resume || o->init_ckpt)) rc = start_from(r, e);

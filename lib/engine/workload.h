@@ -13,10 +13,11 @@
 // table entry in registry.c, share/workloads/NAME/. Nothing in cmd/ or the engine changes.
 //
 // The table may grow: `version` says which members a workload fills (members added later are
-// NULL in older tables, and the engine checks version before calling them). Optional members may
-// be NULL. Every model function gets the `void *model` its create returned; "device" means the
-// backend's memory (host memory on the cpu backend). Everything that runs inside the training
-// step (step, after_update) must be capturable in a CUDA graph: no host sync, no allocation.
+// NULL in older tables, and the engine checks version before calling them; version 5 replaced
+// two members, and the engine takes no older table). Optional members may be NULL. Every model
+// function gets the `void *model` its create returned; "device" means the backend's memory (host
+// memory on the cpu backend). Everything that runs inside the training step (step, after_update)
+// must be capturable in a CUDA graph: no host sync, no allocation.
 #ifndef TK_ENGINE_WORKLOAD_H
 #define TK_ENGINE_WORKLOAD_H
 
@@ -41,6 +42,8 @@ extern "C" {
 #define TK_WORKLOAD_V2 2 // + reader_device
 #define TK_WORKLOAD_V3 3 // + opt_mllog
 #define TK_WORKLOAD_V4 4 // + dump_describe (the engine writes the step dump; dump_step is gone)
+#define TK_WORKLOAD_V5 5 // batch for batch_layout, inputs and dump_describe's batch (the engine
+                         // derives them); the engine takes no table of an older version
 
 // What the engine hands a model at creation.
 typedef struct tk_wl_env {
@@ -81,6 +84,28 @@ typedef struct tk_wl_option {
     const char *help;   // for --help
 } tk_wl_option;
 
+// ---- the batch (version 5) ----
+// A batch is a few fields, each an array that the reader writes and the model reads in the same
+// form; the workload describes each once (the table's batch), and the engine derives from that the
+// fields' byte sizes (its loader's and stager's tk_batch_layout), the copy into the model's input
+// buffers and the batch in the step dump.
+typedef struct tk_wl_field {
+    const char *name;                 // the peer's name, e.g. "batch.label" (the step dump's tensor)
+    tk_dtype dtype;                   // as read
+    int ndim;
+    int64_t shape[TK_PARAM_MAX_DIMS]; // as this rank's reader writes it (the whole global batch for
+                                      // a reader that decodes every rank's share)
+    void *input;                      // the model's device input buffer (a stable address: graphs
+                                      // read it)
+} tk_wl_field;
+
+// The bytes of a field: its dtype's size times the product of its shape.
+static inline size_t tk_wl_field_bytes(const tk_wl_field *f) {
+    size_t n = tk_dtype_size(f->dtype);
+    for (int d = 0; d < f->ndim; d++) n *= (size_t)f->shape[d];
+    return n;
+}
+
 // ---- the step dump (version 4) ----
 // train-step --dump-step FILE: the engine (lib/engine/dump.c) runs one step on the batch in the
 // inputs and writes, for the workload's PyTorch peer (contrib/peers/NAME.py), one safetensors file
@@ -89,9 +114,10 @@ typedef struct tk_wl_option {
 // before the step), "loss" F32 [1] (the step's loss_acc), "grad.NAME" F32 of every dense tensor,
 // with tk_wl_dump.after "after.NAME" of every other held tensor that is not extern (its values
 // after the step: BatchNorm's running statistics), then tk_wl_dump.extra (read after the step);
-// metadata "format" ("trainkit-step-dump-1"), "workload", then tk_wl_dump.meta's keys. The step is
-// the table's step and after_update (its own updates included, as DLRM's sparse one: the weights
-// in the file are those before it); the engine's optimizer does not run. One rank.
+// metadata "format" ("trainkit-step-dump-1"), "workload", then tk_wl_dump.meta's keys. The batch
+// is the table's batch: each field as read, under its name, or in the form tk_wl_dump.batch gives.
+// The step is the table's step and after_update (its own updates included, as DLRM's sparse one:
+// the weights in the file are those before it); the engine's optimizer does not run. One rank.
 #define TK_WL_DUMP_EXTRA 8
 
 // A tensor of a step dump that the workload describes: its name and form in the file, and where
@@ -101,15 +127,15 @@ typedef struct tk_wl_tensor {
     tk_dtype dtype;                   // in the file
     int ndim;
     int64_t shape[TK_PARAM_MAX_DIMS];
-    const void *src;                  // NULL in tk_wl_dump.batch[f]: field f's input buffer
+    const void *src;
     int bf16;                         // an F32 tensor that src holds in bf16 (widened exactly)
 } tk_wl_tensor;
 
 // What a step dump holds of the workload's own (dump_describe fills it; zeroed before).
 typedef struct tk_wl_dump {
-    // Field f of batch_layout as the peer reads it, every field: the field's bytes as read (src
-    // NULL: dtype and shape must cover them exactly), or another form of it that describe put in
-    // the model's memory (ResNet's normalized images).
+    // Field f of the table's batch in another form than read, one that describe put in the model's
+    // memory (ResNet's normalized images): src set, the tensor written for the field. src NULL
+    // (left zero): the field as read.
     tk_wl_tensor batch[TK_BATCH_MAX_FIELDS];
     tk_wl_tensor extra[TK_WL_DUMP_EXTRA]; // more tensors after the step (DLRM's grad.emb_out)
     int nextra;
@@ -119,8 +145,8 @@ typedef struct tk_wl_dump {
 } tk_wl_dump;
 
 typedef struct tk_workload {
-    int version;                      // TK_WORKLOAD_V4 (V1: the members before reader_device, V2:
-                                      // before opt_mllog, V3: before dump_describe)
+    int version;                      // TK_WORKLOAD_V5 (V2 added reader_device, V3 opt_mllog, V4
+                                      // dump_describe, V5 batch for batch_layout and inputs)
     const char *name;                 // the config's "workload" and MLLOG submission_benchmark
     const char *summary;              // one line for --help
     const char *metric;               // its eval metric: the config's target.metric and the key of
@@ -158,17 +184,17 @@ typedef struct tk_workload {
     // ---- data ----
     // A reader of the training data; the engine opens one per loader thread. rank and world: this
     // process's place among the ranks, for a reader that decodes only its share of each global
-    // batch (batch_layout then gives the share's sizes).
+    // batch (batch then gives the share's shapes).
     int (*reader_open)(const void *cfg, int rank, int world, char *const *paths, int npaths, void **rd, tk_err *e);
     void (*reader_close)(void *rd);
     uint64_t (*reader_count)(void *rd);             // records
     // Batch `step` (0-based over the run; steps_per_epoch = count / global batch) into host fields
-    // laid out as batch_layout says. The order of records is the workload's (the dataset's order,
+    // of the forms batch describes. The order of records is the workload's (the dataset's order,
     // or a shuffle keyed by seed and epoch); it depends on step only.
     int (*read_batch)(void *rd, int64_t step, int64_t steps_per_epoch, void *const *fields, tk_err *e);
-    void (*batch_layout)(const void *model, tk_batch_layout *L);
-    // The model's device input buffers, one per field (stable addresses: graphs read them).
-    void (*inputs)(void *model, void **fields);
+    // The batch's fields (version 5, above): fills f[0 .. n-1] and returns n (1 to
+    // TK_BATCH_MAX_FIELDS). The engine asks once, after create.
+    int (*batch)(const void *model, tk_wl_field *f);
     // After a batch's copy into staging slot `slot` (device fields), on `stream` (the copy
     // stream): more per-batch work that may overlap the step before (DLRM's exchange plan). NULL: none.
     int (*staged)(void *model, int slot, void *const *dev, int stream, tk_err *e);
@@ -235,7 +261,7 @@ typedef struct tk_workload {
     // ---- device batches (version 2) ----
     // Which fields reader rd can write straight into memory of CUDA device `device` (a GPU image
     // decoder's images, which would otherwise come back to the host only to be copied up again):
-    // a mask, bit f for field f of batch_layout, from now on written there; 0: it goes on writing
+    // a mask, bit f for field f of batch, from now on written there; 0: it goes on writing
     // host memory. The engine asks each loader thread's reader once, after reader_open, on the
     // cuda backend (not under train-step --host-batches); read_batch then gets device buffers for
     // those fields and pinned host ones for the others (one set per loader thread; the engine
@@ -252,10 +278,10 @@ typedef struct tk_workload {
     const tk_opt_mllog_key *opt_mllog;
 
     // ---- the step dump (version 4) ----
-    // train-step --dump-step (above): what the dump holds of the workload's own, before the step
-    // (d zeroed; the batch is in the inputs). It may queue work that puts a field in its dump form
-    // (into a buffer the step may overwrite: the engine reads the batch before the step). NULL:
-    // no dump (--dump-step is a usage error).
+    // train-step --dump-step (above): what the dump holds of the workload's own beside the batch
+    // as read, before the step (d zeroed; the batch is in the inputs). It may queue work that puts
+    // a field in another form (d->batch[f]; into a buffer the step may overwrite: the engine reads
+    // the batch before the step). NULL: no dump (--dump-step is a usage error).
     int (*dump_describe)(void *model, tk_wl_dump *d, tk_err *e);
 } tk_workload;
 

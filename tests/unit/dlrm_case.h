@@ -25,16 +25,15 @@ static inline int dlrm_make(tk_instance *I, const char *text, char *const *sets,
 }
 
 // The first n records of host arrays label (n), dense (n, num_dense), cat (n, T) into the model's
-// input buffers (the table's batch_layout and inputs), on the compute stream.
+// input buffers (the table's batch), on the compute stream.
 static inline int dlrm_put(tk_instance *I, const uint8_t *label, const int32_t *dense, const int32_t *cat, int n,
                            tk_err *e) {
-    tk_batch_layout L;
-    void *f[TK_BATCH_MAX_FIELDS];
+    tk_wl_field f[TK_BATCH_MAX_FIELDS];
     const void *src[3] = {label, dense, cat};
-    I->wl->batch_layout(I->model, &L);
-    I->wl->inputs(I->model, f);
+    if (I->wl->batch(I->model, f) != 3) return tk_err_set(e, TK_EINTERNAL, "dlrm: not a batch of 3 fields");
     for (int i = 0; i < 3; i++)
-        TRY(tk_memcpy_h2d(I->c, f[i], src[i], L.bytes[i] / (size_t)I->run.batch * (size_t)n, TK_STREAM_COMPUTE, e));
+        TRY(tk_memcpy_h2d(I->c, f[i].input, src[i], tk_wl_field_bytes(&f[i]) / (size_t)I->run.batch * (size_t)n,
+                          TK_STREAM_COMPUTE, e));
     return 0;
 }
 

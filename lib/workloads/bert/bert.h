@@ -29,9 +29,8 @@ void tk_bert_destroy(void *model);
 int tk_bert_init_weights(void *model, uint64_t seed, tk_err *e);
 // The compute copy after the masters changed (a load, an import).
 int tk_bert_weights_loaded(void *model, tk_err *e);
-// The batch's 7 fields (those of tk_bert_data_read) and the model's device buffers for them.
-void tk_bert_batch_layout(const void *model, tk_batch_layout *L);
-void tk_bert_inputs(void *model, void **fields);
+// The table's batch: 7 fields (those of tk_bert_data_read) in the model's device buffers.
+int tk_bert_batch(const void *model, tk_wl_field *f);
 
 // ---- step.c ----
 // Forward and backward of the input batch (this rank's rows), the loss into loss_acc, the dense
@@ -58,7 +57,7 @@ uint64_t tk_bert_data_count(void *rd);
 // nsp as i32; seg u8); every record checked (TK_EDATA naming the file and record).
 int tk_bert_data_read(tk_bert_data *d, uint64_t first, int n, int32_t *ids, uint8_t *seg, int32_t *len, int32_t *pos,
                       int32_t *mid, int32_t *nmask, int32_t *nsp, tk_err *e);
-// Global batch `step` into the 7 fields of tk_bert_batch_layout.
+// Global batch `step` into the 7 fields of tk_bert_batch.
 int tk_bert_read_batch(void *rd, int64_t step, int64_t steps_per_epoch, void *const *fields, tk_err *e);
 // The eval set (*es, a tk_bert_evalset) cached in the backend's memory.
 int tk_bert_evalset_load(void *model, char *const *paths, int npaths, void **es, tk_err *e);
@@ -72,8 +71,7 @@ int tk_bert_evaluate(void *model, void *es, double *acc, tk_err *e);
 // ---- ckpt.c ----
 // Hugging Face BertForPreTraining safetensors (its names; LayerNorm gamma/beta accepted).
 int tk_bert_import(void *model, const char *path, tk_err *e);
-// The table's dump_describe (lib/engine/workload.h): the batch under the names of
-// contrib/peers/bert.py ("batch.input_ids", ...) and the model's configuration and dropout in the
+// The table's dump_describe (lib/engine/workload.h): the model's configuration and dropout in the
 // metadata. The step is tk_bert_fwd_bwd.
 int tk_bert_dump_describe(void *model, tk_wl_dump *d, tk_err *e);
 

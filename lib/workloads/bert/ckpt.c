@@ -111,14 +111,6 @@ int tk_bert_import(void *model, const char *path, tk_err *e) {
 int tk_bert_dump_describe(void *model, tk_wl_dump *d, tk_err *e) {
     const tk_bert *m = model;
     const tk_bert_config *c = &m->cfg;
-    const int64_t B = c->batch, L = c->L, P = c->P;
-    static const char *const names[7] = {"batch.input_ids", "batch.segment_ids", "batch.seq_len",
-                                         "batch.masked_lm_positions", "batch.masked_lm_ids", "batch.num_masked",
-                                         "batch.next_sentence_labels"};
-    const int64_t cols[7] = {L, L, 0, P, P, 0, 0}; // (B, cols), or (B) for 0
-    for (int f = 0; f < 7; f++)
-        d->batch[f] = (tk_wl_tensor){.name = names[f], .dtype = f == 1 ? TK_U8 : TK_I32, .ndim = cols[f] ? 2 : 1,
-                                     .shape = {B, cols[f]}};
     char cfgtext[512];
     snprintf(cfgtext, sizeof cfgtext,
              "{\"vocab_size\": %d, \"vocab_padded\": %d, \"hidden_size\": %d, \"num_layers\": %d, \"num_heads\": %d, "

@@ -103,18 +103,19 @@ static void bind(tk_bert *m, const int *ix) {
 #undef W
 }
 
-// The global batch's fields, in the order of tk_bert_data_read's arrays: ids, seg, len, pos, mid,
-// nmask, nsp.
-void tk_bert_batch_layout(const void *model, tk_batch_layout *lay) {
+// The global batch's fields, in the order of tk_bert_data_read's arrays (ids, seg, len, pos, mid,
+// nmask, nsp), under the names of contrib/peers/bert.py.
+int tk_bert_batch(const void *model, tk_wl_field *f) {
     const tk_bert *m = model;
-    const size_t B = (size_t)m->cfg.batch, L = (size_t)m->cfg.L, P = (size_t)m->cfg.P;
-    *lay = (tk_batch_layout){.nfields = 7, .bytes = {B * L * 4, B * L, B * 4, B * P * 4, B * P * 4, B * 4, B * 4}};
-}
-
-void tk_bert_inputs(void *model, void **f) {
-    tk_bert *m = model;
-    f[0] = m->in_ids, f[1] = m->in_seg, f[2] = m->in_len, f[3] = m->in_pos, f[4] = m->in_mid, f[5] = m->in_nmask;
-    f[6] = m->in_nsp;
+    const int64_t B = m->cfg.batch, L = m->cfg.L, P = m->cfg.P;
+    f[0] = (tk_wl_field){"batch.input_ids", TK_I32, 2, {B, L}, m->in_ids};
+    f[1] = (tk_wl_field){"batch.segment_ids", TK_U8, 2, {B, L}, m->in_seg};
+    f[2] = (tk_wl_field){"batch.seq_len", TK_I32, 1, {B}, m->in_len};
+    f[3] = (tk_wl_field){"batch.masked_lm_positions", TK_I32, 2, {B, P}, m->in_pos};
+    f[4] = (tk_wl_field){"batch.masked_lm_ids", TK_I32, 2, {B, P}, m->in_mid};
+    f[5] = (tk_wl_field){"batch.num_masked", TK_I32, 1, {B}, m->in_nmask};
+    f[6] = (tk_wl_field){"batch.next_sentence_labels", TK_I32, 1, {B}, m->in_nsp};
+    return 7;
 }
 
 // ---- buffers ----
@@ -163,9 +164,9 @@ int tk_bert_create(const void *config, const tk_wl_env *env, void **out, tk_err 
     // Activations, inputs and workspaces: one arena.
     const size_t es = tk_dtype_size(m->act), NHs = (size_t)N * H * es, NFs = (size_t)N * F * es;
     const size_t probs = (size_t)b * NH * L * L * es, heads3 = 3 * NHs;
-    tk_batch_layout in;
-    tk_bert_batch_layout(m, &in);
-    const size_t *bytes = in.bytes;
+    tk_wl_field in[7]; // the batch's shapes (its buffers are below)
+    size_t bytes[7];
+    for (int f = tk_bert_batch(m, in); f-- > 0;) bytes[f] = tk_wl_field_bytes(&in[f]);
     size_t lnws = tk_layernorm_bwd_ws_bytes(c->backend, N, H), lnws2 = tk_layernorm_bwd_ws_bytes(c->backend, R, H);
     size_t sizes[64 + 16 * TK_BERT_MAX_LAYERS];
     void **dst[64 + 16 * TK_BERT_MAX_LAYERS];

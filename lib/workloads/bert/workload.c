@@ -97,14 +97,14 @@ static int wl_mllog_weights(void *model, tk_mllog *L, tk_err *e) {
 }
 
 const tk_workload tk_workload_bert = {
-    .version = TK_WORKLOAD_V4, .name = "bert", .metric = "mlm_accuracy", .precisions = tk_bert_precisions,
+    .version = TK_WORKLOAD_V5, .name = "bert", .metric = "mlm_accuracy", .precisions = tk_bert_precisions,
     .summary = "BERT-large pre-training (MLPerf Training v1.x language model, Wikipedia), target masked-LM accuracy",
     .config = tk_bert_config_parse, .config_free = tk_bert_config_free,
     .create = tk_bert_create, .destroy = tk_bert_destroy, .init_weights = tk_bert_init_weights,
     .weights_loaded = tk_bert_weights_loaded,
     .reader_open = tk_bert_data_open, .reader_close = tk_bert_data_close, .reader_count = tk_bert_data_count,
     .read_batch = tk_bert_read_batch,
-    .batch_layout = tk_bert_batch_layout, .inputs = tk_bert_inputs, .host_batch = wl_host_batch, .use = wl_use,
+    .batch = tk_bert_batch, .host_batch = wl_host_batch, .use = wl_use,
     .step = tk_bert_fwd_bwd, .after_update = wl_after_update, .graph_key = wl_graph_key,
     .evalset_load = tk_bert_evalset_load, .evalset_count = tk_bert_evalset_count,
     .evalset_free = tk_bert_evalset_free, .evaluate = tk_bert_evaluate,

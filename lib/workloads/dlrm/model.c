@@ -251,15 +251,11 @@ int tk_dlrm_init_weights(void *model, uint64_t seed, tk_err *e) {
     return rc;
 }
 
-void tk_dlrm_batch_layout(const void *model, tk_batch_layout *L) {
+int tk_dlrm_batch(const void *model, tk_wl_field *f) {
     const tk_dlrm *m = model;
-    const size_t B = (size_t)m->cfg.batch;
-    *L = (tk_batch_layout){.nfields = 3, .bytes = {B, B * m->cfg.num_dense * 4, B * m->cfg.num_tables * 4}};
-}
-
-void tk_dlrm_inputs(void *model, void **f) {
-    tk_dlrm *m = model;
-    f[0] = m->in_label;
-    f[1] = m->in_dense;
-    f[2] = m->in_cat;
+    const int64_t B = m->cfg.batch;
+    f[0] = (tk_wl_field){"batch.label", TK_U8, 1, {B}, m->in_label};
+    f[1] = (tk_wl_field){"batch.dense", TK_I32, 2, {B, m->cfg.num_dense}, m->in_dense};
+    f[2] = (tk_wl_field){"batch.cat", TK_I32, 2, {B, m->cfg.num_tables}, m->in_cat};
+    return 3;
 }

@@ -19,9 +19,8 @@ int tk_dlrm_init_weights(void *model, uint64_t seed, tk_err *e);
 // compute copies after anything but the optimizer changed the master weights.
 int tk_dlrm_cast_w0p(tk_dlrm *m, tk_err *e);
 int tk_dlrm_refresh_copies(tk_dlrm *m, tk_err *e);
-// The batch's fields (label u8 (B), dense i32 (B, num_dense), cat i32 (B, T): every rank gets the
-// whole global batch) and the model's device input buffers for them.
-void tk_dlrm_batch_layout(const void *model, tk_batch_layout *L);
-void tk_dlrm_inputs(void *model, void **fields);
+// The table's batch: "batch.label" u8 (B), "batch.dense" i32 (B, num_dense), "batch.cat" i32 (B, T)
+// (every rank gets the whole global batch) in the model's device input buffers.
+int tk_dlrm_batch(const void *model, tk_wl_field *f);
 
 #endif

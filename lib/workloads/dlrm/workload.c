@@ -51,7 +51,7 @@ static const tk_wl_option options[] = {
     {0}};
 
 const tk_workload tk_workload_dlrm = {
-    .version = TK_WORKLOAD_V4, .name = "dlrm", .metric = "auc", .precisions = tk_dlrm_precisions,
+    .version = TK_WORKLOAD_V5, .name = "dlrm", .metric = "auc", .precisions = tk_dlrm_precisions,
     .summary = "DLRM (MLPerf Training v1.x recommendation, Criteo Terabyte), target AUC",
     .options = options, .sections = tk_dlrm_sections,
     .config = tk_dlrm_config_parse, .config_free = tk_dlrm_config_free, .wants_comm = tk_dlrm_wants_comm,
@@ -59,7 +59,7 @@ const tk_workload tk_workload_dlrm = {
     .weights_loaded = tk_dlrm_weights_loaded,
     .reader_open = tk_dlrm_data_open, .reader_close = tk_dlrm_data_close, .reader_count = tk_dlrm_data_count,
     .read_batch = tk_dlrm_data_batch,
-    .batch_layout = tk_dlrm_batch_layout, .inputs = tk_dlrm_inputs, .staged = tk_dlrm_hybrid_stage,
+    .batch = tk_dlrm_batch, .staged = tk_dlrm_hybrid_stage,
     .use = tk_dlrm_hybrid_use, .prepare = tk_dlrm_prepare,
     .step = tk_dlrm_fwd_bwd, .own_grad_reduce = 1, .after_update = tk_dlrm_after_update,
     .graph_key = tk_dlrm_graph_key, .graph_per_slot = tk_dlrm_graph_per_slot, .step_queued = tk_dlrm_step_queued,

@@ -46,16 +46,12 @@ int tk_mlp_config_parse(json_t *root, const char *path, const tk_run_cfg *run, c
     return 0;
 }
 
-void tk_mlp_batch_layout(const void *model, tk_batch_layout *L) {
+int tk_mlp_batch(const void *model, tk_wl_field *f) {
     const tk_mlp *m = model;
-    const size_t B = (size_t)m->cfg.batch;
-    *L = (tk_batch_layout){.nfields = 2, .bytes = {B, B * m->cfg.num_dense * 4}};
-}
-
-void tk_mlp_inputs(void *model, void **f) {
-    tk_mlp *m = model;
-    f[0] = m->in_label;
-    f[1] = m->in_dense;
+    const int64_t B = m->cfg.batch;
+    f[0] = (tk_wl_field){"batch.label", TK_U8, 1, {B}, m->in_label};
+    f[1] = (tk_wl_field){"batch.dense", TK_I32, 2, {B, m->cfg.num_dense}, m->in_dense};
+    return 2;
 }
 
 void tk_mlp_destroy(void *model) {
@@ -102,10 +98,10 @@ int tk_mlp_create(const void *config, const tk_wl_env *env, void **out, tk_err *
     void **dst[8 + 2 * TK_MLP_MAX_LAYERS];
     int ns = 0;
 #define NEED(ptr, bytes) (dst[ns] = (void **)&(ptr), sizes[ns] = (bytes), need += (sizes[ns++] + 255) / 256 * 256)
-    tk_batch_layout in;
-    tk_mlp_batch_layout(m, &in);
-    NEED(m->in_label, in.bytes[0]);
-    NEED(m->in_dense, in.bytes[1]);
+    tk_wl_field in[2]; // the batch's shapes (its buffers are below)
+    tk_mlp_batch(m, in);
+    NEED(m->in_label, tk_wl_field_bytes(&in[0]));
+    NEED(m->in_dense, tk_wl_field_bytes(&in[1]));
     NEED(m->x0, (size_t)b * cfg->num_dense * 4);
     NEED(m->dlogit, (size_t)b * 4);
     NEED(m->dy[0], (size_t)b * maxw * 4);

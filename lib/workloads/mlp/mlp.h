@@ -53,10 +53,9 @@ int tk_mlp_config_parse(json_t *root, const char *path, const tk_run_cfg *run, c
 int tk_mlp_create(const void *cfg, const tk_wl_env *env, void **model, tk_err *e);
 void tk_mlp_destroy(void *model);
 int tk_mlp_init_weights(void *model, uint64_t seed, tk_err *e);
-// The batch's fields (label u8[B], dense i32[B][num_dense]: the reader's, in workload.c) and the
-// model's device buffers for them.
-void tk_mlp_batch_layout(const void *model, tk_batch_layout *L);
-void tk_mlp_inputs(void *model, void **fields);
+// The table's batch: "batch.label" u8 (B), "batch.dense" i32 (B, num_dense) (the reader's, in
+// workload.c) in the model's device buffers.
+int tk_mlp_batch(const void *model, tk_wl_field *f);
 // Forward of n <= b rows of dense (device, raw counts) into logits out (n, device).
 int tk_mlp_forward(tk_mlp *m, const int32_t *dense, int n, float *out, tk_err *e);
 // Forward, loss and backward of this rank's rows of the input batch (capturable).

@@ -109,12 +109,12 @@ static int evaluate(void *model, void *p, double *auc, tk_err *e) {
 
 // (config_free is free: a tk_mlp_config is one block)
 const tk_workload tk_workload_mlp = {
-    .version = TK_WORKLOAD_V1, .name = "mlp", .metric = "auc", .precisions = tk_mlp_precisions,
+    .version = TK_WORKLOAD_V5, .name = "mlp", .metric = "auc", .precisions = tk_mlp_precisions,
     .summary = "an MLP click-through classifier on Criteo-format dense features (not an MLPerf benchmark), target AUC",
     .config = tk_mlp_config_parse, .config_free = free,
     .create = tk_mlp_create, .destroy = tk_mlp_destroy, .init_weights = tk_mlp_init_weights,
     .reader_open = reader_open, .reader_close = reader_close, .reader_count = reader_count, .read_batch = read_batch,
-    .batch_layout = tk_mlp_batch_layout, .inputs = tk_mlp_inputs,
+    .batch = tk_mlp_batch,
     .step = tk_mlp_step,
     .evalset_load = evalset_load, .evalset_count = evalset_count, .evalset_free = evalset_free, .evaluate = evaluate,
 };

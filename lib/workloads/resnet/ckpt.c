@@ -99,7 +99,6 @@ int rn_dump_describe(void *model, tk_wl_dump *d, tk_err *e) {
     TRY(tk_img_normalize(m->c, m->in_img, (int64_t)m->b * m->S * m->S, nrm, m->t, m->x0, 3, e));
     d->batch[0] = (tk_wl_tensor){.name = "batch.image", .dtype = TK_F32, .ndim = 4, .shape = {m->b, m->S, m->S, 3},
                                  .src = m->x0, .bf16 = m->t == TK_BF16};
-    d->batch[1] = (tk_wl_tensor){.name = "batch.label", .dtype = TK_I32, .ndim = 1, .shape = {m->b}};
     d->after = 1;
     char cfgs[512];
     const rn_config *c = &m->cfg;

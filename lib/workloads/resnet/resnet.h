@@ -213,9 +213,8 @@ int rn_evaluate(void *model, void *es, double *top1, tk_err *e);
 // ---- ckpt.c ----
 int rn_import_torchvision(void *model, const char *path, tk_err *e);
 // The table's dump_describe (lib/engine/workload.h): "batch.image" F32 (b, S, S, 3), the images as
-// the step's first op normalizes them (widened from bf16), "batch.label" I32 (b), "after.NAME" (the
-// running statistics after the step), the layout and configuration in the metadata. The step is
-// rn_train_step.
+// the step's first op normalizes them (widened from bf16), "after.NAME" (the running statistics
+// after the step), the layout and configuration in the metadata. The step is rn_train_step.
 int rn_dump_describe(void *model, tk_wl_dump *d, tk_err *e);
 
 // (ResNet's ops, their dispatchers included, are kernels/{conv,bn,pool,xent_smooth,img_norm,stem_s2d,stem_conv};

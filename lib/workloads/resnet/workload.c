@@ -10,15 +10,13 @@
 
 // ---- the batch ----
 
-static void wl_layout(const void *model, tk_batch_layout *L) {
+// This rank's images, u8 (b, S, S, 3) (the step dump's "batch.image" is their normalized form:
+// rn_dump_describe), and labels, i32 (b).
+static int wl_batch(const void *model, tk_wl_field *f) {
     const rn_model *m = model;
-    *L = (tk_batch_layout){.nfields = 2, .bytes = {(size_t)m->b * m->S * m->S * 3, (size_t)m->b * 4}};
-}
-
-static void wl_inputs(void *model, void **f) {
-    rn_model *m = model;
-    f[0] = m->in_img;
-    f[1] = m->in_label;
+    f[0] = (tk_wl_field){"batch.image", TK_U8, 4, {m->b, m->S, m->S, 3}, m->in_img};
+    f[1] = (tk_wl_field){"batch.label", TK_I32, 1, {m->b}, m->in_label};
+    return 2;
 }
 
 // Before training: a line saying how the model runs here (cuDNN, its plans, the stem's form and
@@ -86,14 +84,14 @@ static json_t *wl_result_extra(const void *model) {
 
 // The table, a line for each of lib/engine/workload.h's sections.
 const tk_workload tk_workload_resnet = {
-    .version = TK_WORKLOAD_V4, .name = "resnet", .metric = "top1", .precisions = rn_precisions,
+    .version = TK_WORKLOAD_V5, .name = "resnet", .metric = "top1", .precisions = rn_precisions,
     .summary = "ResNet-50 v1.5 (MLPerf Training v1.x image classification, ImageNet), target top-1",
     .sections = rn_sections,
     .config = rn_config_new, .config_free = rn_config_free,
     .create = rn_create, .destroy = rn_destroy, .init_weights = rn_init_weights, .weights_loaded = rn_weights_loaded,
     .reader_open = rn_reader_open, .reader_close = rn_reader_close, .reader_count = rn_reader_count,
     .read_batch = rn_reader_batch, .reader_device = rn_reader_device,
-    .batch_layout = wl_layout, .inputs = wl_inputs, .prepare = wl_prepare,
+    .batch = wl_batch, .prepare = wl_prepare,
     .step = rn_train_step, .after_update = rn_refresh_stem,
     .evalset_load = rn_evalset_load, .evalset_count = rn_evalset_count, .evalset_free = rn_evalset_free,
     .evaluate = rn_evaluate,
