@@ -28,7 +28,7 @@ compare() {
     run env U3_PEER_INIT="$d/init.st" U3_PEER_OUT="$d/ours.st" U3_PEER_WIDTH="$w" U3_PEER_CROP="$crop" \
         U3_PEER_BATCH="$b" "$DRIVER" peer_dump
     [ "$status" -eq 0 ] || { echo "$output"; return 1; }
-    [[ "$output" == *"ok 6 - peer_dump"* ]]
+    [[ "$output" == *" - peer_dump"* && "$output" != *"not ok"* ]]
     run --separate-stderr python3 "$PEER" --compare "$d/ours.st" --threads 2
     echo "$output $stderr"
 }

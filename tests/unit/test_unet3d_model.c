@@ -350,6 +350,48 @@ TK_TEST(loss_accumulator_and_share) {
     u3_destroy(m);
 }
 
+// The eval forward of B windows < b: each window's logits as the training forward's of the same
+// image (every sample is computed alone, whatever the model's other inputs hold), channels last
+// with 3 values a voxel; the table's small members.
+TK_TEST(eval_forward_and_table_members) {
+    tk_err e = {0};
+    u3_config cfg = config(2, 64, 32, 32, 3);
+    u3_model *m = make(&cfg, &e);
+    CHECK(m != NULL);
+    if (!m) return;
+    fill_batch(m, 9);
+    CHECK(isfinite(step(m, &e)));
+    const size_t nv = (size_t)m->S, nl = nv * U3_CLASSES;
+    float *x = malloc(2 * nv * 4), *ref = malloc(2 * nl * 4), *y = malloc(2 * nl * 4);
+    memcpy(x, m->in_img + nv, 2 * nv * 4); // samples 1 and 2 as windows 0 and 1
+    memcpy(ref, (float *)m->logits + nl, 2 * nl * 4);
+    fill_batch(m, 10); // other inputs
+    CHECK_EQ_INT(u3_forward_eval(m, x, 2, y, &e), 0);
+    CHECK(memcmp(y, ref, 2 * nl * 4) == 0);
+    CHECK_EQ_INT(u3_forward_eval(m, x, 4, y, &e), TK_EINTERNAL); // more windows than the model's b
+    free(x), free(ref), free(y);
+    // the batch layout and inputs, the dump's batch as the peer reads it (ktrsc)
+    tk_batch_layout L;
+    u3_batch_layout(m, &L);
+    CHECK(L.nfields == 2 && L.bytes[0] == 3 * nv * 4 && L.bytes[1] == 3 * nv);
+    void *f[2];
+    u3_inputs(m, f);
+    CHECK(f[0] == m->in_img && f[1] == m->in_label);
+    CHECK(u3_act_type(m) == TK_F32 && u3_model_config(m)->width == 2 && u3_model_ctx(m) == tk_test_cpu());
+    tk_wl_dump d = {0};
+    CHECK_EQ_INT(u3_dump_describe(m, &d, &e), 0);
+    CHECK_STR(d.batch[0].name, "batch.image");
+    CHECK(d.batch[0].dtype == TK_F32 && d.batch[0].ndim == 5 && d.batch[0].shape[0] == 3 && d.batch[0].shape[1] == 64 &&
+          d.batch[0].shape[4] == 1 && d.batch[0].src == NULL);
+    CHECK_STR(d.batch[1].name, "batch.label");
+    CHECK(d.batch[1].dtype == TK_U8 && d.batch[1].ndim == 5 && d.batch[1].shape[3] == 32);
+    CHECK_STR(json_string_value(json_object_get(d.meta, "model")), "unet3d");
+    CHECK_STR(json_string_value(json_object_get(d.meta, "width")), "2");
+    CHECK_STR(json_string_value(json_object_get(d.meta, "layout")), "ktrsc");
+    json_decref(d.meta);
+    u3_destroy(m);
+}
+
 // ---- the PyTorch peer ----
 
 static int load_peer(u3_model *m, const char *path, tk_err *e) {
