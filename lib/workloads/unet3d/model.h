@@ -76,9 +76,8 @@ struct u3_model {
 
 // A model with its own flat buffers on c, one rank (tests, tools).
 int u3_create_standalone(tk_ctx *c, const u3_config *cfg, u3_model **m, tk_err *e);
-// After the master weights changed outside the optimizer: the compute copies.
-int u3_weights_loaded(void *model, tk_err *e);
-// The training forward (train 1) or the eval forward (0) of the images in x0; the logits.
+// The forward of the images in x0 into the logits (training and evaluation alike: instance norm
+// has no running statistics), the padded compute copies refreshed first.
 int u3_forward(u3_model *m, tk_err *e);
 // The filters of level l (W, 2W, 4W, 8W, 10W).
 static inline int u3_filters(int width, int l) { return l < 4 ? width << l : 10 * width; }
