@@ -11,19 +11,19 @@
 
 int tk_blk_conv_init2d(tk_blk_conv *cv, int N, int H, int W, int C, int K, int R, int S, int stride, int pad,
                        tk_err *e) {
-    cv->rank = 2;
+    cv->rank = 2, cv->transposed = 0, cv->kw = 0;
     return tk_conv_shape_init(&cv->s, N, H, W, C, K, R, S, stride, pad, e);
 }
 
 int tk_blk_conv_init3d(tk_blk_conv *cv, int N, int D, int H, int W, int C, int K, int k, int stride, int pad,
                        tk_err *e) {
-    cv->rank = 3, cv->transposed = 0;
+    cv->rank = 3, cv->transposed = 0, cv->kw = 0;
     return tk_conv3d_shape_init(&cv->s3, N, D, H, W, C, K, k, stride, pad, e);
 }
 
 int tk_blk_conv_init3d_transposed(tk_blk_conv *cv, int N, int Din, int Hin, int Win, int Cin, int Cout, int k,
                                   int stride, int pad, tk_err *e) {
-    cv->rank = 3, cv->transposed = 1;
+    cv->rank = 3, cv->transposed = 1, cv->kw = 0;
     return tk_conv3d_shape_transposed(&cv->s3, N, Din, Hin, Win, Cin, Cout, k, stride, pad, e);
 }
 
