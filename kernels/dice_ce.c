@@ -14,3 +14,10 @@ int tk_dice_ce(tk_ctx *c, tk_dtype t, const void *z, const uint8_t *label, int N
     return TK_DISPATCH(c, tk_dice_ce_ref(t, z, label, N, S, ld, loss, dice, dz, e),
                        tk_dice_ce_cuda(c, t, z, label, N, S, ld, loss, dice, dz, ws, e));
 }
+
+int tk_dice_ce_acc(tk_ctx *c, tk_dtype t, const void *z, const uint8_t *label, int N, int64_t S, int ld, float scale,
+                   double *acc, float *loss, float *dice, void *dz, void *ws, tk_err *e) {
+    (void)ws;
+    return TK_DISPATCH(c, tk_dice_ce_acc_ref(t, z, label, N, S, ld, scale, acc, loss, dice, dz, e),
+                       tk_dice_ce_acc_cuda(c, t, z, label, N, S, ld, scale, acc, loss, dice, dz, ws, e));
+}

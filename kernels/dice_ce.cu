@@ -58,9 +58,9 @@ __global__ void __launch_bounds__(kT) sums(const T *z, const uint8_t *label, int
 }
 
 // coef (N, 2, 2) fp32: per sample and class k, g_k = a [label == k] + b (dice_ce.h's g_k), then
-// ce_w = 1 / (2 N S) at coef[4 N].
-__global__ void __launch_bounds__(kT)
-    finish(const double *part, int N, int64_t S, int G, float *loss, float *dice, float *coef) {
+// ce_w = 1 / (2 N S) at coef[4 N], each times scale; acc (not NULL) += (scale loss, 1).
+__global__ void __launch_bounds__(kT) finish(const double *part, int N, int64_t S, int G, float scale, double *acc,
+                                             float *loss, float *dice, float *coef) {
     __shared__ double tot[64][kQ]; // (N <= 64: checked by the caller)
     for (int j = threadIdx.x; j < N * kQ; j += kT) {
         const int n = j / kQ, k = j % kQ;
@@ -78,12 +78,14 @@ __global__ void __launch_bounds__(kT)
             const double d = (2 * tot[n][qI1 + k] + TK_DICE_SMOOTH) / den;
             dsum += d;
             if (dice) dice[n * 2 + k] = (float)d;
-            coef[(n * 2 + k) * 2] = (float)(-2.0 / (4.0 * N * den));
-            coef[(n * 2 + k) * 2 + 1] = (float)(d / (4.0 * N * den));
+            coef[(n * 2 + k) * 2] = (float)(-2.0 * scale / (4.0 * N * den));
+            coef[(n * 2 + k) * 2 + 1] = (float)(d * scale / (4.0 * N * den));
         }
     }
-    coef[4 * N] = (float)(1.0 / (2.0 * N * (double)S));
-    *loss = (float)((1.0 - dsum / (2.0 * N) + ce / ((double)N * S)) / 2);
+    coef[4 * N] = (float)(scale / (2.0 * N * (double)S));
+    const double l = (1.0 - dsum / (2.0 * N) + ce / ((double)N * S)) / 2;
+    *loss = (float)l;
+    if (acc) acc[0] += (double)scale * l, acc[1] += 1;
 }
 
 template <typename T>
@@ -116,6 +118,11 @@ size_t tk_dice_ce_ws_bytes_cuda(int N, int64_t S) {
 
 int tk_dice_ce_cuda(tk_ctx *c, tk_dtype t, const void *z, const uint8_t *label, int N, int64_t S, int ld, float *loss,
                     float *dice, void *dz, void *ws, tk_err *e) {
+    return tk_dice_ce_acc_cuda(c, t, z, label, N, S, ld, 1.0f, NULL, loss, dice, dz, ws, e);
+}
+
+int tk_dice_ce_acc_cuda(tk_ctx *c, tk_dtype t, const void *z, const uint8_t *label, int N, int64_t S, int ld,
+                        float scale, double *acc, float *loss, float *dice, void *dz, void *ws, tk_err *e) {
     TRY(tk_dice_ce_check(t, N, S, ld, e));
     if (N > 64) return tk_err_set(e, TK_EINTERNAL, "dice_ce: %d samples (at most 64 a call on cuda)", N);
     cudaStream_t st = tk_cu_stream(c);
@@ -124,7 +131,7 @@ int tk_dice_ce_cuda(tk_ctx *c, tk_dtype t, const void *z, const uint8_t *label, 
     float *coef = (float *)((char *)ws + part_bytes(N, S));
     TK_ACT_DISPATCH(t, "dice_ce", e, {
         sums<T><<<dim3(G, N), kT, 0, st>>>((const T *)z, label, S, ld, G, part);
-        finish<<<1, kT, 0, st>>>(part, N, S, G, loss, dice, coef);
+        finish<<<1, kT, 0, st>>>(part, N, S, G, scale, acc, loss, dice, coef);
         if (dz) grad<T><<<tk_cu_blocks((int64_t)N * S, kT), kT, 0, st>>>((const T *)z, label, N, S, ld, coef, (T *)dz);
     });
     return tk_cu_check(e, "dice_ce");

@@ -36,10 +36,20 @@ int tk_dice_ce(tk_ctx *c, tk_dtype t, const void *z, const uint8_t *label, int N
                float *dice, void *dz, void *ws, tk_err *e);
 int tk_dice_ce_ref(tk_dtype t, const void *z, const uint8_t *label, int N, int64_t S, int ld, float *loss, float *dice,
                    void *dz, tk_err *e);
+// The training step's form: the same, with the gradient times scale (the rank's share of the
+// global batch, N / global: the ranks' gradients add up to the global mean's) and the loss added
+// to the engine's accumulator (lib/engine/workload.h loss_acc): acc[0] += scale loss (fp64, from
+// the fp64 value before its rounding to loss), acc[1] += 1. scale 1, acc NULL is tk_dice_ce.
+int tk_dice_ce_acc(tk_ctx *c, tk_dtype t, const void *z, const uint8_t *label, int N, int64_t S, int ld, float scale,
+                   double *acc, float *loss, float *dice, void *dz, void *ws, tk_err *e);
+int tk_dice_ce_acc_ref(tk_dtype t, const void *z, const uint8_t *label, int N, int64_t S, int ld, float scale,
+                       double *acc, float *loss, float *dice, void *dz, tk_err *e);
 #ifdef TK_HAVE_CUDA
 size_t tk_dice_ce_ws_bytes_cuda(int N, int64_t S);
 int tk_dice_ce_cuda(tk_ctx *c, tk_dtype t, const void *z, const uint8_t *label, int N, int64_t S, int ld, float *loss,
                     float *dice, void *dz, void *ws, tk_err *e);
+int tk_dice_ce_acc_cuda(tk_ctx *c, tk_dtype t, const void *z, const uint8_t *label, int N, int64_t S, int ld,
+                        float scale, double *acc, float *loss, float *dice, void *dz, void *ws, tk_err *e);
 #endif
 
 static inline int tk_dice_ce_check(tk_dtype t, int N, int64_t S, int ld, tk_err *e) {

@@ -17,6 +17,11 @@ static double softmax3(tk_dtype t, const void *z, size_t i, int ld, double p[K])
 
 int tk_dice_ce_ref(tk_dtype t, const void *z, const uint8_t *label, int N, int64_t S, int ld, float *loss, float *dice,
                    void *dz, tk_err *e) {
+    return tk_dice_ce_acc_ref(t, z, label, N, S, ld, 1.0f, NULL, loss, dice, dz, e);
+}
+
+int tk_dice_ce_acc_ref(tk_dtype t, const void *z, const uint8_t *label, int N, int64_t S, int ld, float scale,
+                       double *acc, float *loss, float *dice, void *dz, tk_err *e) {
     TRY(tk_dice_ce_check(t, N, S, ld, e));
     for (size_t i = 0; i < (size_t)N * S; i++)
         if (label[i] >= K)
@@ -48,15 +53,17 @@ int tk_dice_ce_ref(tk_dtype t, const void *z, const uint8_t *label, int N, int64
             double p[K], g[K] = {0}, pg = 0;
             softmax3(t, z, i, ld, p);
             for (int k = 1; k < K; k++) {
-                g[k] = -(2.0 * (label[i] == k) - d[k]) / (4.0 * N * den[k]);
+                g[k] = -(2.0 * (label[i] == k) - d[k]) / (4.0 * N * den[k]) * scale;
                 pg += p[k] * g[k];
             }
             for (int k = 0; k < K; k++)
                 tk_act_st(dz, t, i * ld + k,
-                          (float)(p[k] * (g[k] - pg) + (p[k] - (label[i] == k)) / (2.0 * N * (double)S)));
+                          (float)(p[k] * (g[k] - pg) + (p[k] - (label[i] == k)) * scale / (2.0 * N * (double)S)));
             for (int k = K; k < ld; k++) tk_act_st(dz, t, i * ld + k, 0);
         }
     }
-    *loss = (float)((1.0 - dsum / (N * (K - 1.0)) + ce / ((double)N * S)) / 2);
+    const double l = (1.0 - dsum / (N * (K - 1.0)) + ce / ((double)N * S)) / 2;
+    *loss = (float)l;
+    if (acc) acc[0] += (double)scale * l, acc[1] += 1;
     return 0;
 }

@@ -16,17 +16,21 @@
 //   gamma, beta, dgamma, dbeta, running_*), and places the activations and statistics in its own
 //   arena (the sizes: *_numel, tk_blk_norm_stat_bytes, *_ws_bytes). pidx is the owner's handle of
 //   a block's first tensor; the blocks do not read it.
-// - Spatial rank is a member of the convolution (tk_blk_conv.rank): 2 today (s, a tk_conv_shape
-//   with its P x Q output). A 3-D convolution (U-Net) adds its shape type beside s, an init3d and
-//   a branch where the functions below look at rank (the numel and rows helpers, the passes); the
-//   2-D callers, which go through tk_blk_conv_init2d and these functions, do not change. The norm
-//   and the pool see activations as N samples of `spatial` positions of C channels, whatever the
-//   rank.
-// - The normalization's kind is a member (tk_blk_norm.kind): TK_BLK_BATCH_NORM today (statistics
-//   per channel over all N x spatial rows, running statistics for eval). An instance norm
-//   (statistics per sample and channel over its spatial positions; no running statistics) is
-//   another kind: its own kernels behind the same tk_blk_norm_fwd / tk_blk_norm_bwd, its saved
-//   statistics N C values each (tk_blk_norm_stat_bytes says so), the same callers.
+// - Spatial rank is a member of the convolution (tk_blk_conv.rank): 2 (s, a tk_conv_shape with
+//   its P x Q output: ResNet) or 3 (s3, a tk_conv3d_shape: kernels/conv3d.h, the U-Net's NDHWC
+//   volumes, KTRSC filters). The numel and rows helpers and the passes branch on it; the 2-D
+//   callers go through tk_blk_conv_init2d and the same functions. A rank-3 convolution may be
+//   transposed (tk_blk_conv_init3d_transposed: PyTorch's ConvTranspose3d): s3 is then the
+//   convolution it inverts, whose x is its output and y its input, so its forward is s3's backward
+//   data pass, its input gradient s3's forward and its weight gradient s3's backward filter with
+//   the operands swapped. The norm and the pool see activations as N samples of `spatial`
+//   positions of C channels, whatever the rank.
+// - The normalization's kind is a member (tk_blk_norm.kind): TK_BLK_BATCH_NORM (statistics per
+//   channel over all N x spatial rows, running statistics for eval) or TK_BLK_INSTANCE_NORM
+//   (kernels/instnorm.h: statistics per sample and channel over its spatial positions, in training
+//   and evaluation alike; no running statistics, no residual, no mask: its backward reads the
+//   ReLU's sign from the forward's output), behind the same tk_blk_norm_fwd / tk_blk_norm_bwd, its
+//   saved statistics N C values each (tk_blk_norm_stat_bytes).
 // - A unit (tk_blk_unit) is a convolution, its norm and an optional ReLU, with the convolution's
 //   output y and the unit's output z. Residual units are what a workload makes of units: the
 //   last unit's norm takes the shortcut as res (added before its ReLU), a projection shortcut
@@ -46,6 +50,7 @@
 #include "bn.h"
 #include "cast2d.h"
 #include "conv.h"
+#include "conv3d.h"
 #include "core/err.h"
 #include "gpu/gpu.h"
 
@@ -66,11 +71,15 @@ typedef struct tk_blk_env {
 // ---- convolution ----
 
 typedef struct tk_blk_conv {
-    int rank;                    // spatial dimensions: 2 (s)
+    int rank;                    // spatial dimensions: 2 (s) or 3 (s3)
     tk_conv_shape s;             // rank 2: the shape at the per-rank batch (gpu/conv_shape.h)
+    tk_conv3d_shape s3;          // rank 3: the shape (transposed: the convolution it inverts)
+    int transposed;              // rank 3: a transposed convolution (above)
     int cw;                      // the master weight's input channels where the compute shape pads
                                  // them with zero channels (cuDNN's vector kernels): s.C > cw, their
                                  // gradient dropped; 0: s.C
+    int kw;                      // rank 3: the same for the filters (s3.K > kw: the U-Net's 3-class
+                                 // output layer, its padded outputs' gradient 0); 0: s3.K
     int pidx;                    // the owner's
     float *w, *dw;               // master weight (K, R, S, C) fp32 and its gradient (the owner's)
     const void *wc;              // the compute copy in t that the forward and the backward data read
@@ -84,17 +93,37 @@ typedef struct tk_blk_conv {
 // A 2-D convolution of N H x W x C inputs, K R x S filters (cw: see above).
 int tk_blk_conv_init2d(tk_blk_conv *cv, int N, int H, int W, int C, int K, int R, int S, int stride, int pad,
                        tk_err *e);
-// Elements of x, y and the compute shape's w; rows: the output positions N x spatial.
-static inline int64_t tk_blk_conv_x_numel(const tk_blk_conv *cv) { return tk_conv_x_numel(&cv->s); }
-static inline int64_t tk_blk_conv_y_numel(const tk_blk_conv *cv) { return tk_conv_y_numel(&cv->s); }
-static inline int64_t tk_blk_conv_w_numel(const tk_blk_conv *cv) { return tk_conv_w_numel(&cv->s); }
-static inline int64_t tk_blk_conv_rows(const tk_blk_conv *cv) { return tk_conv_y_numel(&cv->s) / cv->s.K; }
-// The master weight's shape (K, R, S, C with C = cw where padded): its dimensions, returns ndim.
+// A 3-D convolution of N D x H x W x C inputs, K k x k x k filters.
+int tk_blk_conv_init3d(tk_blk_conv *cv, int N, int D, int H, int W, int C, int K, int k, int stride, int pad,
+                       tk_err *e);
+// A transposed one (ConvTranspose3d(Cin, Cout, k, stride, pad)) of N Din x Hin x Win x Cin inputs:
+// its output ((Din - 1) stride - 2 pad + k, ..., Cout), its weight (Cin, k, k, k, Cout).
+int tk_blk_conv_init3d_transposed(tk_blk_conv *cv, int N, int Din, int Hin, int Win, int Cin, int Cout, int k,
+                                  int stride, int pad, tk_err *e);
+// Elements of x, y (the block's input and output, whichever way it runs) and the compute shape's
+// w; rows: the output positions N x spatial; out: the output's channels.
+static inline int64_t tk_blk_conv_x_numel(const tk_blk_conv *cv) {
+    if (cv->rank == 3) return cv->transposed ? tk_conv3d_y_numel(&cv->s3) : tk_conv3d_x_numel(&cv->s3);
+    return tk_conv_x_numel(&cv->s);
+}
+static inline int64_t tk_blk_conv_y_numel(const tk_blk_conv *cv) {
+    if (cv->rank == 3) return cv->transposed ? tk_conv3d_x_numel(&cv->s3) : tk_conv3d_y_numel(&cv->s3);
+    return tk_conv_y_numel(&cv->s);
+}
+static inline int64_t tk_blk_conv_w_numel(const tk_blk_conv *cv) {
+    return cv->rank == 3 ? tk_conv3d_w_numel(&cv->s3) : tk_conv_w_numel(&cv->s);
+}
+static inline int tk_blk_conv_out(const tk_blk_conv *cv) {
+    return cv->rank == 3 ? (cv->transposed ? cv->s3.C : cv->s3.K) : cv->s.K;
+}
+static inline int64_t tk_blk_conv_rows(const tk_blk_conv *cv) { return tk_blk_conv_y_numel(cv) / tk_blk_conv_out(cv); }
+// The master weight's shape (K, R, S, C; rank 3: K, T, R, S, C; with C = cw, K = kw where padded):
+// its dimensions, returns ndim.
 int tk_blk_conv_wshape(const tk_blk_conv *cv, int64_t *shape);
 // cuda: cuDNN's plans of the forward, the backward data (dgrad: 0 for a convolution of the input,
 // whose gradient nobody reads) and the backward filter; fused set where fuse allows it and the
-// fused forward is planned and not slower (never with ctx->deterministic). Before the workspace
-// is sized (tk_cudnn_ws_bytes).
+// fused forward is planned and not slower (never with ctx->deterministic; never at rank 3). Before
+// the workspace is sized (tk_cudnn_ws_bytes).
 int tk_blk_conv_plan(const tk_blk_env *env, tk_blk_conv *cv, int dgrad, int fuse, tk_err *e);
 // y = conv(x); train: with the norm's statistics into sums where fused.
 int tk_blk_conv_fwd(const tk_blk_env *env, const tk_blk_conv *cv, const void *x, void *y, int train, tk_err *e);
@@ -102,7 +131,7 @@ int tk_blk_conv_fwd(const tk_blk_env *env, const tk_blk_conv *cv, const void *x,
 static inline const float *tk_blk_conv_sums(const tk_blk_conv *cv) { return cv->fused ? cv->sums : NULL; }
 int tk_blk_conv_dgrad(const tk_blk_env *env, const tk_blk_conv *cv, const void *dy, void *dx, tk_err *e);
 // The weight gradient into dw: directly in fp32; into dwt (cast later); or through env->wbuf, cast
-// into dw (bf16, padded channels dropped).
+// into dw (bf16, padded channels and filters dropped).
 int tk_blk_conv_wgrad(const tk_blk_env *env, const tk_blk_conv *cv, const void *x, const void *dy, tk_err *e);
 // dgrad (dx NULL: none), then wgrad.
 int tk_blk_conv_bwd(const tk_blk_env *env, const tk_blk_conv *cv, const void *x, const void *dy, void *dx, tk_err *e);
@@ -113,7 +142,7 @@ int tk_blk_cast_wgrads(const tk_blk_env *env, const tk_cast_span *spans, int n, 
 
 // ---- normalization ----
 
-typedef enum { TK_BLK_BATCH_NORM = 0 } tk_blk_norm_kind;
+typedef enum { TK_BLK_BATCH_NORM = 0, TK_BLK_INSTANCE_NORM = 1 } tk_blk_norm_kind;
 
 typedef struct tk_blk_norm {
     tk_blk_norm_kind kind;
@@ -123,8 +152,9 @@ typedef struct tk_blk_norm {
     float eps, momentum;         // momentum: the running statistics' update (batch norm)
     int pidx;                    // the owner's
     float *gamma, *beta, *dgamma, *dbeta; // (C) fp32, the owner's
-    float *rmean, *rvar;         // the running statistics (C), the owner's
-    float *smean, *sinvstd;      // the last training forward's statistics (tk_blk_norm_stat_bytes)
+    float *rmean, *rvar;         // the running statistics (C), the owner's (batch norm)
+    float *smean, *sinvstd;      // the last training forward's statistics (tk_blk_norm_stat_bytes;
+                                 // instance norm: every forward's, N x C)
 } tk_blk_norm;
 
 void tk_blk_norm_init(tk_blk_norm *n, tk_blk_norm_kind kind, int C, int N, int64_t spatial, double eps,
@@ -132,7 +162,8 @@ void tk_blk_norm_init(tk_blk_norm *n, tk_blk_norm_kind kind, int C, int N, int64
 // Bytes of each of smean and sinvstd; the workspace its passes need (env->norm_ws).
 size_t tk_blk_norm_stat_bytes(const tk_blk_norm *n);
 size_t tk_blk_norm_ws_bytes(tk_backend b, const tk_blk_norm *n);
-// The running statistics reset (mean 0, variance 1) through host scratch h of 2 C floats.
+// The running statistics reset (mean 0, variance 1) through host scratch h of 2 C floats (an
+// instance norm has none: nothing to do).
 int tk_blk_norm_reset(tk_ctx *c, const tk_blk_norm *n, float *h, tk_err *e);
 // Its parameters and saved statistics, for a kernel that applies it itself.
 static inline tk_bn_saved tk_blk_norm_saved(const tk_blk_norm *n) {
@@ -142,7 +173,8 @@ static inline tk_bn_saved tk_blk_norm_saved(const tk_blk_norm *n) {
 // convolution made them: tk_blk_conv_sums, else computed), the running update, smean/sinvstd, and
 // the ReLU's mask bits where mask (not with sums); else the running statistics. y NULL (training,
 // no sums): the statistics alone, for a consumer that applies it (tk_blk_maxpool_fwd,
-// tk_blk_norm_fwd_res_norm).
+// tk_blk_norm_fwd_res_norm). Instance norm: the sample's statistics into smean/sinvstd whatever
+// train is; no sums, res or mask (TK_EINTERNAL), y required.
 int tk_blk_norm_fwd(const tk_blk_env *env, tk_blk_norm *n, const float *sums, const void *x, const void *res,
                     int relu, void *y, uint8_t *mask, int train, tk_err *e);
 // Training: y = act(norm(x) + rn(res)) with rn's statistics made before (tk_blk_norm_fwd, y NULL),
@@ -151,7 +183,8 @@ int tk_blk_norm_fwd_res_norm(const tk_blk_env *env, tk_blk_norm *n, const void *
                              const tk_blk_norm *rn, int relu, void *y, uint8_t *mask, tk_err *e);
 // The backward of the last training forward: dx, dgamma, dbeta from dy (+ dy2); dz (not NULL):
 // the gradient at the residual add too. relu: the forward had a ReLU, its mask from mask, or from
-// y (a forward with a residual), or recomputed from x (y NULL).
+// y (a forward with a residual), or recomputed from x (y NULL). Instance norm: from y (required
+// with relu), no mask or dz.
 int tk_blk_norm_bwd(const tk_blk_env *env, const tk_blk_norm *n, const void *x, const void *y, const uint8_t *mask,
                     int relu, const void *dy, const void *dy2, void *dx, void *dz, tk_err *e);
 
@@ -168,6 +201,9 @@ typedef struct tk_blk_unit {
 
 // A 2-D unit: its convolution (tk_blk_conv_init2d) and a norm of kind over its K output channels.
 int tk_blk_unit_init2d(tk_blk_unit *u, int N, int H, int W, int C, int K, int R, int stride, int pad, int relu,
+                       tk_blk_norm_kind kind, double eps, double momentum, tk_err *e);
+// A 3-D unit: tk_blk_conv_init3d (k x k x k) and a norm of kind over its K output channels.
+int tk_blk_unit_init3d(tk_blk_unit *u, int N, int D, int H, int W, int C, int K, int k, int stride, int pad, int relu,
                        tk_blk_norm_kind kind, double eps, double momentum, tk_err *e);
 // The mask the training forward writes and the backward reads: none with fused statistics (the
 // statistics' entry writes none).

@@ -15,7 +15,7 @@
 #include "core/err.h"
 #include "gpu/gpu.h"
 
-#define TK_ST_MAX_DIMS 4
+#define TK_ST_MAX_DIMS 5
 
 typedef struct tk_st_tensor {
     char name[128];

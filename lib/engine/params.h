@@ -31,7 +31,7 @@ enum {
 };
 
 #define TK_PARAM_NAME 128
-#define TK_PARAM_MAX_DIMS 4
+#define TK_PARAM_MAX_DIMS 5 // (the 3-D U-Net's convolution weights)
 
 typedef struct tk_param {
     char name[TK_PARAM_NAME];

@@ -4,11 +4,13 @@
 // variance 4 and 1 / sqrt(4) = 1/2 with eps 0), a random fp32 unit with a residual and a strided
 // 3x3 convolution (forward, backward, running statistics), the projection shortcut's norm applied
 // inside another's pass, the max pool with and without its norm inside, the padded-channel weight
-// gradient, and the shapes.
+// gradient, and the shapes; rank 3 (the 3D U-Net's): the transposed convolution's three passes
+// against direct sums, the padded filters' and channels' weight gradient, the instance norm kind.
 #include <math.h>
 #include <string.h>
 
 #include "blocks/blocks.h"
+#include "instnorm.h"
 #include "tk_test.h"
 #include "tk_test_cpu.h"
 
@@ -378,4 +380,98 @@ TK_TEST(norm_reset_and_fills) {
     for (int i = 0; i < 4096; i++) s += a[i], s2 += (double)a[i] * a[i];
     printf("# normal(0, 2): mean %.3f, sd %.3f\n", s / 4096, sqrt(s2 / 4096));
     CHECK(fabs(s / 4096) < 0.15 && fabs(sqrt(s2 / 4096) - 2) < 0.15);
+}
+
+// ---- rank 3 (the 3D U-Net's) ----
+
+// A transposed 2x2x2 stride-2 convolution (PyTorch's ConvTranspose3d: each input voxel spreads
+// over its own 2x2x2 output block) against the direct sums, all three passes; its shapes.
+TK_TEST(conv3d_transposed_direct) {
+    tk_err e = {0};
+    tk_blk_env env = cpu_env();
+    tk_blk_conv cv = {0};
+    enum { N = 2, I = 2, O = 4, CI = 3, CO = 2 };
+    CHECK_EQ_INT(tk_blk_conv_init3d_transposed(&cv, N, I, I, I, CI, CO, 2, 2, 0, &e), 0);
+    int64_t ws[5];
+    CHECK_EQ_INT(tk_blk_conv_wshape(&cv, ws), 5);
+    CHECK(ws[0] == CI && ws[1] == 2 && ws[2] == 2 && ws[3] == 2 && ws[4] == CO);
+    CHECK(tk_blk_conv_x_numel(&cv) == N * I * I * I * CI && tk_blk_conv_y_numel(&cv) == N * O * O * O * CO);
+    CHECK(tk_blk_conv_w_numel(&cv) == CI * 8 * CO && tk_blk_conv_out(&cv) == CO && tk_blk_conv_rows(&cv) == N * 64);
+    float x[N * 8 * CI], w[CI * 8 * CO], y[N * 64 * CO], dy[N * 64 * CO], dx[N * 8 * CI], dw[CI * 8 * CO];
+    tk_test_fill(x, sizeof x / 4, 31, 1, -1, 1), tk_test_fill(w, sizeof w / 4, 31, 2, -1, 1);
+    tk_test_fill(dy, sizeof dy / 4, 31, 3, -1, 1);
+    cv.w = w, cv.wc = w, cv.dw = dw;
+    CHECK_EQ_INT(tk_blk_conv_fwd(&env, &cv, x, y, 1, &e), 0);
+    CHECK_EQ_INT(tk_blk_conv_bwd(&env, &cv, x, dy, dx, &e), 0);
+    double yd[N * 64 * CO] = {0}, dxd[N * 8 * CI] = {0}, dwd[CI * 8 * CO] = {0};
+    for (int n = 0; n < N; n++)
+        for (int v = 0; v < 8; v++) // input voxel (d, h, w)
+            for (int t = 0; t < 8; t++) { // tap (t, r, s)
+                const int d = v / 4, h = v / 2 % 2, ww = v % 2, o = ((2 * d + t / 4) * O + 2 * h + t / 2 % 2) * O + 2 * ww + t % 2;
+                for (int ci = 0; ci < CI; ci++)
+                    for (int co = 0; co < CO; co++) {
+                        const double xv = x[(n * 8 + v) * CI + ci], wv = w[(ci * 8 + t) * CO + co],
+                                     g = dy[(n * 64 + o) * CO + co];
+                        yd[(n * 64 + o) * CO + co] += xv * wv;
+                        dxd[(n * 8 + v) * CI + ci] += g * wv;
+                        dwd[(ci * 8 + t) * CO + co] += g * xv;
+                    }
+            }
+    double ey = 0, ex = 0, ew = 0;
+    for (int i = 0; i < N * 64 * CO; i++) ey = fmax(ey, fabs(y[i] - yd[i]));
+    for (int i = 0; i < N * 8 * CI; i++) ex = fmax(ex, fabs(dx[i] - dxd[i]));
+    for (int i = 0; i < CI * 8 * CO; i++) ew = fmax(ew, fabs(dw[i] - dwd[i]));
+    printf("# transposed: y %.1e, dx %.1e, dw %.1e\n", ey, ex, ew);
+    CHECK(ey < 1e-5 && ex < 1e-5 && ew < 1e-5);
+}
+
+// A 1x1x1 convolution whose compute shape pads both its filters (kw: 3 of 4) and its input
+// channels (cw: 1 of 2): the master gradient holds the first 3 filters' first channel.
+TK_TEST(conv3d_padded_filters_and_channels_wgrad) {
+    tk_err e = {0};
+    tk_blk_env env = cpu_env();
+    tk_blk_conv cv = {0};
+    CHECK_EQ_INT(tk_blk_conv_init3d(&cv, 1, 2, 2, 2, 2, 4, 1, 1, 0, &e), 0);
+    cv.kw = 3, cv.cw = 1;
+    int64_t ws[5];
+    CHECK_EQ_INT(tk_blk_conv_wshape(&cv, ws), 5);
+    CHECK(ws[0] == 3 && ws[1] == 1 && ws[4] == 1);
+    float x[16], dy[32], dw[3], buf[8];
+    tk_test_fill(x, 16, 32, 1, -1, 1), tk_test_fill(dy, 32, 32, 2, -1, 1);
+    cv.dw = dw;
+    env.wbuf = buf;
+    CHECK_EQ_INT(tk_blk_conv_wgrad(&env, &cv, x, dy, &e), 0);
+    int ok = 1;
+    for (int k = 0; k < 3; k++) {
+        double s = 0;
+        for (int v = 0; v < 8; v++) s += (double)dy[v * 4 + k] * x[v * 2];
+        ok &= fabs(dw[k] - s) < 1e-5;
+    }
+    CHECK(ok);
+}
+
+// The instance norm kind: statistics per sample and channel (N C), its forward and backward as
+// kernels/instnorm.h's reference, and what it refuses (a residual, a mask).
+TK_TEST(instance_norm_kind) {
+    tk_err e = {0};
+    tk_blk_env env = cpu_env();
+    enum { N = 2, S = 10, C = 3 };
+    tk_blk_norm n;
+    tk_blk_norm_init(&n, TK_BLK_INSTANCE_NORM, C, N, S, 1e-5, 0);
+    CHECK(tk_blk_norm_stat_bytes(&n) == N * C * 4);
+    float x[N * S * C], y[N * S * C], dy[N * S * C], dx[N * S * C], g[C] = {1, 0.5f, 2}, b[C] = {0, 0.1f, -0.2f};
+    float sm[N * C], si[N * C], dg[C], db[C], rm[N * C], ri[N * C], ry[N * S * C], rdx[N * S * C], rdg[C], rdb[C];
+    tk_test_fill(x, sizeof x / 4, 33, 1, -1, 3), tk_test_fill(dy, sizeof dy / 4, 33, 2, -1, 1);
+    n.gamma = g, n.beta = b, n.dgamma = dg, n.dbeta = db, n.smean = sm, n.sinvstd = si;
+    CHECK_EQ_INT(tk_blk_norm_fwd(&env, &n, NULL, x, NULL, 1, y, NULL, 1, &e), 0);
+    CHECK_EQ_INT(tk_blk_norm_bwd(&env, &n, x, y, NULL, 1, dy, NULL, dx, NULL, &e), 0);
+    CHECK_EQ_INT(tk_instnorm_fwd_ref(TK_F32, x, N, S, C, g, b, 1, 1e-5f, rm, ri, ry, &e), 0);
+    CHECK_EQ_INT(tk_instnorm_bwd_ref(TK_F32, x, ry, dy, NULL, N, S, C, g, rm, ri, rdx, rdg, rdb, &e), 0);
+    CHECK(memcmp(y, ry, sizeof y) == 0 && memcmp(sm, rm, sizeof sm) == 0 && memcmp(si, ri, sizeof si) == 0);
+    CHECK(memcmp(dx, rdx, sizeof dx) == 0 && memcmp(dg, rdg, sizeof dg) == 0 && memcmp(db, rdb, sizeof db) == 0);
+    CHECK_EQ_INT(tk_blk_norm_fwd(&env, &n, NULL, x, x, 1, y, NULL, 1, &e), TK_EINTERNAL);
+    uint8_t mask[8];
+    CHECK_EQ_INT(tk_blk_norm_bwd(&env, &n, x, y, mask, 1, dy, NULL, dx, NULL, &e), TK_EINTERNAL);
+    CHECK_EQ_INT(tk_blk_norm_bwd(&env, &n, x, NULL, NULL, 1, dy, NULL, dx, NULL, &e), TK_EINTERNAL);
+    CHECK_EQ_INT(tk_blk_norm_reset(tk_test_cpu(), &n, rm, &e), 0); // (nothing to reset)
 }

@@ -100,6 +100,9 @@ typedef struct u3_model u3_model;
 int u3_create(const void *cfg, const tk_wl_env *env, void **model, tk_err *e);
 void u3_destroy(void *model);
 int u3_init_weights(void *model, uint64_t seed, tk_err *e);
+// The table's weights_loaded: after the engine loaded the master weights (a checkpoint, a resume),
+// the bf16 compute copies rewritten from them.
+int u3_weights_loaded(void *model, tk_err *e);
 // The table's batch_layout / inputs: field 0 the image (f32, b x crop x 1; the step's first op
 // casts it to the activation type), field 1 the label (u8, b x crop).
 void u3_batch_layout(const void *model, tk_batch_layout *L);
@@ -114,7 +117,7 @@ int u3_forward_eval(void *model, const float *x, int B, void *y, tk_err *e);
 tk_dtype u3_act_type(const void *model);
 const u3_config *u3_model_config(const void *model);
 tk_ctx *u3_model_ctx(const void *model);
-// The table's dump_describe: "batch.image" F32 (b, D, H, W, 1), "batch.label" U8 (b, D, H, W),
+// The table's dump_describe: "batch.image" F32 (b, D, H, W, 1), "batch.label" U8 (b, D, H, W, 1),
 // as contrib/peers/unet3d.py --compare reads them in the ktrsc layout.
 int u3_dump_describe(void *model, tk_wl_dump *d, tk_err *e);
 // The MLLOG weights_initialization name of dense tensor i (closed_unet3d's 50 names), or NULL.
