@@ -307,11 +307,40 @@ TK_TEST(oversampled_crops_take_the_two_largest_components_of_a_class) {
     }
     CHECK_EQ_INT(other, 0);
     CHECK(binomial_ok(a, n, 0.5));
+    u3_data_close(rd);
+
+    // without C: two components of one voxel tie for second, B1 at (20, 2, 2) and B2 at
+    // (20, 15, 15), numbered in that order: the later one, B2, as a stable argsort's last two
+    v.lab[at(&v, 20, 8, 8)] = 0, v.lab[at(&v, 20, 9, 9)] = 0;
+    v.lab[at(&v, 40, 8, 8)] = 0, v.lab[at(&v, 40, 8, 9)] = 0;
+    v.lab[at(&v, 20, 2, 2)] = 1, v.lab[at(&v, 20, 15, 15)] = 1;
+    write_cases(path, &v, 1, 5);
+    rd = open_ok(&c, 0, 1, path);
+    CHECK(rd != NULL);
+    if (!rd) return;
+    int64_t b2 = 0;
+    a = other = 0;
+    for (int s = 0; s < n; s++) {
+        crop k;
+        if (next_crop(rd, s, &c, &x, &v, 1, &k)) {
+            CHECK(0);
+            break;
+        }
+        int64_t fg = 0;
+        for (size_t i = 0; i < x.vox; i++) fg += x.lab[i];
+        int has_b2 = k.lo[0] <= 20 && k.lo[0] + 6 > 20 && k.lo[1] + 6 > 15 && k.lo[2] + 6 > 15;
+        if (fg == 27) a++;
+        else if (fg == 1 && has_b2) b2++;
+        else other++;
+    }
+    CHECK_EQ_INT(other, 0);
+    CHECK(binomial_ok(a, n, 0.5));
+    v.lab[at(&v, 20, 2, 2)] = 0, v.lab[at(&v, 20, 15, 15)] = 0;
     batch_free(&x);
     u3_data_close(rd);
 
-    // class 2, a bar of 20 voxels along D at d 30..49: longer than the patch of 6, so the patch
-    // lies inside it at 30 + randrange(14); the class half the time
+    // class 2 beside A, a bar of 20 voxels along D at d 30..49: longer than the patch of 6, so
+    // the patch lies inside it at 30 + randrange(14); the class half the time
     for (int d = 30; d < 50; d++) v.lab[at(&v, d, 15, 15)] = 2;
     write_cases(path, &v, 1, 5);
     rd = open_ok(&c, 0, 1, path);
@@ -452,6 +481,38 @@ TK_TEST(brightness_and_noise_come_at_their_rates) {
     CHECK(noisy && fabs(ssum / noisy - 0.05) < 0.01); // U(0, 0.1): mean 0.05, sd of the mean 0.0029 * ...
     CHECK(smax <= 0.1 * 1.05);
     CHECK(count && fabs((double)within1 / count - 0.6827) < 0.01); // normal: 68.27% within one sd
+    batch_free(&x);
+    u3_data_close(rd);
+    vol_free(&v);
+}
+
+// The noise's normals, over 21M voxels of zeros (each sample's std s estimated from its own
+// voxels): N(0, 1) at 1, 2 and 3 s and beyond 3.4426 s (the ziggurat's tail), within 5 sigma.
+TK_TEST(noise_is_normal_into_the_tails) {
+    vol v = vol_new(0, 64, 64, 64);
+    memset(v.img, 0, (size_t)nvox(&v) * sizeof(float));
+    const char *path = tk_test_path("u3data", "zeros.tks");
+    write_cases(path, &v, 1, 64);
+    u3_config c = cfg_make(64, 64, 64, 1);
+    c.data.noise_prob = 1;
+    void *rd = open_ok(&c, 0, 1, path);
+    CHECK(rd != NULL);
+    if (!rd) return;
+    batch x = batch_new(&c, 1);
+    const double edge[4] = {1, 2, 3, 3.442619855899};
+    int64_t beyond[4] = {0}, n = 0;
+    for (int s = 0; s < 80; s++) {
+        CHECK_EQ_INT(batch_read(rd, s, 1, &x), 0);
+        double sq = 0;
+        for (size_t i = 0; i < x.vox; i++) sq += (double)x.img[i] * x.img[i];
+        double sd = sqrt(sq / x.vox);
+        if (sd < 1e-3) continue; // s = U(0, 0.1) this small: too few bits in the floats
+        for (size_t i = 0; i < x.vox; i++)
+            for (int k = 0; k < 4; k++) beyond[k] += fabs(x.img[i]) > edge[k] * sd;
+        n += (int64_t)x.vox;
+    }
+    CHECK(n >= 70 * (int64_t)x.vox);
+    for (int k = 0; k < 4; k++) CHECK(binomial_ok(beyond[k], n, erfc(edge[k] / sqrt(2.0))));
     batch_free(&x);
     u3_data_close(rd);
     vol_free(&v);

@@ -585,19 +585,87 @@ static void crop_at(const u3_set *s, int64_t ci, const int P[3], double oversamp
     for (int a = 0; a < 3; a++) lo[a] = randrange(c->shape[a] - P[a], w[W_AXIS + a]);
 }
 
-// x += s * N(0, 1) (rounded to float), the normals by Box-Muller on the sample's noise blocks.
-static void add_noise(float *x, size_t n, double s, uint64_t seed, uint32_t epoch, uint32_t pos) {
-    const float two_pi = 6.2831853071795865f;
-    for (size_t i = 0; i < n; i += 4) {
-        tk_philox_ctr r = draw(seed, epoch, pos, NOISE_BLOCK + (uint32_t)(i / 4));
-        float z[4];
-        for (int h = 0; h < 4; h += 2) {
-            float u1 = 1.0f - tk_u32_to_unit(r.v[h]), u2 = tk_u32_to_unit(r.v[h + 1]);
-            float rad = sqrtf(-2.0f * logf(u1)), sn, cs;
-            sincosf(two_pi * u2, &sn, &cs);
-            z[h] = rad * cs, z[h + 1] = rad * sn;
+// ---- the noise's normals: a ziggurat of 128 layers (Marsaglia and Tsang, 2000) ----
+// The fast path takes one random word a normal (7 bits pick the layer, 25 a signed uniform) and
+// no transcendental function: Box-Muller's log and sincos cost three times as much here.
+#define ZIG_N 128
+#define ZIG_R 3.442619855899       // the right edge of the base layer: the tail lies beyond
+#define ZIG_V 9.91256303526217e-3  // the area of every layer (the base: R f(R) + the tail)
+// Layer i >= 1: the rectangle |z| < x[i] between the heights f(x[i]) and f(x[i + 1]), f(z) =
+// exp(-z^2 / 2); x[0] is the base layer's width as a rectangle of area V. k[i] = x[i + 1] / x[i]:
+// a draw |u| < k[i] falls wholly under the curve.
+static struct { float x[ZIG_N + 1], f[ZIG_N + 1], k[ZIG_N]; } zig;
+static pthread_once_t zig_once = PTHREAD_ONCE_INIT;
+
+static void zig_init(void) {
+    double x[ZIG_N + 1];
+    x[0] = ZIG_V / exp(-0.5 * ZIG_R * ZIG_R);
+    x[1] = ZIG_R;
+    for (int i = 1; i < ZIG_N - 1; i++) x[i + 1] = sqrt(-2 * log(ZIG_V / x[i] + exp(-0.5 * x[i] * x[i])));
+    x[ZIG_N] = 0;
+    for (int i = 0; i <= ZIG_N; i++) zig.x[i] = (float)x[i], zig.f[i] = (float)exp(-0.5 * x[i] * x[i]);
+    for (int i = 0; i < ZIG_N; i++) zig.k[i] = (float)(x[i + 1] / x[i]);
+}
+
+// Word w's layer *i and uniform in (-1, 1).
+static inline float zig_u(uint32_t w, int *i) {
+    *i = (int)(w & (ZIG_N - 1));
+    return ((float)((int32_t)w >> 7) + 0.5f) * (1.0f / 16777216.0f);
+}
+
+// The draws outside the layers' inner parts (about 2.7%): the wedge or tail test with words of
+// the blocks (seed; voxel, pos, TK_RNG_AUGMENT | a << 8, epoch), a = 1, 2, ...: a wedge's rejection
+// draws anew, a tail's tries the tail again.
+static float zig_slow(float u, int i, uint64_t seed, uint32_t epoch, uint32_t pos, uint32_t voxel) {
+    tk_philox_key key = {{(uint32_t)seed, (uint32_t)(seed >> 32)}};
+    for (uint32_t a = 1;; a++) {
+        tk_philox_ctr r = tk_philox4x32((tk_philox_ctr){{voxel, pos, TK_RNG_AUGMENT | a << 8, epoch}}, key);
+        if (i == 0) { // beyond R: R + t, t exponential of rate R, kept with probability exp(-t^2 / 2)
+            float t = -logf(1.0f - tk_u32_to_unit(r.v[1])) / (float)ZIG_R, y = -logf(1.0f - tk_u32_to_unit(r.v[2]));
+            if (2 * y >= t * t) return u < 0 ? -((float)ZIG_R + t) : (float)ZIG_R + t;
+            continue; // in the tail until a t is kept
+        } else { // the wedge of layer i: under the curve at a uniform height
+            float z = u * zig.x[i], y = zig.f[i] + tk_u32_to_unit(r.v[1]) * (zig.f[i + 1] - zig.f[i]);
+            if (y < expf(-0.5f * z * z)) return z;
         }
-        for (size_t k = 0; k < 4 && i + k < n; k++) x[i + k] += (float)(s * z[k]);
+        u = zig_u(r.v[3], &i);
+        if (fabsf(u) < zig.k[i]) return u * zig.x[i];
+    }
+}
+
+// Philox blocks b .. b + 7 of a sample's (as draw() gives them, w[j][l]: word j of block b + l),
+// the eight lanes side by side so that the compiler vectorizes the rounds.
+#define LANES 8
+static void draw_lanes(uint64_t seed, uint32_t epoch, uint32_t pos, uint32_t b, uint32_t w[4][LANES]) {
+    uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
+    for (int l = 0; l < LANES; l++) w[0][l] = b + (uint32_t)l, w[1][l] = pos, w[2][l] = TK_RNG_AUGMENT, w[3][l] = epoch;
+    for (int r = 0; r < 10; r++) {
+#pragma omp simd
+        for (int l = 0; l < LANES; l++) {
+            uint64_t p0 = (uint64_t)0xD2511F53u * w[0][l], p1 = (uint64_t)0xCD9E8D57u * w[2][l];
+            w[0][l] = (uint32_t)(p1 >> 32) ^ w[1][l] ^ k0;
+            w[1][l] = (uint32_t)p1;
+            w[2][l] = (uint32_t)(p0 >> 32) ^ w[3][l] ^ k1;
+            w[3][l] = (uint32_t)p0;
+        }
+        k0 += 0x9E3779B9u;
+        k1 += 0xBB67AE85u;
+    }
+}
+
+// x += s * N(0, 1), rounded to float (the reference's float64 normals cast to float32, then
+// added); voxel v's normal from word v % 4 of the sample's noise block NOISE_BLOCK + v / 4.
+static void add_noise(float *x, size_t n, double s, uint64_t seed, uint32_t epoch, uint32_t pos) {
+    pthread_once(&zig_once, zig_init);
+    uint32_t w[4][LANES];
+    for (size_t i = 0; i < n; i += 4 * LANES) {
+        draw_lanes(seed, epoch, pos, NOISE_BLOCK + (uint32_t)(i / 4), w);
+        for (size_t v = i; v < i + 4 * LANES && v < n; v++) {
+            int l;
+            float u = zig_u(w[(v - i) % 4][(v - i) / 4], &l);
+            float z = fabsf(u) < zig.k[l] ? u * zig.x[l] : zig_slow(u, l, seed, epoch, pos, (uint32_t)v);
+            x[v] += (float)(s * z);
+        }
     }
 }
 
