@@ -51,10 +51,27 @@ static void write_recs(const char *path, const rec *r, int nrec) {
         size_t plane = (size_t)(v->s[1] * v->s[2]);
         int32_t shape[3] = {(int32_t)v->s[0], (int32_t)v->s[1], (int32_t)v->s[2]}, id = v->id, z = r[i].z;
         uint64_t oi[2] = {0, r[i].n * plane * 4}, ol[2] = {0, r[i].n * plane};
-        tks_colref cols[5] = {{&id, NULL}, {shape, NULL}, {&z, NULL}, {v->img + z * plane, oi}, {v->lab + z * plane, ol}};
+        tks_colref cols[5] = {{&id, NULL}, {shape, NULL}, {&z, NULL}, {v->img + z * plane, oi},
+                              {v->lab + z * plane, ol}};
         if (tks_writer_append_ref(w, cols, 1, &e)) abort();
     }
     if (tks_writer_close(w, &e)) abort();
+}
+
+// One record of any shape and lengths.
+static void write_raw(const char *path, int32_t id, const int32_t shape[3], int32_t z, size_t nvals) {
+    tks_schema s;
+    tk_err e = {0};
+    tks_writer *w;
+    float *img = calloc(nvals + 1, sizeof(float));
+    uint8_t *lab = calloc(nvals + 1, 1);
+    uint64_t oi[2] = {0, nvals * 4}, ol[2] = {0, nvals};
+    tks_colref cols[5] = {{&id, NULL}, {shape, NULL}, {&z, NULL}, {img, oi}, {lab, ol}};
+    if (kits19_schema(&s, "train", &e) || tks_writer_open(&w, path, &s, NULL, &e) ||
+        tks_writer_append_ref(w, cols, 1, &e) || tks_writer_close(w, &e))
+        abort();
+    free(img);
+    free(lab);
 }
 
 // The cases in order, each as slabs of `slab` slices.
@@ -62,7 +79,8 @@ static void write_cases(const char *path, const vol *v, int n, int slab) {
     rec r[512];
     int k = 0;
     for (int i = 0; i < n; i++)
-        for (int z = 0; z < v[i].s[0]; z += slab) r[k++] = (rec){&v[i], z, (int)(v[i].s[0] - z < slab ? v[i].s[0] - z : slab)};
+        for (int z = 0; z < v[i].s[0]; z += slab)
+            r[k++] = (rec){&v[i], z, (int)(v[i].s[0] - z < slab ? v[i].s[0] - z : slab)};
     write_recs(path, r, k);
 }
 
@@ -117,8 +135,9 @@ static int crop_decode(const batch *x, int k, const int P[3], const vol *cases, 
     for (int64_t d = 0; d < P[0]; d++)
         for (int64_t h = 0; h < P[1]; h++)
             for (int64_t w = 0; w < P[2]; w++) {
-                int64_t sd = c->lo[0] + (c->flip[0] ? P[0] - 1 - d : d), sh = c->lo[1] + (c->flip[1] ? P[1] - 1 - h : h),
-                        sw = c->lo[2] + (c->flip[2] ? P[2] - 1 - w : w);
+                int64_t sd = c->lo[0] + (c->flip[0] ? P[0] - 1 - d : d);
+                int64_t sh = c->lo[1] + (c->flip[1] ? P[1] - 1 - h : h);
+                int64_t sw = c->lo[2] + (c->flip[2] ? P[2] - 1 - w : w);
                 size_t o = (size_t)((d * P[1] + h) * P[2] + w);
                 int64_t s = at(v, sd, sh, sw);
                 if (img[o] != v->img[s] || lab[o] != v->lab[s]) return 1;
@@ -164,8 +183,9 @@ TK_TEST(data_section_defaults_are_the_references) {
     CHECK(dc.crop[0] == 128 && dc.crop[1] == 128 && dc.crop[2] == 128);
     CHECK(dc.oversampling == 0.4 && dc.flip == 1 && dc.shuffle == 1);
     CHECK(dc.brightness_prob == 0.1 && dc.brightness_factor == 0.3 && dc.noise_prob == 0.1 && dc.noise_std == 0.1);
-    CHECK_EQ_INT(parse_text("{\"crop\": [32, 48, 64], \"oversampling\": 1, \"flip\": false, \"shuffle\": false, "
-                            "\"brightness\": {\"prob\": 0.5}, \"noise\": {\"std\": 0.2}, \"note\": \"tiny\"}", &dc, &e), 0);
+    const char *text = "{\"crop\": [32, 48, 64], \"oversampling\": 1, \"flip\": false, \"shuffle\": false, "
+                       "\"brightness\": {\"prob\": 0.5}, \"noise\": {\"std\": 0.2}, \"note\": \"tiny\"}";
+    CHECK_EQ_INT(parse_text(text, &dc, &e), 0);
     CHECK(dc.crop[0] == 32 && dc.crop[1] == 48 && dc.crop[2] == 64);
     CHECK(dc.oversampling == 1 && dc.flip == 0 && dc.shuffle == 0);
     CHECK(dc.brightness_prob == 0.5 && dc.brightness_factor == 0.3 && dc.noise_prob == 0.1 && dc.noise_std == 0.2);
@@ -720,7 +740,8 @@ TK_TEST(bad_records_are_data_errors_naming_the_file_and_record) {
     // a case's last slab missing: the file's end
     write_recs(p, (rec[]){{&b, 0, 6}, {&a, 0, 3}, {&a, 3, 3}}, 3);
     snprintf(where, sizeof where, "%s: record 2", p);
-    expect_bad(tk_failed_, p, "case 1 ends after slice 6 of its 9: the records of its last slices are missing (truncated)", where);
+    expect_bad(tk_failed_, p, "case 1 ends after slice 6 of its 9: the records of its last slices are missing "
+                              "(truncated)", where);
     // ... or another case's first record where its next slab should be
     write_recs(p, (rec[]){{&a, 0, 3}, {&b, 0, 6}, {&a, 3, 6}}, 3);
     snprintf(where, sizeof where, "%s: record 1", p);
@@ -743,6 +764,19 @@ TK_TEST(bad_records_are_data_errors_naming_the_file_and_record) {
     write_recs(p, (rec[]){{&b, 0, 6}}, 1);
     snprintf(where, sizeof where, "%s: record 0", p);
     expect_bad(tk_failed_, p, "case 2: image value nan at voxel (1, 1, 1): not a finite number", where);
+    // shapes and lengths
+    write_raw(p, 5, (int32_t[]){2048, 1024, 1025}, 0, 1024 * 1025);
+    snprintf(where, sizeof where, "%s: record 0", p);
+    expect_bad(tk_failed_, p, "case 5: shape (2048, 1024, 1025): more than 2^31 voxels", where);
+    write_raw(p, 5, (int32_t[]){4, 0, 5}, 0, 0);
+    expect_bad(tk_failed_, p, "case 5: shape (4, 0, 5): expected 1 to 65535 voxels an axis", where);
+    write_raw(p, 5, (int32_t[]){4, 3, 5}, 0, 16);
+    expect_bad(tk_failed_, p, "case 5: 16 image values and 16 labels: expected the same whole number of 3 x 5 slices",
+               where);
+    write_raw(p, 5, (int32_t[]){4, 3, 5}, 2, 45);
+    expect_bad(tk_failed_, p, "case 5 begins at z 2, not 0", where);
+    write_raw(p, 5, (int32_t[]){4, 3, 5}, 0, 75);
+    expect_bad(tk_failed_, p, "case 5: slices 0 .. 4, past its 4", where);
     vol_free(&a);
     vol_free(&b);
 }

@@ -46,6 +46,7 @@
 #include "workloads/unet3d/unet3d.h"
 
 #define U3_MAX_AXIS 65535        // voxels on one axis of a case (prep kits19's reach 600 or so)
+#define U3_MAX_VOXELS ((int64_t)1 << 31) // voxels of a case (the NIfTI reader's limit too)
 
 // ---- the "data" section ----
 
@@ -183,6 +184,11 @@ static int record(reading *g, int file, const char *path, uint64_t rec, const in
             return bad(e, path, rec, msg);
         }
     }
+    if (shape[0] * shape[1] * shape[2] > U3_MAX_VOXELS) {
+        snprintf(msg, sizeof msg, "case %d: shape (%d, %d, %d): more than 2^31 voxels", id, shape32[0], shape32[1],
+                 shape32[2]);
+        return bad(e, path, rec, msg);
+    }
     const size_t plane = (size_t)shape[1] * (size_t)shape[2];
     if (nimg == 0 || nimg % plane || nlab != nimg) {
         snprintf(msg, sizeof msg, "case %d: %zu image values and %zu labels: expected the same whole number of "
@@ -263,8 +269,9 @@ static int file_read(reading *g, int file, const char *path, tk_err *e) {
         for (size_t j = 0; !rc && j < fr.n; j++, rec++) {
             const tks_column *ci = &c[at.f[3]], *cl = &c[at.f[4]];
             uint64_t i0 = ci->off[j], i1 = ci->off[j + 1], l0 = cl->off[j], l1 = cl->off[j + 1];
-            rc = record(g, file, path, rec, (const int32_t *)c[at.f[1]].data + 3 * j, ((const int32_t *)c[at.f[0]].data)[j],
-                        ((const int32_t *)c[at.f[2]].data)[j], (const float *)((const char *)ci->data + i0),
+            const int32_t *shape = (const int32_t *)c[at.f[1]].data + 3 * j;
+            int32_t id = ((const int32_t *)c[at.f[0]].data)[j], z = ((const int32_t *)c[at.f[2]].data)[j];
+            rc = record(g, file, path, rec, shape, id, z, (const float *)((const char *)ci->data + i0),
                         (size_t)(i1 - i0) / sizeof(float), (const uint8_t *)cl->data + l0, (size_t)(l1 - l0), e);
         }
     }
@@ -699,7 +706,8 @@ static void sample(const u3_set *s, const u3_config *cfg, int64_t ci, uint32_t e
         }
     const size_t n = (size_t)P[0] * P[1] * P[2];
     if (unit32(w[W_BRIGHT]) < dc->brightness_prob) {
-        double f = dc->brightness_factor, scale = 1.0 + (1.0 - f + 2.0 * f * tk_u64_to_unit(w[W_BFACTOR], w[W_BFACTOR + 1]));
+        double f = dc->brightness_factor, u = tk_u64_to_unit(w[W_BFACTOR], w[W_BFACTOR + 1]);
+        double scale = 1.0 + (1.0 - f + 2.0 * f * u);
         for (size_t i = 0; i < n; i++) img[i] = (float)((double)img[i] * scale);
     }
     if (unit32(w[W_NOISE]) < dc->noise_prob)
