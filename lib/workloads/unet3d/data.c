@@ -125,20 +125,21 @@ typedef struct reading {
     int *ids, nids, capids;      // every case seen (a case twice is an error)
     // the open case
     int open, id, keep;          // keep: this rank's (its voxels are stored, in out->c[out->n - 1])
+    size_t capv;                 // the voxels its buffers hold room for
     int64_t shape[3], next_z;
     const char *file;            // where the open case's last record was
     uint64_t rec;
 } reading;
 
-static int bad(tk_err *e, const char *file, uint64_t rec, const char *what) {
+// TK_EDATA at record rec of file; order: the case's records are not as prep kits19 writes them.
+static int bad_at(tk_err *e, const char *file, uint64_t rec, const char *what, int order) {
     tk_err_set(e, TK_EDATA, "%s", what);
     tk_err_where(e, "%s: record %llu", file, (unsigned long long)rec);
-    return tk_err_hint(e, "make the records again with prep kits19 (a case is its records in z order)");
+    return order ? tk_err_hint(e, "make the records again with prep kits19 (a case is its records in z order)") : TK_EDATA;
 }
+static int bad(tk_err *e, const char *file, uint64_t rec, const char *what) { return bad_at(e, file, rec, what, 1); }
 
 static int case_begin(reading *g, int id, const int64_t shape[3], int file, tk_err *e) {
-    for (int i = 0; i < g->nids; i++)
-        if (g->ids[i] == id) return tk_err_set(e, TK_EDATA, "case %d again: its records are not all together", id);
     if (g->nids == g->capids) {
         int nc = g->capids ? 2 * g->capids : 64;
         int *p = realloc(g->ids, (size_t)nc * sizeof *p);
@@ -161,13 +162,27 @@ static int case_begin(reading *g, int id, const int64_t shape[3], int file, tk_e
         if (!c || !f) return tk_err_set(e, TK_EIO, "out of host memory");
         g->cap = nc;
     }
-    size_t n = (size_t)shape[0] * (size_t)shape[1] * (size_t)shape[2];
-    u3_case *c = &o->c[o->n++];
-    *c = (u3_case){.id = id, .shape = {shape[0], shape[1], shape[2]}};
+    o->c[o->n++] = (u3_case){.id = id, .shape = {shape[0], shape[1], shape[2]}};
     g->file_of[o->n - 1] = file;
-    c->image = malloc(n * sizeof(float));
-    c->label = malloc(n);
-    if (!c->image || !c->label) return tk_err_set(e, TK_EIO, "out of host memory for case %d (%zu voxels)", id, n);
+    g->capv = 0;
+    return 0;
+}
+
+// Room in the kept case for its voxels up to `need`: its buffers grow with the slabs that come (a
+// record's shape alone, which may lie, allocates nothing), doubling up to the whole case (glibc
+// moves large blocks by remapping them, not by copying).
+static int case_room(reading *g, size_t need, tk_err *e) {
+    if (need <= g->capv) return 0;
+    u3_case *c = &g->out->c[g->out->n - 1];
+    size_t all = (size_t)c->shape[0] * (size_t)c->shape[1] * (size_t)c->shape[2];
+    size_t cap = g->capv * 2 > need ? g->capv * 2 : need;
+    if (cap > all) cap = all;
+    float *img = realloc(c->image, cap * sizeof(float));
+    if (img) c->image = img;
+    uint8_t *lab = img ? realloc(c->label, cap) : NULL;
+    if (lab) c->label = lab;
+    if (!img || !lab) return tk_err_set(e, TK_EIO, "out of host memory for case %d (%zu voxels)", c->id, all);
+    g->capv = cap;
     return 0;
 }
 
@@ -223,9 +238,12 @@ static int record(reading *g, int file, const char *path, uint64_t rec, const in
             snprintf(msg, sizeof msg, "case %d begins at z %d, not 0: its records are out of order or missing", id, z);
             return bad(e, path, rec, msg);
         }
-        int rc = case_begin(g, id, shape, file, e);
-        if (rc == TK_EDATA) tk_err_where(e, "%s: record %llu", path, (unsigned long long)rec);
-        TRY(rc);
+        for (int i = 0; i < g->nids; i++)
+            if (g->ids[i] == id) {
+                snprintf(msg, sizeof msg, "case %d again: its records are not all together", id);
+                return bad(e, path, rec, msg);
+            }
+        TRY(case_begin(g, id, shape, file, e));
     }
     if (z + n > shape[0]) {
         snprintf(msg, sizeof msg, "case %d: slices %d .. %lld, past its %lld", id, z, (long long)(z + n - 1),
@@ -242,10 +260,11 @@ static int record(reading *g, int file, const char *path, uint64_t rec, const in
             else
                 snprintf(msg, sizeof msg, "case %d: image value %g at voxel (%lld, %lld, %lld): not a finite number",
                          id, (double)img[i], (long long)d, (long long)h, (long long)w);
-            return bad(e, path, rec, msg);
+            return bad_at(e, path, rec, msg, 0);
         }
     }
     if (g->keep) {
+        TRY(case_room(g, (size_t)(z + n) * plane, e));
         u3_case *c = &g->out->c[g->out->n - 1];
         memcpy(c->image + (size_t)z * plane, img, nimg * sizeof(float));
         memcpy(c->label + (size_t)z * plane, lab, nlab);
