@@ -45,7 +45,7 @@
 #include "tks/tks.h"
 #include "workloads/unet3d/unet3d.h"
 
-#define U3_MAX_AXIS 65535        // voxels on one axis of a case (prep kits19's reach 600 or so)
+#define U3_MAX_AXIS 65535        // voxels on one axis of a case (KiTS19's after prep: a few hundred)
 #define U3_MAX_VOXELS ((int64_t)1 << 31) // voxels of a case (the NIfTI reader's limit too)
 
 // ---- the "data" section ----
