@@ -38,11 +38,13 @@
 
 // ---- the "data" section (data.c parses it: u3_data_cfg_parse) ----
 // The reference's training transforms (pytorch_loader.py), per sample, in this order: a random
-// crop of crop[] voxels, foreground-oversampled (with probability `oversampling` centred near a
-// random voxel of a random foreground class, else uniform), random flips of each spatial axis,
-// a brightness scaling (probability brightness_prob, factor U(1 - f, 1 + f)), Gaussian noise
-// (probability noise_prob, std U(0, noise_std)). Each draw from Philox keyed by (seed, epoch,
-// sample): the batch of a step is the same whatever the loader threads or the ranks.
+// crop of crop[] voxels, foreground-oversampled (with probability `oversampling` around the box
+// of one of the two largest connected components of a random foreground class, else uniform),
+// random flips of each spatial axis (probability 1/3 each), a brightness scaling (probability
+// brightness_prob, by 1 + U(1 - f, 1 + f): the reference's `image * (1 + factor)`), Gaussian
+// noise (probability noise_prob, std U(0, noise_std)); data.c gives the details. Each draw from
+// Philox keyed by (seed, epoch, sample): the batch of a step is the same whatever the loader
+// threads or the ranks.
 typedef struct u3_data_cfg {
     int crop[3];                 // D, H, W of a training sample (data.crop; 128^3 the reference)
     double oversampling;         // data.oversampling (0.4)
@@ -65,13 +67,15 @@ typedef struct u3_config {
 } u3_config;
 
 // ---- data.c: the training reader and the eval cases ----
-// The "data" section of root at $.data into *dc (defaults above for what it leaves out; unknown
-// keys TK_EUSAGE naming path and the JSON path).
+// The "data" section (data: root's member "data", NULL when absent) into *dc (defaults above for
+// what it leaves out; unknown keys and bad values TK_EDATA naming path and $.data.KEY, as every
+// config error).
 int u3_data_cfg_parse(json_t *data, const char *path, u3_data_cfg *dc, tk_err *e);
 // The table's reader (cfg: the u3_config): the training cases of the .tks files of prep kits19
 // (kits19.h: slabs of whole D-slices, a case its records in order), read once into host memory
 // shared by every reader of the process; reader_count: the cases; read_batch: this rank's b
-// samples of global batch `step` (the global batch's samples b * rank .. b * rank + b - 1) into
+// samples of global batch `step` (the global batch's samples b * rank .. b * rank + b - 1, b =
+// cfg->batch / world: u3_data_open computes it, cfg->b unused) into
 // fields[0] (f32 image, b x crop D x H x W x 1) and fields[1] (u8 label, b x D x H x W).
 int u3_data_open(const void *cfg, int rank, int world, char *const *paths, int npaths, void **rd, tk_err *e);
 void u3_data_close(void *rd);
