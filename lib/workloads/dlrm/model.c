@@ -125,8 +125,8 @@ int tk_dlrm_create(const void *config, const tk_wl_env *env, void **model, tk_er
     void **dst[24 + 4 * TK_DLRM_MAX_LAYERS];
     int n = 0;
 #define BUF(p, bytes) (sz[n] = (bytes), dst[n++] = (void **)&(p))
-    BUF(m->in_label, (size_t)B);
-    BUF(m->in_dense, (size_t)B * cfg->num_dense * 4);
+    BUF(m->in_label, (size_t)b); // this rank's samples (the reader decodes only theirs)
+    BUF(m->in_dense, (size_t)b * cfg->num_dense * 4);
     BUF(m->in_cat, (size_t)B * T * 4);
     BUF(m->x0, (size_t)b * cfg->num_dense * 4);
     BUF(m->inter, (size_t)b * W * 4);
@@ -253,8 +253,8 @@ int tk_dlrm_init_weights(void *model, uint64_t seed, tk_err *e) {
 
 void tk_dlrm_batch_layout(const void *model, tk_batch_layout *L) {
     const tk_dlrm *m = model;
-    const size_t B = (size_t)m->cfg.batch;
-    *L = (tk_batch_layout){.nfields = 3, .bytes = {B, B * m->cfg.num_dense * 4, B * m->cfg.num_tables * 4}};
+    const size_t B = (size_t)m->cfg.batch, b = (size_t)m->b; // label, dense: this rank's; cat: all
+    *L = (tk_batch_layout){.nfields = 3, .bytes = {b, b * m->cfg.num_dense * 4, B * m->cfg.num_tables * 4}};
 }
 
 void tk_dlrm_inputs(void *model, void **f) {
