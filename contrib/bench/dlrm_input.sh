@@ -5,12 +5,12 @@
 # times the range (most ids folded). contrib/bench/dlrm_input.c is the driver; it is built
 # against BUILD's libtrainkit.a, so BUILD=/other/build times another tree's reader the same way.
 #   contrib/bench/dlrm_input.sh [DIR]     (default /tmp/dlrm-input-bench; the data is made once)
-# Env: BUILD (build), BATCH (262144), ROWS (4000000), RECORDS (600000), STEPS (9), WORLDS ("1 2 4").
+# Env: BUILD (build), BATCH (262144), ROWS (4000000), RECORDS (600000), STEPS (13), WORLDS ("1 2 4").
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 DIR=${1:-/tmp/dlrm-input-bench}
 BUILD=${BUILD:-build}
-BATCH=${BATCH:-262144} ROWS=${ROWS:-4000000} RECORDS=${RECORDS:-600000} STEPS=${STEPS:-9}
+BATCH=${BATCH:-262144} ROWS=${ROWS:-4000000} RECORDS=${RECORDS:-600000} STEPS=${STEPS:-13}
 WORLDS=${WORLDS:-1 2 4}
 PREP=${PREP:-build/bin/prep}
 [ -f "$BUILD/libtrainkit.a" ] || { echo "dlrm_input.sh: no $BUILD/libtrainkit.a (make first)" >&2; exit 2; }
