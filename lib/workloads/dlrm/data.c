@@ -42,10 +42,11 @@ uint64_t tk_dlrm_data_count(void *rd) { return tk_records_count(((tk_dlrm_data *
 
 int tk_dlrm_data_seek(tk_dlrm_data *d, uint64_t rec, tk_err *e) { return tk_records_seek(d->r, rec, e); }
 
-// The fold (id % rows) of n records' ids src (n, nc) into dst, branch-free: a multiply-shift modulo
-// per id (core/fastmod.h), which is the id itself below the rows, so there is no test to
-// mispredict on data of a wider id range (26 tables of 4M rows, B = 262,144: 1.9 -> 1.6 ns an id
-// on ids up to 40M, the same ~0.8 on ids already below the rows, which only copies;
+// The fold (id % rows) of n records' ids src (n, nc) into dst, the loader's hot loop: a
+// multiply-shift modulo per id (core/fastmod.h; a division per id made a batch of 65,536 take
+// ~35 ms of one core), on every id, branch-free (it is the id itself below the rows), so nothing is
+// mispredicted on ids of a wider range: the fold then costs what copying the ids does (26 tables of
+// 4M rows, ids up to 40M: 2.0-2.6 -> 0.9-1.6 ns an id; ~0.9 either way on ids below the rows;
 // contrib/bench/NOTES.md "DLRM input path per rank"). Returns the OR of the ids: negative if one is.
 static int32_t fold(const int32_t *src, int32_t *dst, size_t n, int nc, const uint64_t *mod_m, const uint32_t *rows) {
     int32_t any = 0;
