@@ -5,6 +5,7 @@
 #   contrib/bench/coco.sh       coco-eval vs pycocotools and faster-coco-eval (CPU)
 #   contrib/bench/dlrm.sh       train-step vs PyTorch (eager, torch.compile) on one GPU
 #   contrib/bench/imagenet_pipeline.sh  prep imagenet and the CPU input pipeline, images/s
+#   contrib/bench/dlrm_input.sh DLRM's decode of a global batch per rank (1, 2, 4 ranks), CPU ms
 #   contrib/bench/resnet.sh     the ResNet-50 step vs PyTorch (eager, torch.compile) on one GPU
 #   contrib/bench/bert.sh       BERT-large's step vs PyTorch (transformers, eager, torch.compile) on one GPU
 #   contrib/bench/unet3d.sh     the 3D U-Net peer's step and sliding-window evaluation (ours: not yet)
@@ -12,7 +13,7 @@
 set -u
 cd "$(dirname "$0")/../.."
 rc=0
-for b in logcheck coco dlrm imagenet_pipeline resnet bert unet3d; do
+for b in logcheck coco dlrm imagenet_pipeline dlrm_input resnet bert unet3d; do
     [ -z "${BENCH:-}" ] || [ "$BENCH" = "$b" ] || continue
     s=contrib/bench/$b.sh
     [ -x "$s" ] || continue

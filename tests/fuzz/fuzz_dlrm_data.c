@@ -1,9 +1,10 @@
 // Fuzz DLRM's data reader (lib/workloads/dlrm/data.c over the engine's record cursor): the input
 // is a whole .tks file, opened as training data of 13 counts and 26 categoricals. A file that
 // opens is read to the end in uneven pieces with the ids folded into small tables, read again
-// from a seek to its middle, and a few training batches are taken. Every record handed over
-// must have a 0/1 label and ids inside their tables; anything else must be a TK_EDATA error
-// (TK_EIO for memory), never a crash, a hang or a read out of bounds.
+// from a seek to its middle, and a few training batches are taken, by one rank and by rank 2 of 3
+// (which must get the same bytes of its share, or the same error). Every record handed over must
+// have a 0/1 label and ids inside their tables; anything else must be a TK_EDATA error (TK_EIO for
+// memory), never a crash, a hang or a read out of bounds.
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,13 +61,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             check_code(rc);
             if (!rc && (uint64_t)got != (count - count / 2 < MAXN ? count - count / 2 : MAXN)) abort();
         }
+        // Training batches as one rank reads them, and as rank 2 of 3 (its one sample's label and
+        // dense features, every sample's ids): the same outcome, the same bytes.
         int B = count >= 3 ? 3 : 0;
         void *const f[3] = {label, dense, cat};
+        void *d3 = NULL;
+        if (!rc && B) rc = tk_dlrm_data_open(&cfg, 2, 3, paths, 1, &d3, &e);
+        check_code(rc);
         for (int64_t step = 0; !rc && B && step < 4; step++) {
             rc = tk_dlrm_data_batch(d, step, (int64_t)(count / (uint64_t)B), f, &e);
             check_code(rc);
-            if (!rc) check_records(B, rows, label, cat);
+            uint8_t l3[2];
+            int32_t d3n[2 * ND], c3[3 * NC];
+            void *const f3[3] = {l3, d3n, c3};
+            int rc3 = tk_dlrm_data_batch(d3, step, (int64_t)(count / (uint64_t)B), f3, &e);
+            if (rc3 != rc) abort();
+            if (!rc) {
+                check_records(B, rows, label, cat);
+                if (l3[0] != label[2] || memcmp(d3n, dense + 2 * ND, ND * 4) || memcmp(c3, cat, sizeof c3)) abort();
+            }
         }
+        tk_dlrm_data_close(d3);
         tk_dlrm_data_close(d);
     }
     unlink(path);

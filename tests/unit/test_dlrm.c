@@ -10,6 +10,8 @@
 #include "engine/dist.h"
 #include "tk_test.h"
 #include "tk_test_cpu.h"
+#include "tks/tks.h"
+#include "workloads/dlrm/data.h"
 
 static const char *CFG =
     "{\"workload\": \"dlrm\", \"name\": \"t\","
@@ -225,4 +227,104 @@ TK_TEST(precision_is_parsed_once_over_the_workloads_list) {
     CHECK_EQ_INT(tk_cfg_precision(r, "cfg", fp32_bf16, &p, &e), 0);
     CHECK(p == TK_PRECISION_BF16);
     json_decref(r);
+}
+
+// ---- the training reader's share of a rank ----
+
+enum { RN = 30, RB = 12, RD = 3, RT = 4 }; // records, global batch, dense features, tables
+static const int64_t RROWS[RT] = {5, 1, 9, 1000};
+
+// Record i of the shard: label i % 2, dense 100 i + j, ids 7 i + 3 t (above some tables' rows).
+static void reader_shard(const char *path, int bad_label_at, int negative_id_at) {
+    tks_schema s = {0};
+    const char *names[3] = {"label", "dense", "cat"};
+    const tks_dtype dt[3] = {TKS_U8, TKS_I32, TKS_I32};
+    const int64_t len[3] = {0, RD, RT};
+    for (int f = 0; f < 3; f++) {
+        snprintf(s.f[f].name, sizeof s.f[f].name, "%s", names[f]);
+        s.f[f].dtype = dt[f], s.f[f].ndim = len[f] > 0, s.f[f].shape[0] = len[f];
+    }
+    s.nfields = 3;
+    tk_err e = {0};
+    uint8_t l[RN];
+    int32_t d[RN * RD], k[RN * RT];
+    for (int i = 0; i < RN; i++) {
+        l[i] = (uint8_t)(i % 2);
+        for (int j = 0; j < RD; j++) d[i * RD + j] = 100 * i + j;
+        for (int t = 0; t < RT; t++) k[i * RT + t] = 7 * i + 3 * t;
+    }
+    if (bad_label_at >= 0) l[bad_label_at] = 2;
+    if (negative_id_at >= 0) k[negative_id_at * RT + 2] = -4;
+    const void *cols[3] = {l, d, k};
+    tks_writer *w;
+    tks_writer_opts o = {.records_per_frame = 5}; // batches of 12 straddle frames
+    if (tks_schema_finish(&s, &e) || tks_writer_open(&w, path, &s, &o, &e) || tks_writer_append(w, cols, RN, &e) ||
+        tks_writer_close(w, &e))
+        abort();
+}
+
+// Batch `step` as rank `rank` of `world` reads it.
+static int reader_batch(const char *path, int rank, int world, int64_t step, uint8_t *l, int32_t *d, int32_t *k,
+                        tk_err *e) {
+    tk_dlrm_config cfg = {.num_dense = RD, .num_tables = RT, .batch = RB};
+    memcpy(cfg.table_rows, RROWS, sizeof RROWS);
+    char *paths[1] = {(char *)path};
+    void *rd;
+    TRY(tk_dlrm_data_open(&cfg, rank, world, paths, 1, &rd, e));
+    void *f[3] = {l, d, k};
+    int rc = tk_dlrm_data_batch(rd, step, RN / RB, f, e);
+    tk_dlrm_data_close(rd);
+    return rc;
+}
+
+// Rank r of W gets, of each global batch, the labels and dense features of its samples
+// [r*b, (r+1)*b) (b = B/W) and every sample's folded ids: the layout of the model's batch_layout,
+// whose step reads them there. Each rank checks every record of the batch, so a bad record in one
+// rank's share stops all of them with the same error.
+TK_TEST(reader_gives_each_rank_its_share_and_every_id) {
+    const char *path = tk_test_path("tk-dlrm", "share.tks");
+    reader_shard(path, -1, -1);
+    tk_err e;
+    for (int64_t step = 0; step < 3; step++) { // 2 batches an epoch: step 2 is batch 0 again
+        const int first = (int)(step % 2) * RB;
+        for (int W = 1; W <= 4; W++) {
+            const int b = RB / W;
+            for (int r = 0; r < W; r++) {
+                uint8_t l[RB + 1];
+                int32_t d[RB * RD + 1], k[RB * RT + 1];
+                memset(l, 0xee, sizeof l), memset(d, 0xee, sizeof d), memset(k, 0xee, sizeof k);
+                CHECK_EQ_INT(reader_batch(path, r, W, step, l, d, k, &e), 0);
+                int ok = 1;
+                for (int i = 0; i < b; i++) {
+                    int rec = first + r * b + i;
+                    ok &= l[i] == rec % 2;
+                    for (int j = 0; j < RD; j++) ok &= d[i * RD + j] == 100 * rec + j;
+                }
+                ok &= l[b] == 0xee && d[b * RD] == (int32_t)0xeeeeeeee; // nothing past the share
+                for (int i = 0; i < RB; i++)
+                    for (int t = 0; t < RT; t++) ok &= k[i * RT + t] == (7 * (first + i) + 3 * t) % RROWS[t];
+                if (!ok) printf("#   step %lld, rank %d of %d: wrong batch\n", (long long)step, r, W);
+                CHECK(ok);
+            }
+        }
+    }
+    // W must divide the global batch (the engine's one check, at open)
+    uint8_t l[RB];
+    int32_t d[RB * RD], k[RB * RT];
+    CHECK_EQ_INT(reader_batch(path, 0, 5, 0, l, d, k, &e), TK_EUSAGE);
+    CHECK_STR(e.what, "dlrm: the global batch (12) must be a multiple of the world size (5)");
+    // a bad label and a negative id in rank 3's share of 4 (records 9..11 of batch 0): every rank
+    // says so, naming the record
+    char want[600];
+    snprintf(want, sizeof want, "%s: record 10", path);
+    for (int bad = 0; bad < 2; bad++) {
+        reader_shard(path, bad ? -1 : 10, bad ? 10 : -1);
+        for (int r = 0; r < 4; r++) {
+            CHECK_EQ_INT(reader_batch(path, r, 4, 0, l, d, k, &e), TK_EDATA);
+            CHECK_STR(e.what, bad ? "categorical feature 2 has a negative id -4" : "label 2 is not 0 or 1");
+            CHECK_STR(e.where, want);
+        }
+    }
+    unlink(path);
+    tk_test_rmdir();
 }

@@ -79,12 +79,18 @@ static int run_rank(int rank, int world, const char *tag) {
     snprintf(path, sizeof path, "%s/%s-step.safetensors", g_dir, tag);
     if (!rc) rc = tk_instance_save(&I, path, NULL, &e);
     float logit[NB], *dl = NULL;
+    int32_t *dd = NULL, *dk = NULL; // the eval forward's inputs: every sample's (as the eval set is)
     records(7, NEVAL, l, d, k);
     if (!rc) rc = tk_malloc(c, (void **)&dl, NB * 4, &e);
-    if (!rc) rc = dlrm_put(&I, l, d, k, NEVAL, &e);
-    if (!rc) rc = tk_dlrm_forward(m, m->in_dense, m->in_cat, NEVAL, dl, &e);
+    if (!rc) rc = tk_malloc(c, (void **)&dd, sizeof d, &e);
+    if (!rc) rc = tk_malloc(c, (void **)&dk, sizeof k, &e);
+    if (!rc) rc = tk_memcpy_h2d(c, dd, d, sizeof d, TK_STREAM_COMPUTE, &e);
+    if (!rc) rc = tk_memcpy_h2d(c, dk, k, sizeof k, TK_STREAM_COMPUTE, &e);
+    if (!rc) rc = tk_dlrm_forward(m, dd, dk, NEVAL, dl, &e);
     if (!rc) rc = tk_memcpy_d2h(c, logit, dl, NEVAL * 4, TK_STREAM_COMPUTE, &e);
     if (dl) tk_free(c, dl);
+    if (dd) tk_free(c, dd);
+    if (dk) tk_free(c, dk);
     for (int i = 0; i < NEVAL; i++) out[3 + i] = logit[i];
     if (!rc) {
         snprintf(path, sizeof path, "%s/%s-r%d.bin", g_dir, tag, rank);

@@ -125,8 +125,8 @@ int tk_dlrm_create(const void *config, const tk_wl_env *env, void **model, tk_er
     void **dst[24 + 4 * TK_DLRM_MAX_LAYERS];
     int n = 0;
 #define BUF(p, bytes) (sz[n] = (bytes), dst[n++] = (void **)&(p))
-    BUF(m->in_label, (size_t)B);
-    BUF(m->in_dense, (size_t)B * cfg->num_dense * 4);
+    BUF(m->in_label, (size_t)b); // this rank's samples (the reader decodes only theirs)
+    BUF(m->in_dense, (size_t)b * cfg->num_dense * 4);
     BUF(m->in_cat, (size_t)B * T * 4);
     BUF(m->x0, (size_t)b * cfg->num_dense * 4);
     BUF(m->inter, (size_t)b * W * 4);
@@ -253,9 +253,9 @@ int tk_dlrm_init_weights(void *model, uint64_t seed, tk_err *e) {
 
 int tk_dlrm_batch(const void *model, tk_wl_field *f) {
     const tk_dlrm *m = model;
-    const int64_t B = m->cfg.batch;
-    f[0] = (tk_wl_field){"batch.label", TK_U8, 1, {B}, m->in_label};
-    f[1] = (tk_wl_field){"batch.dense", TK_I32, 2, {B, m->cfg.num_dense}, m->in_dense};
+    const int64_t B = m->cfg.batch, b = m->b; // label, dense: this rank's samples; cat: every sample's
+    f[0] = (tk_wl_field){"batch.label", TK_U8, 1, {b}, m->in_label};
+    f[1] = (tk_wl_field){"batch.dense", TK_I32, 2, {b, m->cfg.num_dense}, m->in_dense};
     f[2] = (tk_wl_field){"batch.cat", TK_I32, 2, {B, m->cfg.num_tables}, m->in_cat};
     return 3;
 }

@@ -268,12 +268,10 @@ static int train_step_dist(tk_dlrm *m, tk_err *e) {
     tk_ctx *c = m->c;
     tk_dlrm_hybrid *h = m->hy;
     if (h && h->cur < 0) return tk_err_set(e, TK_EINTERNAL, "dlrm: hybrid step without a planned batch");
-    TRY(forward_rows(m, m->in_dense + (size_t)m->rank * b * cfg->num_dense, m->in_cat, B, b, h != NULL, m->logit,
-                     e));
+    TRY(forward_rows(m, m->in_dense, m->in_cat, B, b, h != NULL, m->logit, e)); // (in_dense: this rank's b)
     tk_range_push("backward");
     // dlogit = (sigmoid - y) / B: this rank's samples' share of the global mean's gradient.
-    TRY(tk_bce_logits_act_n(c, m->act, m->logit, m->in_label + (size_t)m->rank * b, b, B, m->dlogit,
-                            m->loss_acc, e));
+    TRY(tk_bce_logits_act_n(c, m->act, m->logit, m->in_label, b, B, m->dlogit, m->loss_acc, e));
     TRY(mlp_backward(m, cfg->nbot, m->nlayers, m->dlogit, m->dinter, e));
     TRY(tk_dlrm_prof_mark(m, "top_bwd", CS, e));
     // The top MLP's gradients are final: all-reduce their span while the rest of the backward runs.

@@ -98,8 +98,8 @@ typedef struct tk_dlrm {
     int32_t *ev_dense;               // (b, num_dense) this rank's share of an eval batch
     float *ev_logit, *ev_score;      // (b) this rank's eval logits; (B) all ranks' (gathered)
     // batch inputs (device): each batch is copied here (stable addresses for graphs)
-    uint8_t *in_label;               // (B)
-    int32_t *in_dense;               // (B, 13) raw counts
+    uint8_t *in_label;               // (b) this rank's samples of the global batch
+    int32_t *in_dense;               // (b, 13) raw counts, this rank's samples
     int32_t *in_cat;                 // (B, 26) ids in [0, table_rows)
     // activations and gradients (device)
     float *x0;                       // (B, 13) log1p(dense)
