@@ -13,9 +13,6 @@
 #include "workloads/bert/bert.h"
 #include "xent.h"
 
-static size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
-static size_t nonzero(size_t n) { return n ? n : 1; } // (every buffer gets its own address)
-
 // ---- tensors ----
 
 typedef struct {
@@ -160,7 +157,7 @@ int tk_bert_create(const void *config, const tk_wl_env *env, void **out, tk_err 
     if ((rc = declare(m, ix, e)) || (rc = tk_params_alloc(m->P, e))) goto fail;
     bind(m, ix);
 
-    // Activations, inputs and workspaces: one arena.
+    // Activations, inputs and workspaces: the engine's arena.
     const size_t es = tk_dtype_size(m->act), NHs = (size_t)N * H * es, NFs = (size_t)N * F * es;
     const size_t probs = (size_t)b * NH * L * L * es, heads3 = 3 * NHs;
     tk_batch_layout in;
@@ -170,8 +167,7 @@ int tk_bert_create(const void *config, const tk_wl_env *env, void **out, tk_err 
     size_t sizes[64 + 16 * TK_BERT_MAX_LAYERS];
     void **dst[64 + 16 * TK_BERT_MAX_LAYERS];
     int ns = 0;
-    size_t total = 0;
-#define NEED(ptr, n) (dst[ns] = (void **)&(ptr), sizes[ns] = nonzero(n), total += align256(sizes[ns++]))
+#define NEED(ptr, n) (dst[ns] = (void **)&(ptr), sizes[ns++] = (n))
     NEED(m->in_ids, bytes[0]), NEED(m->in_seg, bytes[1]), NEED(m->in_len, bytes[2]), NEED(m->in_pos, bytes[3]);
     NEED(m->in_mid, bytes[4]), NEED(m->in_nmask, bytes[5]), NEED(m->in_nsp, bytes[6]);
     NEED(m->e, NHs), NEED(m->mean0, (size_t)N * 4), NEED(m->rstd0, (size_t)N * 4), NEED(m->x0, NHs);
@@ -207,10 +203,7 @@ int tk_bert_create(const void *config, const tk_wl_env *env, void **out, tk_err 
     NEED(m->xent_ws, tk_xent_ws_bytes(c->backend, (int)(R > b ? R : b)));
     NEED(m->counts, 16);
 #undef NEED
-    if ((rc = tk_arena_init(c, &m->acts, total + 256, "activations", e))) goto fail;
-    for (int i = 0; i < ns; i++)
-        if ((rc = tk_arena_take(&m->acts, sizes[i], dst[i], e))) goto fail;
-    if ((rc = tk_memset0(c, m->acts.base, m->acts.cap, TK_STREAM_COMPUTE, e)) || (rc = tk_ctx_sync(c, e))) goto fail;
+    if ((rc = tk_wl_acts(env, sizes, dst, ns, e))) goto fail;
     free(ix);
     *out = m;
     return 0;
@@ -220,12 +213,7 @@ fail:
     return rc;
 }
 
-void tk_bert_destroy(void *model) {
-    tk_bert *m = model;
-    if (!m) return;
-    tk_arena_release(m->c, &m->acts);
-    free(m);
-}
+void tk_bert_destroy(void *model) { free(model); } // (the buffers are the engine's)
 
 // ---- initialization ----
 

@@ -101,8 +101,7 @@ typedef struct tk_bert {
     // inputs: the global batch (every rank stages all of it and trains on its own rows)
     int32_t *in_ids, *in_len, *in_pos, *in_mid, *in_nmask, *in_nsp;
     uint8_t *in_seg;
-    // activations and scratch (act unless said)
-    tk_arena acts;
+    // activations and scratch (act unless said), in the engine's arena (tk_wl_env.acts)
     void *e;                // (N, H) the embeddings' sum (the LayerNorm's input)
     float *mean0, *rstd0;
     void *x0;               // (N, H) the embeddings' output (padded layout)

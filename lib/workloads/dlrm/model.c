@@ -119,7 +119,7 @@ int tk_dlrm_create(const void *config, const tk_wl_env *env, void **model, tk_er
     m->rows_total = m->row_off_host[tn];
     if ((rc = declare(m, e))) goto fail;
 
-    // Activations, inputs, workspaces and the AUC, one arena.
+    // Activations, inputs, workspaces and the AUC: the engine's arena.
     size_t W = (size_t)cfg->interaction_width, es = tk_dtype_size(m->act); // es: an element of emb, demb, the exchange
     size_t sz[24 + 4 * TK_DLRM_MAX_LAYERS];
     void **dst[24 + 4 * TK_DLRM_MAX_LAYERS];
@@ -161,11 +161,10 @@ int tk_dlrm_create(const void *config, const tk_wl_env *env, void **model, tk_er
         BUF(m->ev_score, (size_t)B * 4);
     }
 #undef BUF
-    if ((rc = tk_dlrm_carve(m, &m->acts, "activations", sz, dst, n, e))) goto fail;
+    if ((rc = tk_wl_acts(env, sz, dst, n, e))) goto fail;
     for (int l = 0; l < m->nlayers; l++)
         m->L[l].x = l == 0 ? m->x0 : l == cfg->nbot ? m->inter : m->L[l - 1].y;
     m->logit = m->L[m->nlayers - 1].y;
-    if ((rc = tk_memset0(c, m->acts.base, m->acts.cap, TK_STREAM_COMPUTE, e))) goto fail;
     if ((rc = tk_memcpy_h2d(c, m->row_off, m->row_off_host, (size_t)(tn + 1) * 8, TK_STREAM_COMPUTE, e)))
         goto fail;
     if ((rc = tk_ctx_sync(c, e))) goto fail;
@@ -176,11 +175,9 @@ fail:
     return rc;
 }
 
-void tk_dlrm_destroy(void *model) {
+void tk_dlrm_destroy(void *model) { // (the activations are the engine's)
     tk_dlrm *m = model;
-    if (!m) return;
-    tk_arena_release(m->c, &m->acts);
-    tk_dlrm_hybrid_destroy(m);
+    if (m) tk_dlrm_hybrid_destroy(m);
     free(m);
 }
 

@@ -58,12 +58,7 @@ void tk_mlp_inputs(void *model, void **f) {
     f[1] = m->in_dense;
 }
 
-void tk_mlp_destroy(void *model) {
-    tk_mlp *m = model;
-    if (!m) return;
-    tk_arena_release(m->c, &m->acts);
-    free(m);
-}
+void tk_mlp_destroy(void *model) { free(model); } // (the buffers are the engine's)
 
 int tk_mlp_create(const void *config, const tk_wl_env *env, void **out, tk_err *e) {
     const tk_mlp_config *cfg = config;
@@ -98,10 +93,10 @@ int tk_mlp_create(const void *config, const tk_wl_env *env, void **out, tk_err *
     }
     if ((rc = tk_params_alloc(env->params, e))) goto fail;
     const int b = m->b;
-    size_t need = 0, sizes[8 + 2 * TK_MLP_MAX_LAYERS];
+    size_t sizes[8 + 2 * TK_MLP_MAX_LAYERS];
     void **dst[8 + 2 * TK_MLP_MAX_LAYERS];
     int ns = 0;
-#define NEED(ptr, bytes) (dst[ns] = (void **)&(ptr), sizes[ns] = (bytes), need += (sizes[ns++] + 255) / 256 * 256)
+#define NEED(ptr, bytes) (dst[ns] = (void **)&(ptr), sizes[ns++] = (bytes))
     tk_batch_layout in;
     tk_mlp_batch_layout(m, &in);
     NEED(m->in_label, in.bytes[0]);
@@ -116,9 +111,7 @@ int tk_mlp_create(const void *config, const tk_wl_env *env, void **out, tk_err *
         NEED(m->L[l].aux, tk_gemm_aux_bytes(m->c, b, m->L[l].out));
     }
 #undef NEED
-    if ((rc = tk_arena_init(m->c, &m->acts, need + 256, "mlp activations", e))) goto fail;
-    for (int i = 0; i < ns; i++)
-        if ((rc = tk_arena_take(&m->acts, sizes[i], dst[i], e))) goto fail;
+    if ((rc = tk_wl_acts(env, sizes, dst, ns, e))) goto fail;
     tk_params *P = env->params;
     for (int l = 0; l < m->nl; l++) {
         tk_mlp_layer *L = &m->L[l];
@@ -129,7 +122,6 @@ int tk_mlp_create(const void *config, const tk_wl_env *env, void **out, tk_err *
         L->db = P->p[lidx[2 * l + 1]].g;
         L->woff = (size_t)(L->W - P->dense_w);
     }
-    if ((rc = tk_memset0(m->c, m->acts.base, m->acts.cap, TK_STREAM_COMPUTE, e))) goto fail;
     *out = m;
     return 0;
 fail:
