@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "engine/data.h"
+#include "engine/evalset.h"
 #include "tks/tks.h"
 #include "workloads/bert/bert.h"
 
@@ -177,7 +178,8 @@ static int take(const tk_bert_data *d, int i, uint64_t local, size_t o, int32_t 
         pos[o * P + q] = q < k ? fp[q] : 0;
         mid[o * P + q] = q < k ? fm[q] : 0;
     }
-    len[o] = n, nmask[o] = k, nsp[o] = y;
+    len[o] = n, nmask[o] = k;
+    if (nsp) nsp[o] = y;
     return 0;
 }
 
@@ -206,57 +208,19 @@ int tk_bert_read_batch(void *rd, int64_t step, int64_t steps_per_epoch, void *co
 
 // ---- the eval set ----
 
-void tk_bert_evalset_free(void *model, void *evalset) {
-    tk_bert *m = model;
-    tk_bert_evalset *es = evalset;
-    if (!es) return;
-    tk_free(m->c, es->ids), tk_free(m->c, es->seg), tk_free(m->c, es->len), tk_free(m->c, es->pos);
-    tk_free(m->c, es->mid), tk_free(m->c, es->nmask);
-    free(es);
+// The records into the eval set's fields (types.h), the padding sequences of length 1.
+static int fill(void *arg, void *rd, int n, int64_t cached, void *const *host, tk_err *e) {
+    (void)arg;
+    int32_t *len = host[2];
+    for (int64_t i = n; i < cached; i++) len[i] = 1;
+    return tk_bert_data_read(rd, 0, n, host[0], host[1], len, host[3], host[4], host[5], NULL, e);
 }
 
 int tk_bert_evalset_load(void *model, char *const *paths, int npaths, void **out, tk_err *e) {
     tk_bert *m = model;
-    *out = NULL;
-    const tk_bert_config *c = &m->cfg;
-    void *d;
-    TRY(tk_bert_data_open(c, 0, 1, paths, npaths, &d, e));
-    int64_t n = (int64_t)tk_bert_data_count(d);
-    tk_bert_evalset *es = calloc(1, sizeof *es);
-    if (!es) {
-        tk_bert_data_close(d);
-        return tk_err_set(e, TK_EIO, "out of host memory");
-    }
-    int rc = 0;
-    if (n == 0) rc = tk_err_set(e, TK_EDATA, "%s: the eval set is empty", paths[0]);
-    if (n > INT32_MAX / 1024) rc = tk_err_set(e, TK_EDATA, "%s: the eval set is too large", paths[0]);
-    const size_t L = (size_t)c->L, P = (size_t)c->P;
-    es->n = n, es->nbatches = (n + m->b - 1) / m->b;
-    size_t cap = (size_t)es->nbatches * m->b; // padded: nmask 0, length 1
-    int32_t *ids = calloc(cap * L + 1, 4), *len = calloc(cap + 1, 4), *pos = calloc(cap * P + 1, 4);
-    int32_t *mid = calloc(cap * P + 1, 4), *nmask = calloc(cap + 1, 4), *nsp = calloc(cap + 1, 4);
-    uint8_t *seg = calloc(cap * L + 1, 1);
-    if (!rc && (!ids || !len || !pos || !mid || !nmask || !nsp || !seg))
-        rc = tk_err_set(e, TK_EIO, "out of host memory for the eval set");
-    if (!rc) rc = tk_bert_data_read(d, 0, (int)n, ids, seg, len, pos, mid, nmask, nsp, e);
-    for (size_t i = (size_t)n; !rc && i < cap; i++) len[i] = 1;
-    struct {
-        void **dst;
-        const void *src;
-        size_t bytes;
-    } up[] = {{(void **)&es->ids, ids, cap * L * 4}, {(void **)&es->seg, seg, cap * L},
-              {(void **)&es->len, len, cap * 4},     {(void **)&es->pos, pos, cap * P * 4},
-              {(void **)&es->mid, mid, cap * P * 4}, {(void **)&es->nmask, nmask, cap * 4}};
-    for (size_t k = 0; !rc && k < sizeof up / sizeof up[0]; k++) {
-        rc = tk_malloc(m->c, up[k].dst, up[k].bytes + 4, e);
-        if (!rc) rc = tk_memcpy_h2d(m->c, *up[k].dst, up[k].src, up[k].bytes, TK_STREAM_COMPUTE, e);
-    }
-    if (!rc) rc = tk_ctx_sync(m->c, e);
-    free(ids), free(len), free(pos), free(mid), free(nmask), free(nsp), free(seg);
-    tk_bert_data_close(d);
-    if (rc) tk_bert_evalset_free(m, es);
-    else *out = es;
-    return rc;
+    const size_t L = (size_t)m->cfg.L, P = (size_t)m->cfg.P;
+    const tk_evalset_spec s = {.open = tk_bert_data_open, .count = tk_bert_data_count, .close = tk_bert_data_close,
+                               .cfg = &m->cfg, .nf = 6, .bytes = {L * 4, L, 4, P * 4, P * 4, 4},
+                               .max = INT32_MAX / 1024, .batch = m->b, .fill = fill};
+    return tk_evalset_load(m->c, &s, paths, npaths, (tk_evalset **)out, e);
 }
-
-int64_t tk_bert_evalset_count(const void *es) { return ((const tk_bert_evalset *)es)->n; }

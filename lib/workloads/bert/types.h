@@ -122,12 +122,9 @@ typedef struct tk_bert {
     tk_prof *const *prof;   // the engine's per-phase step timer (tk_wl_env.prof); *prof NULL: off
 } tk_bert;
 
-// The eval set, cached in the backend's memory: n real sequences, padded to whole batches of b
-// with sequences that have no masked positions (they count nothing).
-typedef struct tk_bert_evalset {
-    int64_t n, nbatches;
-    int32_t *ids, *len, *pos, *mid, *nmask;
-    uint8_t *seg;
-} tk_bert_evalset;
+// The eval set is a tk_evalset (engine/evalset.h) of n real sequences, padded to whole batches of
+// b with sequences of length 1 that have no masked positions (they count nothing): field 0 ids
+// (L i32 a record), 1 seg (L u8), 2 len (i32), 3 pos (P i32), 4 mid (P i32), 5 nmask (i32), as
+// tk_bert_data_read's arrays.
 
 #endif
