@@ -73,7 +73,12 @@ int tk_instance_create(tk_instance *I, tk_ctx *c, tk_comm *comm, double comm_tim
         env.grads_ready = grads_ready;
         env.grads_arg = I;
     }
-    TRY(I->wl->create(I->cfg, &env, &I->model, e));
+    int rc = I->wl->create(I->cfg, &env, &I->model, e);
+    if (rc) {
+        if (I->model) I->wl->destroy(I->model); // (as far as create got)
+        I->model = NULL;
+        return rc;
+    }
     if (!I->P.allocated) return tk_err_set(e, TK_EINTERNAL, "workload %s: create did not allocate its tensors", I->wl->name);
     return 0;
 }

@@ -156,6 +156,8 @@ typedef struct tk_workload {
     int (*wants_comm)(const void *cfg);
 
     // ---- model ----
+    // create sets *model as soon as it has one: when it fails, the engine destroys what *model
+    // holds (not NULL), so destroy takes a model at any point of its creation.
     int (*create)(const void *cfg, const tk_wl_env *env, void **model, tk_err *e);
     void (*destroy)(void *model);
     // The reference initialization from seed (every rank the same values for the same tensor).

@@ -118,13 +118,8 @@ void tk_bert_inputs(void *model, void **f) {
 
 int tk_bert_create(const void *config, const tk_wl_env *env, void **out, tk_err *e) {
     const tk_bert_config *cfg = config;
-    *out = NULL;
-    tk_bert *m = calloc(1, sizeof *m);
-    int *ix = calloc((size_t)(16 * cfg->layers + 32), sizeof *ix);
-    if (!m || !ix) {
-        free(m), free(ix);
-        return tk_err_set(e, TK_EIO, "out of host memory");
-    }
+    tk_bert *m = *out = calloc(1, sizeof *m); // (the engine destroys it if create fails)
+    if (!m) return tk_err_set(e, TK_EIO, "out of host memory");
     tk_ctx *c = env->c;
     m->c = c;
     m->cfg = *cfg; // (opt is borrowed: the configuration outlives the model)
@@ -135,13 +130,11 @@ int tk_bert_create(const void *config, const tk_wl_env *env, void **out, tk_err 
     m->lr = env->lr, m->step = env->step, m->loss_acc = env->loss_acc;
     m->grads_ready = env->grads_ready, m->grads_arg = env->grads_arg, m->prof = env->prof;
     m->act = cfg->bf16 ? TK_BF16 : TK_F32;
-    int rc = 0;
     int64_t per_rank;
-    if ((rc = tk_per_rank_batch("bert", cfg->batch, m->world, &per_rank, e))) goto fail;
+    TRY(tk_per_rank_batch("bert", cfg->batch, m->world, &per_rank, e));
     if ((cfg->bf16 || cfg->tf32) && c->backend != TK_BACKEND_CUDA) {
-        rc = tk_err_set(e, TK_EUSAGE, "bert: precision %s needs the cuda backend", cfg->bf16 ? "bf16" : "tf32");
-        tk_err_hint(e, "the cpu backend is the fp32 reference: use precision fp32 there");
-        goto fail;
+        tk_err_set(e, TK_EUSAGE, "bert: precision %s needs the cuda backend", cfg->bf16 ? "bf16" : "tf32");
+        return tk_err_hint(e, "the cpu backend is the fp32 reference: use precision fp32 there");
     }
     m->b = (int)per_rank;
     const int b = m->b, L = cfg->L, P = cfg->P, H = cfg->hidden, F = cfg->ffn, NH = cfg->heads, Vp = cfg->vocab_padded;
@@ -149,12 +142,12 @@ int tk_bert_create(const void *config, const tk_wl_env *env, void **out, tk_err 
     m->N = N, m->R = R;
     m->rows = m->slot_rows[0] = m->slot_rows[1] = N;
     if (N * (int64_t)(3 * H > F ? 3 * H : F) > INT32_MAX || (int64_t)b * NH * L * L > ((int64_t)1 << 40) ||
-        R * Vp > INT32_MAX) {
-        rc = tk_err_set(e, TK_EUSAGE, "bert: a batch of %d sequences of %d is too large for one rank", b, L);
-        goto fail;
-    }
+        R * Vp > INT32_MAX)
+        return tk_err_set(e, TK_EUSAGE, "bert: a batch of %d sequences of %d is too large for one rank", b, L);
     if (cfg->bf16) m->P->copy_type = TK_BF16;
-    if ((rc = declare(m, ix, e)) || (rc = tk_params_alloc(m->P, e))) goto fail;
+    int ix[16 * TK_BERT_MAX_LAYERS + 32];
+    TRY(declare(m, ix, e));
+    TRY(tk_params_alloc(m->P, e));
     bind(m, ix);
 
     // Activations, inputs and workspaces: the engine's arena.
@@ -203,14 +196,7 @@ int tk_bert_create(const void *config, const tk_wl_env *env, void **out, tk_err 
     NEED(m->xent_ws, tk_xent_ws_bytes(c->backend, (int)(R > b ? R : b)));
     NEED(m->counts, 16);
 #undef NEED
-    if ((rc = tk_wl_acts(env, sizes, dst, ns, e))) goto fail;
-    free(ix);
-    *out = m;
-    return 0;
-fail:
-    free(ix);
-    tk_bert_destroy(m);
-    return rc;
+    return tk_wl_acts(env, sizes, dst, ns, e);
 }
 
 void tk_bert_destroy(void *model) { free(model); } // (the buffers are the engine's)

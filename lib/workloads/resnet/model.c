@@ -271,8 +271,7 @@ static int pick_stem(rn_model *m, tk_err *e) {
 
 int rn_create(const void *config, const tk_wl_env *env, void **out, tk_err *e) {
     const rn_config *cfg = config;
-    *out = NULL;
-    rn_model *m = calloc(1, sizeof *m);
+    rn_model *m = *out = calloc(1, sizeof *m); // (the engine destroys it if create fails)
     if (!m) return tk_err_set(e, TK_EIO, "out of host memory");
     m->cfg = *cfg;
     m->c = env->c;
@@ -283,39 +282,35 @@ int rn_create(const void *config, const tk_wl_env *env, void **out, tk_err *e) {
     m->S = cfg->image_size;
     m->cin = 3;
     const int world = m->dist->world;
-    int rc = 0;
     if (cfg->bf16 && m->c->backend != TK_BACKEND_CUDA) {
-        rc = tk_err_set(e, TK_EUSAGE, "resnet: precision bf16 needs the cuda backend");
-        tk_err_hint(e, "the cpu backend is the fp32 reference: --set model.precision=fp32");
-        goto fail;
+        tk_err_set(e, TK_EUSAGE, "resnet: precision bf16 needs the cuda backend");
+        return tk_err_hint(e, "the cpu backend is the fp32 reference: --set model.precision=fp32");
     }
     int64_t per_rank;
-    if ((rc = tk_per_rank_batch("resnet", cfg->batch, world, &per_rank, e))) goto fail;
+    TRY(tk_per_rank_batch("resnet", cfg->batch, world, &per_rank, e));
     m->b = (int)per_rank;
     if (m->c->backend == TK_BACKEND_CUDA) {
-        if ((rc = tk_cudnn_create(m->c, 0, &m->dnn, e))) goto fail;
-        if ((rc = pick_stem(m, e))) goto fail;
+        TRY(tk_cudnn_create(m->c, 0, &m->dnn, e));
+        TRY(pick_stem(m, e));
         const char *sc = getenv("TK_STEM_CONV");
         m->own_stem = m->s2d && tk_stem_conv_ok(m->t, m->S, cfg->width) && !(sc && strcmp(sc, "cudnn") == 0);
     } else if (cfg->stem == RN_STEM_S2D) { // the cpu reference of the same computation (tests)
         m->s2d = 1, m->cin = TK_S2D_C;
     }
     m->env = (tk_blk_env){.c = m->c, .dnn = m->dnn, .t = m->t}; // (the scratch: activations)
-    if ((rc = shapes(m, e)) || (rc = declare(m, e))) goto fail;
-    if (m->dnn && (rc = plan_convs(m, e))) goto fail;
-    if ((rc = activations(m, env, e))) goto fail;
+    TRY(shapes(m, e));
+    TRY(declare(m, e));
+    if (m->dnn) TRY(plan_convs(m, e));
+    TRY(activations(m, env, e));
     // cuda: one step on the zeroed buffers, so every cuDNN plan and kernel has run (and loaded) before
     // the engine captures the first step in a CUDA graph, and an error shows here, eagerly. What it
     // changes (gradients, running statistics, the loss accumulator) is set again by init_weights or a
     // checkpoint's load, and the loss accumulator here.
-    if (m->dnn && ((rc = rn_train_step(m, e)) || (rc = tk_memset0(m->c, m->loss_acc, 16, TK_STREAM_COMPUTE, e))))
-        goto fail;
-    if ((rc = tk_ctx_sync(m->c, e))) goto fail;
-    *out = m;
-    return 0;
-fail:
-    rn_destroy(m);
-    return rc;
+    if (m->dnn) {
+        TRY(rn_train_step(m, e));
+        TRY(tk_memset0(m->c, m->loss_acc, 16, TK_STREAM_COMPUTE, e));
+    }
+    return tk_ctx_sync(m->c, e);
 }
 
 void rn_destroy(void *model) { // (the buffers are the engine's)
