@@ -27,11 +27,13 @@ int tk_bert_data_open(const void *config, int rank, int world, char *const *path
     if (!d) return tk_err_set(e, TK_EIO, "out of host memory");
     d->L = c->L, d->P = c->P, d->vocab = c->vocab, d->types = c->types, d->B = c->batch;
     // (the token fields as long as each file makes them, Lf and Pf: the records are checked)
-    const tk_record_field f[NF] = {
-        {"input_ids", TKS_I16, TK_RECORDS_ANY},      {"segment_ids", TKS_U8, TK_RECORDS_AS(F_IDS)},
-        {"seq_len", TKS_I16, 0},                     {"masked_lm_positions", TKS_I16, TK_RECORDS_ANY},
-        {"masked_lm_ids", TKS_I16, TK_RECORDS_AS(F_POS)}, {"num_masked", TKS_I16, 0},
-        {"next_sentence_labels", TKS_U8, 0}};
+    const tk_record_field f[NF] = {{"input_ids", TKS_I16, TK_RECORDS_ANY},
+                                   {"segment_ids", TKS_U8, TK_RECORDS_AS(F_IDS)},
+                                   {"seq_len", TKS_I16, 0},
+                                   {"masked_lm_positions", TKS_I16, TK_RECORDS_ANY},
+                                   {"masked_lm_ids", TKS_I16, TK_RECORDS_AS(F_POS)},
+                                   {"num_masked", TKS_I16, 0},
+                                   {"next_sentence_labels", TKS_U8, 0}};
     int rc = tk_records_open(&d->r, paths, npaths, f, NF, "a BERT record from prep bert", e);
     if (rc) free(d);
     else *out = d;
