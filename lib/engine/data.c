@@ -85,27 +85,47 @@ struct tk_records {
     tks_reader **r;
     uint64_t *first;              // each file's first record; first[n] = total
     int *fidx;                    // per file: the fields' indices in its schema
+    int64_t *len;                 // per file: the fields' elements a record (1 for a scalar)
     void **cols;                  // the buffered frame's columns (every field of the widest schema)
     int ncols;
     size_t cap;                   // records the columns hold
     int cur;                      // the file of the buffered frame
     size_t frame;                 // next frame of it (the buffered one is frame - 1)
     size_t fn, fpos;              // records in the buffered frame; the next to hand out
-    size_t bytes[TK_RECORDS_MAX_FIELDS];
+    size_t esize[TK_RECORDS_MAX_FIELDS]; // an element's bytes
 };
 
 static int check_field(const tks_schema *s, const char *path, const tk_record_field *f, const char *what, int *idx,
-                       tk_err *e) {
+                       int64_t *len, tk_err *e) {
     int i = tks_schema_field(s, f->name);
     int ok = i >= 0 && s->f[i].dtype == f->dtype &&
-             (f->len == 0 ? s->f[i].ndim == 0 : s->f[i].ndim == 1 && s->f[i].shape[0] == f->len);
+             (f->len == 0 ? s->f[i].ndim == 0
+                          : s->f[i].ndim == 1 && (f->len < 0 ? s->f[i].shape[0] >= 1 : s->f[i].shape[0] == f->len));
     if (!ok) {
-        tk_err_set(e, TK_EDATA, "schema: field '%s' must be %s%s%.0lld%s (%s)", f->name, tks_dtype_name(f->dtype),
-                   f->len ? "[" : "", (long long)f->len, f->len ? "]" : "", what);
+        char n[32] = "";
+        if (f->len) snprintf(n, sizeof n, f->len < 0 ? "[N]" : "[%lld]", (long long)f->len);
+        tk_err_set(e, TK_EDATA, "schema: field '%s' must be %s%s (%s)", f->name, tks_dtype_name(f->dtype), n, what);
         tk_err_where(e, "%s", path);
         return TK_EDATA;
     }
     *idx = i;
+    *len = f->len ? s->f[i].shape[0] : 1;
+    return 0;
+}
+
+// The lengths that TK_RECORDS_AS ties together, in file i.
+static int check_same(const tk_records *r, int i, const tk_record_field *fields, const char *what, tk_err *e) {
+    for (int f = 0; f < r->nf; f++) {
+        if (fields[f].len > TK_RECORDS_AS(0)) continue;
+        const int64_t g = TK_RECORDS_AS(0) - fields[f].len;
+        if (g >= f) return tk_err_set(e, TK_EINTERNAL, "records: field %d as long as field %lld", f, (long long)g);
+        if (r->len[i * r->nf + f] != r->len[i * r->nf + g]) {
+            tk_err_set(e, TK_EDATA, "schema: field '%s' must be as long as '%s' (%s)", fields[f].name, fields[g].name,
+                       what);
+            tk_err_where(e, "%s", r->path[i]);
+            return TK_EDATA;
+        }
+    }
     return 0;
 }
 
@@ -119,6 +139,7 @@ void tk_records_close(tk_records *r) {
     free(r->r);
     free(r->first);
     free(r->fidx);
+    free(r->len);
     free(r);
 }
 
@@ -129,20 +150,21 @@ int tk_records_open(tk_records **out, char *const *paths, int npaths, const tk_r
     tk_records *r = calloc(1, sizeof *r);
     if (!r) return tk_err_set(e, TK_EIO, "out of memory");
     r->nf = nfields;
-    for (int f = 0; f < nfields; f++)
-        r->bytes[f] = tks_dtype_size(fields[f].dtype) * (size_t)(fields[f].len ? fields[f].len : 1);
+    for (int f = 0; f < nfields; f++) r->esize[f] = tks_dtype_size(fields[f].dtype);
     int rc = tk_data_paths(paths, npaths, &r->path, &r->n, e);
     if (!rc) {
         r->r = calloc((size_t)r->n, sizeof *r->r);
         r->first = calloc((size_t)r->n + 1, sizeof *r->first);
         r->fidx = calloc((size_t)r->n * nfields, sizeof *r->fidx);
-        if (!r->r || !r->first || !r->fidx) rc = tk_err_set(e, TK_EIO, "out of memory");
+        r->len = calloc((size_t)r->n * nfields, sizeof *r->len);
+        if (!r->r || !r->first || !r->fidx || !r->len) rc = tk_err_set(e, TK_EIO, "out of memory");
     }
     for (int i = 0; !rc && i < r->n; i++) {
         if ((rc = tks_reader_open(&r->r[i], r->path[i], e))) break;
         const tks_schema *s = tks_reader_schema(r->r[i]);
-        for (int f = 0; !rc && f < nfields; f++) rc = check_field(s, r->path[i], &fields[f], what, &r->fidx[i * nfields + f], e);
-        if (rc) break;
+        for (int f = 0; !rc && f < nfields; f++)
+            rc = check_field(s, r->path[i], &fields[f], what, &r->fidx[i * nfields + f], &r->len[i * nfields + f], e);
+        if (rc || (rc = check_same(r, i, fields, what, e))) break;
         r->first[i + 1] = r->first[i] + tks_reader_nrecords(r->r[i]);
         size_t mf = tks_reader_max_frame_records(r->r[i]);
         if (mf > r->cap) r->cap = mf;
@@ -217,11 +239,15 @@ int tk_records_next(tk_records *r, size_t max, const void **cols, size_t *n, con
         TRY(load_frame(r, e));
     }
     size_t take = r->fn - r->fpos < max ? r->fn - r->fpos : max;
-    for (int f = 0; f < r->nf; f++)
-        cols[f] = (const char *)r->cols[r->fidx[r->cur * r->nf + f]] + r->fpos * r->bytes[f];
+    for (int f = 0; f < r->nf; f++) {
+        const int k = r->cur * r->nf + f;
+        cols[f] = (const char *)r->cols[r->fidx[k]] + r->fpos * r->esize[f] * (size_t)r->len[k];
+    }
     if (file) *file = r->path[r->cur];
     if (rec_in_file) *rec_in_file = tks_reader_frame(r->r[r->cur], r->frame - 1)->first_record + r->fpos;
     r->fpos += take;
     *n = take;
     return 0;
 }
+
+int64_t tk_records_len(const tk_records *r, int f) { return r->len[r->cur * r->nf + f]; }

@@ -28,9 +28,13 @@ int tk_data_meta(char *const *paths, int npaths, char **meta, tk_err *e);
 typedef struct tk_record_field {
     const char *name;
     tks_dtype dtype;
-    int64_t len;           // elements a record (a 1-D field), or 0 for a scalar
+    int64_t len;           // elements a record (a 1-D field), 0 for a scalar, or as below
 } tk_record_field;
 #define TK_RECORDS_MAX_FIELDS 16
+// len: a 1-D field of any length >= 1, each file's own (tk_records_len); or one as long as field
+// k's (an earlier field of the same open) in every file.
+#define TK_RECORDS_ANY ((int64_t)-1)
+#define TK_RECORDS_AS(k) ((int64_t)-2 - (k))
 
 typedef struct tk_records tk_records;
 // what: the records these are, for the schema error ("a DLRM record from prep criteo").
@@ -48,6 +52,9 @@ int tk_records_seek(tk_records *r, uint64_t rec, tk_err *e);
 // the file and the first record's index in it, for messages.
 int tk_records_next(tk_records *r, size_t max, const void **cols, size_t *n, const char **file,
                     uint64_t *rec_in_file, tk_err *e);
+// Elements a record of field f (1 for a scalar) in the file of the records that tk_records_next
+// returned last (after one that returned some).
+int64_t tk_records_len(const tk_records *r, int f);
 
 #ifdef __cplusplus
 }

@@ -67,15 +67,35 @@ int tk_instance_create(tk_instance *I, tk_ctx *c, tk_comm *comm, double comm_tim
     I->step = (int64_t *)((char *)I->scalars + 8);
     I->loss_acc = (double *)((char *)I->scalars + 16);
     tk_wl_env env = {.c = c, .dist = &I->dist, .params = &I->P, .lr = I->lr, .step = I->step, .loss_acc = I->loss_acc,
-                     .prof = &I->prof};
+                     .prof = &I->prof, .acts = &I->acts};
     I->bucket = bucket_floats();
     if (comm && I->dist.world > 1 && !I->wl->own_grad_reduce) {
         env.grads_ready = grads_ready;
         env.grads_arg = I;
     }
-    TRY(I->wl->create(I->cfg, &env, &I->model, e));
+    int rc = I->wl->create(I->cfg, &env, &I->model, e);
+    if (rc) {
+        if (I->model) I->wl->destroy(I->model); // (as far as create got)
+        I->model = NULL;
+        return rc;
+    }
     if (!I->P.allocated) return tk_err_set(e, TK_EINTERNAL, "workload %s: create did not allocate its tensors", I->wl->name);
     return 0;
+}
+
+int tk_wl_acts(const tk_wl_env *env, const size_t *sz, void **const *dst, int n, tk_err *e) {
+    tk_arena *a = env->acts;
+    if (a->base) return tk_err_set(e, TK_EINTERNAL, "the activation arena is taken already");
+    size_t total = 256; // (none: still one allocation)
+    for (int k = 0; k < n; k++) total += ((sz[k] ? sz[k] : 1) + 255) & ~(size_t)255;
+    TRY(tk_arena_init(env->c, a, total, "activations", e));
+    for (int k = 0; k < n; k++) {
+        void *p;
+        TRY(tk_arena_take(a, sz[k] ? sz[k] : 1, &p, e));
+        memcpy(dst[k], &p, sizeof p); // (the slots are pointers of several types)
+    }
+    TRY(tk_memset0(env->c, a->base, a->cap, TK_STREAM_COMPUTE, e));
+    return tk_ctx_sync(env->c, e);
 }
 
 int tk_instance_optimizer(tk_instance *I, int64_t steps_per_epoch, tk_err *e) {
@@ -91,6 +111,7 @@ int tk_instance_profile(tk_instance *I, tk_err *e) {
 void tk_instance_destroy(tk_instance *I) {
     if (I->model) I->wl->destroy(I->model);
     I->model = NULL;
+    if (I->acts.base) tk_arena_release(I->c, &I->acts);
     tk_prof_stop(&I->prof);
     tk_optimizer_release(&I->opt);
     if (I->P.c) tk_params_release(&I->P);

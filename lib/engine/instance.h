@@ -33,6 +33,7 @@ typedef struct tk_instance {
     int64_t *step;
     double *loss_acc;
     void *model;
+    tk_arena acts;           // the model's activations (tk_wl_env.acts)
     tk_prof *prof;           // --profile's per-phase timer (tk_instance_profile), or NULL
     size_t bucket;           // floats an all-reduce bucket holds (grads_ready)
     size_t reduced_from;     // this step: the dense span's [reduced_from, dense_n) is being reduced

@@ -67,7 +67,16 @@ typedef struct tk_wl_env {
     // it (for a workload with profile_marks), else NULL: the step marks its phases with
     // tk_prof_mark(*prof, ...) (a no-op on NULL).
     tk_prof *const *prof;
+    // The model's activations, inputs and workspaces: one device arena the engine owns (the
+    // instance's; released after destroy, so a workload's destroy leaves it). create fills it once
+    // with tk_wl_acts.
+    tk_arena *acts;
 } tk_wl_env;
+
+// In create: n device buffers from one allocation into env->acts, *dst[k] getting sz[k] bytes
+// (256-byte aligned, stable addresses; 0 bytes get 1, so that every buffer has its own address),
+// all zeroed (the call waits for the zeroing). Once per model.
+int tk_wl_acts(const tk_wl_env *env, const size_t *sz, void **const *dst, int n, tk_err *e);
 
 // An option of train-step that a workload adds: "--NAME [ARG]" is the same as
 // "--set KEY=VALUE", with VALUE = value when the option takes no argument, else its argument,
@@ -173,6 +182,8 @@ typedef struct tk_workload {
     int (*wants_comm)(const void *cfg);
 
     // ---- model ----
+    // create sets *model as soon as it has one: when it fails, the engine destroys what *model
+    // holds (not NULL), so destroy takes a model at any point of its creation.
     int (*create)(const void *cfg, const tk_wl_env *env, void **model, tk_err *e);
     void (*destroy)(void *model);
     // The reference initialization from seed (every rank the same values for the same tensor).

@@ -30,31 +30,21 @@
 #include "pool.h"
 #include "sgd.h"
 #include "xent_smooth.h"
-#include "workloads/resnet/resnet.h"
+#include "../unit/resnet_case.h"
 
-static rn_config config(int b, int bf16, int big) {
-    rn_config c = {0};
-    const float mean[3] = {123.675f, 116.28f, 103.53f}, sd[3] = {58.395f, 57.12f, 57.375f};
-    for (int i = 0; i < 3; i++) c.mean[i] = mean[i], c.std[i] = sd[i];
-    c.nstages = 4;
-    int small[4] = {2, 1, 1, 1}, r50[4] = {3, 4, 6, 3};
-    for (int s = 0; s < 4; s++) c.layers[s] = big ? r50[s] : small[s];
-    c.width = big ? 64 : 8;
-    c.expansion = 4;
-    c.classes = big ? 1000 : 10;
-    c.image_size = big ? 224 : 32;
-    c.bf16 = bf16;
-    c.label_smoothing = 0.1, c.bn_eps = 1e-5, c.bn_momentum = 0.1;
-    c.batch = b;
-    c.seed = 5;
-    return c;
-}
-
-static rn_model *make(tk_ctx *c, const rn_config *cfg) {
+// The model through the engine's instance on c, its initial weights from train.seed 5: batch b,
+// precision bf16 or fp32, ResNet-50 (big: the configuration's defaults, ImageNet's 224 x 224 x 1000)
+// or a small one (stages of 2, 1, 1, 1 blocks, width 8, 10 classes, 32 x 32 images). Its model:
+// I->model.
+static tk_instance *make(tk_ctx *c, int b, int bf16, int big) {
     tk_err e = {0};
-    rn_model *m = NULL;
-    if (rn_create_standalone(c, cfg, &m, &e) || rn_init_weights(m, cfg->seed, &e)) gt_die_("resnet model", &e);
-    return m;
+    char text[256];
+    snprintf(text, sizeof text, "{\"model\": {%s\"precision\": \"%s\"}}",
+             big ? "" : "\"layers\": [2, 1, 1, 1], \"width\": 8, \"classes\": 10, \"image_size\": 32, ",
+             bf16 ? "bf16" : "fp32");
+    tk_instance *I = rn_make(text, b, 5, c, &e);
+    if (!I || rn_init_weights(I->model, 5, &e)) gt_die_("resnet model", &e);
+    return I;
 }
 
 // The same batch into both models' inputs: random 8-bit pixels, labels.
@@ -131,8 +121,9 @@ TK_TEST(step_cpu_vs_cuda_fp32) {
     tk_ctx *cc = NULL;
     tk_err e = {0};
     if (tk_ctx_create(&cc, TK_BACKEND_CPU, 0, &e)) gt_die_("cpu context", &e);
-    rn_config cfg = config(16, 0, 0);
-    rn_model *cpu = make(cc, &cfg), *gpu = make(gt_ctx_, &cfg);
+    tk_instance *Ic = make(cc, 16, 0, 0), *Ig = make(gt_ctx_, 16, 0, 0);
+    rn_model *cpu = Ic->model, *gpu = Ig->model;
+    const rn_config cfg = cpu->cfg;
     printf("# cuda stem channels %d\n", gpu->cin);
     compare_step(cpu, gpu, 1e-5, 1e-3, 1, 1e-5, tk_failed_);
     // (c) the eval forward with the updated running statistics
@@ -152,7 +143,7 @@ TK_TEST(step_cpu_vs_cuda_fp32) {
     CHECK(r <= 1e-5);
     CHECK_EQ_INT(hg, hc);
     free(lc), free(lg);
-    rn_destroy(cpu), rn_destroy(gpu);
+    rn_free(Ic), rn_free(Ig);
     tk_ctx_destroy(cc);
 }
 
@@ -160,10 +151,9 @@ TK_TEST(step_cpu_fp32_vs_cuda_bf16) {
     tk_ctx *cc = NULL;
     tk_err e = {0};
     if (tk_ctx_create(&cc, TK_BACKEND_CPU, 0, &e)) gt_die_("cpu context", &e);
-    rn_config c32 = config(16, 0, 0), c16 = config(16, 1, 0);
-    rn_model *cpu = make(cc, &c32), *gpu = make(gt_ctx_, &c16);
-    compare_step(cpu, gpu, 2e-2, 1e-1, 0, 3e-2, tk_failed_);
-    rn_destroy(cpu), rn_destroy(gpu);
+    tk_instance *Ic = make(cc, 16, 0, 0), *Ig = make(gt_ctx_, 16, 1, 0);
+    compare_step(Ic->model, Ig->model, 2e-2, 1e-1, 0, 3e-2, tk_failed_);
+    rn_free(Ic), rn_free(Ig);
     tk_ctx_destroy(cc);
 }
 
@@ -179,8 +169,8 @@ TK_TEST(graph_vs_eager_bitwise) {
     int saved = gt_ctx_->deterministic;
     gt_ctx_->deterministic = 1;
     tk_err e = {0};
-    rn_config cfg = config(16, 1, 0);
-    rn_model *a = make(gt_ctx_, &cfg), *b = make(gt_ctx_, &cfg);
+    tk_instance *Ia = make(gt_ctx_, 16, 1, 0), *Ib = make(gt_ctx_, 16, 1, 0);
+    rn_model *a = Ia->model, *b = Ib->model;
     float lr = 0.05f;
     gt_up(a->lr, &lr, 4), gt_up(b->lr, &lr, 4);
     tk_graph g = {0};
@@ -205,7 +195,7 @@ TK_TEST(graph_vs_eager_bitwise) {
     CHECK(la == lb);
     if (g.valid) tk_graph_destroy(&g);
     free(wa), free(wb);
-    rn_destroy(a), rn_destroy(b);
+    rn_free(Ia), rn_free(Ib);
     gt_ctx_->deterministic = saved;
 }
 
@@ -421,10 +411,10 @@ TK_TEST(step_throughput_bench) {
     }
     const int b = getenv("TK_BENCH_BATCH") ? atoi(getenv("TK_BENCH_BATCH")) : 256;
     tk_err e = {0};
-    rn_config cfg = config(b, 1, 1);
     size_t f0, tot, f1;
     cudaMemGetInfo(&f0, &tot);
-    rn_model *m = make(gt_ctx_, &cfg);
+    tk_instance *I = make(gt_ctx_, b, 1, 1);
+    rn_model *m = I->model;
     cudaMemGetInfo(&f1, &tot);
     float lr = 0.01f;
     gt_up(m->lr, &lr, 4);
@@ -467,5 +457,5 @@ TK_TEST(step_throughput_bench) {
         gt_trace_stop();
     }
     tk_graph_destroy(&g);
-    rn_destroy(m);
+    rn_free(I);
 }

@@ -238,13 +238,15 @@ TK_TEST(config_errors) {
 
 // ---- the reader ----
 
-// A .tks file of n records in prep bert's schema (L 12, P 3), record `bad` given field=value.
-static void write_shard(const char *path, int n, int bad, const char *field, int value) {
+// A .tks file of n records in prep bert's schema of input_ids i16[Lf], segment_ids u8[Ls],
+// masked_lm_positions and masked_lm_ids i16[Pf] (records of 10 tokens, 2 masked), record `bad`
+// given field=value.
+static void write_shaped(const char *path, int n, int Lf, int Ls, int Pf, int bad, const char *field, int value) {
     tks_schema s = {0};
     const char *names[7] = {"input_ids", "segment_ids", "seq_len", "masked_lm_positions", "masked_lm_ids",
                             "num_masked", "next_sentence_labels"};
     tks_dtype dt[7] = {TKS_I16, TKS_U8, TKS_I16, TKS_I16, TKS_I16, TKS_I16, TKS_U8};
-    int64_t shp[7] = {12, 12, 0, 3, 3, 0, 0};
+    int64_t shp[7] = {Lf, Ls, 0, Pf, Pf, 0, 0};
     for (int f = 0; f < 7; f++) {
         snprintf(s.f[f].name, sizeof s.f[f].name, "%s", names[f]);
         s.f[f].dtype = dt[f], s.f[f].ndim = shp[f] > 0, s.f[f].shape[0] = shp[f];
@@ -253,18 +255,18 @@ static void write_shard(const char *path, int n, int bad, const char *field, int
     snprintf(s.meta_json, sizeof s.meta_json, "{\"vocab_size\": 37, \"max_seq_length\": 12, \"max_predictions_per_seq\": 3}");
     tk_err e = {0};
     if (tks_schema_finish(&s, &e)) abort();
-    int16_t *ids = calloc((size_t)n * 12, 2), *len = calloc(n, 2), *pos = calloc((size_t)n * 3, 2),
-            *mid = calloc((size_t)n * 3, 2), *nm = calloc(n, 2);
-    uint8_t *seg = calloc((size_t)n * 12, 1), *nsp = calloc(n, 1);
+    int16_t *ids = calloc((size_t)n * Lf, 2), *len = calloc(n, 2), *pos = calloc((size_t)n * Pf, 2),
+            *mid = calloc((size_t)n * Pf, 2), *nm = calloc(n, 2);
+    uint8_t *seg = calloc((size_t)n * Ls, 1), *nsp = calloc(n, 1);
     for (int r = 0; r < n; r++) {
         len[r] = 10, nm[r] = 2, nsp[r] = r & 1;
-        for (int t = 0; t < 10; t++) ids[r * 12 + t] = (int16_t)(5 + (r + t) % 30), seg[r * 12 + t] = t > 5;
-        pos[r * 3] = 3, pos[r * 3 + 1] = 6, mid[r * 3] = 9, mid[r * 3 + 1] = 10;
+        for (int t = 0; t < 10; t++) ids[r * Lf + t] = (int16_t)(5 + (r + t) % 30), seg[r * Ls + t] = t > 5;
+        pos[r * Pf] = 3, pos[r * Pf + 1] = 6, mid[r * Pf] = 9, mid[r * Pf + 1] = 10;
     }
     if (bad >= 0) {
         if (!strcmp(field, "seq_len")) len[bad] = (int16_t)value;
-        else if (!strcmp(field, "input_ids")) ids[bad * 12 + 4] = (int16_t)value;
-        else if (!strcmp(field, "masked_lm_positions")) pos[bad * 3 + 1] = (int16_t)value;
+        else if (!strcmp(field, "input_ids")) ids[bad * Lf + 4] = (int16_t)value;
+        else if (!strcmp(field, "masked_lm_positions")) pos[bad * Pf + 1] = (int16_t)value;
         else if (!strcmp(field, "num_masked")) nm[bad] = (int16_t)value;
         else if (!strcmp(field, "next_sentence_labels")) nsp[bad] = (uint8_t)value;
     }
@@ -274,6 +276,11 @@ static void write_shard(const char *path, int n, int bad, const char *field, int
     if (tks_writer_open(&w, path, &s, &o, &e) || tks_writer_append(w, cols, (size_t)n, &e) || tks_writer_close(w, &e))
         abort();
     free(ids), free(len), free(pos), free(mid), free(nm), free(seg), free(nsp);
+}
+
+// (L 12, P 3)
+static void write_shard(const char *path, int n, int bad, const char *field, int value) {
+    write_shaped(path, n, 12, 12, 3, bad, field, value);
 }
 
 static int read_all(const char *path, int L, int P, tk_err *e) {
@@ -331,6 +338,41 @@ TK_TEST(reader_checks_every_record) {
     CHECK(tks_writer_open(&w, path, &s, &o, &e) == 0 && tks_writer_append(w, col, 1, &e) == 0 && tks_writer_close(w, &e) == 0);
     CHECK(read_all(path, 12, 3, &e) == TK_EDATA && strstr(e.what, "field 'input_ids' must be i16[N]") && strstr(e.where, path));
     unlink(path);
+}
+
+// One reader over files of different lengths (a 12-token shard and a 16-token one): each record
+// read at its file's stride; a file whose segment_ids are not as long as its input_ids is a schema
+// error naming it.
+TK_TEST(reader_files_of_their_own_lengths) {
+    char a[64], b[64];
+    snprintf(a, sizeof a, "/tmp/tk_bert_a_%d.tks", (int)getpid());
+    snprintf(b, sizeof b, "/tmp/tk_bert_b_%d.tks", (int)getpid());
+    tk_err e = {0};
+    write_shaped(a, 20, 12, 12, 3, 13, "input_ids", 7);
+    write_shaped(b, 20, 16, 16, 4, 13, "input_ids", 8);
+    char *paths[2] = {a, b};
+    const int L = 12, P = 3;
+    const tk_bert_config c = {.L = L, .P = P, .vocab = 37, .types = 2, .batch = 4};
+    void *d = NULL;
+    CHECK_EQ_INT(tk_bert_data_open(&c, 0, 1, paths, 2, &d, &e), 0);
+    if (!d) return;
+    CHECK_EQ_INT(tk_bert_data_count(d), 40);
+    int32_t ids[40 * 12], len[40], pos[40 * 3], mid[40 * 3], nm[40];
+    uint8_t seg[40 * 12];
+    CHECK_EQ_INT(tk_bert_data_read(d, 3, 37, ids, seg, len, pos, mid, nm, NULL, &e), 0); // across the files
+    for (int o = 0; o < 37; o++) {
+        const int r = (o + 3) % 20; // the record in its file
+        CHECK(len[o] == 10 && nm[o] == 2 && pos[o * P + 1] == 6 && mid[o * P + 1] == 10 && pos[o * P + 2] == 0);
+        CHECK(ids[o * L + 2] == 5 + (r + 2) % 30 && ids[o * L + 9] == 5 + (r + 9) % 30 && ids[o * L + 10] == 0);
+        CHECK(seg[o * L + 5] == 0 && seg[o * L + 6] == 1 && seg[o * L + 10] == 0);
+        CHECK_EQ_INT(ids[o * L + 4], r == 13 ? 7 + (o + 3 >= 20) : 5 + (r + 4) % 30);
+    }
+    tk_bert_data_close(d);
+    write_shaped(b, 20, 12, 11, 3, -1, NULL, 0);
+    CHECK_EQ_INT(tk_bert_data_open(&c, 0, 1, paths, 2, &d, &e), TK_EDATA);
+    CHECK(strstr(e.what, "schema: field 'segment_ids' must be as long as 'input_ids' (a BERT record from prep bert)"));
+    CHECK(strstr(e.where, b) != NULL);
+    unlink(a), unlink(b);
 }
 
 // ---- MLLOG, checkpoints, the MLPerf config ----

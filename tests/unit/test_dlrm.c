@@ -278,7 +278,7 @@ static int reader_batch(const char *path, int rank, int world, int64_t step, uin
 }
 
 // Rank r of W gets, of each global batch, the labels and dense features of its samples
-// [r*b, (r+1)*b) (b = B/W) and every sample's folded ids: the layout of the model's batch_layout,
+// [r*b, (r+1)*b) (b = B/W) and every sample's folded ids: the layout of the model's batch (the table's batch member),
 // whose step reads them there. Each rank checks every record of the batch, so a bad record in one
 // rank's share stops all of them with the same error.
 TK_TEST(reader_gives_each_rank_its_share_and_every_id) {

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "resnet_case.h"
 #include "resnet_synth.h"
 #include "tk_test.h"
 #include "tk_test_cpu.h"
@@ -65,15 +66,16 @@ static int parse(const char *text, int64_t batch, rn_config *cfg, tk_err *e) {
 // 25,557,032; the running statistics after the trained tensors; MLPerf's tensor names.
 TK_TEST(resnet50_tensors) {
     tk_err e = {0};
-    rn_config cfg;
-    CHECK_EQ_INT(parse("{\"model\": {\"image_size\": 32}}", 1, &cfg, &e), 0);
-    rn_model *m = NULL;
-    CHECK_EQ_INT(rn_create_standalone(tk_test_cpu(), &cfg, &m, &e), 0);
-    if (!m) {
+    tk_instance *I = rn_make("{\"model\": {\"image_size\": 32}}", 1, 3, tk_test_cpu(), &e);
+    CHECK(I != NULL);
+    if (!I) {
         printf("# %s\n", errstr(&e));
         return;
     }
+    rn_model *m = I->model;
     const tk_params *P = m->P;
+    CHECK(P == &I->P); // the engine's buffers, and its activation arena
+    CHECK((char *)m->in_img >= I->acts.base && (char *)m->top1 < I->acts.base + I->acts.used);
     int64_t dense = 0;
     for (int i = 0; i < P->ndense; i++) dense += tk_param_numel(&P->p[i]);
     CHECK_EQ_INT(P->ndense, 161);
@@ -108,8 +110,7 @@ TK_TEST(resnet50_tensors) {
     }
     CHECK_EQ_INT(found, 161);
     json_decref(rules);
-    rn_destroy(m);
-    rn_config_release(&cfg);
+    rn_free(I);
 }
 
 // ---- configuration ----
@@ -137,12 +138,13 @@ TK_TEST(config_errors) {
         if (!strstr(buf, bad[i].msg)) printf("#   got: %s\n", buf);
     }
     // bf16 is the cuda backend's: the cpu backend (the fp32 reference) refuses it at create
-    CHECK_EQ_INT(parse("{\"model\": {\"layers\": [1], \"width\": 4, \"image_size\": 8, \"precision\": \"bf16\"}}", 2,
-                       &cfg, &e), 0);
-    rn_model *m = NULL;
-    CHECK_EQ_INT(rn_create_standalone(tk_test_cpu(), &cfg, &m, &e), TK_EUSAGE);
+    memset(&e, 0, sizeof e);
+    tk_instance *I = rn_make("{\"model\": {\"layers\": [1], \"width\": 4, \"image_size\": 8, \"precision\": \"bf16\"}}",
+                             2, 3, tk_test_cpu(), &e);
+    CHECK(I == NULL);
+    CHECK_EQ_INT(e.code, TK_EUSAGE);
     CHECK(strstr(errstr(&e), "precision bf16 needs the cuda backend") != NULL);
-    rn_config_release(&cfg);
+    rn_free(I);
 }
 
 // ---- the stem's two forms ----
@@ -152,21 +154,22 @@ TK_TEST(config_errors) {
 // stem's 147 products in different orders: 1e-5), the master weight (K, 7, 7, 3) either way.
 TK_TEST(stem_s2d_same_step_as_direct) {
     tk_err e = {0};
+    tk_instance *I[2] = {NULL, NULL};
     rn_model *m[2] = {NULL, NULL};
     const char *forms[2] = {"direct", "s2d"};
     double loss[2];
     for (int f = 0; f < 2; f++) {
-        rn_config cfg;
         char text[256];
         snprintf(text, sizeof text, "{\"model\": {\"layers\": [1, 1], \"width\": 4, \"classes\": 5, \"image_size\": 16, "
                  "\"stem\": \"%s\"}}", forms[f]);
-        CHECK_EQ_INT(parse(text, 4, &cfg, &e), 0);
-        CHECK_EQ_INT(rn_create_standalone(tk_test_cpu(), &cfg, &m[f], &e), 0);
-        if (!m[f]) {
+        I[f] = rn_make(text, 4, 3, tk_test_cpu(), &e);
+        CHECK(I[f] != NULL);
+        if (!I[f]) {
             printf("# %s\n", errstr(&e));
-            rn_destroy(m[0]);
+            rn_free(I[0]);
             return;
         }
+        m[f] = I[f]->model;
         CHECK_EQ_INT(m[f]->s2d, f);
         CHECK_EQ_INT(rn_init_weights(m[f], 9, &e), 0);
         const size_t n = (size_t)m[f]->b * 16 * 16 * 3;
@@ -177,7 +180,6 @@ TK_TEST(stem_s2d_same_step_as_direct) {
         loss[f] = m[f]->loss_acc[0];
         const tk_param *p = &m[f]->P->p[tk_params_find(m[f]->P, "conv1.weight")];
         CHECK(p->ndim == 4 && p->shape[1] == 7 && p->shape[2] == 7 && p->shape[3] == 3);
-        rn_config_release(&cfg);
     }
     CHECK(fabs(loss[1] - loss[0]) <= 1e-5 * fabs(loss[0]));
     double worst = 0;
@@ -192,7 +194,7 @@ TK_TEST(stem_s2d_same_step_as_direct) {
     }
     printf("# stem direct vs s2d: loss %.9g vs %.9g, worst gradient %s %.1e\n", loss[0], loss[1], wn, worst);
     CHECK(worst <= 1e-5);
-    rn_destroy(m[0]), rn_destroy(m[1]);
+    rn_free(I[0]), rn_free(I[1]);
 }
 
 // ---- the reader ----
@@ -351,16 +353,23 @@ TK_TEST(mllog_keys_of_config_json) {
     if (!root) return;
     json_object_set_new(json_object_get(root, "model"), "image_size", json_integer(32));
     json_object_set_new(json_object_get(root, "model"), "precision", json_string("fp32"));
-    tk_run_cfg run = {.batch = 2, .seed = 1};
-    rn_config cfg;
-    CHECK_EQ_INT(rn_config_parse(root, "config.json", &run, &cfg, &e), 0);
-    run.steps_per_epoch = 393; // (the engine's, as train-step sets it)
-    CHECK_EQ_INT(tk_optimizer_config(root, "config.json", run.steps_per_epoch, &run.opt, &e), 0);
+    json_object_set_new(json_object_get(root, "train"), "global_batch_size", json_integer(2));
+    tk_instance I;
+    int rc = tk_instance_config(&I, root, "config.json", NULL, 0, NULL, &e);
     json_decref(root);
-    CHECK(cfg.scale_min == 0.05 && cfg.init == RN_INIT_MLPERF && cfg.bn_momentum == 0.1);
-    rn_model *m = NULL;
-    CHECK_EQ_INT(rn_create_standalone(tk_test_cpu(), &cfg, &m, &e), 0);
-    if (!m) return;
+    if (!rc) rc = tk_instance_create(&I, tk_test_cpu(), NULL, 0, &e);
+    CHECK_EQ_INT(rc, 0);
+    if (rc) {
+        printf("# %s\n", errstr(&e));
+        tk_instance_destroy(&I);
+        return;
+    }
+    tk_run_cfg run = I.run;
+    CHECK(run.batch == 2 && run.seed == 1);
+    run.steps_per_epoch = 393; // (the engine's, as train-step sets it)
+    CHECK_EQ_INT(tk_optimizer_config(I.effective, "config.json", run.steps_per_epoch, &run.opt, &e), 0);
+    rn_model *m = I.model;
+    CHECK(m->cfg.scale_min == 0.05 && m->cfg.init == RN_INIT_MLPERF && m->cfg.bn_momentum == 0.1);
     const char *log = tpath("keys.mllog");
     tk_mllog L = {.fd = -1};
     CHECK_EQ_INT(tk_mllog_open(&L, log, 0, &e), 0);
@@ -414,8 +423,7 @@ TK_TEST(mllog_keys_of_config_json) {
         printf("# %d keys equal to NVIDIA's v1.1 log\n", compared);
         CHECK_EQ_INT(compared, 9);
     }
-    rn_destroy(m);
-    rn_config_release(&cfg);
+    tk_instance_destroy(&I);
 }
 
 TK_TEST(zz_cleanup) { CHECK_EQ_INT(tk_test_rmdir(), 0); }

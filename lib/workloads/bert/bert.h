@@ -6,7 +6,7 @@
 //
 // The functions the table names have the types of its members (engine/workload.h): the model is
 // the tk_bert, the configuration the tk_bert_config, the reader the tk_bert_data and the eval set
-// the tk_bert_evalset that they take as void *.
+// the engine's tk_evalset (types.h) that they take as void *.
 #ifndef TK_WORKLOADS_BERT_BERT_H
 #define TK_WORKLOADS_BERT_BERT_H
 
@@ -54,15 +54,14 @@ int tk_bert_data_open(const void *cfg, int rank, int world, char *const *paths, 
 void tk_bert_data_close(void *rd);
 uint64_t tk_bert_data_count(void *rd);
 // n records from record `first` into host arrays of the model's shapes (ids, pos, mid, nmask, len,
-// nsp as i32; seg u8); every record checked (TK_EDATA naming the file and record).
+// nsp as i32; seg u8; nsp may be NULL); every record checked (TK_EDATA naming the file and record).
 int tk_bert_data_read(tk_bert_data *d, uint64_t first, int n, int32_t *ids, uint8_t *seg, int32_t *len, int32_t *pos,
                       int32_t *mid, int32_t *nmask, int32_t *nsp, tk_err *e);
 // Global batch `step` into the 7 fields of tk_bert_batch.
 int tk_bert_read_batch(void *rd, int64_t step, int64_t steps_per_epoch, void *const *fields, tk_err *e);
-// The eval set (*es, a tk_bert_evalset) cached in the backend's memory.
+// The eval set (*es, a tk_evalset: types.h; the engine's tk_evalset_count and tk_evalset_free)
+// cached in the backend's memory.
 int tk_bert_evalset_load(void *model, char *const *paths, int npaths, void **es, tk_err *e);
-int64_t tk_bert_evalset_count(const void *es);
-void tk_bert_evalset_free(void *model, void *es);
 
 // ---- eval.c ----
 // Masked-LM accuracy over the eval set (collective on several ranks: every rank gets it).

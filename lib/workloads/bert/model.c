@@ -13,9 +13,6 @@
 #include "workloads/bert/bert.h"
 #include "xent.h"
 
-static size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
-static size_t nonzero(size_t n) { return n ? n : 1; } // (every buffer gets its own address)
-
 // ---- tensors ----
 
 typedef struct {
@@ -122,13 +119,8 @@ int tk_bert_batch(const void *model, tk_wl_field *f) {
 
 int tk_bert_create(const void *config, const tk_wl_env *env, void **out, tk_err *e) {
     const tk_bert_config *cfg = config;
-    *out = NULL;
-    tk_bert *m = calloc(1, sizeof *m);
-    int *ix = calloc((size_t)(16 * cfg->layers + 32), sizeof *ix);
-    if (!m || !ix) {
-        free(m), free(ix);
-        return tk_err_set(e, TK_EIO, "out of host memory");
-    }
+    tk_bert *m = *out = calloc(1, sizeof *m); // (the engine destroys it if create fails)
+    if (!m) return tk_err_set(e, TK_EIO, "out of host memory");
     tk_ctx *c = env->c;
     m->c = c;
     m->cfg = *cfg; // (opt is borrowed: the configuration outlives the model)
@@ -139,13 +131,11 @@ int tk_bert_create(const void *config, const tk_wl_env *env, void **out, tk_err 
     m->lr = env->lr, m->step = env->step, m->loss_acc = env->loss_acc;
     m->grads_ready = env->grads_ready, m->grads_arg = env->grads_arg, m->prof = env->prof;
     m->act = cfg->bf16 ? TK_BF16 : TK_F32;
-    int rc = 0;
     int64_t per_rank;
-    if ((rc = tk_per_rank_batch("bert", cfg->batch, m->world, &per_rank, e))) goto fail;
+    TRY(tk_per_rank_batch("bert", cfg->batch, m->world, &per_rank, e));
     if ((cfg->bf16 || cfg->tf32) && c->backend != TK_BACKEND_CUDA) {
-        rc = tk_err_set(e, TK_EUSAGE, "bert: precision %s needs the cuda backend", cfg->bf16 ? "bf16" : "tf32");
-        tk_err_hint(e, "the cpu backend is the fp32 reference: use precision fp32 there");
-        goto fail;
+        tk_err_set(e, TK_EUSAGE, "bert: precision %s needs the cuda backend", cfg->bf16 ? "bf16" : "tf32");
+        return tk_err_hint(e, "the cpu backend is the fp32 reference: use precision fp32 there");
     }
     m->b = (int)per_rank;
     const int b = m->b, L = cfg->L, P = cfg->P, H = cfg->hidden, F = cfg->ffn, NH = cfg->heads, Vp = cfg->vocab_padded;
@@ -153,15 +143,15 @@ int tk_bert_create(const void *config, const tk_wl_env *env, void **out, tk_err 
     m->N = N, m->R = R;
     m->rows = m->slot_rows[0] = m->slot_rows[1] = N;
     if (N * (int64_t)(3 * H > F ? 3 * H : F) > INT32_MAX || (int64_t)b * NH * L * L > ((int64_t)1 << 40) ||
-        R * Vp > INT32_MAX) {
-        rc = tk_err_set(e, TK_EUSAGE, "bert: a batch of %d sequences of %d is too large for one rank", b, L);
-        goto fail;
-    }
+        R * Vp > INT32_MAX)
+        return tk_err_set(e, TK_EUSAGE, "bert: a batch of %d sequences of %d is too large for one rank", b, L);
     if (cfg->bf16) m->P->copy_type = TK_BF16;
-    if ((rc = declare(m, ix, e)) || (rc = tk_params_alloc(m->P, e))) goto fail;
+    int ix[16 * TK_BERT_MAX_LAYERS + 32];
+    TRY(declare(m, ix, e));
+    TRY(tk_params_alloc(m->P, e));
     bind(m, ix);
 
-    // Activations, inputs and workspaces: one arena.
+    // Activations, inputs and workspaces: the engine's arena.
     const size_t es = tk_dtype_size(m->act), NHs = (size_t)N * H * es, NFs = (size_t)N * F * es;
     const size_t probs = (size_t)b * NH * L * L * es, heads3 = 3 * NHs;
     tk_wl_field in[7]; // the batch's shapes (its buffers are below)
@@ -171,8 +161,7 @@ int tk_bert_create(const void *config, const tk_wl_env *env, void **out, tk_err 
     size_t sizes[64 + 16 * TK_BERT_MAX_LAYERS];
     void **dst[64 + 16 * TK_BERT_MAX_LAYERS];
     int ns = 0;
-    size_t total = 0;
-#define NEED(ptr, n) (dst[ns] = (void **)&(ptr), sizes[ns] = nonzero(n), total += align256(sizes[ns++]))
+#define NEED(ptr, n) (dst[ns] = (void **)&(ptr), sizes[ns++] = (n))
     NEED(m->in_ids, bytes[0]), NEED(m->in_seg, bytes[1]), NEED(m->in_len, bytes[2]), NEED(m->in_pos, bytes[3]);
     NEED(m->in_mid, bytes[4]), NEED(m->in_nmask, bytes[5]), NEED(m->in_nsp, bytes[6]);
     NEED(m->e, NHs), NEED(m->mean0, (size_t)N * 4), NEED(m->rstd0, (size_t)N * 4), NEED(m->x0, NHs);
@@ -208,25 +197,10 @@ int tk_bert_create(const void *config, const tk_wl_env *env, void **out, tk_err 
     NEED(m->xent_ws, tk_xent_ws_bytes(c->backend, (int)(R > b ? R : b)));
     NEED(m->counts, 16);
 #undef NEED
-    if ((rc = tk_arena_init(c, &m->acts, total + 256, "activations", e))) goto fail;
-    for (int i = 0; i < ns; i++)
-        if ((rc = tk_arena_take(&m->acts, sizes[i], dst[i], e))) goto fail;
-    if ((rc = tk_memset0(c, m->acts.base, m->acts.cap, TK_STREAM_COMPUTE, e)) || (rc = tk_ctx_sync(c, e))) goto fail;
-    free(ix);
-    *out = m;
-    return 0;
-fail:
-    free(ix);
-    tk_bert_destroy(m);
-    return rc;
+    return tk_wl_acts(env, sizes, dst, ns, e);
 }
 
-void tk_bert_destroy(void *model) {
-    tk_bert *m = model;
-    if (!m) return;
-    tk_arena_release(m->c, &m->acts);
-    free(m);
-}
+void tk_bert_destroy(void *model) { free(model); } // (the buffers are the engine's)
 
 // ---- initialization ----
 

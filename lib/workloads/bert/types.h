@@ -101,8 +101,7 @@ typedef struct tk_bert {
     // inputs: the global batch (every rank stages all of it and trains on its own rows)
     int32_t *in_ids, *in_len, *in_pos, *in_mid, *in_nmask, *in_nsp;
     uint8_t *in_seg;
-    // activations and scratch (act unless said)
-    tk_arena acts;
+    // activations and scratch (act unless said), in the engine's arena (tk_wl_env.acts)
     void *e;                // (N, H) the embeddings' sum (the LayerNorm's input)
     float *mean0, *rstd0;
     void *x0;               // (N, H) the embeddings' output (padded layout)
@@ -123,12 +122,9 @@ typedef struct tk_bert {
     tk_prof *const *prof;   // the engine's per-phase step timer (tk_wl_env.prof); *prof NULL: off
 } tk_bert;
 
-// The eval set, cached in the backend's memory: n real sequences, padded to whole batches of b
-// with sequences that have no masked positions (they count nothing).
-typedef struct tk_bert_evalset {
-    int64_t n, nbatches;
-    int32_t *ids, *len, *pos, *mid, *nmask;
-    uint8_t *seg;
-} tk_bert_evalset;
+// The eval set is a tk_evalset (engine/evalset.h) of n real sequences, padded to whole batches of
+// b with sequences of length 1 that have no masked positions (they count nothing): field 0 ids
+// (L i32 a record), 1 seg (L u8), 2 len (i32), 3 pos (P i32), 4 mid (P i32), 5 nmask (i32), as
+// tk_bert_data_read's arrays.
 
 #endif

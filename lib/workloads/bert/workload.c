@@ -4,6 +4,7 @@
 // start, the training steps, and the tensors the rules name).
 #include <string.h>
 
+#include "engine/evalset.h"
 #include "engine/workload.h"
 #include "workloads/bert/bert.h"
 
@@ -106,8 +107,8 @@ const tk_workload tk_workload_bert = {
     .read_batch = tk_bert_read_batch,
     .batch = tk_bert_batch, .host_batch = wl_host_batch, .use = wl_use,
     .step = tk_bert_fwd_bwd, .after_update = wl_after_update, .graph_key = wl_graph_key,
-    .evalset_load = tk_bert_evalset_load, .evalset_count = tk_bert_evalset_count,
-    .evalset_free = tk_bert_evalset_free, .evaluate = tk_bert_evaluate,
+    .evalset_load = tk_bert_evalset_load, .evalset_count = tk_evalset_count,
+    .evalset_free = tk_evalset_free, .evaluate = tk_bert_evaluate,
     .opt_mllog = opt_mllog_names, .mllog_hparams = wl_mllog_hparams, .mllog_weights = wl_mllog_weights,
     .import = tk_bert_import, .profile_marks = TK_BERT_PROF_MAX,
     .dump_describe = tk_bert_dump_describe,

@@ -7,32 +7,21 @@
 #include "workloads/dlrm/eval.h"
 #include "workloads/dlrm/step.h"
 
-static int fill(void *rd, int n, void *const *host, tk_err *e) {
+static int fill(void *arg, void *rd, int n, int64_t cached, void *const *host, tk_err *e) {
+    (void)arg, (void)cached;
     int got = 0;
     return tk_dlrm_data_next(rd, n, host[0], host[1], host[2], &got, e);
 }
 
 int tk_dlrm_evalset_load(void *model, char *const *paths, int npaths, void **out, tk_err *e) {
-    *out = NULL;
     tk_dlrm *m = model;
-    const tk_dlrm_config *cfg = &m->cfg;
-    void *d;
-    TRY(tk_dlrm_data_open(cfg, 0, 1, paths, npaths, &d, e));
-    int64_t n = (int64_t)tk_dlrm_data_count(d);
-    const size_t bytes[3] = {1, (size_t)cfg->num_dense * 4, (size_t)cfg->num_tables * 4};
-    tk_evalset *es = NULL;
-    int rc = 0;
-    if (n == 0) rc = tk_err_set(e, TK_EDATA, "%s: the eval set is empty", paths[0]);
-    else if (n > INT32_MAX) rc = tk_err_set(e, TK_EDATA, "%s: eval set too large", paths[0]);
-    if (!rc) rc = tk_evalset_cache(m->c, n, 3, bytes, fill, d, &es, e);
-    tk_dlrm_data_close(d);
-    *out = es;
-    return rc;
+    const tk_evalset_spec s = {.open = tk_dlrm_data_open, .count = tk_dlrm_data_count, .close = tk_dlrm_data_close,
+                               .cfg = &m->cfg, .nf = 3,
+                               .bytes = {1, (size_t)m->cfg.num_dense * 4, (size_t)m->cfg.num_tables * 4},
+                               .scores = 1, .fill = fill};
+    return tk_evalset_load(m->c, &s, paths, npaths, (tk_evalset **)out, e);
 }
 
-int64_t tk_dlrm_evalset_count(const void *es) { return ((const tk_dlrm_evalset *)es)->n; }
-
-void tk_dlrm_evalset_free(void *model, void *es) { tk_evalset_free(((tk_dlrm *)model)->c, es); }
 
 int tk_dlrm_evaluate(void *model, void *set, double *auc, tk_err *e) {
     tk_dlrm *m = model;

@@ -60,9 +60,8 @@ static int declare(tk_dlrm *m, tk_err *e) {
 }
 
 int tk_dlrm_create(const void *config, const tk_wl_env *env, void **model, tk_err *e) {
-    *model = NULL;
     const tk_dlrm_config *cfg = config;
-    tk_dlrm *m = calloc(1, sizeof *m);
+    tk_dlrm *m = *model = calloc(1, sizeof *m); // (the engine destroys it if create fails)
     if (!m) return tk_err_set(e, TK_EIO, "out of host memory");
     tk_ctx *c = env->c;
     tk_comm *comm = env->dist->comm;
@@ -75,14 +74,13 @@ int tk_dlrm_create(const void *config, const tk_wl_env *env, void **model, tk_er
     m->loss_acc = env->loss_acc;
     m->prof = env->prof;
     const int B = cfg->batch, T = cfg->num_tables, D = cfg->emb_dim;
-    int rc = 0;
     m->act = cfg->bf16 ? TK_BF16 : TK_F32;
     m->world = comm ? tk_comm_world(comm) : 1;
     m->rank = comm ? tk_comm_rank(comm) : 0;
     m->comm = comm; // (world 1 included: the exchange step on one rank, a copy for an exchange)
     const int Wr = m->world;
     int64_t per_rank;
-    if ((rc = tk_per_rank_batch("dlrm", B, Wr, &per_rank, e))) goto fail;
+    TRY(tk_per_rank_batch("dlrm", B, Wr, &per_rank, e));
     m->b = (int)per_rank;
     m->tm = (T + Wr - 1) / Wr;
     m->t0 = m->rank * m->tm;
@@ -90,18 +88,15 @@ int tk_dlrm_create(const void *config, const tk_wl_env *env, void **model, tk_er
     if (m->t0 > T) m->t0 = T;
     const int b = m->b, tn = m->tn, tm = m->tm;
     if (cfg->bf16 && c->backend != TK_BACKEND_CUDA) {
-        rc = tk_err_set(e, TK_EUSAGE, "dlrm: precision bf16 needs the cuda backend");
-        tk_err_hint(e, "the cpu backend is the fp32 reference: use precision fp32 there");
-        goto fail;
+        tk_err_set(e, TK_EUSAGE, "dlrm: precision bf16 needs the cuda backend");
+        return tk_err_hint(e, "the cpu backend is the fp32 reference: use precision fp32 there");
     }
     if (cfg->bot[cfg->nbot - 1] != D || cfg->top[cfg->ntop - 1] != 1 ||
-        cfg->interaction_width < tk_interaction_width(T, D)) {
-        rc = tk_err_set(e, TK_EUSAGE,
-                        "dlrm: the bottom MLP must end in embedding_dim (%d), the top MLP in 1, "
-                        "and interaction_width must be >= %d",
-                        D, tk_interaction_width(T, D));
-        goto fail;
-    }
+        cfg->interaction_width < tk_interaction_width(T, D))
+        return tk_err_set(e, TK_EUSAGE,
+                          "dlrm: the bottom MLP must end in embedding_dim (%d), the top MLP in 1, "
+                          "and interaction_width must be >= %d",
+                          D, tk_interaction_width(T, D));
     // Layers and sizes.
     m->nlayers = cfg->nbot + cfg->ntop;
     int maxw = cfg->interaction_width;
@@ -117,9 +112,9 @@ int tk_dlrm_create(const void *config, const tk_wl_env *env, void **model, tk_er
     m->row_off_host[0] = 0;
     for (int t = 0; t < tn; t++) m->row_off_host[t + 1] = m->row_off_host[t] + cfg->table_rows[m->t0 + t];
     m->rows_total = m->row_off_host[tn];
-    if ((rc = declare(m, e))) goto fail;
+    TRY(declare(m, e));
 
-    // Activations, inputs, workspaces and the AUC, one arena.
+    // Activations, inputs, workspaces and the AUC: the engine's arena.
     size_t W = (size_t)cfg->interaction_width, es = tk_dtype_size(m->act); // es: an element of emb, demb, the exchange
     size_t sz[24 + 4 * TK_DLRM_MAX_LAYERS];
     void **dst[24 + 4 * TK_DLRM_MAX_LAYERS];
@@ -161,26 +156,17 @@ int tk_dlrm_create(const void *config, const tk_wl_env *env, void **model, tk_er
         BUF(m->ev_score, (size_t)B * 4);
     }
 #undef BUF
-    if ((rc = tk_dlrm_carve(m, &m->acts, "activations", sz, dst, n, e))) goto fail;
+    TRY(tk_wl_acts(env, sz, dst, n, e));
     for (int l = 0; l < m->nlayers; l++)
         m->L[l].x = l == 0 ? m->x0 : l == cfg->nbot ? m->inter : m->L[l - 1].y;
     m->logit = m->L[m->nlayers - 1].y;
-    if ((rc = tk_memset0(c, m->acts.base, m->acts.cap, TK_STREAM_COMPUTE, e))) goto fail;
-    if ((rc = tk_memcpy_h2d(c, m->row_off, m->row_off_host, (size_t)(tn + 1) * 8, TK_STREAM_COMPUTE, e)))
-        goto fail;
-    if ((rc = tk_ctx_sync(c, e))) goto fail;
-    *model = m;
-    return 0;
-fail:
-    tk_dlrm_destroy(m);
-    return rc;
+    TRY(tk_memcpy_h2d(c, m->row_off, m->row_off_host, (size_t)(tn + 1) * 8, TK_STREAM_COMPUTE, e));
+    return tk_ctx_sync(c, e);
 }
 
-void tk_dlrm_destroy(void *model) {
+void tk_dlrm_destroy(void *model) { // (the activations are the engine's)
     tk_dlrm *m = model;
-    if (!m) return;
-    tk_arena_release(m->c, &m->acts);
-    tk_dlrm_hybrid_destroy(m);
+    if (m) tk_dlrm_hybrid_destroy(m);
     free(m);
 }
 

@@ -74,7 +74,6 @@ typedef struct tk_dlrm {
     // row_off, each held by its owner rank, updated by the fused sparse SGD). The engine's.
     tk_params *P;
     tk_dist *dist;                   // ranks, bounded waits (the engine's)
-    tk_arena acts;
     int nlayers;                     // nbot + ntop: layers [0, nbot) bottom, [nbot, nlayers) top
     tk_dlrm_layer L[2 * TK_DLRM_MAX_LAYERS];
     int pidx[4 * TK_DLRM_MAX_LAYERS];  // each layer's weight and bias in P
@@ -118,7 +117,7 @@ typedef struct tk_dlrm {
     tk_dtype act;
     uint16_t *x0p, *W0p;
     float *dW0p;
-    // device scalars: the engine's (tk_wl_env); auc in acts
+    // device scalars: the engine's (tk_wl_env); auc in its activation arena
     float *lr;
     int64_t *step;
     double *loss_acc;                // [sum of batch losses / B, batches]

@@ -54,25 +54,18 @@ int tk_mlp_batch(const void *model, tk_wl_field *f) {
     return 2;
 }
 
-void tk_mlp_destroy(void *model) {
-    tk_mlp *m = model;
-    if (!m) return;
-    tk_arena_release(m->c, &m->acts);
-    free(m);
-}
+void tk_mlp_destroy(void *model) { free(model); } // (the buffers are the engine's)
 
 int tk_mlp_create(const void *config, const tk_wl_env *env, void **out, tk_err *e) {
     const tk_mlp_config *cfg = config;
-    *out = NULL;
-    tk_mlp *m = calloc(1, sizeof *m);
+    tk_mlp *m = *out = calloc(1, sizeof *m); // (the engine destroys it if create fails)
     if (!m) return tk_err_set(e, TK_EIO, "out of host memory");
     m->c = env->c;
     m->cfg = *cfg;
     m->env = *env;
     const int B = cfg->batch, W = env->dist->world;
-    int rc = 0;
     int64_t per_rank;
-    if ((rc = tk_per_rank_batch("mlp", B, W, &per_rank, e))) goto fail;
+    TRY(tk_per_rank_batch("mlp", B, W, &per_rank, e));
     m->b = (int)per_rank;
     m->nl = cfg->nhidden + 1;
     int maxw = cfg->num_dense;
@@ -86,18 +79,17 @@ int tk_mlp_create(const void *config, const tk_wl_env *env, void **out, tk_err *
         char name[64];
         int64_t sw[2] = {L->out, L->in}, sb[1] = {L->out};
         snprintf(name, sizeof name, "layers.%d.weight", l);
-        if ((rc = tk_params_add(env->params, name, TK_F32, 2, sw, TK_PARAM_DENSE, -1, &lidx[2 * l], e))) goto fail;
+        TRY(tk_params_add(env->params, name, TK_F32, 2, sw, TK_PARAM_DENSE, -1, &lidx[2 * l], e));
         snprintf(name, sizeof name, "layers.%d.bias", l);
-        if ((rc = tk_params_add(env->params, name, TK_F32, 1, sb, TK_PARAM_DENSE | TK_PARAM_NO_DECAY | TK_PARAM_NO_ADAPT,
-                                -1, &lidx[2 * l + 1], e)))
-            goto fail;
+        TRY(tk_params_add(env->params, name, TK_F32, 1, sb, TK_PARAM_DENSE | TK_PARAM_NO_DECAY | TK_PARAM_NO_ADAPT, -1,
+                          &lidx[2 * l + 1], e));
     }
-    if ((rc = tk_params_alloc(env->params, e))) goto fail;
+    TRY(tk_params_alloc(env->params, e));
     const int b = m->b;
-    size_t need = 0, sizes[8 + 2 * TK_MLP_MAX_LAYERS];
+    size_t sizes[8 + 2 * TK_MLP_MAX_LAYERS];
     void **dst[8 + 2 * TK_MLP_MAX_LAYERS];
     int ns = 0;
-#define NEED(ptr, bytes) (dst[ns] = (void **)&(ptr), sizes[ns] = (bytes), need += (sizes[ns++] + 255) / 256 * 256)
+#define NEED(ptr, bytes) (dst[ns] = (void **)&(ptr), sizes[ns++] = (bytes))
     tk_wl_field in[2]; // the batch's shapes (its buffers are below)
     tk_mlp_batch(m, in);
     NEED(m->in_label, tk_wl_field_bytes(&in[0]));
@@ -112,9 +104,7 @@ int tk_mlp_create(const void *config, const tk_wl_env *env, void **out, tk_err *
         NEED(m->L[l].aux, tk_gemm_aux_bytes(m->c, b, m->L[l].out));
     }
 #undef NEED
-    if ((rc = tk_arena_init(m->c, &m->acts, need + 256, "mlp activations", e))) goto fail;
-    for (int i = 0; i < ns; i++)
-        if ((rc = tk_arena_take(&m->acts, sizes[i], dst[i], e))) goto fail;
+    TRY(tk_wl_acts(env, sizes, dst, ns, e));
     tk_params *P = env->params;
     for (int l = 0; l < m->nl; l++) {
         tk_mlp_layer *L = &m->L[l];
@@ -125,12 +115,7 @@ int tk_mlp_create(const void *config, const tk_wl_env *env, void **out, tk_err *
         L->db = P->p[lidx[2 * l + 1]].g;
         L->woff = (size_t)(L->W - P->dense_w);
     }
-    if ((rc = tk_memset0(m->c, m->acts.base, m->acts.cap, TK_STREAM_COMPUTE, e))) goto fail;
-    *out = m;
     return 0;
-fail:
-    tk_mlp_destroy(m);
-    return rc;
 }
 
 // Weights N(0, sqrt(2/(in+out))) (Glorot's normal), biases 0, from a Philox stream per tensor.

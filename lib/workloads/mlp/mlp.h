@@ -36,8 +36,7 @@ typedef struct tk_mlp_layer {
 typedef struct tk_mlp {
     tk_ctx *c;
     tk_mlp_config cfg;
-    tk_wl_env env;
-    tk_arena acts;
+    tk_wl_env env;               // (its buffers: in the engine's activation arena)
     int nl, b;                   // layers; rows of this rank (batch / world)
     tk_mlp_layer L[TK_MLP_MAX_LAYERS];
     uint8_t *in_label;           // (B) the whole global batch

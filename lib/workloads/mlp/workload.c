@@ -72,27 +72,18 @@ static int read_batch(void *rd, int64_t step, int64_t spe, void *const *f, tk_er
 // ---- evaluation: the whole set cached on the device, scored b rows at a time on every rank ----
 
 // (fields: label u8, dense i32 x num_dense)
-static void evalset_free(void *model, void *es) { tk_evalset_free(((tk_mlp *)model)->c, es); }
-
-static int fill(void *d, int n, void *const *host, tk_err *e) {
+static int fill(void *arg, void *d, int n, int64_t cached, void *const *host, tk_err *e) {
+    (void)arg, (void)cached;
     TRY(tk_records_seek(((reader *)d)->r, 0, e));
     return next(d, n, host[0], host[1], e);
 }
 
 static int evalset_load(void *model, char *const *paths, int npaths, void **out, tk_err *e) {
     tk_mlp *m = model;
-    void *d;
-    TRY(reader_open(&m->cfg, 0, 1, paths, npaths, &d, e));
-    int64_t n = (int64_t)reader_count(d);
-    const size_t bytes[2] = {1, (size_t)m->cfg.num_dense * 4};
-    int rc = 0;
-    if (n == 0 || n > INT32_MAX) rc = tk_err_set(e, TK_EDATA, "%s: the eval set has %lld records", paths[0], (long long)n);
-    if (!rc) rc = tk_evalset_cache(m->c, n, 2, bytes, fill, d, (tk_evalset **)out, e);
-    reader_close(d);
-    return rc;
+    const tk_evalset_spec s = {.open = reader_open, .count = reader_count, .close = reader_close, .cfg = &m->cfg,
+                               .nf = 2, .bytes = {1, (size_t)m->cfg.num_dense * 4}, .scores = 1, .fill = fill};
+    return tk_evalset_load(m->c, &s, paths, npaths, (tk_evalset **)out, e);
 }
-
-static int64_t evalset_count(const void *es) { return ((const tk_evalset *)es)->n; }
 
 static int evaluate(void *model, void *p, double *auc, tk_err *e) {
     tk_mlp *m = model;
@@ -116,5 +107,6 @@ const tk_workload tk_workload_mlp = {
     .reader_open = reader_open, .reader_close = reader_close, .reader_count = reader_count, .read_batch = read_batch,
     .batch = tk_mlp_batch,
     .step = tk_mlp_step,
-    .evalset_load = evalset_load, .evalset_count = evalset_count, .evalset_free = evalset_free, .evaluate = evaluate,
+    .evalset_load = evalset_load, .evalset_count = tk_evalset_count, .evalset_free = tk_evalset_free,
+    .evaluate = evaluate,
 };

@@ -144,15 +144,15 @@ static int shapes(rn_model *m, tk_err *e) {
 // ---- activations ----
 
 static size_t act_bytes(const rn_model *m, int64_t elems) { return (size_t)elems * tk_dtype_size(m->t); }
-static size_t at_least1(size_t n) { return n ? n : 1; }
 
-static int activations(rn_model *m, tk_err *e) {
+// The activations, inputs and workspaces: the engine's arena.
+static int activations(rn_model *m, const tk_wl_env *env, tk_err *e) {
     const int b = m->b;
-    size_t es = tk_dtype_size(m->t), need = 0, bn_ws = 0, max_act = 0, max_w = 0;
+    size_t es = tk_dtype_size(m->t), bn_ws = 0, max_act = 0, max_w = 0;
     void **slot[16 * RN_MAX_BLOCKS + 64];
     size_t size[16 * RN_MAX_BLOCKS + 64];
     int n = 0;
-#define NEED(ptr, bytes) (slot[n] = (void **)&(ptr), size[n] = at_least1(bytes), need += (size[n] + 255) / 256 * 256, n++)
+#define NEED(ptr, bytes) (slot[n] = (void **)&(ptr), size[n++] = (bytes))
 #define ACT(ptr, elems) (NEED(ptr, act_bytes(m, elems)), max_act = (size_t)(elems) > max_act ? (size_t)(elems) : max_act)
     NEED(m->in_img, (size_t)b * m->S * m->S * 3);
     NEED(m->in_label, (size_t)b * 4);
@@ -210,19 +210,14 @@ static int activations(rn_model *m, tk_err *e) {
     NEED(dnn_ws, dnn_bytes);
 #undef ACT
 #undef NEED
-    TRY(tk_arena_init(m->c, &m->acts, need + 256, "resnet activations", e));
-    for (int i = 0; i < n; i++) {
-        void *p;
-        TRY(tk_arena_take(&m->acts, size[i], &p, e));
-        memcpy(slot[i], &p, sizeof p); // (the slots are pointers of several types)
-    }
+    TRY(tk_wl_acts(env, size, slot, n, e));
     if (m->dnn) tk_cudnn_set_ws(m->dnn, dnn_ws, dnn_bytes);
     m->ncasts = 0;
     for (int i = 0; i < nu; i++) m->ncasts += tk_blk_conv_cast_span(&us[i]->c, &m->casts[m->ncasts]);
     if (m->w0p) m->u0.c.wc = m->w0p; // the stem reads its padded copy (rn_refresh_stem fills it)
     // the blocks' inputs
     for (int i = 0; i < m->nblk; i++) m->blk[i].in = i == 0 ? m->pool : m->blk[i - 1].u3.z;
-    return tk_memset0(m->c, m->acts.base, m->acts.cap, TK_STREAM_COMPUTE, e);
+    return 0;
 }
 
 // cuDNN's plans for every convolution pass of the model (the stem's input gradient unread), each
@@ -276,8 +271,7 @@ static int pick_stem(rn_model *m, tk_err *e) {
 
 int rn_create(const void *config, const tk_wl_env *env, void **out, tk_err *e) {
     const rn_config *cfg = config;
-    *out = NULL;
-    rn_model *m = calloc(1, sizeof *m);
+    rn_model *m = *out = calloc(1, sizeof *m); // (the engine destroys it if create fails)
     if (!m) return tk_err_set(e, TK_EIO, "out of host memory");
     m->cfg = *cfg;
     m->c = env->c;
@@ -288,81 +282,40 @@ int rn_create(const void *config, const tk_wl_env *env, void **out, tk_err *e) {
     m->S = cfg->image_size;
     m->cin = 3;
     const int world = m->dist->world;
-    int rc = 0;
     if (cfg->bf16 && m->c->backend != TK_BACKEND_CUDA) {
-        rc = tk_err_set(e, TK_EUSAGE, "resnet: precision bf16 needs the cuda backend");
-        tk_err_hint(e, "the cpu backend is the fp32 reference: --set model.precision=fp32");
-        goto fail;
+        tk_err_set(e, TK_EUSAGE, "resnet: precision bf16 needs the cuda backend");
+        return tk_err_hint(e, "the cpu backend is the fp32 reference: --set model.precision=fp32");
     }
     int64_t per_rank;
-    if ((rc = tk_per_rank_batch("resnet", cfg->batch, world, &per_rank, e))) goto fail;
+    TRY(tk_per_rank_batch("resnet", cfg->batch, world, &per_rank, e));
     m->b = (int)per_rank;
     if (m->c->backend == TK_BACKEND_CUDA) {
-        if ((rc = tk_cudnn_create(m->c, 0, &m->dnn, e))) goto fail;
-        if ((rc = pick_stem(m, e))) goto fail;
+        TRY(tk_cudnn_create(m->c, 0, &m->dnn, e));
+        TRY(pick_stem(m, e));
         const char *sc = getenv("TK_STEM_CONV");
         m->own_stem = m->s2d && tk_stem_conv_ok(m->t, m->S, cfg->width) && !(sc && strcmp(sc, "cudnn") == 0);
     } else if (cfg->stem == RN_STEM_S2D) { // the cpu reference of the same computation (tests)
         m->s2d = 1, m->cin = TK_S2D_C;
     }
     m->env = (tk_blk_env){.c = m->c, .dnn = m->dnn, .t = m->t}; // (the scratch: activations)
-    if ((rc = shapes(m, e)) || (rc = declare(m, e))) goto fail;
-    if (m->dnn && (rc = plan_convs(m, e))) goto fail;
-    if ((rc = activations(m, e))) goto fail;
+    TRY(shapes(m, e));
+    TRY(declare(m, e));
+    if (m->dnn) TRY(plan_convs(m, e));
+    TRY(activations(m, env, e));
     // cuda: one step on the zeroed buffers, so every cuDNN plan and kernel has run (and loaded) before
     // the engine captures the first step in a CUDA graph, and an error shows here, eagerly. What it
     // changes (gradients, running statistics, the loss accumulator) is set again by init_weights or a
     // checkpoint's load, and the loss accumulator here.
-    if (m->dnn && ((rc = rn_train_step(m, e)) || (rc = tk_memset0(m->c, m->loss_acc, 16, TK_STREAM_COMPUTE, e))))
-        goto fail;
-    if ((rc = tk_ctx_sync(m->c, e))) goto fail;
-    *out = m;
-    return 0;
-fail:
-    rn_destroy(m);
-    return rc;
+    if (m->dnn) {
+        TRY(rn_train_step(m, e));
+        TRY(tk_memset0(m->c, m->loss_acc, 16, TK_STREAM_COMPUTE, e));
+    }
+    return tk_ctx_sync(m->c, e);
 }
 
-int rn_create_standalone(tk_ctx *c, const rn_config *cfg, rn_model **out, tk_err *e) {
-    *out = NULL;
-    tk_dist *d = calloc(1, sizeof *d);
-    tk_params *P = calloc(1, sizeof *P);
-    int rc = !d || !P ? tk_err_set(e, TK_EIO, "out of host memory") : tk_dist_init(d, c, NULL, 0, e);
-    void *scalars = NULL;
-    if (!rc) rc = tk_malloc(c, &scalars, 64, e);
-    if (!rc) rc = tk_memset0(c, scalars, 64, TK_STREAM_COMPUTE, e);
-    if (!rc) {
-        tk_params_init(P, c, 0);
-        tk_wl_env env = {.c = c, .dist = d, .params = P, .lr = scalars, .step = (int64_t *)((char *)scalars + 8),
-                         .loss_acc = (double *)((char *)scalars + 16)};
-        void *model = NULL;
-        rc = rn_create(cfg, &env, &model, e);
-        *out = model;
-    }
-    if (!rc) {
-        (*out)->own_params = *P;
-        (*out)->P = &(*out)->own_params;
-        (*out)->own_dist = *d;
-        (*out)->dist = &(*out)->own_dist;
-        (*out)->own_scalars = scalars;
-    } else {
-        if (P && P->c) tk_params_release(P);
-        if (d && d->c) tk_dist_release(d);
-        if (scalars) tk_free(c, scalars);
-    }
-    free(P);
-    free(d);
-    return rc;
-}
-
-void rn_destroy(void *model) {
+void rn_destroy(void *model) { // (the buffers are the engine's)
     rn_model *m = model;
-    if (!m) return;
-    tk_arena_release(m->c, &m->acts);
-    tk_cudnn_destroy(m->dnn);
-    if (m->P == &m->own_params) tk_params_release(&m->own_params);
-    if (m->dist == &m->own_dist) tk_dist_release(&m->own_dist);
-    if (m->own_scalars) tk_free(m->c, m->own_scalars);
+    if (m) tk_cudnn_destroy(m->dnn);
     free(m);
 }
 

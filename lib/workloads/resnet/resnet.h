@@ -121,7 +121,7 @@ typedef struct rn_model {
     float *fcw, *fcb, *dfcw, *dfcb;
     void *feat, *dfeat, *dlogits;
     float *logits;
-    // buffers
+    // buffers (in the engine's activation arena, tk_wl_env.acts)
     uint8_t *in_img;             // (b, S, S, 3) u8: the batch's images (normalized on the device)
     int32_t *in_label;           // (b)
     void *g[RN_NBUF];            // backward scratch, each the largest activation
@@ -129,10 +129,6 @@ typedef struct rn_model {
     int64_t *top1;               // device counter
     tk_cast_span casts[4 * RN_MAX_BLOCKS]; // each convolution's dwt into its dw, at the backward's end
     int ncasts;
-    tk_arena acts;
-    tk_params own_params;        // standalone models (tests): their own flat buffers, ranks and
-    tk_dist own_dist;            // device scalars (lr, step, loss accumulator)
-    void *own_scalars;
 } rn_model;
 
 // The functions the table (workload.c) names have its members' exact types (void * for the
@@ -150,8 +146,6 @@ void rn_config_free(void *cfg);
 // ---- model.c ----
 // cfg: an rn_config; *model: the rn_model.
 int rn_create(const void *cfg, const tk_wl_env *env, void **model, tk_err *e);
-// A model with its own flat buffers on c, one rank (tests, tools).
-int rn_create_standalone(tk_ctx *c, const rn_config *cfg, rn_model **m, tk_err *e);
 void rn_destroy(void *model);
 int rn_init_weights(void *model, uint64_t seed, tk_err *e);
 // After the master weights changed outside the optimizer: the compute copies.
