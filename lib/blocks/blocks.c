@@ -262,3 +262,19 @@ void tk_blk_fill_uniform(float *h, size_t n, double a, uint64_t seed, uint32_t s
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++) h[i] = (float)(-a + 2 * a * tk_philox_uniform(seed, stream, i));
 }
+
+// ---- the backward's scratch ----
+
+void *tk_blk_scratch_take(tk_blk_scratch *p) {
+    for (int i = 0; i < p->n; i++)
+        if (!(p->busy >> i & 1)) {
+            p->busy |= 1u << i;
+            return p->buf[i];
+        }
+    return NULL;
+}
+
+void tk_blk_scratch_put(tk_blk_scratch *p, const void *buf) {
+    for (int i = 0; i < p->n; i++)
+        if (buf && p->buf[i] == buf) p->busy &= ~(1u << i);
+}

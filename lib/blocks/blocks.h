@@ -233,6 +233,20 @@ int tk_blk_maxpool_fwd(const tk_blk_env *env, const tk_blk_pool *p, const void *
 int tk_blk_maxpool_bwd(const tk_blk_env *env, const tk_blk_pool *p, const void *dy, const void *dy2,
                        const uint8_t *idx, void *dx, tk_err *e);
 
+// ---- the backward's scratch ----
+
+// n (<= 32) buffers of the owner's (each the largest activation a backward needs), handed out and
+// back: a backward that runs from the last block to the first holds a few of them at a time.
+typedef struct tk_blk_scratch {
+    void *const *buf;
+    int n;
+    unsigned busy;
+} tk_blk_scratch;
+// A free buffer (NULL when all n are taken: a bug of the owner's count).
+void *tk_blk_scratch_take(tk_blk_scratch *p);
+// buf (NULL, or one of the n) free again.
+void tk_blk_scratch_put(tk_blk_scratch *p, const void *buf);
+
 // ---- initialization ----
 
 // n values at h from (seed, stream) (core/philox.h): normal(0, sd), uniform(-a, a).

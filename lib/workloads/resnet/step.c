@@ -72,50 +72,30 @@ int rn_forward(rn_model *m, const uint8_t *img, int train, tk_err *e) {
     return 0;
 }
 
-// The backward's scratch buffers (RN_NBUF of the largest activation), handed out and back.
-typedef struct {
-    rn_model *m;
-    unsigned busy;
-} pool_t;
-
-static void *take(pool_t *p) {
-    for (int i = 0; i < RN_NBUF; i++)
-        if (!(p->busy >> i & 1)) {
-            p->busy |= 1u << i;
-            return p->m->g[i];
-        }
-    return NULL; // (not reached: a block holds at most 4)
-}
-
-static void put(pool_t *p, const void *buf) {
-    for (int i = 0; i < RN_NBUF; i++)
-        if (buf && p->m->g[i] == buf) p->busy &= ~(1u << i);
-}
-
 // Unit u's backward without a residual, from the gradient *g of its output (given back): its BN's,
 // then its convolution's; leaves the gradient of its input x in *g.
-static int unit_bwd(rn_model *m, pool_t *p, const tk_blk_unit *u, const void *x, void **g, tk_err *e) {
-    void *d = take(p);
+static int unit_bwd(rn_model *m, tk_blk_scratch *p, const tk_blk_unit *u, const void *x, void **g, tk_err *e) {
+    void *d = tk_blk_scratch_take(p);
     TRY(tk_blk_norm_bwd(&m->env, &u->n, u->y, NULL, NULL, u->relu, *g, NULL, d, NULL, e));
-    put(p, *g);
-    *g = take(p);
+    tk_blk_scratch_put(p, *g);
+    *g = tk_blk_scratch_take(p);
     TRY(tk_blk_conv_bwd(&m->env, &u->c, x, d, *g, e));
-    put(p, d);
+    tk_blk_scratch_put(p, d);
     return 0;
 }
 
 // A block's backward, given the gradients of its output from the next block's main path (*gy)
 // and shortcut (*gs, NULL after the last block); leaves the gradients of its input in the same
 // two.
-static int block_bwd(rn_model *m, pool_t *p, rn_block *k, void **gy, void **gs, tk_err *e) {
+static int block_bwd(rn_model *m, tk_blk_scratch *p, rn_block *k, void **gy, void **gs, tk_err *e) {
     const tk_blk_unit *u3 = &k->u3;
-    void *dz = take(p), *d3 = take(p);
+    void *dz = tk_blk_scratch_take(p), *d3 = tk_blk_scratch_take(p);
     // the residual add's gradient dz too; the ReLU's mask from the forward's bits, or from u3.z
     TRY(tk_blk_norm_bwd(&m->env, &u3->n, u3->y, u3->z, tk_blk_unit_mask(u3), u3->relu, *gy, *gs, d3, dz, e));
-    put(p, *gy), put(p, *gs);
-    void *g = take(p);
+    tk_blk_scratch_put(p, *gy), tk_blk_scratch_put(p, *gs);
+    void *g = tk_blk_scratch_take(p);
     TRY(tk_blk_conv_bwd(&m->env, &u3->c, k->u2.z, d3, g, e));
-    put(p, d3);
+    tk_blk_scratch_put(p, d3);
     TRY(unit_bwd(m, p, &k->u2, k->u1.z, &g, e));
     TRY(unit_bwd(m, p, &k->u1, k->in, &g, e));
     *gs = dz; // the identity shortcut passes the masked gradient through; a projection's unit takes it
@@ -139,17 +119,17 @@ int rn_backward(rn_model *m, const int32_t *label, tk_err *e) {
     tk_gemm_args gx = {.M = b, .N = m->Cf, .K = K, .ab_type = m->t, .cd_type = m->t, .A = m->dlogits,
                        .B = tk_params_copy_of(m->P, m->fcw), .D = m->dfeat, .alpha = 1, .stream = TK_STREAM_COMPUTE};
     TRY(tk_gemm(m->c, &gx, e));
-    pool_t p = {.m = m};
-    void *gy = take(&p), *gs = NULL;
+    tk_blk_scratch p = {.buf = m->g, .n = RN_NBUF};  // the backward's scratch buffers
+    void *gy = tk_blk_scratch_take(&p), *gs = NULL;
     const rn_block *last = &m->blk[m->nblk - 1];
     TRY(tk_avgpool_bwd(m->c, m->t, m->dfeat, b, (int)tk_blk_conv_rows(&last->u3.c) / b, m->Cf, gy, e));
     for (int i = m->nblk - 1; i >= 0; i--) TRY(block_bwd(m, &p, &m->blk[i], &gy, &gs, e));
     // (the max pool's backward gathered inside the stem BN's, the pool's input gradient never written,
     // measured 2.4 ms against these two passes' 1.4 ms on an H100: contrib/bench/NOTES.md)
-    void *dpool = take(&p);
+    void *dpool = tk_blk_scratch_take(&p);
     TRY(tk_blk_maxpool_bwd(&m->env, &m->mp, gy, gs, m->pool_idx, dpool, e));
-    put(&p, gy), put(&p, gs);
-    void *d0 = take(&p);
+    tk_blk_scratch_put(&p, gy), tk_blk_scratch_put(&p, gs);
+    void *d0 = tk_blk_scratch_take(&p);
     const tk_blk_unit *u0 = &m->u0;
     TRY(tk_blk_norm_bwd(&m->env, &u0->n, u0->y, NULL, NULL, u0->relu, dpool, NULL, d0, NULL, e));
     // the stem's weight gradient (its input's unread): the space-to-depth taps mapped back through

@@ -53,33 +53,13 @@ int u3_forward(u3_model *m, tk_err *e) {
     return 0;
 }
 
-// The backward's scratch buffers (U3_NBUF of the largest activation), handed out and back.
-typedef struct {
-    u3_model *m;
-    unsigned busy;
-} pool_t;
-
-static void *take(pool_t *p) {
-    for (int i = 0; i < U3_NBUF; i++)
-        if (!(p->busy >> i & 1)) {
-            p->busy |= 1u << i;
-            return p->m->g[i];
-        }
-    return NULL; // (not reached: the backward holds at most 3)
-}
-
-static void put(pool_t *p, const void *buf) {
-    for (int i = 0; i < U3_NBUF; i++)
-        if (buf && p->m->g[i] == buf) p->busy &= ~(1u << i);
-}
-
 // Unit u's backward from the gradient *g of its output (+ g2, a skip's other gradient), given
 // back; leaves its input's gradient in *g (none when dx is 0).
-static int unit_bwd(u3_model *m, pool_t *p, const tk_blk_unit *u, const void *x, void **g, const void *g2, int dx,
+static int unit_bwd(u3_model *m, tk_blk_scratch *p, const tk_blk_unit *u, const void *x, void **g, const void *g2, int dx,
                     tk_err *e) {
-    void *dn = take(p), *d = dx ? take(p) : NULL;
+    void *dn = tk_blk_scratch_take(p), *d = dx ? tk_blk_scratch_take(p) : NULL;
     TRY(tk_blk_unit_bwd(&m->env, u, x, *g, g2, dn, NULL, d, e));
-    put(p, dn), put(p, *g);
+    tk_blk_scratch_put(p, dn), tk_blk_scratch_put(p, *g);
     *g = d;
     return 0;
 }
@@ -88,31 +68,31 @@ static int backward(u3_model *m, tk_err *e) {
     const tk_blk_env *env = &m->env;
     const int64_t M0 = (int64_t)m->b * m->S;
     tk_range_push("backward");
-    pool_t p = {.m = m};
+    tk_blk_scratch p = {.buf = m->g, .n = U3_NBUF};  // the backward's scratch buffers
     // the loss, this rank's share of the global batch's mean (the ranks' gradients add up to it)
-    void *dl = take(&p);
+    void *dl = tk_blk_scratch_take(&p);
     const float share = (float)((double)m->b / (double)(m->cfg.batch > 0 ? m->cfg.batch : m->b));
     TRY(tk_dice_ce_acc(m->c, m->t, m->logits, m->in_label, m->b, m->S, m->ld, share, m->loss_acc, m->loss, m->dice,
                        dl, m->dice_ws, e));
     TRY(tk_conv3d_bias_bwd(m->c, m->t, dl, M0, m->ld, m->dobp ? m->dobp : m->dob, m->bias_ws, e));
     if (m->dobp) TRY(tk_cast2d(m->c, m->dobp, TK_F32, m->ld, m->dob, TK_F32, U3_CLASSES, 1, U3_CLASSES, e));
-    void *g = take(&p);
+    void *g = tk_blk_scratch_take(&p);
     TRY(tk_blk_conv_bwd(env, &m->oc, m->up[U3_UP - 1].u2.z, dl, g, e));
-    put(&p, dl);
+    tk_blk_scratch_put(&p, dl);
     // the decoder: each skip's gradient kept in the cat buffer's skip half... copied out into the
     // cat buffer itself (unread after the block's backward) for the encoder's norm (its dy2)
     for (int j = U3_UP - 1; j >= 0; j--) {
         u3_up *u = &m->up[j];
         TRY(unit_bwd(m, &p, &u->u2, u->u1.z, &g, NULL, 1, e));
         TRY(unit_bwd(m, &p, &u->u1, u->cat, &g, NULL, 1, e)); // g: the concatenation's gradient
-        void *dty = take(&p);
+        void *dty = tk_blk_scratch_take(&p);
         TRY(columns(m, g, 2 * u->cout, 0, u->cout, u->rows, dty, e));
         TRY(columns(m, g, 2 * u->cout, u->cout, u->cout, u->rows, u->cat, e)); // the skip's
-        put(&p, g);
+        tk_blk_scratch_put(&p, g);
         TRY(tk_conv3d_bias_bwd(m->c, m->t, dty, u->rows, u->cout, u->db, m->bias_ws, e));
-        g = take(&p);
+        g = tk_blk_scratch_take(&p);
         TRY(tk_blk_conv_bwd(env, &u->tc, u->in, dty, g, e));
-        put(&p, dty);
+        tk_blk_scratch_put(&p, dty);
     }
     // the encoder, from the bottleneck's output; skip l (enc[2 l + 1]'s output) also gets its
     // gradient through the concatenation of upsampling block 4 - l
