@@ -54,6 +54,16 @@ run_begin() {
     mkdir -p "$out"
 }
 
+# --backend auto: cuda when nvidia-smi lists a GPU, else cpu; then the default --size: $1 on
+# cuda, tiny on cpu (a script that proves the backend with a step first keeps its own test).
+run_backend() {
+    if [ "$backend" = auto ]; then
+        backend=cpu
+        command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1 && backend=cuda
+    fi
+    [ -n "$size" ] || { [ "$backend" = cuda ] && size=$1 || size=tiny; }
+}
+
 step() { printf '%-10s %s [%d s]\n' "$1" "$2" $((($(date +%s%N) - t0) / 1000000000)) >&2; }
 
 run_workload() { # NAME METRIC
