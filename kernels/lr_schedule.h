@@ -58,7 +58,7 @@
 // The linear warm-up of POLY, STEP and COSINE in general (tk_lr_linear_warmup), from a rate
 // i = warmup_init_lr in periods of q = warmup_period updates (both 0 above: i = 0, q = 1):
 //   k = min((floor(s / q) + 1) * q, warmup_steps)      (the updates at the end of s's period)
-//   lr = i + (base_lr - i) * k / warmup_steps
+//   lr = i + (base_lr - i) * (k / warmup_steps)
 // MLPerf 3D U-Net's reference warms up per epoch from init_learning_rate (runtime/training.py
 // lr_warmup: init + (lr - init) * epoch / warmup_epochs, epoch 1-based, set before the epoch):
 // q = the steps per epoch, warmup_steps = warmup epochs x q.
@@ -126,13 +126,17 @@ typedef struct tk_lr_sched {
     int64_t warmup_period;  // POLY, STEP, COSINE: updates that share a warm-up rate (0, 1: none)
 } tk_lr_sched;
 
-// The linear warm-up of POLY, STEP and COSINE (above): with warmup_init_lr 0 and warmup_period
-// 0 or 1, (s + 1) / warmup_steps of base_lr, bit for bit (adding the 0 is exact).
+// The linear warm-up of POLY, STEP and COSINE (above). From a rate or in periods, in the 3D U-Net
+// reference's order of operations: scale = k / W first (= epoch / warmup epochs exactly: the same
+// rational, rounded once), then i + (base_lr - i) scale.
 static inline TK_HOSTDEV double tk_lr_linear_warmup(const tk_lr_sched *s, int64_t step) {
+    if (s->warmup_init_lr == 0 && s->warmup_period <= 1)
+        return s->base_lr * (double)(step + 1) / (double)s->warmup_steps;
     const int64_t q = s->warmup_period > 1 ? s->warmup_period : 1;
     int64_t k = (step / q + 1) * q;
     if (k > s->warmup_steps) k = s->warmup_steps;
-    return TK_DADD(s->warmup_init_lr, (s->base_lr - s->warmup_init_lr) * (double)k / (double)s->warmup_steps);
+    const double scale = (double)k / (double)s->warmup_steps;
+    return TK_DADD(s->warmup_init_lr, TK_DMUL(s->base_lr - s->warmup_init_lr, scale));
 }
 
 // The rate of the update with 0-based index step, for every kind (see above).
