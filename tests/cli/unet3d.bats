@@ -102,3 +102,18 @@ setup() {
     [ "$(jq -c '[.benchmark, [.errors[].kind] - ["ATLEAST_ONE_CHECK_FAILED:eval_accuracy"], .warnings]' <<<"$output")" = \
       '["unet3d",["CHECK_FAILED:train_samples","CHECK_FAILED:eval_samples"],[]]' ]
 }
+
+@test "unet3d: two ranks (share/launch) each evaluate half the cases and report the mean Dice one rank does" {
+    # rate 0: the weights stay the seed's, so both runs evaluate the same network (the last
+    # evaluation ends the run)
+    local args=(--max-steps 1 --set optimizer.base_lr=0 --set optimizer.warmup_init_lr=0 --log-every 0)
+    run train-step -c "$TINY" "${DATA[@]}" "${args[@]}"
+    [ "$status" -le 1 ]
+    one=$(echo "$output" | grep '"type":"eval"' | tail -1 | jq .mean_dice)
+    run "$TK_ROOT/share/launch" -n 2 -- train-step -c "$TINY" "${DATA[@]}" "${args[@]}" --rendezvous "file:$PWD/rdv"
+    [ "$status" -le 1 ]
+    echo "$output" | grep -q '"type":"config","workload":"unet3d".*"world_size":2'
+    two=$(echo "$output" | grep '"type":"eval"' | tail -1 | jq .mean_dice)
+    echo "one rank $one, two ranks $two" >&3
+    [ -n "$one" ] && [ "$one" != null ] && [ "$one" = "$two" ]
+}
