@@ -99,12 +99,22 @@ static int run_eval(struct u3_model *m, tk_dist *d, int b, int eval_batch, doubl
     return rc;
 }
 
+// A cpu context and its one rank (NULL on failure).
+static tk_ctx *one_rank(tk_dist *d) {
+    tk_err e = {0};
+    tk_ctx *c = NULL;
+    if (tk_ctx_create(&c, TK_BACKEND_CPU, 0, &e)) return NULL;
+    if (!tk_dist_init(d, c, NULL, 10, &e)) return c;
+    tk_ctx_destroy(c);
+    return NULL;
+}
+
 TK_TEST(perfect_and_all_kidney_predictions_give_the_known_dice) {
     tk_err e = {0};
-    tk_ctx *c;
-    CHECK_EQ_INT(tk_ctx_create(&c, TK_BACKEND_CPU, 0, &e), 0);
     tk_dist d;
-    CHECK_EQ_INT(tk_dist_init(&d, c, NULL, 10, &e), 0);
+    tk_ctx *c = one_rank(&d);
+    CHECK(c != NULL);
+    if (!c) return;
     // no crop on these axes (multiples of the stride 16), so the Dice count every voxel
     g_cases = (case_set){3, {{64, 48, 80}, {80, 64, 64}, {96, 48, 64}}};
     struct u3_model m = {.c = c};
@@ -139,10 +149,10 @@ TK_TEST(perfect_and_all_kidney_predictions_give_the_known_dice) {
 
 TK_TEST(window_batches_give_the_same_bits_and_cropped_volumes_evaluate) {
     tk_err e = {0};
-    tk_ctx *c;
-    CHECK_EQ_INT(tk_ctx_create(&c, TK_BACKEND_CPU, 0, &e), 0);
     tk_dist d;
-    CHECK_EQ_INT(tk_dist_init(&d, c, NULL, 10, &e), 0);
+    tk_ctx *c = one_rank(&d);
+    CHECK(c != NULL);
+    if (!c) return;
     // 70 = 4 x 16 + 6: the reference crops 3 voxels in front and 3 behind (kernels/swin.h)
     g_cases = (case_set){2, {{70, 48, 64}, {64, 70, 48}}};
     struct u3_model m = {.c = c, .all_kidney = 1};
