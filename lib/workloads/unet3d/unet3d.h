@@ -103,6 +103,9 @@ typedef struct u3_model u3_model;
 int u3_create(const void *cfg, const tk_wl_env *env, void **model, tk_err *e);
 void u3_destroy(void *model);
 int u3_init_weights(void *model, uint64_t seed, tk_err *e);
+// The table's weights_loaded: after the engine loaded the master weights (a checkpoint, a resume),
+// the bf16 compute copies rewritten from them.
+int u3_weights_loaded(void *model, tk_err *e);
 // The table's batch_layout / inputs: field 0 the image (f32, b x crop x 1; the step's first op
 // casts it to the activation type), field 1 the label (u8, b x crop).
 void u3_batch_layout(const void *model, tk_batch_layout *L);

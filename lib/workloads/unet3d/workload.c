@@ -69,7 +69,7 @@ const tk_workload tk_workload_unet3d = {
     .summary = "3D U-Net (MLPerf Training v1.x image segmentation, KiTS19), target mean Dice of kidney and tumor",
     .sections = u3_sections,
     .config = u3_config_parse, .config_free = u3_config_free,
-    .create = wl_create, .destroy = u3_destroy, .init_weights = u3_init_weights,
+    .create = wl_create, .destroy = u3_destroy, .init_weights = u3_init_weights, .weights_loaded = u3_weights_loaded,
     .reader_open = u3_data_open, .reader_close = u3_data_close, .reader_count = u3_data_count,
     .read_batch = u3_data_batch,
     .batch_layout = u3_batch_layout, .inputs = u3_inputs,
