@@ -83,6 +83,15 @@ else
     echo "$stamp" >"$out/data.stamp"
 fi
 
-# the tiny net has all 50 layers closed_unet3d names (only narrower): nothing to excuse
+# closed_unet3d's checks a configuration here cannot pass: the case counts of a set of other than
+# KiTS19's 210 cases (168 training, 42 evaluation), and the tiny net's target below the rules'
+# 0.908 (its evaluations never reach that); the tiny net has all 50 layers the rules name
+logcheck_known=
+checker_known=
+if [ "$cases" != 210 ]; then
+    logcheck_known="CHECK_FAILED:train_samples CHECK_FAILED:eval_samples"
+    checker_known=$(printf '%s\n' "CHECK for 'train_samples'" "v['value'] == 168" "v['value'] == 42")
+fi
+[ "$size" = tiny ] && logcheck_known+=" ATLEAST_ONE_CHECK_FAILED:eval_accuracy"
 train_args=("${sets[@]}" "${extra[@]}")
 run_workload unet3d mean_dice
