@@ -114,7 +114,7 @@ run_workload() { # NAME METRIC
         elif [ -n "${checker_known:-}" ] && grep -qF "$checker_known" "$out/checker.txt" &&
             ! grep -E '^(WARNING|ERROR)|failed test:' "$out/checker.txt" | grep -v '^ERROR - FAILED$' |
                 grep -qvF "$checker_known"; then
-            checker="known:$checker_known"
+            checker="known:${checker_known//$'\n'/,}"
         else
             checker=failed checks=failed
         fi
