@@ -221,7 +221,7 @@ int main(int argc, char **argv) {
             if (!(rc = tk_parse_i64(optarg, 0, INT64_MAX, "--seed", &v, &e))) ADD_SET("train.seed=%lld", (long long)v);
             break;
         case O_EPOCHS:
-            if (!(rc = tk_parse_i64(optarg, 1, 1000, "--max-epochs", &v, &e)))
+            if (!(rc = tk_parse_i64(optarg, 1, 100000, "--max-epochs", &v, &e)))
                 ADD_SET("train.max_epochs=%lld", (long long)v);
             break;
         case O_STEPS: rc = tk_parse_i64(optarg, 1, INT64_MAX, "--max-steps", &o.max_steps, &e); break;

@@ -55,10 +55,19 @@
 //   otherwise:         p = min((s - warmup_steps) / (total_steps - warmup_steps), 1)
 //                      lr = end_lr + (base_lr - end_lr) * (1 + cos(pi * p)) / 2
 //
+// The linear warm-up of POLY, STEP and COSINE in general (tk_lr_linear_warmup), from a rate
+// i = warmup_init_lr in periods of q = warmup_period updates (both 0 above: i = 0, q = 1):
+//   k = min((floor(s / q) + 1) * q, warmup_steps)      (the updates at the end of s's period)
+//   lr = i + (base_lr - i) * (k / warmup_steps)
+// MLPerf 3D U-Net's reference warms up per epoch from init_learning_rate (runtime/training.py
+// lr_warmup: init + (lr - init) * epoch / warmup_epochs, epoch 1-based, set before the epoch):
+// q = the steps per epoch, warmup_steps = warmup epochs x q.
+//
 // Fields each kind reads: POLY: base_lr, warmup_steps, decay_start, decay_steps, power, min_lr.
 // WARMUP_POLY: base_lr, warmup_steps, start_warmup, total_steps, end_lr, power.
 // LARS_POLY: base_lr, warmup_steps, total_steps, end_lr, power. STEP: base_lr, warmup_steps,
-// milestones, nmilestones, gamma. COSINE: base_lr, warmup_steps, total_steps, end_lr.
+// milestones, nmilestones, gamma. COSINE: base_lr, warmup_steps, total_steps, end_lr. POLY, STEP
+// and COSINE also warmup_init_lr and warmup_period.
 // lib/engine/optim_config.c builds this struct from a config and checks the ranges
 // (man/man5/trainkit-optimizer.5); the ops assume a checked struct.
 #ifndef TK_KERNELS_LR_SCHEDULE_H
@@ -112,11 +121,22 @@ typedef struct tk_lr_sched {
     double gamma;          // STEP
     int nmilestones;       // STEP: milestones[0 .. nmilestones), 0-based update indices
     int64_t milestones[TK_LR_MAX_MILESTONES];
+    // Added for the warm-up from a rate (zero: the warm-up from 0 at every update, as before).
+    double warmup_init_lr;  // POLY, STEP, COSINE: the rate the linear warm-up starts from
+    int64_t warmup_period;  // POLY, STEP, COSINE: updates that share a warm-up rate (0, 1: none)
 } tk_lr_sched;
 
-// (s + 1) / warmup_steps of base_lr, the warm-up of POLY, STEP and COSINE.
+// The linear warm-up of POLY, STEP and COSINE (above). From a rate or in periods, in the 3D U-Net
+// reference's order of operations: scale = k / W first (= epoch / warmup epochs exactly: the same
+// rational, rounded once), then i + (base_lr - i) scale.
 static inline TK_HOSTDEV double tk_lr_linear_warmup(const tk_lr_sched *s, int64_t step) {
-    return s->base_lr * (double)(step + 1) / (double)s->warmup_steps;
+    if (s->warmup_init_lr == 0 && s->warmup_period <= 1)
+        return s->base_lr * (double)(step + 1) / (double)s->warmup_steps;
+    const int64_t q = s->warmup_period > 1 ? s->warmup_period : 1;
+    int64_t k = (step / q + 1) * q;
+    if (k > s->warmup_steps) k = s->warmup_steps;
+    const double scale = (double)k / (double)s->warmup_steps;
+    return TK_DADD(s->warmup_init_lr, TK_DMUL(s->base_lr - s->warmup_init_lr, scale));
 }
 
 // The rate of the update with 0-based index step, for every kind (see above).

@@ -82,7 +82,7 @@ int tk_run_config_parse(json_t *root, const char *path, const char *workload, co
     int64_t i;
     TRY(tk_cfg_keys(root, path, "train", train, e));
     TRY(tk_cfg_int(root, path, "train.global_batch_size", 1, 1 << 24, &run->batch, e));
-    TRY(tk_cfg_int(root, path, "train.max_epochs", 1, 1000, &i, e));
+    TRY(tk_cfg_int(root, path, "train.max_epochs", 1, 100000, &i, e));
     run->max_epochs = (int)i;
     TRY(tk_cfg_int_opt(root, path, "train.max_steps", 1, INT64_MAX, &run->max_steps, e));
     TRY(tk_cfg_int(root, path, "train.seed", 0, INT64_MAX, &i, e));

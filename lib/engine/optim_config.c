@@ -37,7 +37,9 @@ static const struct keydesc {
     {"bias_correction", O_MOMENTS, S_ALL},
     {"trust_coef", O_LARS, S_ALL},
     {"warmup_steps", O_ALL, S_ALL},
-    {"warmup_epochs", O_ALL, S_LARS | S_COS},
+    {"warmup_epochs", O_ALL, S_LARS | S_COS | S_STEP},
+    {"warmup_init_lr", O_ALL, S_POLY | S_STEP | S_COS},
+    {"warmup_per_epoch", O_ALL, S_POLY | S_STEP | S_COS},
     {"decay_start_step", O_ALL, S_POLY},
     {"decay_steps", O_ALL, S_POLY},
     {"poly_power", O_ALL, S_POLY | S_WPOLY | S_LARS},
@@ -219,9 +221,18 @@ static int parse_sched(const ctx *c, int si, int64_t spe, tk_opt_config *cfg) {
     memset(s, 0, sizeof *s);
     s->kind = sched_kinds[si];
     TRY(num(c, "base_lr", 0, 1e6, 0, NAN, &s->base_lr));
-    int epochs_ok = s->kind == TK_LR_LARS_POLY || s->kind == TK_LR_COSINE;
+    int epochs_ok = s->kind == TK_LR_LARS_POLY || s->kind == TK_LR_COSINE || s->kind == TK_LR_STEP;
     TRY(steps_or_epochs(c, "warmup_steps", epochs_ok ? "warmup_epochs" : NULL, spe, 0, &s->warmup_steps,
                         &cfg->warmup_epochs));
+    if (s->kind == TK_LR_POLY || s->kind == TK_LR_STEP || s->kind == TK_LR_COSINE) {
+        // the warm-up from a rate, one rate per epoch (MLPerf 3D U-Net's reference)
+        int per_epoch;
+        TRY(num(c, "warmup_init_lr", 0, 1e6, 0, 0, &s->warmup_init_lr));
+        TRY(boolean(c, "warmup_per_epoch", 0, &per_epoch));
+        if (per_epoch && spe <= 0)
+            return bad(c, "warmup_per_epoch", "needs the steps per epoch, which this workload does not give");
+        s->warmup_period = per_epoch ? spe : 0;
+    }
     cfg->total_epochs = -1;
     switch (s->kind) {
     case TK_LR_POLY:

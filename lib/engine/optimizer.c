@@ -121,8 +121,22 @@ static double optv_value(const tk_run_cfg *run, tk_optv v, const char **src) {
     case TK_OPTV_BETA1: return *src = "beta1", o->hp.beta1;
     case TK_OPTV_BETA2: return *src = "beta2", o->hp.beta2;
     case TK_OPTV_ZERO: return 0;
+    case TK_OPTV_INIT_LR: return *src = "warmup_init_lr", s->warmup_init_lr;
+    case TK_OPTV_GAMMA: return s->kind == TK_LR_STEP ? (*src = "gamma", s->gamma) : 1.0;
+    case TK_OPTV_MILESTONE_EPOCHS: return 0;
     }
     return 0;
+}
+
+// step's milestones in epochs of the run's steps per epoch, each an integer where it is whole.
+static json_t *milestone_epochs(const tk_run_cfg *run) {
+    const tk_lr_sched *s = &run->opt.lr;
+    json_t *a = json_array();
+    for (int i = 0; s->kind == TK_LR_STEP && run->steps_per_epoch > 0 && i < s->nmilestones; i++) {
+        const int64_t m = s->milestones[i], spe = run->steps_per_epoch;
+        json_array_append_new(a, m % spe == 0 ? json_integer((json_int_t)(m / spe)) : json_real((double)m / (double)spe));
+    }
+    return a;
 }
 
 int tk_optimizer_mllog(tk_mllog *L, const tk_run_cfg *run, const tk_opt_mllog_key *keys, tk_err *e) {
@@ -138,6 +152,7 @@ int tk_optimizer_mllog(tk_mllog *L, const tk_run_cfg *run, const tk_opt_mllog_ke
         double x = optv_value(run, k->v, &src);
         json_t *val;
         if (k->v == TK_OPTV_NAME) val = json_string(name);
+        else if (k->v == TK_OPTV_MILESTONE_EPOCHS) val = milestone_epochs(run);
         else if (k->form == 'i' || (k->form == 'g' && src && tk_opt_config_given_int(&run->opt, src)))
             val = json_integer((json_int_t)llround(x));
         else val = json_real(x);

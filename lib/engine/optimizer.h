@@ -69,6 +69,10 @@ typedef enum tk_optv {
     TK_OPTV_BETA1,
     TK_OPTV_BETA2,
     TK_OPTV_ZERO,          // the number 0 (a key the rules want whose value is fixed at 0)
+    TK_OPTV_INIT_LR,       // the rate the warm-up starts from (warmup_init_lr)
+    TK_OPTV_GAMMA,         // step's decay factor gamma (1 for the other schedules: no decay)
+    TK_OPTV_MILESTONE_EPOCHS, // step's milestones in epochs (an array: integers where whole; [] for
+                              // the other schedules)
 } tk_optv;
 
 // One MLLOG key of a benchmark's optimizer (its rules' name for it); a workload lists them in its

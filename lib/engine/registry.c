@@ -10,6 +10,7 @@
     WL(dlrm)      \
     WL(bert)      \
     WL(resnet)    \
+    WL(unet3d)    \
     WL(mlp)
 
 #define WL(name) extern const tk_workload tk_workload_##name;

@@ -45,6 +45,17 @@ setup() {
     run "${TS[@]}" --set optimizer.base_rate=2
     [ "$status" -eq 2 ]
     [ "${lines[0]}" = "train-step: error: --set: unknown configuration key 'optimizer.base_rate'" ]
+    # epochs up to 100000 (3D U-Net's cap of a run that does not converge is 10000 epochs)
+    run train-step -c "$CFG" -t x -e y --max-epochs 100001
+    [ "$status" -eq 2 ]
+    [ "${lines[0]}" = "train-step: --max-epochs: expected an integer in [1, 100000], got '100001'" ]
+    run "${TS[@]}" --set train.max_epochs=100001
+    [ "$status" -eq 3 ]
+    [ "${lines[0]}" = "train-step: error: $CFG: \$.train.max_epochs: expected an integer in [1, 100000]" ]
+    run train-step -c "$CFG" -t "$D/train.tks" --no-eval -b cpu --set train.global_batch_size=256 --log-every 0 \
+        --max-epochs 10000 --max-steps 1
+    [ "$status" -eq 0 ]
+    [[ "$output" == *'"type":"config"'*'"max_epochs":10000,'* ]]
 }
 
 @test "train-step: bad config and bad data exit 3 naming the file and place" {

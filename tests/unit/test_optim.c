@@ -308,3 +308,25 @@ TK_TEST(schedule_step_and_cosine) {
     CHECK_EQ_INT(tk_lr_schedule_ref(&c, &step, &lr, &e), 0);
     CHECK(step == 2 && lr == 2.0f);
 }
+
+// The warm-up from a rate in periods of updates (MLPerf 3D U-Net: per epoch from
+// init_learning_rate): i + (base - i) k / W, k the updates at the end of the step's period, at most W.
+TK_TEST(schedule_warmup_from_a_rate_per_period) {
+    tk_lr_sched s = {.kind = TK_LR_STEP, .base_lr = 2, .warmup_steps = 6, .warmup_init_lr = 0.5, .warmup_period = 3,
+                     .gamma = 0.5, .nmilestones = 1, .milestones = {9}};
+    // epoch 1 (updates 0-2): 0.5 + 1.5 * 3/6; epoch 2: 0.5 + 1.5 * 6/6; then base_lr, halved at 9
+    for (int st = 0; st < 3; st++) CHECK(tk_lr_at(&s, st) == 1.25);
+    for (int st = 3; st < 6; st++) CHECK(tk_lr_at(&s, st) == 2);
+    CHECK(tk_lr_at(&s, 6) == 2 && tk_lr_at(&s, 8) == 2 && tk_lr_at(&s, 9) == 1);
+    // a warm-up that is not whole periods: its last period ends at the base rate, not above it
+    s.warmup_steps = 5;
+    CHECK(tk_lr_at(&s, 2) == 0.5 + 1.5 * 3 / 5.0 && tk_lr_at(&s, 3) == 2 && tk_lr_at(&s, 4) == 2);
+    // period 1: the rate moves every update, from the initial rate
+    s.warmup_period = 1, s.warmup_steps = 4;
+    CHECK(tk_lr_at(&s, 0) == 0.875 && tk_lr_at(&s, 1) == 1.25 && tk_lr_at(&s, 3) == 2);
+    // neither set: base_lr (s + 1) / W exactly, as before, for POLY and COSINE too
+    tk_lr_sched p = {.kind = TK_LR_POLY, .base_lr = 0.3, .warmup_steps = 7};
+    tk_lr_sched c = {.kind = TK_LR_COSINE, .base_lr = 0.7, .warmup_steps = 11, .total_steps = 20};
+    for (int st = 0; st < 7; st++) CHECK(tk_lr_at(&p, st) == 0.3 * (double)(st + 1) / 7.0);
+    for (int st = 0; st < 11; st++) CHECK(tk_lr_at(&c, st) == 0.7 * (double)(st + 1) / 11.0);
+}

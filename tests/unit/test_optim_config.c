@@ -105,6 +105,18 @@ TK_TEST(mlperf_bert_and_resnet_settings) {
     CHECK_EQ_INT(parse("{\"name\": \"adamw\", \"base_lr\": 0.001, \"lr_schedule\": \"cosine\", \"warmup_steps\": 10, "
                        "\"total_steps\": 1000, \"end_lr\": 1e-5}", 0, &c, &e), 0);
     CHECK(c.lr.kind == TK_LR_COSINE && c.lr.total_steps == 1000 && c.lr.end_lr == 1e-5);
+    // MLPerf 3D U-Net (NVIDIA's v1.1 run, its reference's warm-up): Nesterov SGD, 1000 warm-up
+    // epochs from 1e-4, one rate per epoch of 3 updates, no decay.
+    CHECK_EQ_INT(parse("{\"name\": \"sgd\", \"base_lr\": 2.0, \"momentum\": 0.9, \"nesterov\": true, "
+                       "\"lr_schedule\": \"step\", \"warmup_epochs\": 1000, \"warmup_init_lr\": 0.0001, "
+                       "\"warmup_per_epoch\": true, \"milestone_epochs\": [], \"gamma\": 1.0}", 3, &c, &e), 0);
+    CHECK(c.lr.kind == TK_LR_STEP && c.lr.warmup_steps == 3000 && c.lr.warmup_period == 3);
+    CHECK(c.lr.warmup_init_lr == 0.0001 && c.lr.nmilestones == 0 && c.warmup_epochs == 1000);
+    CHECK(c.hp.kind == TK_OPT_MOMENTUM && c.hp.nesterov == 1);
+    // without warmup_per_epoch: a rate per update
+    CHECK_EQ_INT(parse("{\"name\": \"sgd\", \"base_lr\": 2.0, \"lr_schedule\": \"cosine\", \"warmup_steps\": 10, "
+                       "\"warmup_init_lr\": 0.5, \"total_steps\": 20}", 0, &c, &e), 0);
+    CHECK(c.lr.warmup_period == 0 && c.lr.warmup_init_lr == 0.5);
 }
 
 // Each mistake: the optimizer object, steps per epoch, and the exact what and where.
@@ -154,6 +166,14 @@ static const struct {
     {"{\"name\": \"sgd\", \"base_lr\": 1, \"lr_schedule\": \"step\", \"milestones\": [1], \"gamma\": 0}", 0,
      "expected a number in (0, 1]", O ".gamma"},
     {"{\"name\": \"lars\", \"base_lr\": 1, \"trust_coef\": 0}", 0, "expected a number in (0, 1e6)", O ".trust_coef"},
+    {"{\"name\": \"sgd\", \"base_lr\": 1, \"lr_schedule\": \"step\", \"milestones\": [], \"warmup_steps\": 3, "
+     "\"warmup_per_epoch\": true}", 0, "needs the steps per epoch, which this workload does not give",
+     O ".warmup_per_epoch"},
+    {"{\"name\": \"sgd\", \"base_lr\": 1, \"warmup_init_lr\": -1}", 0, "expected a number in [0, 1e+06]",
+     O ".warmup_init_lr"},
+    {"{\"name\": \"lamb\", \"base_lr\": 1, \"lr_schedule\": \"warmup_poly\", \"total_steps\": 9, "
+     "\"warmup_init_lr\": 0.1}", 0, "\"warmup_init_lr\" is not a key of lr_schedule \"warmup_poly\"",
+     O ".warmup_init_lr"},
 };
 
 TK_TEST(errors_name_the_file_and_json_path) {

@@ -108,3 +108,29 @@ TK_TEST(before_the_optimizer_is_parsed) {
     CHECK_EQ_INT(tk_optimizer_mllog(&L, &run, resnet_like, &e), TK_EINTERNAL);
 }
 
+
+// The 3D U-Net's keys (closed_unet3d): the warm-up's initial rate, the step decay's factor and
+// its boundaries in epochs (integers where whole), and the values for a schedule without them.
+TK_TEST(unet3d_initial_rate_decay_factor_and_boundary_epochs) {
+    static const tk_opt_mllog_key keys[] = {{"init", TK_OPTV_INIT_LR, 'g', NULL},
+                                            {"factor", TK_OPTV_GAMMA, 'g', NULL},
+                                            {"bounds", TK_OPTV_MILESTONE_EPOCHS, 0, NULL},
+                                            {"warm", TK_OPTV_WARMUP_EPOCHS, 'g', NULL},
+                                            {NULL, 0, 0, NULL}};
+    char got[2048];
+    // milestones 30 and 45 of 10 steps an epoch: epochs 3 and 4.5
+    CHECK_EQ_INT(run_keys("{\"name\": \"sgd\", \"base_lr\": 2, \"momentum\": 0.9, \"nesterov\": true, "
+                          "\"lr_schedule\": \"step\", \"warmup_epochs\": 2, \"warmup_init_lr\": 0.0001, "
+                          "\"warmup_per_epoch\": true, \"milestones\": [30, 45], \"gamma\": 0.5}",
+                          10, 0, keys, got, sizeof got),
+                 0);
+    CHECK_STR(got, "init=0.0001\nfactor=0.5\nbounds=[3, 4.5]\nwarm=2");
+    // no decay: [] and gamma 1 written as an integer
+    CHECK_EQ_INT(run_keys("{\"name\": \"sgd\", \"base_lr\": 2, \"lr_schedule\": \"step\", \"milestone_epochs\": [], "
+                          "\"gamma\": 1}", 10, 0, keys, got, sizeof got),
+                 0);
+    CHECK_STR(got, "init=0.0\nfactor=1\nbounds=[]\nwarm=0.0");
+    // another schedule: no decay boundaries, factor 1.0
+    CHECK_EQ_INT(run_keys("{\"name\": \"sgd\", \"base_lr\": 2}", 10, 0, keys, got, sizeof got), 0);
+    CHECK_STR(got, "init=0.0\nfactor=1.0\nbounds=[]\nwarm=0.0");
+}

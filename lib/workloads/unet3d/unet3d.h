@@ -31,6 +31,7 @@
 
 #include "core/err.h"
 #include "engine/config.h"
+#include "engine/dist.h"
 #include "engine/workload.h"
 #include "gpu/gpu.h"
 
@@ -64,6 +65,8 @@ typedef struct u3_config {
     u3_data_cfg data;
     double eval_overlap;         // eval.overlap (0.5)
     int eval_batch;              // eval.batch: windows per forward (the model's b when 0)
+    tk_dist *dist;               // the ranks and the model's tensors (u3_config_ranks from the
+    const tk_params *params;     // engine's tk_wl_env, before u3_create; NULL until then)
 } u3_config;
 
 // ---- data.c: the training reader and the eval cases ----
@@ -132,6 +135,12 @@ int u3_config_parse(json_t *root, const char *path, const tk_run_cfg *run, const
                     tk_err *e);
 void u3_config_free(void *cfg);
 extern const char *const u3_precisions[];
+extern const char *const u3_sections[]; // the table's extra sections: "eval"
+// The ranks of the model about to be created (workload.c's create calls it before u3_create):
+// cfg->b = this rank's share of the global batch (tk_per_rank_batch, the engine's check: TK_EUSAGE
+// unless the world divides it), cfg->dist and cfg->params from env. u3_config_parse leaves b the
+// global batch.
+int u3_config_ranks(u3_config *cfg, const tk_wl_env *env, tk_err *e);
 // The table's eval set: the eval cases (u3_cases_load) in the backend's memory; evaluate: the
 // sliding-window mean Dice of kidney and tumor over every case (kernels/swin.h, dice_score.h),
 // collective on several ranks.

@@ -40,7 +40,7 @@ reuse=0
 extra=()
 
 usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; }
-. "$root/share/workloads/run-common.sh" # run_opt, run_begin, step, run_workload
+. "$root/share/workloads/run-common.sh" # run_opt, run_begin, run_backend, step, run_workload
 while [ $# -gt 0 ]; do
     case $1 in
     --classes) classes=$2; shift 2 ;;
@@ -52,11 +52,7 @@ while [ $# -gt 0 ]; do
 done
 run_begin
 
-if [ "$backend" = auto ]; then
-    backend=cpu
-    command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1 && backend=cuda
-fi
-[ -n "$size" ] || { [ "$backend" = cuda ] && size=resnet50 || size=tiny; }
+run_backend resnet50
 sets=()
 case $size in
 tiny)
