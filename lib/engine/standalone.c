@@ -17,7 +17,7 @@ int tk_wl_own_new(tk_ctx *c, tk_wl_own **out, tk_wl_env *env, tk_err *e) {
     }
     tk_params_init(&o->P, c, 0);
     *env = (tk_wl_env){.c = c, .dist = &o->dist, .params = &o->P, .lr = o->scalars,
-                       .step = (int64_t *)((char *)o->scalars + 8), .loss_acc = (double *)((char *)o->scalars + 16)};
+                       .step = (int64_t *)((char *)o->scalars + 8), .loss_acc = (double *)((char *)o->scalars + 16), .acts = &o->acts};
     *out = o;
     return 0;
 }
@@ -27,5 +27,6 @@ void tk_wl_own_free(tk_wl_own *o) {
     if (o->P.c) tk_params_release(&o->P);
     if (o->dist.c) tk_dist_release(&o->dist);
     if (o->scalars) tk_free(o->c, o->scalars);
+    if (o->acts.base) tk_arena_release(o->c, &o->acts);
     free(o);
 }

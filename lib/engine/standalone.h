@@ -11,6 +11,7 @@ typedef struct tk_wl_own {
     tk_params P;
     tk_dist dist;
     void *scalars; // lr (f32), step (i64), loss_acc (f64[2]), zeroed
+    tk_arena acts; // the activations (tk_wl_env.acts)
 } tk_wl_own;
 
 // *own (malloc'ed) and *env pointing into it, on c.

@@ -29,7 +29,7 @@ int tk_dlrm_data_seek(tk_dlrm_data *d, uint64_t rec, tk_err *e);
 int tk_dlrm_data_next(tk_dlrm_data *d, int n, uint8_t *label, int32_t *dense, int32_t *cat, int *got, tk_err *e);
 
 // Batch `step` of the training loop into fields label (b), dense (b, num_dense), cat (B, T) (the
-// model's batch (the table's batch member)): of the B records at ((step % steps_per_epoch) * B), this rank's b labels
+// model's batch, the table's batch member): of the B records at ((step % steps_per_epoch) * B), this rank's b labels
 // and dense features and every record's ids, so every epoch restarts at record 0 and drops the
 // last partial batch (as MLPerf DLRM trains, in the dataset's order). Every record is checked on
 // every rank (the same error everywhere).

@@ -150,18 +150,17 @@ static int declare(u3_model *m, tk_err *e) {
 
 // ---- activations ----
 
-static size_t at_least1(size_t n) { return n ? n : 1; }
 static size_t umax(size_t a, size_t b) { return a > b ? a : b; }
 
-static int activations(u3_model *m, tk_err *e) {
+static int activations(u3_model *m, const tk_wl_env *wenv, tk_err *e) {
     const tk_backend be = m->c->backend;
     const size_t es = tk_dtype_size(m->t);
     const int64_t M0 = (int64_t)m->b * m->S;
-    size_t need = 0, max_act = 0, norm_ws = 0, max_w = 0, bias_ws = 0;
+    size_t max_act = 0, norm_ws = 0, max_w = 0, bias_ws = 0;
     void **slot[8 * U3_NTENSORS + 64];
     size_t size[8 * U3_NTENSORS + 64];
     int n = 0;
-#define NEED(ptr, bytes) (slot[n] = (void **)&(ptr), size[n] = at_least1(bytes), need += (size[n] + 255) / 256 * 256, n++)
+#define NEED(ptr, bytes) (slot[n] = (void **)&(ptr), size[n] = (bytes), n++)
 #define ACT(ptr, elems) (NEED(ptr, (size_t)(elems) * es), max_act = umax(max_act, (size_t)(elems)))
     NEED(m->in_img, (size_t)M0 * 4);
     NEED(m->in_label, (size_t)M0);
@@ -208,12 +207,7 @@ static int activations(u3_model *m, tk_err *e) {
     NEED(dnn_ws, dnn_bytes);
 #undef ACT
 #undef NEED
-    TRY(tk_arena_init(m->c, &m->acts, need + 256, "unet3d activations", e));
-    for (int i = 0; i < n; i++) {
-        void *p;
-        TRY(tk_arena_take(&m->acts, size[i], &p, e));
-        memcpy(slot[i], &p, sizeof p); // (the slots are pointers of several types)
-    }
+    TRY(tk_wl_acts(wenv, size, slot, n, e)); // (the engine's arena, zeroed)
     if (m->dnn) tk_cudnn_set_ws(m->dnn, dnn_ws, dnn_bytes);
     m->ncasts = 0;
     for (int i = 0; i < nc; i++) m->ncasts += tk_blk_conv_cast_span(cs[i], &m->casts[m->ncasts]);
@@ -224,7 +218,7 @@ static int activations(u3_model *m, tk_err *e) {
         m->up[j].in = j == 0 ? m->enc[U3_ENC - 1].z : m->up[j - 1].u2.z;
         m->up[j].skip = m->enc[2 * (4 - j) + 1].z;
     }
-    return tk_memset0(m->c, m->acts.base, m->acts.cap, TK_STREAM_COMPUTE, e);
+    return 0;
 }
 
 // ---- cuDNN ----
@@ -260,8 +254,7 @@ static int plan_convs(u3_model *m, tk_err *e) {
 
 int u3_create(const void *config, const tk_wl_env *env, void **out, tk_err *e) {
     const u3_config *cfg = config;
-    *out = NULL;
-    u3_model *m = calloc(1, sizeof *m);
+    u3_model *m = *out = calloc(1, sizeof *m); // (the engine destroys it if create fails)
     if (!m) return tk_err_set(e, TK_EIO, "out of host memory");
     m->cfg = *cfg;
     m->c = env->c;
@@ -270,55 +263,45 @@ int u3_create(const void *config, const tk_wl_env *env, void **out, tk_err *e) {
     m->lr = env->lr, m->step = env->step, m->loss_acc = env->loss_acc;
     m->t = cfg->bf16 ? TK_BF16 : TK_F32;
     m->cin = 1, m->ld = U3_CLASSES;
-    int rc = 0;
     if (cfg->bf16 && m->c->backend != TK_BACKEND_CUDA) {
-        rc = tk_err_set(e, TK_EUSAGE, "unet3d: precision bf16 needs the cuda backend");
-        tk_err_hint(e, "the cpu backend is the fp32 reference: --set model.precision=fp32");
-        goto fail;
+        tk_err_set(e, TK_EUSAGE, "unet3d: precision bf16 needs the cuda backend");
+        return tk_err_hint(e, "the cpu backend is the fp32 reference: --set model.precision=fp32"), TK_EUSAGE;
     }
     m->b = cfg->b;
     if (m->b < 1) {
         int64_t per_rank;
-        if ((rc = tk_per_rank_batch("unet3d", cfg->batch, m->dist->world, &per_rank, e))) goto fail;
+        TRY(tk_per_rank_batch("unet3d", cfg->batch, m->dist->world, &per_rank, e));
         m->b = (int)per_rank;
     }
     const int *crop = cfg->data.crop;
     for (int a = 0; a < 3; a++)
-        if (crop[a] < 32 || crop[a] % 32) {
-            rc = tk_err_set(e, TK_EUSAGE, "unet3d: data.crop %dx%dx%d: each side must be a multiple of 32", crop[0],
-                            crop[1], crop[2]);
-            goto fail;
-        }
-    if (crop[0] < 64 && crop[1] < 64 && crop[2] < 64) {
-        rc = tk_err_set(e, TK_EUSAGE, "unet3d: data.crop %dx%dx%d: one side must be at least 64 (the bottleneck's "
-                        "instance norm needs 2 voxels)", crop[0], crop[1], crop[2]);
-        goto fail;
-    }
-    if (cfg->width < 1) {
-        rc = tk_err_set(e, TK_EUSAGE, "unet3d: model.width %d must be positive", cfg->width);
-        goto fail;
-    }
+        if (crop[a] < 32 || crop[a] % 32)
+            return tk_err_set(e, TK_EUSAGE, "unet3d: data.crop %dx%dx%d: each side must be a multiple of 32", crop[0],
+                              crop[1], crop[2]);
+    if (crop[0] < 64 && crop[1] < 64 && crop[2] < 64)
+        return tk_err_set(e, TK_EUSAGE, "unet3d: data.crop %dx%dx%d: one side must be at least 64 (the bottleneck's "
+                          "instance norm needs 2 voxels)", crop[0], crop[1], crop[2]);
+    if (cfg->width < 1) return tk_err_set(e, TK_EUSAGE, "unet3d: model.width %d must be positive", cfg->width);
     m->S = (int64_t)crop[0] * crop[1] * crop[2];
     m->env = (tk_blk_env){.c = m->c, .t = m->t}; // (the scratch: activations)
     if (m->c->backend == TK_BACKEND_CUDA) {
-        if ((rc = tk_cudnn_create(m->c, 0, &m->dnn, e))) goto fail;
+        TRY(tk_cudnn_create(m->c, 0, &m->dnn, e));
         m->env.dnn = m->dnn;
-        if ((rc = pick_pad(m, 1, 1, &m->cin, e)) || (rc = pick_pad(m, 0, U3_CLASSES, &m->ld, e))) goto fail;
+        TRY(pick_pad(m, 1, 1, &m->cin, e));
+        TRY(pick_pad(m, 0, U3_CLASSES, &m->ld, e));
     }
-    if ((rc = shapes(m, e)) || (rc = declare(m, e))) goto fail;
-    if (m->dnn && (rc = plan_convs(m, e))) goto fail;
-    if ((rc = activations(m, e))) goto fail;
+    TRY(shapes(m, e));
+    TRY(declare(m, e));
+    if (m->dnn) TRY(plan_convs(m, e));
+    TRY(activations(m, env, e));
     // cuda: one step on the zeroed buffers, so every cuDNN plan and kernel has run (and loaded) before
     // the engine captures the first step; the loss accumulator is reset after it (init_weights or a
     // checkpoint's load sets the rest)
-    if (m->dnn && ((rc = u3_train_step(m, e)) || (rc = tk_memset0(m->c, m->loss_acc, 16, TK_STREAM_COMPUTE, e))))
-        goto fail;
-    if ((rc = tk_ctx_sync(m->c, e))) goto fail;
-    *out = m;
-    return 0;
-fail:
-    u3_destroy(m);
-    return rc;
+    if (m->dnn) {
+        TRY(u3_train_step(m, e));
+        TRY(tk_memset0(m->c, m->loss_acc, 16, TK_STREAM_COMPUTE, e));
+    }
+    return tk_ctx_sync(m->c, e);
 }
 
 int u3_create_standalone(tk_ctx *c, const u3_config *cfg, u3_model **out, tk_err *e) {
@@ -328,15 +311,16 @@ int u3_create_standalone(tk_ctx *c, const u3_config *cfg, u3_model **out, tk_err
     TRY(tk_wl_own_new(c, &own, &env, e));
     void *model = NULL;
     const int rc = u3_create(cfg, &env, &model, e);
-    if (rc) tk_wl_own_free(own);
-    else *out = model, (*out)->own = own;
+    if (model) ((u3_model *)model)->own = own; // (its destroy frees own, as far as create got)
+    else tk_wl_own_free(own);
+    if (rc) u3_destroy(model);
+    else *out = model;
     return rc;
 }
 
 void u3_destroy(void *model) {
     u3_model *m = model;
     if (!m) return;
-    tk_arena_release(m->c, &m->acts);
     tk_cudnn_destroy(m->dnn);
     tk_wl_own_free(m->own);
     free(m);
@@ -383,18 +367,12 @@ int u3_weights_loaded(void *model, tk_err *e) {
 
 // ---- the table's small members ----
 
-void u3_batch_layout(const void *model, tk_batch_layout *L) {
+int u3_batch(const void *model, tk_wl_field *f) {
     const u3_model *m = model;
-    memset(L, 0, sizeof *L);
-    L->nfields = 2;
-    L->bytes[0] = (size_t)m->b * m->S * 4;
-    L->bytes[1] = (size_t)m->b * m->S;
-}
-
-void u3_inputs(void *model, void **fields) {
-    u3_model *m = model;
-    fields[0] = m->in_img;
-    fields[1] = m->in_label;
+    const int *crop = m->cfg.data.crop;
+    f[0] = (tk_wl_field){"batch.image", TK_F32, 5, {m->b, crop[0], crop[1], crop[2], 1}, m->in_img};
+    f[1] = (tk_wl_field){"batch.label", TK_U8, 5, {m->b, crop[0], crop[1], crop[2], 1}, m->in_label};
+    return 2;
 }
 
 tk_dtype u3_act_type(const void *model) { return ((const u3_model *)model)->t; }
@@ -408,11 +386,7 @@ const char *u3_mlperf_name(const void *model, int i) {
 
 int u3_dump_describe(void *model, tk_wl_dump *d, tk_err *e) {
     u3_model *m = model;
-    const int *crop = m->cfg.data.crop;
-    d->batch[0] = (tk_wl_tensor){.name = "batch.image", .dtype = TK_F32, .ndim = 5,
-                                 .shape = {m->b, crop[0], crop[1], crop[2], 1}};
-    d->batch[1] = (tk_wl_tensor){.name = "batch.label", .dtype = TK_U8, .ndim = 5,
-                                 .shape = {m->b, crop[0], crop[1], crop[2], 1}};
+    const int *crop = m->cfg.data.crop; // (the batch is dumped as read: u3_batch)
     char crops[64];
     snprintf(crops, sizeof crops, "%d,%d,%d", crop[0], crop[1], crop[2]);
     d->meta = json_pack("{s:s, s:s, s:s, s:s, s:s}", "model", "unet3d", "width", "", "layout", "ktrsc", "crop", crops,

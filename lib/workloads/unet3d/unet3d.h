@@ -110,10 +110,9 @@ int u3_init_weights(void *model, uint64_t seed, tk_err *e);
 // The table's weights_loaded: after the engine loaded the master weights (a checkpoint, a resume),
 // the bf16 compute copies rewritten from them.
 int u3_weights_loaded(void *model, tk_err *e);
-// The table's batch_layout / inputs: field 0 the image (f32, b x crop x 1; the step's first op
+// The table's batch: field 0 the image (f32, b x crop x 1; the step's first op
 // casts it to the activation type), field 1 the label (u8, b x crop).
-void u3_batch_layout(const void *model, tk_batch_layout *L);
-void u3_inputs(void *model, void **fields);
+int u3_batch(const void *model, tk_wl_field *f);
 // The table's step: forward, Dice+CE, backward of the input batch (dense gradients, loss_acc).
 int u3_train_step(void *model, tk_err *e);
 // The evaluation forward: B (<= the model's b) windows x (f32, B x crop x 1, the backend's memory)

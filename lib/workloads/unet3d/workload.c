@@ -10,7 +10,6 @@
 // The model on its ranks: this rank's batch, the communicator and the tensors into the config
 // first (config.c), which model.c, eval.c and the MLLOG keys read.
 static int wl_create(const void *cfg, const tk_wl_env *env, void **model, tk_err *e) {
-    *model = NULL;
     TRY(u3_config_ranks((u3_config *)cfg, env, e)); // the config's own allocation (config.c)
     return u3_create(cfg, env, model, e);
 }
@@ -65,14 +64,14 @@ static int wl_mllog_weights(void *model, tk_mllog *L, tk_err *e) {
 
 // The table, a line for each of lib/engine/workload.h's sections.
 const tk_workload tk_workload_unet3d = {
-    .version = TK_WORKLOAD_V4, .name = "unet3d", .metric = "mean_dice", .precisions = u3_precisions,
+    .version = TK_WORKLOAD_V5, .name = "unet3d", .metric = "mean_dice", .precisions = u3_precisions,
     .summary = "3D U-Net (MLPerf Training v1.x image segmentation, KiTS19), target mean Dice of kidney and tumor",
     .sections = u3_sections,
     .config = u3_config_parse, .config_free = u3_config_free,
     .create = wl_create, .destroy = u3_destroy, .init_weights = u3_init_weights, .weights_loaded = u3_weights_loaded,
     .reader_open = u3_data_open, .reader_close = u3_data_close, .reader_count = u3_data_count,
     .read_batch = u3_data_batch,
-    .batch_layout = u3_batch_layout, .inputs = u3_inputs,
+    .batch = u3_batch,
     .step = u3_train_step,
     .evalset_load = u3_evalset_load, .evalset_count = u3_evalset_count, .evalset_free = u3_evalset_free,
     .evaluate = u3_evaluate,
