@@ -12,7 +12,7 @@
 # JSON line is appended to $RES (default $DATA/scale.jsonl), train-step's output kept in $DATA/logs;
 # the last lines are a table: workload, GPUs, global batch, samples/s, x of 1 GPU, efficiency,
 # start-up s. Knobs: DLRM_B=65536 BERT_B=32 RESNET_B=256 (per GPU), DLRM_STEPS=300 BERT_STEPS=60
-# RESNET_STEPS=60, PRECISION=bf16 (fp32 and a fake nvidia-smi dry-run the plumbing on the CPU). Exit 0 when every run gave a result, 1 otherwise, 2 when not built, 5 without a GPU.
+# RESNET_STEPS=60, TRAIN_STEP=PATH (another build's train-step; TAG=-old then names its lines), PRECISION=bf16 (fp32 and a fake nvidia-smi dry-run the plumbing on the CPU). Exit 0 when every run gave a result, 1 otherwise, 2 when not built, 5 without a GPU.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 4
 ROOT=$PWD
@@ -34,10 +34,10 @@ rc=0
 say() { echo "scale.sh: $*" >&2; }
 
 scale() { # name config batch-per-gpu steps [train-step args]
-    local name=$1 cfg=$2 b=$3 steps=$4
+    local name=$1${TAG:-} cfg=$2 b=$3 steps=$4
     shift 4
     say "$name: -g $GPUS -b $b --steps $steps $*"
-    TK_TRAIN_STEP=$BIN/train-step share/scale -c "$cfg" -g "$GPUS" -b "$b" --steps "$steps" --timeout 400 \
+    TK_TRAIN_STEP=${TRAIN_STEP:-$BIN/train-step} share/scale -c "$cfg" -g "$GPUS" -b "$b" --steps "$steps" --timeout "${RUN_TIMEOUT:-400}" \
         --log-dir "$LOGS/$name" -- --precision "${PRECISION:-bf16}" "$@" >"$DATA/$name.jsonl" 2>"$LOGS/$name.err" || {
         say "$name: share/scale failed: $(tail -3 "$LOGS/$name.err")"; rc=1; }
     "$PY" -c 'import json, sys
