@@ -317,10 +317,12 @@ static float *x_planar(const tk_conv3d_shape *s, const xplan *g, const float *x)
                 if (dd >= g->Ed || hh >= g->Eh) continue;
                 const float *src = x + (((size_t)n * s->D + d) * s->H + h) * s->W * s->C;
                 float *dst = xp + (size_t)n * s->C * g->ldc + ((size_t)dd * g->Eh + hh) * s->stride * g->Lx;
-                for (int w = 0, ph = s->pad % s->stride, j = s->pad / s->stride; w < s->W && w + s->pad < g->Ew; w++) {
-                    for (int c = 0; c < s->C; c++) dst[c * g->ldc + (size_t)ph * g->Lx + j] = src[(size_t)w * s->C + c];
-                    if (++ph == s->stride) ph = 0, j++;
-                }
+                const int nw = imin(s->W, g->Ew - s->pad);
+                for (int c = 0; c < s->C; c++)
+                    for (int w = 0, ph = s->pad % s->stride, j = s->pad / s->stride; w < nw; w++) {
+                        dst[c * g->ldc + (size_t)ph * g->Lx + j] = src[(size_t)w * s->C + c];
+                        if (++ph == s->stride) ph = 0, j++;
+                    }
             }
     return xp;
 }
@@ -383,8 +385,10 @@ static int fwd_small(const tk_conv3d_shape *s, tk_dtype t, const float *x, const
         for (int n = 0; n < s->N; n++)
             for (int z = 0; z < s->Z; z++)
                 for (int p = 0; p < s->P; p++) {
-                    float *out = scr + (size_t)omp_get_thread_num() * per, *row = out + (size_t)nop * Lr;
-                    const float **in = (const float **)(row + (size_t)s->Q * K);
+                    float *out = scr + (size_t)omp_get_thread_num() * per, *buf = out + (size_t)nop * Lr;
+                    const float **in = (const float **)(buf + (size_t)s->Q * K);
+                    const size_t off = (((size_t)n * s->Z + z) * s->P + p) * s->Q * K;
+                    float *row = t == TK_F32 ? (float *)y + off : buf; // (fp32: in place)
                     const v4f **wt = (const v4f **)(in + taps);
                     for (int a = 0, i = 0; a < s->T; a++)
                         for (int r = 0; r < s->R; r++)
@@ -397,7 +401,7 @@ static int fwd_small(const tk_conv3d_shape *s, tk_dtype t, const float *x, const
                         for (int q = 0; q < s->Q; q++)
                             for (int o = 0; o < nop && gi * 8 + o < K; o++) row[q * K + gi * 8 + o] = out[o * Lr + q];
                     }
-                    tk_act_st_n(y, t, (((size_t)n * s->Z + z) * s->P + p) * s->Q * K, row, (size_t)s->Q * K);
+                    if (t != TK_F32) tk_act_st_n(y, t, off, row, (size_t)s->Q * K);
                 }
     free(xp), free(wv), free(scr);
     return rc;
@@ -428,8 +432,10 @@ static int bwd_data_small(const tk_conv3d_shape *s, tk_dtype t, const float *dy,
         for (int n = 0; n < s->N; n++)
             for (int d = 0; d < s->D; d++)
                 for (int h = 0; h < s->H; h++) {
-                    float *out = scr + (size_t)omp_get_thread_num() * per, *row = out + (size_t)nop * st * Lo;
-                    const float **in = (const float **)(row + (size_t)s->W * C);
+                    float *out = scr + (size_t)omp_get_thread_num() * per, *buf = out + (size_t)nop * st * Lo;
+                    const float **in = (const float **)(buf + (size_t)s->W * C);
+                    const size_t off = (((size_t)n * s->D + d) * s->H + h) * s->W * C;
+                    float *row = t == TK_F32 ? (float *)dx + off : buf;
                     const v4f **wt = (const v4f **)(in + taps);
                     for (int gi = 0; gi < ng; gi++) {
                         for (int ph = 0; ph < st; ph++) {
@@ -447,14 +453,14 @@ static int bwd_data_small(const tk_conv3d_shape *s, tk_dtype t, const float *dy,
                             }
                             run_rows(nop, out + (size_t)ph * Lo, (size_t)st * Lo, Lo, in, wt, nt, K, ldk);
                         }
-                        for (int ww = 0; ww < s->W; ww++) {
-                            const int wp = ww + s->pad;
+                        for (int ww = 0, ph = s->pad % st, j = s->pad / st; ww < s->W; ww++) {
+                            const float *src = out + (size_t)ph * Lo + j - j0[ph];
                             for (int o = 0; o < nop && gi * 8 + o < C; o++)
-                                row[ww * C + gi * 8 + o] =
-                                    out[(size_t)o * st * Lo + (size_t)(wp % st) * Lo + wp / st - j0[wp % st]];
+                                row[ww * C + gi * 8 + o] = src[(size_t)o * st * Lo];
+                            if (++ph == st) ph = 0, j++;
                         }
                     }
-                    tk_act_st_n(dx, t, (((size_t)n * s->D + d) * s->H + h) * s->W * C, row, (size_t)s->W * C);
+                    if (t != TK_F32) tk_act_st_n(dx, t, off, row, (size_t)s->W * C);
                 }
     free(yp), free(wv), free(scr);
     return rc;
@@ -577,6 +583,7 @@ static int bwd_filter_small(const tk_conv3d_shape *s, tk_dtype t, const float *x
 // gradient with C <= 4, or C <= 8 on rows of 64 or more (the faster of the two on the 3D U-Net's
 // layers at widths 2 and 4, contrib/bench/NOTES.md).
 static int small_path(tk_conv_pass pass, const tk_conv3d_shape *s) {
+    if (s->stride > 8) return 0; // (bwd_data_small's phases)
     return pass == TK_CONV_FWD         ? s->K <= 8
            : pass == TK_CONV_BWD_DATA ? s->C <= 8
                                        : s->C <= 4 || (s->C <= 8 && s->Q >= 64);
@@ -593,8 +600,10 @@ int tk_conv3d_ref(tk_conv_pass pass, const tk_conv3d_shape *s, tk_dtype t, const
     // a's and b's sizes by pass: (x, w), (dy, w), (x, dy)
     const size_t na = (size_t)(pass == TK_CONV_BWD_DATA ? tk_conv3d_y_numel(s) : tk_conv3d_x_numel(s));
     const size_t nb = (size_t)(pass == TK_CONV_BWD_FILTER ? tk_conv3d_y_numel(s) : tk_conv3d_w_numel(s));
-    float *fa = widen(a, t, na), *fb = widen(b, t, nb);
-    const int rc = fa && fb ? run[small_path(pass, s)][pass](s, t, fa, fb, out) : TK_EIO;
+    // (fp32 inputs are read in place)
+    float *fa = t == TK_F32 ? NULL : widen(a, t, na), *fb = t == TK_F32 ? NULL : widen(b, t, nb);
+    const float *pa = t == TK_F32 ? a : fa, *pb = t == TK_F32 ? b : fb;
+    const int rc = pa && pb ? run[small_path(pass, s)][pass](s, t, pa, pb, out) : TK_EIO;
     free(fa);
     free(fb);
     return rc ? tk_err_set(e, TK_EIO, "conv3d: out of host memory") : 0;
