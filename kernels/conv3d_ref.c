@@ -1,11 +1,15 @@
-// CPU reference of kernels/conv3d.h: direct loops over the taps inside the volume, in register
-// blocks (a few voxels by 8 channels of the result) so the CPU backend trains small U-Nets at a
-// usable rate; OpenMP over output rows (forward), input rows (backward data, gathered so no two
-// threads write one voxel) or (tap, filters, channels) tiles (backward filter). The forward's and
-// backward data's sums are fp32, taps outer and channels inner (at most T*R*S*C or T*R*S*K terms,
-// as cuDNN's fp32 accumulators); the filter gradient, a sum over the whole batch, adds fp32 sums
-// over one row of outputs (Q terms) in fp64. Inputs are widened to fp32 once, outputs rounded to t
-// once.
+// CPU reference of kernels/conv3d.h, in two forms chosen per pass and shape (small_path):
+// - register blocks (a few voxels by 8 channels of the result) over the taps inside the volume,
+//   for many channels; OpenMP over output rows (forward), input rows (backward data, gathered so no
+//   two threads write one voxel) or (tap, filters, channels) tiles (backward filter);
+// - row kernels for few channels (the 3D U-Net's widths 2-4; "small channel counts" below):
+//   planar zero-padded copies of the tensors, vectors along rows, no bounds checks inside;
+//   OpenMP over output rows (forward, backward data) or planes of dy (backward filter).
+// The forward's and backward data's sums are fp32, taps outer and channels inner (at most T*R*S*C
+// or T*R*S*K terms, as cuDNN's fp32 accumulators), term for term the same in both forms (so the same
+// bits); the filter gradient, a sum over the whole batch, adds fp32 sums over one row of outputs (Q
+// terms; the row kernels: over every fourth voxel of a row) in fp64, a fixed order whatever the
+// number of threads. Inputs are read as fp32 (bf16 widened once), outputs rounded to t once.
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -237,29 +241,31 @@ static int bwd_filter(const tk_conv3d_shape *s, tk_dtype t, const float *x, cons
 // for term (taps outer in (t, r, s) order, channels inner, fp32), so both paths give the same bits;
 // the filter gradient's fp32 sums run over every fourth voxel of a row, added in fp64.
 
-enum { VQ = 16 }; // floats: the longest stretch of a row a kernel does at once (4 vectors); rows
-                  // are padded to multiples of it, so the kernels have no tails
+enum { VQ = 32 }; // floats: rows are padded to a multiple of the longest stretch a kernel does at
+                  // once (4 vectors of 8 floats), so the kernels have no tails
 static inline v4f splat(float f) { return (v4f){f, f, f, f}; }
 
-// out[o][j] (NO rows of ldo floats, 0 <= j < len, len a multiple of 4 V) = sum over the taps i <
-// nt (in order) and channels c < ni (inner) of in[i][c ldc + j] * wt[i][c NO + o] (wt: broadcast
-// weights). NO x V vector accumulators.
+// out[o][j] (NO rows of ldo floats, 0 <= j < n rounded up to the kernel's stretch of 4 V or 8 V
+// floats) = sum over the taps i < nt (in order) and channels c < ni (inner) of in[i][c ldc + j] *
+// wt[i][c NO + o] (wt: weights broadcast to 4 floats). NO x V vector accumulators. rows_kernel8 is
+// the same with vectors of 8 (AVX2, where the CPU has it; each lane's sum is the same, so the bits).
+typedef float v8f __attribute__((vector_size(32)));
 static inline __attribute__((always_inline)) void rows_kernel(const int NO, const int V, float *out, size_t ldo,
-                                                              int len, const float *const *in, const v4f *const *wt,
+                                                              int n, const float *const *in, const v4f *const *wt,
                                                               int nt, int ni, size_t ldc) {
-    for (int j = 0; j < len; j += 4 * V) {
+    for (int j = 0; j < n; j += 4 * V) {
         v4f acc[8][4];
 #pragma GCC unroll 8
         for (int o = 0; o < NO; o++)
 #pragma GCC unroll 4
-            for (int v = 0; v < V; v++) acc[o][v] = splat(0);
+            for (int v = 0; v < V; v++) acc[o][v] = (v4f){0};
         for (int i = 0; i < nt; i++) {
             const float *p = in[i] + j;
             const v4f *wp = wt[i];
             for (int c = 0; c < ni; c++, p += ldc, wp += NO) {
                 v4f xv[4];
 #pragma GCC unroll 4
-                for (int v = 0; v < V; v++) xv[v] = ld4(p + 4 * v);
+                for (int v = 0; v < V; v++) memcpy(&xv[v], p + 4 * v, sizeof xv[v]);
 #pragma GCC unroll 8
                 for (int o = 0; o < NO; o++) {
                     const v4f wo = wp[o];
@@ -271,22 +277,63 @@ static inline __attribute__((always_inline)) void rows_kernel(const int NO, cons
 #pragma GCC unroll 8
         for (int o = 0; o < NO; o++)
 #pragma GCC unroll 4
-            for (int v = 0; v < V; v++) st4(out + o * ldo + j + 4 * v, acc[o][v]);
+            for (int v = 0; v < V; v++) memcpy(out + o * ldo + j + 4 * v, &acc[o][v], sizeof acc[o][v]);
+    }
+}
+
+static inline __attribute__((always_inline, target("avx2"))) void rows_kernel8(const int NO, const int V, float *out, size_t ldo,
+                                                              int n, const float *const *in, const v4f *const *wt,
+                                                              int nt, int ni, size_t ldc) {
+    for (int j = 0; j < n; j += 8 * V) {
+        v8f acc[8][4];
+#pragma GCC unroll 8
+        for (int o = 0; o < NO; o++)
+#pragma GCC unroll 4
+            for (int v = 0; v < V; v++) acc[o][v] = (v8f){0};
+        for (int i = 0; i < nt; i++) {
+            const float *p = in[i] + j;
+            const v4f *wp = wt[i];
+            for (int c = 0; c < ni; c++, p += ldc, wp += NO) {
+                v8f xv[4];
+#pragma GCC unroll 4
+                for (int v = 0; v < V; v++) memcpy(&xv[v], p + 8 * v, sizeof xv[v]);
+#pragma GCC unroll 8
+                for (int o = 0; o < NO; o++) {
+                    const v8f wo = (v8f){0} + wp[o][0];
+#pragma GCC unroll 4
+                    for (int v = 0; v < V; v++) acc[o][v] += xv[v] * wo;
+                }
+            }
+        }
+#pragma GCC unroll 8
+        for (int o = 0; o < NO; o++)
+#pragma GCC unroll 4
+            for (int v = 0; v < V; v++) memcpy(out + o * ldo + j + 8 * v, &acc[o][v], sizeof acc[o][v]);
     }
 }
 
 // The output channels a kernel does at once for a group of g (1..8): 1..4, or 8.
 static inline int group_pad(int g) { return g <= 4 ? g : 8; }
 
-static void run_rows(int nop, float *out, size_t ldo, int len, const float *const *in, const v4f *const *wt, int nt,
-                     int ni, size_t ldc) {
-    switch (nop) {
-    case 1: rows_kernel(1, 4, out, ldo, len, in, wt, nt, ni, ldc); break;
-    case 2: rows_kernel(2, 4, out, ldo, len, in, wt, nt, ni, ldc); break;
-    case 3: rows_kernel(3, 2, out, ldo, len, in, wt, nt, ni, ldc); break;
-    case 4: rows_kernel(4, 2, out, ldo, len, in, wt, nt, ni, ldc); break;
-    default: rows_kernel(8, 1, out, ldo, len, in, wt, nt, ni, ldc); break;
+#define ROWS_CASES(KERNEL)                                                                                         \
+    switch (nop) {                                                                                                 \
+    case 1: KERNEL(1, 4, out, ldo, n, in, wt, nt, ni, ldc); break;                                                 \
+    case 2: KERNEL(2, 4, out, ldo, n, in, wt, nt, ni, ldc); break;                                                 \
+    case 3: KERNEL(3, 2, out, ldo, n, in, wt, nt, ni, ldc); break;                                                 \
+    case 4: KERNEL(4, 2, out, ldo, n, in, wt, nt, ni, ldc); break;                                                 \
+    default: KERNEL(8, 1, out, ldo, n, in, wt, nt, ni, ldc); break;                                                \
     }
+__attribute__((target("avx2"))) static void run_rows8(int nop, float *out, size_t ldo, int n, const float *const *in,
+                                                      const v4f *const *wt, int nt, int ni, size_t ldc) {
+    ROWS_CASES(rows_kernel8)
+}
+static void run_rows(int nop, float *out, size_t ldo, int n, const float *const *in, const v4f *const *wt, int nt,
+                     int ni, size_t ldc) {
+    if (__builtin_cpu_supports("avx2")) {
+        run_rows8(nop, out, ldo, n, in, wt, nt, ni, ldc);
+        return;
+    }
+    ROWS_CASES(rows_kernel)
 }
 
 // The padded planar rows of x: (N, C, Ed, Eh, stride, Lx) with Ed = (Z - 1) stride + T (every
@@ -397,7 +444,7 @@ static int fwd_small(const tk_conv3d_shape *s, tk_dtype t, const float *x, const
                                         (((size_t)(z * st + a) * g.Eh + p * st + r) * st + u % st) * g.Lx + u / st;
                     for (int gi = 0; gi < ng; gi++) {
                         for (int i = 0; i < taps; i++) wt[i] = wv + ((size_t)gi * taps + i) * C * nop;
-                        run_rows(nop, out, Lr, Lr, in, wt, taps, C, g.ldc);
+                        run_rows(nop, out, Lr, s->Q, in, wt, taps, C, g.ldc);
                         for (int q = 0; q < s->Q; q++)
                             for (int o = 0; o < nop && gi * 8 + o < K; o++) row[q * K + gi * 8 + o] = out[o * Lr + q];
                     }
@@ -414,11 +461,12 @@ static int fwd_small(const tk_conv3d_shape *s, tk_dtype t, const float *x, const
 static int bwd_data_small(const tk_conv3d_shape *s, tk_dtype t, const float *dy, const float *w, void *dx) {
     const int taps = s->T * s->R * s->S, C = s->C, K = s->K, st = s->stride, lead = (s->S - 1) / st;
     // phase ph's columns j0[ph] <= j < j0[ph] + Lo hold dx's w' = j stride + ph in [pad, pad + W)
-    int j0[8], Lo = 0;
+    int j0[8], nj = 0;
     for (int ph = 0; ph < st && ph < 8; ph++) {
         j0[ph] = ph < s->pad ? (s->pad - ph + st - 1) / st : 0;
-        Lo = up(imax(Lo, (s->pad + s->W - ph + st - 1) / st - j0[ph]), VQ);
+        nj = imax(nj, (s->pad + s->W - ph + st - 1) / st - j0[ph]);
     }
+    const int Lo = up(nj, VQ);
     const int Ly = imax(s->Q, (s->pad + st - 1) / st + Lo), nop = group_pad(imin(C, 8));
     const size_t ldk = (size_t)s->Z * s->P * (lead + Ly);
     int ng, nth;
@@ -451,7 +499,7 @@ static int bwd_data_small(const tk_conv3d_shape *s, tk_dtype t, const float *dy,
                                     }
                                 }
                             }
-                            run_rows(nop, out + (size_t)ph * Lo, (size_t)st * Lo, Lo, in, wt, nt, K, ldk);
+                            run_rows(nop, out + (size_t)ph * Lo, (size_t)st * Lo, nj, in, wt, nt, K, ldk);
                         }
                         for (int ww = 0, ph = s->pad % st, j = s->pad / st; ww < s->W; ww++) {
                             const float *src = out + (size_t)ph * Lo + j - j0[ph];
