@@ -354,22 +354,26 @@ static xplan x_plan(const tk_conv3d_shape *s) {
 }
 
 static float *x_planar(const tk_conv3d_shape *s, const xplan *g, const float *x) {
-    float *xp = calloc((size_t)s->N * s->C * g->ldc + 1, sizeof(float));
+    const size_t ldr = (size_t)s->stride * g->Lx; // floats a padded row (its phases)
+    float *xp = malloc(((size_t)s->N * s->C * g->ldc + 1) * sizeof(float));
     if (!xp) return NULL;
+    // each padded row zeroed and filled in turn (no separate pass over the whole copy)
 #pragma omp parallel for collapse(2) schedule(static)
     for (int n = 0; n < s->N; n++)
-        for (int d = 0; d < s->D; d++)
-            for (int h = 0; h < s->H; h++) {
-                const int dd = d + s->pad, hh = h + s->pad;
-                if (dd >= g->Ed || hh >= g->Eh) continue;
-                const float *src = x + (((size_t)n * s->D + d) * s->H + h) * s->W * s->C;
-                float *dst = xp + (size_t)n * s->C * g->ldc + ((size_t)dd * g->Eh + hh) * s->stride * g->Lx;
+        for (int dd = 0; dd < g->Ed; dd++)
+            for (int hh = 0; hh < g->Eh; hh++) {
+                const int d = dd - s->pad, h = hh - s->pad, in = d >= 0 && d < s->D && h >= 0 && h < s->H;
+                const float *src = in ? x + (((size_t)n * s->D + d) * s->H + h) * s->W * s->C : NULL;
+                float *dst = xp + (size_t)n * s->C * g->ldc + ((size_t)dd * g->Eh + hh) * ldr;
                 const int nw = imin(s->W, g->Ew - s->pad);
-                for (int c = 0; c < s->C; c++)
-                    for (int w = 0, ph = s->pad % s->stride, j = s->pad / s->stride; w < nw; w++) {
-                        dst[c * g->ldc + (size_t)ph * g->Lx + j] = src[(size_t)w * s->C + c];
+                for (int c = 0; c < s->C; c++) {
+                    float *row = dst + c * g->ldc;
+                    memset(row, 0, ldr * sizeof(float));
+                    for (int w = 0, ph = s->pad % s->stride, j = s->pad / s->stride; in && w < nw; w++) {
+                        row[(size_t)ph * g->Lx + j] = src[(size_t)w * s->C + c];
                         if (++ph == s->stride) ph = 0, j++;
                     }
+                }
             }
     return xp;
 }
@@ -377,17 +381,20 @@ static float *x_planar(const tk_conv3d_shape *s, const xplan *g, const float *x)
 // The planar rows of y-shaped dy: (N, K, Z, P, lead + Ly), each row's Q values after lead zeros
 // and zeros after them.
 static float *y_planar(const tk_conv3d_shape *s, const float *y, int lead, int Ly) {
-    float *yp = calloc((size_t)s->N * s->K * s->Z * s->P * (lead + Ly) + 1, sizeof(float));
-    if (!yp) return NULL;
     const size_t ldk = (size_t)s->Z * s->P * (lead + Ly);
+    float *yp = malloc(((size_t)s->N * s->K * ldk + 1) * sizeof(float));
+    if (!yp) return NULL;
 #pragma omp parallel for collapse(2) schedule(static)
     for (int n = 0; n < s->N; n++)
         for (int z = 0; z < s->Z; z++)
             for (int p = 0; p < s->P; p++) {
                 const float *src = y + (((size_t)n * s->Z + z) * s->P + p) * s->Q * s->K;
-                float *dst = yp + (size_t)n * s->K * ldk + ((size_t)z * s->P + p) * (lead + Ly) + lead;
-                for (int q = 0; q < s->Q; q++)
-                    for (int k = 0; k < s->K; k++) dst[k * ldk + q] = src[(size_t)q * s->K + k];
+                float *dst = yp + (size_t)n * s->K * ldk + ((size_t)z * s->P + p) * (lead + Ly);
+                for (int k = 0; k < s->K; k++) {
+                    float *row = dst + k * ldk;
+                    memset(row, 0, (size_t)(lead + Ly) * sizeof(float));
+                    for (int q = 0; q < s->Q; q++) row[lead + q] = src[(size_t)q * s->K + k];
+                }
             }
     return yp;
 }
