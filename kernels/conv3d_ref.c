@@ -634,13 +634,13 @@ static int bwd_filter_small(const tk_conv3d_shape *s, tk_dtype t, const float *x
 }
 
 // Whether a pass runs the row kernels (1) or the blocks of 8 channels (0): the row kernels when the
-// pass's output channels fit one group (K for the forward, C for the backward data); for the filter
-// gradient with C <= 4, or C <= 8 on rows of 64 or more (the faster of the two on the 3D U-Net's
-// layers at widths 2 and 4, contrib/bench/NOTES.md).
+// pass's output channels (K for the forward, C for the backward data) fit one group, or two on
+// rows of 16 or more; for the filter gradient with C <= 4, or C <= 8 on rows of 64 or more (the
+// faster of the two on the 3D U-Net's layers at widths 2 and 4, contrib/bench/NOTES.md).
 static int small_path(tk_conv_pass pass, const tk_conv3d_shape *s) {
     if (s->stride > 8) return 0; // (bwd_data_small's phases)
-    return pass == TK_CONV_FWD         ? s->K <= 8
-           : pass == TK_CONV_BWD_DATA ? s->C <= 8
+    return pass == TK_CONV_FWD         ? s->K <= 8 || (s->K <= 16 && s->Q >= 16)
+           : pass == TK_CONV_BWD_DATA ? s->C <= 8 || (s->C <= 16 && s->W >= 16)
                                        : s->C <= 4 || (s->C <= 8 && s->Q >= 64);
 }
 
