@@ -8,7 +8,7 @@
 // The forward's and backward data's sums are fp32, taps outer and channels inner (at most T*R*S*C
 // or T*R*S*K terms, as cuDNN's fp32 accumulators), term for term the same in both forms (so the same
 // bits); the filter gradient, a sum over the whole batch, adds fp32 sums over one row of outputs (Q
-// terms; the row kernels: over every fourth voxel of a row) in fp64, a fixed order whatever the
+// terms; the row kernels: over every eighth voxel of a row) in fp64, a fixed order whatever the
 // number of threads. Inputs are read as fp32 (bf16 widened once), outputs rounded to t once.
 #include <omp.h>
 #include <stdlib.h>
@@ -239,7 +239,8 @@ static int bwd_filter(const tk_conv3d_shape *s, tk_dtype t, const float *x, cons
 // weights (rows_kernel), with the output channels unrolled (1, 2, 3, 4 or 8 at a time: 5..7 run as
 // 8, more in groups). The forward's and backward data's sums are those of the blocks above, term
 // for term (taps outer in (t, r, s) order, channels inner, fp32), so both paths give the same bits;
-// the filter gradient's fp32 sums run over every fourth voxel of a row, added in fp64.
+// the filter gradient's fp32 sums run over every eighth voxel of a row, added in fp64 (the same bits
+// with AVX2 vectors or SSE ones).
 
 enum { VQ = 32 }; // floats: rows are padded to a multiple of the longest stretch a kernel does at
                   // once (4 vectors of 8 floats), so the kernels have no tails
@@ -522,49 +523,70 @@ static int bwd_data_small(const tk_conv3d_shape *s, tk_dtype t, const float *dy,
 }
 
 // The fp64 dot products d[i][j] of 2 planes a[i] (dy) and NB planes b[j] (x), each np rows of n
-// floats (rows lda, ldb floats apart): per row, fp32 sums of every fourth product, added in fp64
-// (two lanes each) over the rows, the lanes last. The rows are readable to a multiple of 4; x's
-// lanes past n are masked out (a nonfinite x there must not reach dw).
+// floats (rows lda, ldb floats apart): per row, fp32 sums of every eighth product (8 lanes), added
+// in fp64 over the rows (lanes in pairs), the pairs last. The rows are readable to a multiple of 8;
+// x's lanes past n are masked out (a nonfinite x there must not reach dw). dots_full does the 8
+// lanes in AVX2 vectors, dots_half lanes 4 h .. 4 h + 3 in SSE ones: the same sums either way.
 typedef double v2d __attribute__((vector_size(16)));
-static inline __attribute__((always_inline)) void dots_kernel(const int NB, const float *const a[2], size_t lda,
-                                                              const float *const *b, size_t ldb, int np, int n,
-                                                              double d[2][4]) {
-    typedef int v4i __attribute__((vector_size(16)));
-    const int n4 = n & ~3, m = n - n4;
-    const v4i mask = {-1, m > 1 ? -1 : 0, m > 2 ? -1 : 0, 0};
-    v2d sum[2][4][2];
-    memset(sum, 0, sizeof sum);
-    for (int p = 0; p < np; p++) {
-        const float *a0p = a[0] + p * lda, *a1p = a[1] + p * lda;
-        v4f acc[2][4];
-#pragma GCC unroll 4
-        for (int j = 0; j < NB; j++) acc[0][j] = acc[1][j] = splat(0);
-        for (int q = 0; q < n4; q += 4) {
-            const v4f a0 = ld4(a0p + q), a1 = ld4(a1p + q);
-#pragma GCC unroll 4
-            for (int j = 0; j < NB; j++) {
-                const v4f xv = ld4(b[j] + p * ldb + q);
-                acc[0][j] += a0 * xv, acc[1][j] += a1 * xv;
-            }
-        }
-        if (m) {
-            const v4f a0 = ld4(a0p + n4), a1 = ld4(a1p + n4);
-#pragma GCC unroll 4
-            for (int j = 0; j < NB; j++) {
-                const v4f xv = (v4f)((v4i)ld4(b[j] + p * ldb + n4) & mask);
-                acc[0][j] += a0 * xv, acc[1][j] += a1 * xv;
-            }
-        }
-        for (int i = 0; i < 2; i++)
-#pragma GCC unroll 4
-            for (int j = 0; j < NB; j++) {
-                const v4f v = acc[i][j];
-                sum[i][j][0] += (v2d){v[0], v[1]}, sum[i][j][1] += (v2d){v[2], v[3]};
-            }
+typedef int v4i __attribute__((vector_size(16)));
+typedef int v8i __attribute__((vector_size(32)));
+// (One body for both, by macro: VT/IT the float and int vectors of VL lanes.)
+#define DOTS_KERNEL(NAME, ATTRS, VT, IT, VL)                                                                    \
+    static inline __attribute__((ATTRS)) void NAME(const int NB, int h, const float *const a[2], size_t lda,  \
+                                                   const float *const *b, size_t ldb, int np, int n,          \
+                                                   v2d sum[2][4][4]) {                                        \
+        const int n8 = n & ~7, m = n - n8 - VL * h; /* lanes of the last stretch inside the row */           \
+        IT mask;                                                                                              \
+        for (int l = 0; l < VL; l++) mask[l] = l < m ? -1 : 0;                                                \
+        for (int p = 0; p < np; p++) {                                                                        \
+            const float *a0p = a[0] + p * lda + VL * h, *a1p = a[1] + p * lda + VL * h;                       \
+            VT acc[2][4], a0, a1, xv;                                                                         \
+            _Pragma("GCC unroll 4") for (int j = 0; j < NB; j++) acc[0][j] = acc[1][j] = (VT){0};             \
+            for (int q = 0; q < n8; q += 8) {                                                                 \
+                memcpy(&a0, a0p + q, sizeof a0), memcpy(&a1, a1p + q, sizeof a1);                             \
+                _Pragma("GCC unroll 4") for (int j = 0; j < NB; j++) {                                        \
+                    memcpy(&xv, b[j] + p * ldb + VL * h + q, sizeof xv);                                      \
+                    acc[0][j] += a0 * xv, acc[1][j] += a1 * xv;                                               \
+                }                                                                                             \
+            }                                                                                                 \
+            if (m > 0) {                                                                                      \
+                memcpy(&a0, a0p + n8, sizeof a0), memcpy(&a1, a1p + n8, sizeof a1);                           \
+                _Pragma("GCC unroll 4") for (int j = 0; j < NB; j++) {                                        \
+                    memcpy(&xv, b[j] + p * ldb + VL * h + n8, sizeof xv);                                     \
+                    xv = (VT)((IT)xv & mask);                                                                 \
+                    acc[0][j] += a0 * xv, acc[1][j] += a1 * xv;                                               \
+                }                                                                                             \
+            }                                                                                                 \
+            for (int i = 0; i < 2; i++)                                                                       \
+                _Pragma("GCC unroll 4") for (int j = 0; j < NB; j++)                                          \
+                    _Pragma("GCC unroll 4") for (int l = 0; l < VL; l += 2)                                   \
+                        sum[i][j][(VL * h + l) / 2] += (v2d){acc[i][j][l], acc[i][j][l + 1]};                 \
+        }                                                                                                     \
     }
+#define SSE_ATTRS always_inline
+#define AVX2_ATTRS always_inline, target("avx2")
+DOTS_KERNEL(dots_half, SSE_ATTRS, v4f, v4i, 4)
+DOTS_KERNEL(dots_full, AVX2_ATTRS, v8f, v8i, 8)
+
+__attribute__((target("avx2"))) static void dots_avx2(int NB, const float *const a[2], size_t lda,
+                                                      const float *const *b, size_t ldb, int np, int n,
+                                                      v2d sum[2][4][4]) {
+    if (NB == 3) dots_full(3, 0, a, lda, b, ldb, np, n, sum);
+    else dots_full(4, 0, a, lda, b, ldb, np, n, sum);
+}
+
+static void dots_kernel(int NB, const float *const a[2], size_t lda, const float *const *b, size_t ldb, int np, int n,
+                        double d[2][4]) {
+    v2d sum[2][4][4];
+    memset(sum, 0, sizeof sum);
+    if (__builtin_cpu_supports("avx2")) dots_avx2(NB, a, lda, b, ldb, np, n, sum);
+    else
+        for (int h = 0; h < 2; h++)
+            if (NB == 3) dots_half(3, h, a, lda, b, ldb, np, n, sum);
+            else dots_half(4, h, a, lda, b, ldb, np, n, sum);
     for (int i = 0; i < 2; i++)
         for (int j = 0; j < NB; j++) {
-            const v2d v = sum[i][j][0] + sum[i][j][1];
+            const v2d v = (sum[i][j][0] + sum[i][j][1]) + (sum[i][j][2] + sum[i][j][3]);
             d[i][j] = v[0] + v[1];
         }
 }
@@ -574,13 +596,13 @@ static inline __attribute__((always_inline)) void dots_kernel(const int NB, cons
 // threads). Per plane and (t, r): pairs of filters by 3 or 4 of the (s, c) planes of x.
 static int bwd_filter_small(const tk_conv3d_shape *s, tk_dtype t, const float *x, const float *dy, void *dw) {
     const xplan g = x_plan(s);
-    const int taps = s->T * s->R * s->S, C = s->C, K = s->K, st = s->stride, Q4 = up(s->Q, 4);
+    const int taps = s->T * s->R * s->S, C = s->C, K = s->K, st = s->stride, Q8 = up(s->Q, 8);
     const int nb = s->S * C, NB = nb % 3 ? 4 : 3, nbp = up(nb, NB);
-    const size_t nwt = (size_t)K * taps * C, ldk = (size_t)s->Z * s->P * Q4;
+    const size_t nwt = (size_t)K * taps * C, ldk = (size_t)s->Z * s->P * Q8;
     const int planes = s->N * s->Z, per = 1 + (int)((size_t)planes * nwt >> 22), nch = (planes + per - 1) / per;
-    float *xp = x_planar(s, &g, x), *yp = y_planar(s, dy, 0, Q4);
+    float *xp = x_planar(s, &g, x), *yp = y_planar(s, dy, 0, Q8);
     // a zero plane of x's or dy's rows (for the blocks' padding)
-    float *zero = calloc((size_t)s->P * imax(st * st * g.Lx, Q4) + 1, sizeof(float));
+    float *zero = calloc((size_t)s->P * imax(st * st * g.Lx, Q8) + 1, sizeof(float));
     float *out = malloc(nwt * sizeof(float) + 1);
     double *part = calloc((size_t)nch * nwt + 1, sizeof(double));
     int rc = xp && yp && zero && out && part ? 0 : TK_EIO;
@@ -603,12 +625,11 @@ static int bwd_filter_small(const tk_conv3d_shape *s, tk_dtype t, const float *x
                         for (int b = 0; b < nbp; b++)
                             B[b] = b < nb ? xr + b % C * g.ldc + (size_t)(b / C % st) * g.Lx + b / C / st : zero;
                         for (int k0 = 0; k0 < K; k0 += 2) {
-                            const float *A[2] = {yp + ((size_t)n * K + k0) * ldk + (size_t)z * s->P * Q4,
+                            const float *A[2] = {yp + ((size_t)n * K + k0) * ldk + (size_t)z * s->P * Q8,
                                                  k0 + 1 < K ? A[0] + ldk : zero};
                             for (int b0 = 0; b0 < nb; b0 += NB) {
                                 double d[2][4];
-                                if (NB == 3) dots_kernel(3, A, Q4, B + b0, (size_t)st * st * g.Lx, s->P, s->Q, d);
-                                else dots_kernel(4, A, Q4, B + b0, (size_t)st * st * g.Lx, s->P, s->Q, d);
+                                dots_kernel(NB, A, Q8, B + b0, (size_t)st * st * g.Lx, s->P, s->Q, d);
                                 for (int i = 0; i < 2 && k0 + i < K; i++)
                                     for (int j = 0; j < NB && b0 + j < nb; j++) {
                                         const int u = (b0 + j) / C, c = (b0 + j) % C;
