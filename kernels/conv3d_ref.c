@@ -251,67 +251,38 @@ static inline v4f splat(float f) { return (v4f){f, f, f, f}; }
 // wt[i][c NO + o] (wt: weights broadcast to 4 floats). NO x V vector accumulators. rows_kernel8 is
 // the same with vectors of 8 (AVX2, where the CPU has it; each lane's sum is the same, so the bits).
 typedef float v8f __attribute__((vector_size(32)));
-static inline __attribute__((always_inline)) void rows_kernel(const int NO, const int V, float *out, size_t ldo,
-                                                              int n, const float *const *in, const v4f *const *wt,
-                                                              int nt, int ni, size_t ldc) {
-    for (int j = 0; j < n; j += 4 * V) {
-        v4f acc[8][4];
-#pragma GCC unroll 8
-        for (int o = 0; o < NO; o++)
-#pragma GCC unroll 4
-            for (int v = 0; v < V; v++) acc[o][v] = (v4f){0};
-        for (int i = 0; i < nt; i++) {
-            const float *p = in[i] + j;
-            const v4f *wp = wt[i];
-            for (int c = 0; c < ni; c++, p += ldc, wp += NO) {
-                v4f xv[4];
-#pragma GCC unroll 4
-                for (int v = 0; v < V; v++) memcpy(&xv[v], p + 4 * v, sizeof xv[v]);
-#pragma GCC unroll 8
-                for (int o = 0; o < NO; o++) {
-                    const v4f wo = wp[o];
-#pragma GCC unroll 4
-                    for (int v = 0; v < V; v++) acc[o][v] += xv[v] * wo;
-                }
-            }
-        }
-#pragma GCC unroll 8
-        for (int o = 0; o < NO; o++)
-#pragma GCC unroll 4
-            for (int v = 0; v < V; v++) memcpy(out + o * ldo + j + 4 * v, &acc[o][v], sizeof acc[o][v]);
+// (One body for both, by macro: VT the vector of VL floats, WO(wp, o) a weight broadcast to VT.)
+#define ROWS_KERNEL(NAME, ATTRS, VT, VL, WO)                                                                   \
+    static inline __attribute__((ATTRS)) void NAME(const int NO, const int V, float *out, size_t ldo, int n,  \
+                                                   const float *const *in, const v4f *const *wt, int nt,      \
+                                                   int ni, size_t ldc) {                                      \
+        for (int j = 0; j < n; j += VL * V) {                                                                 \
+            VT acc[8][4];                                                                                     \
+            _Pragma("GCC unroll 8") for (int o = 0; o < NO; o++)                                              \
+                _Pragma("GCC unroll 4") for (int v = 0; v < V; v++) acc[o][v] = (VT){0};                      \
+            for (int i = 0; i < nt; i++) {                                                                    \
+                const float *p = in[i] + j;                                                                   \
+                const v4f *wp = wt[i];                                                                        \
+                for (int c = 0; c < ni; c++, p += ldc, wp += NO) {                                            \
+                    VT xv[4];                                                                                 \
+                    _Pragma("GCC unroll 4") for (int v = 0; v < V; v++) memcpy(&xv[v], p + VL * v, sizeof xv[v]); \
+                    _Pragma("GCC unroll 8") for (int o = 0; o < NO; o++) {                                    \
+                        const VT wo = WO(wp, o);                                                              \
+                        _Pragma("GCC unroll 4") for (int v = 0; v < V; v++) acc[o][v] += xv[v] * wo;          \
+                    }                                                                                         \
+                }                                                                                             \
+            }                                                                                                 \
+            _Pragma("GCC unroll 8") for (int o = 0; o < NO; o++)                                              \
+                _Pragma("GCC unroll 4") for (int v = 0; v < V; v++)                                           \
+                    memcpy(out + o * ldo + j + VL * v, &acc[o][v], sizeof acc[o][v]);                         \
+        }                                                                                                     \
     }
-}
-
-static inline __attribute__((always_inline, target("avx2"))) void rows_kernel8(const int NO, const int V, float *out, size_t ldo,
-                                                              int n, const float *const *in, const v4f *const *wt,
-                                                              int nt, int ni, size_t ldc) {
-    for (int j = 0; j < n; j += 8 * V) {
-        v8f acc[8][4];
-#pragma GCC unroll 8
-        for (int o = 0; o < NO; o++)
-#pragma GCC unroll 4
-            for (int v = 0; v < V; v++) acc[o][v] = (v8f){0};
-        for (int i = 0; i < nt; i++) {
-            const float *p = in[i] + j;
-            const v4f *wp = wt[i];
-            for (int c = 0; c < ni; c++, p += ldc, wp += NO) {
-                v8f xv[4];
-#pragma GCC unroll 4
-                for (int v = 0; v < V; v++) memcpy(&xv[v], p + 8 * v, sizeof xv[v]);
-#pragma GCC unroll 8
-                for (int o = 0; o < NO; o++) {
-                    const v8f wo = (v8f){0} + wp[o][0];
-#pragma GCC unroll 4
-                    for (int v = 0; v < V; v++) acc[o][v] += xv[v] * wo;
-                }
-            }
-        }
-#pragma GCC unroll 8
-        for (int o = 0; o < NO; o++)
-#pragma GCC unroll 4
-            for (int v = 0; v < V; v++) memcpy(out + o * ldo + j + 8 * v, &acc[o][v], sizeof acc[o][v]);
-    }
-}
+#define SSE_ATTRS always_inline
+#define AVX2_ATTRS always_inline, target("avx2")
+#define WO4(wp, o) (wp)[o]
+#define WO8(wp, o) ((v8f){0} + (wp)[o][0])
+ROWS_KERNEL(rows_kernel, SSE_ATTRS, v4f, 4, WO4)
+ROWS_KERNEL(rows_kernel8, AVX2_ATTRS, v8f, 8, WO8)
 
 // The output channels a kernel does at once for a group of g (1..8): 1..4, or 8.
 static inline int group_pad(int g) { return g <= 4 ? g : 8; }
@@ -431,8 +402,9 @@ static int fwd_small(const tk_conv3d_shape *s, tk_dtype t, const float *x, const
     int ng, nth;
     float *xp = x_planar(s, &g, x);
     v4f *wv = bcast_weights(s, w, 0, &ng);
-    // per thread: nop output rows, a row of y (Q K), the taps' row pointers and weights
-    const size_t per = (size_t)nop * Lr + (size_t)s->Q * K + (size_t)taps * 4;
+    // per thread: nop output rows, a row of y (Q K), the taps' row pointers and weights (4 floats for
+    // the 2 pointers of a tap; every part a multiple of 4 floats, so the pointers are aligned)
+    const size_t nbuf = up(s->Q * K, 4), per = (size_t)nop * Lr + nbuf + (size_t)taps * 4;
     float *scr = per_thread(per, &nth);
     int rc = xp && wv && scr ? 0 : TK_EIO;
     if (!rc)
@@ -441,7 +413,7 @@ static int fwd_small(const tk_conv3d_shape *s, tk_dtype t, const float *x, const
             for (int z = 0; z < s->Z; z++)
                 for (int p = 0; p < s->P; p++) {
                     float *out = scr + (size_t)omp_get_thread_num() * per, *buf = out + (size_t)nop * Lr;
-                    const float **in = (const float **)(buf + (size_t)s->Q * K);
+                    const float **in = (const float **)(buf + nbuf);
                     const size_t off = (((size_t)n * s->Z + z) * s->P + p) * s->Q * K;
                     float *row = t == TK_F32 ? (float *)y + off : buf; // (fp32: in place)
                     const v4f **wt = (const v4f **)(in + taps);
@@ -480,7 +452,7 @@ static int bwd_data_small(const tk_conv3d_shape *s, tk_dtype t, const float *dy,
     int ng, nth;
     float *yp = y_planar(s, dy, lead, Ly);
     v4f *wv = bcast_weights(s, w, 1, &ng);
-    const size_t per = (size_t)nop * st * Lo + (size_t)s->W * C + (size_t)taps * 4;
+    const size_t nbuf = up(s->W * C, 4), per = (size_t)nop * st * Lo + nbuf + (size_t)taps * 4;
     float *scr = per_thread(per, &nth);
     int rc = yp && wv && scr ? 0 : TK_EIO;
     if (!rc)
@@ -489,7 +461,7 @@ static int bwd_data_small(const tk_conv3d_shape *s, tk_dtype t, const float *dy,
             for (int d = 0; d < s->D; d++)
                 for (int h = 0; h < s->H; h++) {
                     float *out = scr + (size_t)omp_get_thread_num() * per, *buf = out + (size_t)nop * st * Lo;
-                    const float **in = (const float **)(buf + (size_t)s->W * C);
+                    const float **in = (const float **)(buf + nbuf);
                     const size_t off = (((size_t)n * s->D + d) * s->H + h) * s->W * C;
                     float *row = t == TK_F32 ? (float *)dx + off : buf;
                     const v4f **wt = (const v4f **)(in + taps);
@@ -563,8 +535,6 @@ typedef int v8i __attribute__((vector_size(32)));
                         sum[i][j][(VL * h + l) / 2] += (v2d){acc[i][j][l], acc[i][j][l + 1]};                 \
         }                                                                                                     \
     }
-#define SSE_ATTRS always_inline
-#define AVX2_ATTRS always_inline, target("avx2")
 DOTS_KERNEL(dots_half, SSE_ATTRS, v4f, v4i, 4)
 DOTS_KERNEL(dots_full, AVX2_ATTRS, v8f, v8i, 8)
 
