@@ -16,6 +16,7 @@
 //   instnorm: "N S C relu", then x, gamma, beta, dy; prints y, dx, dgamma, dbeta (eps 1e-5).
 #include <math.h>
 #include <string.h>
+#include <time.h>
 
 #include "conv3d.h"
 #include "conv3d_bias.h"
@@ -261,21 +262,13 @@ TK_TEST(dice_ce_finite_differences) {
 
 // ---- 3-D convolution ----
 
-// The three passes on small integers, against sums made here by scattering every (output voxel,
-// tap) pair's product in int64 (the reference gathers; both must give the same exact integers).
-static void conv3d_exact(const tk_conv3d_shape *s, int *failed_) {
-    int *tk_failed_ = failed_;
-    tk_err e = {0};
-    const size_t nx = (size_t)tk_conv3d_x_numel(s), ny = (size_t)tk_conv3d_y_numel(s),
-                 nw = (size_t)tk_conv3d_w_numel(s);
-    float *x = malloc(nx * 4), *w = malloc(nw * 4), *dy = malloc(ny * 4), *out = malloc((nx + ny + nw) * 4);
-    int64_t *y = calloc(ny, 8), *dx = calloc(nx, 8), *dw = calloc(nw, 8);
-    uint16_t *xb = malloc(nx * 2), *wb = malloc(nw * 2), *dyb = malloc(ny * 2), *ob = malloc((nx + ny + nw) * 2);
-    // integers in [-2, 2]: fp32 holds every sum exactly
-    tk_test_fill(x, nx, 37, 1, -2, 3), tk_test_fill(w, nw, 37, 2, -2, 3), tk_test_fill(dy, ny, 37, 3, -2, 3);
-    for (size_t i = 0; i < nx; i++) x[i] = floorf(x[i]);
-    for (size_t i = 0; i < nw; i++) w[i] = floorf(w[i]);
-    for (size_t i = 0; i < ny; i++) dy[i] = floorf(dy[i]);
+// The three passes by their definitions, in fp64: every (output voxel, tap) pair's products
+// scattered into y, dx and dw (zeroed here); the reference gathers, in fp32.
+static void conv3d_direct(const tk_conv3d_shape *s, const float *x, const float *w, const float *dy, double *y,
+                          double *dx, double *dw) {
+    memset(y, 0, (size_t)tk_conv3d_y_numel(s) * sizeof(double));
+    memset(dx, 0, (size_t)tk_conv3d_x_numel(s) * sizeof(double));
+    memset(dw, 0, (size_t)tk_conv3d_w_numel(s) * sizeof(double));
     for (int n = 0; n < s->N; n++)
         for (int z = 0; z < s->Z; z++)
             for (int p = 0; p < s->P; p++)
@@ -291,12 +284,30 @@ static void conv3d_exact(const tk_conv3d_shape *s, int *failed_) {
                                         const size_t ix = ((((size_t)n * s->D + d) * s->H + h) * s->W + ww) * s->C + c;
                                         const size_t iy = ((((size_t)n * s->Z + z) * s->P + p) * s->Q + q) * s->K + k;
                                         const size_t iw = ((((size_t)k * s->T + a) * s->R + r) * s->S + u) * s->C + c;
-                                        y[iy] += (int64_t)x[ix] * (int64_t)w[iw];
-                                        dx[ix] += (int64_t)dy[iy] * (int64_t)w[iw];
-                                        dw[iw] += (int64_t)dy[iy] * (int64_t)x[ix];
+                                        y[iy] += (double)x[ix] * w[iw];
+                                        dx[ix] += (double)dy[iy] * w[iw];
+                                        dw[iw] += (double)dy[iy] * x[ix];
                                     }
                             }
-    const int64_t *want[3] = {y, dx, dw};
+}
+
+// The three passes on small integers, against conv3d_direct's sums (exact in fp64, and in fp32,
+// which holds every partial sum of these integers exactly).
+static void conv3d_exact(const tk_conv3d_shape *s, int *failed_) {
+    int *tk_failed_ = failed_;
+    tk_err e = {0};
+    const size_t nx = (size_t)tk_conv3d_x_numel(s), ny = (size_t)tk_conv3d_y_numel(s),
+                 nw = (size_t)tk_conv3d_w_numel(s);
+    float *x = malloc(nx * 4), *w = malloc(nw * 4), *dy = malloc(ny * 4), *out = malloc((nx + ny + nw) * 4);
+    double *y = malloc(ny * 8), *dx = malloc(nx * 8), *dw = malloc(nw * 8);
+    uint16_t *xb = malloc(nx * 2), *wb = malloc(nw * 2), *dyb = malloc(ny * 2), *ob = malloc((nx + ny + nw) * 2);
+    // integers in [-2, 2]: fp32 holds every sum exactly
+    tk_test_fill(x, nx, 37, 1, -2, 3), tk_test_fill(w, nw, 37, 2, -2, 3), tk_test_fill(dy, ny, 37, 3, -2, 3);
+    for (size_t i = 0; i < nx; i++) x[i] = floorf(x[i]);
+    for (size_t i = 0; i < nw; i++) w[i] = floorf(w[i]);
+    for (size_t i = 0; i < ny; i++) dy[i] = floorf(dy[i]);
+    conv3d_direct(s, x, w, dy, y, dx, dw);
+    const double *want[3] = {y, dx, dw};
     const size_t nout[3] = {ny, nx, nw};
     for (int pass = 0; pass < 3; pass++) {
         const float *a = pass == TK_CONV_BWD_DATA ? dy : x, *b = pass == TK_CONV_BWD_FILTER ? dy : w;
@@ -384,6 +395,128 @@ TK_TEST(conv3d_transposed_upsampling) {
     // the output size of ConvTranspose3d: (in - 1) stride - 2 pad + k
     CHECK_EQ_INT(tk_conv3d_shape_transposed(&s, 1, 5, 5, 5, 8, 4, 3, 2, 1, &e), 0);
     CHECK(s.D == 9 && s.Z == 5);
+}
+
+// The three fp32 passes on random values against conv3d_direct, max |out - direct| <= 1e-5 max
+// |direct| per pass: each of the U-Net's filter shapes with every channel count 1..9 as C and as K
+// (the reference's unrolled small-channel kernels), odd and even extents, rows longer and shorter
+// than its vector blocks, batch 1 and 2, and counts over 8 and 16.
+TK_TEST(conv3d_random_vs_direct) {
+    static const int kf[4][3] = {{3, 1, 1}, {3, 2, 1}, {2, 2, 0}, {1, 1, 0}}; // k, stride, pad
+    tk_err e = {0};
+    double worst = 0;
+    int nshapes = 0;
+    for (int f = 0; f < 4; f++)
+        for (int C = 1; C <= 11; C++) {
+            const int K = C == 10 ? 20 : C == 11 ? 3 : 1 + (4 * C + f) % 9, Ci = C == 11 ? 17 : C;
+            const int N = 1 + C % 2, D = 3 + (C + f) % 3, H = 4 + (C * f) % 3, W = 5 + (7 * C + 3 * f) % 33;
+            tk_conv3d_shape s;
+            CHECK_EQ_INT(tk_conv3d_shape_init(&s, N, D, H, W, Ci, K, kf[f][0], kf[f][1], kf[f][2], &e), 0);
+            const size_t nx = (size_t)tk_conv3d_x_numel(&s), ny = (size_t)tk_conv3d_y_numel(&s),
+                         nw = (size_t)tk_conv3d_w_numel(&s);
+            float *x = malloc(nx * 4), *w = malloc(nw * 4), *dy = malloc(ny * 4), *out = malloc((nx + ny + nw) * 4);
+            double *want[3] = {malloc(ny * 8), malloc(nx * 8), malloc(nw * 8)};
+            tk_test_fill(x, nx, 43, (uint32_t)(3 * nshapes), -1, 1);
+            tk_test_fill(w, nw, 43, (uint32_t)(3 * nshapes + 1), -1, 1);
+            tk_test_fill(dy, ny, 43, (uint32_t)(3 * nshapes + 2), -1, 1);
+            conv3d_direct(&s, x, w, dy, want[0], want[1], want[2]);
+            const size_t nout[3] = {ny, nx, nw};
+            for (int pass = 0; pass < 3; pass++) {
+                const float *a = pass == TK_CONV_BWD_DATA ? dy : x, *b = pass == TK_CONV_BWD_FILTER ? dy : w;
+                CHECK_EQ_INT(tk_conv3d_ref((tk_conv_pass)pass, &s, TK_F32, a, b, out, &e), 0);
+                double err = 0, big = 0;
+                for (size_t i = 0; i < nout[pass]; i++)
+                    err = fmax(err, fabs(out[i] - want[pass][i])), big = fmax(big, fabs(want[pass][i]));
+                worst = fmax(worst, err / big);
+                if (err > 1e-5 * big)
+                    printf("# conv3d %d %dx%dx%dx%d K %d %d/%d pad %d, pass %d: error %.2e of %.2e\n", N, D, H, W, Ci,
+                           K, kf[f][0], kf[f][1], kf[f][2], pass, err, big);
+                CHECK(err <= 1e-5 * big);
+            }
+            free(x), free(w), free(dy), free(out), free(want[0]), free(want[1]), free(want[2]);
+            nshapes++;
+        }
+    printf("# conv3d: %d random shapes, worst error / largest value %.2e\n", nshapes, worst);
+}
+
+// The CPU time of the process (every thread's, idle OpenMP threads' spinning included): on a shared
+// machine a steadier measure than the wall clock; with OMP_NUM_THREADS=1 the time a pass costs one
+// core.
+static double clock_ms(clockid_t id) {
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+static double cpu_ms(void) { return clock_ms(CLOCK_PROCESS_CPUTIME_ID); }
+
+// With TK_BENCH set: the fp32 passes of every convolution of the 3D U-Net at widths 2 and 4 on
+// 64^3 crops, batch 2 (lib/workloads/unet3d/model.c's layers), CPU ms per pass (the best of 2),
+// and their sum: one training step's convolution time on the cpu backend (and the wall clock's).
+TK_TEST(conv3d_bench_unet) {
+    if (!getenv("TK_BENCH")) {
+        printf("# conv3d_bench_unet: set TK_BENCH to time it\n");
+        return;
+    }
+    enum { B = 2 };
+    static const int dim[6] = {64, 32, 16, 8, 4, 2};
+    tk_err e = {0};
+    const int only = atoi(getenv("TK_BENCH")); // 2 or 4: that width only
+    for (int width = 2; width <= 4; width += 2) {
+        if (only == 2 || only == 4) width = only;
+        // (D or Din, C or Cin, K or Cout, k, stride, pad, transposed) in the model's order
+        int L[32][7], n = 0;
+#define F(l) ((l) < 4 ? width << (l) : 10 * width)
+#define LAYER(d, c, k, kk, st, pd, tr) (L[n][0] = d, L[n][1] = c, L[n][2] = k, L[n][3] = kk, L[n][4] = st, \
+                                        L[n][5] = pd, L[n][6] = tr, n++)
+        LAYER(64, 1, width, 3, 1, 1, 0);
+        LAYER(64, width, width, 3, 1, 1, 0);
+        for (int i = 0; i < 5; i++) {
+            const int co = F(i < 4 ? i + 1 : 4);
+            LAYER(dim[i], F(i), co, 3, 2, 1, 0);
+            LAYER(dim[i + 1], co, co, 3, 1, 1, 0);
+        }
+        for (int j = 0, cin = F(4); j < 5; j++) {
+            const int l = 4 - j, co = F(l);
+            LAYER(dim[l + 1], cin, co, 2, 2, 0, 1);
+            LAYER(dim[l], 2 * co, co, 3, 1, 1, 0);
+            LAYER(dim[l], co, co, 3, 1, 1, 0);
+            cin = co;
+        }
+        LAYER(64, width, 3, 1, 1, 0, 0);
+#undef LAYER
+#undef F
+        double total[3] = {0}, wall = 0;
+        for (int i = 0; i < n; i++) {
+            const int *l = L[i];
+            tk_conv3d_shape s;
+            CHECK_EQ_INT(l[6] ? tk_conv3d_shape_transposed(&s, B, l[0], l[0], l[0], l[1], l[2], l[3], l[4], l[5], &e)
+                              : tk_conv3d_shape_init(&s, B, l[0], l[0], l[0], l[1], l[2], l[3], l[4], l[5], &e),
+                         0);
+            const size_t nx = (size_t)tk_conv3d_x_numel(&s), ny = (size_t)tk_conv3d_y_numel(&s),
+                         nw = (size_t)tk_conv3d_w_numel(&s);
+            float *x = malloc(nx * 4), *w = malloc(nw * 4), *dy = malloc(ny * 4), *out = malloc((nx + ny + nw) * 4);
+            tk_test_fill(x, nx, 47, 1, -1, 1), tk_test_fill(w, nw, 47, 2, -1, 1), tk_test_fill(dy, ny, 47, 3, -1, 1);
+            double ms[3];
+            for (int pass = 0; pass < 3; pass++) {
+                const float *a = pass == TK_CONV_BWD_DATA ? dy : x, *b = pass == TK_CONV_BWD_FILTER ? dy : w;
+                ms[pass] = 1e30;
+                double best_wall = 1e30;
+                for (int rep = 0; rep < 2; rep++) {
+                    const double t0 = cpu_ms(), w0 = clock_ms(CLOCK_MONOTONIC);
+                    CHECK_EQ_INT(tk_conv3d_ref((tk_conv_pass)pass, &s, TK_F32, a, b, out, &e), 0);
+                    ms[pass] = fmin(ms[pass], cpu_ms() - t0);
+                    best_wall = fmin(best_wall, clock_ms(CLOCK_MONOTONIC) - w0);
+                }
+                total[pass] += ms[pass], wall += best_wall;
+            }
+            printf("# width %d %s %2d^3 %2d -> %2d %dx%dx%d/%d: fwd %7.2f bwd_data %7.2f bwd_filter %7.2f ms\n", width,
+                   l[6] ? "up  " : "conv", l[0], l[1], l[2], l[3], l[3], l[3], l[4], ms[0], ms[1], ms[2]);
+            free(x), free(w), free(dy), free(out);
+        }
+        printf("# width %d total: fwd %.1f bwd_data %.1f bwd_filter %.1f, all %.1f ms (wall clock %.1f ms)\n", width,
+               total[0], total[1], total[2], total[0] + total[1] + total[2], wall);
+        if (only == 2 || only == 4) break;
+    }
 }
 
 // The bias: y + b per channel, and the column sums of dy, on small integers (exact).
