@@ -171,7 +171,7 @@ TK_TEST(stem_s2d_same_step_as_direct) {
         }
         m[f] = I[f]->model;
         CHECK_EQ_INT(m[f]->s2d, f);
-        CHECK_EQ_INT(rn_init_weights(m[f], 9, &e), 0);
+        CHECK_EQ_INT(tk_instance_init_weights(I[f], 9, &e), 0);
         const size_t n = (size_t)m[f]->b * 16 * 16 * 3;
         for (size_t i = 0; i < n; i++) m[f]->in_img[i] = (uint8_t)(tk_philox_draw(41, 1, i).v[0] >> 24);
         for (int i = 0; i < m[f]->b; i++) m[f]->in_label[i] = i % 5;
