@@ -161,6 +161,20 @@ int tk_instance_write_step(tk_instance *I, int64_t step, tk_err *e) {
     return tk_ctx_sync(I->c, e);
 }
 
+int tk_wl_init_weights(const tk_wl_env *env, int (*init_weights)(void *, uint64_t, tk_err *),
+                       int (*weights_loaded)(void *, tk_err *), void *model, uint64_t seed, tk_err *e) {
+    TRY(init_weights(model, seed, e));
+    if (weights_loaded) TRY(weights_loaded(model, e));
+    TRY(tk_memset0(env->c, env->step, 8, TK_STREAM_COMPUTE, e));
+    TRY(tk_memset0(env->c, env->loss_acc, 16, TK_STREAM_COMPUTE, e));
+    return tk_ctx_sync(env->c, e);
+}
+
+int tk_instance_init_weights(tk_instance *I, uint64_t seed, tk_err *e) {
+    const tk_wl_env env = {.c = I->c, .step = I->step, .loss_acc = I->loss_acc};
+    return tk_wl_init_weights(&env, I->wl->init_weights, I->wl->weights_loaded, I->model, seed, e);
+}
+
 int tk_instance_save(tk_instance *I, const char *path, const json_t *meta, tk_err *e) {
     return tk_ckpt_save(&I->dist, &I->P, path, meta, e);
 }

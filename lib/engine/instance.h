@@ -62,6 +62,15 @@ int tk_instance_profile(tk_instance *I, tk_err *e);
 // Host reads and writes at log points.
 int tk_instance_read_loss(tk_instance *I, double *mean, int reset, tk_err *e);
 int tk_instance_write_step(tk_instance *I, int64_t step, tk_err *e);
+// The model's weights from seed (a run that does not resume, tests): tk_wl_init_weights with the
+// workload's members and the instance's step and loss accumulator.
+int tk_instance_init_weights(tk_instance *I, uint64_t seed, tk_err *e);
+// A model's initialization from seed as the engine finishes it, with or without an instance (a
+// standalone model's tests, standalone.h): the workload's init_weights draws the weights, then its
+// weights_loaded (NULL: none) refreshes what derives from them, env's step and loss accumulator
+// are zeroed (env: c, step and loss_acc), and the backend synced.
+int tk_wl_init_weights(const tk_wl_env *env, int (*init_weights)(void *, uint64_t, tk_err *),
+                       int (*weights_loaded)(void *, tk_err *), void *model, uint64_t seed, tk_err *e);
 // Checkpoints of the model's tensors and the optimizer's state (lib/engine/ckpt.h). Load: every
 // tensor this rank holds (TK_CKPT_MODEL_ONLY: not the optimizer's state), then the workload's
 // weights_loaded; *verified as tk_ckpt_load.

@@ -93,7 +93,7 @@ int tk_run_init(tk_run *r, tk_backend be, tk_err *e) {
     if (!rc) rc = tk_instance_optimizer(&r->I, r->steps_per_epoch, e);
     if (!rc) rc = batch_fields(r, e);
     if (!rc && o->profile) rc = tk_instance_profile(&r->I, e);
-    if (!rc && !o->resume) rc = r->wl->init_weights(r->I.model, rcfg->seed, e);
+    if (!rc && !o->resume) rc = tk_instance_init_weights(&r->I, rcfg->seed, e);
     if (!rc && (o->resume || o->init_ckpt)) rc = start_from(r, e);
     if (!rc && !o->dump && r->wl->prepare) {
         json_t *line = NULL;

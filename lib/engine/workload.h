@@ -186,10 +186,13 @@ typedef struct tk_workload {
     // holds (not NULL), so destroy takes a model at any point of its creation.
     int (*create)(const void *cfg, const tk_wl_env *env, void **model, tk_err *e);
     void (*destroy)(void *model);
-    // The reference initialization from seed (every rank the same values for the same tensor).
+    // The reference initialization from seed (every rank the same values for the same tensor):
+    // draws the tensors (and sets what else of the model's own starts anew: running statistics).
+    // The engine then calls weights_loaded, zeroes the step and the loss accumulator and syncs
+    // (tk_instance_init_weights).
     int (*init_weights)(void *model, uint64_t seed, tk_err *e);
-    // After the engine loaded the tensors from a checkpoint: refresh what derives from them
-    // (low-precision copies, replicas). Collective on several ranks. May be NULL.
+    // After the engine set the tensors (init_weights, a checkpoint's load): refresh what derives
+    // from them (low-precision copies, replicas). Collective on several ranks. May be NULL.
     int (*weights_loaded)(void *model, tk_err *e);
 
     // ---- data ----

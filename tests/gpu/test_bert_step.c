@@ -56,7 +56,7 @@ static tk_instance *make(tk_ctx *c, const shape *s) {
     json_t *root = config(s);
     tk_err e = {0};
     if (tk_instance_config(I, root, "test", NULL, 0, NULL, &e) || tk_instance_create(I, c, NULL, 0, &e) ||
-        tk_instance_optimizer(I, 1, &e) || I->wl->init_weights(I->model, I->run.seed, &e))
+        tk_instance_optimizer(I, 1, &e) || tk_instance_init_weights(I, I->run.seed, &e))
         gt_die_("bert instance", &e);
     json_decref(root);
     return I;

@@ -43,7 +43,7 @@ static tk_instance *make(tk_ctx *c, int b, int bf16, int big) {
              big ? "" : "\"layers\": [2, 1, 1, 1], \"width\": 8, \"classes\": 10, \"image_size\": 32, ",
              bf16 ? "bf16" : "fp32");
     tk_instance *I = rn_make(text, b, 5, c, &e);
-    if (!I || rn_init_weights(I->model, 5, &e)) gt_die_("resnet model", &e);
+    if (!I || tk_instance_init_weights(I, 5, &e)) gt_die_("resnet model", &e);
     return I;
 }
 

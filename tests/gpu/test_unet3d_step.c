@@ -16,6 +16,7 @@
 //     of the same image (cpu vs cuda fp32 within 1e-5), the other window's values unused.
 // (d) graph vs eager: three steps with an SGD update, one model eager, one with the step captured
 //     once and replayed, deterministic engines: bit-identical weights.
+#include "engine/instance.h"
 #include "gpu_test.h"
 #include "sgd.h"
 #include "workloads/unet3d/model.h"
@@ -33,7 +34,9 @@ static u3_config config(int width, int bf16) {
 static u3_model *make(tk_ctx *c, const u3_config *cfg) {
     tk_err e = {0};
     u3_model *m = NULL;
-    if (u3_create_standalone(c, cfg, &m, &e) || u3_init_weights(m, cfg->seed, &e)) gt_die_("unet3d model", &e);
+    if (u3_create_standalone(c, cfg, &m, &e)) gt_die_("unet3d model", &e);
+    const tk_wl_env env = {.c = m->c, .step = m->step, .loss_acc = m->loss_acc}; // (as the engine sets it)
+    if (tk_wl_init_weights(&env, u3_init_weights, u3_weights_loaded, m, cfg->seed, &e)) gt_die_("unet3d model", &e);
     return m;
 }
 

@@ -20,7 +20,7 @@ static inline int dlrm_make(tk_instance *I, const char *text, char *const *sets,
     json_decref(root);
     if (!rc) rc = tk_instance_create(I, c, comm, timeout, e);
     if (!rc) rc = tk_instance_optimizer(I, 1, e);
-    if (!rc) rc = I->wl->init_weights(I->model, I->run.seed, e);
+    if (!rc) rc = tk_instance_init_weights(I, I->run.seed, e);
     return rc;
 }
 

@@ -32,7 +32,7 @@ static tk_instance *make(char *const *sets, int nsets, const char *meta, tk_err 
     c->threads = 1;
     if (!rc) rc = tk_instance_create(I, c, NULL, 0, e);
     if (!rc) rc = tk_instance_optimizer(I, 1, e);
-    if (!rc) rc = I->wl->init_weights(I->model, 5, e);
+    if (!rc) rc = tk_instance_init_weights(I, 5, e);
     if (rc) {
         if (I->cfg || I->effective) tk_instance_destroy(I);
         free(I);

@@ -171,7 +171,7 @@ TK_TEST(stem_s2d_same_step_as_direct) {
         }
         m[f] = I[f]->model;
         CHECK_EQ_INT(m[f]->s2d, f);
-        CHECK_EQ_INT(rn_init_weights(m[f], 9, &e), 0);
+        CHECK_EQ_INT(tk_instance_init_weights(I[f], 9, &e), 0);
         const size_t n = (size_t)m[f]->b * 16 * 16 * 3;
         for (size_t i = 0; i < n; i++) m[f]->in_img[i] = (uint8_t)(tk_philox_draw(41, 1, i).v[0] >> 24);
         for (int i = 0; i < m[f]->b; i++) m[f]->in_label[i] = i % 5;
@@ -195,6 +195,40 @@ TK_TEST(stem_s2d_same_step_as_direct) {
     printf("# stem direct vs s2d: loss %.9g vs %.9g, worst gradient %s %.1e\n", loss[0], loss[1], wn, worst);
     CHECK(worst <= 1e-5);
     rn_free(I[0]), rn_free(I[1]);
+}
+
+// ---- initialization ----
+
+// The engine's initialization (tk_instance_init_weights) after a training step and an update: the
+// seed's weights and running statistics again, and the engine's step and loss accumulator back at
+// 0 (rn_init_weights draws the weights only: the engine zeroes these).
+TK_TEST(init_weights_restarts_the_model) {
+    tk_err e = {0};
+    tk_instance *I = rn_make("{\"model\": {\"layers\": [1], \"width\": 4, \"classes\": 5, \"image_size\": 16}}", 4,
+                             3, tk_test_cpu(), &e);
+    CHECK(I != NULL);
+    if (!I) {
+        printf("# %s\n", errstr(&e));
+        return;
+    }
+    rn_model *m = I->model;
+    CHECK_EQ_INT(tk_instance_init_weights(I, 9, &e), 0);
+    const size_t nb = I->P.wbytes;
+    char *first = malloc(nb);
+    memcpy(first, I->P.warena.base, nb); // the dense tensors and the running statistics
+    const size_t n = (size_t)m->b * 16 * 16 * 3;
+    for (size_t i = 0; i < n; i++) m->in_img[i] = (uint8_t)(tk_philox_draw(43, 1, i).v[0] >> 24);
+    for (int i = 0; i < m->b; i++) m->in_label[i] = i % 5;
+    CHECK_EQ_INT(rn_train_step(m, &e), 0); // the running statistics move, the loss adds up
+    for (size_t i = 0; i < I->P.dense_n; i++) I->P.dense_w[i] -= 0.1f * I->P.dense_g[i];
+    CHECK_EQ_INT(tk_instance_write_step(I, 7, &e), 0);
+    CHECK(I->loss_acc[1] == 1 && memcmp(first, I->P.warena.base, nb) != 0);
+    CHECK_EQ_INT(tk_instance_init_weights(I, 9, &e), 0);
+    CHECK(memcmp(first, I->P.warena.base, nb) == 0);
+    CHECK(*I->step == 0);
+    CHECK(I->loss_acc[0] == 0 && I->loss_acc[1] == 0);
+    free(first);
+    rn_free(I);
 }
 
 // ---- the reader ----

@@ -237,9 +237,7 @@ int tk_bert_init_weights(void *model, uint64_t seed, tk_err *e) {
     }
     int rc = tk_memcpy_h2d(m->c, P->dense_w, h, n * sizeof(float), TK_STREAM_COMPUTE, e);
     free(h);
-    if (!rc) rc = tk_bert_weights_loaded(m, e);
-    if (!rc) rc = tk_memset0(m->c, m->loss_acc, 16, TK_STREAM_COMPUTE, e);
-    return rc ? rc : tk_ctx_sync(m->c, e);
+    return rc;
 }
 
 int tk_bert_weights_loaded(void *model, tk_err *e) { return tk_params_refresh_copy(((tk_bert *)model)->P, e); }

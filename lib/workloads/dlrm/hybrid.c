@@ -238,8 +238,8 @@ static int choose_capacity(tk_dlrm *m, const int32_t *cat, int64_t n, int64_t ca
 
 // Collective: every rank passes the same n samples' ids cat (n, T) host, folded into the tables
 // (the first batches of the training data), from which the replicated rows are chosen (at most
-// max_rows). Refreshes the replica from the tables; tk_dlrm_init_weights and
-// tk_dlrm_weights_loaded refresh it again. capacity: vectors a rank pair of the fixed exchange
+// max_rows). Refreshes the replica from the tables; tk_dlrm_weights_loaded (after a load or
+// init_weights) refreshes it again. capacity: vectors a rank pair of the fixed exchange
 // (clamped to b*tm, the plain exchange's block), -1: chosen from those batches' exchange matrices
 // and grown when a batch does not fit, 0: every batch exact.
 static int hybrid_setup(tk_dlrm *m, const int32_t *cat, int64_t n, int64_t max_rows, int64_t capacity, tk_err *e) {

@@ -190,11 +190,6 @@ int tk_dlrm_refresh_copies(tk_dlrm *m, tk_err *e) {
     return tk_dlrm_cast_w0p(m, e);
 }
 
-static int write_step(tk_dlrm *m, int64_t step, tk_err *e) {
-    TRY(tk_memcpy_h2d(m->c, m->step, &step, 8, TK_STREAM_COMPUTE, e));
-    return tk_ctx_sync(m->c, e);
-}
-
 int tk_dlrm_init_weights(void *model, uint64_t seed, tk_err *e) {
     tk_dlrm *m = model;
     const tk_dlrm_config *cfg = &m->cfg;
@@ -232,12 +227,8 @@ int tk_dlrm_init_weights(void *model, uint64_t seed, tk_err *e) {
             rc = tk_memcpy_h2d(m->c, dst + off * esz, h, k * esz, TK_STREAM_COMPUTE, e);
         }
     }
-    if (!rc) rc = tk_ctx_sync(m->c, e);
+    if (!rc) rc = tk_ctx_sync(m->c, e); // (the last chunk's copy has left the staging buffer)
     free(h);
-    if (!rc) rc = tk_dlrm_refresh_copies(m, e);
-    if (!rc) rc = write_step(m, 0, e);
-    if (!rc) rc = tk_memset0(m->c, m->loss_acc, 16, TK_STREAM_COMPUTE, e);
-    if (!rc) rc = tk_dlrm_hybrid_refresh(m, e);
     return rc;
 }
 

@@ -13,7 +13,7 @@
 int tk_dlrm_create(const void *cfg, const tk_wl_env *env, void **model, tk_err *e);
 void tk_dlrm_destroy(void *model);
 // MLPerf reference initialization from Philox(seed): embeddings U(-sqrt(1/rows), sqrt(1/rows));
-// weights N(0, sqrt(2/(in+out))); biases N(0, sqrt(1/out)). Zeroes the step counter.
+// weights N(0, sqrt(2/(in+out))); biases N(0, sqrt(1/out)).
 int tk_dlrm_init_weights(void *model, uint64_t seed, tk_err *e);
 // The bf16 path: layer 0's padded bf16 weights from its fp32 master (after every update), and all
 // compute copies after anything but the optimizer changed the master weights.

@@ -133,9 +133,7 @@ int tk_mlp_init_weights(void *model, uint64_t seed, tk_err *e) {
     }
     int rc = tk_memcpy_h2d(m->c, P->dense_w, h, n * 4, TK_STREAM_COMPUTE, e);
     free(h);
-    if (!rc) rc = tk_memset0(m->c, m->env.step, 8, TK_STREAM_COMPUTE, e);
-    if (!rc) rc = tk_memset0(m->c, m->env.loss_acc, 16, TK_STREAM_COMPUTE, e);
-    return rc ? rc : tk_ctx_sync(m->c, e);
+    return rc;
 }
 
 static int gemm(tk_mlp *m, int M, int N, int K, int ta, int tb, const void *A, const void *Bm, void *D,

@@ -366,9 +366,6 @@ int rn_init_weights(void *model, uint64_t seed, tk_err *e) {
     // running statistics: mean 0, variance 1
     for (int i = 0; !rc && i < nu; i++) rc = tk_blk_norm_reset(m->c, &us[i]->n, h, e);
     free(h);
-    if (!rc) rc = rn_weights_loaded(m, e);
-    if (!rc) rc = tk_memset0(m->c, m->loss_acc, 16, TK_STREAM_COMPUTE, e);
-    if (!rc) rc = tk_ctx_sync(m->c, e);
     return rc;
 }
 

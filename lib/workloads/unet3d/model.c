@@ -354,9 +354,6 @@ int u3_init_weights(void *model, uint64_t seed, tk_err *e) {
     }
     int rc = tk_memcpy_h2d(m->c, P->dense_w, h, P->dense_n * sizeof(float), TK_STREAM_COMPUTE, e);
     free(h);
-    if (!rc) rc = u3_weights_loaded(m, e);
-    if (!rc) rc = tk_memset0(m->c, m->loss_acc, 16, TK_STREAM_COMPUTE, e);
-    if (!rc) rc = tk_ctx_sync(m->c, e);
     return rc;
 }
 
