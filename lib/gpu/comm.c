@@ -262,12 +262,9 @@ int tk_comm_dup(tk_comm *m, tk_comm **out, tk_err *e) {
         ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
         cfg.blocking = 0;
         ncclResult_t st = ncclCommSplit(m->nccl, 0, m->rank, &d->nccl, &cfg);
-        // Settled on both: on a non-blocking parent the split leaves the parent in progress too, and
-        // its next collective fails ("Attempt to use communicator before the previous operation
-        // returned ncclSuccess", measured on 2 and 4 H200 on 2026-11-28) until it is polled out of it.
+        // (settled on the new communicator: the split's asynchronous state is its)
         rc = st == ncclSuccess || st == ncclInProgress ? (d->nccl ? nccl_settle(d, st, "ncclCommSplit", e) : 0)
                                                        : nccl_fail(d, e, st, "ncclCommSplit failed");
-        if (!rc && st == ncclInProgress) rc = nccl_settle(m, st, "ncclCommSplit (the parent communicator)", e);
         if (rc) comm_abort(d);
     }
     if (rc) {
