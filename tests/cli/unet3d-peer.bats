@@ -7,10 +7,7 @@
 
 bats_require_minimum_version 1.5.0
 
-need_torch() {
-    python3 -c "import importlib.util as u, sys; sys.exit(u.find_spec('torch') is None or u.find_spec('safetensors') is None)" 2>/dev/null ||
-        skip "torch or safetensors is not importable"
-}
+load torch
 
 setup() {
     PEER="$TK_ROOT/contrib/peers/unet3d.py"
