@@ -3,11 +3,14 @@
 # sliding-window evaluation of the 42 evaluation cases, ours against PyTorch
 # (contrib/peers/unet3d_perf.py: the reference model of contrib/peers/unet3d.py, bf16 autocast,
 # channels_last_3d, fused SGD with Nesterov momentum, eager and torch.compile), in one invocation.
-# Ours is not written yet (issue 29 items 3 and 5): its rows say so and carry no number.
+# Ours: tests/gpu/test_unet3d_step's step_throughput_bench (TK_BENCH=1: the step as one CUDA graph
+# on one batch resident on the GPU, as the peer's; and the eval forward's windows/s). The whole
+# 42-case evaluation of ours is timed by train-step/evaluate (eval_s), not here: its row says so.
 #
 #   contrib/bench/unet3d.sh            (from anywhere; builds nothing)
 #
-# Needs an NVIDIA GPU and python3 with a CUDA torch. Environment knobs:
+# Needs an NVIDIA GPU, $BUILD/tests/gpu/test_unet3d_step built with CUDA (BUILD=build) and
+# python3 with a CUDA torch. Environment knobs:
 #   BATCH=2 CROP=128 WIDTH=32      the training step's shape (WIDTH: the first filter count, 32 = MLPerf's)
 #   WARMUP=10 ITERS=20 WINDOWS=3   steps not timed; steps per timed window; windows (the median is reported)
 #   MODES="eager compile"          the peer's runs (torch.compile's default mode)
@@ -15,7 +18,8 @@
 #   EVAL=1 (0: no evaluation)      CASES=42 CASE_SHAPE=256,256,256 (or SHAPES=FILE: one "D H W" a line)
 #   ROI=128 OVERLAP=0.5 SW_BATCH=4 the sliding window (the reference: roi 128, overlap 0.5, Gaussian)
 #   EVAL_MODES="eager compile"     the evaluation's runs
-#   PEERS=0 (no PyTorch runs)      LOGDIR=DIR (keep the outputs)
+#   PEERS=0 (no PyTorch runs)      LOGDIR=DIR (keep the outputs)   OURS=0 (not ours)
+#   TK_TRACE=FILE                  a CUPTI trace of three of our graph steps (contrib/bench/step_kernels.py)
 #   TINY=1                         dry-run the plumbing on the CPU (width 2, 64^3, fp32, a few steps)
 # The default run (eager and compile, training and evaluation) is estimated (not measured) at ~5
 # minutes on an H100, most of it torch.compile's compilations; COMPILE_MODE=max-autotune takes
@@ -32,7 +36,7 @@ WARMUP=${WARMUP:-10} ITERS=${ITERS:-20} WINDOWS=${WINDOWS:-3}
 MODES=${MODES:-eager compile} COMPILE_MODE=${COMPILE_MODE:-}
 EVAL=${EVAL:-1} CASES=${CASES:-42} CASE_SHAPE=${CASE_SHAPE:-256,256,256} SHAPES=${SHAPES:-}
 ROI=${ROI:-128} OVERLAP=${OVERLAP:-0.5} SW_BATCH=${SW_BATCH:-4} EVAL_MODES=${EVAL_MODES:-eager compile}
-PEERS=${PEERS:-1} TINY=${TINY:-0}
+PEERS=${PEERS:-1} TINY=${TINY:-0} OURS=${OURS:-1} BUILD=${BUILD:-build}
 DEV=cuda AMP=bf16 EXTRA=()
 if [ "$TINY" = 1 ]; then
     BATCH=1 CROP=64 WIDTH=2 WARMUP=1 ITERS=1 WINDOWS=2 MODES=eager COMPILE_MODE=
@@ -65,8 +69,18 @@ peer() {
         rc=1
     fi
 }
-# ours: not yet. A row that says so, never a number.
-echo '{"type": "placeholder", "impl": "trainkit", "what": "train"}' >>"$RES"
+# ours: the step's benchmark in the GPU test (no CPU run of it: TINY=1 leaves ours out)
+if [ "$OURS" = 1 ] && [ "$TINY" != 1 ]; then
+    echo "== trainkit (test_unet3d_step step_throughput_bench)" >&2
+    if TK_BENCH=1 TK_BENCH_BATCH=$BATCH TK_BENCH_CROP=$CROP TK_BENCH_WIDTH=$WIDTH "$BUILD/tests/gpu/test_unet3d_step" \
+        >"$LOGDIR/trainkit.out" 2>"$LOGDIR/trainkit.err"; then
+        grep '^# table unet3d bench' "$LOGDIR/trainkit.out" >&2
+        sed -n 's/^# json //p' "$LOGDIR/trainkit.out" >>"$RES"
+    else
+        echo "unet3d.sh: our run failed (log: $LOGDIR/trainkit.out): $(tail -3 "$LOGDIR/trainkit.out")" >&2
+        rc=1
+    fi
+fi
 if [ "$PEERS" = 1 ]; then
     train=(--batch "$BATCH" --crop "$CROP" --warmup "$WARMUP" --iters "$ITERS" --windows "$WINDOWS")
     for mode in $MODES; do
@@ -88,7 +102,7 @@ fi
 import json, sys
 res, batch, crop, width, dev, amp = sys.argv[1:]
 rows = [json.loads(l) for l in open(res) if l.strip()]
-ours = "trainkit: not yet (issue 29 items 3/5)"
+ours = "trainkit: the whole-case evaluation is timed by train-step/evaluate (eval_s), not here"
 train = [r for r in rows if r["type"] == "bench" or (r["type"] == "placeholder" and r["what"] == "train")]
 ev = [r for r in rows if r["type"] == "bench_eval" or (r["type"] == "placeholder" and r["what"] == "eval")]
 name = lambda r: r["impl"] + (f" ({r['compile_mode']})" if r.get("compile_mode") else "")
@@ -102,6 +116,9 @@ for r in train:
         continue
     ratio = f"{r['samples_per_s'] / ref:.2f}x" if ref else "-"
     print(f"{name(r):<28} {r['samples_per_s']:>10.2f} {r['ms_per_iter_median']:>9.2f} {gib(r):>9} {ratio:>17}")
+    if r.get("eval_windows_per_s"):
+        print(f"{'':<28} (eager step {r['eager_samples_per_s']:.2f} samples/s; eval forward "
+              f"{r['eval_windows_per_s']:.2f} windows/s of {crop}^3)")
 if ev:
     e0 = next((r for r in ev if r["type"] == "bench_eval"), None)
     if e0:

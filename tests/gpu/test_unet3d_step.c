@@ -16,7 +16,15 @@
 //     of the same image (cpu vs cuda fp32 within 1e-5), the other window's values unused.
 // (d) graph vs eager: three steps with an SGD update, one model eager, one with the step captured
 //     once and replayed, deterministic engines: bit-identical weights.
+// (e) TK_BENCH=1: the benchmark of contrib/bench/unet3d.sh (the MLPerf shape: width 32, batch 2 of
+//     128^3, bf16; TK_BENCH_BATCH, TK_BENCH_CROP, TK_BENCH_WIDTH change it): the step as one CUDA
+//     graph and eager, the training forward, the eval forward of the batch's windows; TK_TRACE=FILE
+//     traces three graph replays for contrib/bench/step_kernels.py.
+#include <cuda_runtime_api.h>
+
+#include "cupti_trace.h"
 #include "engine/instance.h"
+#include "gpu/cudnn_conv.h"
 #include "gpu_test.h"
 #include "sgd.h"
 #include "workloads/unet3d/model.h"
@@ -193,4 +201,86 @@ TK_TEST(graph_vs_eager_bitwise) {
     tk_graph_destroy(&g);
     u3_destroy(a), u3_destroy(b);
     gt_ctx_->deterministic = saved;
+}
+
+// ---- (e) the benchmark (TK_BENCH=1) ----
+typedef struct u3_bench_arg {
+    u3_model *m;
+    tk_graph *g;
+    int what;
+    float *x;
+    void *y;
+} u3_bench_arg;
+
+static void u3_bench_fn(void *p) {
+    u3_bench_arg *a = p;
+    tk_err e = {0};
+    int rc = 0;
+    if (a->what == 0) rc = tk_graph_launch(a->m->c, a->g, &e);
+    else if (a->what == 1) rc = iteration(a->m, &e);
+    else if (a->what == 2) rc = u3_forward(a->m, &e);
+    else rc = u3_forward_eval(a->m, a->x, a->m->b, a->y, &e);
+    if (rc) gt_die_("bench step", &e);
+}
+
+static int env_int(const char *name, int dflt) { return getenv(name) ? atoi(getenv(name)) : dflt; }
+
+TK_TEST(step_throughput_bench) {
+    if (!getenv("TK_BENCH")) {
+        printf("# TK_BENCH=1 runs this benchmark\n");
+        return;
+    }
+    u3_config cfg = config(env_int("TK_BENCH_WIDTH", 32), 1);
+    cfg.b = cfg.batch = env_int("TK_BENCH_BATCH", 2);
+    const int crop = env_int("TK_BENCH_CROP", 128);
+    for (int a = 0; a < 3; a++) cfg.data.crop[a] = crop;
+    tk_err e = {0};
+    size_t f0, tot, f1, f2;
+    cudaMemGetInfo(&f0, &tot);
+    u3_model *m = make(gt_ctx_, &cfg);
+    cudaMemGetInfo(&f1, &tot);
+    float lr = 0.01f;
+    gt_up(m->lr, &lr, 4);
+    set_batch(m, 0);
+    tk_graph g = {0};
+    CHECK_EQ_INT(iteration(m, &e), 0); // warm-up (cuDNN's first runs), then the capture
+    CHECK_EQ_INT(tk_graph_begin(gt_ctx_, &e), 0);
+    CHECK_EQ_INT(iteration(m, &e), 0);
+    CHECK_EQ_INT(tk_graph_end(gt_ctx_, &g, &e), 0);
+    const size_t nv = (size_t)m->b * m->S;
+    u3_bench_arg a = {m, &g, 0, gt_dev(nv * 4), gt_dev(nv * U3_CLASSES * tk_dtype_size(m->t))};
+    CHECK_EQ_INT(tk_memcpy_d2d(m->c, a.x, m->in_img, nv * 4, TK_STREAM_COMPUTE, &e), 0);
+    const char *names[4] = {"step, CUDA graph", "step, eager", "forward (training)", "eval forward"};
+    double ms[4];
+    for (int w = 0; w < 4; w++) {
+        a.what = w;
+        ms[w] = gt_time_ms(u3_bench_fn, &a, 10);
+        printf("# table unet3d bench b=%d %d^3 width %d bf16 %-18s %8.2f ms  %8.2f samples/s\n", m->b, crop,
+               cfg.width, names[w], ms[w], m->b * 1e3 / ms[w]);
+    }
+    cudaMemGetInfo(&f2, &tot);
+    printf("# table unet3d bench: model memory %.2f GiB, with the eval buffers %.2f GiB; %d conv plans, %.0f MiB "
+           "workspace\n", (double)(f0 - f1) / (1 << 30), (double)(f0 - f2) / (1 << 30), tk_cudnn_nplans(m->dnn),
+           (double)tk_cudnn_ws_bytes(m->dnn) / (1 << 20));
+    printf("# json {\"type\": \"bench\", \"impl\": \"trainkit\", \"batch\": %d, \"crop\": %d, \"width\": %d, "
+           "\"samples_per_s\": %.2f, \"ms_per_iter_median\": %.3f, \"eager_samples_per_s\": %.2f, "
+           "\"eval_windows_per_s\": %.2f, \"peak_mem_gib\": %.2f}\n",
+           m->b, crop, cfg.width, m->b * 1e3 / ms[0], ms[0], m->b * 1e3 / ms[1], m->b * 1e3 / ms[3],
+           (double)(f0 - f2) / (1 << 30));
+    for (int i = 0; i < tk_cudnn_nplans(m->dnn); i++) printf("# plan %s\n", tk_cudnn_plan_desc(m->dnn, i));
+    if (gt_trace_start()) {
+        char mark[32];
+        for (int i = 0; i < 3; i++) {
+            snprintf(mark, sizeof mark, "step %d", i);
+            gt_trace_mark(mark);
+            CHECK_EQ_INT(tk_graph_launch(m->c, &g, &e), 0);
+            CHECK_EQ_INT(tk_ctx_sync(m->c, &e), 0);
+            snprintf(mark, sizeof mark, "end %d", i);
+            gt_trace_mark(mark);
+        }
+        gt_trace_stop();
+    }
+    tk_free(gt_ctx_, a.x), tk_free(gt_ctx_, a.y);
+    tk_graph_destroy(&g);
+    u3_destroy(m);
 }
