@@ -4,7 +4,7 @@
 //   forward:  y[m,k] += b[k]                       (in place; rounded to t once)
 //   backward: db[k] = sum_m dy[m,k]                (overwritten; fp64 sums)
 // Types: y, dy (M, K) in t (TK_F32 or TK_BF16); b, db (K) fp32. The CUDA backward adds fp64
-// partials over G groups of rows (G a function of M only) in a fixed order: deterministic.
+// partials over G groups of rows (G a function of M and K) in a fixed order: deterministic.
 // ws: tk_conv3d_bias_ws_bytes (the reference needs none).
 #ifndef TK_KERNELS_CONV3D_BIAS_H
 #define TK_KERNELS_CONV3D_BIAS_H

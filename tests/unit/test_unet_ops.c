@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "conv3d.h"
+#include "colcat.h"
 #include "conv3d_bias.h"
 #include "core/bf16.h"
 #include "dice_ce.h"
@@ -540,6 +541,29 @@ TK_TEST(conv3d_bias_exact) {
     CHECK_EQ_INT(tk_conv3d_bias_fwd_ref(TK_BF16, yb, 2, 1, b1, &e), 0);
     CHECK(tk_bf16_to_f32(yb[0]) == 2 && tk_bf16_to_f32(yb[1]) == 256); // 257 rounds to even in bf16
     CHECK_EQ_INT(tk_conv3d_bias_bwd_ref(TK_F32, dy, 0, K, db, &e), TK_EINTERNAL);
+}
+
+// The skip connection's concatenation and its gradient's split, on small integers: every element
+// where the definition puts it, and the split undoes the concatenation.
+TK_TEST(colcat_exact) {
+    tk_err e = {0};
+    enum { R = 5, CA = 3, CB = 2 };
+    float a[R * CA], b[R * CB], out[R * (CA + CB)], a2[R * CA], b2[R * CB];
+    for (int i = 0; i < R * CA; i++) a[i] = (float)i;
+    for (int i = 0; i < R * CB; i++) b[i] = (float)(-1 - i);
+    CHECK_EQ_INT(tk_colcat_ref(4, a, CA, b, CB, R, out, &e), 0);
+    int bad = 0;
+    for (int r = 0; r < R; r++)
+        for (int k = 0; k < CA + CB; k++)
+            bad += out[r * (CA + CB) + k] != (k < CA ? (float)(r * CA + k) : (float)(-1 - (r * CB + k - CA)));
+    CHECK_EQ_INT(bad, 0);
+    CHECK_EQ_INT(tk_colsplit_ref(4, out, CA, CB, R, a2, b2, &e), 0);
+    CHECK(!memcmp(a, a2, sizeof a) && !memcmp(b, b2, sizeof b));
+    uint16_t h[4] = {1, 2, 3, 4}, g[2] = {9, 8}, o[6];
+    CHECK_EQ_INT(tk_colcat_ref(2, h, 2, g, 1, 2, o, &e), 0);
+    CHECK(o[0] == 1 && o[1] == 2 && o[2] == 9 && o[3] == 3 && o[4] == 4 && o[5] == 8);
+    CHECK_EQ_INT(tk_colcat_ref(8, a, CA, b, CB, R, out, &e), TK_EINTERNAL);
+    CHECK_EQ_INT(tk_colsplit_ref(4, out, 0, CB, R, a2, b2, &e), TK_EINTERNAL);
 }
 
 // The oracle driver (see the top of the file).

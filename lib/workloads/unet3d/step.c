@@ -1,5 +1,6 @@
 // The 3D U-Net's forward and backward (model.h): one fixed sequence of ops on the model's buffers,
 // no host reads, no allocation (the cuda backend captures the training step in a CUDA graph).
+#include "colcat.h"
 #include "conv3d_bias.h"
 #include "dice_ce.h"
 #include "workloads/unet3d/model.h"
@@ -19,21 +20,6 @@ static int refresh_padded(u3_model *m, tk_err *e) {
     return 0;
 }
 
-// a (rows, ca) and b (rows, cb) side by side into out (rows, ca + cb), all in t.
-static int concat(u3_model *m, const void *a, int ca, const void *b, int cb, int64_t rows, void *out, tk_err *e) {
-    const size_t es = tk_dtype_size(m->t), ld = (size_t)(ca + cb) * es;
-    TRY(tk_memcpy2d(m->c, out, ld, a, (size_t)ca * es, (size_t)ca * es, (size_t)rows, TK_STREAM_COMPUTE, e));
-    return tk_memcpy2d(m->c, (char *)out + (size_t)ca * es, ld, b, (size_t)cb * es, (size_t)cb * es, (size_t)rows,
-                       TK_STREAM_COMPUTE, e);
-}
-
-// Columns [c0, c0 + n) of in (rows, ld) into out (rows, n).
-static int columns(u3_model *m, const void *in, int ld, int c0, int n, int64_t rows, void *out, tk_err *e) {
-    const size_t es = tk_dtype_size(m->t);
-    return tk_memcpy2d(m->c, out, (size_t)n * es, (const char *)in + (size_t)c0 * es, (size_t)ld * es, (size_t)n * es,
-                       (size_t)rows, TK_STREAM_COMPUTE, e);
-}
-
 int u3_forward(u3_model *m, tk_err *e) {
     const tk_blk_env *env = &m->env;
     tk_range_push("forward");
@@ -43,7 +29,7 @@ int u3_forward(u3_model *m, tk_err *e) {
         u3_up *u = &m->up[j];
         TRY(tk_blk_conv_fwd(env, &u->tc, u->in, u->ty, 1, e));
         TRY(tk_conv3d_bias_fwd(m->c, m->t, u->ty, u->rows, u->cout, u->b, e));
-        TRY(concat(m, u->ty, u->cout, u->skip, u->cout, u->rows, u->cat, e));
+        TRY(tk_colcat(m->c, tk_dtype_size(m->t), u->ty, u->cout, u->skip, u->cout, u->rows, u->cat, e));
         TRY(tk_blk_unit_fwd(env, &u->u1, u->cat, NULL, 1, e));
         TRY(tk_blk_unit_fwd(env, &u->u2, u->u1.z, NULL, 1, e));
     }
@@ -86,8 +72,7 @@ static int backward(u3_model *m, tk_err *e) {
         TRY(unit_bwd(m, &p, &u->u2, u->u1.z, &g, NULL, 1, e));
         TRY(unit_bwd(m, &p, &u->u1, u->cat, &g, NULL, 1, e)); // g: the concatenation's gradient
         void *dty = tk_blk_scratch_take(&p);
-        TRY(columns(m, g, 2 * u->cout, 0, u->cout, u->rows, dty, e));
-        TRY(columns(m, g, 2 * u->cout, u->cout, u->cout, u->rows, u->cat, e)); // the skip's
+        TRY(tk_colsplit(m->c, tk_dtype_size(m->t), g, u->cout, u->cout, u->rows, dty, u->cat, e)); // cat: the skip's
         tk_blk_scratch_put(&p, g);
         TRY(tk_conv3d_bias_bwd(m->c, m->t, dty, u->rows, u->cout, u->db, m->bias_ws, e));
         g = tk_blk_scratch_take(&p);
