@@ -5,6 +5,7 @@
 // convolutions and the instance norm's forward and statistics bit-exact. The 3-D convolutions run
 // through cuDNN's graph API (lib/gpu/cudnn_conv3d.h) at the U-Net's kinds of shape, small.
 #include "conv3d.h"
+#include "act_io.h"
 #include "colcat.h"
 #include "conv3d_bias.h"
 #include "dice_ce.h"
@@ -280,43 +281,51 @@ TK_TEST(conv3d_bias_vs_reference) {
 
 // ---- the skip connections' concatenation and split ----
 
-// Both directions against the reference, bit for bit: the U-Net's shapes (16-byte rows: the vector
-// path) and odd ones (the element path), both element sizes, misaligned pointers.
+// Both directions against the reference, bit for bit (with a bias too: the same fp32 add rounded
+// once): the U-Net's shapes (16-byte rows: the vector path) and odd ones (the element path), both
+// types, misaligned pointers.
 TK_TEST(colcat_vs_reference) {
     static const struct {
         int64_t rows, ca, cb;
-        int es, off;
-    } cases[] = {{2 * 64 * 64 * 64, 32, 32, 2, 0}, {4096, 256, 256, 2, 0}, {1000, 7, 5, 2, 0}, {999, 16, 8, 4, 0},
-                 {777, 3, 9, 4, 0}, {513, 32, 32, 2, 1}};
-    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        const int64_t R = cases[i].rows, ca = cases[i].ca, cb = cases[i].cb;
-        const size_t es = (size_t)cases[i].es, off = (size_t)cases[i].off * es, na = (size_t)(R * ca) * es,
-                     nb = (size_t)(R * cb) * es, n = na + nb;
-        tk_err e = {0};
-        unsigned char *a = gt_host(na), *b = gt_host(nb), *ref = gt_host(n), *got = gt_host(n), *a2 = gt_host(na),
-                      *b2 = gt_host(nb);
-        for (size_t j = 0; j < na; j++) a[j] = (unsigned char)tk_philox_draw(11, (uint32_t)i, j).v[0];
-        for (size_t j = 0; j < nb; j++) b[j] = (unsigned char)tk_philox_draw(12, (uint32_t)i, j).v[0];
-        unsigned char *da = gt_dev(na + off), *db = gt_dev(nb + off), *dw = gt_dev(n + off);
-        gt_up(da + off, a, na), gt_up(db + off, b, nb);
-        CHECK_EQ_INT(tk_colcat(gt_ctx_, es, da + off, ca, db + off, cb, R, dw + off, &e), 0);
-        CHECK_EQ_INT(tk_colcat_ref(es, a, ca, b, cb, R, ref, &e), 0);
-        CHECK_EQ_INT(gt_sync(&e), 0);
-        gt_down(got, dw + off, n);
-        const int cat_ok = !memcmp(got, ref, n);
-        CHECK_EQ_INT(tk_memset0(gt_ctx_, da, na + off, TK_STREAM_COMPUTE, &e), 0);
-        CHECK_EQ_INT(tk_memset0(gt_ctx_, db, nb + off, TK_STREAM_COMPUTE, &e), 0);
-        CHECK_EQ_INT(tk_colsplit(gt_ctx_, es, dw + off, ca, cb, R, da + off, db + off, &e), 0);
-        CHECK_EQ_INT(gt_sync(&e), 0);
-        gt_down(a2, da + off, na), gt_down(b2, db + off, nb);
-        const int split_ok = !memcmp(a2, a, na) && !memcmp(b2, b, nb);
-        printf("# table unet colcat rows %lld, %lld + %lld columns of %zu bytes%s: cat %s, split %s\n", (long long)R,
-               (long long)ca, (long long)cb, es, off ? ", misaligned" : "", cat_ok ? "exact" : "DIFFERS",
-               split_ok ? "exact" : "DIFFERS");
-        CHECK(cat_ok && split_ok);
-        tk_free(gt_ctx_, da), tk_free(gt_ctx_, db), tk_free(gt_ctx_, dw);
-        free(a), free(b), free(ref), free(got), free(a2), free(b2);
-    }
+        tk_dtype t;
+        int off;
+    } cases[] = {{2 * 64 * 64 * 64, 32, 32, TK_BF16, 0}, {4096, 256, 256, TK_BF16, 0}, {1000, 7, 5, TK_BF16, 0},
+                 {999, 16, 8, TK_F32, 0}, {777, 3, 9, TK_F32, 0}, {513, 32, 32, TK_BF16, 1}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        for (int with_bias = 0; with_bias < 2; with_bias++) {
+            const int64_t R = cases[i].rows, ca = cases[i].ca, cb = cases[i].cb;
+            const tk_dtype t = cases[i].t;
+            const size_t es = tk_dtype_size(t), off = (size_t)cases[i].off * es, na = (size_t)(R * ca) * es,
+                         nb = (size_t)(R * cb) * es, n = na + nb;
+            tk_err e = {0};
+            float *x = gt_host((size_t)(R * (ca + cb)) * 4), *bias = gt_host((size_t)ca * 4);
+            gt_fill(x, (size_t)(R * (ca + cb)), -3, 3, 0);
+            gt_fill(bias, (size_t)ca, -1, 1, 0);
+            unsigned char *a = gt_host(na), *b = gt_host(nb), *ref = gt_host(n), *got = gt_host(n),
+                          *a2 = gt_host(na), *b2 = gt_host(nb);
+            for (size_t j = 0; j < (size_t)(R * ca); j++) tk_act_st(a, t, j, x[j]);
+            for (size_t j = 0; j < (size_t)(R * cb); j++) tk_act_st(b, t, j, x[R * ca + j]);
+            unsigned char *da = gt_dev(na + off), *db = gt_dev(nb + off), *dw = gt_dev(n + off);
+            float *dbias = gt_dev((size_t)ca * 4);
+            gt_up(da + off, a, na), gt_up(db + off, b, nb), gt_up(dbias, bias, (size_t)ca * 4);
+            CHECK_EQ_INT(tk_colcat(gt_ctx_, t, da + off, ca, with_bias ? dbias : NULL, db + off, cb, R, dw + off, &e), 0);
+            CHECK_EQ_INT(tk_colcat_ref(t, a, ca, with_bias ? bias : NULL, b, cb, R, ref, &e), 0);
+            CHECK_EQ_INT(gt_sync(&e), 0);
+            gt_down(got, dw + off, n);
+            const int cat_ok = !memcmp(got, ref, n);
+            CHECK_EQ_INT(tk_colsplit(gt_ctx_, t, dw + off, ca, cb, R, da + off, db + off, &e), 0);
+            CHECK_EQ_INT(tk_colsplit_ref(t, ref, ca, cb, R, a2, b2, &e), 0);
+            CHECK_EQ_INT(gt_sync(&e), 0);
+            unsigned char *ga = gt_host(na), *gb = gt_host(nb);
+            gt_down(ga, da + off, na), gt_down(gb, db + off, nb);
+            const int split_ok = !memcmp(ga, a2, na) && !memcmp(gb, b2, nb) && (with_bias || !memcmp(a2, a, na));
+            printf("# table unet colcat %s rows %lld, %lld + %lld columns%s%s: cat %s, split %s\n", tk_dtype_name(t),
+                   (long long)R, (long long)ca, (long long)cb, with_bias ? ", bias" : "", off ? ", misaligned" : "",
+                   cat_ok ? "exact" : "DIFFERS", split_ok ? "exact" : "DIFFERS");
+            CHECK(cat_ok && split_ok);
+            tk_free(gt_ctx_, da), tk_free(gt_ctx_, db), tk_free(gt_ctx_, dw), tk_free(gt_ctx_, dbias);
+            free(x), free(bias), free(a), free(b), free(ref), free(got), free(a2), free(b2), free(ga), free(gb);
+        }
 }
 
 // ---- 3-D convolution ----

@@ -549,21 +549,31 @@ TK_TEST(colcat_exact) {
     tk_err e = {0};
     enum { R = 5, CA = 3, CB = 2 };
     float a[R * CA], b[R * CB], out[R * (CA + CB)], a2[R * CA], b2[R * CB];
+    const float bias[CA] = {0.5f, -4, 8};
     for (int i = 0; i < R * CA; i++) a[i] = (float)i;
     for (int i = 0; i < R * CB; i++) b[i] = (float)(-1 - i);
-    CHECK_EQ_INT(tk_colcat_ref(4, a, CA, b, CB, R, out, &e), 0);
-    int bad = 0;
-    for (int r = 0; r < R; r++)
-        for (int k = 0; k < CA + CB; k++)
-            bad += out[r * (CA + CB) + k] != (k < CA ? (float)(r * CA + k) : (float)(-1 - (r * CB + k - CA)));
-    CHECK_EQ_INT(bad, 0);
-    CHECK_EQ_INT(tk_colsplit_ref(4, out, CA, CB, R, a2, b2, &e), 0);
+    for (int with_bias = 0; with_bias < 2; with_bias++) {
+        CHECK_EQ_INT(tk_colcat_ref(TK_F32, a, CA, with_bias ? bias : NULL, b, CB, R, out, &e), 0);
+        int bad = 0;
+        for (int r = 0; r < R; r++)
+            for (int k = 0; k < CA + CB; k++)
+                bad += out[r * (CA + CB) + k] != (k < CA ? (float)(r * CA + k) + (with_bias ? bias[k] : 0)
+                                                         : (float)(-1 - (r * CB + k - CA)));
+        CHECK_EQ_INT(bad, 0);
+    }
+    CHECK_EQ_INT(tk_colcat_ref(TK_F32, a, CA, NULL, b, CB, R, out, &e), 0);
+    CHECK_EQ_INT(tk_colsplit_ref(TK_F32, out, CA, CB, R, a2, b2, &e), 0);
     CHECK(!memcmp(a, a2, sizeof a) && !memcmp(b, b2, sizeof b));
-    uint16_t h[4] = {1, 2, 3, 4}, g[2] = {9, 8}, o[6];
-    CHECK_EQ_INT(tk_colcat_ref(2, h, 2, g, 1, 2, o, &e), 0);
-    CHECK(o[0] == 1 && o[1] == 2 && o[2] == 9 && o[3] == 3 && o[4] == 4 && o[5] == 8);
-    CHECK_EQ_INT(tk_colcat_ref(8, a, CA, b, CB, R, out, &e), TK_EINTERNAL);
-    CHECK_EQ_INT(tk_colsplit_ref(4, out, 0, CB, R, a2, b2, &e), TK_EINTERNAL);
+    // bf16: bits copied as they are; with a bias the sum rounded once (256 + 1 to even: 256)
+    uint16_t h[4] = {1, 2, 3, tk_f32_to_bf16(256)}, g[2] = {9, 8}, o[6];
+    CHECK_EQ_INT(tk_colcat_ref(TK_BF16, h, 2, NULL, g, 1, 2, o, &e), 0);
+    CHECK(o[0] == 1 && o[1] == 2 && o[2] == 9 && o[3] == 3 && o[4] == h[3] && o[5] == 8);
+    const float one[2] = {1, 1};
+    h[0] = tk_f32_to_bf16(2);
+    CHECK_EQ_INT(tk_colcat_ref(TK_BF16, h, 2, one, g, 1, 2, o, &e), 0);
+    CHECK(tk_bf16_to_f32(o[0]) == 3 && tk_bf16_to_f32(o[4]) == 256 && o[2] == 9);
+    CHECK_EQ_INT(tk_colcat_ref(TK_U8, a, CA, NULL, b, CB, R, out, &e), TK_EINTERNAL);
+    CHECK_EQ_INT(tk_colsplit_ref(TK_F32, out, 0, CB, R, a2, b2, &e), TK_EINTERNAL);
 }
 
 // The oracle driver (see the top of the file).

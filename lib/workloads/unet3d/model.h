@@ -5,8 +5,8 @@
 //
 // Buffers (the backend's memory, one arena): every unit's convolution output y and unit output z
 // (the next layer's input and the norm's backward reads both: its x and the ReLU's sign), each
-// upsampling's transposed output ty (bias added in place) and the concatenation cat = [ty, skip]
-// (channels last: a strided copy of each), the logits (b, S, ld). The backward runs on scratch
+// upsampling's transposed output ty (without its bias) and the concatenation cat = [ty + bias,
+// skip] (channels last: kernels/colcat.h, the bias added as it copies), the logits (b, S, ld). The backward runs on scratch
 // buffers of the largest activation (U3_NBUF) and accumulates a skip's two gradients in the
 // instance norm's dy + dy2.
 //
@@ -29,7 +29,7 @@ typedef struct u3_up {
     tk_blk_conv tc;               // ConvTranspose3d 2x2x2 stride 2 (its bias: b, db)
     int pb;                       // the bias's tensor
     float *b, *db;
-    void *ty, *cat;               // its output (rows, cout); [ty, skip] (rows, 2 cout)
+    void *ty, *cat;               // its output (rows, cout) without the bias; [ty + b, skip] (rows, 2 cout)
     const void *skip, *in;        // the encoder's output at this level; this block's input
     tk_blk_unit u1, u2;
     int cout;

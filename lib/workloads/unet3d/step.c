@@ -28,8 +28,8 @@ int u3_forward(u3_model *m, tk_err *e) {
     for (int j = 0; j < U3_UP; j++) {
         u3_up *u = &m->up[j];
         TRY(tk_blk_conv_fwd(env, &u->tc, u->in, u->ty, 1, e));
-        TRY(tk_conv3d_bias_fwd(m->c, m->t, u->ty, u->rows, u->cout, u->b, e));
-        TRY(tk_colcat(m->c, tk_dtype_size(m->t), u->ty, u->cout, u->skip, u->cout, u->rows, u->cat, e));
+        // [ty + bias, skip]: the upsampling's bias added as it is copied
+        TRY(tk_colcat(m->c, m->t, u->ty, u->cout, u->b, u->skip, u->cout, u->rows, u->cat, e));
         TRY(tk_blk_unit_fwd(env, &u->u1, u->cat, NULL, 1, e));
         TRY(tk_blk_unit_fwd(env, &u->u2, u->u1.z, NULL, 1, e));
     }
@@ -72,7 +72,7 @@ static int backward(u3_model *m, tk_err *e) {
         TRY(unit_bwd(m, &p, &u->u2, u->u1.z, &g, NULL, 1, e));
         TRY(unit_bwd(m, &p, &u->u1, u->cat, &g, NULL, 1, e)); // g: the concatenation's gradient
         void *dty = tk_blk_scratch_take(&p);
-        TRY(tk_colsplit(m->c, tk_dtype_size(m->t), g, u->cout, u->cout, u->rows, dty, u->cat, e)); // cat: the skip's
+        TRY(tk_colsplit(m->c, m->t, g, u->cout, u->cout, u->rows, dty, u->cat, e)); // cat: the skip's
         tk_blk_scratch_put(&p, g);
         TRY(tk_conv3d_bias_bwd(m->c, m->t, dty, u->rows, u->cout, u->db, m->bias_ws, e));
         g = tk_blk_scratch_take(&p);
