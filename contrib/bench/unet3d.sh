@@ -4,8 +4,10 @@
 # (contrib/peers/unet3d_perf.py: the reference model of contrib/peers/unet3d.py, bf16 autocast,
 # channels_last_3d, fused SGD with Nesterov momentum, eager and torch.compile), in one invocation.
 # Ours: tests/gpu/test_unet3d_step's step_throughput_bench (TK_BENCH=1: the step as one CUDA graph
-# on one batch resident on the GPU, as the peer's; and the eval forward's windows/s). The whole
-# 42-case evaluation of ours is timed by train-step/evaluate (eval_s), not here: its row says so.
+# on one batch resident on the GPU, as the peer's; the eval forward's windows/s; then u3_evaluate,
+# the evaluation train-step runs, over CASES random cases of CASE_SHAPE in GPU memory, SW_BATCH
+# windows a forward: its second run is timed, ms/case is its mean). Our evaluation needs cubic
+# CASE_SHAPE (no SHAPES file).
 #
 #   contrib/bench/unet3d.sh            (from anywhere; builds nothing)
 #
@@ -72,7 +74,11 @@ peer() {
 # ours: the step's benchmark in the GPU test (no CPU run of it: TINY=1 leaves ours out)
 if [ "$OURS" = 1 ] && [ "$TINY" != 1 ]; then
     echo "== trainkit (test_unet3d_step step_throughput_bench)" >&2
-    if TK_BENCH=1 TK_BENCH_BATCH=$BATCH TK_BENCH_CROP=$CROP TK_BENCH_WIDTH=$WIDTH "$BUILD/tests/gpu/test_unet3d_step" \
+    IFS=, read -r s0 s1 s2 <<<"$CASE_SHAPE"
+    ocases=$CASES
+    [ "$EVAL" = 1 ] && [ -z "$SHAPES" ] && [ "$s0" = "$s1" ] && [ "$s1" = "$s2" ] && [ "$ROI" = "$CROP" ] && [ "$OVERLAP" = 0.5 ] || ocases=0
+    if TK_BENCH=1 TK_BENCH_BATCH=$BATCH TK_BENCH_CROP=$CROP TK_BENCH_WIDTH=$WIDTH TK_BENCH_CASES=$ocases \
+        TK_BENCH_CASE=$s0 TK_BENCH_SW=$SW_BATCH "$BUILD/tests/gpu/test_unet3d_step" \
         >"$LOGDIR/trainkit.out" 2>"$LOGDIR/trainkit.err"; then
         grep '^# table unet3d bench' "$LOGDIR/trainkit.out" >&2
         sed -n 's/^# json //p' "$LOGDIR/trainkit.out" >>"$RES"
@@ -89,7 +95,6 @@ if [ "$PEERS" = 1 ]; then
     [ -n "$COMPILE_MODE" ] && peer "train-compile-$COMPILE_MODE" --mode compile --compile-mode "$COMPILE_MODE" "${train[@]}"
 fi
 if [ "$EVAL" = 1 ]; then
-    echo '{"type": "placeholder", "impl": "trainkit", "what": "eval"}' >>"$RES"
     if [ "$PEERS" = 1 ]; then
         ev=(--eval --roi "$ROI" --overlap "$OVERLAP" --sw-batch "$SW_BATCH")
         if [ -n "$SHAPES" ]; then ev+=(--shapes-file "$SHAPES"); else ev+=(--cases "$CASES" --case-shape "$CASE_SHAPE"); fi

@@ -19,14 +19,18 @@
 // (e) TK_BENCH=1: the benchmark of contrib/bench/unet3d.sh (the MLPerf shape: width 32, batch 2 of
 //     128^3, bf16; TK_BENCH_BATCH, TK_BENCH_CROP, TK_BENCH_WIDTH change it): the step as one CUDA
 //     graph and eager, the training forward, the eval forward of the batch's windows; TK_TRACE=FILE
-//     traces three graph replays for contrib/bench/step_kernels.py.
+//     traces three graph replays for contrib/bench/step_kernels.py. Then the whole sliding-window
+//     evaluation (u3_evaluate, as train-step runs it) of TK_BENCH_CASES=42 cases of
+//     TK_BENCH_CASE=256 cubed (random images and labels) with TK_BENCH_SW=4 windows a forward.
 #include <cuda_runtime_api.h>
 
 #include "cupti_trace.h"
+#include "core/progress.h"
 #include "engine/instance.h"
 #include "gpu/cudnn_conv.h"
 #include "gpu_test.h"
 #include "sgd.h"
+#include "swin.h"
 #include "workloads/unet3d/model.h"
 
 static u3_config config(int width, int bf16) {
@@ -282,5 +286,44 @@ TK_TEST(step_throughput_bench) {
     }
     tk_free(gt_ctx_, a.x), tk_free(gt_ctx_, a.y);
     tk_graph_destroy(&g);
+    u3_destroy(m);
+    // the evaluation: a model of TK_BENCH_SW windows a forward, the cases in host memory
+    const int ncases = env_int("TK_BENCH_CASES", 42), side = env_int("TK_BENCH_CASE", 256);
+    if (ncases < 1) return;
+    cfg.b = cfg.batch = env_int("TK_BENCH_SW", 4);
+    cfg.eval_overlap = 0.5;
+    m = make(gt_ctx_, &cfg);
+    tk_swin_grid grid;
+    CHECK_EQ_INT(tk_swin_grid_init(&grid, side, side, side, crop, cfg.eval_overlap, &e), 0);
+    const size_t nvox = (size_t)side * side * side;
+    u3_cases cs = {ncases, ncases, calloc((size_t)ncases, sizeof(u3_case))};
+    for (int i = 0; i < ncases; i++) {
+        u3_case *k = &cs.c[i];
+        k->id = i, k->shape[0] = k->shape[1] = k->shape[2] = side;
+        k->image = gt_host(nvox * 4), k->label = gt_host(nvox);
+        for (size_t v = 0; v < nvox; v++) {
+            k->image[v] = (float)tk_philox_normal(31, (uint32_t)i, v);
+            k->label[v] = (uint8_t)(tk_philox_draw(32, (uint32_t)i, v / 4).v[v % 4] % 3);
+        }
+    }
+    void *es = NULL;
+    CHECK_EQ_INT(u3_evalset_from_cases(m, &cs, &es, &e), 0);
+    double dice = 0, secs[2];
+    for (int r = 0; r < 2 && es; r++) { // the first run loads the eval plans' kernels
+        const double t0 = tk_now();
+        CHECK_EQ_INT(u3_evaluate(m, es, &dice, &e), 0);
+        secs[r] = tk_now() - t0;
+    }
+    if (es) {
+        printf("# table unet3d bench eval: %d cases of %d^3, roi %d, overlap %.2f, %d windows a forward: %.2f s "
+               "(first run %.2f s), %.1f ms a case, mean Dice %.4f\n", ncases, side, crop, cfg.eval_overlap, cfg.b,
+               secs[1], secs[0], secs[1] * 1e3 / ncases, dice);
+        printf("# json {\"type\": \"bench_eval\", \"impl\": \"trainkit\", \"cases\": %d, \"shapes\": "
+               "[\"%dx%dx%d\"], \"roi\": %d, \"overlap\": %.2f, \"windows\": %lld, \"eval_s\": %.3f, "
+               "\"cases_per_s\": %.3f, \"ms_per_case_median\": %.1f, \"sw_batch\": %d}\n", ncases, side, side, side,
+               crop, cfg.eval_overlap, (long long)grid.count * ncases, secs[1], ncases / secs[1],
+               secs[1] * 1e3 / ncases, cfg.b);
+        u3_evalset_free(m, es);
+    }
     u3_destroy(m);
 }

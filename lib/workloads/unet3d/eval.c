@@ -60,15 +60,30 @@ static int load_case(tk_ctx *c, u3_evalset *es, int i, const u3_config *cfg, tk_
 }
 
 int u3_evalset_load(void *model, char *const *paths, int npaths, void **out, tk_err *e) {
-    const u3_config *cfg = u3_model_config(model);
-    tk_ctx *c = u3_model_ctx(model);
-    const tk_dist *d = cfg->dist;
+    const tk_dist *d = u3_model_config(model)->dist;
     *out = NULL;
     if (!d) return tk_err_set(e, TK_EINTERNAL, "unet3d: the eval set before the model's ranks");
+    u3_cases cs;
+    TRY(u3_cases_load(paths, npaths, d->rank, d->world, &cs, e));
+    if (cs.total == 0) {
+        u3_cases_free(&cs);
+        return tk_err_set(e, TK_EDATA, "%s: the eval set holds no case", paths[0]);
+    }
+    return u3_evalset_from_cases(model, &cs, out, e);
+}
+
+int u3_evalset_from_cases(void *model, u3_cases *cases, void **out, tk_err *e) {
+    const u3_config *cfg = u3_model_config(model);
+    tk_ctx *c = u3_model_ctx(model);
+    *out = NULL;
     u3_evalset *es = calloc(1, sizeof *es);
-    if (!es) return tk_err_set(e, TK_EIO, "out of host memory");
-    int rc = u3_cases_load(paths, npaths, d->rank, d->world, &es->cs, e);
-    if (!rc && es->cs.total == 0) rc = tk_err_set(e, TK_EDATA, "%s: the eval set holds no case", paths[0]);
+    if (!es) {
+        u3_cases_free(cases);
+        return tk_err_set(e, TK_EIO, "out of host memory");
+    }
+    es->cs = *cases;
+    memset(cases, 0, sizeof *cases);
+    int rc = 0;
     es->roi = cfg->data.crop[0];
     // windows a forward: eval.batch, at most this rank's batch (the model's buffers) and the kernels'
     es->B = cfg->eval_batch > 0 && cfg->eval_batch < cfg->b ? cfg->eval_batch : cfg->b;

@@ -144,6 +144,9 @@ int u3_config_ranks(u3_config *cfg, const tk_wl_env *env, tk_err *e);
 // sliding-window mean Dice of kidney and tumor over every case (kernels/swin.h, dice_score.h),
 // collective on several ranks.
 int u3_evalset_load(void *model, char *const *paths, int npaths, void **es, tk_err *e);
+// The same from cases already in host memory (this rank's, cases->total over all ranks): *cases
+// is taken (emptied), whatever the result.
+int u3_evalset_from_cases(void *model, u3_cases *cases, void **es, tk_err *e);
 int64_t u3_evalset_count(const void *es);
 void u3_evalset_free(void *model, void *es);
 int u3_evaluate(void *model, void *es, double *dice, tk_err *e);
