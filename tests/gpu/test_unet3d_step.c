@@ -306,6 +306,7 @@ TK_TEST(step_throughput_bench) {
             k->label[v] = (uint8_t)(tk_philox_draw(32, (uint32_t)i, v / 4).v[v % 4] % 3);
         }
     }
+    if (!m->cfg.dist) m->cfg.dist = m->dist; // (the engine's u3_config_ranks sets it)
     void *es = NULL;
     CHECK_EQ_INT(u3_evalset_from_cases(m, &cs, &es, &e), 0);
     double dice = 0, secs[2];
