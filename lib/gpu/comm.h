@@ -32,6 +32,13 @@ typedef struct tk_comm tk_comm;
 int tk_comm_create(tk_ctx *c, const tk_rank_info *r, const char *rendezvous, double timeout_s,
                    tk_comm **out, tk_err *e);
 void tk_comm_destroy(tk_comm *m);
+// Collective: *out, a second communicator of m's ranks (the same rank and world, no rendezvous),
+// whose collectives may run on another stream than m's, concurrently with them (two streams'
+// collectives on ONE communicator may deadlock or interleave across ranks). cuda: ncclCommSplit,
+// non-blocking and bounded as tk_comm_create. cpu: collectives are synchronous on the calling
+// thread, so it shares m's segment: every rank must call both from one thread in the same order,
+// and destroy it before m.
+int tk_comm_dup(tk_comm *m, tk_comm **out, tk_err *e);
 int tk_comm_rank(const tk_comm *m);
 int tk_comm_world(const tk_comm *m);
 

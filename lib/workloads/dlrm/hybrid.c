@@ -224,8 +224,8 @@ static int choose_capacity(tk_dlrm *m, const int32_t *cat, int64_t n, int64_t ca
     }
     int64_t most = -1;
     for (int64_t s0 = 0; s0 + B <= n; s0 += B) {
-        TRY(tk_memcpy_h2d(m->c, m->in_cat, cat + s0 * T, (size_t)B * T * 4, TK_STREAM_COMPUTE, e));
-        tk_hybrid_plan_args a = plan_args(m, 0, m->in_cat, TK_STREAM_COMPUTE);
+        TRY(tk_memcpy_h2d(m->c, m->cat_all, cat + s0 * T, (size_t)B * T * 4, TK_STREAM_COMPUTE, e));
+        tk_hybrid_plan_args a = plan_args(m, 0, m->cat_all, TK_STREAM_COMPUTE);
         int64_t *dmat = h->plan[0].dcounts + 2 * W + 4, *mat = h->plan[0].counts;
         TRY(tk_hybrid_exchange_counts(m->c, &a, dmat, e));
         TRY(tk_memcpy_d2h(m->c, mat, dmat, (size_t)W * W * 8, TK_STREAM_COMPUTE, e));
@@ -289,6 +289,7 @@ static int hybrid_setup(tk_dlrm *m, const int32_t *cat, int64_t n, int64_t max_r
     free(c);
     if (!rc) rc = choose_capacity(m, cat, n, capacity, e);
     if (!rc) rc = hybrid_alloc_exchange(m, e);
+    if (!rc && W > 1 && !m->ag_comm) rc = tk_comm_dup(m->comm, &m->ag_comm, e); // (tk_dlrm_hybrid_stage)
     if (!rc) rc = tk_dlrm_hybrid_refresh(m, e);
     if (rc) hybrid_free(m);
     return rc;
@@ -378,7 +379,17 @@ int tk_dlrm_hybrid_stage(void *model, int slot, void *const *dev, int stream, tk
     if (!m->hy) return 0;
     tk_dlrm_hplan *P = &m->hy->plan[slot];
     if (P->has_done) TRY(tk_event_wait(m->c, stream, &P->done, e)); // the step that read it is over
-    return hybrid_plan(m, slot, dev[2], stream, e);
+    const int32_t *cat = dev[2]; // this rank's b samples' ids (one rank: all B)
+    if (m->world > 1) {
+        // Every sample's, from the ranks' shares, on this (the copy) stream: over the second
+        // communicator, since the step before may be running its collectives on the comm stream
+        // meanwhile; waited for within the timeout (a rank that stopped makes it fail, not hang).
+        // cat_all is read only by the plans, which this stream runs one after the other.
+        TRY(tk_all_gather(m->ag_comm, cat, m->cat_all, (size_t)m->b * m->cfg.num_tables, TK_I32, stream, e));
+        TRY(tk_comm_wait(m->ag_comm, stream, m->dist->timeout, e));
+        cat = m->cat_all;
+    }
+    return hybrid_plan(m, slot, cat, stream, e);
 }
 
 int tk_dlrm_hybrid_use(void *model, int slot, tk_err *e) {

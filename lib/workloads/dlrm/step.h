@@ -3,9 +3,11 @@
 // Several ranks (hybrid parallelism as in NVIDIA's MLPerf DLRM, the engine's communicator): the tables
 // are model parallel: with Tm = ceil(T / W), rank r owns the contiguous block [r*Tm, min(T,
 // (r+1)*Tm)) and allocates only those (the last ranks own fewer, possibly none). The MLPs are data
-// parallel: every rank holds the same dense weights. Every rank gets the WHOLE global batch in its
-// input buffers (same data order as one rank): rank r trains the MLPs on samples [r*b, (r+1)*b),
-// b = B / W, and looks up its tables for all B samples. Forward: lookup -> send buffer [dest rank
+// parallel: every rank holds the same dense weights. Rank r's input buffers get its samples
+// [r*b, (r+1)*b) of the global batch, b = B / W (the same data order as one rank), on which it
+// trains the MLPs; it looks up its tables for all B samples, whose ids the ranks all-gather into
+// cat_all (the plain exchange at the start of its step, on the comm stream; the hybrid embedding
+// before planning the batch, hybrid.h), so every sample is decoded once a job. Forward: lookup -> send buffer [dest rank
 // j][b][Tm][D] (the B samples in order are exactly dest-major) -> all-to-all (on the comm stream,
 // overlapping the bottom MLP) -> [src rank i][b][Tm][D], which the interaction reads as it is
 // (kernels/interaction.h's grouped layout with G = Tm: rank i's block is table group i, in global
