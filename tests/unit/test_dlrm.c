@@ -320,7 +320,7 @@ TK_TEST(reader_gives_each_rank_only_its_share) {
     for (int bad = 0; bad < 2; bad++) {
         reader_shard(path, bad ? -1 : 10, bad ? 10 : -1);
         for (int r = 0; r < 4; r++) {
-            CHECK_EQ_INT(reader_batch(path, r, 4, 0, l, d, k, &e), r == 3 ? TK_EDATA : 0);
+            CHECK_EQ_INT(reader_batch(path, r, 4, 0, l, d, k, &e), (r == 3 ? TK_EDATA : 0));
             if (r < 3) continue;
             CHECK_STR(e.what, bad ? "categorical feature 2 has a negative id -4" : "label 2 is not 0 or 1");
             CHECK_STR(e.where, want);

@@ -256,6 +256,30 @@ static void run_checks(double timeout) {
         case_verify(c, "in-place");
     }
 
+    // A second communicator (tk_comm_dup): its all-gather on the copy stream, queued among the
+    // first's collectives on the comm stream (DLRM's hybrid embedding gathers the next batch's ids
+    // so while a step runs), each stream waited for on its own communicator; every result checked.
+    {
+        tk_comm *m0 = M, *m2 = NULL;
+        if (tk_comm_dup(M, &m2, &e)) die(&e);
+        tap(tk_comm_rank(m2) == R.rank && tk_comm_world(m2) == R.world, "tk_comm_dup: the same rank and world",
+            NULL);
+        for (int i = 0; i < n; i++) poison(&cs[i]);
+        for (int i = 0; i < n; i++) {
+            if (cs[i].k != K_ALL_GATHER) {
+                if (case_enqueue(&cs[i], TK_STREAM_COMM, &e)) die(&e);
+                continue;
+            }
+            M = m2;
+            int rc = case_enqueue(&cs[i], TK_STREAM_COPY, &e);
+            M = m0;
+            if (rc) die(&e);
+        }
+        if (tk_comm_wait(m2, TK_STREAM_COPY, timeout, &e) || tk_comm_wait(M, TK_STREAM_COMM, timeout, &e)) die(&e);
+        for (int i = 0; i < n; i++) case_verify(&cs[i], "beside a second communicator's all-gather");
+        tk_comm_destroy(m2);
+    }
+
     // The same collectives captured in one CUDA graph (capture on the compute stream; the comm
     // stream is forked in and joined back with events), replayed twice with poisoned outputs.
     tk_graph g;
