@@ -32,7 +32,6 @@ struct tk_comm {
     int rank, world;
     double timeout_s;
     tk_shm *shm; // cpu backend, world size > 1
-    int shm_borrowed; // a tk_comm_dup on cpu: shm is the original's (not destroyed with this one)
 #ifdef TK_HAVE_CUDA
     ncclComm_t nccl;
     int aborted;
@@ -237,51 +236,9 @@ int tk_comm_create(tk_ctx *c, const tk_rank_info *r, const char *rendezvous, dou
 #endif
 }
 
-int tk_comm_dup(tk_comm *m, tk_comm **out, tk_err *e) {
-    *out = NULL;
-    tk_comm *d = calloc(1, sizeof *d);
-    if (!d) return tk_err_set(e, TK_EIO, "out of host memory");
-    d->ctx = m->ctx;
-    d->rank = m->rank;
-    d->world = m->world;
-    d->timeout_s = m->timeout_s;
-    if (m->ctx->backend == TK_BACKEND_CPU) { // synchronous collectives: the same segment serves both
-        d->shm = m->shm;
-        d->shm_borrowed = 1;
-        *out = d;
-        return 0;
-    }
-#ifdef TK_HAVE_CUDA
-    int rc = comm_usable(m, e);
-    for (int i = 0; !rc && i < TK_NSTREAMS + 3; i++) {
-        cudaEvent_t *ev = i < TK_NSTREAMS ? &d->ev[i] : i == TK_NSTREAMS ? &d->ev_wait : &d->ev_lag[i - TK_NSTREAMS - 1];
-        cudaError_t ce = cudaEventCreateWithFlags(ev, cudaEventDisableTiming);
-        if (ce != cudaSuccess) rc = cuda_fail(d, e, ce, "cannot create a CUDA event");
-    }
-    if (!rc) {
-        ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
-        cfg.blocking = 0;
-        ncclResult_t st = ncclCommSplit(m->nccl, 0, m->rank, &d->nccl, &cfg);
-        // (settled on the new communicator: the split's asynchronous state is its)
-        rc = st == ncclSuccess || st == ncclInProgress ? (d->nccl ? nccl_settle(d, st, "ncclCommSplit", e) : 0)
-                                                       : nccl_fail(d, e, st, "ncclCommSplit failed");
-        if (rc) comm_abort(d);
-    }
-    if (rc) {
-        tk_comm_destroy(d);
-        return rc;
-    }
-    *out = d;
-    return 0;
-#else
-    free(d);
-    return tk_err_set(e, TK_EDEVICE, "built without CUDA");
-#endif
-}
-
 void tk_comm_destroy(tk_comm *m) {
     if (!m) return;
-    if (!m->shm_borrowed) tk_shm_destroy(m->shm);
+    tk_shm_destroy(m->shm);
 #ifdef TK_HAVE_CUDA
     if (m->nccl && !m->aborted) {
         for (int i = 0; i < m->nops; i++) ncclRedOpDestroy(m->ops[i].op, m->nccl);

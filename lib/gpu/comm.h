@@ -9,6 +9,13 @@
 // fails. World size 1 on cpu: each collective is a (scaled) copy.
 // The collectives: tk_allreduce_sum, tk_reduce_scatter_sum, tk_all_gather, tk_all_to_all (equal
 // blocks) and tk_all_to_allv (a count per pair of ranks, given on the host).
+// Order: every rank must issue a communicator's collectives in the same order. On cuda they then
+// run on the device in that order whatever the streams, captured in CUDA graphs or not: NCCL
+// chains each launch of a communicator after its previous one (its internal stream; a captured
+// graph's collectives wait for and mark an event of it; NCCL_GRAPH_MIXING_SUPPORT, on by default,
+// must stay on), so a collective queued on another stream after a graph launch runs after the
+// graph's collectives, never beside them. Two communicators give no such order (NCCL does not
+// promise that collectives of two communicators progress concurrently): one is used a job.
 #ifndef TK_COMM_H
 #define TK_COMM_H
 
@@ -32,13 +39,6 @@ typedef struct tk_comm tk_comm;
 int tk_comm_create(tk_ctx *c, const tk_rank_info *r, const char *rendezvous, double timeout_s,
                    tk_comm **out, tk_err *e);
 void tk_comm_destroy(tk_comm *m);
-// Collective: *out, a second communicator of m's ranks (the same rank and world, no rendezvous),
-// whose collectives may run on another stream than m's, concurrently with them (two streams'
-// collectives on ONE communicator may deadlock or interleave across ranks). cuda: ncclCommSplit,
-// non-blocking and bounded as tk_comm_create. cpu: collectives are synchronous on the calling
-// thread, so it shares m's segment: every rank must call both from one thread in the same order,
-// and destroy it before m.
-int tk_comm_dup(tk_comm *m, tk_comm **out, tk_err *e);
 int tk_comm_rank(const tk_comm *m);
 int tk_comm_world(const tk_comm *m);
 

@@ -57,27 +57,6 @@ TK_TEST(comm_cpu_world1_all_to_allv) {
     tk_ctx_destroy(c);
 }
 
-// tk_comm_dup: a second communicator of the same ranks, usable beside the first and destroyed
-// before it (several ranks share the segment: train-step-dist.bats's hybrid runs use it so).
-TK_TEST(comm_cpu_dup_is_a_second_communicator_of_the_same_ranks) {
-    tk_ctx *c;
-    tk_comm *m, *d = NULL;
-    tk_err e;
-    CHECK_EQ_INT(world1(&c, &m, &e), 0);
-    CHECK_EQ_INT(tk_comm_dup(m, &d, &e), 0);
-    CHECK(d != NULL && d != m);
-    CHECK_EQ_INT(tk_comm_rank(d), 0);
-    CHECK_EQ_INT(tk_comm_world(d), 1);
-    int32_t a[3] = {7, 8, 9}, b[3] = {0};
-    CHECK_EQ_INT(tk_all_gather(d, a, b, 3, TK_I32, TK_STREAM_COPY, &e), 0);
-    CHECK(b[0] == 7 && b[2] == 9);
-    CHECK_EQ_INT(tk_comm_wait(d, TK_STREAM_COPY, 1, &e), 0);
-    tk_comm_destroy(d);
-    CHECK_EQ_INT(tk_all_gather(m, b, a, 3, TK_I32, TK_STREAM_COMM, &e), 0); // the first still works
-    tk_comm_destroy(m);
-    tk_ctx_destroy(c);
-}
-
 TK_TEST(comm_cpu_world_2_needs_a_rendezvous) {
     tk_ctx *c;
     tk_err e;

@@ -289,7 +289,6 @@ static int hybrid_setup(tk_dlrm *m, const int32_t *cat, int64_t n, int64_t max_r
     free(c);
     if (!rc) rc = choose_capacity(m, cat, n, capacity, e);
     if (!rc) rc = hybrid_alloc_exchange(m, e);
-    if (!rc && W > 1 && !m->ag_comm) rc = tk_comm_dup(m->comm, &m->ag_comm, e); // (tk_dlrm_hybrid_stage)
     if (!rc) rc = tk_dlrm_hybrid_refresh(m, e);
     if (rc) hybrid_free(m);
     return rc;
@@ -381,12 +380,14 @@ int tk_dlrm_hybrid_stage(void *model, int slot, void *const *dev, int stream, tk
     if (P->has_done) TRY(tk_event_wait(m->c, stream, &P->done, e)); // the step that read it is over
     const int32_t *cat = dev[2]; // this rank's b samples' ids (one rank: all B)
     if (m->world > 1) {
-        // Every sample's, from the ranks' shares, on this (the copy) stream: over the second
-        // communicator, since the step before may be running its collectives on the comm stream
-        // meanwhile; waited for within the timeout (a rank that stopped makes it fail, not hang).
-        // cat_all is read only by the plans, which this stream runs one after the other.
-        TRY(tk_all_gather(m->ag_comm, cat, m->cat_all, (size_t)m->b * m->cfg.num_tables, TK_I32, stream, e));
-        TRY(tk_comm_wait(m->ag_comm, stream, m->dist->timeout, e));
+        // Every sample's, from the ranks' shares, on this (the copy) stream over the step's own
+        // communicator: NCCL runs a communicator's collectives in the order the host issued them,
+        // captured or not, whatever the stream (comm.h), and every rank issues this one after the
+        // step before's, so it runs after that step's last collective, never beside it. Waited
+        // for within the timeout (a rank that stopped makes it fail, not hang). cat_all is read
+        // only by the plans, which this stream runs one after the other.
+        TRY(tk_all_gather(m->comm, cat, m->cat_all, (size_t)m->b * m->cfg.num_tables, TK_I32, stream, e));
+        TRY(tk_comm_wait(m->comm, stream, m->dist->timeout, e));
         cat = m->cat_all;
     }
     return hybrid_plan(m, slot, cat, stream, e);

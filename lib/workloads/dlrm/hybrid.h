@@ -54,10 +54,9 @@ int tk_dlrm_hybrid_refresh(tk_dlrm *m, tk_err *e);
 // The table's staged: after the copy of a batch into staging slot `slot` (device fields dev), on
 // `stream` (the copy stream), once the step that read the slot's previous plan is done: several
 // ranks all-gather the slot's ids dev[2] (this rank's b samples') into cat_all over the model's
-// second communicator (ag_comm, made by the prepare: collectives of two streams never share one)
-// and wait for it within the timeout; then plans the exchange of the global batch's ids and waits
-// for its counts (the host needs them to queue the exchange). Collective on several ranks. Off:
-// nothing.
+// communicator (on the device after the collectives of the step queued before it) and wait for it
+// within the timeout; then plans the exchange of the global batch's ids and waits for its counts
+// (the host needs them to queue the exchange). Collective on several ranks. Off: nothing.
 int tk_dlrm_hybrid_stage(void *model, int slot, void *const *dev, int stream, tk_err *e);
 // The table's use: the slot's batch is the input; its step reads the slot's plan.
 int tk_dlrm_hybrid_use(void *model, int slot, tk_err *e);

@@ -102,8 +102,6 @@ typedef struct tk_dlrm {
     int32_t *in_cat;                 // (b, 26) ids in [0, table_rows), this rank's samples
     int32_t *cat_all;                // (B, 26) every sample's ids: several ranks, all-gathered
                                      // from the ranks' in_cat (step.h); one rank: in_cat itself
-    tk_comm *ag_comm;                // the hybrid embedding's all-gather of the ids on the copy
-                                     // stream (tk_comm_dup of comm; NULL on one rank)
     // activations and gradients (device)
     float *x0;                       // (B, 13) log1p(dense)
     void *emb;                       // (B, T, D) in act (the lookup output); one rank only (else NULL)
