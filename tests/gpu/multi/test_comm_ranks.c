@@ -285,7 +285,7 @@ static void run_checks(double timeout) {
     // (comm.h), so it gathers the reduced values, never the poison.
     void *gathered = NULL;
     coll_case *ar = &cs[2]; // the all-reduce f32 scale 1 (every rank's result alike)
-    cuda_check(cudaMalloc(&gathered, ar->nrecv * 4 * (size_t)R.world), "cudaMalloc");
+    cuda_check(cudaMalloc(&gathered, ar->nrecv * tk_dtype_size(ar->t) * (size_t)R.world), "cudaMalloc");
     for (int i = 0; i < n; i++) poison(&cs[i]);
     poison_gathered(gathered, ar);
     for (int i = 0; i < n; i++)
