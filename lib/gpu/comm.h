@@ -15,7 +15,7 @@
 // graph's collectives wait for and mark an event of it; NCCL_GRAPH_MIXING_SUPPORT, on by default,
 // must stay on), so a collective queued on another stream after a graph launch runs after the
 // graph's collectives, never beside them. Two communicators give no such order (NCCL does not
-// promise that collectives of two communicators progress concurrently): one is used a job.
+// promise that collectives of two communicators progress concurrently): a job makes one.
 #ifndef TK_COMM_H
 #define TK_COMM_H
 
