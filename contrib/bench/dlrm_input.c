@@ -4,12 +4,13 @@
 //   dlrm_input [--batch B] [--world W] [--rank R] [--rows N] [--steps S] SHARD...
 // For steps 1..S-1 (step 0 warms the page cache and the reader's buffers): the reader's
 // read_batch (tk_dlrm_data_batch, as the engine's loader threads call it, with rank R of W), and
-// the record cursor alone over the same records (engine/data.h: the frames' decompression, no
-// copy, no fold), in CPU time of this thread (the machine may be shared: the wall clock says less)
-// and wall time. Prints one JSON line: the fastest of those batches (a shared machine's other load
-// only ever adds time) and the median wall time, per global batch, and the rest (read_batch less
-// the cursor, fastest each) per categorical id of the global batch: the copy, the fold and the
-// checks.
+// the record cursor alone over rank R's share of the global batch, its B/W records (engine/data.h:
+// the decompression of the frames that hold them, no copy, no fold; what a reader that decodes
+// only its share must decompress), in CPU time of this thread (the machine may be shared: the
+// wall clock says less) and wall time. Prints one JSON line: the fastest of those batches (a
+// shared machine's other load only ever adds time) and the median wall time, per global batch,
+// and the rest (read_batch less the cursor, fastest each) per categorical id of the share: the
+// copy, the fold and the checks (a reader that decodes more than its share counts it here too).
 // Tables: 26 of N rows (default 4000000): ids of data prepared with --max-ind-range N need no
 // fold, with a larger one most do.
 #include <getopt.h>
@@ -98,11 +99,12 @@ int main(int argc, char **argv) {
         rc[s] = cpu_now() - c0, rw[s] = wall_now() - w0;
         for (int i = 0; i < B / W; i++) sum += ((uint8_t *)buf[0])[i];
         c0 = cpu_now(), w0 = wall_now();
-        if (tk_records_seek(rec, (uint64_t)(s % spe) * (uint64_t)B, &e)) return fail(&e);
-        for (size_t got = 0; got < (size_t)B;) {
+        if (tk_records_seek(rec, (uint64_t)(s % spe) * (uint64_t)B + (uint64_t)R * (uint64_t)(B / W), &e))
+            return fail(&e);
+        for (size_t got = 0; got < (size_t)(B / W);) {
             const void *col[3];
             size_t n;
-            if (tk_records_next(rec, (size_t)B - got, col, &n, NULL, NULL, &e)) return fail(&e);
+            if (tk_records_next(rec, (size_t)(B / W) - got, col, &n, NULL, NULL, &e)) return fail(&e);
             if (n == 0) break;
             got += n;
         }
@@ -110,7 +112,7 @@ int main(int argc, char **argv) {
     }
     double read_c = least(rc + 1, steps - 1), read_w = median(rw + 1, steps - 1);
     double cur_c = least(cc + 1, steps - 1), cur_w = median(cw + 1, steps - 1);
-    double ids = (double)B * 26;
+    double ids = (double)(B / W) * 26;
     printf("{\"batch\": %d, \"world\": %d, \"rank\": %d, \"rows\": %lld, \"steps\": %d, \"read_cpu_ms\": %.2f, "
            "\"read_wall_median_ms\": %.2f, \"cursor_cpu_ms\": %.2f, \"cursor_wall_median_ms\": %.2f, \"rest_cpu_ns_per_id\": %.3f, "
            "\"label_sum\": %llu}\n",

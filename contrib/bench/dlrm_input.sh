@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # DLRM's input path per rank on the CPU (issue 32): what one loader thread spends decoding a global
-# batch of BATCH records (26 tables of ROWS rows) as rank 0 of 1, 2 and 4, on data whose ids are
+# batch of BATCH records (26 tables of ROWS rows) as rank 0 of 1, 2 and 4 (a reader that decodes
+# only its share: W x less work a rank; the driver's cursor_* is the share's decompression), on data whose ids are
 # already below the tables' rows (prep criteo --max-ind-range ROWS: no fold) and on data of ten
 # times the range (most ids folded). contrib/bench/dlrm_input.c is the driver; it is built
 # against BUILD's libtrainkit.a, so BUILD=/other/build times another tree's reader the same way.

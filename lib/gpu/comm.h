@@ -9,6 +9,13 @@
 // fails. World size 1 on cpu: each collective is a (scaled) copy.
 // The collectives: tk_allreduce_sum, tk_reduce_scatter_sum, tk_all_gather, tk_all_to_all (equal
 // blocks) and tk_all_to_allv (a count per pair of ranks, given on the host).
+// Order: every rank must issue a communicator's collectives in the same order. On cuda they then
+// run on the device in that order whatever the streams, captured in CUDA graphs or not: NCCL
+// chains each launch of a communicator after its previous one (its internal stream; a captured
+// graph's collectives wait for and mark an event of it; NCCL_GRAPH_MIXING_SUPPORT, on by default,
+// must stay on), so a collective queued on another stream after a graph launch runs after the
+// graph's collectives, never beside them. Two communicators give no such order (NCCL does not
+// promise that collectives of two communicators progress concurrently): a job makes one.
 #ifndef TK_COMM_H
 #define TK_COMM_H
 

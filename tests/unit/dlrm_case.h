@@ -25,21 +25,21 @@ static inline int dlrm_make(tk_instance *I, const char *text, char *const *sets,
 }
 
 // Of the global batch in host arrays label (n), dense (n, num_dense), cat (n, T): what the
-// training reader gives this rank (workloads/dlrm/data.h), its samples' labels and dense features
-// (rows [rank*b, rank*b + b) of the n) and every sample's ids, into the model's input buffers (the
-// table's batch), on the compute stream.
+// training reader gives this rank (workloads/dlrm/data.h), its samples (rows [rank*b, rank*b + b)
+// of the n: labels, dense features and ids), into the model's input buffers (the table's batch),
+// on the compute stream.
 static inline int dlrm_put(tk_instance *I, const uint8_t *label, const int32_t *dense, const int32_t *cat, int n,
                            tk_err *e) {
     const tk_dlrm *m = I->model;
-    const int nd = m->cfg.num_dense, r0 = m->rank * m->b;
+    const int nd = m->cfg.num_dense, T = m->cfg.num_tables, r0 = m->rank * m->b;
     const int nr = n - r0 < 0 ? 0 : n - r0 < m->b ? n - r0 : m->b;
     tk_wl_field f[TK_BATCH_MAX_FIELDS];
     if (I->wl->batch(I->model, f) != 3) return tk_err_set(e, TK_EINTERNAL, "dlrm: not a batch of 3 fields");
-    if (nr > 0) {
-        TRY(tk_memcpy_h2d(I->c, f[0].input, label + r0, (size_t)nr, TK_STREAM_COMPUTE, e));
-        TRY(tk_memcpy_h2d(I->c, f[1].input, dense + (size_t)r0 * nd, (size_t)nr * nd * 4, TK_STREAM_COMPUTE, e));
-    }
-    return tk_memcpy_h2d(I->c, f[2].input, cat, (size_t)n * m->cfg.num_tables * 4, TK_STREAM_COMPUTE, e);
+    if (f[2].shape[0] != m->b) return tk_err_set(e, TK_EINTERNAL, "dlrm: batch.cat is not this rank's share");
+    if (nr <= 0) return 0;
+    TRY(tk_memcpy_h2d(I->c, f[0].input, label + r0, (size_t)nr, TK_STREAM_COMPUTE, e));
+    TRY(tk_memcpy_h2d(I->c, f[1].input, dense + (size_t)r0 * nd, (size_t)nr * nd * 4, TK_STREAM_COMPUTE, e));
+    return tk_memcpy_h2d(I->c, f[2].input, cat + (size_t)r0 * T, (size_t)nr * T * 4, TK_STREAM_COMPUTE, e);
 }
 
 // The update counter (after the queued work).

@@ -61,12 +61,9 @@ static int32_t fold(const int32_t *src, int32_t *dst, size_t n, int nc, const ui
     return any;
 }
 
-// Reads up to n records at the current position: every record's ids (folded) into cat, the label
-// and dense features only of records [own0, own0 + own_n) of them (counted from the first) into
-// label and dense, from their start. Every label and id is checked, this rank's or not, so every
-// rank stops at the same bad record (none is left waiting for the others at a collective).
-static int read_records(tk_dlrm_data *d, int n, int own0, int own_n, uint8_t *label, int32_t *dense, int32_t *cat,
-                        int *got, tk_err *e) {
+// Reads up to n records at the current position into label (n), dense (n, nd) and cat (n, nc),
+// the ids folded; every label and id is checked.
+static int read_records(tk_dlrm_data *d, int n, uint8_t *label, int32_t *dense, int32_t *cat, int *got, tk_err *e) {
     const int nd = d->cfg->num_dense, nc = d->cfg->num_tables;
     const int64_t *rows = d->cfg->table_rows;
     int k = 0;
@@ -100,13 +97,8 @@ static int read_records(tk_dlrm_data *d, int n, int own0, int own_n, uint8_t *la
                 tk_err_where(e, "%s: record %llu", file, (unsigned long long)(at + i));
                 return TK_EDATA;
             }
-        // this rank's records among [k, k + take)
-        int a = k > own0 ? k : own0, z = k + (int)take < own0 + own_n ? k + (int)take : own0 + own_n;
-        if (a < z) {
-            memcpy(label + (a - own0), lab + (a - k), (size_t)(z - a));
-            memcpy(dense + (size_t)(a - own0) * nd, (const int32_t *)col[1] + (size_t)(a - k) * nd,
-                   (size_t)(z - a) * nd * 4);
-        }
+        memcpy(label + k, lab, take);
+        memcpy(dense + (size_t)k * nd, col[1], take * (size_t)nd * 4);
         k += (int)take;
     }
     *got = k;
@@ -114,14 +106,15 @@ static int read_records(tk_dlrm_data *d, int n, int own0, int own_n, uint8_t *la
 }
 
 int tk_dlrm_data_next(tk_dlrm_data *d, int n, uint8_t *label, int32_t *dense, int32_t *cat, int *got, tk_err *e) {
-    return read_records(d, n, 0, n, label, dense, cat, got, e);
+    return read_records(d, n, label, dense, cat, got, e);
 }
 
 int tk_dlrm_data_batch(void *rd, int64_t step, int64_t steps_per_epoch, void *const *f, tk_err *e) {
     tk_dlrm_data *d = rd;
     const int B = d->cfg->batch;
     int got = 0;
-    TRY(tk_dlrm_data_seek(d, (uint64_t)((step % steps_per_epoch) * B), e));
-    TRY(read_records(d, B, d->own0, d->own_n, f[0], f[1], f[2], &got, e));
-    return got == B ? 0 : tk_err_set(e, TK_EINTERNAL, "the training data ended early");
+    // only this rank's records: the cursor decompresses only the frames that hold them
+    TRY(tk_dlrm_data_seek(d, (uint64_t)((step % steps_per_epoch) * B + d->own0), e));
+    TRY(read_records(d, d->own_n, f[0], f[1], f[2], &got, e));
+    return got == d->own_n ? 0 : tk_err_set(e, TK_EINTERNAL, "the training data ended early");
 }

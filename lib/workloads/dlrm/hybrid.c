@@ -224,8 +224,8 @@ static int choose_capacity(tk_dlrm *m, const int32_t *cat, int64_t n, int64_t ca
     }
     int64_t most = -1;
     for (int64_t s0 = 0; s0 + B <= n; s0 += B) {
-        TRY(tk_memcpy_h2d(m->c, m->in_cat, cat + s0 * T, (size_t)B * T * 4, TK_STREAM_COMPUTE, e));
-        tk_hybrid_plan_args a = plan_args(m, 0, m->in_cat, TK_STREAM_COMPUTE);
+        TRY(tk_memcpy_h2d(m->c, m->cat_all, cat + s0 * T, (size_t)B * T * 4, TK_STREAM_COMPUTE, e));
+        tk_hybrid_plan_args a = plan_args(m, 0, m->cat_all, TK_STREAM_COMPUTE);
         int64_t *dmat = h->plan[0].dcounts + 2 * W + 4, *mat = h->plan[0].counts;
         TRY(tk_hybrid_exchange_counts(m->c, &a, dmat, e));
         TRY(tk_memcpy_d2h(m->c, mat, dmat, (size_t)W * W * 8, TK_STREAM_COMPUTE, e));
@@ -378,7 +378,19 @@ int tk_dlrm_hybrid_stage(void *model, int slot, void *const *dev, int stream, tk
     if (!m->hy) return 0;
     tk_dlrm_hplan *P = &m->hy->plan[slot];
     if (P->has_done) TRY(tk_event_wait(m->c, stream, &P->done, e)); // the step that read it is over
-    return hybrid_plan(m, slot, dev[2], stream, e);
+    const int32_t *cat = dev[2]; // this rank's b samples' ids (one rank: all B)
+    if (m->world > 1) {
+        // Every sample's, from the ranks' shares, on this (the copy) stream over the step's own
+        // communicator: NCCL runs a communicator's collectives in the order the host issued them,
+        // captured or not, whatever the stream (comm.h), and every rank issues this one after the
+        // step before's, so it runs after that step's last collective, never beside it. Waited
+        // for within the timeout (a rank that stopped makes it fail, not hang). cat_all is read
+        // only by the plans, which this stream runs one after the other.
+        TRY(tk_all_gather(m->comm, cat, m->cat_all, (size_t)m->b * m->cfg.num_tables, TK_I32, stream, e));
+        TRY(tk_comm_wait(m->comm, stream, m->dist->timeout, e));
+        cat = m->cat_all;
+    }
+    return hybrid_plan(m, slot, cat, stream, e);
 }
 
 int tk_dlrm_hybrid_use(void *model, int slot, tk_err *e) {

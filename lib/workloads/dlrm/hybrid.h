@@ -5,7 +5,8 @@
 // trained data parallel, the rest stay model parallel with their owner. A frequent row is looked
 // up locally by every rank and its gradient is all-reduced; only infrequent (sample, table) pairs
 // cross the all-to-all, packed, with per-peer counts the host knows before the step (every rank
-// decodes the whole global batch, so each computes its side of the exchange from the ids).
+// has every sample's ids, all-gathered from the ranks' shares before the plan, so each computes
+// its side of the exchange from them).
 //
 // Which rows are frequent: their expected uses per global batch u, counted over the first batches
 // of the training data (tk_dlrm_hybrid_setup), against the traffic each choice costs a rank per
@@ -51,9 +52,11 @@ int tk_dlrm_prepare(void *model, void *rd, int64_t steps_per_epoch, json_t **lin
 // The replica from the tables (collective; nothing when off).
 int tk_dlrm_hybrid_refresh(tk_dlrm *m, tk_err *e);
 // The table's staged: after the copy of a batch into staging slot `slot` (device fields dev), on
-// `stream` (the copy stream), once the step that read the slot's previous plan is done, plans the
-// exchange of the slot's ids dev[2] and waits for its counts (the host needs them to queue the
-// exchange). Off: nothing.
+// `stream` (the copy stream), once the step that read the slot's previous plan is done: several
+// ranks all-gather the slot's ids dev[2] (this rank's b samples') into cat_all over the model's
+// communicator (on the device after the collectives of the step queued before it) and wait for it
+// within the timeout; then plans the exchange of the global batch's ids and waits for its counts
+// (the host needs them to queue the exchange). Collective on several ranks. Off: nothing.
 int tk_dlrm_hybrid_stage(void *model, int slot, void *const *dev, int stream, tk_err *e);
 // The table's use: the slot's batch is the input; its step reads the slot's plan.
 int tk_dlrm_hybrid_use(void *model, int slot, tk_err *e);

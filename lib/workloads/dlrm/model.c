@@ -116,13 +116,13 @@ int tk_dlrm_create(const void *config, const tk_wl_env *env, void **model, tk_er
 
     // Activations, inputs, workspaces and the AUC: the engine's arena.
     size_t W = (size_t)cfg->interaction_width, es = tk_dtype_size(m->act); // es: an element of emb, demb, the exchange
-    size_t sz[24 + 4 * TK_DLRM_MAX_LAYERS];
-    void **dst[24 + 4 * TK_DLRM_MAX_LAYERS];
+    size_t sz[26 + 4 * TK_DLRM_MAX_LAYERS];
+    void **dst[26 + 4 * TK_DLRM_MAX_LAYERS];
     int n = 0;
 #define BUF(p, bytes) (sz[n] = (bytes), dst[n++] = (void **)&(p))
     BUF(m->in_label, (size_t)b); // this rank's samples (the reader decodes only theirs)
     BUF(m->in_dense, (size_t)b * cfg->num_dense * 4);
-    BUF(m->in_cat, (size_t)B * T * 4);
+    BUF(m->in_cat, (size_t)b * T * 4);
     BUF(m->x0, (size_t)b * cfg->num_dense * 4);
     BUF(m->inter, (size_t)b * W * 4);
     BUF(m->dlogit, (size_t)b * 4);
@@ -147,6 +147,7 @@ int tk_dlrm_create(const void *config, const tk_wl_env *env, void **model, tk_er
         BUF(m->emb, (size_t)b * T * D * es);
         BUF(m->demb, (size_t)b * T * D * es);
     } else {
+        if (Wr > 1) BUF(m->cat_all, (size_t)B * T * 4); // (one rank: in_cat, below)
         BUF(m->cat_own, (size_t)B * tn * 4);
         BUF(m->emb_own, (size_t)B * tn * D * es);
         BUF(m->a2a_send, (size_t)B * tm * D * es);
@@ -160,6 +161,7 @@ int tk_dlrm_create(const void *config, const tk_wl_env *env, void **model, tk_er
     for (int l = 0; l < m->nlayers; l++)
         m->L[l].x = l == 0 ? m->x0 : l == cfg->nbot ? m->inter : m->L[l - 1].y;
     m->logit = m->L[m->nlayers - 1].y;
+    if (!m->cat_all) m->cat_all = m->in_cat; // (b = B)
     TRY(tk_memcpy_h2d(c, m->row_off, m->row_off_host, (size_t)(tn + 1) * 8, TK_STREAM_COMPUTE, e));
     return tk_ctx_sync(c, e);
 }
@@ -230,9 +232,9 @@ int tk_dlrm_init_weights(void *model, uint64_t seed, tk_err *e) {
 
 int tk_dlrm_batch(const void *model, tk_wl_field *f) {
     const tk_dlrm *m = model;
-    const int64_t B = m->cfg.batch, b = m->b; // label, dense: this rank's samples; cat: every sample's
+    const int64_t b = m->b; // this rank's samples (the step all-gathers the ids of all B)
     f[0] = (tk_wl_field){"batch.label", TK_U8, 1, {b}, m->in_label};
     f[1] = (tk_wl_field){"batch.dense", TK_I32, 2, {b, m->cfg.num_dense}, m->in_dense};
-    f[2] = (tk_wl_field){"batch.cat", TK_I32, 2, {B, m->cfg.num_tables}, m->in_cat};
+    f[2] = (tk_wl_field){"batch.cat", TK_I32, 2, {b, m->cfg.num_tables}, m->in_cat};
     return 3;
 }

@@ -19,8 +19,8 @@ int tk_dlrm_init_weights(void *model, uint64_t seed, tk_err *e);
 // compute copies after anything but the optimizer changed the master weights.
 int tk_dlrm_cast_w0p(tk_dlrm *m, tk_err *e);
 int tk_dlrm_refresh_copies(tk_dlrm *m, tk_err *e);
-// The table's batch: "batch.label" u8 (B), "batch.dense" i32 (B, num_dense), "batch.cat" i32 (B, T)
-// (every rank gets the whole global batch) in the model's device input buffers.
+// The table's batch: "batch.label" u8 (b), "batch.dense" i32 (b, num_dense), "batch.cat" i32 (b, T),
+// this rank's b = B/W samples of the global batch, in the model's device input buffers.
 int tk_dlrm_batch(const void *model, tk_wl_field *f);
 
 #endif

@@ -5,7 +5,8 @@
 // "top_fwd", "top_bwd", "interaction_bwd", "bottom_bwd", "wait_comm", "embedding_bwd_sgd",
 // "dense_sgd", ...: each the time since the mark before it on that stream, so the compute phases
 // add up to the step) and around each collective on the comm stream ("a2a_fwd", "allreduce_top",
-// "a2a_bwd", "allreduce_bottom"). A "wait_*" phase is the compute stream waiting for the comm
+// "a2a_bwd", "allreduce_bottom"; the plain exchange's "all_gather_ids" first, "wait_ids" on the
+// compute stream after it). A "wait_*" phase is the compute stream waiting for the comm
 // stream: communication not hidden.
 #ifndef TK_WORKLOADS_DLRM_PROFILE_H
 #define TK_WORKLOADS_DLRM_PROFILE_H

@@ -268,7 +268,17 @@ static int train_step_dist(tk_dlrm *m, tk_err *e) {
     tk_ctx *c = m->c;
     tk_dlrm_hybrid *h = m->hy;
     if (h && h->cur < 0) return tk_err_set(e, TK_EINTERNAL, "dlrm: hybrid step without a planned batch");
-    TRY(forward_rows(m, m->in_dense, m->in_cat, B, b, h != NULL, m->logit, e)); // (in_dense: this rank's b)
+    if (!h && m->world > 1) {
+        // The plain exchange looks the owned tables up for all B samples: the ranks' ids, gathered
+        // (the hybrid embedding's plan has them already: tk_dlrm_hybrid_stage).
+        TRY(tk_comm_stream_wait(m->comm, CM, CS, e));
+        TRY(tk_dlrm_prof_mark(m, NULL, CM, e));
+        TRY(tk_all_gather(m->comm, m->in_cat, m->cat_all, (size_t)b * T, TK_I32, CM, e));
+        TRY(tk_dlrm_prof_mark(m, "all_gather_ids", CM, e));
+        TRY(tk_comm_stream_wait(m->comm, CS, CM, e));
+        TRY(tk_dlrm_prof_mark(m, "wait_ids", CS, e));
+    }
+    TRY(forward_rows(m, m->in_dense, m->cat_all, B, b, h != NULL, m->logit, e)); // (in_dense: this rank's b)
     tk_range_push("backward");
     // dlogit = (sigmoid - y) / B: this rank's samples' share of the global mean's gradient.
     TRY(tk_bce_logits_act_n(c, m->act, m->logit, m->in_label, b, B, m->dlogit, m->loss_acc, e));

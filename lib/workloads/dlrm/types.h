@@ -99,7 +99,9 @@ typedef struct tk_dlrm {
     // batch inputs (device): each batch is copied here (stable addresses for graphs)
     uint8_t *in_label;               // (b) this rank's samples of the global batch
     int32_t *in_dense;               // (b, 13) raw counts, this rank's samples
-    int32_t *in_cat;                 // (B, 26) ids in [0, table_rows)
+    int32_t *in_cat;                 // (b, 26) ids in [0, table_rows), this rank's samples
+    int32_t *cat_all;                // (B, 26) every sample's ids: several ranks, all-gathered
+                                     // from the ranks' in_cat (step.h); one rank: in_cat itself
     // activations and gradients (device)
     float *x0;                       // (B, 13) log1p(dense)
     void *emb;                       // (B, T, D) in act (the lookup output); one rank only (else NULL)

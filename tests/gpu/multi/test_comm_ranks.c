@@ -214,6 +214,28 @@ static void case_verify(coll_case *c, const char *how) {
     free(got);
 }
 
+// The buffer of an all-gather of c->recv (world blocks), poisoned as poison() does.
+static void poison_gathered(void *gathered, const coll_case *c) {
+    cuda_check(cudaMemset(gathered, 0xff, c->nrecv * tk_dtype_size(c->t) * (size_t)R.world), "cudaMemset");
+    cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+}
+
+// The all-gather of an all-reduce's output c->recv (the same on every rank) must hold world copies
+// of c->want: a TAP line, naming the first wrong element.
+static void verify_gathered(const void *gathered, const coll_case *c, const char *how) {
+    size_t es = tk_dtype_size(c->t), n = c->nrecv * (size_t)R.world, bad = 0, first = 0;
+    char *got = malloc(n * es);
+    if (!got) abort();
+    cuda_check(cudaMemcpy(got, gathered, n * es, cudaMemcpyDeviceToHost), "cudaMemcpy");
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(got + i * es, (const char *)c->want + i % c->nrecv * es, es) && !bad++) first = i;
+    char name[160], detail[96] = "";
+    snprintf(name, sizeof name, "all-gather of the %s %s", c->name, how);
+    if (bad) snprintf(detail, sizeof detail, "%zu wrong, first at %zu (rank %zu's block)", bad, first, first / c->nrecv);
+    tap(!bad, name, detail);
+    free(got);
+}
+
 static void run_checks(double timeout) {
     tk_err e = {0};
     coll_case cs[] = {
@@ -256,6 +278,24 @@ static void run_checks(double timeout) {
         case_verify(c, "in-place");
     }
 
+    // One communicator, two streams, as DLRM's hybrid embedding uses it (the next batch's ids
+    // all-gathered on the copy stream after the step's collectives): every collective on the comm
+    // stream, then on the copy stream, with no event between the streams, an all-gather of the
+    // all-reduce's output. NCCL runs a communicator's collectives in the order they were issued
+    // (comm.h), so it gathers the reduced values, never the poison.
+    void *gathered = NULL;
+    coll_case *ar = &cs[2]; // the all-reduce f32 scale 1 (every rank's result alike)
+    cuda_check(cudaMalloc(&gathered, ar->nrecv * tk_dtype_size(ar->t) * (size_t)R.world), "cudaMalloc");
+    for (int i = 0; i < n; i++) poison(&cs[i]);
+    poison_gathered(gathered, ar);
+    for (int i = 0; i < n; i++)
+        if (case_enqueue(&cs[i], TK_STREAM_COMM, &e)) die(&e);
+    if (tk_all_gather(M, ar->recv, gathered, ar->nrecv, ar->t, TK_STREAM_COPY, &e) ||
+        tk_comm_wait(M, TK_STREAM_COPY, timeout, &e) || tk_comm_wait(M, TK_STREAM_COMM, timeout, &e))
+        die(&e);
+    for (int i = 0; i < n; i++) case_verify(&cs[i], "eager, then an all-gather on the copy stream");
+    verify_gathered(gathered, ar, "on the copy stream after the comm stream's collectives");
+
     // The same collectives captured in one CUDA graph (capture on the compute stream; the comm
     // stream is forked in and joined back with events), replayed twice with poisoned outputs.
     tk_graph g;
@@ -274,6 +314,17 @@ static void run_checks(double timeout) {
         snprintf(how, sizeof how, "graph replay %d", rep);
         for (int i = 0; i < n; i++) case_verify(&cs[i], how);
     }
+    // The same after a graph launch: the graph's collectives, then the copy stream's all-gather
+    // of its all-reduce's output (NCCL chains a communicator's eager launches after its captured
+    // ones: NCCL_GRAPH_MIXING_SUPPORT, on by default).
+    for (int i = 0; i < n; i++) poison(&cs[i]);
+    poison_gathered(gathered, ar);
+    if (tk_graph_launch(C, &g, &e) || tk_all_gather(M, ar->recv, gathered, ar->nrecv, ar->t, TK_STREAM_COPY, &e) ||
+        tk_comm_wait(M, TK_STREAM_COPY, timeout, &e) || tk_comm_wait(M, TK_STREAM_COMPUTE, timeout, &e))
+        die(&e);
+    for (int i = 0; i < n; i++) case_verify(&cs[i], "graph, then an all-gather on the copy stream");
+    verify_gathered(gathered, ar, "on the copy stream after a graph's collectives");
+    cudaFree(gathered);
     tk_graph_destroy(&g);
     for (int i = 0; i < n; i++) {
         cudaFree(cs[i].send), cudaFree(cs[i].recv);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Hybrid-parallel DLRM on 2 GPUs (train-step under share/launch, NCCL, CUDA graphs), TAP. Tests
-# 1-4 run the plain exchange (--no-hybrid-embedding), 5-7 the hybrid embedding (the default):
+# Hybrid-parallel DLRM on 2 GPUs (NRANKS=N: N; train-step under share/launch, NCCL, CUDA graphs),
+# TAP; "2 ranks" below is N ranks then. Tests 1-4 run the plain exchange (--no-hybrid-embedding),
+# 5-7 the hybrid embedding (the default):
 #   1. 2 ranks vs 1 rank, same data and global batch, fp32: losses and AUCs within 1e-4 relative
 #   2. the same with --precision bf16: within 2e-2
 #   3. 2 ranks with --no-graphs give the same numbers as with graphs, to 1e-6 (the capture of the
@@ -19,7 +20,7 @@
 # (precision of the scaling runs, default bf16), SCALE_ARGS (more train-step options for them),
 # TABLE_ROWS (the ids hashed to this many a table, and the scaling runs' table cap; default
 # 100000; 4000000 is run.sh's mlperf size, where the plain exchange scaled 1.40x).
-# Skips with fewer than 2 GPUs.
+# Skips with fewer than NRANKS (2) GPUs.
 set -u
 cd "$(dirname "$0")/../../.." || exit 4
 BIN=$PWD/${BUILD:-build}/bin
@@ -29,16 +30,17 @@ BG=${B_GPU:-16384}
 STEPS=${STEPS:-60}
 PREC=${PREC:-bf16}
 ROWS=${TABLE_ROWS:-100000}
+NR=${NRANKS:-2}
 GPU=${TK_TEST_BACKEND:-cuda} # cpu: a dry run of this script's plumbing (bf16 runs in fp32 there)
 export NCCL_NVLS_ENABLE=0
-need_gpus 2
+need_gpus "$NR"
 [ -x "$BIN/train-step" ] || { echo "Bail out! $BIN/train-step not built"; exit 1; }
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
 echo "1..7"
 echo "# $(date -u '+%F %T UTC') $(hostname)"
 nvidia-smi -L 2>/dev/null | sed 's/^/# /'
-rows=$(((STEPS + 2) * 2 * BG))
+rows=$(((STEPS + 2) * NR * BG))
 [ "$rows" -ge 120000 ] || rows=120000
 "$BIN/prep" synth criteo --days 1 --rows-per-day "$rows" --seed 5 -o "$W/raw" >/dev/null &&
     "$BIN/prep" criteo --max-ind-range "$ROWS" -o "$W/train.tks" "$W/raw/day_0" >/dev/null &&
@@ -87,23 +89,23 @@ compare() { # test-number description a b tolerance
 tiny=$PWD/share/workloads/dlrm/tiny.json
 common=(--set train.global_batch_size=4096 --max-steps 24 --log-every 4 --eval-every 49152)
 P=--no-hybrid-embedding # the plain step and exchange
-ts one 1 "$tiny" "${common[@]}" $P ; ts two 2 "$tiny" "${common[@]}" $P
-compare 1 "2 ranks vs 1 rank, fp32, global batch 4096" one two 1e-4
+ts one 1 "$tiny" "${common[@]}" $P ; ts two "$NR" "$tiny" "${common[@]}" $P
+compare 1 "$NR ranks vs 1 rank, fp32, global batch 4096" one two 1e-4
 bf=bf16
 [ "$GPU" = cuda ] || bf=fp32
-ts oneb 1 "$tiny" "${common[@]}" --precision $bf $P ; ts twob 2 "$tiny" "${common[@]}" --precision $bf $P
-compare 2 "2 ranks vs 1 rank, bf16" oneb twob 2e-2
-ts twoeager 2 "$tiny" "${common[@]}" --no-graphs $P
-compare 3 "2 ranks, CUDA graphs vs --no-graphs" two twoeager 1e-6
-ts twohy 2 "$tiny" "${common[@]}" --hybrid-embedding --hybrid-stat-batches 4
-compare 5 "2 ranks --hybrid-embedding vs 1 rank, fp32" one twohy 1e-4
-ts twohy0 2 "$tiny" "${common[@]}" --hybrid-embedding --hybrid-stat-batches 4 --hybrid-capacity 0
-ts twohym 2 "$tiny" "${common[@]}" --hybrid-embedding --hybrid-stat-batches 4 --hybrid-capacity 9000
+ts oneb 1 "$tiny" "${common[@]}" --precision $bf $P ; ts twob "$NR" "$tiny" "${common[@]}" --precision $bf $P
+compare 2 "$NR ranks vs 1 rank, bf16" oneb twob 2e-2
+ts twoeager "$NR" "$tiny" "${common[@]}" --no-graphs $P
+compare 3 "$NR ranks, CUDA graphs vs --no-graphs" two twoeager 1e-6
+ts twohy "$NR" "$tiny" "${common[@]}" --hybrid-embedding --hybrid-stat-batches 4
+compare 5 "$NR ranks --hybrid-embedding vs 1 rank, fp32" one twohy 1e-4
+ts twohy0 "$NR" "$tiny" "${common[@]}" --hybrid-embedding --hybrid-stat-batches 4 --hybrid-capacity 0
+ts twohym "$NR" "$tiny" "${common[@]}" --hybrid-embedding --hybrid-stat-batches 4 --hybrid-capacity 9000
 fixed() { sed -n 's/^{"type":"result".*"fixed_batches":\([0-9]*\).*/\1/p' "$W/$1.jsonl"; }
 echo "# fixed batches: auto $(fixed twohy), 0: $(fixed twohy0), 9000: $(fixed twohym) of 24"
 cat "$W/twohy0.vals" "$W/twohy0.vals" >"$W/twohy00.vals"
 cat "$W/twohy.vals" "$W/twohym.vals" >"$W/twohyam.vals"
-compare 7 "2 ranks hybrid: fixed (graphs) and mixed vs exact exchanges" twohy00 twohyam 0
+compare 7 "$NR ranks hybrid: fixed (graphs) and mixed vs exact exchanges" twohy00 twohyam 0
 
 # Scaling: the MLPerf architecture (embedding dim 128, 13-512-256-128 / 1024-1024-512-256-1) as
 # run.sh trains it (synth-mlperf.json: bf16 tables, the interaction padded to 480 columns),
@@ -120,12 +122,12 @@ rate() {
         awk '{ v[NR] = $1 } END { if (NR == 0) print 0; else print v[int((NR + 1) / 2)] }'
 }
 if ts s1 1 "$full" "${sc[@]}" --set train.global_batch_size="$BG" $P &&
-    ts s2 2 "$full" "${sc[@]}" --set train.global_batch_size=$((2 * BG)) $P; then
+    ts s2 "$NR" "$full" "${sc[@]}" --set train.global_batch_size=$((NR * BG)) $P; then
     r1=$(rate s1) r2=$(rate s2)
     ratio=$(awk -v a="$r1" -v b="$r2" 'BEGIN { if (a > 0) printf "%.2f", b / a; else print "nan" }')
-    echo "# table dlrm scaling ($PREC): 1 GPU batch $BG: $r1 samples/s; 2 GPUs global batch $((2 * BG)): $r2 samples/s; ratio $ratio (ideal 2)"
+    echo "# table dlrm scaling ($PREC): 1 GPU batch $BG: $r1 samples/s; $NR GPUs global batch $((NR * BG)): $r2 samples/s; ratio $ratio (ideal $NR)"
     if awk -v a="$r1" -v b="$r2" 'BEGIN { exit !(a > 0 && b > 0) }'; then
-        echo "ok 4 - scaling measured: 2 GPUs / 1 GPU = $ratio"
+        echo "ok 4 - scaling measured: $NR GPUs / 1 GPU = $ratio"
     else
         echo "not ok 4 - scaling: no samples/s in the progress lines"
     fi
@@ -135,15 +137,15 @@ else
 fi
 # (the 1-GPU hybrid run too: on one GPU the replica path beats the plain step, so it is the fair
 # baseline of the 2-GPU hybrid run; both ratios are printed)
-if ts s2h 2 "$full" "${sc[@]}" --set train.global_batch_size=$((2 * BG)) --hybrid-embedding &&
+if ts s2h "$NR" "$full" "${sc[@]}" --set train.global_batch_size=$((NR * BG)) --hybrid-embedding &&
     ts s1h 1 "$full" "${sc[@]}" --set train.global_batch_size="$BG" --hybrid-embedding; then
     r2h=$(rate s2h) r1h=$(rate s1h)
     ratio=$(awk -v a="$r1" -v b="$r2h" 'BEGIN { if (a > 0) printf "%.2f", b / a; else print "nan" }')
     ratioh=$(awk -v a="$r1h" -v b="$r2h" 'BEGIN { if (a > 0) printf "%.2f", b / a; else print "nan" }')
     hy=$(sed -n 's/^{"type":"result".*"hybrid_embedding":{\([^}]*\)}.*/\1/p' "$W/s2h.jsonl")
-    echo "# table dlrm scaling ($PREC), hybrid embedding: 2 GPUs global batch $((2 * BG)): $r2h samples/s; ratio $ratio to 1 GPU plain, $ratioh to 1 GPU hybrid ($r1h samples/s); $hy"
+    echo "# table dlrm scaling ($PREC), hybrid embedding: $NR GPUs global batch $((NR * BG)): $r2h samples/s; ratio $ratio to 1 GPU plain, $ratioh to 1 GPU hybrid ($r1h samples/s); $hy"
     if [ -n "$hy" ] && awk -v b="$r2h" 'BEGIN { exit !(b > 0) }'; then
-        echo "ok 6 - hybrid scaling measured: 2 GPUs / 1 GPU = $ratio (plain), $ratioh (hybrid)"
+        echo "ok 6 - hybrid scaling measured: $NR GPUs / 1 GPU = $ratio (plain), $ratioh (hybrid)"
     else
         echo "not ok 6 - hybrid scaling: no samples/s or no traffic in the result"
     fi
