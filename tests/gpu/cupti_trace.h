@@ -277,7 +277,7 @@ static void gt_trace_stop(void) {}
 // "M end i" (contrib/bench/step_kernels.py lists the last one's kernels and the gaps between
 // them); nonzero when a replay failed (e filled). Nothing without TK_TRACE. The caller includes
 // gpu/gpu.h.
-static int gt_trace_graph_steps(tk_ctx *c, tk_graph *g, int n, tk_err *e) {
+static inline int gt_trace_graph_steps(tk_ctx *c, tk_graph *g, int n, tk_err *e) {
     if (!gt_trace_start()) return 0;
     char mark[32];
     int rc = 0;
