@@ -30,6 +30,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu/gpu.h"
+
 #if __has_include(<cupti.h>)
 #include <cupti.h>
 #include <dlfcn.h>
@@ -270,4 +272,24 @@ static void gt_trace_mark(const char *label) { (void)label; }
 static void gt_trace_stop(void) {}
 
 #endif
+
+// TK_TRACE=FILE: n replays of a captured training step, each between marks "M step i" and
+// "M end i" (contrib/bench/step_kernels.py lists the last one's kernels and the gaps between
+// them); nonzero when a replay failed (e filled). Nothing without TK_TRACE. The caller includes
+// gpu/gpu.h.
+static inline int gt_trace_graph_steps(tk_ctx *c, tk_graph *g, int n, tk_err *e) {
+    if (!gt_trace_start()) return 0;
+    char mark[32];
+    int rc = 0;
+    for (int i = 0; i < n && !rc; i++) {
+        snprintf(mark, sizeof mark, "step %d", i);
+        gt_trace_mark(mark);
+        rc = tk_graph_launch(c, g, e);
+        if (!rc) rc = tk_ctx_sync(c, e);
+        snprintf(mark, sizeof mark, "end %d", i);
+        gt_trace_mark(mark);
+    }
+    gt_trace_stop();
+    return rc;
+}
 #endif

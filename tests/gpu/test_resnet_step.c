@@ -442,20 +442,7 @@ TK_TEST(step_throughput_bench) {
            b, b * 1e3 / ms[0], ms[0], b * 1e3 / ms[1], ms[3]);
     breakdown(m);
     for (int i = 0; i < tk_cudnn_nplans(m->dnn); i++) printf("# plan %s\n", tk_cudnn_plan_desc(m->dnn, i));
-    // TK_TRACE=FILE: a CUPTI trace of three graph replays, each between marks "M step i" and
-    // "M end i" (contrib/bench/step_kernels.py lists the last one's kernels and the gaps between them)
-    if (gt_trace_start()) {
-        char mark[32];
-        for (int i = 0; i < 3; i++) {
-            snprintf(mark, sizeof mark, "step %d", i);
-            gt_trace_mark(mark);
-            CHECK_EQ_INT(tk_graph_launch(m->c, &g, &e), 0);
-            CHECK_EQ_INT(tk_ctx_sync(m->c, &e), 0);
-            snprintf(mark, sizeof mark, "end %d", i);
-            gt_trace_mark(mark);
-        }
-        gt_trace_stop();
-    }
+    CHECK_EQ_INT(gt_trace_graph_steps(m->c, &g, 3, &e), 0); // TK_TRACE=FILE: three replays traced
     tk_graph_destroy(&g);
     rn_free(I);
 }

@@ -272,18 +272,7 @@ TK_TEST(step_throughput_bench) {
            m->b, crop, cfg.width, m->b * 1e3 / ms[0], ms[0], m->b * 1e3 / ms[1], m->b * 1e3 / ms[3],
            (double)(f0 - f2) / (1 << 30));
     for (int i = 0; i < tk_cudnn_nplans(m->dnn); i++) printf("# plan %s\n", tk_cudnn_plan_desc(m->dnn, i));
-    if (gt_trace_start()) {
-        char mark[32];
-        for (int i = 0; i < 3; i++) {
-            snprintf(mark, sizeof mark, "step %d", i);
-            gt_trace_mark(mark);
-            CHECK_EQ_INT(tk_graph_launch(m->c, &g, &e), 0);
-            CHECK_EQ_INT(tk_ctx_sync(m->c, &e), 0);
-            snprintf(mark, sizeof mark, "end %d", i);
-            gt_trace_mark(mark);
-        }
-        gt_trace_stop();
-    }
+    CHECK_EQ_INT(gt_trace_graph_steps(m->c, &g, 3, &e), 0); // TK_TRACE=FILE: three replays traced
     tk_free(gt_ctx_, a.x), tk_free(gt_ctx_, a.y);
     tk_graph_destroy(&g);
     u3_destroy(m);
