@@ -48,9 +48,10 @@ static int reduce_span(tk_instance *I, size_t from, size_t to, tk_err *e) {
 
 // TK_CHECK_GRADS_READY=1 (the cpu backend, several ranks; tests): a gradient that grads_ready
 // reported final must keep its value to the step's end but for its all-reduce, or the all-reduce
-// may read it too early. Each call keeps a copy of what it adds to the reported tail; what it
-// reduces is compared with its copy first and copied again as reduced; the rest is compared once
-// the workload's step returned.
+// may read it too early. Each call compares the reported gradients not reduced yet with their
+// copy (before an all-reduce hides a change), keeps a copy of what it adds to the reported tail,
+// and copies what it reduces again as reduced; the whole tail is compared once the workload's step
+// returned.
 static int check_wanted(const tk_instance *I) {
     const char *s = getenv("TK_CHECK_GRADS_READY");
     return s && strcmp(s, "1") == 0 && I->c->backend == TK_BACKEND_CPU;
