@@ -40,7 +40,8 @@
 //   before: the norm's statistics from cuDNN's forward epilogue (tk_blk_conv.fused: its sums), the
 //   ReLU's mask as bits for the backward (tk_blk_unit.mask), the stem norm's apply inside the max
 //   pool (tk_blk_maxpool_fwd with a norm), and the bf16 weight gradients cast into their fp32 spans
-//   together at the backward's end (tk_blk_cast_wgrads).
+//   together at the backward's end (tk_blk_cast_wgrads), or, on several ranks, those of each
+//   block as the backward reports the block's gradients final for their all-reduce (tk_blk_grads).
 #ifndef TK_BLOCKS_BLOCKS_H
 #define TK_BLOCKS_BLOCKS_H
 
@@ -86,8 +87,8 @@ typedef struct tk_blk_conv {
     int fused;                   // cuda: the training forward also makes its norm's statistics
                                  // (cuDNN's genstats epilogue, gpu/cudnn_conv.h) into sums
     float *sums;                 // (2 K) fp32: sum, then sum of squares of y per channel
-    void *dwt;                   // its weight gradient in t (bf16), cast into dw with the others at
-                                 // the backward's end (tk_blk_cast_wgrads); NULL: written into dw
+    void *dwt;                   // its weight gradient in t (bf16), cast into dw later with others
+                                 // (tk_blk_grads); NULL: written into dw
 } tk_blk_conv;
 
 // A 2-D convolution of N H x W x C inputs, K R x S filters (cw: see above).
