@@ -16,6 +16,13 @@
 //     of the same image (cpu vs cuda fp32 within 1e-5), the other window's values unused.
 // (d) graph vs eager: three steps with an SGD update, one model eager, one with the step captured
 //     once and replayed, deterministic engines: bit-identical weights.
+// (e) on several ranks the backward reports each block's gradients final for their all-reduce
+//     (workload.h grads_ready; lib/blocks tk_blk_grads casts the block's bf16 weight gradients
+//     first): with tests/unit/grads_case.h's recorder in its place (its copies on the compute
+//     stream, where the engine's all-reduce starts), fp32 and bf16, eager and in a CUDA graph: the
+//     output layer, each upsampling block, each encoder unit, and no gradient reported final
+//     changed after its report.
+#include "../unit/grads_case.h"
 #include "engine/instance.h"
 #include "gpu_test.h"
 #include "sgd.h"
@@ -193,4 +200,17 @@ TK_TEST(graph_vs_eager_bitwise) {
     tk_graph_destroy(&g);
     u3_destroy(a), u3_destroy(b);
     gt_ctx_->deterministic = saved;
+}
+
+TK_TEST(backward_reports_final_gradients) {
+    for (int bf16 = 0; bf16 < 2; bf16++) {
+        const u3_config cfg = config(4, bf16);
+        u3_model *m = make(gt_ctx_, &cfg);
+        set_batch(m, 21);
+        gr_rec r = {0};
+        for (int graph = 0; graph < 2; graph++)
+            CHECK(gr_step_ok(&r, m->P, &m->grads, u3_train_step, m, graph, 1 + U3_UP + U3_ENC));
+        gr_release(&r);
+        u3_destroy(m);
+    }
 }
