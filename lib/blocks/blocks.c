@@ -129,6 +129,38 @@ int tk_blk_cast_wgrads(const tk_blk_env *env, const tk_cast_span *spans, int n, 
     return 0;
 }
 
+// ---- weight gradients handed on ----
+
+void tk_blk_grads_begin(tk_blk_grads *g, const float *base, size_t n, const tk_cast_span *casts, int ncasts) {
+    g->base = base, g->done = base + n, g->casts = casts, g->ncasts = ncasts;
+}
+
+// The casts into [from, g->done) (the spans not cast yet that start at or after from), then from
+// reported.
+static int grads_from(const tk_blk_env *env, tk_blk_grads *g, const float *from, tk_err *e) {
+    if (from >= g->done) return 0; // (nothing new)
+    tk_cast_span now[TK_CAST_MANY];
+    int n = 0;
+    for (int i = 0; i < g->ncasts; i++) {
+        const float *d = g->casts[i].dst;
+        if (d < from || d >= g->done) continue;
+        now[n++] = g->casts[i];
+        if (n == TK_CAST_MANY) {
+            TRY(tk_blk_cast_wgrads(env, now, n, e));
+            n = 0;
+        }
+    }
+    if (n) TRY(tk_blk_cast_wgrads(env, now, n, e));
+    g->done = from;
+    return g->ready ? g->ready(g->arg, (size_t)(from - g->base), e) : 0;
+}
+
+int tk_blk_grads_ready(const tk_blk_env *env, tk_blk_grads *g, const float *from, tk_err *e) {
+    return g->ready ? grads_from(env, g, from, e) : 0;
+}
+
+int tk_blk_grads_end(const tk_blk_env *env, tk_blk_grads *g, tk_err *e) { return grads_from(env, g, g->base, e); }
+
 // ---- normalization ----
 
 void tk_blk_norm_init(tk_blk_norm *n, tk_blk_norm_kind kind, int C, int N, int64_t spatial, double eps,

@@ -40,7 +40,8 @@
 //   before: the norm's statistics from cuDNN's forward epilogue (tk_blk_conv.fused: its sums), the
 //   ReLU's mask as bits for the backward (tk_blk_unit.mask), the stem norm's apply inside the max
 //   pool (tk_blk_maxpool_fwd with a norm), and the bf16 weight gradients cast into their fp32 spans
-//   together at the backward's end (tk_blk_cast_wgrads).
+//   together at the backward's end (tk_blk_cast_wgrads), or, on several ranks, those of each
+//   block as the backward reports the block's gradients final for their all-reduce (tk_blk_grads).
 #ifndef TK_BLOCKS_BLOCKS_H
 #define TK_BLOCKS_BLOCKS_H
 
@@ -86,8 +87,8 @@ typedef struct tk_blk_conv {
     int fused;                   // cuda: the training forward also makes its norm's statistics
                                  // (cuDNN's genstats epilogue, gpu/cudnn_conv.h) into sums
     float *sums;                 // (2 K) fp32: sum, then sum of squares of y per channel
-    void *dwt;                   // its weight gradient in t (bf16), cast into dw with the others at
-                                 // the backward's end (tk_blk_cast_wgrads); NULL: written into dw
+    void *dwt;                   // its weight gradient in t (bf16), cast into dw later with others
+                                 // (tk_blk_grads); NULL: written into dw
 } tk_blk_conv;
 
 // A 2-D convolution of N H x W x C inputs, K R x S filters (cw: see above).
@@ -246,6 +247,33 @@ typedef struct tk_blk_scratch {
 void *tk_blk_scratch_take(tk_blk_scratch *p);
 // buf (NULL, or one of the n) free again.
 void tk_blk_scratch_put(tk_blk_scratch *p, const void *buf);
+
+// ---- weight gradients handed on as the backward completes them ----
+
+// A backward that runs from the last layer to the first over tensors declared in forward order
+// tells whoever all-reduces the gradients (the engine's grads_ready, lib/engine/workload.h: on
+// several ranks) which are final, so that their all-reduce overlaps the rest of the backward. A
+// weight gradient in bf16 (tk_blk_conv.dwt) is final only once cast into its fp32 span: each report
+// casts the spans it covers first (a launch a report); with no one to report to, all of them at
+// the end (one launch).
+typedef struct tk_blk_grads {
+    int (*ready)(void *arg, size_t off, tk_err *e); // the owner's (the engine's grads_ready), or NULL
+    void *arg;
+    // this backward's (tk_blk_grads_begin)
+    const float *base, *done;    // the gradient span the offsets count from; every gradient from
+                                 // done to the span's end reported
+    const tk_cast_span *casts;   // the model's weight-gradient casts (tk_blk_conv_cast_span), dst in
+    int ncasts;                  // the span, in any order
+} tk_blk_grads;
+
+// Before a backward: the span (n floats at base) and its casts, nothing reported yet.
+void tk_blk_grads_begin(tk_blk_grads *g, const float *base, size_t n, const tk_cast_span *casts, int ncasts);
+// Every gradient from `from` (in the span) to its end is final but for the casts: those of the
+// spans not cast yet that start at or after from are cast, then from's offset reported. Nothing
+// while ready is NULL.
+int tk_blk_grads_ready(const tk_blk_env *env, tk_blk_grads *g, const float *from, tk_err *e);
+// The backward's end: the casts left, the whole span reported (ready NULL: every cast, at once).
+int tk_blk_grads_end(const tk_blk_env *env, tk_blk_grads *g, tk_err *e);
 
 // ---- initialization ----
 

@@ -46,13 +46,46 @@ static int reduce_span(tk_instance *I, size_t from, size_t to, tk_err *e) {
     return tk_allreduce_sum(m, g + from, g + from, to - from, TK_F32, 1.0f, TK_STREAM_COMM, e);
 }
 
+// TK_CHECK_GRADS_READY=1 (the cpu backend, several ranks; tests): a gradient that grads_ready
+// reported final must keep its value to the step's end but for its all-reduce, or the all-reduce
+// may read it too early. Each call compares the reported gradients not reduced yet with their
+// copy (before an all-reduce hides a change), keeps a copy of what it adds to the reported tail,
+// and copies what it reduces again as reduced; the whole tail is compared once the workload's step
+// returned.
+static int check_wanted(const tk_instance *I) {
+    const char *s = getenv("TK_CHECK_GRADS_READY");
+    return s && strcmp(s, "1") == 0 && I->c->backend == TK_BACKEND_CPU;
+}
+
+static void check_keep(tk_instance *I, size_t from, size_t to) {
+    if (I->ready_copy && from < to) memcpy(I->ready_copy + from, I->P.dense_g + from, (to - from) * sizeof(float));
+}
+
+static int check_same(const tk_instance *I, size_t from, size_t to, tk_err *e) {
+    if (!I->ready_copy) return 0;
+    const float *g = I->P.dense_g;
+    size_t i = from;
+    while (i < to && memcmp(&g[i], &I->ready_copy[i], sizeof *g) == 0) i++;
+    if (i == to) return 0;
+    const char *name = "(an alignment gap)";
+    for (int k = 0; k < I->P.ndense; k++)
+        if (g + i >= I->P.p[k].g && g + i < I->P.p[k].g + tk_param_numel(&I->P.p[k])) name = I->P.p[k].name;
+    return tk_err_set(e, TK_EINTERNAL,
+                      "workload %s: the gradient of %s (float %zu of the dense span) changed after grads_ready "
+                      "reported every gradient from float %zu on final",
+                      I->wl->name, name, i, I->checked_from);
+}
+
 static int grads_ready(void *arg, size_t off, tk_err *e) {
     tk_instance *I = arg;
     if (off > I->P.dense_n) return tk_err_set(e, TK_EINTERNAL, "grads_ready past the dense span");
     // whole buckets only: [start, reduced_from) with start a multiple of the bucket size
     size_t start = (off + I->bucket - 1) / I->bucket * I->bucket;
+    if (start < I->reduced_from) TRY(check_same(I, start > I->checked_from ? start : I->checked_from, I->reduced_from, e));
+    if (off < I->checked_from) check_keep(I, off, I->checked_from), I->checked_from = off;
     if (start + I->bucket > I->reduced_from) return 0;
     TRY(reduce_span(I, start, I->reduced_from, e));
+    check_keep(I, start, I->reduced_from); // (the cpu backend's all-reduce is done on return)
     I->reduced_from = start;
     return 0;
 }
@@ -80,6 +113,8 @@ int tk_instance_create(tk_instance *I, tk_ctx *c, tk_comm *comm, double comm_tim
         return rc;
     }
     if (!I->P.allocated) return tk_err_set(e, TK_EINTERNAL, "workload %s: create did not allocate its tensors", I->wl->name);
+    if (env.grads_ready && check_wanted(I) && !(I->ready_copy = malloc(I->P.dense_n * sizeof(float) + 1)))
+        return tk_err_set(e, TK_EIO, "out of host memory");
     return 0;
 }
 
@@ -117,6 +152,8 @@ void tk_instance_destroy(tk_instance *I) {
     if (I->P.c) tk_params_release(&I->P);
     if (I->scalars) tk_free(I->c, I->scalars);
     I->scalars = NULL;
+    free(I->ready_copy);
+    I->ready_copy = NULL;
     if (I->dist.c) tk_dist_release(&I->dist);
     if (I->cfg) I->wl->config_free(I->cfg);
     I->cfg = NULL;
@@ -127,8 +164,9 @@ void tk_instance_destroy(tk_instance *I) {
 int tk_instance_step(tk_instance *I, tk_err *e) {
     tk_ctx *c = I->c;
     TRY(tk_optimizer_schedule(&I->opt, I->step, I->lr, e));
-    I->reduced_from = I->P.dense_n;
+    I->reduced_from = I->checked_from = I->P.dense_n;
     TRY(I->wl->step(I->model, e));
+    TRY(check_same(I, I->checked_from, I->P.dense_n, e));
     if (!I->wl->own_grad_reduce && I->dist.comm && I->dist.world > 1 && I->P.dense_n > 0) {
         // The dense gradients summed over the ranks (the loss is normalized by the global batch):
         // what grads_ready has not reduced yet, then the compute stream joins the comm stream

@@ -37,6 +37,8 @@ typedef struct tk_instance {
     tk_prof *prof;           // --profile's per-phase timer (tk_instance_profile), or NULL
     size_t bucket;           // floats an all-reduce bucket holds (grads_ready)
     size_t reduced_from;     // this step: the dense span's [reduced_from, dense_n) is being reduced
+    float *ready_copy;       // TK_CHECK_GRADS_READY (instance.c): the reported gradients' values
+    size_t checked_from;     // this step: [checked_from, dense_n) reported final
 } tk_instance;
 
 // Reads the configuration: root (a reference is taken) with the overrides "KEY=VALUE" applied,

@@ -58,9 +58,11 @@ typedef struct tk_wl_env {
     // Several ranks, the engine reducing the gradients (own_grad_reduce 0): the backward may call
     // grads_ready(grads_arg, off, e) once every dense gradient at float offset >= off of the dense
     // span is final (a backward that runs from the last layer to the first, over tensors declared
-    // in forward order, can say so after each layer); the engine then all-reduces the completed
+    // in forward order, can say so after each layer; lib/blocks' tk_blk_grads does for a backward
+    // of blocks, casting bf16 weight gradients first); the engine then all-reduces the completed
     // buckets on the comm stream while the backward goes on (capturable; no call: one all-reduce
-    // after the step). NULL when there is nothing to overlap (one rank).
+    // after the step). NULL when there is nothing to overlap (one rank). TK_CHECK_GRADS_READY=1
+    // (cpu backend) fails a step that writes a gradient after reporting it (instance.c).
     int (*grads_ready)(void *grads_arg, size_t off, tk_err *e);
     void *grads_arg;
     // train-step --profile: *prof is the engine's per-phase timer (engine/profile.h) once it started

@@ -20,6 +20,11 @@
 // (c) eval forward (running statistics) cpu vs cuda fp32: logits within 1e-5, the same top-1.
 // (d) graph vs eager: three steps with an SGD update, one model eager, one with the step captured
 //     once and replayed, from the same weights, deterministic engines: bit-identical weights.
+// (e) on several ranks the backward reports each block's gradients final for their all-reduce
+//     (workload.h grads_ready; lib/blocks tk_blk_grads casts the block's bf16 weight gradients
+//     first): with tests/unit/grads_case.h's recorder in its place (its copies on the compute
+//     stream, where the engine's all-reduce starts), fp32 and bf16, eager and in a CUDA graph:
+//     fc, each block, the stem, and no gradient reported final changed after its report.
 #include <cuda_runtime_api.h>
 
 #include "cupti_trace.h"
@@ -30,6 +35,7 @@
 #include "pool.h"
 #include "sgd.h"
 #include "xent_smooth.h"
+#include "../unit/grads_case.h"
 #include "../unit/resnet_case.h"
 
 // The model through the engine's instance on c, its initial weights from train.seed 5: batch b,
@@ -197,6 +203,19 @@ TK_TEST(graph_vs_eager_bitwise) {
     free(wa), free(wb);
     rn_free(Ia), rn_free(Ib);
     gt_ctx_->deterministic = saved;
+}
+
+TK_TEST(backward_reports_final_gradients) {
+    for (int bf16 = 0; bf16 < 2; bf16++) {
+        tk_instance *I = make(gt_ctx_, 16, bf16, 0);
+        rn_model *m = I->model;
+        set_batch(m, 21);
+        gr_rec r = {0};
+        for (int graph = 0; graph < 2; graph++)
+            CHECK(gr_step_ok(&r, m->P, &m->grads, rn_train_step, m, graph, m->nblk + 2));
+        gr_release(&r);
+        rn_free(I);
+    }
 }
 
 // ---- the benchmark (TK_BENCH=1): ResNet-50, batch 256, bf16, one batch resident on the GPU ----

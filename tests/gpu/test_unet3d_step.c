@@ -16,7 +16,13 @@
 //     of the same image (cpu vs cuda fp32 within 1e-5), the other window's values unused.
 // (d) graph vs eager: three steps with an SGD update, one model eager, one with the step captured
 //     once and replayed, deterministic engines: bit-identical weights.
-// (e) TK_BENCH=1: the benchmark of contrib/bench/unet3d.sh (the MLPerf shape: width 32, batch 2 of
+// (e) on several ranks the backward reports each block's gradients final for their all-reduce
+//     (workload.h grads_ready; lib/blocks tk_blk_grads casts the block's bf16 weight gradients
+//     first): with tests/unit/grads_case.h's recorder in its place (its copies on the compute
+//     stream, where the engine's all-reduce starts), fp32 and bf16, eager and in a CUDA graph: the
+//     output layer, each upsampling block, each encoder unit, and no gradient reported final
+//     changed after its report.
+// (f) TK_BENCH=1: the benchmark of contrib/bench/unet3d.sh (the MLPerf shape: width 32, batch 2 of
 //     128^3, bf16; TK_BENCH_BATCH, TK_BENCH_CROP, TK_BENCH_WIDTH change it): the step as one CUDA
 //     graph and eager, the training forward, the eval forward of the batch's windows; TK_TRACE=FILE
 //     traces three graph replays for contrib/bench/step_kernels.py. Then the whole sliding-window
@@ -24,6 +30,7 @@
 //     TK_BENCH_CASE=256 cubed (random images and labels) with TK_BENCH_SW=4 windows a forward.
 #include <cuda_runtime_api.h>
 
+#include "../unit/grads_case.h"
 #include "cupti_trace.h"
 #include "core/progress.h"
 #include "engine/instance.h"
@@ -207,7 +214,7 @@ TK_TEST(graph_vs_eager_bitwise) {
     gt_ctx_->deterministic = saved;
 }
 
-// ---- (e) the benchmark (TK_BENCH=1) ----
+// ---- (f) the benchmark (TK_BENCH=1) ----
 typedef struct u3_bench_arg {
     u3_model *m;
     tk_graph *g;
@@ -316,4 +323,17 @@ TK_TEST(step_throughput_bench) {
         u3_evalset_free(m, es);
     }
     u3_destroy(m);
+}
+
+TK_TEST(backward_reports_final_gradients) {
+    for (int bf16 = 0; bf16 < 2; bf16++) {
+        const u3_config cfg = config(4, bf16);
+        u3_model *m = make(gt_ctx_, &cfg);
+        set_batch(m, 21);
+        gr_rec r = {0};
+        for (int graph = 0; graph < 2; graph++)
+            CHECK(gr_step_ok(&r, m->P, &m->grads, u3_train_step, m, graph, 1 + U3_UP + U3_ENC));
+        gr_release(&r);
+        u3_destroy(m);
+    }
 }

@@ -475,3 +475,61 @@ TK_TEST(instance_norm_kind) {
     CHECK_EQ_INT(tk_blk_norm_bwd(&env, &n, x, NULL, NULL, 1, dy, NULL, dx, NULL, &e), TK_EINTERNAL);
     CHECK_EQ_INT(tk_blk_norm_reset(tk_test_cpu(), &n, rm, &e), 0); // (nothing to reset)
 }
+
+// ---- weight gradients handed on as the backward completes them ----
+
+// What a report saw: its offset, and whether every float from it on was cast and none before.
+typedef struct {
+    const float *g, *src;
+    int n, calls;
+    size_t off[8];
+    int cast_ok[8];
+} reports;
+
+static int record(void *arg, size_t off, tk_err *e) {
+    reports *r = arg;
+    int ok = 1;
+    for (int i = 0; i < r->n; i++) ok &= (size_t)i >= off ? r->g[i] == r->src[i] : r->g[i] == 0;
+    if (r->calls < 8) r->off[r->calls] = off, r->cast_ok[r->calls] = ok;
+    r->calls++;
+    (void)e;
+    return 0;
+}
+
+// A report casts the spans not cast yet that start at or after its offset (whatever their order
+// in the list), then reports the offset; a report not below the last does nothing; the end casts
+// the rest and reports 0. With no one to report to, nothing is cast before the end, which casts
+// every span (more than one launch's TK_CAST_MANY).
+TK_TEST(grads_reported_after_their_casts) {
+    tk_err e = {0};
+    const tk_blk_env env = cpu_env();
+    enum { N = 40, M = TK_CAST_MANY + 6 };
+    float g[M] = {0}, src[M];
+    for (int i = 0; i < M; i++) src[i] = (float)(i + 1);
+    const tk_cast_span sp[4] = {{src + 30, g + 30, 10}, {src, g, 10}, {src + 20, g + 20, 10}, {src + 10, g + 10, 10}};
+    reports r = {.g = g, .src = src, .n = N};
+    tk_blk_grads G = {.ready = record, .arg = &r};
+    tk_blk_grads_begin(&G, g, N, sp, 4);
+    CHECK_EQ_INT(tk_blk_grads_ready(&env, &G, g + 30, &e), 0);
+    CHECK_EQ_INT(tk_blk_grads_ready(&env, &G, g + 10, &e), 0); // (two spans, listed apart)
+    CHECK_EQ_INT(tk_blk_grads_ready(&env, &G, g + 20, &e), 0); // (reported already)
+    CHECK_EQ_INT(tk_blk_grads_end(&env, &G, &e), 0);
+    CHECK_EQ_INT(r.calls, 3);
+    CHECK(r.off[0] == 30 && r.off[1] == 10 && r.off[2] == 0);
+    CHECK(r.cast_ok[0] && r.cast_ok[1] && r.cast_ok[2]);
+    // a second backward: everything again
+    memset(g, 0, sizeof g);
+    tk_blk_grads_begin(&G, g, N, sp, 4);
+    CHECK_EQ_INT(tk_blk_grads_end(&env, &G, &e), 0);
+    CHECK(r.calls == 4 && r.off[3] == 0 && r.cast_ok[3]);
+    // nobody listening: one cast of all at the end (M spans of one float: two launches)
+    tk_cast_span one[M];
+    for (int i = 0; i < M; i++) one[i] = (tk_cast_span){src + i, g + i, 1};
+    memset(g, 0, sizeof g);
+    tk_blk_grads Q = {0};
+    tk_blk_grads_begin(&Q, g, M, one, M);
+    CHECK_EQ_INT(tk_blk_grads_ready(&env, &Q, g + 3, &e), 0);
+    CHECK(g[M - 1] == 0);
+    CHECK_EQ_INT(tk_blk_grads_end(&env, &Q, &e), 0);
+    CHECK(memcmp(g, src, sizeof g) == 0);
+}

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "grads_case.h"
 #include "resnet_case.h"
 #include "resnet_synth.h"
 #include "tk_test.h"
@@ -199,26 +200,38 @@ TK_TEST(stem_s2d_same_step_as_direct) {
 
 // ---- initialization ----
 
+// A small model (16x16 images, 5 classes, global batch 4, train.seed 3) of these layers, its
+// weights from seed 9 and a batch from key in its inputs; NULL (the error printed) if it fails.
+static tk_instance *small_model(const char *layers, uint64_t key) {
+    tk_err e = {0};
+    char text[160];
+    snprintf(text, sizeof text, "{\"model\": {\"layers\": %s, \"width\": 4, \"classes\": 5, \"image_size\": 16}}",
+             layers);
+    tk_instance *I = rn_make(text, 4, 3, tk_test_cpu(), &e);
+    if (I && tk_instance_init_weights(I, 9, &e)) rn_free(I), I = NULL;
+    if (!I) {
+        printf("# %s\n", errstr(&e));
+        return NULL;
+    }
+    rn_model *m = I->model;
+    const size_t n = (size_t)m->b * 16 * 16 * 3;
+    for (size_t i = 0; i < n; i++) m->in_img[i] = (uint8_t)(tk_philox_draw(key, 1, i).v[0] >> 24);
+    for (int i = 0; i < m->b; i++) m->in_label[i] = i % 5;
+    return I;
+}
+
 // The engine's initialization (tk_instance_init_weights) after a training step and an update: the
 // seed's weights and running statistics again, and the engine's step and loss accumulator back at
 // 0 (rn_init_weights draws the weights only: the engine zeroes these).
 TK_TEST(init_weights_restarts_the_model) {
     tk_err e = {0};
-    tk_instance *I = rn_make("{\"model\": {\"layers\": [1], \"width\": 4, \"classes\": 5, \"image_size\": 16}}", 4,
-                             3, tk_test_cpu(), &e);
+    tk_instance *I = small_model("[1]", 43);
     CHECK(I != NULL);
-    if (!I) {
-        printf("# %s\n", errstr(&e));
-        return;
-    }
+    if (!I) return;
     rn_model *m = I->model;
-    CHECK_EQ_INT(tk_instance_init_weights(I, 9, &e), 0);
     const size_t nb = I->P.wbytes;
     char *first = malloc(nb);
     memcpy(first, I->P.warena.base, nb); // the dense tensors and the running statistics
-    const size_t n = (size_t)m->b * 16 * 16 * 3;
-    for (size_t i = 0; i < n; i++) m->in_img[i] = (uint8_t)(tk_philox_draw(43, 1, i).v[0] >> 24);
-    for (int i = 0; i < m->b; i++) m->in_label[i] = i % 5;
     CHECK_EQ_INT(rn_train_step(m, &e), 0); // the running statistics move, the loss adds up
     for (size_t i = 0; i < I->P.dense_n; i++) I->P.dense_w[i] -= 0.1f * I->P.dense_g[i];
     CHECK_EQ_INT(tk_instance_write_step(I, 7, &e), 0);
@@ -228,6 +241,23 @@ TK_TEST(init_weights_restarts_the_model) {
     CHECK(*I->step == 0);
     CHECK(I->loss_acc[0] == 0 && I->loss_acc[1] == 0);
     free(first);
+    rn_free(I);
+}
+
+// ---- the gradients' all-reduce overlapped with the backward ----
+
+// On several ranks the backward reports each block's gradients final as it completes them
+// (workload.h grads_ready): the FC layer, each block from the last, then the stem (offset 0),
+// every report at a tensor's start and below the last, and nothing reported final written again.
+TK_TEST(backward_reports_final_gradients) {
+    tk_instance *I = small_model("[1, 2]", 47);
+    CHECK(I != NULL);
+    if (!I) return;
+    rn_model *m = I->model;
+    gr_rec r = {0};
+    for (int s = 0; s < 2; s++) // (a second step reports anew)
+        CHECK(gr_step_ok(&r, &I->P, &m->grads, rn_train_step, m, 0, m->nblk + 2));
+    gr_release(&r);
     rn_free(I);
 }
 

@@ -21,6 +21,7 @@
 #include "ckpt/safetensors.h"
 #include "core/philox.h"
 #include "engine/instance.h"
+#include "grads_case.h"
 #include "tk_test.h"
 #include "tk_test_cpu.h"
 #include "workloads/unet3d/model.h"
@@ -354,6 +355,25 @@ TK_TEST(loss_accumulator_and_share) {
         CHECK(sqrt(d / n) < 1e-6);
     }
     free(g);
+    u3_destroy(m);
+}
+
+// On several ranks the backward reports each block's gradients final as it completes them
+// (workload.h grads_ready): the output layer, the upsampling blocks from the last, then the
+// encoder's units from the bottleneck's (the last at offset 0), every report at a tensor's start
+// and below the last, and nothing reported final written again (a skip's second gradient is an
+// activation's).
+TK_TEST(backward_reports_final_gradients) {
+    tk_err e = {0};
+    u3_config cfg = config(2, 64, 32, 32, 1);
+    u3_model *m = make(&cfg, &e);
+    CHECK(m != NULL);
+    if (!m) return;
+    fill_batch(m, 6);
+    gr_rec r = {0};
+    for (int s = 0; s < 2; s++) // (a second step reports anew)
+        CHECK(gr_step_ok(&r, m->P, &m->grads, u3_train_step, m, 0, 1 + U3_UP + U3_ENC));
+    gr_release(&r);
     u3_destroy(m);
 }
 

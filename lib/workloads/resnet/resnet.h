@@ -127,8 +127,10 @@ typedef struct rn_model {
     void *g[RN_NBUF];            // backward scratch, each the largest activation
     void *xent_ws;
     int64_t *top1;               // device counter
-    tk_cast_span casts[4 * RN_MAX_BLOCKS]; // each convolution's dwt into its dw, at the backward's end
+    tk_cast_span casts[4 * RN_MAX_BLOCKS]; // each convolution's dwt into its dw (grads)
     int ncasts;
+    tk_blk_grads grads;          // the engine's grads_ready (several ranks): each block's gradients
+                                 // reported (their casts first) as its backward completes them
 } rn_model;
 
 // The functions the table (workload.c) names have its members' exact types (void * for the

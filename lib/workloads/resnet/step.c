@@ -116,6 +116,10 @@ int rn_backward(rn_model *m, const int32_t *label, tk_err *e) {
                        .B = m->feat, .D = m->dfcw, .alpha = 1, .epi = TK_EPI_BGRADB, .bgrad = m->dfcb,
                        .stream = TK_STREAM_COMPUTE};
     TRY(tk_gemm(m->c, &gw, e));
+    // the tensors are declared in forward order (model.c), so after each layer's backward every
+    // gradient from its first tensor on is final: several ranks all-reduce them meanwhile
+    tk_blk_grads_begin(&m->grads, m->P->dense_g, m->P->dense_n, m->casts, m->ncasts);
+    TRY(tk_blk_grads_ready(&m->env, &m->grads, m->dfcw, e));
     tk_gemm_args gx = {.M = b, .N = m->Cf, .K = K, .ab_type = m->t, .cd_type = m->t, .A = m->dlogits,
                        .B = tk_params_copy_of(m->P, m->fcw), .D = m->dfeat, .alpha = 1, .stream = TK_STREAM_COMPUTE};
     TRY(tk_gemm(m->c, &gx, e));
@@ -123,7 +127,11 @@ int rn_backward(rn_model *m, const int32_t *label, tk_err *e) {
     void *gy = tk_blk_scratch_take(&p), *gs = NULL;
     const rn_block *last = &m->blk[m->nblk - 1];
     TRY(tk_avgpool_bwd(m->c, m->t, m->dfeat, b, (int)tk_blk_conv_rows(&last->u3.c) / b, m->Cf, gy, e));
-    for (int i = m->nblk - 1; i >= 0; i--) TRY(block_bwd(m, &p, &m->blk[i], &gy, &gs, e));
+    for (int i = m->nblk - 1; i >= 0; i--) {
+        rn_block *k = &m->blk[i];
+        TRY(block_bwd(m, &p, k, &gy, &gs, e));
+        TRY(tk_blk_grads_ready(&m->env, &m->grads, k->u1.c.dw, e)); // (u1's conv: the block's first tensor)
+    }
     // (the max pool's backward gathered inside the stem BN's, the pool's input gradient never written,
     // measured 2.4 ms against these two passes' 1.4 ms on an H100: contrib/bench/NOTES.md)
     void *dpool = tk_blk_scratch_take(&p);
@@ -140,8 +148,8 @@ int rn_backward(rn_model *m, const int32_t *label, tk_err *e) {
     } else {
         TRY(tk_blk_conv_wgrad(&m->env, &u0->c, m->x0, d0, e));
     }
-    // the bf16 weight gradients into their fp32 spans
-    TRY(tk_blk_cast_wgrads(&m->env, m->casts, m->ncasts, e));
+    // the bf16 weight gradients left into their fp32 spans (all of them on one rank), the rest final
+    TRY(tk_blk_grads_end(&m->env, &m->grads, e));
     tk_range_pop();
     return 0;
 }

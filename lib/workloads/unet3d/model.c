@@ -314,6 +314,7 @@ int u3_create(const void *config, const tk_wl_env *env, void **out, tk_err *e) {
     m->P = env->params;
     m->dist = env->dist;
     m->lr = env->lr, m->step = env->step, m->loss_acc = env->loss_acc;
+    m->grads = (tk_blk_grads){.ready = env->grads_ready, .arg = env->grads_arg};
     m->t = cfg->bf16 ? TK_BF16 : TK_F32;
     m->cin = 1, m->ld = U3_CLASSES;
     if (cfg->bf16 && m->c->backend != TK_BACKEND_CUDA) {

@@ -69,6 +69,8 @@ struct u3_model {
     void *g[U3_NBUF];             // backward scratch, each the largest activation
     tk_cast_span casts[U3_NTENSORS];
     int ncasts;
+    tk_blk_grads grads;           // the engine's grads_ready (several ranks): each block's gradients
+                                  // reported (their casts first) as the backward completes them
     char mlname[U3_NTENSORS][32]; // the MLLOG names of the dense tensors, by index
     struct tk_wl_own *own;        // standalone models (tests): their flat buffers, rank and scalars
 };

@@ -65,6 +65,11 @@ static int backward(u3_model *m, tk_err *e) {
     void *g = tk_blk_scratch_take(&p);
     TRY(tk_blk_conv_bwd(env, &m->oc, m->up[U3_UP - 1].u2.z, dl, g, e));
     tk_blk_scratch_put(&p, dl);
+    // the tensors are declared in forward order (model.c), so after each block's backward every
+    // gradient from its first tensor on is final: several ranks all-reduce them meanwhile (a
+    // skip's second gradient is an activation's, the encoder's tensors untouched before their turn)
+    tk_blk_grads_begin(&m->grads, m->P->dense_g, m->P->dense_n, m->casts, m->ncasts);
+    TRY(tk_blk_grads_ready(env, &m->grads, m->oc.dw, e)); // (the output's weight, then its bias)
     // the decoder: each skip's gradient kept in the cat buffer's skip half... copied out into the
     // cat buffer itself (unread after the block's backward) for the encoder's norm (its dy2)
     for (int j = U3_UP - 1; j >= 0; j--) {
@@ -78,15 +83,17 @@ static int backward(u3_model *m, tk_err *e) {
         g = tk_blk_scratch_take(&p);
         TRY(tk_blk_conv_bwd(env, &u->tc, u->in, dty, g, e));
         tk_blk_scratch_put(&p, dty);
+        TRY(tk_blk_grads_ready(env, &m->grads, u->tc.dw, e)); // (the block's first tensor)
     }
     // the encoder, from the bottleneck's output; skip l (enc[2 l + 1]'s output) also gets its
     // gradient through the concatenation of upsampling block 4 - l
     for (int i = U3_ENC - 1; i >= 0; i--) {
         const void *g2 = i % 2 && i < U3_ENC - 1 ? m->up[4 - (i - 1) / 2].cat : NULL;
         TRY(unit_bwd(m, &p, &m->enc[i], i ? m->enc[i - 1].z : m->x0, &g, g2, i > 0, e));
+        TRY(tk_blk_grads_ready(env, &m->grads, m->enc[i].c.dw, e));
     }
-    // the bf16 weight gradients into their fp32 spans
-    TRY(tk_blk_cast_wgrads(env, m->casts, m->ncasts, e));
+    // the bf16 weight gradients left into their fp32 spans (all of them on one rank), the rest final
+    TRY(tk_blk_grads_end(env, &m->grads, e));
     tk_range_pop();
     return 0;
 }

@@ -10,7 +10,8 @@
 #   6. the hybrid-parallel DLRM (tests/gpu/multi/test_dlrm_dist.sh: 2 ranks vs 1 rank with
 #      train-step, graphs vs eager, the scaling table), when BUILD has bin/train-step
 #   7. train-step on GPU 0 with evaluate --follow on GPU 1 (tests/gpu/multi/test_eval_gpu.sh)
-#   8. BERT and ResNet on 2 GPUs against 1 (tests/gpu/multi/test_ranks_gpu.sh)
+#   8. BERT and ResNet on 2 GPUs against 1, ResNet bf16 with its all-reduce overlapped with the
+#      backward too (tests/gpu/multi/test_ranks_gpu.sh)
 # and prints a results table last. Exit 0 when every step passed. NRANKS=N (default 2),
 # COMM_TIMEOUT=S (the survivors' wait bound, default 20). NCCL_NVLS_ENABLE=0 (NVLink multicast
 # off) is set here, whatever the caller had.

@@ -4,7 +4,10 @@
 # compared (tests/cli/compare.bash). Tolerances as tests/cli/ranks.bats on the cpu, wider for the
 # GPU's sums: BERT fp32 (every rank reads the whole batch and trains its rows; the gradients are
 # summed over the ranks in another order; LAMB amplifies the rounding): 1e-3 on every window;
-# ResNet fp32 (BN per rank: another function): 5% on every window.
+# ResNet fp32 (BN per rank: another function): 5% on every window. Then ResNet in bf16 with
+# 4096-float buckets (TK_GRAD_BUCKET_FLOATS; the tiny model's ~40K gradients fill none of the
+# default 32 MB ones), so that most of its all-reduce runs during the backward, inside the step's
+# CUDA graph, each bucket after the bf16 weight gradients' casts (lib/blocks tk_blk_grads): 5%.
 # BUILD=dir tests/gpu/multi/test_ranks_gpu.sh; TK_BERT_DATA=DIR (train.tks of
 # contrib/synth/bert_tks.py --seq-len 24 --max-pred 4 --vocab 32, as tests/gpu/run's) or python3 with
 # numpy and zstd to make it; the ResNet data from BUILD/tests/unit/test_resnet (TK_RESNET_SYNTH).
@@ -18,7 +21,7 @@ GPU=${TK_TEST_BACKEND:-cuda} # cpu: a dry run of the plumbing
 need_gpus 2
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
-echo "1..2"
+echo "1..3"
 n=0
 
 # one_and_two NAME CONFIG DATA STEPS [ARGS...]: 1 and 2 ranks, their losses in $W/NAME.{1,2}
@@ -63,4 +66,16 @@ elif TK_RESNET_SYNTH="$W/resnet:1024:256:36:10:1" "$synth" >"$W/synth.out" 2>&1 
     echo "ok $n - ResNet fp32 (BN per rank), 2 GPUs vs 1: $r <= 0.05"
 else
     echo "not ok $n - ResNet fp32, 2 GPUs vs 1: ${r:-no losses}"
+fi
+
+n=$((n + 1))
+prec=bf16
+[ "$GPU" = cuda ] || prec=fp32 # (the dry run's)
+if [ ! -f "$W/resnet/train.tks" ]; then
+    echo "ok $n - ResNet $prec, buckets overlapped with the backward # SKIP no data (above)"
+elif TK_GRAD_BUCKET_FLOATS=4096 one_and_two overlap share/workloads/resnet/tiny.json "$W/resnet/train.tks" 16 \
+    --precision "$prec" && r=$(agree "$W/overlap.1" "$W/overlap.2" 0.05); then
+    echo "ok $n - ResNet $prec (BN per rank), 2 GPUs with buckets overlapped with the backward vs 1: $r <= 0.05"
+else
+    echo "not ok $n - ResNet $prec, 2 GPUs with buckets overlapped with the backward vs 1: ${r:-no losses}"
 fi
