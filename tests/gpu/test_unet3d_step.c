@@ -16,10 +16,9 @@
 //     of the same image (cpu vs cuda fp32 within 1e-5), the other window's values unused.
 // (d) graph vs eager: three steps with an SGD update, one model eager, one with the step captured
 //     once and replayed, deterministic engines: bit-identical weights.
-#include "engine/instance.h"
 #include "gpu_test.h"
 #include "sgd.h"
-#include "workloads/unet3d/model.h"
+#include "../unit/unet3d_case.h"
 
 static u3_config config(int width, int bf16) {
     u3_config c = {0};
@@ -31,12 +30,12 @@ static u3_config config(int width, int bf16) {
     return c;
 }
 
+// The model as train-step makes it (its cuda warm-up step included), its weights from the seed;
+// u3_unmake after.
 static u3_model *make(tk_ctx *c, const u3_config *cfg) {
     tk_err e = {0};
-    u3_model *m = NULL;
-    if (u3_create_standalone(c, cfg, &m, &e)) gt_die_("unet3d model", &e);
-    const tk_wl_env env = {.c = m->c, .step = m->step, .loss_acc = m->loss_acc}; // (as the engine sets it)
-    if (tk_wl_init_weights(&env, u3_init_weights, u3_weights_loaded, m, cfg->seed, &e)) gt_die_("unet3d model", &e);
+    u3_model *m = u3_make(c, cfg, &e);
+    if (!m) gt_die_("unet3d model", &e);
     return m;
 }
 
@@ -138,7 +137,7 @@ TK_TEST(step_cpu_vs_cuda_fp32) {
     CHECK(r <= 1e-5);
     tk_free(gt_ctx_, dx), tk_free(gt_ctx_, dy);
     free(ref), free(got), free(x);
-    u3_destroy(cpu), u3_destroy(gpu);
+    u3_unmake(cpu), u3_unmake(gpu);
     tk_ctx_destroy(cc);
 }
 
@@ -149,7 +148,7 @@ TK_TEST(step_cpu_fp32_vs_cuda_bf16) {
     u3_config c32 = config(8, 0), c16 = config(8, 1);
     u3_model *cpu = make(cc, &c32), *gpu = make(gt_ctx_, &c16);
     compare_step(cpu, gpu, 2e-2, 0, -1e-1, tk_failed_);
-    u3_destroy(cpu), u3_destroy(gpu);
+    u3_unmake(cpu), u3_unmake(gpu);
     tk_ctx_destroy(cc);
 }
 
@@ -191,6 +190,6 @@ TK_TEST(graph_vs_eager_bitwise) {
     CHECK(la == lb);
     free(wa), free(wb);
     tk_graph_destroy(&g);
-    u3_destroy(a), u3_destroy(b);
+    u3_unmake(a), u3_unmake(b);
     gt_ctx_->deterministic = saved;
 }

@@ -133,10 +133,6 @@ int tk_bert_create(const void *config, const tk_wl_env *env, void **out, tk_err 
     m->act = cfg->bf16 ? TK_BF16 : TK_F32;
     int64_t per_rank;
     TRY(tk_per_rank_batch("bert", cfg->batch, m->world, &per_rank, e));
-    if ((cfg->bf16 || cfg->tf32) && c->backend != TK_BACKEND_CUDA) {
-        tk_err_set(e, TK_EUSAGE, "bert: precision %s needs the cuda backend", cfg->bf16 ? "bf16" : "tf32");
-        return tk_err_hint(e, "the cpu backend is the fp32 reference: use precision fp32 there");
-    }
     m->b = (int)per_rank;
     const int b = m->b, L = cfg->L, P = cfg->P, H = cfg->hidden, F = cfg->ffn, NH = cfg->heads, Vp = cfg->vocab_padded;
     const int64_t N = (int64_t)b * L, R = (int64_t)b * P;

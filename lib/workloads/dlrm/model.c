@@ -87,10 +87,6 @@ int tk_dlrm_create(const void *config, const tk_wl_env *env, void **model, tk_er
     m->tn = m->t0 >= T ? 0 : (T - m->t0 < m->tm ? T - m->t0 : m->tm);
     if (m->t0 > T) m->t0 = T;
     const int b = m->b, tn = m->tn, tm = m->tm;
-    if (cfg->bf16 && c->backend != TK_BACKEND_CUDA) {
-        tk_err_set(e, TK_EUSAGE, "dlrm: precision bf16 needs the cuda backend");
-        return tk_err_hint(e, "the cpu backend is the fp32 reference: use precision fp32 there");
-    }
     if (cfg->bot[cfg->nbot - 1] != D || cfg->top[cfg->ntop - 1] != 1 ||
         cfg->interaction_width < tk_interaction_width(T, D))
         return tk_err_set(e, TK_EUSAGE,

@@ -70,11 +70,8 @@ struct u3_model {
     tk_cast_span casts[U3_NTENSORS];
     int ncasts;
     char mlname[U3_NTENSORS][32]; // the MLLOG names of the dense tensors, by index
-    struct tk_wl_own *own;        // standalone models (tests): their flat buffers, rank and scalars
 };
 
-// A model with its own flat buffers on c, one rank (tests, tools).
-int u3_create_standalone(tk_ctx *c, const u3_config *cfg, u3_model **m, tk_err *e);
 // The forward of the images in x0 into the logits (training and evaluation alike: instance norm
 // has no running statistics), the padded compute copies refreshed first.
 int u3_forward(u3_model *m, tk_err *e);
