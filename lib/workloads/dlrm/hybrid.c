@@ -306,7 +306,7 @@ int tk_dlrm_hybrid_refresh(tk_dlrm *m, tk_err *e) {
     TRY(tk_comm_stream_wait(m->comm, TK_STREAM_COMM, TK_STREAM_COMPUTE, e));
     TRY(tk_allreduce_sum(m->comm, h->fr, h->fr, (size_t)h->nf * D, td, 1.0f, TK_STREAM_COMM, e));
     TRY(tk_comm_stream_wait(m->comm, TK_STREAM_COMPUTE, TK_STREAM_COMM, e));
-    return tk_dist_sync(m->dist, e);
+    return tk_dist_sync(m->env.dist, e);
 }
 
 // ---- planning a batch ----
