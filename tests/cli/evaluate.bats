@@ -59,7 +59,6 @@ setup() {
     run evaluate --checkpoint two/step-2.safetensors --eval "$D/eval.tks" -b cpu
     [ "$status" -eq 0 ]
     [[ "${lines[0]}" == *'"eval_samples":4000,"batch":128,'* ]]
-    jq -e ".auc > 0.5" <<<"${lines[0]}"
     # a file of an older trainkit (no world_size): the global batch; the same AUC with either
     cp two/step-2.safetensors old.safetensors
     set_meta old.safetensors world_size
