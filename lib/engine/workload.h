@@ -46,7 +46,9 @@ extern "C" {
                          // derives them); the engine takes no table of an older version
 #define TK_WORKLOAD_V6 6 // + epoch_fraction, warmup
 
-// What the engine hands a model at creation.
+// What the engine hands a model at creation. Everything it points at lives until after destroy: a
+// model keeps a copy of the whole env (m->env = *env, as mlp, dlrm and bert do) rather than
+// copies of its members.
 typedef struct tk_wl_env {
     tk_ctx *c;
     tk_dist *dist;      // ranks: dist->comm NULL for one rank without collectives
