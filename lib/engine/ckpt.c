@@ -254,14 +254,14 @@ static int parse_count(const char *s, int64_t *out) {
 }
 
 int tk_ckpt_meta_parse(const json_t *meta, const char *path, tk_ckpt_meta *m, tk_err *e) {
-    static const char *const counts[] = {"step", "samples_seen", "epoch"};
-    int64_t *const dst[] = {&m->step, &m->samples_seen, &m->epoch};
+    static const char *const counts[] = {"step", "samples_seen", "epoch", "world_size"};
+    int64_t *const dst[] = {&m->step, &m->samples_seen, &m->epoch, &m->world_size};
     const char *s;
     memset(m, 0, sizeof *m);
     m->format = json_string_value(json_object_get(meta, "format"));
     m->workload = json_string_value(json_object_get(meta, "workload"));
     m->config = json_string_value(json_object_get(meta, "config"));
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         *dst[i] = -1;
         if ((s = json_string_value(json_object_get(meta, counts[i]))) && parse_count(s, dst[i]))
             return bad_meta(path, counts[i], "a decimal count", s, e);
@@ -292,7 +292,9 @@ json_t *tk_ckpt_meta_json(const tk_ckpt_meta *m) {
     snprintf(samples, sizeof samples, "%lld", (long long)m->samples_seen);
     snprintf(epoch, sizeof epoch, "%lld", (long long)m->epoch);
     snprintf(rng, sizeof rng, "philox4x32-10:%llu", (unsigned long long)m->seed);
-    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "format", TK_CKPT_FORMAT, "workload", m->workload,
-                     "step", step, "samples_seen", samples, "epoch", epoch, "config_hash", m->config_hash, "rng", rng,
-                     "config", m->config);
+    json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "format", TK_CKPT_FORMAT, "workload",
+                          m->workload, "step", step, "samples_seen", samples, "epoch", epoch, "config_hash",
+                          m->config_hash, "rng", rng, "config", m->config);
+    if (o && m->world_size > 0) json_object_set_new(o, "world_size", json_sprintf("%lld", (long long)m->world_size));
+    return o;
 }

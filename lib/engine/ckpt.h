@@ -29,6 +29,7 @@ typedef struct tk_ckpt_meta {
     int64_t step;            // optimizer updates applied
     int64_t samples_seen;    // training samples consumed
     int64_t epoch;           // 0-based epoch of the next batch
+    int64_t world_size;      // the ranks that trained it (evaluate's model takes one rank's batch)
     const char *config_hash; // 16 lower-case hexadecimal digits (tk_config_hash)
     const char *rng;         // "philox4x32-10:SEED"
     uint64_t seed;           // its SEED (0 without rng)
@@ -36,12 +37,13 @@ typedef struct tk_ckpt_meta {
 } tk_ckpt_meta;
 
 // The one reader of that metadata (resume, --init-checkpoint, evaluate, --follow): a key that is
-// there must be well formed (step, samples_seen and epoch decimal counts below 2^63 without sign
+// there must be well formed (step, samples_seen, epoch and world_size decimal counts below 2^63 without sign
 // or blanks; config_hash 16 lower-case hexadecimal digits; rng "philox4x32-10:" and a decimal
 // seed), else TK_EDATA naming path and the key. Keys that are absent stay absent: each reader
 // says which it needs.
 int tk_ckpt_meta_parse(const json_t *meta, const char *path, tk_ckpt_meta *m, tk_err *e);
-// The metadata object a run writes for m (every key of it; a new reference; NULL: out of memory).
+// The metadata object a run writes for m (every key of it, world_size when > 0; a new reference;
+// NULL: out of memory).
 json_t *tk_ckpt_meta_json(const tk_ckpt_meta *m);
 
 // Writes every tensor of P (in declaration order, whichever rank holds each) and meta (an object

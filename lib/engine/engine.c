@@ -13,14 +13,20 @@
 #include "engine/run.h"
 #include "engine/source.h"
 
-static double epoch_num(const tk_run *r, int64_t step) {
-    return 1.0 + (double)(step * r->B) / (double)r->epoch_samples;
+// The epochs `step` updates trained (a fraction).
+static double epochs(const tk_run *r, int64_t step) { return (double)(step * r->B) / (double)r->epoch_samples; }
+
+// MLLOG's epoch_num of an evaluation after `step` updates, as the benchmark's logs write it
+// (workload.h epoch_fraction): 1 + the epochs trained, or the epoch (from 1) of the last step.
+static json_t *eval_epoch(const tk_run *r, int64_t step) {
+    if (r->wl->version >= TK_WORKLOAD_V6 && r->wl->epoch_fraction)
+        return json_pack("{s:f}", "epoch_num", 1.0 + epochs(r, step));
+    const int64_t ep = (step * r->B + r->epoch_samples - 1) / r->epoch_samples;
+    return json_pack("{s:I}", "epoch_num", (json_int_t)(ep > 1 ? ep : 1));
 }
 
 // JSON has no NaN: an undefined number (no evaluation yet, a one-class eval set) is null.
 static json_t *num(double v) { return isfinite(v) ? json_real(v) : json_null(); }
-
-static json_t *meta_epoch(double ep) { return json_pack("{s:f}", "epoch_num", ep); }
 
 static int better(const tk_run *r, double v, double than) {
     return r->wl->lower_is_better ? v < than : v > than;
@@ -54,7 +60,7 @@ static int log_progress(tk_run *r, double t0_window, int64_t steps_window, tk_er
     TRY(tk_windows_add(&r->win, rate, e));
     json_t *o = json_pack("{s:s, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f}", "type", "progress", "step",
                           (json_int_t)r->step, "samples", (json_int_t)(r->step * r->B), "epoch",
-                          epoch_num(r, r->step) - 1, "loss", loss, "lr", tk_optimizer_lr_at(&r->I.run.opt, r->step - 1),
+                          epochs(r, r->step), "loss", loss, "lr", tk_optimizer_lr_at(&r->I.run.opt, r->step - 1),
                           "samples_per_s", rate, "loader_wait_ms", r->wait_loader * per, "copy_wait_ms",
                           r->wait_copy * per);
     r->wait_loader = r->wait_copy = 0;
@@ -66,10 +72,10 @@ static int record_eval(tk_run *r, double v, int64_t step, double secs, const cha
     r->last = v;
     if (isnan(r->best) || better(r, v, r->best)) r->best = v;
     int reached = reaches(r, v);
-    TRY(TK_MLLOG_EVENT(&r->log, "eval_accuracy", num(v), meta_epoch(epoch_num(r, step)), e));
-    TRY(TK_MLLOG_END(&r->log, "eval_stop", NULL, meta_epoch(epoch_num(r, step)), e));
+    TRY(TK_MLLOG_EVENT(&r->log, "eval_accuracy", num(v), eval_epoch(r, step), e));
+    TRY(TK_MLLOG_END(&r->log, "eval_stop", NULL, eval_epoch(r, step), e));
     json_t *o = json_pack("{s:s, s:s, s:I, s:I, s:f}", "type", "eval", "metric", metric, "step", (json_int_t)step,
-                          "samples", (json_int_t)(step * r->B), "epoch", epoch_num(r, step) - 1);
+                          "samples", (json_int_t)(step * r->B), "epoch", epochs(r, step));
     json_object_set_new(o, metric, num(v));
     json_object_set_new(o, "target", json_real(r->I.run.target));
     json_object_set_new(o, "reached", json_boolean(reached));
@@ -81,8 +87,8 @@ static int record_eval(tk_run *r, double v, int64_t step, double secs, const cha
 }
 
 static int eval_inprocess(tk_run *r, tk_err *e) {
-    double ep = epoch_num(r, r->step), t0 = tk_now(), v;
-    TRY(TK_MLLOG_START(&r->log, "eval_start", NULL, meta_epoch(ep), e));
+    double t0 = tk_now(), v;
+    TRY(TK_MLLOG_START(&r->log, "eval_start", NULL, eval_epoch(r, r->step), e));
     TRY(r->wl->evaluate(r->I.model, r->es, &v, e));
     return record_eval(r, v, r->step, tk_now() - t0, NULL, e);
 }
@@ -101,7 +107,7 @@ static int poll_results(tk_run *r, double wait_s, tk_err *e) {
             rc = TK_MLLOG_EVENT(&r->log, "eval_samples", json_integer(json_integer_value(n)), NULL, e);
             r->eval_samples_logged = 1;
         }
-        if (!rc) rc = TK_MLLOG_START(&r->log, "eval_start", NULL, meta_epoch(epoch_num(r, s)), e);
+        if (!rc) rc = TK_MLLOG_START(&r->log, "eval_start", NULL, eval_epoch(r, s), e);
         if (!rc)
             rc = record_eval(r, json_number_value(json_object_get(res, r->wl->metric)), s,
                              json_number_value(json_object_get(res, "eval_s")),
@@ -305,8 +311,7 @@ static int train(tk_run *r, tk_err *e) {
         r->ckpt_s += t_end - t_ck;
         tw += t_end - t_ev;
         if (end_of_epoch || r->reached || r->step == stop_at) {
-            double epn = (double)(ep + 1);
-            rc = TK_MLLOG_END(&r->log, "epoch_stop", NULL, json_pack("{s:f}", "epoch_num", epn), e);
+            rc = TK_MLLOG_END(&r->log, "epoch_stop", NULL, json_pack("{s:I}", "epoch_num", (json_int_t)(ep + 1)), e);
             if (!rc)
                 rc = TK_MLLOG_END(&r->log, "block_stop", NULL, json_pack("{s:I}", "first_epoch_num", (json_int_t)(ep + 1)), e);
             in_epoch = 0;

@@ -24,7 +24,7 @@ struct tk_evaluator {
     tk_instance I;
     int made;
     void *es;
-    char hash[32];
+    char key[48];           // the model's: the configuration's hash and the training's ranks
 };
 
 int tk_evaluator_create(tk_evaluator **out, tk_ctx *c, const tk_eval_opts *o, tk_err *e) {
@@ -49,6 +49,22 @@ void tk_evaluator_destroy(tk_evaluator *ev) {
     free(ev);
 }
 
+// The model's batch: one training rank's (the global batch / the metadata's world_size), what fit
+// one device, not the whole global batch a model of one rank would hold; a file without
+// world_size (an older trainkit's) keeps the global batch. *set gets the override (empty: none).
+static int rank_batch(json_t *root, const tk_ckpt_meta *m, const char *path, char *set, size_t n, tk_err *e) {
+    *set = 0;
+    if (m->world_size < 0 || m->world_size == 1) return 0;
+    const json_int_t gb = json_integer_value(tk_cfg_get(root, "train.global_batch_size"));
+    if (m->world_size == 0 || gb % m->world_size) {
+        tk_err_set(e, TK_EDATA, "checkpoint metadata 'world_size': %lld ranks do not divide the global batch %lld",
+                   (long long)m->world_size, (long long)gb);
+        return tk_err_where(e, "%s", path);
+    }
+    snprintf(set, n, "train.global_batch_size=%lld", (long long)(gb / m->world_size));
+    return 0;
+}
+
 // Makes (or keeps) the model for the checkpoint's configuration and loads its weights; *m gets
 // its metadata's counts (its strings die with the file).
 static int load(tk_evaluator *ev, const char *path, tk_ckpt_meta *m, tk_err *e) {
@@ -66,21 +82,24 @@ static int load(tk_evaluator *ev, const char *path, tk_ckpt_meta *m, tk_err *e) 
         return TK_EDATA;
     }
     int rc = 0;
-    if (!ev->made || strcmp(hash, ev->hash) != 0) {
+    char key[sizeof ev->key];
+    snprintf(key, sizeof key, "%s/%lld", hash, (long long)m->world_size);
+    if (!ev->made || strcmp(key, ev->key) != 0) {
         drop_model(ev);
         json_error_t je;
         json_t *root = json_loads(cfg_text, 0, &je);
+        char set[64], *sets[] = {set};
         if (!root) {
             rc = tk_err_set(e, TK_EDATA, "metadata 'config': %s", je.text);
             tk_err_where(e, "%s", path);
-        } else {
-            rc = tk_instance_config(&ev->I, root, path, NULL, 0, NULL, e);
+        } else if (!(rc = rank_batch(root, m, path, set, sizeof set, e))) {
+            rc = tk_instance_config(&ev->I, root, path, sets, *set ? 1 : 0, NULL, e);
             ev->made = 1; // (destroyed as a whole, whatever failed)
-            json_decref(root);
         }
+        json_decref(root);
         if (!rc) rc = tk_instance_create(&ev->I, ev->c, NULL, 0, e);
         if (!rc) rc = ev->I.wl->evalset_load(ev->I.model, ev->o.eval, ev->o.neval, &ev->es, e);
-        if (!rc) snprintf(ev->hash, sizeof ev->hash, "%s", hash);
+        if (!rc) snprintf(ev->key, sizeof ev->key, "%s", key);
         if (rc) drop_model(ev);
     }
     tk_st_close(f);
@@ -106,6 +125,7 @@ int tk_evaluator_run(tk_evaluator *ev, const char *path, const char *name, json_
                      (json_int_t)m.step, "samples", (json_int_t)m.samples_seen);
     json_object_set_new(*res, metric, isfinite(v) ? json_real(v) : json_null());
     json_object_set_new(*res, "eval_samples", json_integer(ev->I.wl->evalset_count(ev->es)));
+    json_object_set_new(*res, "batch", json_integer(ev->I.run.batch));
     json_object_set_new(*res, "eval_s", json_real(tk_now() - t0));
     if (ev->o.has_target) {
         int reached = tk_wl_reaches(ev->I.wl, v, ev->o.target);

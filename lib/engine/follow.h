@@ -32,9 +32,11 @@ typedef struct tk_eval_opts {
 int tk_evaluator_create(tk_evaluator **ev, tk_ctx *c, const tk_eval_opts *o, tk_err *e);
 void tk_evaluator_destroy(tk_evaluator *ev);
 // Evaluates the checkpoint at path (name: how the result line names it): *res gets
-// {"type":"eval","metric":M,"checkpoint":name,"step":S,"samples":N,M:value,"eval_samples":K,"eval_s":T}
-// plus "target" and "reached" when o->has_target. The model is made again only when the
-// checkpoint's configuration differs from the previous one's.
+// {"type":"eval","metric":M,"checkpoint":name,"step":S,"samples":N,M:value,"eval_samples":K,"batch":B,
+// "eval_s":T} plus "target" and "reached" when o->has_target. The model is one rank holding one
+// training rank's batch B (the global batch / the metadata's world_size; the global batch without
+// one). It is made again only when the checkpoint's configuration or world_size differs from the
+// previous one's.
 int tk_evaluator_run(tk_evaluator *ev, const char *path, const char *name, json_t **res, tk_err *e);
 // --follow: evaluates the checkpoints of dir without a result, oldest step first, polling every
 // poll seconds, printing each result line on out; ends when dir/STOP exists and nothing is left

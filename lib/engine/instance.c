@@ -90,6 +90,31 @@ static int grads_ready(void *arg, size_t off, tk_err *e) {
     return 0;
 }
 
+// The precision the configuration asks for, of those the workload supports: the cpu backend, the
+// fp32 reference, computes tf32 in fp32 (tf32 only lets cuda's tensor cores round fp32 inputs) and
+// has no bf16 compute.
+static int precision_check(const tk_instance *I, tk_err *e) {
+    tk_precision pr = TK_PRECISION_FP32;
+    if (I->wl->precisions) TRY(tk_cfg_precision(I->effective, I->path, I->wl->precisions, &pr, e));
+    if (pr != TK_PRECISION_BF16 || I->c->backend == TK_BACKEND_CUDA) return 0;
+    tk_err_set(e, TK_EUSAGE, "%s: precision %s needs the cuda backend", I->wl->name, tk_precision_names[pr]);
+    return tk_err_hint(e, "the cpu backend is the fp32 reference: --set model.precision=fp32");
+}
+
+// The workload's warm-up (workload.h): one step on cuda on the buffers as create left them, so that
+// every cuDNN plan, cuBLASLt heuristic and kernel module has run before the engine captures the
+// first step in a CUDA graph (loading a module or sizing a workspace is not capturable), and an
+// error shows here, eagerly. The step writes gradients, what the forward keeps (BatchNorm's
+// running statistics) and the loss accumulator; the weights stay (no optimizer runs). init_weights
+// or a checkpoint's load sets the model afterwards; the loss accumulator is zeroed here.
+static int warm_up(tk_instance *I, tk_err *e) {
+    if (I->wl->version < TK_WORKLOAD_V6 || !I->wl->warmup || I->c->backend != TK_BACKEND_CUDA) return 0;
+    I->reduced_from = I->P.dense_n;
+    TRY(I->wl->step(I->model, e));
+    TRY(tk_memset0(I->c, I->loss_acc, 16, TK_STREAM_COMPUTE, e));
+    return tk_ctx_sync(I->c, e);
+}
+
 int tk_instance_create(tk_instance *I, tk_ctx *c, tk_comm *comm, double comm_timeout, tk_err *e) {
     I->c = c;
     TRY(tk_dist_init(&I->dist, c, comm, comm_timeout, e));
@@ -106,7 +131,8 @@ int tk_instance_create(tk_instance *I, tk_ctx *c, tk_comm *comm, double comm_tim
         env.grads_ready = grads_ready;
         env.grads_arg = I;
     }
-    int rc = I->wl->create(I->cfg, &env, &I->model, e);
+    int rc = precision_check(I, e);
+    if (!rc) rc = I->wl->create(I->cfg, &env, &I->model, e);
     if (rc) {
         if (I->model) I->wl->destroy(I->model); // (as far as create got)
         I->model = NULL;
@@ -115,7 +141,7 @@ int tk_instance_create(tk_instance *I, tk_ctx *c, tk_comm *comm, double comm_tim
     if (!I->P.allocated) return tk_err_set(e, TK_EINTERNAL, "workload %s: create did not allocate its tensors", I->wl->name);
     if (env.grads_ready && check_wanted(I) && !(I->ready_copy = malloc(I->P.dense_n * sizeof(float) + 1)))
         return tk_err_set(e, TK_EIO, "out of host memory");
-    return 0;
+    return warm_up(I, e);
 }
 
 int tk_wl_acts(const tk_wl_env *env, const size_t *sz, void **const *dst, int n, tk_err *e) {
@@ -199,18 +225,12 @@ int tk_instance_write_step(tk_instance *I, int64_t step, tk_err *e) {
     return tk_ctx_sync(I->c, e);
 }
 
-int tk_wl_init_weights(const tk_wl_env *env, int (*init_weights)(void *, uint64_t, tk_err *),
-                       int (*weights_loaded)(void *, tk_err *), void *model, uint64_t seed, tk_err *e) {
-    TRY(init_weights(model, seed, e));
-    if (weights_loaded) TRY(weights_loaded(model, e));
-    TRY(tk_memset0(env->c, env->step, 8, TK_STREAM_COMPUTE, e));
-    TRY(tk_memset0(env->c, env->loss_acc, 16, TK_STREAM_COMPUTE, e));
-    return tk_ctx_sync(env->c, e);
-}
-
 int tk_instance_init_weights(tk_instance *I, uint64_t seed, tk_err *e) {
-    const tk_wl_env env = {.c = I->c, .step = I->step, .loss_acc = I->loss_acc};
-    return tk_wl_init_weights(&env, I->wl->init_weights, I->wl->weights_loaded, I->model, seed, e);
+    TRY(I->wl->init_weights(I->model, seed, e));
+    if (I->wl->weights_loaded) TRY(I->wl->weights_loaded(I->model, e));
+    TRY(tk_memset0(I->c, I->step, 8, TK_STREAM_COMPUTE, e));
+    TRY(tk_memset0(I->c, I->loss_acc, 16, TK_STREAM_COMPUTE, e));
+    return tk_ctx_sync(I->c, e);
 }
 
 int tk_instance_save(tk_instance *I, const char *path, const json_t *meta, tk_err *e) {

@@ -47,7 +47,9 @@ typedef struct tk_instance {
 int tk_instance_config(tk_instance *I, json_t *root, const char *path, char *const *sets, int nsets,
                        const char *data_meta, tk_err *e);
 // Makes the model on c (comm NULL: one rank, unless the workload wants one of world 1 and
-// passes it), its buffers and the optimizer. After tk_instance_config.
+// passes it) and its buffers: first the precision's check (the cpu backend refuses bf16: TK_EUSAGE
+// "WORKLOAD: precision bf16 needs the cuda backend"), then the workload's create (a failed one's
+// model destroyed), then, on cuda, its warm-up step (workload.h warmup). After tk_instance_config.
 int tk_instance_create(tk_instance *I, tk_ctx *c, tk_comm *comm, double comm_timeout, tk_err *e);
 void tk_instance_destroy(tk_instance *I); // the configuration too; the context and comm are the caller's
 
@@ -64,15 +66,10 @@ int tk_instance_profile(tk_instance *I, tk_err *e);
 // Host reads and writes at log points.
 int tk_instance_read_loss(tk_instance *I, double *mean, int reset, tk_err *e);
 int tk_instance_write_step(tk_instance *I, int64_t step, tk_err *e);
-// The model's weights from seed (a run that does not resume, tests): tk_wl_init_weights with the
-// workload's members and the instance's step and loss accumulator.
+// The model's weights from seed (a run that does not resume, tests): the workload's init_weights
+// draws them, its weights_loaded (NULL: none) refreshes what derives from them, the step and the
+// loss accumulator are zeroed, and the backend synced.
 int tk_instance_init_weights(tk_instance *I, uint64_t seed, tk_err *e);
-// A model's initialization from seed as the engine finishes it, with or without an instance (a
-// standalone model's tests, standalone.h): the workload's init_weights draws the weights, then its
-// weights_loaded (NULL: none) refreshes what derives from them, env's step and loss accumulator
-// are zeroed (env: c, step and loss_acc), and the backend synced.
-int tk_wl_init_weights(const tk_wl_env *env, int (*init_weights)(void *, uint64_t, tk_err *),
-                       int (*weights_loaded)(void *, tk_err *), void *model, uint64_t seed, tk_err *e);
 // Checkpoints of the model's tensors and the optimizer's state (lib/engine/ckpt.h). Load: every
 // tensor this rank holds (TK_CKPT_MODEL_ONLY: not the optimizer's state), then the workload's
 // weights_loaded; *verified as tk_ckpt_load.

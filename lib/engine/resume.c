@@ -19,7 +19,8 @@ int tk_resume_save(tk_instance *I, const char *path, int64_t step, int64_t batch
     char *cfg = json_dumps(eff, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(eff);
     tk_ckpt_meta m = {.workload = I->wl->name, .step = step, .samples_seen = step * batch,
-                      .epoch = step / steps_per_epoch, .config_hash = hash, .seed = I->run.seed, .config = cfg};
+                      .epoch = step / steps_per_epoch, .config_hash = hash, .seed = I->run.seed, .config = cfg,
+                      .world_size = I->dist.world};
     json_t *meta = tk_ckpt_meta_json(&m);
     free(cfg);
     int rc = tk_instance_save(I, path, meta, e);

@@ -13,7 +13,7 @@
 // table entry in registry.c, share/workloads/NAME/. Nothing in cmd/ or the engine changes.
 //
 // The table may grow: `version` says which members a workload fills (members added later are
-// NULL in older tables, and the engine checks version before calling them; version 5 replaced
+// NULL in older tables, and the engine checks version before reading them; version 5 replaced
 // two members, and the engine takes no older table). Optional members may be NULL. Every model
 // function gets the `void *model` its create returned; "device" means the backend's memory (host
 // memory on the cpu backend). Everything that runs inside the training step (step, after_update)
@@ -44,8 +44,11 @@ extern "C" {
 #define TK_WORKLOAD_V4 4 // + dump_describe (the engine writes the step dump; dump_step is gone)
 #define TK_WORKLOAD_V5 5 // batch for batch_layout, inputs and dump_describe's batch (the engine
                          // derives them); the engine takes no table of an older version
+#define TK_WORKLOAD_V6 6 // + epoch_fraction, warmup
 
-// What the engine hands a model at creation.
+// What the engine hands a model at creation. Everything it points at lives until after destroy: a
+// model keeps a copy of the whole env (m->env = *env, as mlp, dlrm and bert do) rather than
+// copies of its members.
 typedef struct tk_wl_env {
     tk_ctx *c;
     tk_dist *dist;      // ranks: dist->comm NULL for one rank without collectives
@@ -156,8 +159,9 @@ typedef struct tk_wl_dump {
 } tk_wl_dump;
 
 typedef struct tk_workload {
-    int version;                      // TK_WORKLOAD_V5 (V2 added reader_device, V3 opt_mllog, V4
-                                      // dump_describe, V5 batch for batch_layout and inputs)
+    int version;                      // TK_WORKLOAD_V6 (V2 added reader_device, V3 opt_mllog, V4
+                                      // dump_describe, V5 batch for batch_layout and inputs, V6
+                                      // epoch_fraction and warmup)
     const char *name;                 // the config's "workload" and MLLOG submission_benchmark
     const char *summary;              // one line for --help
     const char *metric;               // its eval metric: the config's target.metric and the key of
@@ -299,6 +303,22 @@ typedef struct tk_workload {
     // a field in another form (d->batch[f]; into a buffer the step may overwrite: the engine reads
     // the batch before the step). NULL: no dump (--dump-step is a usage error).
     int (*dump_describe)(void *model, tk_wl_dump *d, tk_err *e);
+
+    // ---- MLLOG's epoch of an evaluation, the warm-up step (version 6) ----
+    // The epoch_num of eval_start, eval_accuracy and eval_stop, as the benchmark's logs write it.
+    // 0: the epoch, counted from 1, that the evaluated model's last training step belongs to (an
+    // integer: ResNet's and the 3D U-Net's evaluation after epoch 4 says 4; BERT, shorter than its
+    // data's epoch, says 1). 1: 1 + the epochs trained, a fraction (DLRM's evaluations every 0.05
+    // epoch say 1.05, 1.1, ...; NVIDIA's HugeCTR logs).
+    int epoch_fraction;
+    // 1: on the cuda backend the engine runs one step eagerly right after create (the model's
+    // buffers as create left them, zeroed), before anything is captured in a CUDA graph: cuDNN's
+    // convolutions plan their engines and workspaces and load their kernels on the first run,
+    // which a capture cannot do. No optimizer runs (the weights stay as create left them); the
+    // loss accumulator is zeroed after it, and init_weights or a checkpoint's load sets what else
+    // the step wrote (gradients, BatchNorm's running statistics). 0: none (a step that needs a
+    // staged batch's per-batch state, or collectives, cannot run on zeroed buffers).
+    int warmup;
 } tk_workload;
 
 // Whether metric value v reaches target: at or above it, or at or below it when lower is better

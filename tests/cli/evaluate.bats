@@ -48,6 +48,34 @@ setup() {
     [[ "${lines[0]}" == *'"target":0.99,"reached":false}' ]]
 }
 
+@test "evaluate: the model holds one training rank's batch (the global batch / the checkpoint's world_size)" {
+    run "${TS[@]}" --no-eval --max-steps 2 --ckpt-dir one
+    [ "$status" -eq 0 ]
+    run "$TK_ROOT/share/launch" -n 2 -- "${TS[@]}" --no-eval --max-steps 2 --ckpt-dir two --rendezvous "file:$PWD/rdv"
+    [ "$status" -eq 0 ]
+    run evaluate --checkpoint one/step-2.safetensors --eval "$D/eval.tks" -b cpu
+    [ "$status" -eq 0 ]
+    [[ "${lines[0]}" == *'"eval_samples":4000,"batch":256,'* ]]
+    run evaluate --checkpoint two/step-2.safetensors --eval "$D/eval.tks" -b cpu
+    [ "$status" -eq 0 ]
+    [[ "${lines[0]}" == *'"eval_samples":4000,"batch":128,'* ]]
+    # a file of an older trainkit (no world_size): the global batch; the same AUC with either
+    cp two/step-2.safetensors old.safetensors
+    set_meta old.safetensors world_size
+    run evaluate --checkpoint old.safetensors --eval "$D/eval.tks" -b cpu
+    [ "$status" -eq 0 ]
+    [[ "${lines[0]}" == *'"eval_samples":4000,"batch":256,'* ]]
+    run evaluate --checkpoint two/step-2.safetensors --eval "$D/eval.tks" -b cpu
+    want=$(jq .auc <<<"${lines[0]}")
+    run evaluate --checkpoint old.safetensors --eval "$D/eval.tks" -b cpu
+    [ "$(jq .auc <<<"${lines[0]}")" = "$want" ]
+    # ranks that do not divide the global batch: not a train-step checkpoint's metadata
+    set_meta old.safetensors world_size 3
+    run evaluate --checkpoint old.safetensors --eval "$D/eval.tks" -b cpu
+    [ "$status" -eq 3 ]
+    [ "${lines[0]}" = "evaluate: error: old.safetensors: checkpoint metadata 'world_size': 3 ranks do not divide the global batch 256" ]
+}
+
 @test "evaluate: a corrupt or foreign checkpoint exits 3 naming the offset" {
     printf '\010\000\000\000\000\000\000\000{"a": 1}' >bad.safetensors
     run evaluate --checkpoint bad.safetensors --eval "$D/eval.tks" -b cpu

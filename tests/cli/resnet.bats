@@ -61,6 +61,14 @@ torch_peer() {
     [[ "${lines[1]}" == *"[WEIGHTS_INIT_WARNING]" ]]
 }
 
+@test "resnet: an evaluation after epoch N says epoch_num N in the MLLOG, as NVIDIA's v1.1 logs (3 after 3 epochs)" {
+    # an evaluation at each epoch's end until the target: N the JSON line's epochs trained
+    want=$(grep '"type":"eval"' "$D/train.jsonl" | jq -r .epoch | awk '{printf "eval_start %d eval_accuracy %d eval_stop %d ", $1, $1, $1}')
+    [ -n "$want" ]
+    run grep -o '"key": "eval_\(start\|accuracy\|stop\)", .*"epoch_num": [0-9.]*' "$D/resnet.mllog"
+    [ "$(printf '%s\n' "${lines[@]}" | sed 's/"key": "\([a-z_]*\)".*"epoch_num": /\1 /' | tr '\n' ' ')" = "$want" ]
+}
+
 @test "resnet: one step of the tiny network equals torchvision's in fp64 (loss <= 1e-3, every gradient <= 1e-2 on the norm)" {
     torch_peer
     run train-step -c "$TINY" -t "$D/data/train.tks" -b cpu --dump-step dump.safetensors

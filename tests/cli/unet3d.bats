@@ -103,6 +103,14 @@ setup() {
       '["unet3d",["CHECK_FAILED:train_samples","CHECK_FAILED:eval_samples"],[]]' ]
 }
 
+@test "unet3d: an evaluation after epoch N says epoch_num N in the MLLOG, as the reference's and NVIDIA's logs (1000 after 1000 epochs)" {
+    # --max-epochs 2, an evaluation at each epoch's end: the JSON lines' epochs trained, 1 and 2
+    [ "$(grep '"type":"eval"' "$D/train.jsonl" | jq -r .epoch | awk '{printf "%d ", $1}')" = "1 2 " ]
+    run grep -o '"key": "\(eval_start\|eval_accuracy\|eval_stop\|epoch_stop\)", .*"epoch_num": [0-9.]*' "$D/unet3d.mllog"
+    [ "$(printf '%s\n' "${lines[@]}" | sed 's/"key": "\([a-z_]*\)".*"epoch_num": /\1 /' | tr '\n' ' ')" = \
+      "eval_start 1 eval_accuracy 1 eval_stop 1 epoch_stop 1 eval_start 2 eval_accuracy 2 eval_stop 2 epoch_stop 2 " ]
+}
+
 @test "unet3d: two ranks (share/launch) each evaluate half the cases and report the mean Dice one rank does" {
     # rate 0: the weights stay the seed's, so both runs evaluate the same network (the last
     # evaluation ends the run)

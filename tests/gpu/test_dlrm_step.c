@@ -343,11 +343,11 @@ static void bench_fn(void *p) {
     case 5: rc = tk_interaction_bwd_act(m->c, m->act, m->L[c->nbot - 1].y, m->emb, m->dinter, B, T, T, D,
                                         c->interaction_width, 1, m->dbot, m->demb, &e); break;
     case 6: rc = tk_embedding_bwd_sgd_act(m->c, m->tables, c->table_dtype, m->row_off, m->in_cat, B, T, D, m->demb,
-                                          m->act, m->lr, m->emb_ws, &e); break;
-    case 7: rc = tk_sgd_update(m->c, m->dense_w, m->dense_g, m->dense_n, m->lr, c->bf16 ? m->P->copy : NULL,
-                               c->bf16 ? TK_BF16 : TK_F32, &e); break;
+                                          m->act, m->env.lr, m->emb_ws, &e); break;
+    case 7: rc = tk_sgd_update(m->c, m->dense_w, m->dense_g, m->dense_n, m->env.lr,
+                               c->bf16 ? m->env.params->copy : NULL, c->bf16 ? TK_BF16 : TK_F32, &e); break;
     case 8: rc = tk_dense_log1p(m->c, m->in_dense, (int64_t)B * c->num_dense, m->x0, &e); break;
-    case 9: rc = tk_bce_logits_act(m->c, m->act, m->logit, m->in_label, B, m->dlogit, m->loss_acc, &e); break;
+    case 9: rc = tk_bce_logits_act(m->c, m->act, m->logit, m->in_label, B, m->dlogit, m->env.loss_acc, &e); break;
     }
     if (rc) gt_die_("bench op", &e);
 }

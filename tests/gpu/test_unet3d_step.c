@@ -23,8 +23,9 @@
 //     output layer, each upsampling block, each encoder unit, and no gradient reported final
 //     changed after its report.
 // (f) TK_BENCH=1: the benchmark of contrib/bench/unet3d.sh (the MLPerf shape: width 32, batch 2 of
-//     128^3, bf16; TK_BENCH_BATCH, TK_BENCH_CROP, TK_BENCH_WIDTH change it): the step as one CUDA
-//     graph and eager, the training forward, the eval forward of the batch's windows; TK_TRACE=FILE
+//     128^3, bf16; TK_BENCH_BATCH, TK_BENCH_CROP, TK_BENCH_WIDTH change it): the engine's training
+//     iteration (tk_instance_step: schedule, step, config.json's Nesterov SGD) as one CUDA graph
+//     and eager, the training forward, the eval forward of the batch's windows; TK_TRACE=FILE
 //     traces three graph replays for contrib/bench/step_kernels.py. Then the whole sliding-window
 //     evaluation (u3_evaluate, as train-step runs it) of TK_BENCH_CASES=42 cases of
 //     TK_BENCH_CASE=256 cubed (random images and labels) with TK_BENCH_SW=4 windows a forward.
@@ -33,12 +34,11 @@
 #include "../unit/grads_case.h"
 #include "cupti_trace.h"
 #include "core/progress.h"
-#include "engine/instance.h"
 #include "gpu/cudnn_conv.h"
 #include "gpu_test.h"
 #include "sgd.h"
 #include "swin.h"
-#include "workloads/unet3d/model.h"
+#include "../unit/unet3d_case.h"
 
 static u3_config config(int width, int bf16) {
     u3_config c = {0};
@@ -50,12 +50,12 @@ static u3_config config(int width, int bf16) {
     return c;
 }
 
+// The model as train-step makes it (its cuda warm-up step included), its weights from the seed;
+// u3_unmake after.
 static u3_model *make(tk_ctx *c, const u3_config *cfg) {
     tk_err e = {0};
-    u3_model *m = NULL;
-    if (u3_create_standalone(c, cfg, &m, &e)) gt_die_("unet3d model", &e);
-    const tk_wl_env env = {.c = m->c, .step = m->step, .loss_acc = m->loss_acc}; // (as the engine sets it)
-    if (tk_wl_init_weights(&env, u3_init_weights, u3_weights_loaded, m, cfg->seed, &e)) gt_die_("unet3d model", &e);
+    u3_model *m = u3_make(c, cfg, &e);
+    if (!m) gt_die_("unet3d model", &e);
     return m;
 }
 
@@ -157,7 +157,7 @@ TK_TEST(step_cpu_vs_cuda_fp32) {
     CHECK(r <= 1e-5);
     tk_free(gt_ctx_, dx), tk_free(gt_ctx_, dy);
     free(ref), free(got), free(x);
-    u3_destroy(cpu), u3_destroy(gpu);
+    u3_unmake(cpu), u3_unmake(gpu);
     tk_ctx_destroy(cc);
 }
 
@@ -168,7 +168,7 @@ TK_TEST(step_cpu_fp32_vs_cuda_bf16) {
     u3_config c32 = config(8, 0), c16 = config(8, 1);
     u3_model *cpu = make(cc, &c32), *gpu = make(gt_ctx_, &c16);
     compare_step(cpu, gpu, 2e-2, 0, -1e-1, tk_failed_);
-    u3_destroy(cpu), u3_destroy(gpu);
+    u3_unmake(cpu), u3_unmake(gpu);
     tk_ctx_destroy(cc);
 }
 
@@ -210,13 +210,14 @@ TK_TEST(graph_vs_eager_bitwise) {
     CHECK(la == lb);
     free(wa), free(wb);
     tk_graph_destroy(&g);
-    u3_destroy(a), u3_destroy(b);
+    u3_unmake(a), u3_unmake(b);
     gt_ctx_->deterministic = saved;
 }
 
 // ---- (f) the benchmark (TK_BENCH=1) ----
 typedef struct u3_bench_arg {
     u3_model *m;
+    tk_instance *I;
     tk_graph *g;
     int what;
     float *x;
@@ -228,7 +229,7 @@ static void u3_bench_fn(void *p) {
     tk_err e = {0};
     int rc = 0;
     if (a->what == 0) rc = tk_graph_launch(a->m->c, a->g, &e);
-    else if (a->what == 1) rc = iteration(a->m, &e);
+    else if (a->what == 1) rc = tk_instance_step(a->I, &e);
     else if (a->what == 2) rc = u3_forward(a->m, &e);
     else rc = u3_forward_eval(a->m, a->x, a->m->b, a->y, &e);
     if (rc) gt_die_("bench step", &e);
@@ -249,17 +250,31 @@ TK_TEST(step_throughput_bench) {
     size_t f0, tot, f1, f2;
     cudaMemGetInfo(&f0, &tot);
     u3_model *m = make(gt_ctx_, &cfg);
+    // the engine's training iteration (schedule, step, optimizer) with config.json's optimizer:
+    // SGD with Nesterov momentum 0.9 (TK_BENCH_CONFIG: another configuration's)
+    tk_instance *I = u3_case_instance(m);
+    const char *cpath = getenv("TK_BENCH_CONFIG") ? getenv("TK_BENCH_CONFIG") : "share/workloads/unet3d/config.json";
+    json_error_t je;
+    json_t *root = json_load_file(cpath, 0, &je), *opt = root ? json_object_get(root, "optimizer") : NULL;
+    if (!opt) {
+        printf("# %s: no \"optimizer\" (%s; run from the repository root or set TK_BENCH_CONFIG)\n", cpath, je.text);
+        CHECK(opt != NULL);
+        json_decref(root);
+        u3_unmake(m);
+        return;
+    }
+    json_object_set(I->effective, "optimizer", opt);
+    json_decref(root);
+    CHECK_EQ_INT(tk_instance_optimizer(I, 168 / cfg.b, &e), 0);
     cudaMemGetInfo(&f1, &tot);
-    float lr = 0.01f;
-    gt_up(m->lr, &lr, 4);
     set_batch(m, 0);
     tk_graph g = {0};
-    CHECK_EQ_INT(iteration(m, &e), 0); // warm-up (cuDNN's first runs), then the capture
+    CHECK_EQ_INT(tk_instance_step(I, &e), 0); // eager once, then the capture
     CHECK_EQ_INT(tk_graph_begin(gt_ctx_, &e), 0);
-    CHECK_EQ_INT(iteration(m, &e), 0);
+    CHECK_EQ_INT(tk_instance_step(I, &e), 0);
     CHECK_EQ_INT(tk_graph_end(gt_ctx_, &g, &e), 0);
     const size_t nv = (size_t)m->b * m->S;
-    u3_bench_arg a = {m, &g, 0, gt_dev(nv * 4), gt_dev(nv * U3_CLASSES * tk_dtype_size(m->t))};
+    u3_bench_arg a = {m, I, &g, 0, gt_dev(nv * 4), gt_dev(nv * U3_CLASSES * tk_dtype_size(m->t))};
     CHECK_EQ_INT(tk_memcpy_d2d(m->c, a.x, m->in_img, nv * 4, TK_STREAM_COMPUTE, &e), 0);
     const char *names[4] = {"step, CUDA graph", "step, eager", "forward (training)", "eval forward"};
     double ms[4];
@@ -282,7 +297,7 @@ TK_TEST(step_throughput_bench) {
     CHECK_EQ_INT(gt_trace_graph_steps(m->c, &g, 3, &e), 0); // TK_TRACE=FILE: three replays traced
     tk_free(gt_ctx_, a.x), tk_free(gt_ctx_, a.y);
     tk_graph_destroy(&g);
-    u3_destroy(m);
+    u3_unmake(m);
     // the evaluation: a model of TK_BENCH_SW windows a forward, the cases in host memory
     const int ncases = env_int("TK_BENCH_CASES", 42), side = env_int("TK_BENCH_CASE", 256);
     if (ncases < 1) return;
@@ -302,7 +317,6 @@ TK_TEST(step_throughput_bench) {
             k->label[v] = (uint8_t)(tk_philox_draw(32, (uint32_t)i, v / 4).v[v % 4] % 3);
         }
     }
-    if (!m->cfg.dist) m->cfg.dist = m->dist; // (the engine's u3_config_ranks sets it)
     void *es = NULL;
     CHECK_EQ_INT(u3_evalset_from_cases(m, &cs, &es, &e), 0);
     double dice = 0, secs[2];
@@ -322,7 +336,7 @@ TK_TEST(step_throughput_bench) {
                secs[1] * 1e3 / ncases, cfg.b);
         u3_evalset_free(m, es);
     }
-    u3_destroy(m);
+    u3_unmake(m);
 }
 
 TK_TEST(backward_reports_final_gradients) {
@@ -334,6 +348,6 @@ TK_TEST(backward_reports_final_gradients) {
         for (int graph = 0; graph < 2; graph++)
             CHECK(gr_step_ok(&r, m->P, &m->grads, u3_train_step, m, graph, 1 + U3_UP + U3_ENC));
         gr_release(&r);
-        u3_destroy(m);
+        u3_unmake(m);
     }
 }

@@ -33,7 +33,8 @@ TK_TEST(parses_what_a_run_writes) {
 
 TK_TEST(the_writer_and_the_parser_agree) {
     tk_ckpt_meta w = {.workload = "bert", .step = 9223372036854775807LL, .samples_seen = 4096, .epoch = 3,
-                      .config_hash = "ffffffffffffffff", .seed = 18446744073709551615ULL, .config = "{}"};
+                      .config_hash = "ffffffffffffffff", .seed = 18446744073709551615ULL, .config = "{}",
+                      .world_size = 8};
     json_t *meta = tk_ckpt_meta_json(&w);
     tk_ckpt_meta m;
     tk_err e;
@@ -45,7 +46,13 @@ TK_TEST(the_writer_and_the_parser_agree) {
     CHECK(m.step == 9223372036854775807LL);
     CHECK_EQ_INT(m.samples_seen, 4096);
     CHECK_EQ_INT(m.epoch, 3);
+    CHECK_STR(json_string_value(json_object_get(meta, "world_size")), "8");
+    CHECK_EQ_INT(m.world_size, 8);
     CHECK(m.seed == 18446744073709551615ULL);
+    json_decref(meta);
+    w.world_size = 0; // (unknown: not written)
+    meta = tk_ckpt_meta_json(&w);
+    CHECK(meta != NULL && json_object_get(meta, "world_size") == NULL);
     json_decref(meta);
 }
 
@@ -58,6 +65,7 @@ TK_TEST(absent_keys_stay_absent) {
     CHECK_EQ_INT(m.step, -1);
     CHECK_EQ_INT(m.samples_seen, -1);
     CHECK_EQ_INT(m.epoch, -1);
+    CHECK_EQ_INT(m.world_size, -1);
     json_object_set_new(meta, "format", json_string("pt")); // what torch's save_file writes
     CHECK_EQ_INT(tk_ckpt_meta_parse(meta, "c.safetensors", &m, &e), 0);
     CHECK_STR(m.format, "pt");
@@ -81,10 +89,10 @@ static int refused(const char *key, const char *value) {
 }
 
 TK_TEST(malformed_counts_are_refused) {
-    static const char *const keys[] = {"step", "samples_seen", "epoch"};
+    static const char *const keys[] = {"step", "samples_seen", "epoch", "world_size"};
     // atoll would have read these as 5, 0, -1, 5, 5, 0 and a wrapped number
     static const char *const bad[] = {"5x", "abc", "-1", "+5", " 5", "", "9223372036854775808", "0x10", "5 "};
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < 4; k++)
         for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) CHECK(refused(keys[k], bad[i]));
 }
 

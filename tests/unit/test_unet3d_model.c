@@ -20,11 +20,10 @@
 
 #include "ckpt/safetensors.h"
 #include "core/philox.h"
-#include "engine/instance.h"
 #include "grads_case.h"
 #include "tk_test.h"
 #include "tk_test_cpu.h"
-#include "workloads/unet3d/model.h"
+#include "unet3d_case.h"
 
 static u3_config config(int width, int d, int h, int w, int b) {
     u3_config c = {0};
@@ -36,20 +35,9 @@ static u3_config config(int width, int d, int h, int w, int b) {
 }
 
 // The model's weights from seed as the engine sets them (its step and loss accumulator zeroed).
-static int init(u3_model *m, uint64_t seed, tk_err *e) {
-    const tk_wl_env env = {.c = m->c, .step = m->step, .loss_acc = m->loss_acc};
-    return tk_wl_init_weights(&env, u3_init_weights, u3_weights_loaded, m, seed, e);
-}
+static int init(u3_model *m, uint64_t seed, tk_err *e) { return tk_instance_init_weights(u3_case_instance(m), seed, e); }
 
-static u3_model *make(const u3_config *cfg, tk_err *e) {
-    u3_model *m = NULL;
-    if (u3_create_standalone(tk_test_cpu(), cfg, &m, e)) return NULL;
-    if (init(m, cfg->seed, e)) {
-        u3_destroy(m);
-        return NULL;
-    }
-    return m;
-}
+static u3_model *make(const u3_config *cfg, tk_err *e) { return u3_make(tk_test_cpu(), cfg, e); }
 
 // A batch like the peer's: noise plus a brighter ellipsoid of kidney (1) with a tumor (2) inside.
 static void fill_batch(u3_model *m, uint64_t key) {
@@ -184,29 +172,28 @@ TK_TEST(tensors_are_the_references) {
         distinct += !seen;
     }
     CHECK_EQ_INT(distinct, 50);
-    u3_destroy(m);
+    u3_unmake(m);
     cfg = config(3, 64, 32, 32, 2); // another width, another crop
     m = make(&cfg, &e);
     CHECK(m != NULL);
     if (m) check_tensors(m, 3, tk_failed_);
-    u3_destroy(m);
+    u3_unmake(m);
 }
 
 TK_TEST(bad_shapes_refused) {
     tk_err e = {0};
-    u3_model *m = NULL;
     u3_config cfg = config(2, 32, 32, 48, 1); // not a multiple of 32
-    CHECK_EQ_INT(u3_create_standalone(tk_test_cpu(), &cfg, &m, &e), TK_EUSAGE);
+    CHECK(make(&cfg, &e) == NULL && e.code == TK_EUSAGE);
     CHECK(strstr(e.what, "32x32x48") != NULL);
     cfg = config(2, 32, 32, 32, 1); // the bottleneck would be one voxel
     e = (tk_err){0};
-    CHECK_EQ_INT(u3_create_standalone(tk_test_cpu(), &cfg, &m, &e), TK_EUSAGE);
+    CHECK(make(&cfg, &e) == NULL && e.code == TK_EUSAGE);
     CHECK(strstr(e.what, "at least 64") != NULL);
     cfg = config(2, 64, 32, 32, 1);
-    cfg.bf16 = 1;
+    cfg.bf16 = 1; // the cpu backend, the fp32 reference, refuses it (the engine's check)
     e = (tk_err){0};
-    CHECK_EQ_INT(u3_create_standalone(tk_test_cpu(), &cfg, &m, &e), TK_EUSAGE);
-    CHECK(m == NULL);
+    CHECK(make(&cfg, &e) == NULL && e.code == TK_EUSAGE);
+    CHECK_STR(e.what, "unet3d: precision bf16 needs the cuda backend");
 }
 
 TK_TEST(init_is_the_references) {
@@ -245,8 +232,8 @@ TK_TEST(init_is_the_references) {
         CHECK_EQ_INT(init(m2, 8, &e), 0);
         CHECK(memcmp(m->P->dense_w, m2->P->dense_w, m->P->dense_n * 4) != 0);
     }
-    u3_destroy(m2);
-    u3_destroy(m);
+    u3_unmake(m2);
+    u3_unmake(m);
 }
 
 // ---- gradients ----
@@ -323,7 +310,7 @@ TK_TEST(gradients_vs_finite_differences) {
     CHECK(step(m, &e) == L0);
     CHECK(memcmp(g, P->dense_g, nw * 4) == 0);
     free(w0), free(g), free(v);
-    u3_destroy(m);
+    u3_unmake(m);
 }
 
 // The accumulator gets the loss times the rank's share b / global batch, and [1] one step each;
@@ -340,11 +327,11 @@ TK_TEST(loss_accumulator_and_share) {
     const size_t nw = m->P->dense_n;
     float *g = malloc(nw * 4);
     memcpy(g, m->P->dense_g, nw * 4);
-    u3_destroy(m);
-    cfg.batch = 4; // this rank's 1 of 4
+    u3_unmake(m);
     m = make(&cfg, &e);
     CHECK(m != NULL);
     if (m) {
+        m->cfg.batch = 4; // this rank's 1 of a global batch of 4 (one rank of 4 has that model)
         fill_batch(m, 5);
         m->loss_acc[0] = 0.5, m->loss_acc[1] = 3;
         CHECK_EQ_INT(u3_train_step(m, &e), 0);
@@ -355,7 +342,7 @@ TK_TEST(loss_accumulator_and_share) {
         CHECK(sqrt(d / n) < 1e-6);
     }
     free(g);
-    u3_destroy(m);
+    u3_unmake(m);
 }
 
 // On several ranks the backward reports each block's gradients final as it completes them
@@ -374,7 +361,7 @@ TK_TEST(backward_reports_final_gradients) {
     for (int s = 0; s < 2; s++) // (a second step reports anew)
         CHECK(gr_step_ok(&r, m->P, &m->grads, u3_train_step, m, 0, 1 + U3_UP + U3_ENC));
     gr_release(&r);
-    u3_destroy(m);
+    u3_unmake(m);
 }
 
 // The eval forward of B windows < b: each window's logits as the training forward's of the same
@@ -414,7 +401,7 @@ TK_TEST(eval_forward_and_table_members) {
     CHECK_STR(json_string_value(json_object_get(d.meta, "width")), "2");
     CHECK_STR(json_string_value(json_object_get(d.meta, "layout")), "ktrsc");
     json_decref(d.meta);
-    u3_destroy(m);
+    u3_unmake(m);
 }
 
 // ---- the PyTorch peer ----
@@ -502,5 +489,5 @@ TK_TEST(peer_dump) {
     if (!rc) rc = write_dump(m, out, &e);
     if (rc) printf("# %s\n", e.what);
     CHECK_EQ_INT(rc, 0);
-    u3_destroy(m);
+    u3_unmake(m);
 }

@@ -79,8 +79,8 @@ int tk_bert_dump_describe(void *model, tk_wl_dump *d, tk_err *e);
 // boundaries: mark the end of phase `name` (NULL: the step's start); begin (1) or end (0) a step.
 #define TK_BERT_PROF_MAX 512
 static inline int tk_bert_prof_mark(tk_bert *m, const char *name, tk_err *e) {
-    return tk_prof_mark(*m->prof, m->c, name, TK_STREAM_COMPUTE, e);
+    return tk_prof_mark(*m->env.prof, m->c, name, TK_STREAM_COMPUTE, e);
 }
-static inline void tk_bert_prof_step(tk_bert *m, int begin) { tk_prof_step(*m->prof, begin); }
+static inline void tk_bert_prof_step(tk_bert *m, int begin) { tk_prof_step(*m->env.prof, begin); }
 
 #endif

@@ -78,7 +78,7 @@ int tk_bert_import(void *model, const char *path, tk_err *e) {
     tk_bert *m = model;
     tk_st_file *f;
     TRY(tk_st_open(&f, path, e));
-    const tk_params *P = m->P;
+    const tk_params *P = m->env.params;
     float *h = malloc(P->dense_n * sizeof(float) + 4);
     int rc = h ? 0 : tk_err_set(e, TK_EIO, "out of host memory");
     if (!rc) rc = tk_memcpy_d2h(m->c, h, P->dense_w, P->dense_n * sizeof(float), TK_STREAM_COMPUTE, e);

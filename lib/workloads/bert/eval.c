@@ -21,13 +21,13 @@ int tk_bert_evaluate(void *model, void *evalset, double *acc, tk_err *e) {
         TRY(tk_bert_eval_batch(m, ids + s0 * L, seg + s0 * L, len + s0, pos + s0 * P, mid + s0 * P, nmask + s0, e));
     }
     int64_t counts[2] = {0, 0}, all[TK_MAX_WORLD];
-    TRY(tk_dist_sync(m->dist, e));
+    TRY(tk_dist_sync(m->env.dist, e));
     TRY(tk_memcpy_d2h(m->c, counts, m->counts, sizeof counts, TK_STREAM_COMPUTE, e));
     TRY(tk_ctx_sync(m->c, e));
     int64_t ok = 0, n = 0;
-    TRY(tk_dist_gather_i64(m->dist, counts[0], all, 0, e));
+    TRY(tk_dist_gather_i64(m->env.dist, counts[0], all, 0, e));
     for (int r = 0; r < m->world; r++) ok += all[r];
-    TRY(tk_dist_gather_i64(m->dist, counts[1], all, 0, e));
+    TRY(tk_dist_gather_i64(m->env.dist, counts[1], all, 0, e));
     for (int r = 0; r < m->world; r++) n += all[r];
     tk_range_pop();
     *acc = n > 0 ? (double)ok / (double)n : NAN; // (no masked token at all: undefined)

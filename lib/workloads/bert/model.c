@@ -42,7 +42,7 @@ static int add(decl *d, int *idx, int flags, int64_t d0, int64_t d1, const char 
 static int declare(tk_bert *m, int *ix, tk_err *e) {
     const tk_bert_config *c = &m->cfg;
     const int H = c->hidden, F = c->ffn;
-    decl d = {m->P, e, 0};
+    decl d = {m->env.params, e, 0};
     int k = 0;
     add(&d, &ix[k++], 0, c->vocab_padded, H, "bert.embeddings.word_embeddings.weight");
     add(&d, &ix[k++], 0, c->max_pos, H, "bert.embeddings.position_embeddings.weight");
@@ -81,14 +81,14 @@ static int declare(tk_bert *m, int *ix, tk_err *e) {
 }
 
 static void bind(tk_bert *m, const int *ix) {
-    tk_param *p = m->P->p;
+    tk_param *p = m->env.params->p;
     int k = 0;
 #define W(dst, gdst) (dst = p[ix[k]].w, gdst = p[ix[k]].g, k++)
     W(m->word, m->dword), W(m->pos, m->dpos), W(m->type, m->dtype), W(m->eg, m->deg), W(m->eb, m->deb);
     for (int l = 0; l < m->cfg.layers; l++) {
         tk_bert_layer *Ly = &m->layer[l];
         Ly->pidx = ix[k];
-        Ly->off = (size_t)((float *)p[ix[k]].w - m->P->dense_w);
+        Ly->off = (size_t)((float *)p[ix[k]].w - m->env.params->dense_w);
         W(Ly->Wqkv, Ly->dWqkv), k += 2; // key, value: rows H .. 3H - 1 of Wqkv
         W(Ly->bqkv, Ly->dbqkv), k += 2;
         W(Ly->Wo, Ly->dWo), W(Ly->bo, Ly->dbo), W(Ly->g1, Ly->dg1), W(Ly->b1, Ly->db1);
@@ -124,19 +124,12 @@ int tk_bert_create(const void *config, const tk_wl_env *env, void **out, tk_err 
     tk_ctx *c = env->c;
     m->c = c;
     m->cfg = *cfg; // (opt is borrowed: the configuration outlives the model)
-    m->P = env->params;
-    m->dist = env->dist;
+    m->env = *env;
     m->rank = env->dist->rank;
     m->world = env->dist->world;
-    m->lr = env->lr, m->step = env->step, m->loss_acc = env->loss_acc;
-    m->grads_ready = env->grads_ready, m->grads_arg = env->grads_arg, m->prof = env->prof;
     m->act = cfg->bf16 ? TK_BF16 : TK_F32;
     int64_t per_rank;
     TRY(tk_per_rank_batch("bert", cfg->batch, m->world, &per_rank, e));
-    if ((cfg->bf16 || cfg->tf32) && c->backend != TK_BACKEND_CUDA) {
-        tk_err_set(e, TK_EUSAGE, "bert: precision %s needs the cuda backend", cfg->bf16 ? "bf16" : "tf32");
-        return tk_err_hint(e, "the cpu backend is the fp32 reference: use precision fp32 there");
-    }
     m->b = (int)per_rank;
     const int b = m->b, L = cfg->L, P = cfg->P, H = cfg->hidden, F = cfg->ffn, NH = cfg->heads, Vp = cfg->vocab_padded;
     const int64_t N = (int64_t)b * L, R = (int64_t)b * P;
@@ -145,10 +138,10 @@ int tk_bert_create(const void *config, const tk_wl_env *env, void **out, tk_err 
     if (N * (int64_t)(3 * H > F ? 3 * H : F) > INT32_MAX || (int64_t)b * NH * L * L > ((int64_t)1 << 40) ||
         R * Vp > INT32_MAX)
         return tk_err_set(e, TK_EUSAGE, "bert: a batch of %d sequences of %d is too large for one rank", b, L);
-    if (cfg->bf16) m->P->copy_type = TK_BF16;
+    if (cfg->bf16) m->env.params->copy_type = TK_BF16;
     int ix[16 * TK_BERT_MAX_LAYERS + 32];
     TRY(declare(m, ix, e));
-    TRY(tk_params_alloc(m->P, e));
+    TRY(tk_params_alloc(m->env.params, e));
     bind(m, ix);
 
     // Activations, inputs and workspaces: the engine's arena.
@@ -213,7 +206,7 @@ static uint32_t init_stream(int idx) { return (uint32_t)TK_RNG_INIT | (uint32_t)
 // and backend draws the same ones.
 int tk_bert_init_weights(void *model, uint64_t seed, tk_err *e) {
     tk_bert *m = model;
-    const tk_params *P = m->P;
+    const tk_params *P = m->env.params;
     size_t n = P->dense_n;
     float *h = calloc(n ? n : 1, sizeof(float));
     if (!h) return tk_err_set(e, TK_EIO, "out of host memory for the initialization");
@@ -240,4 +233,4 @@ int tk_bert_init_weights(void *model, uint64_t seed, tk_err *e) {
     return rc;
 }
 
-int tk_bert_weights_loaded(void *model, tk_err *e) { return tk_params_refresh_copy(((tk_bert *)model)->P, e); }
+int tk_bert_weights_loaded(void *model, tk_err *e) { return tk_params_refresh_copy(((tk_bert *)model)->env.params, e); }

@@ -23,7 +23,7 @@
 #include "xent.h"
 
 // The compute copy of a parameter (bf16 on the bf16 path, else the master itself).
-static const void *wc(const tk_bert *m, const float *p) { return tk_params_copy_of(m->P, p); }
+static const void *wc(const tk_bert *m, const float *p) { return tk_params_copy_of(m->env.params, p); }
 
 // D (M, N) = op(A) op(B) + beta D; ab = act; cd = act, or F32 for a weight gradient (fp32 D).
 static int gemm(tk_bert *m, int M, int N, int K, int ta, int tb, const void *A, const void *B, void *D, tk_dtype cd,
@@ -57,7 +57,7 @@ static int linear_bwd(tk_bert *m, int rows, int out, int in, const void *x, cons
 enum { DROP_ATTN = 1, DROP_ATTN_OUT = 2, DROP_FFN_OUT = 3 };
 static tk_dropout dropout(const tk_bert *m, int train, int layer, int kind) {
     const tk_bert_config *c = &m->cfg;
-    tk_dropout d = {.seed = c->seed, .step = m->step};
+    tk_dropout d = {.seed = c->seed, .step = m->env.step};
     if (!train) return d;
     if (layer < 0) {
         d.p = c->hidden_dropout;
@@ -203,7 +203,7 @@ static int encoder_bwd(tk_bert *m, const int32_t *ids, const uint8_t *seg, const
         TRY(linear_bwd(m, N, 3 * H, H, x, m->dQKV, Ly->Wqkv, Ly->dWqkv, Ly->dbqkv, dX, 1, e));
         TRY(tk_bert_prof_mark(m, "qkv_bwd", e));
         // every gradient from this layer on is final: several ranks reduce them meanwhile
-        if (m->grads_ready) TRY(m->grads_ready(m->grads_arg, Ly->off, e));
+        if (m->env.grads_ready) TRY(m->env.grads_ready(m->env.grads_arg, Ly->off, e));
         void *t = dY;
         dY = dX, dX = t;
     }
@@ -237,10 +237,11 @@ int tk_bert_fwd_bwd(void *model, tk_err *e) {
     TRY(nsp_fwd(m, e));
     // The loss: each rank's means times 1 / world (the engine sums the ranks' gradients).
     const float scale = 1.0f / (float)m->world;
-    TRY(tk_xent_fwd_bwd(m->c, m->act, (int)m->R, c->vocab, c->vocab_padded, m->logits, m->labels, scale, m->loss_acc, 0,
-                        m->logits, m->xent_ws, e));
-    TRY(tk_xent_fwd_bwd(m->c, m->act, b, 2, 2, m->nsp_logits, m->in_nsp + r0, scale, m->loss_acc, 1, m->nsp_logits,
+    double *acc = m->env.loss_acc;
+    TRY(tk_xent_fwd_bwd(m->c, m->act, (int)m->R, c->vocab, c->vocab_padded, m->logits, m->labels, scale, acc, 0, m->logits,
                         m->xent_ws, e));
+    TRY(tk_xent_fwd_bwd(m->c, m->act, b, 2, 2, m->nsp_logits, m->in_nsp + r0, scale, acc, 1, m->nsp_logits, m->xent_ws,
+                        e));
     TRY(tk_bert_prof_mark(m, "loss", e));
     TRY(heads_bwd(m, pos, nmask, e));
     return encoder_bwd(m, ids, seg, len, e); // (the step's profile ends after the optimizer: after_update)

@@ -31,6 +31,7 @@
 #include "engine/dist.h"
 #include "engine/params.h"
 #include "engine/profile.h"
+#include "engine/workload.h"
 #include "gpu/gpu.h"
 
 #define TK_BERT_MAX_LAYERS 64
@@ -74,8 +75,10 @@ typedef struct tk_bert_layer {
 typedef struct tk_bert {
     tk_ctx *c;
     tk_bert_config cfg;
-    tk_params *P;
-    tk_dist *dist;
+    // What the engine handed create, kept whole: the tensors (env.params), the ranks (env.dist),
+    // the device scalars of the step (env.lr, env.step, env.loss_acc), grads_ready (the engine's
+    // bucketed all-reduce; NULL: one rank) and the per-phase step timer (*env.prof; NULL: off).
+    tk_wl_env env;
     int rank, world;
     int b;                  // sequences a rank trains on (batch / world)
     int64_t N, R;           // tokens (b L) and masked-LM rows (b P) of a rank's batch
@@ -87,11 +90,6 @@ typedef struct tk_bert {
     int64_t slot_rows[2];   // the rows of the batch in each staging slot
     int32_t *start;         // (b + 1) i32, device
     tk_dtype act;
-    float *lr;              // the engine's device scalars
-    int64_t *step;
-    double *loss_acc;
-    int (*grads_ready)(void *arg, size_t off, tk_err *e);
-    void *grads_arg;
     // parameters (fp32 masters; d*: gradients)
     float *word, *pos, *type, *eg, *eb;
     float *dword, *dpos, *dtype, *deg, *deb;
@@ -119,7 +117,6 @@ typedef struct tk_bert {
     void *dg, *dcls;        // (R, H), (b, H)
     void *ln_ws, *emb_ws, *xent_ws;
     int64_t *counts;        // eval: correct, total
-    tk_prof *const *prof;   // the engine's per-phase step timer (tk_wl_env.prof); *prof NULL: off
 } tk_bert;
 
 // The eval set is a tk_evalset (engine/evalset.h) of n real sequences, padded to whole batches of

@@ -98,7 +98,7 @@ static int wl_mllog_weights(void *model, tk_mllog *L, tk_err *e) {
 }
 
 const tk_workload tk_workload_bert = {
-    .version = TK_WORKLOAD_V5, .name = "bert", .metric = "mlm_accuracy", .precisions = tk_bert_precisions,
+    .version = TK_WORKLOAD_V6, .name = "bert", .metric = "mlm_accuracy", .precisions = tk_bert_precisions,
     .summary = "BERT-large pre-training (MLPerf Training v1.x language model, Wikipedia), target masked-LM accuracy",
     .config = tk_bert_config_parse, .config_free = tk_bert_config_free,
     .create = tk_bert_create, .destroy = tk_bert_destroy, .init_weights = tk_bert_init_weights,

@@ -37,7 +37,7 @@ int tk_dlrm_evaluate(void *model, void *set, double *auc, tk_err *e) {
     // Several ranks: every rank holds all the scores (tk_dlrm_forward gathers them) and all the
     // labels, so every rank computes the same exact AUC.
     TRY(tk_auc(m->c, es->score, label, es->n, es->ws, m->auc, e));
-    TRY(tk_dist_sync(m->dist, e)); // bounded wait for the gathers before a blocking copy
+    TRY(tk_dist_sync(m->env.dist, e)); // bounded wait for the gathers before a blocking copy
     TRY(tk_memcpy_d2h(m->c, auc, m->auc, sizeof *auc, TK_STREAM_COMPUTE, e));
     tk_range_pop();
     return tk_ctx_sync(m->c, e);

@@ -306,7 +306,7 @@ int tk_dlrm_hybrid_refresh(tk_dlrm *m, tk_err *e) {
     TRY(tk_comm_stream_wait(m->comm, TK_STREAM_COMM, TK_STREAM_COMPUTE, e));
     TRY(tk_allreduce_sum(m->comm, h->fr, h->fr, (size_t)h->nf * D, td, 1.0f, TK_STREAM_COMM, e));
     TRY(tk_comm_stream_wait(m->comm, TK_STREAM_COMPUTE, TK_STREAM_COMM, e));
-    return tk_dist_sync(m->dist, e);
+    return tk_dist_sync(m->env.dist, e);
 }
 
 // ---- planning a batch ----
@@ -387,7 +387,7 @@ int tk_dlrm_hybrid_stage(void *model, int slot, void *const *dev, int stream, tk
         // for within the timeout (a rank that stopped makes it fail, not hang). cat_all is read
         // only by the plans, which this stream runs one after the other.
         TRY(tk_all_gather(m->comm, cat, m->cat_all, (size_t)m->b * m->cfg.num_tables, TK_I32, stream, e));
-        TRY(tk_comm_wait(m->comm, stream, m->dist->timeout, e));
+        TRY(tk_comm_wait(m->comm, stream, m->env.dist->timeout, e));
         cat = m->cat_all;
     }
     return hybrid_plan(m, slot, cat, stream, e);

@@ -24,7 +24,7 @@ static void layer_name(const tk_dlrm *m, int l, const char *what, char *buf, siz
 }
 
 static int declare(tk_dlrm *m, tk_err *e) {
-    tk_params *P = m->P;
+    tk_params *P = m->env.params;
     char name[96];
     for (int l = 0; l < m->nlayers; l++) {
         tk_dlrm_layer *L = &m->L[l];
@@ -40,7 +40,7 @@ static int declare(tk_dlrm *m, tk_err *e) {
         int owner = t / m->tm, mine = owner == m->rank;
         snprintf(name, sizeof name, "emb.%d.weight", t);
         // this rank's tables one after the other, with no gap: one array indexed by row_off
-        TRY(tk_params_add(m->P, name, m->cfg.table_dtype, 2, s, mine && !first ? TK_PARAM_PACKED : 0, owner, NULL, e));
+        TRY(tk_params_add(P, name, m->cfg.table_dtype, 2, s, mine && !first ? TK_PARAM_PACKED : 0, owner, NULL, e));
         if (mine) first = 0;
     }
     if (m->cfg.bf16) P->copy_type = TK_BF16;
@@ -67,12 +67,7 @@ int tk_dlrm_create(const void *config, const tk_wl_env *env, void **model, tk_er
     tk_comm *comm = env->dist->comm;
     m->c = c;
     m->cfg = *cfg;
-    m->P = env->params;
-    m->dist = env->dist;
-    m->lr = env->lr;
-    m->step = env->step;
-    m->loss_acc = env->loss_acc;
-    m->prof = env->prof;
+    m->env = *env;
     const int B = cfg->batch, T = cfg->num_tables, D = cfg->emb_dim;
     m->act = cfg->bf16 ? TK_BF16 : TK_F32;
     m->world = comm ? tk_comm_world(comm) : 1;
@@ -87,10 +82,6 @@ int tk_dlrm_create(const void *config, const tk_wl_env *env, void **model, tk_er
     m->tn = m->t0 >= T ? 0 : (T - m->t0 < m->tm ? T - m->t0 : m->tm);
     if (m->t0 > T) m->t0 = T;
     const int b = m->b, tn = m->tn, tm = m->tm;
-    if (cfg->bf16 && c->backend != TK_BACKEND_CUDA) {
-        tk_err_set(e, TK_EUSAGE, "dlrm: precision bf16 needs the cuda backend");
-        return tk_err_hint(e, "the cpu backend is the fp32 reference: use precision fp32 there");
-    }
     if (cfg->bot[cfg->nbot - 1] != D || cfg->top[cfg->ntop - 1] != 1 ||
         cfg->interaction_width < tk_interaction_width(T, D))
         return tk_err_set(e, TK_EUSAGE,
@@ -184,7 +175,7 @@ int tk_dlrm_cast_w0p(tk_dlrm *m, tk_err *e) { // layer 0's weights, padded to K 
 
 int tk_dlrm_refresh_copies(tk_dlrm *m, tk_err *e) {
     if (!m->cfg.bf16) return 0;
-    TRY(tk_params_refresh_copy(m->P, e));
+    TRY(tk_params_refresh_copy(m->env.params, e));
     return tk_dlrm_cast_w0p(m, e);
 }
 

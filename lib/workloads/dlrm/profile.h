@@ -20,9 +20,9 @@
 
 // Inside the step: begin (1) or end (0) a step's marks; mark the end of phase `name` (NULL: the
 // start of the next one) on `stream`.
-static inline void tk_dlrm_prof_step(tk_dlrm *m, int begin) { tk_prof_step(*m->prof, begin); }
+static inline void tk_dlrm_prof_step(tk_dlrm *m, int begin) { tk_prof_step(*m->env.prof, begin); }
 static inline int tk_dlrm_prof_mark(tk_dlrm *m, const char *name, int stream, tk_err *e) {
-    return tk_prof_mark(*m->prof, m->c, name, stream, e);
+    return tk_prof_mark(*m->env.prof, m->c, name, stream, e);
 }
 
 #endif

@@ -25,7 +25,7 @@ static int gemm(tk_dlrm *m, int M, int N, int K, int ta, int tb, const void *A, 
 }
 
 // The compute copy of a dense parameter: the fp32 master itself, or its bf16 copy.
-static const void *wc(const tk_dlrm *m, const float *p) { return tk_params_copy_of(m->P, p); }
+static const void *wc(const tk_dlrm *m, const float *p) { return tk_params_copy_of(m->env.params, p); }
 
 static int mlp_forward(tk_dlrm *m, int l0, int l1, int n, float *last_out, tk_err *e) {
     for (int l = l0; l < l1; l++) {
@@ -281,7 +281,7 @@ static int train_step_dist(tk_dlrm *m, tk_err *e) {
     TRY(forward_rows(m, m->in_dense, m->cat_all, B, b, h != NULL, m->logit, e)); // (in_dense: this rank's b)
     tk_range_push("backward");
     // dlogit = (sigmoid - y) / B: this rank's samples' share of the global mean's gradient.
-    TRY(tk_bce_logits_act_n(c, m->act, m->logit, m->in_label, b, B, m->dlogit, m->loss_acc, e));
+    TRY(tk_bce_logits_act_n(c, m->act, m->logit, m->in_label, b, B, m->dlogit, m->env.loss_acc, e));
     TRY(mlp_backward(m, cfg->nbot, m->nlayers, m->dlogit, m->dinter, e));
     TRY(tk_dlrm_prof_mark(m, "top_bwd", CS, e));
     // The top MLP's gradients are final: all-reduce their span while the rest of the backward runs.
@@ -339,8 +339,8 @@ static int train_step_dist(tk_dlrm *m, tk_err *e) {
         const hx_view x = hybrid_view(m);
         if (x.n_send > 0) // fixed: the pads (-1) are skipped
             TRY(tk_embedding_bwd_sgd_act(c, m->tables, td, h->own_off, x.send_rows, (int)x.n_send, 1, D, x.grads,
-                                         m->act, m->lr, h->ws_own, e));
-        TRY(tk_embedding_dense_sgd(c, h->fr, td, h->nf * D, h->dfr, m->lr, e));
+                                         m->act, m->env.lr, h->ws_own, e));
+        TRY(tk_embedding_dense_sgd(c, h->fr, td, h->nf * D, h->dfr, m->env.lr, e));
         TRY(tk_rows_copy(c, h->fr, td, h->own_f, m->tables, td, h->own_rows, h->nf_own, NULL, D, e));
     } else if (tn > 0) { // a2a_recv is (B, tm, D): the gradients of the owned tables' vectors, all B samples
         const void *g = m->a2a_recv;
@@ -350,7 +350,7 @@ static int train_step_dist(tk_dlrm *m, tk_err *e) {
             g = m->emb_own;
         }
         TRY(tk_embedding_bwd_sgd_act(c, m->tables, cfg->table_dtype, m->row_off, m->cat_own, B, tn, D, g, m->act,
-                                     m->lr, m->emb_ws, e));
+                                     m->env.lr, m->emb_ws, e));
     }
     TRY(tk_dlrm_prof_mark(m, "embedding_bwd_sgd", CS, e));
     TRY(tk_comm_stream_wait(m->comm, CS, CM, e));
@@ -366,14 +366,14 @@ static int train_step_one(tk_dlrm *m, tk_err *e) {
     const int B = cfg->batch, T = cfg->num_tables, D = cfg->emb_dim;
     TRY(forward_rows(m, m->in_dense, m->in_cat, B, B, 0, m->logit, e));
     tk_range_push("backward");
-    TRY(tk_bce_logits_act(m->c, m->act, m->logit, m->in_label, B, m->dlogit, m->loss_acc, e));
+    TRY(tk_bce_logits_act(m->c, m->act, m->logit, m->in_label, B, m->dlogit, m->env.loss_acc, e));
     TRY(mlp_backward(m, cfg->nbot, m->nlayers, m->dlogit, m->dinter, e));
     TRY(tk_dlrm_prof_mark(m, "top_bwd", TK_STREAM_COMPUTE, e));
     TRY(tk_interaction_bwd_act(m->c, m->act, m->L[cfg->nbot - 1].y, m->emb, m->dinter, B, T, T, D,
                                cfg->interaction_width, 1, m->dbot, m->demb, e));
     TRY(tk_dlrm_prof_mark(m, "interaction_bwd", TK_STREAM_COMPUTE, e));
     TRY(tk_embedding_bwd_sgd_act(m->c, m->tables, cfg->table_dtype, m->row_off, m->in_cat, B, T, D,
-                                 m->demb, m->act, m->lr, m->emb_ws, e));
+                                 m->demb, m->act, m->env.lr, m->emb_ws, e));
     TRY(tk_dlrm_prof_mark(m, "embedding_bwd_sgd", TK_STREAM_COMPUTE, e));
     TRY(mlp_backward(m, 0, cfg->nbot, m->dbot, NULL, e));
     TRY(tk_dlrm_prof_mark(m, "bottom_bwd", TK_STREAM_COMPUTE, e));

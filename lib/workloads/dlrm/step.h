@@ -27,8 +27,8 @@
 
 #include "workloads/dlrm/types.h"
 
-// The engine's step: forward, loss (accumulated in m->loss_acc), backward (the dense gradients,
-// all-reduced over the ranks inside), the fused sparse update of the tables at *m->lr. No host
+// The engine's step: forward, loss (accumulated in m->env.loss_acc), backward (the dense gradients,
+// all-reduced over the ranks inside), the fused sparse update of the tables at *m->env.lr. No host
 // reads; the engine's schedule and optimizer run around it, then tk_dlrm_after_update.
 int tk_dlrm_fwd_bwd(void *model, tk_err *e);
 // After the optimizer's update of the dense span (which wrote the bf16 copy): layer 0's padded copy.

@@ -25,6 +25,7 @@
 #include "engine/evalset.h"
 #include "engine/params.h"
 #include "engine/profile.h"
+#include "engine/workload.h"
 #include "gpu/comm.h"
 #include "gpu/gpu.h"
 
@@ -69,11 +70,13 @@ typedef struct tk_dlrm_layer {
 typedef struct tk_dlrm {
     tk_ctx *c;
     tk_dlrm_config cfg;
-    // The tensors (lib/engine/params.h): the dense MLP weights (TK_PARAM_DENSE, trained by the
-    // optimizer over the flat span), then this rank's tables (packed into one array indexed by
-    // row_off, each held by its owner rank, updated by the fused sparse SGD). The engine's.
-    tk_params *P;
-    tk_dist *dist;                   // ranks, bounded waits (the engine's)
+    // What the engine handed create, kept whole: the ranks (env.dist, bounded waits), the device
+    // scalars of the step (env.lr, env.step, env.loss_acc: [sum of batch losses / B, batches]), the
+    // per-phase step timer (*env.prof; NULL: off) and the tensors, env.params (lib/engine/params.h):
+    // the dense MLP weights (TK_PARAM_DENSE, trained by the optimizer over the flat span), then
+    // this rank's tables (packed into one array indexed by row_off, each held by its owner rank,
+    // updated by the fused sparse SGD).
+    tk_wl_env env;
     int nlayers;                     // nbot + ntop: layers [0, nbot) bottom, [nbot, nlayers) top
     tk_dlrm_layer L[2 * TK_DLRM_MAX_LAYERS];
     int pidx[4 * TK_DLRM_MAX_LAYERS];  // each layer's weight and bias in P
@@ -119,12 +122,7 @@ typedef struct tk_dlrm {
     tk_dtype act;
     uint16_t *x0p, *W0p;
     float *dW0p;
-    // device scalars: the engine's (tk_wl_env); auc in its activation arena
-    float *lr;
-    int64_t *step;
-    double *loss_acc;                // [sum of batch losses / B, batches]
-    double *auc;
-    tk_prof *const *prof;            // the engine's per-phase step timer (tk_wl_env.prof); *prof NULL: off
+    double *auc;                     // device, in its activation arena
     struct tk_dlrm_hybrid *hy;       // the hybrid embedding (hybrid.h); NULL: off
 } tk_dlrm;
 

@@ -100,7 +100,7 @@ static int evaluate(void *model, void *p, double *auc, tk_err *e) {
 
 // (config_free is free: a tk_mlp_config is one block)
 const tk_workload tk_workload_mlp = {
-    .version = TK_WORKLOAD_V5, .name = "mlp", .metric = "auc", .precisions = tk_mlp_precisions,
+    .version = TK_WORKLOAD_V6, .name = "mlp", .metric = "auc", .precisions = tk_mlp_precisions,
     .summary = "an MLP click-through classifier on Criteo-format dense features (not an MLPerf benchmark), target AUC",
     .config = tk_mlp_config_parse, .config_free = free,
     .create = tk_mlp_create, .destroy = tk_mlp_destroy, .init_weights = tk_mlp_init_weights,
@@ -109,4 +109,5 @@ const tk_workload tk_workload_mlp = {
     .step = tk_mlp_step,
     .evalset_load = evalset_load, .evalset_count = tk_evalset_count, .evalset_free = tk_evalset_free,
     .evaluate = evaluate,
+    .epoch_fraction = 1, // (as DLRM's)
 };

@@ -283,10 +283,6 @@ int rn_create(const void *config, const tk_wl_env *env, void **out, tk_err *e) {
     m->S = cfg->image_size;
     m->cin = 3;
     const int world = m->dist->world;
-    if (cfg->bf16 && m->c->backend != TK_BACKEND_CUDA) {
-        tk_err_set(e, TK_EUSAGE, "resnet: precision bf16 needs the cuda backend");
-        return tk_err_hint(e, "the cpu backend is the fp32 reference: --set model.precision=fp32");
-    }
     int64_t per_rank;
     TRY(tk_per_rank_batch("resnet", cfg->batch, world, &per_rank, e));
     m->b = (int)per_rank;
@@ -302,15 +298,7 @@ int rn_create(const void *config, const tk_wl_env *env, void **out, tk_err *e) {
     TRY(shapes(m, e));
     TRY(declare(m, e));
     if (m->dnn) TRY(plan_convs(m, e));
-    TRY(activations(m, env, e));
-    // cuda: one step on the zeroed buffers, so every cuDNN plan and kernel has run (and loaded) before
-    // the engine captures the first step in a CUDA graph, and an error shows here, eagerly. What it
-    // changes (gradients, running statistics, the loss accumulator) is set again by init_weights or a
-    // checkpoint's load, and the loss accumulator here.
-    if (m->dnn) {
-        TRY(rn_train_step(m, e));
-        TRY(tk_memset0(m->c, m->loss_acc, 16, TK_STREAM_COMPUTE, e));
-    }
+    TRY(activations(m, env, e)); // (cuda: the engine's warm-up step follows, workload.h warmup)
     return tk_ctx_sync(m->c, e);
 }
 

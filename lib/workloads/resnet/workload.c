@@ -84,7 +84,7 @@ static json_t *wl_result_extra(const void *model) {
 
 // The table, a line for each of lib/engine/workload.h's sections.
 const tk_workload tk_workload_resnet = {
-    .version = TK_WORKLOAD_V5, .name = "resnet", .metric = "top1", .precisions = rn_precisions,
+    .version = TK_WORKLOAD_V6, .name = "resnet", .metric = "top1", .precisions = rn_precisions,
     .summary = "ResNet-50 v1.5 (MLPerf Training v1.x image classification, ImageNet), target top-1",
     .sections = rn_sections,
     .config = rn_config_new, .config_free = rn_config_free,
@@ -98,4 +98,5 @@ const tk_workload tk_workload_resnet = {
     .opt_mllog = opt_mllog_names, .mllog_hparams = wl_mllog_hparams, .mllog_weights = wl_mllog_weights,
     .import = rn_import_torchvision, .result_extra = wl_result_extra,
     .dump_describe = rn_dump_describe,
+    .warmup = 1, // (cuDNN's plans)
 };

@@ -9,7 +9,6 @@
 #include "conv3d_bias.h"
 #include "core/philox.h"
 #include "dice_ce.h"
-#include "engine/standalone.h"
 #include "gpu/cudnn_conv.h"
 #include "instnorm.h"
 #include "workloads/unet3d/model.h"
@@ -317,10 +316,6 @@ int u3_create(const void *config, const tk_wl_env *env, void **out, tk_err *e) {
     m->grads = (tk_blk_grads){.ready = env->grads_ready, .arg = env->grads_arg};
     m->t = cfg->bf16 ? TK_BF16 : TK_F32;
     m->cin = 1, m->ld = U3_CLASSES;
-    if (cfg->bf16 && m->c->backend != TK_BACKEND_CUDA) {
-        tk_err_set(e, TK_EUSAGE, "unet3d: precision bf16 needs the cuda backend");
-        return tk_err_hint(e, "the cpu backend is the fp32 reference: --set model.precision=fp32"), TK_EUSAGE;
-    }
     m->b = cfg->b;
     if (m->b < 1) {
         int64_t per_rank;
@@ -347,36 +342,14 @@ int u3_create(const void *config, const tk_wl_env *env, void **out, tk_err *e) {
     TRY(shapes(m, e));
     TRY(declare(m, e));
     if (m->dnn) TRY(plan_convs(m, e));
-    TRY(activations(m, env, e));
-    // cuda: one step on the zeroed buffers, so every cuDNN plan and kernel has run (and loaded) before
-    // the engine captures the first step; the loss accumulator is reset after it (init_weights or a
-    // checkpoint's load sets the rest)
-    if (m->dnn) {
-        TRY(u3_train_step(m, e));
-        TRY(tk_memset0(m->c, m->loss_acc, 16, TK_STREAM_COMPUTE, e));
-    }
+    TRY(activations(m, env, e)); // (cuda: the engine's warm-up step follows, workload.h warmup)
     return tk_ctx_sync(m->c, e);
 }
 
-int u3_create_standalone(tk_ctx *c, const u3_config *cfg, u3_model **out, tk_err *e) {
-    *out = NULL;
-    tk_wl_own *own;
-    tk_wl_env env;
-    TRY(tk_wl_own_new(c, &own, &env, e));
-    void *model = NULL;
-    const int rc = u3_create(cfg, &env, &model, e);
-    if (model) ((u3_model *)model)->own = own; // (its destroy frees own, as far as create got)
-    else tk_wl_own_free(own);
-    if (rc) u3_destroy(model);
-    else *out = model;
-    return rc;
-}
-
-void u3_destroy(void *model) {
+void u3_destroy(void *model) { // (the buffers are the engine's)
     u3_model *m = model;
     if (!m) return;
     tk_cudnn_destroy(m->dnn);
-    tk_wl_own_free(m->own);
     free(m);
 }
 

@@ -72,11 +72,8 @@ struct u3_model {
     tk_blk_grads grads;           // the engine's grads_ready (several ranks): each block's gradients
                                   // reported (their casts first) as the backward completes them
     char mlname[U3_NTENSORS][32]; // the MLLOG names of the dense tensors, by index
-    struct tk_wl_own *own;        // standalone models (tests): their flat buffers, rank and scalars
 };
 
-// A model with its own flat buffers on c, one rank (tests, tools).
-int u3_create_standalone(tk_ctx *c, const u3_config *cfg, u3_model **m, tk_err *e);
 // The forward of the images in x0 into the logits (training and evaluation alike: instance norm
 // has no running statistics), the padded compute copies refreshed first.
 int u3_forward(u3_model *m, tk_err *e);

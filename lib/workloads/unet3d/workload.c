@@ -64,7 +64,7 @@ static int wl_mllog_weights(void *model, tk_mllog *L, tk_err *e) {
 
 // The table, a line for each of lib/engine/workload.h's sections.
 const tk_workload tk_workload_unet3d = {
-    .version = TK_WORKLOAD_V5, .name = "unet3d", .metric = "mean_dice", .precisions = u3_precisions,
+    .version = TK_WORKLOAD_V6, .name = "unet3d", .metric = "mean_dice", .precisions = u3_precisions,
     .summary = "3D U-Net (MLPerf Training v1.x image segmentation, KiTS19), target mean Dice of kidney and tumor",
     .sections = u3_sections,
     .config = u3_config_parse, .config_free = u3_config_free,
@@ -77,4 +77,5 @@ const tk_workload tk_workload_unet3d = {
     .evaluate = u3_evaluate,
     .opt_mllog = opt_mllog_names, .mllog_hparams = wl_mllog_hparams, .mllog_weights = wl_mllog_weights,
     .dump_describe = u3_dump_describe,
+    .warmup = 1, // (cuDNN's plans)
 };
