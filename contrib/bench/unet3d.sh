@@ -107,33 +107,26 @@ fi
 import json, sys
 res, batch, crop, width, dev, amp = sys.argv[1:]
 rows = [json.loads(l) for l in open(res) if l.strip()]
-ours = "trainkit: the whole-case evaluation is timed by train-step/evaluate (eval_s), not here"
-train = [r for r in rows if r["type"] == "bench" or (r["type"] == "placeholder" and r["what"] == "train")]
-ev = [r for r in rows if r["type"] == "bench_eval" or (r["type"] == "placeholder" and r["what"] == "eval")]
+train = [r for r in rows if r["type"] == "bench"]
+ev = [r for r in rows if r["type"] == "bench_eval"]
 name = lambda r: r["impl"] + (f" ({r['compile_mode']})" if r.get("compile_mode") else "")
 gib = lambda r: f"{r['peak_mem_gib']:.2f}" if r.get("peak_mem_gib") is not None else "-"
 ref = next((r["samples_per_s"] for r in train if r.get("impl") == "torch-compile" and not r.get("compile_mode")), None)
 print(f"3D U-Net training step: batch {batch} of {crop}^3, width {width}, {dev} {amp}")
 print(f"{'impl':<28} {'samples/s':>10} {'ms/step':>9} {'peak GiB':>9} {'vs torch.compile':>17}")
 for r in train:
-    if r["type"] == "placeholder":
-        print(f"{'trainkit':<28} {ours}")
-        continue
     ratio = f"{r['samples_per_s'] / ref:.2f}x" if ref else "-"
     print(f"{name(r):<28} {r['samples_per_s']:>10.2f} {r['ms_per_iter_median']:>9.2f} {gib(r):>9} {ratio:>17}")
     if r.get("eval_windows_per_s"):
         print(f"{'':<28} (eager step {r['eager_samples_per_s']:.2f} samples/s; eval forward "
               f"{r['eval_windows_per_s']:.2f} windows/s of {crop}^3)")
 if ev:
-    e0 = next((r for r in ev if r["type"] == "bench_eval"), None)
+    e0 = ev[0]
     if e0:
         print(f"sliding-window evaluation: {e0['cases']} cases of {', '.join(e0['shapes'])}, roi {e0['roi']}, "
               f"overlap {e0['overlap']}, Gaussian, {e0['sw_batch']} windows a batch")
     print(f"{'impl':<28} {'seconds':>10} {'cases/s':>9} {'windows':>8} {'ms/case':>9} {'peak GiB':>9}")
     for r in ev:
-        if r["type"] == "placeholder":
-            print(f"{'trainkit':<28} {ours}")
-            continue
         print(f"{name(r):<28} {r['eval_s']:>10.2f} {r['cases_per_s']:>9.3f} {r['windows']:>8} "
               f"{r['ms_per_case_median']:>9.1f} {gib(r):>9}")
 PY

@@ -203,19 +203,18 @@ PY
     [ ! -e "$BATS_TEST_TMPDIR/o.dump" ]
 }
 
-@test "contrib/bench/unet3d.sh TINY=1 dry-runs the peer on the CPU; ours is a placeholder without a number" {
+@test "contrib/bench/unet3d.sh TINY=1 dry-runs the peer on the CPU (ours runs on a GPU only: no row of ours)" {
     need_torch
     run --separate-stderr env TINY=1 "$TK_ROOT/contrib/bench/unet3d.sh"
     [ "$status" -eq 0 ] || { echo "exit $status: $output $stderr"; return 1; }
     [ "${lines[0]}" = "3D U-Net training step: batch 1 of 64^3, width 2, cpu none" ]
     [[ "${lines[1]}" == "impl "*"samples/s"*"ms/step"*"vs torch.compile" ]]
-    [[ "${lines[2]}" == "trainkit "*"trainkit: not yet (issue 29 items 3/5)" ]]
-    [[ "${lines[3]}" =~ ^torch-eager\ +[0-9]+\.[0-9]+\ +[0-9]+\.[0-9]+\ +-\ +-$ ]]
-    [ "${lines[4]}" = "sliding-window evaluation: 2 cases of 96x80x64, roi 64, overlap 0.5, Gaussian, 2 windows a batch" ]
-    [[ "${lines[6]}" == "trainkit "*"trainkit: not yet (issue 29 items 3/5)" ]]
+    [[ "${lines[2]}" =~ ^torch-eager\ +[0-9]+\.[0-9]+\ +[0-9]+\.[0-9]+\ +-\ +-$ ]]
+    [ "${lines[3]}" = "sliding-window evaluation: 2 cases of 96x80x64, roi 64, overlap 0.5, Gaussian, 2 windows a batch" ]
     # 96x80x64 with roi 64, stride 32: 2 x 2 (80 padded to 96) x 1 windows a case, 2 cases
-    [[ "${lines[7]}" =~ ^torch-eager\ +[0-9.]+\ +[0-9.]+\ +8\ + ]]
-    [ "${#lines[@]}" -eq 8 ]
+    [[ "${lines[5]}" =~ ^torch-eager\ +[0-9.]+\ +[0-9.]+\ +8\ + ]]
+    [ "${#lines[@]}" -eq 6 ]
+    ! grep -q trainkit <<<"$output"
 }
 
 @test "unet3d_perf.py and contrib/bench/unet3d.sh without a GPU exit 5 and say so" {

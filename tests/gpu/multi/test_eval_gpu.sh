@@ -37,7 +37,7 @@ else
     echo "not ok 1 - train-step exit $trc, evaluate exit $erc, $nck checkpoints, $nres results"
     tail -3 "$W/train.err" "$W/follow.err" | sed 's/^/# /'
 fi
-if "$BIN/log-check" --ruleset 1.1.0 "$W/dlrm.mllog" >"$W/lc.txt" 2>&1 && grep -q eval_accuracy "$W/dlrm.mllog"; then
+if TRAINKIT_SHARE=${TRAINKIT_SHARE:-$PWD/share} "$BIN/log-check" --ruleset 1.1.0 "$W/dlrm.mllog" >"$W/lc.txt" 2>&1 && grep -q eval_accuracy "$W/dlrm.mllog"; then
     echo "ok 2 - the MLLOG passes log-check: $(tail -1 "$W/lc.txt")"
 else
     echo "not ok 2 - log-check: $(tail -2 "$W/lc.txt")"
