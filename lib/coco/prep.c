@@ -67,7 +67,7 @@ static int check_gt(coco_gt *gt, int32_t *label, int *ncat, tk_err *e) {
     for (size_t i = 0; i < gt->nimg; i++)
         if (!gt->img_file[i] || !gt->img_file_len[i] || memchr(gt->img_file[i], 0, gt->img_file_len[i])) {
             tk_err_set(e, TK_EDATA, "image id %lld has no \"file_name\"", (long long)gt->img_id[i]);
-            return tk_err_where(e, "%s: $.images", gt->name);
+            return tk_err_where(e, "%s: $.images[%zu]", gt->name, i); // listed images come first, in order
         }
     int32_t *sorted = malloc((gt->ncat ? gt->ncat : 1) * sizeof *sorted);
     if (!sorted) return tk_err_errno(e, ENOMEM, "categories");

@@ -173,13 +173,25 @@ json.dump(d, open('bad.json', 'w'), indent=1)"
     [ -z "$(ls -A out 2>/dev/null)" ]
 }
 
+@test "prep coco: an image listed without height and width gets the JPEG's" {
+    python3 -c '
+import json
+d = json.load(open("ann.json"))
+del d["images"][0]["height"], d["images"][0]["width"]
+json.dump(d, open("nosize.json", "w"))'
+    run prep coco --annotations nosize.json -o out --eval images
+    [ "$status" -eq 0 ]
+    run check out/val.tks ann.json images 11,12,13,14
+    [ "$status" -eq 0 ]
+}
+
 @test "prep coco: bad annotations exit 3 naming the file and the JSON path; no output" {
     bad 'd["annotations"][1]["bbox"][2] = -1' 3 'prep: error: bad.json: line 85: $.annotations[1].bbox[2]: negative box width -1'
     bad 'd["annotations"][2]["category_id"] = 5' 3 'prep: error: bad.json: $.annotations[2].category_id: category id 5 is not in $.categories'
     bad 'd["images"].append(dict(d["images"][0]))' 3 'prep: error: bad.json: $.images[4].id: image id 11 is listed twice'
     bad 'd["annotations"][0]["segmentation"][1].append(5)' 3 'a polygon needs an even number of coordinates, got 9'
     bad 'd["annotations"][0]["image_id"] = 99' 3 'prep: error: bad.json: $.annotations[0].image_id: image id 99 is not in $.images'
-    bad 'del d["images"][3]["file_name"]' 3 'image id 14 has no "file_name"'
+    bad 'del d["images"][3]["file_name"]' 3 'prep: error: bad.json: $.images[3]: image id 14 has no "file_name"'
 }
 
 @test "prep coco: a missing image exits 4, a file that is not a JPEG or has the wrong size exits 3; no output" {
