@@ -1,5 +1,5 @@
 // prep: raw datasets -> .tks record streams, and synthetic raw datasets (man/man1/prep.1). This
-// file: Criteo and the dispatch; the BERT and ImageNet commands are cmd/prep/bert.c and imagenet.c.
+// file: Criteo and the dispatch; the other datasets' commands are in cmd/prep/.
 #include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
@@ -30,7 +30,8 @@ static const char *usage =
     "       prep synth imagenet -o DIR [--classes K] [--train-per-class N] [--size WxH] ...\n"
     "       prep synth kits19 -o DIR [--cases N] [--seed S] [--size small|full]\n"
     "       prep bert | bert-hdf5 | bert-tokenize | synth bert ... (prep bert --help)\n"
-    "       prep kits19 [-o OUTDIR] [--npy NPYDIR] ... DATA_DIR (prep kits19 --help)\n";
+    "       prep kits19 [-o OUTDIR] [--npy NPYDIR] ... DATA_DIR (prep kits19 --help)\n"
+    "       prep coco --annotations FILE.json [-o OUTDIR] [--eval] IMAGE_DIR (prep coco --help)\n";
 
 static void help(void) {
     printf("%s\n"
@@ -301,6 +302,7 @@ int main(int argc, char **argv) {
     if (argc > 2 && strcmp(argv[1], "synth") == 0 && strcmp(argv[2], "kits19") == 0) return prep_synth_kits19_main(argc - 2, argv + 2);
     if (prep_bert_cmd_of(argc, argv) >= 0) return prep_bert_main(argc, argv);
     if (argc > 1 && strcmp(argv[1], "kits19") == 0) return prep_kits19_main(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "coco") == 0) return prep_coco_main(argc - 1, argv + 1);
     enum { O_MAPPING = 256, O_MIR, O_DAYS, O_ROWS, O_SEED, O_SIGNAL, O_RATE, O_COMPRESS, O_PROGRESS, O_DICT_FROM };
     static const struct option longopts[] = {
         {"output", required_argument, 0, 'o'},      {"mapping", required_argument, 0, O_MAPPING},

@@ -55,6 +55,10 @@ struct coco_gt {
     int64_t *img_id;
     uint32_t *img_h, *img_w;
     uint8_t *img_declared; // listed in $.images (the others are only named by annotations)
+    const char **img_file; // $.images[].file_name (into st.buf, not NUL-terminated; NULL if none)
+    size_t *img_file_len;
+    long dup_img;          // the first $.images index whose id was listed before, or -1
+    int64_t dup_img_id;    // and that id
     coco_map img_map;
     size_t ncat, cap_cat;
     int64_t *cat_id;

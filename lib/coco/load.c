@@ -235,15 +235,19 @@ static int gt_add_image(coco_gt *gt, int64_t id, int declared, int32_t *idx) {
     int32_t i = coco_map_get(&gt->img_map, id);
     if (i < 0) {
         if (gt->nimg >= INT32_MAX / 2) return -1;
-        size_t c1 = gt->cap_img, c2 = gt->cap_img, c3 = gt->cap_img, c4 = gt->cap_img;
+        size_t c1 = gt->cap_img, c2 = gt->cap_img, c3 = gt->cap_img, c4 = gt->cap_img, c5 = gt->cap_img,
+               c6 = gt->cap_img;
         if (GROW(gt->img_id, c1, gt->nimg + 1) || GROW(gt->img_h, c2, gt->nimg + 1) ||
-            GROW(gt->img_w, c3, gt->nimg + 1) || GROW(gt->img_declared, c4, gt->nimg + 1))
+            GROW(gt->img_w, c3, gt->nimg + 1) || GROW(gt->img_declared, c4, gt->nimg + 1) ||
+            GROW(gt->img_file, c5, gt->nimg + 1) || GROW(gt->img_file_len, c6, gt->nimg + 1))
             return -1;
         gt->cap_img = c1;
         i = (int32_t)gt->nimg++;
         gt->img_id[i] = id;
         gt->img_h[i] = gt->img_w[i] = 0;
         gt->img_declared[i] = 0;
+        gt->img_file[i] = NULL;
+        gt->img_file_len[i] = 0;
         if (coco_map_put(&gt->img_map, id, i)) return -1;
     }
     if (declared) gt->img_declared[i] = 1;
@@ -273,18 +277,23 @@ static int gt_add_cat(coco_gt *gt, int64_t id, int declared, int32_t *idx) {
 
 static int parse_images(jscan *s, coco_gt *gt) {
     int rc = js_arr_begin(s);
+    long at = 0;
     if (rc) return rc;
-    while ((rc = js_arr_next(s)) == 1) {
+    for (; (rc = js_arr_next(s)) == 1; at++) {
         if ((rc = js_obj_begin(s))) return rc;
         const char *k;
         size_t kl;
         int64_t id = 0;
         int have_id = 0;
         uint32_t h = 0, w = 0;
+        char *file = NULL;
+        size_t flen = 0;
         while ((rc = js_obj_next(s, &k, &kl)) == 1) {
             if (js_key_is(k, kl, "id")) {
                 if ((rc = js_int64(s, &id))) return rc;
                 have_id = 1;
+            } else if (js_key_is(k, kl, "file_name") && js_peek(s) == JS_STRING) {
+                if ((rc = js_string(s, &file, &flen))) return rc;
             } else if (js_key_is(k, kl, "height")) {
                 if ((rc = read_u32(s, 1u << 30, &h))) return rc;
             } else if (js_key_is(k, kl, "width")) {
@@ -294,9 +303,16 @@ static int parse_images(jscan *s, coco_gt *gt) {
         if (rc < 0) return -rc;
         if (!have_id) return js_fail(s, "an image needs an \"id\"");
         int32_t i;
+        int32_t before = coco_map_get(&gt->img_map, id);
+        if (before >= 0 && gt->img_declared[before] && gt->dup_img < 0) {
+            gt->dup_img = at;
+            gt->dup_img_id = id;
+        }
         if (gt_add_image(gt, id, 1, &i)) return tk_err_errno(s->e, ENOMEM, "images");
         gt->img_h[i] = h; // a repeated id keeps the last entry, as pycocotools' dict does
         gt->img_w[i] = w;
+        gt->img_file[i] = file;
+        gt->img_file_len[i] = flen;
     }
     return rc < 0 ? -rc : 0;
 }
@@ -402,6 +418,8 @@ void coco_gt_free(coco_gt *gt) {
     free(gt->img_h);
     free(gt->img_w);
     free(gt->img_declared);
+    free(gt->img_file);
+    free(gt->img_file_len);
     coco_map_free(&gt->img_map);
     free(gt->cat_id);
     free(gt->cat_name);
@@ -427,6 +445,7 @@ int coco_gt_parse(char *buf, size_t len, const char *name, coco_gt **out, tk_err
     }
     pthread_mutex_init(&gt->lock, NULL);
     snprintf(gt->name, sizeof gt->name, "%s", name);
+    gt->dup_img = -1;
     gt->st.buf = buf;
     gt->st.len = len;
     jscan s;
