@@ -6,7 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "coco/prep.h"
+#include "cocodata/prep.h"
 #include "core/cli.h"
 #include "core/jsonl.h"
 #include "core/progress.h"

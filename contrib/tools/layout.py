@@ -47,7 +47,9 @@ LAYERS = [
     ("compliance", ["lib/compliance"], ["coco"]),
     ("image", ["lib/image"], ["kernels"]),
     ("imagenet", ["lib/imagenet"], ["image", "tks"]),
-    ("engine", ["lib/engine"], ["blocks", "ckpt", "criteo", "bert", "compliance", "imagenet", "nifti", "kits19"]),
+    ("cocodata", ["lib/cocodata"], ["coco", "image", "tks"]),
+    ("engine", ["lib/engine"], ["blocks", "ckpt", "criteo", "bert", "compliance", "imagenet", "nifti", "kits19",
+                                "cocodata"]),
     ("workloads", ["lib/workloads/*"], ["engine"]),
     ("cmd", ["cmd"], ["workloads"]),
 ]

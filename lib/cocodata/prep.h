@@ -11,8 +11,8 @@
 //   u8 1, u32 P, P x (u32 C, C x f32)      polygons: P polygons of C coordinates x0 y0 x1 y1 ...
 //   u8 2, u32 h, u32 w, u32 M, M x u32     RLE: the counts (compressed strings are decoded)
 // Boxes within an image keep the annotations' file order.
-#ifndef TK_COCO_PREP_H
-#define TK_COCO_PREP_H
+#ifndef TK_COCODATA_PREP_H
+#define TK_COCODATA_PREP_H
 
 #include <stdint.h>
 

@@ -1,4 +1,4 @@
-// COCO -> .tks (coco/prep.h): the annotation file is read with the ground-truth loader that
+// COCO -> .tks (cocodata/prep.h): the annotation file is read with the ground-truth loader that
 // coco-eval uses (load.c), checked, and each kept image becomes one record.
 #include <errno.h>
 #include <stdio.h>
@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "coco/coco_int.h"
-#include "coco/prep.h"
+#include "cocodata/prep.h"
 #include "image/codec.h"
 #include "tks/tks.h"
 
@@ -107,7 +107,7 @@ static int put_f32(bytes *b, float f) {
     return put_u32(b, v);
 }
 
-// One annotation's segmentation in the segm encoding (coco/prep.h).
+// One annotation's segmentation in the segm encoding (cocodata/prep.h).
 static int put_segm(bytes *b, const coco_gt *gt, const coco_gt_ann *a, coco_prep_stats *st, tk_err *e) {
     const coco_seg *sg = &a->seg;
     const coco_store *s = &gt->st;
