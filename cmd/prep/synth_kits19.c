@@ -345,20 +345,52 @@ static int run_synth_kits19(const char *dir, int n, uint64_t seed, int full, int
     json_t *cases = json_array();
     tk_progress pr;
     tk_progress_init(&pr, "synth", "cases", (uint64_t)n, progress);
+    // Cases in parallel, one thread each (the render's own parallel loop then runs on that thread:
+    // OpenMP does not nest by default); what each case found is kept and put in the manifest in
+    // case order afterwards, so the output does not depend on the thread count.
+    phantom *ps = calloc((size_t)n, sizeof *ps);
+    counts *cnts = calloc((size_t)n, sizeof *cnts);
+    int *rcs = calloc((size_t)n, sizeof *rcs);
+    tk_err *errs = calloc((size_t)n, sizeof *errs);
+    if (!ps || !cnts || !rcs || !errs) rc = tk_err_errno(e, ENOMEM, "out of memory");
+    int done = 0, failed = 0;
+#pragma omp parallel for schedule(dynamic, 1) if (!rc)
+    for (int c = 0; c < n; c++) {
+        int stop;
+#pragma omp atomic read
+        stop = failed;
+        if (stop) continue;
+        phantom_draw(&ps[c], seed, c, full);
+        if ((rcs[c] = write_case(tmp, &ps[c], seed, c, &cnts[c], &errs[c]))) {
+#pragma omp atomic write
+            failed = 1;
+        }
+        int d;
+#pragma omp atomic capture
+        d = ++done;
+#pragma omp critical(synth_progress)
+        tk_progress_update(&pr, (uint64_t)d);
+    }
     for (int c = 0; c < n && !rc; c++) {
-        phantom p;
-        phantom_draw(&p, seed, c, full);
-        counts cnt = {0, 0};
-        if ((rc = write_case(tmp, &p, seed, c, &cnt, e))) break;
+        if (rcs[c]) {
+            *e = errs[c];
+            rc = rcs[c];
+            break;
+        }
+        if (failed) continue; // a later case failed: its error is reported once all are looked at
+        const phantom *p = &ps[c];
         char name[32];
         snprintf(name, sizeof name, "case_%05d", c);
-        tumors += cnt.tumor > 0;
-        json_array_append_new(cases, json_pack("{s:s,s:[i,i,i],s:[f,f,f],s:b,s:I,s:I,s:f}", "case", name, "shape", p.S,
-                                               p.H, p.W, "spacing", (double)p.t, (double)p.px, (double)p.px, "tumor",
-                                               cnt.tumor > 0, "kidney_voxels", (json_int_t)cnt.kidney, "tumor_voxels",
-                                               (json_int_t)cnt.tumor, "noise_hu", p.noise));
-        tk_progress_update(&pr, (uint64_t)c + 1);
+        tumors += cnts[c].tumor > 0;
+        json_array_append_new(cases, json_pack("{s:s,s:[i,i,i],s:[f,f,f],s:b,s:I,s:I,s:f}", "case", name, "shape", p->S,
+                                               p->H, p->W, "spacing", (double)p->t, (double)p->px, (double)p->px, "tumor",
+                                               cnts[c].tumor > 0, "kidney_voxels", (json_int_t)cnts[c].kidney,
+                                               "tumor_voxels", (json_int_t)cnts[c].tumor, "noise_hu", p->noise));
     }
+    free(ps);
+    free(cnts);
+    free(rcs);
+    free(errs);
     if (!rc) rc = write_split(tmp, ids, k, e);
     if (!rc) rc = write_manifest(tmp, seed, full, cases, ids, k, n, e);
     if (!rc && rename(tmp, dir) != 0) rc = tk_err_errno(e, errno, "%s: cannot rename to %s", tmp, dir);

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -292,14 +293,38 @@ int kits19_prep(const kits19_prep_opts *o, kits19_prep_stats *st, tk_err *e) {
         }
     }
 
+    // Cases are read and resampled a group at a time, one thread each (the resampling's own
+    // parallel loops then run on that thread: OpenMP does not nest by default); what follows (the
+    // .npy files, checksums, records) goes in case order, so the output is the same for any thread
+    // count and the first bad case in name order is the one reported.
+    int group = omp_get_max_threads();
+    kits19_case *ks = calloc((size_t)group, sizeof *ks);
+    int *krc = calloc((size_t)group, sizeof *krc);
+    tk_err *kerr = calloc((size_t)group, sizeof *kerr);
+    if (!rc && (!ks || !krc || !kerr)) rc = tk_err_errno(e, ENOMEM, "out of memory");
     for (int c = 0; c < cases.n && !rc; c++) {
+        int slot = c % group;
+        if (slot == 0) {
+            int m = cases.n - c < group ? cases.n - c : group;
+#pragma omp parallel for schedule(dynamic, 1)
+            for (int j = 0; j < m; j++) {
+                char p[4096];
+                snprintf(p, sizeof p, "%s/%s", o->data_dir, cases.names[c + j]);
+                krc[j] = kits19_case_load(p, &ks[j], &kerr[j]);
+            }
+            for (int j = m; j < group; j++) krc[j] = -1; // not loaded: nothing to free
+        }
         kits19_case_info *in = &st->info[c];
         snprintf(in->name, sizeof in->name, "%s", cases.names[c]);
         in->id = cases.ids[c];
         in->eval = is_eval[c];
-        snprintf(path, sizeof path, "%s/%s", o->data_dir, cases.names[c]);
-        kits19_case k;
-        if ((rc = kits19_case_load(path, &k, e))) break;
+        if (krc[slot]) {
+            *e = kerr[slot];
+            rc = krc[slot];
+            break;
+        }
+        kits19_case k = ks[slot];
+        krc[slot] = -1; // taken: freed below
         memcpy(in->shape, k.shape, sizeof k.shape);
         size_t n = (size_t)k.shape[0] * (size_t)k.shape[1] * (size_t)k.shape[2];
         char nx[80], ny[80];
@@ -318,6 +343,11 @@ int kits19_prep(const kits19_prep_opts *o, kits19_prep_stats *st, tk_err *e) {
         st->voxels += n;
         if (o->progress) o->progress(o->progress_ctx, (uint64_t)st->cases);
     }
+    for (int j = 0; ks && krc && j < group; j++) // cases of the last group loaded after an error
+        if (krc[j] == 0) kits19_case_free(&ks[j]);
+    free(ks);
+    free(krc);
+    free(kerr);
     if (!rc && sums && json_object_size(sums)) {
         const char *k = json_object_iter_key(json_object_iter(sums));
         tk_err_set(e, TK_EDATA, "%s is listed but not produced (%zu listed files missing; the reference checks "
