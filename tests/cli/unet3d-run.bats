@@ -67,5 +67,5 @@ setup() {
     [ "${lines[0]}" = "run.sh: --cases must be a number in [5, 210]" ]
     run "$TK_ROOT/share/workloads/unet3d/run.sh" --size huge
     [ "$status" -eq 2 ]
-    [ "${lines[0]}" = "run.sh: --size must be tiny or unet3d" ]
+    [ "${lines[0]}" = "run.sh: --size must be tiny, unet3d or synth" ]
 }
