@@ -37,7 +37,7 @@ need_nibabel() {
     [ "$(tail -c 1 ds/evaluation_cases.txt)" = 7 ]
     [ "$(jq -c '[.generator, .seed, .size, .cases_total, .split.eval, .split.train, .target]' ds/manifest.json)" = \
       '["trainkit prep synth kits19",7,"small",10,["00002","00007"],8,null]' ]
-    [[ "$(jq -r .target_note ds/manifest.json)" == "calibrated by the unet3d run.sh/peer (issue 29 item 2)"* ]]
+    [[ "$(jq -r .target_note ds/manifest.json)" == "a target is calibrated by training on a set"* ]]
     [ "$(jq '.cases | length' ds/manifest.json)" -eq 10 ]
     # slices vary, 64x64 in-plane, spacing per case
     [ "$(jq '[.cases[].shape[1:]] | unique' -c ds/manifest.json)" = '[[64,64]]' ]
@@ -57,6 +57,19 @@ need_nibabel() {
     tumors=$(jq '[.cases[] | select(.tumor)] | length' ds/manifest.json)
     [ "$tumors" -ge 126 ] && [ "$tumors" -le 168 ] # 70% of 210 is 147; binomial 3 sigma is 20
     [ "$(jq '[.cases[] | select(.kidney_voxels == 0)] | length' ds/manifest.json)" -eq 0 ]
+}
+
+@test "prep synth kits19: the set tiny.json was calibrated on carries its target; synth.json's is named" {
+    prep synth kits19 -o ds --cases 20 --seed 1 >/dev/null
+    [ "$(jq -c '[.target.metric, .target.mean_dice]' ds/manifest.json)" = \
+      "$(jq -c '[.target.metric, .target.mean_dice]' "$TK_ROOT/share/workloads/unet3d/tiny.json")" ]
+    [[ "$(jq -r .target.how ds/manifest.json)" == "share/workloads/unet3d/tiny.json "* ]]
+    # synth.json's set (40 full-size cases, seed 1) is too slow to make here: its generator line
+    # names the set the manifest table holds for it
+    jq -r .synthetic.generator "$TK_ROOT/share/workloads/unet3d/synth.json" |
+        grep -q 'prep synth kits19 --size full --cases 40 --seed 1'
+    grep -q '{1, 40, 1, '"$(jq .target.mean_dice "$TK_ROOT/share/workloads/unet3d/synth.json")"',' \
+        "$TK_ROOT/cmd/prep/synth_kits19.c"
 }
 
 @test "prep synth kits19: the same seed gives the same bytes, another seed other bytes" {
