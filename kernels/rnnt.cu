@@ -2,7 +2,7 @@
 // their 8 dropout factors); its backward one thread per 8 features of a frame (df, summed over
 // the labels) or of a label position (dg, summed over the frames), in a fixed order: deterministic,
 // no atomics, nothing stored by the forward. Loss: four kernels, (1) a warp per row: log-sum-exp
-// over V (fp32, a butterfly of shuffles), the blank's and the next label's log-probabilities; (2)
+// over V (fp32 per lane, the lanes' sums in fp64 by a butterfly of shuffles), the blank's and the next label's log-probabilities; (2)
 // a block per utterance: alpha then beta in fp64 over the anti-diagonals t + u = d of its lattice
 // (each diagonal needs only the one before it: a barrier per diagonal); (3) one thread adds the
 // utterances' losses in order; (4) a warp per row writes dz from the row's z, lse, alpha and beta
@@ -97,18 +97,18 @@ __global__ void __launch_bounds__(kT) joint_bwd(tk_rnnt_lay L, int H, const T *f
 
 // ---- loss ----
 
-// The workspace's arrays (rnnt.h's ws): per row lse, lp_blank, lp_label (fp32), alpha, beta
-// (fp64); per utterance nll (fp64).
+// The workspace's arrays (rnnt.h's ws), fp64: per row lse, lp_blank, lp_label, alpha, beta; per
+// utterance nll. (fp64 per row: a row's lse off by an fp32 rounding shifts every path through it,
+// and a path crosses T + U rows.)
 struct lossws {
-    float *lse, *lpb, *lpy;
-    double *alpha, *beta, *nll;
+    double *lse, *lpb, *lpy, *alpha, *beta, *nll;
 };
 lossws carve(void *ws, int B, int64_t rows) {
     char *p = (char *)ws;
     lossws w;
-    w.lse = (float *)p, p += tk_cu_align(rows * sizeof(float));
-    w.lpb = (float *)p, p += tk_cu_align(rows * sizeof(float));
-    w.lpy = (float *)p, p += tk_cu_align(rows * sizeof(float));
+    w.lse = (double *)p, p += tk_cu_align(rows * sizeof(double));
+    w.lpb = (double *)p, p += tk_cu_align(rows * sizeof(double));
+    w.lpy = (double *)p, p += tk_cu_align(rows * sizeof(double));
     w.alpha = (double *)p, p += tk_cu_align(rows * sizeof(double));
     w.beta = (double *)p, p += tk_cu_align(rows * sizeof(double));
     w.nll = (double *)p, p += tk_cu_align((size_t)B * sizeof(double));
@@ -121,7 +121,7 @@ __device__ __forceinline__ float warp_max(float v) {
     for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
     return v;
 }
-__device__ __forceinline__ float warp_sum(float v) {
+__device__ __forceinline__ double warp_sum(double v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
@@ -139,15 +139,15 @@ __global__ void __launch_bounds__(kT)
         float mx = -INFINITY;
         for (int v = lane; v < V; v += 32) mx = fmaxf(mx, tk_f(zr[v]));
         mx = warp_max(mx);
-        float s = 0;
+        float s = 0; // each lane's V / 32 terms in fp32, the lanes' sums in fp64
         for (int v = lane; v < V; v += 32) s += expf(tk_f(zr[v]) - mx);
-        s = warp_sum(s);
+        const double sum = warp_sum((double)s);
         if (lane != 0) continue;
-        const float lse = mx + logf(s);
+        const double lse = mx + log(sum);
         w.lse[row] = lse;
-        w.lpb[row] = tk_f(zr[blank]) - lse;
+        w.lpb[row] = (double)tk_f(zr[blank]) - lse;
         const int y = c.u < L.U[c.b] ? labels[(int64_t)c.b * L.Umax + c.u] : -1;
-        w.lpy[row] = y >= 0 && y < V ? tk_f(zr[y]) - lse : -INFINITY;
+        w.lpy[row] = y >= 0 && y < V ? (double)tk_f(zr[y]) - lse : -INFINITY;
     }
 }
 
@@ -179,7 +179,7 @@ __global__ void __launch_bounds__(kT) lattice(tk_rnnt_lay L, lossws w, float *co
         for (int u = u0 + threadIdx.x; u <= u1; u += kT) {
             const int t = d - u;
             const int64_t r = row_of(L, b, t, u);
-            double bt = t == T - 1 && u == U ? (double)w.lpb[r] : -INFINITY;
+            double bt = t == T - 1 && u == U ? w.lpb[r] : -INFINITY;
             if (t < T - 1) bt = logadd(bt, w.beta[row_of(L, b, t + 1, u)] + w.lpb[r]);
             if (u < U) bt = logadd(bt, w.beta[r + 1] + w.lpy[r]);
             w.beta[r] = bt;
@@ -219,10 +219,10 @@ __global__ void __launch_bounds__(kT)
         const float gb = (float)(scale * exp(al + w.lpb[row] + nb));
         const float gy = c.u < Ub ? (float)(scale * exp(al + w.lpy[row] + w.beta[row + 1])) : 0.0f;
         const int y = c.u < Ub ? labels[(int64_t)c.b * L.Umax + c.u] : -1;
-        const float lse = w.lse[row];
+        const double lse = w.lse[row];
         const T *zr = z + row * V;
         for (int v = lane; v < V; v += 32) {
-            float d = expf(tk_f(zr[v]) - lse) * occ;
+            float d = expf((float)(tk_f(zr[v]) - lse)) * occ;
             if (v == blank) d -= gb;
             if (v == y) d -= gy;
             o[v] = tk_to<T>(d);
@@ -233,7 +233,7 @@ __global__ void __launch_bounds__(kT)
 } // namespace
 
 size_t tk_rnnt_loss_ws_bytes_cuda(int B, int64_t rows) {
-    return 3 * tk_cu_align(rows * sizeof(float)) + 2 * tk_cu_align(rows * sizeof(double)) +
+    return 5 * tk_cu_align(rows * sizeof(double)) +
            tk_cu_align((size_t)B * sizeof(double));
 }
 

@@ -37,7 +37,7 @@
 // Types: z and dz in t (TK_F32 or TK_BF16: fp32 log-sum-exp, dz rounded once); dz may be z (in
 // place: apex's fused backward) or NULL (the value only, as in evaluation); loss (1) and costs (B,
 // nll_b; may be NULL) fp32. Precision: the reference computes in fp64; cuda sums each row's exp
-// in fp32 and runs alpha and beta in fp64. Every pointer is in the backend's memory (device memory
+// in fp32 (each lane's share; the lanes' sums, the log, alpha and beta in fp64). Every pointer is in the backend's memory (device memory
 // on cuda). Shapes: 1 <= T_b <= Tmax, 0 <= U_b <= Umax, labels of the used positions in [0, V)
 // and not blank: the reference checks (TK_EINTERNAL naming the utterance); the cuda kernels give a
 // label outside [0, V) probability 0 (a loss of +inf) and trust the lengths and row0.
