@@ -183,3 +183,42 @@ TK_TEST(rnnt_joint_vs_reference) {
     joint_case(3, 9, 4, 13, 0, TK_BF16, 0.5f, 1, tk_failed_);
     joint_case(4, 12, 5, 512, 0, TK_BF16, 0.0f, 1, tk_failed_);
 }
+
+// ---- timing (a table line, no check) ----
+
+typedef struct {
+    batch *s;
+    int V;
+    void *z, *lab, *ws;
+    float *loss;
+} bench_arg;
+static void bench_loss(void *p) {
+    bench_arg *a = p;
+    tk_err e = {0};
+    if (tk_rnnt_loss(gt_ctx_, TK_BF16, &a->s->dev, a->V, a->V - 1, a->lab, a->z, 1.0f, a->loss, NULL, a->z, a->ws, &e))
+        gt_die_("tk_rnnt_loss", &e);
+}
+
+// The loss and its in-place gradient at an MLPerf-like size (8 utterances of up to 200 frames
+// after the encoder's time stacking and 60 subword labels, V = 1024, bf16 logits): the logits are
+// read twice and written once, so the bytes moved are about 3 rows V 2.
+TK_TEST(rnnt_loss_bench) {
+    (void)tk_failed_; // (timing only: the gradient overwrites z, later runs time it on gradients)
+    batch s = batch_new(8, 200, 60, 1);
+    const int V = 1024;
+    const size_t n = (size_t)s.host.rows * V;
+    float *z = gt_host(n * 4);
+    gt_fill(z, n, -6, 6, 0);
+    int *labels = gt_host(8 * 60 * sizeof(int));
+    for (int i = 0; i < 8 * 60; i++) labels[i] = i % (V - 1);
+    bench_arg a = {&s, V, gt_dev_from(z, n, TK_BF16), gt_dev(8 * 60 * sizeof(int)),
+                   gt_dev(tk_rnnt_loss_ws_bytes(TK_BACKEND_CUDA, 8, s.host.rows)), gt_dev(4)};
+    gt_up(a.lab, labels, 8 * 60 * sizeof(int));
+    const double ms = gt_time_ms(bench_loss, &a, 9);
+    printf("# table rnnt bench loss+grad bf16 rows %lld V %d: %.3f ms, %.0f GB/s\n", (long long)s.host.rows, V, ms,
+           3.0 * n * 2 / ms / 1e6);
+    void *dev[] = {a.z, a.lab, a.ws, a.loss};
+    for (size_t i = 0; i < 4; i++) tk_free(gt_ctx_, dev[i]);
+    batch_free(&s);
+    free(z), free(labels);
+}
