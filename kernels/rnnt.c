@@ -21,8 +21,8 @@ int tk_rnnt_joint_bwd(tk_ctx *c, tk_dtype t, const tk_rnnt_lay *L, int H, const 
 }
 
 int tk_rnnt_loss(tk_ctx *c, tk_dtype t, const tk_rnnt_lay *L, int V, int blank, const int *labels, const void *z,
-                 float scale, float *loss, float *costs, void *dz, void *ws, tk_err *e) {
+                 float scale, double *acc, float *loss, float *costs, void *dz, void *ws, tk_err *e) {
     (void)ws;
-    return TK_DISPATCH(c, tk_rnnt_loss_ref(t, L, V, blank, labels, z, scale, loss, costs, dz, e),
-                       tk_rnnt_loss_cuda(c, t, L, V, blank, labels, z, scale, loss, costs, dz, ws, e));
+    return TK_DISPATCH(c, tk_rnnt_loss_ref(t, L, V, blank, labels, z, scale, acc, loss, costs, dz, e),
+                       tk_rnnt_loss_cuda(c, t, L, V, blank, labels, z, scale, acc, loss, costs, dz, ws, e));
 }

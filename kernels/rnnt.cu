@@ -2,12 +2,13 @@
 // their 8 dropout factors); its backward one thread per 8 features of a frame (df, summed over
 // the labels) or of a label position (dg, summed over the frames), in a fixed order: deterministic,
 // no atomics, nothing stored by the forward. Loss: four kernels, (1) a warp per row: log-sum-exp
-// over V (fp32 per lane, the lanes' sums in fp64 by a butterfly of shuffles), the blank's and the next label's log-probabilities; (2)
-// a block per utterance: alpha then beta in fp64 over the anti-diagonals t + u = d of its lattice
-// (each diagonal needs only the one before it: a barrier per diagonal); (3) one thread adds the
-// utterances' losses in order; (4) a warp per row writes dz from the row's z, lse, alpha and beta
-// (dz may be z: each element is read before its own thread writes it). The (rows, V) logits are
-// read twice and written once, in their type: no fp32 copy of them exists.
+// over V (fp32 per lane, the lanes' sums in fp64 by a butterfly of shuffles), the blank's and the
+// next label's log-probabilities; (2) a block per utterance: alpha then beta in fp64 over the
+// anti-diagonals t + u = d of its lattice (each diagonal needs only the one before it: a barrier
+// per diagonal); (3) one thread adds the utterances' losses in order (and into acc); (4) a warp
+// per row writes dz from the row's z, lse, alpha and beta (dz may be z: each element is read
+// before its own thread writes it). The (rows, V) logits are read twice and written once, in
+// their type: no fp32 copy of them exists.
 #include "act_types.cuh"
 #include "dropout.cuh"
 #include "rnnt.h"
@@ -193,10 +194,11 @@ __global__ void __launch_bounds__(kT) lattice(tk_rnnt_lay L, lossws w, float *co
     }
 }
 
-__global__ void total(int B, const double *nll, float scale, float *loss) {
+__global__ void total(int B, const double *nll, float scale, double *acc, float *loss) {
     double s = 0;
     for (int b = 0; b < B; b++) s += nll[b];
     *loss = (float)(scale * s);
+    if (acc) acc[0] += scale * s, acc[1] += 1;
 }
 
 template <typename T>
@@ -264,7 +266,8 @@ int tk_rnnt_joint_bwd_cuda(tk_ctx *c, tk_dtype t, const tk_rnnt_lay *L, int H, c
 }
 
 int tk_rnnt_loss_cuda(tk_ctx *c, tk_dtype t, const tk_rnnt_lay *L, int V, int blank, const int *labels,
-                      const void *z, float scale, float *loss, float *costs, void *dz, void *ws, tk_err *e) {
+                      const void *z, float scale, double *acc, float *loss, float *costs, void *dz, void *ws,
+                      tk_err *e) {
     TRY(tk_rnnt_check(t, L, V, e));
     if (blank < 0 || blank >= V) return tk_err_set(e, TK_EINTERNAL, "rnnt: blank %d outside 0..%d", blank, V - 1);
     cudaStream_t st = tk_cu_stream(c);
@@ -273,7 +276,7 @@ int tk_rnnt_loss_cuda(tk_ctx *c, tk_dtype t, const tk_rnnt_lay *L, int V, int bl
     TK_ACT_DISPATCH(t, "rnnt_loss", e, {
         row_stats<T><<<rb, kT, 0, st>>>(*L, V, blank, labels, (const T *)z, w);
         lattice<<<L->B, kT, 0, st>>>(*L, w, costs);
-        total<<<1, 1, 0, st>>>(L->B, w.nll, scale, loss);
+        total<<<1, 1, 0, st>>>(L->B, w.nll, scale, acc, loss);
         if (dz) grad<T><<<rb, kT, 0, st>>>(*L, V, blank, labels, (const T *)z, w, scale, (T *)dz);
     });
     return tk_cu_check(e, "rnnt_loss");

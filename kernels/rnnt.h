@@ -36,8 +36,10 @@
 // with ll = beta(0,0), beta(T,U) = 0 and beta outside the lattice -inf.
 // Types: z and dz in t (TK_F32 or TK_BF16: fp32 log-sum-exp, dz rounded once); dz may be z (in
 // place: apex's fused backward) or NULL (the value only, as in evaluation); loss (1) and costs (B,
-// nll_b; may be NULL) fp32. Precision: the reference computes in fp64; cuda sums each row's exp
-// in fp32 (each lane's share; the lanes' sums, the log, alpha and beta in fp64). Every pointer is in the backend's memory (device memory
+// nll_b; may be NULL) fp32; acc (may be NULL; the engine's loss_acc, lib/engine/workload.h) f64:
+// acc[0] += scale sum_b nll_b (before its rounding to loss), acc[1] += 1. Precision: the
+// reference computes in fp64; cuda sums each row's exp in fp32 (each lane's share; the lanes'
+// sums, the log, alpha and beta in fp64). Every pointer is in the backend's memory (device memory
 // on cuda). Shapes: 1 <= T_b <= Tmax, 0 <= U_b <= Umax, labels of the used positions in [0, V)
 // and not blank: the reference checks (TK_EINTERNAL naming the utterance); the cuda kernels give a
 // label outside [0, V) probability 0 (a loss of +inf) and trust the lengths and row0.
@@ -75,14 +77,14 @@ int tk_rnnt_joint_bwd(tk_ctx *c, tk_dtype t, const tk_rnnt_lay *L, int H, const 
 // The loss of the logits z (rows, V) in t; dz (rows, V) in t, z itself, or NULL.
 size_t tk_rnnt_loss_ws_bytes(tk_backend b, int B, int64_t rows);
 int tk_rnnt_loss(tk_ctx *c, tk_dtype t, const tk_rnnt_lay *L, int V, int blank, const int *labels, const void *z,
-                 float scale, float *loss, float *costs, void *dz, void *ws, tk_err *e);
+                 float scale, double *acc, float *loss, float *costs, void *dz, void *ws, tk_err *e);
 
 int tk_rnnt_joint_fwd_ref(tk_dtype t, const tk_rnnt_lay *L, int H, const void *f, const void *g,
                           const tk_dropout *drop, void *h, tk_err *e);
 int tk_rnnt_joint_bwd_ref(tk_dtype t, const tk_rnnt_lay *L, int H, const void *f, const void *g,
                           const tk_dropout *drop, const void *dh, void *df, void *dg, tk_err *e);
 int tk_rnnt_loss_ref(tk_dtype t, const tk_rnnt_lay *L, int V, int blank, const int *labels, const void *z,
-                     float scale, float *loss, float *costs, void *dz, tk_err *e);
+                     float scale, double *acc, float *loss, float *costs, void *dz, tk_err *e);
 #ifdef TK_HAVE_CUDA
 size_t tk_rnnt_loss_ws_bytes_cuda(int B, int64_t rows);
 int tk_rnnt_joint_fwd_cuda(tk_ctx *c, tk_dtype t, const tk_rnnt_lay *L, int H, const void *f, const void *g,
@@ -90,7 +92,8 @@ int tk_rnnt_joint_fwd_cuda(tk_ctx *c, tk_dtype t, const tk_rnnt_lay *L, int H, c
 int tk_rnnt_joint_bwd_cuda(tk_ctx *c, tk_dtype t, const tk_rnnt_lay *L, int H, const void *f, const void *g,
                            const tk_dropout *drop, const void *dh, void *df, void *dg, tk_err *e);
 int tk_rnnt_loss_cuda(tk_ctx *c, tk_dtype t, const tk_rnnt_lay *L, int V, int blank, const int *labels,
-                      const void *z, float scale, float *loss, float *costs, void *dz, void *ws, tk_err *e);
+                      const void *z, float scale, double *acc, float *loss, float *costs, void *dz, void *ws,
+                      tk_err *e);
 #endif
 
 // The checks both sides make on the host values.

@@ -45,7 +45,8 @@ static int check_rows(const tk_rnnt_lay *L, tk_err *e) {
 // relu(f + g) of element j of cell (b, t, u), the sum in fp32 as the kernels add it.
 static float joint_sum(tk_dtype t, const tk_rnnt_lay *L, int H, const void *f, const void *g, int b, int ti, int u,
                        int j) {
-    return tk_act_ld(f, t, ((size_t)b * L->Tmax + ti) * H + j) + tk_act_ld(g, t, ((size_t)b * (L->Umax + 1) + u) * H + j);
+    return tk_act_ld(f, t, ((size_t)b * L->Tmax + ti) * H + j) +
+           tk_act_ld(g, t, ((size_t)b * (L->Umax + 1) + u) * H + j);
 }
 
 int tk_rnnt_joint_fwd_ref(tk_dtype t, const tk_rnnt_lay *L, int H, const void *f, const void *g,
@@ -141,7 +142,7 @@ static double lattice(tk_dtype t, const tk_rnnt_lay *L, int V, int blank, const 
 }
 
 int tk_rnnt_loss_ref(tk_dtype t, const tk_rnnt_lay *L, int V, int blank, const int *labels, const void *z,
-                     float scale, float *loss, float *costs, void *dz, tk_err *e) {
+                     float scale, double *acc, float *loss, float *costs, void *dz, tk_err *e) {
     TRY(tk_rnnt_check(t, L, V, e));
     TRY(check_rows(L, e));
     if (blank < 0 || blank >= V) return tk_err_set(e, TK_EINTERNAL, "rnnt: blank %d outside 0..%d", blank, V - 1);
@@ -153,7 +154,10 @@ int tk_rnnt_loss_ref(tk_dtype t, const tk_rnnt_lay *L, int V, int blank, const i
                                   y, u, V - 1, blank);
         }
     int64_t cells = 1;
-    for (int b = 0; b < L->B; b++) cells = (int64_t)L->T[b] * (L->U[b] + 1) > cells ? (int64_t)L->T[b] * (L->U[b] + 1) : cells;
+    for (int b = 0; b < L->B; b++) {
+        const int64_t n = (int64_t)L->T[b] * (L->U[b] + 1);
+        cells = n > cells ? n : cells;
+    }
     double *buf = malloc((size_t)cells * 5 * sizeof(double));
     if (!buf) return tk_err_errno(e, ENOMEM, "rnnt: out of memory");
     double *lse = buf, *lpb = lse + cells, *lpy = lpb + cells, *alpha = lpy + cells, *beta = alpha + cells;
@@ -188,6 +192,7 @@ int tk_rnnt_loss_ref(tk_dtype t, const tk_rnnt_lay *L, int V, int blank, const i
             }
     }
     *loss = (float)(scale * sum);
+    if (acc) acc[0] += scale * sum, acc[1] += 1;
     free(buf);
     return 0;
 }

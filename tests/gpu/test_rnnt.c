@@ -50,7 +50,8 @@ static void *host_as(const float *x, size_t n, tk_dtype t) {
 }
 static float *f32_of(const void *h, size_t n, tk_dtype t) {
     float *f = gt_host(n * 4);
-    for (size_t i = 0; i < n; i++) f[i] = t == TK_BF16 ? tk_bf16_to_f32(((const uint16_t *)h)[i]) : ((const float *)h)[i];
+    for (size_t i = 0; i < n; i++)
+        f[i] = t == TK_BF16 ? tk_bf16_to_f32(((const uint16_t *)h)[i]) : ((const float *)h)[i];
     return f;
 }
 
@@ -78,11 +79,13 @@ static void loss_case(int B, int Tmax, int Umax, int V, int packed, tk_dtype t, 
     if (!in_place) gt_poison(out, n * es, 0xff);
     float *dloss = gt_dev(4 + 4 * (size_t)B), *dcosts = dloss + 1;
     void *ws = gt_dev(tk_rnnt_loss_ws_bytes(TK_BACKEND_CUDA, B, s.host.rows) + 16);
+    double acc[2] = {0.5, 4}, gacc[2], *dacc = gt_dev(16);
+    gt_up(dacc, acc, 16);
     const float scale = 1.0f / B;
-    CHECK_EQ_INT(tk_rnnt_loss(gt_ctx_, t, &s.dev, V, blank, dlab, dz_dev, scale, dloss, dcosts, out, ws, &e), 0);
+    CHECK_EQ_INT(tk_rnnt_loss(gt_ctx_, t, &s.dev, V, blank, dlab, dz_dev, scale, dacc, dloss, dcosts, out, ws, &e), 0);
     CHECK_EQ_INT(gt_sync(&e), 0);
     float loss, costs[16];
-    CHECK_EQ_INT(tk_rnnt_loss_ref(t, &s.host, V, blank, labels, zh, scale, &loss, costs, dzh, &e), 0);
+    CHECK_EQ_INT(tk_rnnt_loss_ref(t, &s.host, V, blank, labels, zh, scale, acc, &loss, costs, dzh, &e), 0);
     float got[17];
     gt_down(got, dloss, 4 * (size_t)(B + 1));
     char what[128];
@@ -91,6 +94,9 @@ static void loss_case(int B, int Tmax, int Umax, int V, int packed, tk_dtype t, 
              packed ? "packed" : "padded", ints ? " ints" : "", uniform ? " uniform" : "", in_place ? " in-place" : "");
     CHECK(within(what, got, &loss, 1, tol));
     CHECK(within("  costs", got + 1, costs, (size_t)B, tol));
+    gt_down(gacc, dacc, 16);
+    CHECK_NEAR(gacc[0], acc[0], t == TK_BF16 ? 1e-2 : 1e-5);
+    CHECK(gacc[1] == 5 && acc[1] == 5);
     float *g = gt_host_from(out, n, t), *r = f32_of(dzh, n, t);
     CHECK(within("  dz", g, r, n, tol));
     if (uniform) {
@@ -100,7 +106,8 @@ static void loss_case(int B, int Tmax, int Umax, int V, int packed, tk_dtype t, 
             CHECK_NEAR(got[1 + b], (s.T[b] + s.U[b]) * log((double)V) - log(paths), 1e-5);
         }
     }
-    tk_free(gt_ctx_, dz_dev), tk_free(gt_ctx_, dlab), tk_free(gt_ctx_, dloss), tk_free(gt_ctx_, ws);
+    void *dev[] = {dz_dev, dlab, dloss, ws, dacc};
+    for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) tk_free(gt_ctx_, dev[i]);
     if (!in_place) tk_free(gt_ctx_, out);
     batch_free(&s);
     free(z), free(labels), free(zh), free(dzh), free(g), free(r);
@@ -195,7 +202,8 @@ typedef struct {
 static void bench_loss(void *p) {
     bench_arg *a = p;
     tk_err e = {0};
-    if (tk_rnnt_loss(gt_ctx_, TK_BF16, &a->s->dev, a->V, a->V - 1, a->lab, a->z, 1.0f, a->loss, NULL, a->z, a->ws, &e))
+    if (tk_rnnt_loss(gt_ctx_, TK_BF16, &a->s->dev, a->V, a->V - 1, a->lab, a->z, 1.0f, NULL, a->loss, NULL, a->z,
+                     a->ws, &e))
         gt_die_("tk_rnnt_loss", &e);
 }
 

@@ -48,14 +48,14 @@ TK_TEST(rnnt_one_cell) {
     batch_init(&s, 1, (int[]){1}, (int[]){0}, 1);
     CHECK_EQ_INT(s.L.rows, 1);
     float z[3] = {0, 0, 0}, dz[3], loss = 0, cost = 0;
-    CHECK_EQ_INT(tk_rnnt_loss_ref(TK_F32, &s.L, 3, 2, NULL, z, 1.0f, &loss, &cost, dz, &e), 0);
+    CHECK_EQ_INT(tk_rnnt_loss_ref(TK_F32, &s.L, 3, 2, NULL, z, 1.0f, NULL, &loss, &cost, dz, &e), 0);
     CHECK_NEAR(loss, log(3.0), 1e-7);
     CHECK_NEAR(cost, log(3.0), 1e-7);
     CHECK_NEAR(dz[0], 1 / 3.0, 1e-7);
     CHECK_NEAR(dz[1], 1 / 3.0, 1e-7);
     CHECK_NEAR(dz[2], -2 / 3.0, 1e-7);
     float z2[3] = {0, (float)log(2.0), 0};
-    CHECK_EQ_INT(tk_rnnt_loss_ref(TK_F32, &s.L, 3, 1, NULL, z2, 0.5f, &loss, NULL, z2, &e), 0); // in place
+    CHECK_EQ_INT(tk_rnnt_loss_ref(TK_F32, &s.L, 3, 1, NULL, z2, 0.5f, NULL, &loss, NULL, z2, &e), 0); // in place
     CHECK_NEAR(loss, 0.5 * log(2.0), 1e-7);
     CHECK_NEAR(z2[0], 0.125, 1e-7);
     CHECK_NEAR(z2[1], -0.25, 1e-7);
@@ -81,7 +81,7 @@ TK_TEST(rnnt_uniform_logits_count_paths) {
         float z[64 * 5], loss, cost;
         int y[4] = {0, 3, 1, 2};
         for (int i = 0; i < rows * V; i++) z[i] = 0.75f;
-        CHECK_EQ_INT(tk_rnnt_loss_ref(TK_F32, &s.L, V, blank, y, z, 1.0f, &loss, &cost, z, &e), 0);
+        CHECK_EQ_INT(tk_rnnt_loss_ref(TK_F32, &s.L, V, blank, y, z, 1.0f, NULL, &loss, &cost, z, &e), 0);
         CHECK_NEAR(loss, (T + U) * log((double)V) - log((double)cases[k].paths), 1e-6);
         for (int r = 0; r < rows; r++) {
             double sum = 0;
@@ -134,11 +134,14 @@ TK_TEST(rnnt_brute_force_and_finite_differences) {
         tk_test_fill(z, (size_t)rows * V, 0x7217, (uint32_t)k, -3, 3);
         for (int i = 0; i < rows * V; i++) zd[i] = z[i];
         const double scale = 0.25;
-        CHECK_EQ_INT(tk_rnnt_loss_ref(TK_F32, &s.L, V, blank, y, z, (float)scale, &loss, &cost, dz, &e), 0);
+        double acc[2] = {1, 2};
+        CHECK_EQ_INT(tk_rnnt_loss_ref(TK_F32, &s.L, V, blank, y, z, (float)scale, acc, &loss, &cost, dz, &e), 0);
         walk w = {zd, T, U, V, blank, y};
         const double nll = brute_nll(&w);
         CHECK_NEAR(cost, nll, 1e-6);
         CHECK_NEAR(loss, scale * nll, 1e-6);
+        CHECK_NEAR(acc[0], 1 + scale * nll, 1e-12);
+        CHECK(acc[1] == 3);
         double err = 0, norm = 0;
         for (int i = 0; i < rows * V; i++) {
             const double h = 1e-4, z0 = zd[i];
@@ -150,7 +153,8 @@ TK_TEST(rnnt_brute_force_and_finite_differences) {
             const double fd = scale * (up - dn) / (2 * h);
             err = fmax(err, fabs(dz[i] - fd)), norm = fmax(norm, fabs(fd));
         }
-        if (!(err <= 1e-6 * fmax(norm, 1e-3))) printf("# T %d U %d V %d: max |dz - fd| %.3g of %.3g\n", T, U, V, err, norm);
+        if (!(err <= 1e-6 * fmax(norm, 1e-3)))
+            printf("# T %d U %d V %d: max |dz - fd| %.3g of %.3g\n", T, U, V, err, norm);
         CHECK(err <= 1e-6 * fmax(norm, 1e-3));
     }
 }
@@ -191,8 +195,8 @@ TK_TEST(rnnt_packed_and_padded_agree) {
                 }
         float lp, lq, cp[3], cq[3];
         tk_err e = {0};
-        CHECK_EQ_INT(tk_rnnt_loss_ref(dt, &p.L, V, blank, labels, zp, 1.0f / B, &lp, cp, dp, &e), 0);
-        CHECK_EQ_INT(tk_rnnt_loss_ref(dt, &q.L, V, blank, labels, zq, 1.0f / B, &lq, cq, dq, &e), 0);
+        CHECK_EQ_INT(tk_rnnt_loss_ref(dt, &p.L, V, blank, labels, zp, 1.0f / B, NULL, &lp, cp, dp, &e), 0);
+        CHECK_EQ_INT(tk_rnnt_loss_ref(dt, &q.L, V, blank, labels, zq, 1.0f / B, NULL, &lq, cq, dq, &e), 0);
         CHECK(lp == lq && isfinite(lp) && lp > 0);
         for (int b = 0; b < B; b++) CHECK(cp[b] == cq[b]);
         CHECK_NEAR(lp, (cp[0] + cp[1] + cp[2]) / 3.0, 1e-6);
@@ -211,7 +215,8 @@ TK_TEST(rnnt_packed_and_padded_agree) {
         CHECK_EQ_INT(diff, 0);
         CHECK_EQ_INT(pad_nonzero, 0);
         float li;
-        CHECK_EQ_INT(tk_rnnt_loss_ref(dt, &q.L, V, blank, labels, zq, 1.0f / B, &li, NULL, zq, &e), 0); // in place
+        // in place
+        CHECK_EQ_INT(tk_rnnt_loss_ref(dt, &q.L, V, blank, labels, zq, 1.0f / B, NULL, &li, NULL, zq, &e), 0);
         CHECK(li == lq);
         CHECK(memcmp(zq, dq, nq * es) == 0);
         free(zp), free(zq), free(dp), free(dq);
@@ -226,8 +231,8 @@ TK_TEST(rnnt_value_only_and_dispatch) {
     float z[9 * 4], dz[9 * 4], l1, l2;
     tk_test_fill(z, 36, 0x7219, 0, -2, 2);
     tk_err e = {0};
-    CHECK_EQ_INT(tk_rnnt_loss_ref(TK_F32, &s.L, V, 0, y, z, 1.0f, &l1, NULL, NULL, &e), 0);
-    CHECK_EQ_INT(tk_rnnt_loss(tk_test_cpu(), TK_F32, &s.L, V, 0, y, z, 1.0f, &l2, NULL, dz, NULL, &e), 0);
+    CHECK_EQ_INT(tk_rnnt_loss_ref(TK_F32, &s.L, V, 0, y, z, 1.0f, NULL, &l1, NULL, NULL, &e), 0);
+    CHECK_EQ_INT(tk_rnnt_loss(tk_test_cpu(), TK_F32, &s.L, V, 0, y, z, 1.0f, NULL, &l2, NULL, dz, NULL, &e), 0);
     CHECK(l1 == l2 && l1 > 0);
     CHECK_EQ_INT(tk_rnnt_loss_ws_bytes(TK_BACKEND_CPU, 1, 9), 0);
 }
@@ -241,12 +246,12 @@ TK_TEST(rnnt_bad_input_refused) {
     batch_init(&s, 2, T, U, 1);
     float z[7 * 4] = {0}, loss;
     int y[4] = {0, 0, 1, 2};
-    CHECK_EQ_INT(tk_rnnt_loss_ref(TK_F32, &s.L, 3, 2, y, z, 1.0f, &loss, NULL, NULL, &e), TK_EINTERNAL);
+    CHECK_EQ_INT(tk_rnnt_loss_ref(TK_F32, &s.L, 3, 2, y, z, 1.0f, NULL, &loss, NULL, NULL, &e), TK_EINTERNAL);
     CHECK(strstr(e.what, "utterance 1: label 2 at 1") != NULL);
     y[3] = 3, e = (tk_err){0};
-    CHECK_EQ_INT(tk_rnnt_loss_ref(TK_F32, &s.L, 4, 2, y, z, 1.0f, &loss, NULL, NULL, &e), 0);
-    CHECK_EQ_INT(tk_rnnt_loss_ref(TK_F32, &s.L, 3, 1, y, z, 1.0f, &loss, NULL, NULL, &e), TK_EINTERNAL);
-    CHECK_EQ_INT(tk_rnnt_loss_ref(TK_F32, &s.L, 3, 3, y, z, 1.0f, &loss, NULL, NULL, &e), TK_EINTERNAL);
+    CHECK_EQ_INT(tk_rnnt_loss_ref(TK_F32, &s.L, 4, 2, y, z, 1.0f, NULL, &loss, NULL, NULL, &e), 0);
+    CHECK_EQ_INT(tk_rnnt_loss_ref(TK_F32, &s.L, 3, 1, y, z, 1.0f, NULL, &loss, NULL, NULL, &e), TK_EINTERNAL);
+    CHECK_EQ_INT(tk_rnnt_loss_ref(TK_F32, &s.L, 3, 3, y, z, 1.0f, NULL, &loss, NULL, NULL, &e), TK_EINTERNAL);
     int64_t row0[3];
     e = (tk_err){0};
     CHECK_EQ_INT(tk_rnnt_layout(2, 2, 2, (int[]){2, 3}, U, 1, row0, &e), -1);
@@ -256,12 +261,12 @@ TK_TEST(rnnt_bad_input_refused) {
     q.L.T = q.T, q.L.U = q.U, q.L.row0 = q.row0;
     q.row0[1] = 5, e = (tk_err){0};
     y[3] = 0;
-    CHECK_EQ_INT(tk_rnnt_loss_ref(TK_F32, &q.L, 3, 2, y, z, 1.0f, &loss, NULL, NULL, &e), TK_EINTERNAL);
+    CHECK_EQ_INT(tk_rnnt_loss_ref(TK_F32, &q.L, 3, 2, y, z, 1.0f, NULL, &loss, NULL, NULL, &e), TK_EINTERNAL);
     CHECK(strstr(e.what, "utterance 0: row0") != NULL);
     q = s, q.L.T = q.T, q.L.U = q.U, q.L.row0 = q.row0;
     q.L.packed = 0;
-    CHECK_EQ_INT(tk_rnnt_loss_ref(TK_F32, &q.L, 3, 2, y, z, 1.0f, &loss, NULL, NULL, &e), TK_EINTERNAL);
-    CHECK_EQ_INT(tk_rnnt_loss_ref(TK_F16, &s.L, 3, 2, y, z, 1.0f, &loss, NULL, NULL, &e), TK_EINTERNAL);
+    CHECK_EQ_INT(tk_rnnt_loss_ref(TK_F32, &q.L, 3, 2, y, z, 1.0f, NULL, &loss, NULL, NULL, &e), TK_EINTERNAL);
+    CHECK_EQ_INT(tk_rnnt_loss_ref(TK_F16, &s.L, 3, 2, y, z, 1.0f, NULL, &loss, NULL, NULL, &e), TK_EINTERNAL);
 }
 
 // ---- joint ----
@@ -323,7 +328,7 @@ static void joint_case(int packed, float p, int *tk_failed_) {
     if (lhs != rhs) printf("# packed %d p %g: %.17g vs %.17g\n", packed, p, lhs, rhs);
     CHECK(lhs == rhs && mass > 0);
     // outside the lattice the gradients are 0: frame 2 of utterance 1, label position 2 of utterance 0
-    for (int j = 0; j < H; j++) CHECK(df[((size_t)1 * Tm + 2) * H + j] == 0 && dg[((size_t)0 * (Um + 1) + 2) * H + j] == 0);
+    for (int j = 0; j < H; j++) CHECK(df[((size_t)1 * Tm + 2) * H + j] == 0 && dg[(size_t)2 * H + j] == 0);
     free(f), free(g), free(f2), free(g2), free(h), free(h2), free(dh), free(df), free(dg);
 }
 TK_TEST(rnnt_joint_exact_and_adjoint) {
@@ -371,7 +376,7 @@ static int drive(const char *type, tk_err *e) {
     if (!rc) {
         tk_rnnt_lay L = {B, Tmax, Umax, packed, rows, T, U, row0};
         for (size_t i = 0; i < n; i++) zb[i] = tk_f32_to_bf16(z[i]);
-        rc = tk_rnnt_loss_ref(t, &L, V, blank, labels, t == TK_BF16 ? (void *)zb : z, scale, &loss, costs,
+        rc = tk_rnnt_loss_ref(t, &L, V, blank, labels, t == TK_BF16 ? (void *)zb : z, scale, NULL, &loss, costs,
                               t == TK_BF16 ? (void *)zb : dz, e);
     }
     if (!rc) {
