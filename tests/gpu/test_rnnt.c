@@ -207,9 +207,23 @@ static void bench_loss(void *p) {
         gt_die_("tk_rnnt_loss", &e);
 }
 
+typedef struct {
+    batch *s;
+    int H;
+    void *f, *g, *h, *df, *dg;
+    tk_dropout *d;
+} joint_arg;
+static void bench_joint(void *p) {
+    joint_arg *a = p;
+    tk_err e = {0};
+    if (tk_rnnt_joint_fwd(gt_ctx_, TK_BF16, &a->s->dev, a->H, a->f, a->g, a->d, a->h, &e) ||
+        tk_rnnt_joint_bwd(gt_ctx_, TK_BF16, &a->s->dev, a->H, a->f, a->g, a->d, a->h, a->df, a->dg, &e))
+        gt_die_("tk_rnnt_joint", &e);
+}
+
 // The loss and its in-place gradient at an MLPerf-like size (8 utterances of up to 200 frames
 // after the encoder's time stacking and 60 subword labels, V = 1024, bf16 logits): the logits are
-// read twice and written once, so the bytes moved are about 3 rows V 2.
+// read twice and written once, so the bytes moved are about 3 rows V 2. Then the joint at H 512.
 TK_TEST(rnnt_loss_bench) {
     (void)tk_failed_; // (timing only: the gradient overwrites z, later runs time it on gradients)
     batch s = batch_new(8, 200, 60, 1);
@@ -227,6 +241,23 @@ TK_TEST(rnnt_loss_bench) {
            3.0 * n * 2 / ms / 1e6);
     void *dev[] = {a.z, a.lab, a.ws, a.loss};
     for (size_t i = 0; i < 4; i++) tk_free(gt_ctx_, dev[i]);
+    // the joint (H 512, dropout 0.3) forward then backward: h written once and read once (as dh),
+    // f and g read (U + 1 and T times, mostly from cache), df and dg written
+    const int H = 512;
+    const size_t nh = (size_t)s.host.rows * H, nf = (size_t)8 * 200 * H, ng = (size_t)8 * 61 * H;
+    float *x = gt_host(nf * 4);
+    gt_fill(x, nf, -1, 1, 0);
+    int64_t *step = gt_dev(8), zero = 0;
+    gt_up(step, &zero, 8);
+    tk_dropout d = {0.3f, 1, 0, step, 0};
+    joint_arg j = {&s, H, gt_dev_from(x, nf, TK_BF16), gt_dev_from(x, ng, TK_BF16), gt_dev(nh * 2), gt_dev(nf * 2),
+                   gt_dev(ng * 2), &d};
+    const double jms = gt_time_ms(bench_joint, &j, 9);
+    printf("# table rnnt bench joint fwd+bwd bf16 rows %lld H %d p 0.3: %.3f ms, %.0f GB/s\n", (long long)s.host.rows,
+           H, jms, 2.0 * nh * 2 / jms / 1e6);
+    void *jdev[] = {j.f, j.g, j.h, j.df, j.dg, step};
+    for (size_t i = 0; i < 6; i++) tk_free(gt_ctx_, jdev[i]);
+    free(x);
     batch_free(&s);
     free(z), free(labels);
 }
