@@ -3,7 +3,8 @@
 // vocabulary (V = 1024, blank 1023) and odd ones. Tolerances (norm-wise relative): fp32 <= 1e-5,
 // bf16 <= 1e-2 (loss, per-utterance costs, dz; the joint's backward). Exact: the joint's forward
 // (the same fp32 sum and one rounding, the same Philox mask) always; its backward on small
-// integers (sums of integers); uniform logits give the loss the path count says.
+// integers (sums of integers); uniform logits give the loss the path count says; a second run of
+// the loss gives the same bits (no atomics).
 #include "gpu_test.h"
 #include "rnnt.h"
 
@@ -99,6 +100,15 @@ static void loss_case(int B, int Tmax, int Umax, int V, int packed, tk_dtype t, 
     CHECK(gacc[1] == 5 && acc[1] == 5);
     float *g = gt_host_from(out, n, t), *r = f32_of(dzh, n, t);
     CHECK(within("  dz", g, r, n, tol));
+    if (!in_place) { // deterministic: a second run gives the same bits
+        float again[17];
+        CHECK_EQ_INT(tk_rnnt_loss(gt_ctx_, t, &s.dev, V, blank, dlab, dz_dev, scale, NULL, dloss, dcosts, out, ws, &e),
+                     0);
+        gt_down(again, dloss, 4 * (size_t)(B + 1));
+        float *g2 = gt_host_from(out, n, t);
+        CHECK_EQ_INT(gt_ndiff(again, got, (size_t)B + 1) + gt_ndiff(g2, g, n), 0);
+        free(g2);
+    }
     if (uniform) {
         for (int b = 0; b < B; b++) {
             double paths = 1; // C(T + U - 1, U)
