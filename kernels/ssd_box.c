@@ -28,3 +28,14 @@ int tk_ssd_loss(tk_ctx *c, tk_dtype t, const void *ploc, const void *pconf, cons
         c, tk_ssd_loss_ref(t, ploc, pconf, gbox, label, dbox, N, D, C, loss, dploc, dpconf, sel, e),
         tk_ssd_loss_cuda(c, t, ploc, pconf, gbox, label, dbox, N, D, C, loss, dploc, dpconf, sel, ws, e));
 }
+
+int tk_ssd_loss_acc(tk_ctx *c, tk_dtype t, const void *ploc, const void *pconf, const float *gbox,
+                    const int32_t *label, const float *dbox, int N, int D, int C, float scale, double *acc,
+                    float *loss, void *dploc, void *dpconf, uint8_t *sel, void *ws, tk_err *e) {
+    (void)ws;
+    return TK_DISPATCH(c,
+                       tk_ssd_loss_acc_ref(t, ploc, pconf, gbox, label, dbox, N, D, C, scale, acc, loss, dploc, dpconf,
+                                           sel, e),
+                       tk_ssd_loss_acc_cuda(c, t, ploc, pconf, gbox, label, dbox, N, D, C, scale, acc, loss, dploc,
+                                            dpconf, sel, ws, e));
+}

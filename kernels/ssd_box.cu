@@ -198,23 +198,25 @@ __global__ void __launch_bounds__(kSelT) mine(const int32_t *label, int D, int C
     if (threadIdx.x == 0) l.tot[n] = s, l.pos[n] = P;
 }
 
-__global__ void finish(LossWs l, int N, float *loss) {
+__global__ void finish(LossWs l, int N, float scale, double *acc, float *loss) {
     if (threadIdx.x != 0) return;
     double t = 0;
     for (int n = 0; n < N; n++)
         if (l.pos[n] > 0) t += l.tot[n] / l.pos[n];
     *loss = (float)(t / N);
+    if (acc) acc[0] += (double)scale * (t / N), acc[1] += 1;
 }
 
 // One warp per box: dpconf = q w (softmax - onehot), dploc = q pos clamp(resid, -1, 1).
 template <typename T>
 __global__ void __launch_bounds__(kT) grad(const T *ploc, const T *pconf, const float *gbox, const int32_t *label,
-                                           const float *dbox, int N, int D, int C, LossWs l, T *dploc, T *dpconf) {
+                                           const float *dbox, int N, int D, int C, float scale, LossWs l, T *dploc,
+                                           T *dpconf) {
     const int lane = threadIdx.x & 31;
     for (size_t i = ((size_t)blockIdx.x * kT + threadIdx.x) >> 5; i < (size_t)N * D; i += ((size_t)gridDim.x * kT) >> 5) {
         const size_t n = i / (size_t)D, d = i % (size_t)D;
         const int P = l.pos[n], w = l.w[i], y = label_of(label, i, C);
-        const float q = P > 0 ? (float)(1.0 / ((double)N * P)) : 0.0f, qw = q * (float)w, lse = l.lse[i];
+        const float q = P > 0 ? (float)(scale / ((double)N * P)) : 0.0f, qw = q * (float)w, lse = l.lse[i];
         if (dpconf)
             for (int c = lane; c < C; c += 32)
                 dpconf[i * C + c] = tk_to<T>(w ? qw * (expf(tk_f(pconf[i * C + c]) - lse) - (c == y ? 1.0f : 0.0f)) : 0.0f);
@@ -250,6 +252,13 @@ size_t tk_ssd_loss_ws_bytes_cuda(int N, int D) {
 int tk_ssd_loss_cuda(tk_ctx *c, tk_dtype t, const void *ploc, const void *pconf, const float *gbox,
                      const int32_t *label, const float *dbox, int N, int D, int C, float *loss, void *dploc,
                      void *dpconf, uint8_t *sel, void *ws, tk_err *e) {
+    return tk_ssd_loss_acc_cuda(c, t, ploc, pconf, gbox, label, dbox, N, D, C, 1.0f, NULL, loss, dploc, dpconf, sel,
+                                ws, e);
+}
+
+int tk_ssd_loss_acc_cuda(tk_ctx *c, tk_dtype t, const void *ploc, const void *pconf, const float *gbox,
+                         const int32_t *label, const float *dbox, int N, int D, int C, float scale, double *acc,
+                         float *loss, void *dploc, void *dpconf, uint8_t *sel, void *ws, tk_err *e) {
     TRY(tk_ssd_loss_check(t, N, D, C, e));
     cudaStream_t st = tk_cu_stream(c);
     const LossWs l = loss_ws(ws, N, D);
@@ -257,10 +266,10 @@ int tk_ssd_loss_cuda(tk_ctx *c, tk_dtype t, const void *ploc, const void *pconf,
     TK_ACT_DISPATCH(t, "ssd_loss", e, {
         terms<T><<<nb, kT, 0, st>>>((const T *)ploc, (const T *)pconf, gbox, label, dbox, N, D, C, l);
         mine<<<N, kSelT, 0, st>>>(label, D, C, l, sel);
-        finish<<<1, 32, 0, st>>>(l, N, loss);
+        finish<<<1, 32, 0, st>>>(l, N, scale, acc, loss);
         if (dploc || dpconf)
-            grad<T><<<nb, kT, 0, st>>>((const T *)ploc, (const T *)pconf, gbox, label, dbox, N, D, C, l, (T *)dploc,
-                                       (T *)dpconf);
+            grad<T><<<nb, kT, 0, st>>>((const T *)ploc, (const T *)pconf, gbox, label, dbox, N, D, C, scale, l,
+                                       (T *)dploc, (T *)dpconf);
     });
     return tk_cu_check(e, "ssd_loss");
 }

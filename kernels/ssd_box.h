@@ -29,7 +29,8 @@
 //   g = (10 (gx - ax) / aw, 10 (gy - ay) / ah, 5 log(gw / aw), 5 log(gh / ah))   (_loc_vec; a the default box xywh)
 //   sl1_n = sum over positives d and k < 4 of SmoothL1(ploc[n,d,k] - g[k]) (beta 1)
 //   con[n,d] = logsumexp(pconf[n,d,:]) - pconf[n,d,label]              (CrossEntropyLoss, per box)
-//   hard negatives: key[n,d] = 0 for a positive (and for a NaN con, as NVIDIA's v1.1 masked_fill),
+//   hard negatives: key[n,d] = 0 for a positive (and for a NaN con, as NVIDIA's PyTorch OptLoss does
+//   with masked_fill; the reference's sort would rank a NaN first),
 //   else con; the boxes ranked by key descending, ties by index ascending (a stable sort; the
 //   reference's unstable sort leaves ties unspecified); neg[n,d] = rank < min(3 P_n, D). A
 //   positive can be ranked in too (when 3 P_n exceeds the boxes with key > 0): its weight is then 2.
@@ -97,6 +98,16 @@ int tk_ssd_loss(tk_ctx *c, tk_dtype t, const void *ploc, const void *pconf, cons
 int tk_ssd_loss_ref(tk_dtype t, const void *ploc, const void *pconf, const float *gbox, const int32_t *label,
                     const float *dbox, int N, int D, int C, float *loss, void *dploc, void *dpconf, uint8_t *sel,
                     tk_err *e);
+// The training step's form (as kernels/dice_ce.h's): the gradients times scale (the rank's share of
+// the global batch) and the loss added to the engine's accumulator (lib/engine/workload.h
+// loss_acc; device memory on cuda): acc[0] += scale loss (fp64, before the rounding to loss),
+// acc[1] += 1. scale 1, acc NULL is tk_ssd_loss.
+int tk_ssd_loss_acc(tk_ctx *c, tk_dtype t, const void *ploc, const void *pconf, const float *gbox,
+                    const int32_t *label, const float *dbox, int N, int D, int C, float scale, double *acc,
+                    float *loss, void *dploc, void *dpconf, uint8_t *sel, void *ws, tk_err *e);
+int tk_ssd_loss_acc_ref(tk_dtype t, const void *ploc, const void *pconf, const float *gbox, const int32_t *label,
+                        const float *dbox, int N, int D, int C, float scale, double *acc, float *loss, void *dploc,
+                        void *dpconf, uint8_t *sel, tk_err *e);
 
 #ifdef TK_HAVE_CUDA
 size_t tk_ssd_match_ws_bytes_cuda(int64_t ngt);
@@ -106,6 +117,9 @@ size_t tk_ssd_loss_ws_bytes_cuda(int N, int D);
 int tk_ssd_loss_cuda(tk_ctx *c, tk_dtype t, const void *ploc, const void *pconf, const float *gbox,
                      const int32_t *label, const float *dbox, int N, int D, int C, float *loss, void *dploc,
                      void *dpconf, uint8_t *sel, void *ws, tk_err *e);
+int tk_ssd_loss_acc_cuda(tk_ctx *c, tk_dtype t, const void *ploc, const void *pconf, const float *gbox,
+                         const int32_t *label, const float *dbox, int N, int D, int C, float scale, double *acc,
+                         float *loss, void *dploc, void *dpconf, uint8_t *sel, void *ws, tk_err *e);
 #endif
 
 static inline int tk_ssd_match_check(int N, int64_t ngt, int D, tk_err *e) {

@@ -136,6 +136,12 @@ static int by_key_desc(const void *pa, const void *pb) {
 int tk_ssd_loss_ref(tk_dtype t, const void *ploc, const void *pconf, const float *gbox, const int32_t *label,
                     const float *dbox, int N, int D, int C, float *loss, void *dploc, void *dpconf, uint8_t *sel,
                     tk_err *e) {
+    return tk_ssd_loss_acc_ref(t, ploc, pconf, gbox, label, dbox, N, D, C, 1.0f, NULL, loss, dploc, dpconf, sel, e);
+}
+
+int tk_ssd_loss_acc_ref(tk_dtype t, const void *ploc, const void *pconf, const float *gbox, const int32_t *label,
+                        const float *dbox, int N, int D, int C, float scale, double *acc, float *loss, void *dploc,
+                        void *dpconf, uint8_t *sel, tk_err *e) {
     TRY(tk_ssd_loss_check(t, N, D, C, e));
     for (size_t i = 0; i < (size_t)N * D; i++)
         if (label[i] < 0 || label[i] >= C)
@@ -179,7 +185,7 @@ int tk_ssd_loss_ref(tk_dtype t, const void *ploc, const void *pconf, const float
         if (P > 0) total += (sl1 + closs) / P;
         if (sel)
             for (int d = 0; d < D; d++) sel[(size_t)n * D + d] = w[d];
-        const double q = P > 0 ? 1.0 / ((double)N * P) : 0;
+        const double q = P > 0 ? scale / ((double)N * P) : 0;
         for (int d = 0; dpconf && d < D; d++) {
             const size_t i = (size_t)n * D + d;
             for (int c = 0; c < C; c++)
@@ -199,6 +205,7 @@ int tk_ssd_loss_ref(tk_dtype t, const void *ploc, const void *pconf, const float
         }
     }
     *loss = (float)(total / N);
+    if (acc) acc[0] += (double)scale * (total / N), acc[1] += 1;
     free(con), free(lse), free(ord), free(w);
     return 0;
 }

@@ -202,6 +202,21 @@ static void loss_case(const char *name, tk_dtype t, const void *ploc, const void
     snprintf(what, sizeof what, "dpconf %s %s", name, tk_dtype_name(t));
     CHECK(close_enough(what, a, b, nd * C, tol));
     free(a), free(b);
+    // the training step's form: acc += (scale loss, 1) on the device, gradients times scale
+    double acc[2] = {1, 2}, racc[2] = {1, 2}, *dacc = gt_dev(16);
+    gt_up(dacc, acc, 16);
+    CHECK_EQ_INT(tk_ssd_loss_acc(gt_ctx_, t, dpl, dpc, dgb, dlab, ddb, N, D, C, 0.25f, dacc, dloss, dgl, dgc, NULL, ws,
+                                 &e),
+                 0);
+    CHECK_EQ_INT(tk_ssd_loss_acc_ref(t, ploc, pconf, gbox, label, dbox, N, D, C, 0.25f, racc, &rl, rgl, rgc, NULL, &e),
+                 0);
+    gt_down(acc, dacc, 16);
+    CHECK(acc[1] == 3 && fabs(acc[0] - racc[0]) <= 1e-5 * fabs(racc[0]));
+    a = gt_host_from(dgc, nd * C, t), b = host_f32(rgc, nd * C, t);
+    snprintf(what, sizeof what, "dpconf scale 0.25 %s %s", name, tk_dtype_name(t));
+    CHECK(close_enough(what, a, b, nd * C, tol));
+    free(a), free(b);
+    tk_free(gt_ctx_, dacc);
     // the value alone (no gradients, no weights) is the same number
     CHECK_EQ_INT(tk_ssd_loss(gt_ctx_, t, dpl, dpc, dgb, dlab, ddb, N, D, C, dloss, NULL, NULL, NULL, ws, &e), 0);
     gt_down(&gl2, dloss, 4);

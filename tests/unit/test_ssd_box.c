@@ -290,6 +290,29 @@ TK_TEST(loss_image_without_positives_counts_zero_in_the_mean) {
     lcase_free(&k);
 }
 
+TK_TEST(loss_acc_scales_the_gradients_and_adds_the_loss) {
+    // the training step's form: gradients times scale (0.5: exactly half), acc += (scale loss, 1)
+    lcase k = lcase_new(2, 4, 3);
+    k.label[0] = 2, k.label[6] = 1, k.gbox[0] = 0.5625f;
+    tk_test_fill(k.pconf, 24, 0x55d, 4, -3, 3);
+    tk_test_fill(k.ploc, 32, 0x55d, 5, -3, 3);
+    float loss, half;
+    CHECK_EQ_INT(lcase_run(&k, &loss), 0);
+    float dl[32], dc[24];
+    memcpy(dl, k.dloc, sizeof dl), memcpy(dc, k.dconf, sizeof dc);
+    double acc[2] = {1, 2};
+    tk_err e = {0};
+    CHECK_EQ_INT(tk_ssd_loss_acc(tk_test_cpu(), TK_F32, k.ploc, k.pconf, k.gbox, k.label, k.dbox, 2, 4, 3, 0.5f, acc,
+                                 &half, k.dloc, k.dconf, k.sel, NULL, &e),
+                 0);
+    CHECK(half == loss);
+    CHECK_NEAR(acc[0], 1 + 0.5 * loss, 1e-7);
+    CHECK(acc[1] == 3);
+    for (int q = 0; q < 32; q++) CHECK(k.dloc[q] == 0.5f * dl[q]);
+    for (int q = 0; q < 24; q++) CHECK(k.dconf[q] == 0.5f * dc[q]);
+    lcase_free(&k);
+}
+
 // Central differences (step h, in fp64 from the fp32 loss) against the analytic gradient, on inputs
 // where the mining's selection and each residual's Smooth L1 branch do not change within h.
 TK_TEST(loss_gradients_match_finite_differences) {
