@@ -21,7 +21,7 @@
 
 namespace {
 
-constexpr int kT = 256, kSelT = 512, kWarps = kT / 32;
+constexpr int kT = 256, kSelT = 512, kWarps = kT / 32, kGtBlocks = 8;
 
 __device__ __forceinline__ float iou_rn(const float *a, const float *b) {
     float dx = __fsub_rn(fminf(a[2], b[2]), fmaxf(a[0], b[0])), dy = __fsub_rn(fminf(a[3], b[3]), fmaxf(a[1], b[1]));
@@ -32,12 +32,13 @@ __device__ __forceinline__ float iou_rn(const float *a, const float *b) {
     return __fdiv_rn(inter, __fsub_rn(__fadd_rn(a1, a2), inter));
 }
 
-// Grid (N), kT threads: bestd[j] = the first default box of maximal IoU with ground truth j.
+// Grid (N, kGtBlocks), kT threads: bestd[j] = the first default box of maximal IoU with ground
+// truth j, one warp per ground truth (several blocks an image, so that a small batch fills the GPU).
 __global__ void __launch_bounds__(kT)
     best_gt(const float *gt, const int32_t *off, const float *db, int D, int32_t *bestd) {
     const int n = blockIdx.x, lane = threadIdx.x & 31;
     const int32_t g0 = off[n], g1 = off[n + 1];
-    for (int32_t j = g0 + (int)(threadIdx.x >> 5); j < g1; j += kWarps) {
+    for (int32_t j = g0 + (int)(blockIdx.y * kWarps + (threadIdx.x >> 5)); j < g1; j += kWarps * gridDim.y) {
         float bv = -INFINITY;
         int bi = D;
         for (int d = lane; d < D; d += 32) {
@@ -239,7 +240,7 @@ int tk_ssd_match_cuda(tk_ctx *c, const float *gt, const int32_t *gt_label, const
     if (N > 65535) return tk_err_set(e, TK_EINTERNAL, "ssd_match: %d images (at most 65535 a call on cuda)", N);
     cudaStream_t st = tk_cu_stream(c);
     int32_t *bestd = (int32_t *)ws;
-    best_gt<<<N, kT, 0, st>>>(gt, gt_off, dbox_ltrb, D, bestd);
+    best_gt<<<dim3(N, kGtBlocks), kT, 0, st>>>(gt, gt_off, dbox_ltrb, D, bestd);
     assign<<<dim3((D + kT - 1) / kT, N), kT, 0, st>>>(gt, gt_label, gt_off, dbox_ltrb, D, thresh, bestd, box, label);
     return tk_cu_check(e, "ssd_match");
 }
