@@ -21,7 +21,8 @@ __global__ void __launch_bounds__(kT) decode(const T *loc, const T *conf, const 
     for (int64_t i = blockIdx.x * (int64_t)kT + threadIdx.x; i < total; i += (int64_t)gridDim.x * kT) {
         const int n = (int)(i / A), a = (int)(i % A);
         const float l[4] = {tk_f(loc[i * 4]), tk_f(loc[i * 4 + 1]), tk_f(loc[i * 4 + 2]), tk_f(loc[i * 4 + 3])};
-        const float d[4] = {dbox[(size_t)a * 4], dbox[(size_t)a * 4 + 1], dbox[(size_t)a * 4 + 2], dbox[(size_t)a * 4 + 3]};
+        const float *da = dbox + (size_t)a * 4;
+        const float d[4] = {da[0], da[1], da[2], da[3]};
         float b[4];
         tk_ssd_decode(l, d, b);
         for (int k = 0; k < 4; k++) box[i * 4 + k] = b[k];
@@ -154,8 +155,9 @@ __global__ void __launch_bounds__(kT) classes(const float *prob, const float *bo
     if (lane == 0) nkept[(size_t)n * C + k] = nk;
 }
 
-__global__ void __launch_bounds__(kT) merge(const float *box, const uint64_t *kept, const int *nkept, int A, int C, int K,
-                                            int O, float *obox, float *oscore, int32_t *olabel, int32_t *ocount) {
+__global__ void __launch_bounds__(kT) merge(const float *box, const uint64_t *kept, const int *nkept, int A, int C,
+                                            int K, int O, float *obox, float *oscore, int32_t *olabel,
+                                            int32_t *ocount) {
     __shared__ uint64_t sk[TK_SSD_NMS_MAX_OUT];
     __shared__ int off[TK_SSD_NMS_MAX_C + 1];
     __shared__ int cnt;

@@ -33,13 +33,16 @@
 // stable sort), and the last p->max_out (200) are the output, in that ascending order: the
 // reference's `scores_out.sort(dim=0)` + `max_ids[-max_output:]`, best detection last.
 // Outputs: box (N, max_out, 4) ltrb, score (N, max_out), label (N, max_out) the class index
-// 1 .. C-1 (the caller maps it to a COCO category id: the reference's inv_map), count (N). Slots
-// count .. max_out-1 are zero. One difference from the reference: an image without any
-// candidate has count 0, where the reference's torch.cat of nothing raises and coco_eval then
-// drops the whole batch's detections ("No object detected in batch").
+// 1 .. C-1 (the caller maps it to a COCO category id, the reference's inv_map: label k is the
+// k-th smallest category id of the annotation file, as lib/cocodata's records number them),
+// count (N). Slots count .. max_out-1 are zero. One difference from the reference: an image
+// without any candidate has count 0, where the reference's torch.cat of nothing raises and
+// coco_eval then drops the whole batch's detections ("No object detected in batch").
 // To COCO results (train.py coco_eval; np.array of the rows makes them float64): x = l W,
 // y = t H, width = (r - l) W, height = (b - t) H with r - l and b - t in fp32, then times the
-// image width W / height H in fp64 (tk_ssd_nms_coco_box); score in fp64.
+// image width W / height H in fp64 (tk_ssd_nms_coco_box); score in fp64. The reference hands
+// these rows to pycocotools as a float64 array (loadRes(np.array(rows))), no JSON: in process,
+// coco_dt_from_arrays (lib/coco/coco.h) takes the same doubles.
 // Device memory on cuda (ws: tk_ssd_nms_ws_bytes; the cpu needs none). CUDA: one thread per
 // anchor decodes and softmaxes, one block per (image, class) selects and sorts its candidates and
 // suppresses with a bitmask in shared memory, one block per image merges. Deterministic.

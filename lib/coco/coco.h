@@ -83,8 +83,10 @@ int coco_dt_parse(const coco_gt *gt, char *buf, size_t len, const char *name, in
 // loadRes, box branch: area = w h, iscrowd 0; the order decides between equal scores): so the
 // metrics equal coco-eval's on that file bit for bit, when the file's numbers read back as these
 // doubles (written with %.17g, or Python's repr as json.dump does; a float32 printed with %.9g
-// is a different double). The checks and flags are coco_dt_parse's; non-finite values (which
-// JSON cannot hold) are refused too. Errors are TK_EDATA naming "name[i]".
+// is a different double). MLPerf's SSD reference evaluates this way too: loadRes(np.array(rows))
+// of float64 rows [image, x, y, w, h, score, category]. The checks and flags are
+// coco_dt_parse's; non-finite values (which JSON cannot hold) are refused too. Errors are
+// TK_EDATA naming "name[i]".
 int coco_dt_from_arrays(const coco_gt *gt, size_t n, const int64_t *img_id, const int64_t *cat_id, const double *bbox,
                         const double *score, int flags, const char *name, coco_dt **out, tk_err *e);
 void coco_dt_free(coco_dt *dt);

@@ -35,7 +35,8 @@ static int run_case(const char *name, nms_case *k) {
     gt_up(dd, k->dbox, (size_t)k->A * 16);
     float *db = gt_dev(O * 16), *ds = gt_dev(O * 4);
     int32_t *dla = gt_dev(O * 4), *dcn = gt_dev((size_t)k->N * 4);
-    gt_poison(db, O * 16, 0xff), gt_poison(ds, O * 4, 0xff), gt_poison(dla, O * 4, 0xff), gt_poison(dcn, k->N * 4, 0xff);
+    gt_poison(db, O * 16, 0xff), gt_poison(ds, O * 4, 0xff), gt_poison(dla, O * 4, 0xff);
+    gt_poison(dcn, (size_t)k->N * 4, 0xff);
     void *ws = gt_dev(tk_ssd_nms_ws_bytes(TK_BACKEND_CUDA, k->N, k->A, k->C, &k->p) + 16);
     tk_err e = {0};
     int rc = tk_ssd_nms(gt_ctx_, k->t, dl, dc, dd, k->N, k->A, k->C, &k->p, db, ds, dla, dcn, ws, &e);
@@ -53,8 +54,8 @@ static int run_case(const char *name, nms_case *k) {
     for (int n = 0; n < k->N; n++) bad += g.count[n] != r.count[n], dets += (size_t)r.count[n];
     bad += (size_t)memcmp(g.label, r.label, O * 4) != 0;
     const size_t db_ = gt_ndiff(g.box, r.box, O * 4), ds_ = gt_ndiff(g.score, r.score, O);
-    printf("# table ssd_nms %-34s %6zu detections, %zu boxes / %zu scores differ, rel err %.1e%s\n", name, dets, db_ / 4,
-           ds_, gt_relerr(g.box, r.box, O * 4), bad || db_ || ds_ ? "  <-- FAIL" : "");
+    printf("# table ssd_nms %-34s %6zu detections, %zu boxes / %zu scores differ, rel err %.1e%s\n", name, dets,
+           db_ / 4, ds_, gt_relerr(g.box, r.box, O * 4), bad || db_ || ds_ ? "  <-- FAIL" : "");
     tk_free(gt_ctx_, dl), tk_free(gt_ctx_, dc), tk_free(gt_ctx_, dd), tk_free(gt_ctx_, db), tk_free(gt_ctx_, ds);
     tk_free(gt_ctx_, dla), tk_free(gt_ctx_, dcn), tk_free(gt_ctx_, ws);
     free(hl), free(hc), out_free(g), out_free(r);
@@ -138,7 +139,9 @@ TK_TEST(ssd300_batch_time) {
     nms_case k;
     ssd300_case(&k, 32, TK_BF16);
     const size_t O = (size_t)k.N * k.p.max_out;
-    bench_arg b = {&k, gt_dev_from(k.loc, (size_t)k.N * k.A * 4, k.t), gt_dev_from(k.conf, (size_t)k.N * k.A * k.C, k.t),
+    bench_arg b = {&k,
+                   gt_dev_from(k.loc, (size_t)k.N * k.A * 4, k.t),
+                   gt_dev_from(k.conf, (size_t)k.N * k.A * k.C, k.t),
                    gt_dev((size_t)k.A * 16), gt_dev(O * 16), gt_dev(O * 4), gt_dev(O * 4), gt_dev((size_t)k.N * 4),
                    gt_dev(tk_ssd_nms_ws_bytes(TK_BACKEND_CUDA, k.N, k.A, k.C, &k.p))};
     gt_up(b.dd, k.dbox, (size_t)k.A * 16);

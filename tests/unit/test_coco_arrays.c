@@ -274,7 +274,8 @@ TK_TEST(ssd_detections_from_arrays_equal_their_json) {
             for (int q = 0; q < 8; q++) u[q] = tk_philox_uniform(3, 0, r + q);
             if (j == 0) {
                 const double *b = g.bbox + 4 * a;
-                ltrb[0] = (float)(b[0] / W[i]) + 0.05f * (u[0] - 0.5f), ltrb[1] = (float)(b[1] / H[i]) + 0.05f * (u[1] - 0.5f);
+                ltrb[0] = (float)(b[0] / W[i]) + 0.05f * (u[0] - 0.5f);
+                ltrb[1] = (float)(b[1] / H[i]) + 0.05f * (u[1] - 0.5f);
                 ltrb[2] = (float)((b[0] + b[2]) / W[i]) + 0.05f * (u[2] - 0.5f);
                 ltrb[3] = (float)((b[1] + b[3]) / H[i]) + 0.05f * (u[3] - 0.5f);
                 if (ltrb[2] < ltrb[0]) ltrb[2] = ltrb[0];
@@ -297,7 +298,9 @@ TK_TEST(ssd_detections_from_arrays_equal_their_json) {
     if (!f) return;
     fprintf(f, "[");
     for (size_t i = 0; i < d.n; i++)
-        fprintf(f, "%s{\"image_id\": %lld, \"category_id\": %lld, \"bbox\": [%.17g, %.17g, %.17g, %.17g], \"score\": %.17g}",
+        fprintf(f,
+                "%s{\"image_id\": %lld, \"category_id\": %lld, \"bbox\": [%.17g, %.17g, %.17g, %.17g],"
+                " \"score\": %.17g}",
                 i ? ",\n" : "", (long long)d.img[i], (long long)d.cat[i], d.bbox[4 * i], d.bbox[4 * i + 1],
                 d.bbox[4 * i + 2], d.bbox[4 * i + 3], d.score[i]);
     fprintf(f, "]\n");

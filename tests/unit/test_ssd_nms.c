@@ -17,7 +17,10 @@
 #include "tk_test.h"
 
 // The output of one image of a small case.
-typedef struct { float box[TK_SSD_NMS_MAX_OUT][4], score[TK_SSD_NMS_MAX_OUT]; int32_t label[TK_SSD_NMS_MAX_OUT], count; } small_out;
+typedef struct {
+    float box[TK_SSD_NMS_MAX_OUT][4], score[TK_SSD_NMS_MAX_OUT];
+    int32_t label[TK_SSD_NMS_MAX_OUT], count;
+} small_out;
 
 // One image: A boxes given ltrb (loc 0: they decode to themselves when the values are dyadic),
 // probabilities prob (A, C) as they are.
