@@ -76,6 +76,19 @@ int coco_dt_load(const coco_gt *gt, const char *path, int flags, int n_threads, 
                  tk_err *e);
 int coco_dt_parse(const coco_gt *gt, char *buf, size_t len, const char *name, int flags,
                   int n_threads, coco_dt **out, tk_err *e);
+// Results given as arrays, for evaluation in process (no JSON written or read): result i is image
+// img_id[i], category cat_id[i], box bbox[4i .. 4i+3] = x, y, width, height, score[i]. The result
+// is the coco_dt that coco_dt_parse makes of the JSON list [{"image_id": .., "category_id": ..,
+// "bbox": [x, y, w, h], "score": ..}, ...] holding the same numbers in the same order (pycocotools'
+// loadRes, box branch: area = w h, iscrowd 0; the order decides between equal scores): so the
+// metrics equal coco-eval's on that file bit for bit, when the file's numbers read back as these
+// doubles (written with %.17g, or Python's repr as json.dump does; a float32 printed with %.9g
+// is a different double). MLPerf's SSD reference evaluates this way too: loadRes(np.array(rows))
+// of float64 rows [image, x, y, w, h, score, category]. The checks and flags are
+// coco_dt_parse's; non-finite values (which JSON cannot hold) are refused too. Errors are
+// TK_EDATA naming "name[i]".
+int coco_dt_from_arrays(const coco_gt *gt, size_t n, const int64_t *img_id, const int64_t *cat_id, const double *bbox,
+                        const double *score, int flags, const char *name, coco_dt **out, tk_err *e);
 void coco_dt_free(coco_dt *dt);
 size_t coco_dt_num(const coco_dt *dt);
 size_t coco_dt_num_dropped(const coco_dt *dt);

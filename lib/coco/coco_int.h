@@ -105,5 +105,9 @@ int coco_seg_to_rle(const coco_store *st, const coco_seg *s, uint32_t h, uint32_
 typedef int (*coco_cmp_fn)(uint32_t a, uint32_t b, const void *ctx);
 void coco_stable_sort(uint32_t *a, uint32_t *tmp, size_t n, coco_cmp_fn cmp, const void *ctx);
 int coco_read_file(const char *path, char **buf, size_t *len, tk_err *e);
+// TK_EDATA when dt has no results and flags do not allow that (allow: what would, for the hint).
+int coco_dt_check_empty(const coco_dt *dt, int flags, const char *allow, tk_err *e);
+// Builds dt's index by image (then category id) once its results are in (load.c).
+int coco_dt_index(coco_dt *dt, tk_err *e);
 
 #endif

@@ -629,6 +629,20 @@ static int dt_finish_one(coco_dt *dt, size_t i, tk_err *e) {
     return 0;
 }
 
+int coco_dt_check_empty(const coco_dt *dt, int flags, const char *allow, tk_err *e) {
+    if (dt->nanns || (flags & COCO_DT_ALLOW_EMPTY)) return 0;
+    tk_err_set(e, TK_EDATA, "the result list is empty%s",
+               dt->dropped ? " after dropping results for unknown images" : "");
+    tk_err_where(e, "%s", dt->name);
+    tk_err_hint(e, "pycocotools fails on this too; %s scores it as no detections", allow);
+    return TK_EDATA;
+}
+
+int coco_dt_index(coco_dt *dt, tk_err *e) {
+    return group_by_image(dt->gt->nimg, dt->nanns, dt->anns, sizeof(*dt->anns), offsetof(coco_dt_ann, img),
+                          offsetof(coco_dt_ann, cat), dt->gt->cat_id, &dt->img_start, &dt->by_img, e);
+}
+
 int coco_dt_parse(const coco_gt *gt, char *buf, size_t len, const char *name, int flags,
                   int n_threads, coco_dt **out, tk_err *e) {
     coco_dt *dt = calloc(1, sizeof *dt);
@@ -646,13 +660,7 @@ int coco_dt_parse(const coco_gt *gt, char *buf, size_t len, const char *name, in
     size_t cap_has = 0;
     int rc = parse_dt_list(&s, dt, flags, &has, &cap_has);
     if (!rc) rc = js_end(&s);
-    if (!rc && dt->nanns == 0 && !(flags & COCO_DT_ALLOW_EMPTY)) {
-        tk_err_set(e, TK_EDATA, "the result list is empty%s",
-                   dt->dropped ? " after dropping results for unknown images" : "");
-        tk_err_where(e, "%s", name);
-        tk_err_hint(e, "pycocotools fails on this too; coco-eval --allow-empty scores it as no detections");
-        rc = TK_EDATA;
-    }
+    if (!rc) rc = coco_dt_check_empty(dt, flags, "coco-eval --allow-empty", e);
     if (!rc && dt->nanns) {
         dt->has_bbox_branch = (has[0] & HAS_BBOX) != 0;
         for (size_t i = 0; i < dt->nanns; i++) {
@@ -699,9 +707,7 @@ int coco_dt_parse(const coco_gt *gt, char *buf, size_t len, const char *name, in
             rc = rc ? rc : TK_EINTERNAL;
         }
     }
-    if (!rc)
-        rc = group_by_image(gt->nimg, dt->nanns, dt->anns, sizeof(*dt->anns), offsetof(coco_dt_ann, img),
-                            offsetof(coco_dt_ann, cat), gt->cat_id, &dt->img_start, &dt->by_img, e);
+    if (!rc) rc = coco_dt_index(dt, e);
     if (rc) {
         coco_dt_free(dt);
         return rc;
