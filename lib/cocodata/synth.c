@@ -1,9 +1,12 @@
 // Synthetic COCO 2017 (synth.h, prep(1) "prep synth coco"). The format follows COCO's
-// instances_*.json as the MLPerf SSD reference (single_stage_detector/ssd/coco.py, v1.x) and
-// pycocotools read it: images {id, file_name, height, width}, annotations {segmentation, area,
-// iscrowd, image_id, bbox [x, y, w, h], category_id, id}, categories {supercategory, id, name};
-// the reference numbers its labels by the rank of the category id, so the planted classes'
-// scattered ids (1, 13, 27, ... 90) exercise that mapping.
+// instances_*.json as the MLPerf SSD v1.x reference (single_stage_detector/ssd/utils.py,
+// COCODetection) and pycocotools read it: images {id, file_name, height, width}, annotations
+// {segmentation, area, iscrowd, image_id, bbox [x, y, w, h], category_id, id}, categories
+// {supercategory, id, name}. That reference numbers its labels 1.. in the order of the
+// categories list, prep coco by the rank of the id; the list is in id order here, as COCO's, so
+// both agree, and the planted classes' scattered ids (1, 13, 27, ... 90 among 80) exercise the
+// mapping. The reference keeps crowd boxes and drops images without annotations: every image
+// here has at least one object (the first always fits an empty image).
 #include "cocodata/synth.h"
 
 #include <errno.h>
