@@ -42,12 +42,13 @@ static void progress_cb(void *ctx, uint64_t done) { tk_progress_update(ctx, done
 
 static int parse_size(const char *s, coco_synth_opts *o) {
     int a = 0, b = 0, n = 0;
-    if (sscanf(s, "%d-%d%n", &a, &b, &n) == 2 && !s[n] && a >= 64 && a <= b && b <= 8192) {
+    if (sscanf(s, "%d-%d%n", &a, &b, &n) == 2 && !s[n] && a >= COCO_SYNTH_MIN_SIDE && a <= b && b <= COCO_SYNTH_MAX_SIDE) {
         o->min_side = a, o->max_side = b, o->width = o->height = 0;
         return 0;
     }
     n = 0;
-    if (sscanf(s, "%dx%d%n", &a, &b, &n) == 2 && !s[n] && a >= 64 && b >= 64 && a <= 8192 && b <= 8192) {
+    if (sscanf(s, "%dx%d%n", &a, &b, &n) == 2 && !s[n] && a >= COCO_SYNTH_MIN_SIDE && b >= COCO_SYNTH_MIN_SIDE &&
+        a <= COCO_SYNTH_MAX_SIDE && b <= COCO_SYNTH_MAX_SIDE) {
         o->width = a, o->height = b;
         return 0;
     }
@@ -83,7 +84,7 @@ int prep_synth_coco_main(int argc, char **argv) {
         case O_SIZE:
             if (parse_size(optarg, &o))
                 return tk_cli_usage_error(prog, synth_coco_usage, "--size: expected MIN-MAX or WxH with sides "
-                                          "64..8192 (MIN <= MAX), got '%s'", optarg);
+                                          "%d..%d (MIN <= MAX), got '%s'", COCO_SYNTH_MIN_SIDE, COCO_SYNTH_MAX_SIDE, optarg);
             break;
         case O_QUALITY: rc = tk_parse_i64(optarg, 1, 100, "--quality", &v, &e), o.quality = (int)v; break;
         case O_THREADS: rc = tk_parse_i64(optarg, 1, 1024, "--threads", &v, &e), o.threads = (int)v; break;

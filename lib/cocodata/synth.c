@@ -696,11 +696,12 @@ int coco_synth(const char *dir, const coco_synth_opts *o, coco_synth_stats *st,
                void (*progress)(void *ctx, uint64_t done), void *pctx, tk_err *e) {
     memset(st, 0, sizeof *st);
     if (!tk_img_have_jpeg()) return tk_jpeg_encode(NULL, 1, 1, 3, 90, 1, NULL, NULL, e); // says what is missing
-    int side_ok = o->width > 0 ? o->width >= 64 && o->height >= 64 && o->width <= 8192 && o->height <= 8192
-                               : o->min_side >= 64 && o->min_side <= o->max_side && o->max_side <= 8192;
+    const int lo = COCO_SYNTH_MIN_SIDE, hi = COCO_SYNTH_MAX_SIDE;
+    int side_ok = o->width > 0 ? o->width >= lo && o->height >= lo && o->width <= hi && o->height <= hi
+                               : o->min_side >= lo && o->min_side <= o->max_side && o->max_side <= hi;
     if (!side_ok || o->quality < 1 || o->quality > 100 || o->train_images + o->val_images == 0 ||
         o->train_images > ((uint64_t)1 << 30) || o->val_images > ((uint64_t)1 << 30))
-        return tk_err_set(e, TK_EUSAGE, "synth coco: sides 64..8192, quality 1..100, 1 to 2^30 images a split");
+        return tk_err_set(e, TK_EUSAGE, "synth coco: sides %d..%d, quality 1..100, 1 to 2^30 images a split", lo, hi);
     if (rmdir(dir) != 0 && errno != ENOENT) // an empty directory may stand where the tree goes
         return tk_err_set(e, TK_EUSAGE, "%s exists and is not an empty directory: give a new one", dir);
     char tmp[4200], path[4400];

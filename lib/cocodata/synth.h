@@ -26,6 +26,9 @@
 #include "core/err.h"
 
 #define COCO_SYNTH_CLASSES 12
+// Image sides (the generator keeps a mask of the image per object and thread: 2048^2 bytes each).
+#define COCO_SYNTH_MIN_SIDE 64
+#define COCO_SYNTH_MAX_SIDE 2048
 
 typedef struct {
     uint64_t train_images, val_images;

@@ -70,16 +70,20 @@ COCO_IDS='[1,2,3,4,5,6,7,8,9,10,11,13,14,15,16,17,18,19,20,21,22,23,24,25,27,28,
     need_oracle
     run --separate-stderr prep synth coco -o ds --train-images 60 --val-images 10 --seed 5 --threads 2
     [ "$status" -eq 0 ]
+    # small images: crowded, most objects partly covered
+    run --separate-stderr prep synth coco -o tiny --train-images 120 --val-images 10 --seed 6 --size 64-96
+    [ "$status" -eq 0 ]
     cat > oracle.py <<'EOF'
 import json, sys
 import numpy as np
+d = sys.argv[1]
 from PIL import Image
 from pycocotools.coco import COCO
 from pycocotools import mask as M
 n = crowd = occl = 0
 areas = [0, 0, 0]
 for sp in ("train2017", "val2017"):
-    c = COCO("ds/annotations/instances_%s.json" % sp)
+    c = COCO("%s/annotations/instances_%s.json" % (d, sp))
     for a in c.dataset["annotations"]:
         m = c.annToMask(a)
         bb = M.toBbox(c.annToRLE(a)).tolist()
@@ -93,13 +97,18 @@ for sp in ("train2017", "val2017"):
             # occluded objects: their outline runs along pixel edges (whole numbers only)
             occl += all(float(v).is_integer() for p in a["segmentation"] for v in p) and len(a["segmentation"][0]) > 8
     for im in c.dataset["images"]:
-        img = Image.open("ds/%s/%s" % (sp, im["file_name"]))
+        img = Image.open("%s/%s/%s" % (d, sp, im["file_name"]))
         img.load()
         assert img.format == "JPEG" and img.mode == "RGB", im
         assert img.size == (im["width"], im["height"]), (im, img.size)
 print(n, crowd, occl, *areas)
 EOF
-    run python3 oracle.py
+    run python3 oracle.py tiny
+    echo "$output"
+    [ "$status" -eq 0 ]
+    read -r n crowd occl small medium large <<<"${lines[-1]}"
+    [ "$occl" -ge 100 ]
+    run python3 oracle.py ds
     echo "$output"
     [ "$status" -eq 0 ]
     read -r n crowd occl small medium large <<<"${lines[-1]}"
@@ -181,6 +190,9 @@ print(e.stats[0])' $gt dt.json
     [[ "$stderr" == *"--size: expected MIN-MAX or WxH"* ]]
     run --separate-stderr prep synth coco -o ds --size 32x32
     [ "$status" -eq 2 ]
+    run --separate-stderr prep synth coco -o ds --size 480-4096
+    [ "$status" -eq 2 ]
+    [[ "$stderr" == *"sides 64..2048 (MIN <= MAX), got '480-4096'"* ]]
     run --separate-stderr prep synth coco -o ds --train-images -1
     [ "$status" -eq 2 ]
     [[ "$stderr" == *"--train-images"* ]]
