@@ -29,7 +29,7 @@ COCO_IDS='[1,2,3,4,5,6,7,8,9,10,11,13,14,15,16,17,18,19,20,21,22,23,24,25,27,28,
     [ -z "$stderr" ]
     [ "$(ls ds | tr '\n' ' ')" = "annotations manifest.json train2017 val2017 " ]
     [ "$(ls ds/annotations | tr '\n' ' ')" = "instances_train2017.json instances_val2017.json " ]
-    ! ls -d ds.tmp.* 2>/dev/null
+    [ -z "$(ls -d ds.tmp.* 2>/dev/null)" ]
     for sp in train val; do
         j=ds/annotations/instances_${sp}2017.json
         # the files in the folder are exactly the images listed, named by 12-digit ids
@@ -173,9 +173,9 @@ print(e.stats[0])' $gt dt.json
     prep synth coco -o b --train-images 6 --val-images 3 --seed 4 --threads 3 >/dev/null
     prep synth coco -o c --train-images 6 --val-images 3 --seed 5 --threads 2 >/dev/null
     diff -r a b
-    ! cmp -s a/annotations/instances_train2017.json c/annotations/instances_train2017.json
-    ! cmp -s a/train2017/000000000001.jpg c/train2017/000000000001.jpg
-    ! cmp -s a/val2017/000000500002.jpg c/val2017/000000500002.jpg
+    run ! cmp -s a/annotations/instances_train2017.json c/annotations/instances_train2017.json
+    run ! cmp -s a/train2017/000000000001.jpg c/train2017/000000000001.jpg
+    run ! cmp -s a/val2017/000000500002.jpg c/val2017/000000500002.jpg
     # --size WxH: every image that size
     prep synth coco -o d --train-images 3 --val-images 1 --size 200x150 >/dev/null
     [ "$(jq -c '[.images[] | [.width, .height]] | unique' d/annotations/instances_train2017.json)" = '[[200,150]]' ]
