@@ -139,11 +139,11 @@ static int unit_shape(int k, double *p) {
     case HORSESHOE: // an annulus .55..1 open on the right
         n = arc(p, 0, 0, 1, .6, 2 * M_PI - .6, 26);
         return arc(p, n, 0, .55, 2 * M_PI - .75, .75, 16);
-    default: // HEART, tip down
+    default: // HEART, tip down, within 1.04 of the centre
         for (int i = 0; i < 40; i++) {
             double t = 2 * M_PI * i / 40, s = sin(t);
             p[2 * i] = 16 * s * s * s / 17;
-            p[2 * i + 1] = -(13 * cos(t) - 5 * cos(2 * t) - 2 * cos(3 * t) - cos(4 * t)) / 17 + .3;
+            p[2 * i + 1] = -(13 * cos(t) - 5 * cos(2 * t) - 2 * cos(3 * t) - cos(4 * t)) / 17 - .1;
         }
         return 40;
     }

@@ -94,6 +94,9 @@ for sp in ("train2017", "val2017"):
         crowd += a["iscrowd"]
         if not a["iscrowd"]:
             areas[0 if a["area"] < 32 * 32 else 1 if a["area"] <= 96 * 96 else 2] += 1
+            im = c.imgs[a["image_id"]]
+            for p in a["segmentation"]: # polygons inside the image, as COCO's
+                assert min(p) >= 0 and max(p[0::2]) <= im["width"] and max(p[1::2]) <= im["height"], a["id"]
             # occluded objects: their outline runs along pixel edges (whole numbers only)
             occl += all(float(v).is_integer() for p in a["segmentation"] for v in p) and len(a["segmentation"][0]) > 8
     for im in c.dataset["images"]:
