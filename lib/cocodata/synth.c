@@ -323,8 +323,8 @@ static uint32_t mix(uint32_t h) {
     return h ^ (h >> 16);
 }
 
-// Background (a tinted grey with slow light waves) and the objects in drawing order, plus pixel
-// noise of +-8 (+-20 on flat-textured objects).
+// Background (a tinted grey with slow light waves) and the objects in drawing order (each with a
+// dark rim of its own pixels), plus pixel noise of +-8 (+-20 on flat-textured objects).
 static void paint(rng *r, const canvas *c, const object *obj, int n, uint8_t *px) {
     double base[3], g = 60 + 120 * uni(r);
     for (int k = 0; k < 3; k++) base[k] = g + 50 * (uni(r) - .5);
@@ -341,10 +341,13 @@ static void paint(rng *r, const canvas *c, const object *obj, int n, uint8_t *px
         double shade = 0.8 + 0.35 * uni(r);
         for (int x = o->x0; x < o->x1; x++)
             for (int y = o->y0; y < o->y1; y++) {
-                if (!o->full[(size_t)x * h + y]) continue;
+                const uint8_t *f = o->full + (size_t)x * h + y;
+                if (!*f) continue;
+                // its own edge pixels darker, so that touching objects of one class stay apart
+                int edge = x == 0 || y == 0 || x == w - 1 || y == h - 1 || !f[-h] || !f[h] || !f[-1] || !f[1];
                 const uint8_t *col = mark(o, x, y) ? classes[o->cls].b : classes[o->cls].a;
                 for (int k = 0; k < 3; k++) {
-                    double v = col[k] * shade;
+                    double v = col[k] * shade * (edge ? 0.45 : 1);
                     px[((size_t)y * w + x) * 3 + k] = (uint8_t)(v > 255 ? 255 : v);
                 }
             }
