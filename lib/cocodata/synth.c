@@ -564,8 +564,8 @@ static int write_json(const char *path, json_t *j, size_t flags, tk_err *e) {
 static const char *const split_name[2] = {"train2017", "val2017"};
 
 // Image k of split sp: its COCO id (train 1, 4, 7, ...; val 500002, 500005, ...: ids that are
-// neither contiguous nor shared between the splits, as COCO's) and annotation ids from 1 and
-// 900000001.
+// neither contiguous nor shared between the splits, as COCO's). Annotation ids run from 1 (train)
+// and from 1000000001 (val).
 static int64_t image_id(int sp, uint64_t k) { return (sp ? 500002 : 1) + 3 * (int64_t)k; }
 
 static json_t *categories(void) {
@@ -583,17 +583,65 @@ static void add_stats(coco_synth_split_stats *t, const coco_synth_split_stats *s
     for (int k = 0; k < 3; k++) t->by_area[k] += s->by_area[k];
 }
 
+// Appends the annotations of one image to the part file (comma-separated JSON objects), giving
+// them their image id and annotation ids (*ann_id on; first_id: the split's first, no comma).
+static int put_annotations(FILE *pf, const char *part, json_t *anns, int64_t img, int64_t *ann_id, int64_t first_id,
+                           tk_err *e) {
+    size_t i;
+    json_t *a;
+    json_array_foreach(anns, i, a) {
+        json_object_set_new(a, "image_id", json_integer(img));
+        json_object_set_new(a, "id", json_integer(*ann_id));
+        char *t = json_dumps(a, JSON_COMPACT | JSON_PRESERVE_ORDER);
+        if (!t) return tk_err_set(e, TK_EINTERNAL, "synth coco: cannot encode an annotation");
+        int rc = *ann_id == first_id ? 0 : tk_write_all(pf, ",", 1, part, e);
+        if (!rc) rc = tk_write_all(pf, t, strlen(t), part, e);
+        free(t);
+        TRY(rc);
+        ++*ann_id;
+    }
+    return 0;
+}
+
+// instances_<split>.json: {info, licenses, images (head, without its closing brace), then the
+// annotations copied from the part file, then categories}, in COCO's compact form.
+static int write_instances(const char *path, json_t *head, FILE *pf, const char *part, tk_err *e) {
+    char *h = json_dumps(head, JSON_COMPACT | JSON_PRESERVE_ORDER), *cats = json_dumps(categories(), JSON_COMPACT);
+    FILE *f = h && cats ? fopen(path, "wb") : NULL;
+    int rc = !h || !cats ? tk_err_set(e, TK_EINTERNAL, "%s: cannot encode the JSON", path)
+             : !f        ? tk_err_errno(e, errno, "%s: cannot create", path)
+                         : 0;
+    if (!rc) rc = tk_write_all(f, h, strlen(h) - 1, path, e);
+    if (!rc) rc = tk_write_all(f, ",\"annotations\":[", 16, path, e);
+    if (!rc && fflush(pf) == 0 && fseek(pf, 0, SEEK_SET) != 0) rc = tk_err_errno(e, errno, "%s: cannot rewind", part);
+    char buf[1 << 16];
+    for (size_t n; !rc && (n = fread(buf, 1, sizeof buf, pf)) > 0;) rc = tk_write_all(f, buf, n, path, e);
+    if (!rc && ferror(pf)) rc = tk_err_errno(e, errno, "%s: read failed", part);
+    if (!rc) rc = tk_write_all(f, "],\"categories\":", 15, path, e);
+    if (!rc) rc = tk_write_all(f, cats, strlen(cats), path, e);
+    if (!rc) rc = tk_write_all(f, "}\n", 2, path, e);
+    if (f && fclose(f) != 0 && !rc) rc = tk_err_errno(e, errno, "%s: write failed", path);
+    free(h);
+    free(cats);
+    return rc;
+}
+
 // The images of split sp, written into tmp/<split>/, and tmp/annotations/instances_<split>.json.
+// Annotations go to a part file as the chunks are done, so memory does not grow with the set.
 static int write_split(const char *tmp, const coco_synth_opts *o, int sp, uint64_t *done,
                        void (*progress)(void *, uint64_t), void *pctx, coco_synth_split_stats *st, tk_err *e) {
     uint64_t total = sp ? o->val_images : o->train_images, chunk = 64;
-    char path[4400];
+    char path[4400], part[4400];
     snprintf(path, sizeof path, "%s/%s", tmp, split_name[sp]);
     if (mkdir(path, 0755) != 0) return tk_err_errno(e, errno, "%s: cannot create", path);
-    json_t *images = json_array(), *anns = json_array();
+    snprintf(part, sizeof part, "%s/annotations/instances_%s.part", tmp, split_name[sp]);
+    FILE *pf = fopen(part, "w+b");
+    if (!pf) return tk_err_errno(e, errno, "%s: cannot create", part);
+    json_t *images = json_array();
     image_out *ims = calloc(chunk, sizeof *ims);
     int rc = ims ? 0 : tk_err_errno(e, ENOMEM, "out of memory"), threads = o->threads > 0 ? o->threads : 1;
-    int64_t ann_id = sp ? 900000001 : 1;
+    const int64_t first_id = sp ? 1000000001 : 1;
+    int64_t ann_id = first_id;
     for (uint64_t start = 0; !rc && start < total; start += chunk) {
         uint64_t end = start + chunk < total ? start + chunk : total;
         int bad = 0;
@@ -619,13 +667,7 @@ static int write_split(const char *tmp, const coco_synth_opts *o, int sp, uint64
                 json_array_append_new(images, json_pack("{s:i,s:s,s:i,s:i,s:I}", "license", 1, "file_name", name,
                                                         "height", im->h, "width", im->w, "id",
                                                         (json_int_t)image_id(sp, k)));
-                size_t i;
-                json_t *a;
-                json_array_foreach(im->anns, i, a) {
-                    json_object_set_new(a, "image_id", json_integer(image_id(sp, k)));
-                    json_object_set_new(a, "id", json_integer(ann_id++));
-                    json_array_append(anns, a);
-                }
+                rc = put_annotations(pf, part, im->anns, image_id(sp, k), &ann_id, first_id, e);
                 add_stats(st, &im->st);
             }
             json_decref(im->anns);
@@ -635,13 +677,15 @@ static int write_split(const char *tmp, const coco_synth_opts *o, int sp, uint64
         if (progress) progress(pctx, *done);
     }
     free(ims);
-    json_t *d = json_pack("{s:{s:s,s:s,s:i,s:s,s:s},s:[{s:s,s:i,s:s}],s:o,s:o,s:o}", "info", "description",
-                          "trainkit prep synth coco: planted shapes", "version", "1.0", "year", 2017, "contributor",
-                          "trainkit", "date_created", "2017/09/01", "licenses", "url", "", "id", 1, "name",
-                          "synthetic", "images", images, "annotations", anns, "categories", categories());
+    json_t *head = json_pack("{s:{s:s,s:s,s:i,s:s,s:s},s:[{s:s,s:i,s:s}],s:o}", "info", "description",
+                             "trainkit prep synth coco: planted shapes", "version", "1.0", "year", 2017, "contributor",
+                             "trainkit", "date_created", "2017/09/01", "licenses", "url", "", "id", 1, "name",
+                             "synthetic", "images", images);
     snprintf(path, sizeof path, "%s/annotations/instances_%s.json", tmp, split_name[sp]);
-    if (!rc) rc = write_json(path, d, JSON_COMPACT, e);
-    json_decref(d);
+    if (!rc) rc = write_instances(path, head, pf, part, e);
+    json_decref(head);
+    fclose(pf);
+    unlink(part);
     return rc;
 }
 
