@@ -193,7 +193,7 @@ static int rasterize(const canvas *c, object *o, uint8_t *tmp, tk_err *e) {
     return 0;
 }
 
-// Pixels of o still visible and covered by m (m's box b: x0, y0, x1, y1).
+// The number of o's visible pixels that m's full mask covers (counted over the boxes' overlap).
 static uint64_t lost_to(const canvas *c, const object *o, const object *m) {
     uint64_t n = 0;
     int x0 = o->x0 > m->x0 ? o->x0 : m->x0, x1 = o->x1 < m->x1 ? o->x1 : m->x1;
@@ -248,6 +248,7 @@ static int fits(const canvas *c, object *obj, int n, const object *m) {
     return 1;
 }
 
+// Takes m's pixels out of the visible parts of the n objects under it.
 static void cover(const canvas *c, object *obj, int n, const object *m) {
     for (int i = 0; i < n; i++) {
         uint64_t lost = lost_to(c, &obj[i], m);
