@@ -29,6 +29,7 @@ static const char *usage =
     "       prep imagenet [-o OUT.tks] [--labels FILE] [--synsets FILE] ... DIR | TFRECORD...\n"
     "       prep synth imagenet -o DIR [--classes K] [--train-per-class N] [--size WxH] ...\n"
     "       prep synth kits19 -o DIR [--cases N] [--seed S] [--size small|full]\n"
+    "       prep synth coco -o DIR [--train-images N] [--val-images N] [--seed S] [--size MIN-MAX]\n"
     "       prep bert | bert-hdf5 | bert-tokenize | synth bert ... (prep bert --help)\n"
     "       prep kits19 [-o OUTDIR] [--npy NPYDIR] ... DATA_DIR (prep kits19 --help)\n"
     "       prep coco --annotations FILE.json [-o OUTDIR] [--eval] IMAGE_DIR (prep coco --help)\n";
@@ -300,6 +301,7 @@ int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "imagenet") == 0) return prep_imagenet_main(argc - 1, argv + 1, 0);
     if (argc > 2 && strcmp(argv[1], "synth") == 0 && strcmp(argv[2], "imagenet") == 0) return prep_imagenet_main(argc - 2, argv + 2, 1);
     if (argc > 2 && strcmp(argv[1], "synth") == 0 && strcmp(argv[2], "kits19") == 0) return prep_synth_kits19_main(argc - 2, argv + 2);
+    if (argc > 2 && strcmp(argv[1], "synth") == 0 && strcmp(argv[2], "coco") == 0) return prep_synth_coco_main(argc - 2, argv + 2);
     if (prep_bert_cmd_of(argc, argv) >= 0) return prep_bert_main(argc, argv);
     if (argc > 1 && strcmp(argv[1], "kits19") == 0) return prep_kits19_main(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "coco") == 0) return prep_coco_main(argc - 1, argv + 1);

@@ -12,7 +12,8 @@ int prep_imagenet_main(int argc, char **argv, int synth);
 // KiTS19: prep kits19 (argv from "kits19"); prep synth kits19 (argv from "kits19").
 int prep_kits19_main(int argc, char **argv);
 int prep_synth_kits19_main(int argc, char **argv);
-// COCO: prep coco (argv from "coco").
+// COCO: prep coco (argv from "coco"); prep synth coco (argv from "coco").
 int prep_coco_main(int argc, char **argv);
+int prep_synth_coco_main(int argc, char **argv);
 
 #endif
