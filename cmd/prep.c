@@ -379,8 +379,9 @@ int main(int argc, char **argv) {
     char **files = argv + optind;
     int nfiles = argc - optind, rc;
     if (strcmp(cmd, "synth") == 0) {
-        if (nfiles != 1 || strcmp(files[0], "criteo") != 0)
-            return tk_cli_usage_error(prog, usage, "synth: the only dataset is 'criteo'");
+        if (nfiles != 1 || strcmp(files[0], "criteo") != 0) // the other datasets' synth commands are dispatched above
+            return tk_cli_usage_error(prog, usage, "synth: unknown dataset '%s' (prep --help lists the synth commands)",
+                                      nfiles ? files[0] : "");
         rc = run_synth(&op, &e);
     } else if (strcmp(cmd, "criteo") == 0 || strcmp(cmd, "criteo-bin") == 0) {
         if (synth_opts) return tk_cli_usage_error(prog, usage, "--days, --rows-per-day, --seed, --signal, --click-rate and --compress are for 'prep synth'");

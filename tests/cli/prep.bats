@@ -47,6 +47,9 @@ need_oracle() {
     [ "${lines[0]}" = "prep: missing command (criteo, criteo-bin or synth)" ]
     run prep frobnicate
     [ "$status" -eq 2 ]
+    run prep synth frobnicate
+    [ "$status" -eq 2 ]
+    [ "${lines[0]}" = "prep: synth: unknown dataset 'frobnicate' (prep --help lists the synth commands)" ]
     run prep criteo --max-ind-range 0 x
     [ "$status" -eq 2 ]
     [ "${lines[0]}" = "prep: --max-ind-range: expected an integer in [1, 2147483647], got '0'" ]
