@@ -117,14 +117,18 @@ int ls_flac_read(const char *path, ls_audio *a, tk_err *e) {
     FLAC__stream_decoder_delete(d);
     if (c.bad_format) rc = check_format(path, c.rate, c.channels, c.bits, e);
     else if (c.oom) rc = tk_err_errno(e, ENOMEM, "%s", path);
+    else if (c.total && a->n < c.total) // a cut file ends in a partial frame: libFLAC loses sync there
+        rc = tk_err_set(e, TK_EDATA, "%s: truncated FLAC: %zu of the %llu samples its header announces%s%s%s", path,
+                        a->n, (unsigned long long)c.total, c.error ? " (libFLAC: " : "",
+                        c.error ? FLAC__StreamDecoderErrorStatusString[c.status] : "", c.error ? ")" : "");
     else if (c.error || !ok || st == FLAC__STREAM_DECODER_ABORTED)
         rc = tk_err_set(e, TK_EDATA, "%s: not a valid FLAC stream (libFLAC: %s)", path,
                         c.error ? FLAC__StreamDecoderErrorStatusString[c.status] : FLAC__StreamDecoderStateString[st]);
     else if (!c.rate)
         rc = tk_err_set(e, TK_EDATA, "%s: not a FLAC file (no STREAMINFO)", path);
     else if (c.total && a->n != c.total)
-        rc = tk_err_set(e, TK_EDATA, "%s: truncated FLAC: %zu of the %llu samples its header announces", path, a->n,
-                        (unsigned long long)c.total);
+        rc = tk_err_set(e, TK_EDATA, "%s: %zu samples, %llu more than its header announces", path, a->n,
+                        (unsigned long long)(a->n - c.total));
     else if (!md5_ok)
         rc = tk_err_set(e, TK_EDATA, "%s: the decoded samples do not match the file's MD5 signature", path);
     if (rc) ls_audio_free(a);

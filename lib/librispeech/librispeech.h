@@ -97,10 +97,10 @@ void ls_manifest_free(ls_manifest_entry *m, size_t n);
 // TK_EUSAGE "TOOL is not installed (Debian package PKG; contrib/setup-deps.sh installs it)" when
 // TOOL is not an executable on PATH.
 int ls_need_tool(const char *tool, const char *pkg, tk_err *e);
-// Runs argv (argv[0] looked up on PATH) with `in` on its stdin and returns its stdout in *out
+// Runs argv (argv[0] looked up on PATH) in folder cwd (NULL: ours) with `in` on its stdin and returns its stdout in *out
 // (malloc'd, NUL-terminated; out may be NULL to discard it). A nonzero exit is TK_EIO quoting the
 // last line of its stderr.
-int ls_run(char *const argv[], const void *in, size_t inlen, char **out, size_t *outlen, tk_err *e);
+int ls_run(char *const argv[], const char *cwd, const void *in, size_t inlen, char **out, size_t *outlen, tk_err *e);
 
 // Formats a path into buf; TK_EUSAGE when it does not fit (an absurdly long folder name).
 int ls_path(char *buf, size_t cap, tk_err *e, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
@@ -109,9 +109,11 @@ int ls_mkdirs(const char *path, tk_err *e);
 void ls_rm_tree(const char *path);
 
 // ---- sentencepiece (spm.c) -------------------------------------------------------------------
-// Trains the reference's unigram model on text (one transcript a line) with spm_train; writes
-// prefix.model and prefix.vocab. vocab: LS_VOCAB as the reference (smaller for tiny test sets).
-int ls_spm_train(const char *text_path, const char *prefix, int vocab, tk_err *e);
+// Trains the reference's unigram model with spm_train in folder dir, on dir/txt.txt (one
+// transcript a line); writes dir/librispeech{vocab}.{model,vocab}. The model records its input
+// and prefix names, given relative so the same transcripts give the same bytes. vocab: LS_VOCAB
+// as the reference (smaller for tiny test sets).
+int ls_spm_train(const char *dir, int vocab, tk_err *e);
 // Encodes n transcripts with one spm_encode process: ids of transcript i are
 // ids[off[i] .. off[i+1]) (*ids and *off malloc'd).
 int ls_spm_encode(const char *model, char *const *texts, size_t n, int32_t **ids, uint64_t **off, tk_err *e);

@@ -360,7 +360,7 @@ int ls_prep(char *const *inputs, int ninputs, const ls_prep_opts *o, ls_prep_sta
     tks_writer **w = calloc((size_t)ninputs, sizeof *w);
     json_t **man = calloc((size_t)ninputs, sizeof *man);
     char (*wavtmp)[4200] = calloc((size_t)ninputs, sizeof *wavtmp);
-    char train_txt[4200] = "", prefix[4200] = "", tmp_model[4300] = "", tmp_vocab[4300] = "";
+    char train_txt[4200] = "", spm_dir[4200] = "", tmp_model[4300] = "", tmp_vocab[4300] = "";
     int32_t *ids = NULL;
     uint64_t *off = NULL;
     char **texts = NULL;
@@ -387,17 +387,17 @@ int ls_prep(char *const *inputs, int ninputs, const ls_prep_opts *o, ls_prep_sta
         rc = tk_err_set(e, TK_EUSAGE, "no training utterances to train the sentencepiece model on: give a train-* "
                         "subset or --spm MODEL");
     } else if (!rc) {
-        (void)ls_path(train_txt, sizeof train_txt, NULL, "%s/.spm-input.tmp.%d", o->out_dir, (int)getpid());
-        (void)ls_path(prefix, sizeof prefix, NULL, "%s/.librispeech%d.tmp.%d", o->out_dir, vocab, (int)getpid());
-        (void)ls_path(tmp_model, sizeof tmp_model, NULL, "%s.model", prefix);
-        (void)ls_path(tmp_vocab, sizeof tmp_vocab, NULL, "%s.vocab", prefix);
-        FILE *f = fopen(train_txt, "w");
-        if (!f) rc = tk_err_errno(e, errno, "%s: cannot create", train_txt);
+        (void)ls_path(spm_dir, sizeof spm_dir, NULL, "%s/.spm.tmp.%d", o->out_dir, (int)getpid());
+        (void)ls_path(train_txt, sizeof train_txt, NULL, "%s/txt.txt", spm_dir);
+        (void)ls_path(tmp_model, sizeof tmp_model, NULL, "%s/librispeech%d.model", spm_dir, vocab);
+        (void)ls_path(tmp_vocab, sizeof tmp_vocab, NULL, "%s/librispeech%d.vocab", spm_dir, vocab);
+        rc = ls_mkdirs(spm_dir, e);
+        FILE *f = rc ? NULL : fopen(train_txt, "w");
+        if (!rc && !f) rc = tk_err_errno(e, errno, "%s: cannot create", train_txt);
         for (int i = 0; i < ninputs && !rc; i++)
             for (size_t j = 0; st->sub[i].train && j < sub[i].n; j++) fprintf(f, "%s\n", sub[i].u[j].text);
         if (f && (ferror(f) | fclose(f)) && !rc) rc = tk_err_errno(e, errno, "%s: write failed", train_txt);
-        if (!rc) rc = ls_spm_train(train_txt, prefix, vocab, e);
-        unlink(train_txt);
+        if (!rc) rc = ls_spm_train(spm_dir, vocab, e);
         (void)ls_path(st->spm_model, sizeof st->spm_model, NULL, "%s/librispeech%d.model", o->out_dir, vocab);
         st->spm_trained = 1;
     }
@@ -450,7 +450,7 @@ int ls_prep(char *const *inputs, int ninputs, const ls_prep_opts *o, ls_prep_sta
         if (!rc) rc = tks_writer_close(w[i], e);
         else tks_writer_abort(w[i]);
     }
-    if (tmp_model[0]) unlink(tmp_model), unlink(tmp_vocab);
+    if (spm_dir[0]) ls_rm_tree(spm_dir);
     for (int i = 0; i < ninputs && wavtmp; i++)
         if (wavtmp[i][0]) ls_rm_tree(wavtmp[i]);
     for (int i = 0; i < ninputs && sub; i++) subset_free(&sub[i]), json_decref(man ? man[i] : NULL);

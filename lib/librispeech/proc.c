@@ -64,7 +64,7 @@ static void last_line(const growbuf *b, char *out, size_t cap) {
     }
 }
 
-int ls_run(char *const argv[], const void *in, size_t inlen, char **out, size_t *outlen, tk_err *e) {
+int ls_run(char *const argv[], const char *cwd, const void *in, size_t inlen, char **out, size_t *outlen, tk_err *e) {
     if (out) *out = NULL;
     if (outlen) *outlen = 0;
     int pin[2] = {-1, -1}, pout[2] = {-1, -1}, perr[2] = {-1, -1};
@@ -87,6 +87,10 @@ int ls_run(char *const argv[], const void *in, size_t inlen, char **out, size_t 
         dup2(pin[0], 0);
         dup2(pout[1], 1);
         dup2(perr[1], 2);
+        if (cwd && chdir(cwd)) {
+            dprintf(2, "cannot enter %s: %s\n", cwd, strerror(errno));
+            _exit(127);
+        }
         execvp(argv[0], argv);
         dprintf(2, "cannot run %s: %s\n", argv[0], strerror(errno));
         _exit(127);

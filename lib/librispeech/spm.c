@@ -8,17 +8,16 @@
 
 #include "librispeech/librispeech.h"
 
-int ls_spm_train(const char *text_path, const char *prefix, int vocab, tk_err *e) {
+int ls_spm_train(const char *dir, int vocab, tk_err *e) {
     TRY(ls_need_tool("spm_train", "sentencepiece", e));
-    char input[4200], model[4200], vs[64];
-    snprintf(input, sizeof input, "--input=%s", text_path);
-    snprintf(model, sizeof model, "--model_prefix=%s", prefix);
+    char model[64], vs[64];
+    snprintf(model, sizeof model, "--model_prefix=librispeech%d", vocab);
     snprintf(vs, sizeof vs, "--vocab_size=%d", vocab);
     // scripts/create_sentencepieces.sh: vocab_size=1023, character_coverage=1.0, bos_id=-1,
     // eos_id=-1, model_type='unigram' (the rest: sentencepiece's defaults, as in Python)
-    char *argv[] = {"spm_train", input, model, vs, "--character_coverage=1.0", "--bos_id=-1", "--eos_id=-1",
+    char *argv[] = {"spm_train", "--input=txt.txt", model, vs, "--character_coverage=1.0", "--bos_id=-1", "--eos_id=-1",
                     "--model_type=unigram", NULL};
-    int rc = ls_run(argv, NULL, 0, NULL, NULL, e);
+    int rc = ls_run(argv, dir, NULL, 0, NULL, NULL, e);
     if (rc) tk_err_hint(e, "a small training set cannot fill %d pieces: give a smaller --vocab-size or --spm MODEL", vocab);
     return rc;
 }
@@ -43,7 +42,7 @@ int ls_spm_encode(const char *model, char *const *texts, size_t n, int32_t **ids
     snprintf(marg, sizeof marg, "--model=%s", model);
     char *argv[] = {"spm_encode", marg, "--output_format=id", NULL};
     size_t outlen;
-    int rc = ls_run(argv, in, len, &out, &outlen, e);
+    int rc = ls_run(argv, NULL, in, len, &out, &outlen, e);
     free(in);
     const char *q = out;
     for (size_t i = 0; i < n && !rc; i++) {

@@ -98,7 +98,7 @@ typedef struct { char voice[64]; int rate, pitch, id; } speaker;
 
 static double unit(uint64_t seed, uint32_t stream, uint64_t i) { return tk_philox_uniform(seed, TK_RNG_SYNTH + (stream << 8), i); }
 
-static int run(tk_err *e, char **argv) { return ls_run(argv, NULL, 0, NULL, NULL, e); }
+static int run(tk_err *e, char **argv) { return ls_run(argv, NULL, NULL, 0, NULL, NULL, e); }
 
 // One utterance: espeak-ng -> sox (16 kHz mono, reverb, normalized) -> noise mixed -> FLAC.
 static int utterance(const speaker *sp, double reverb, const char *text, uint64_t seed, uint64_t k, const char *work,

@@ -123,12 +123,12 @@ int ls_trans_parse(const char *data, size_t n, const char *name, const char *pre
             u->text = t->buf + pos;
             size_t bad, off = sp ? idlen + 1 : len; // the reference's line.partition(' ')
             if (ls_text_normalize(l + off, len - off, u->text, &bad)) {
-                unsigned char c = (unsigned char)l[bad];
+                unsigned char c = (unsigned char)l[off + bad];
                 char shown[8];
                 snprintf(shown, sizeof shown, c > 0x20 && c < 0x7f ? "'%c'" : "0x%02X", c);
                 rc = tk_err_set(e, TK_EDATA, "character %s is not in the transcripts' alphabet (letters, apostrophe, "
                                 "space)", shown);
-                tk_err_where(e, "%s: line %zu, column %zu", name, lineno, bad + 1);
+                tk_err_where(e, "%s: line %zu, column %zu", name, lineno, off + bad + 1);
             }
             for (size_t j = 0; j < t->n && !rc; j++)
                 if (strcmp(t->u[j].id, u->id) == 0) {
