@@ -380,3 +380,16 @@ bad_run() { # expected exit, message glob
     [ "$status" -eq 0 ]
     [[ "${lines[0]}" == "Usage: prep librispeech -o OUTDIR"* ]]
 }
+
+@test "prep(1): the LibriSpeech examples run (between the librispeech-examples markers)" {
+    need_synth
+    sed -n '/librispeech-examples-begin/,/librispeech-examples-end/p' "$TK_ROOT/man/man1/prep.1" |
+        grep -v '^\.' | sed 's/\\-/-/g' >examples.sh
+    [ "$(wc -l <examples.sh)" -eq 3 ]
+    run bash -eo pipefail examples.sh
+    [ "$status" -eq 0 ]
+    [[ "${lines[-1]}" == '{"type":"prep","dataset":"librispeech","subsets":2,"utterances":9,"records":9,"dropped_over_16.7s":0,"spm_model":"out/librispeech60.model","spm_trained":false,'* ]]
+    for s in dev-clean train-clean-100; do
+        diff <(python3 "$DUMP" out/$s.tks) <(python3 "$DUMP" out2/$s.tks)
+    done
+}
