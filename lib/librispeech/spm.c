@@ -44,6 +44,11 @@ int ls_spm_encode(const char *model, char *const *texts, size_t n, int32_t **ids
     size_t outlen;
     int rc = ls_run(argv, NULL, in, len, &out, &outlen, e);
     free(in);
+    if (rc == TK_EIO && !e->lib_code) { // spm_encode itself failed: the text is checked, so the model is bad
+        e->code = rc = TK_EDATA;
+        tk_err_where(e, "%s", model);
+        tk_err_hint(e, "is it a sentencepiece .model file?");
+    }
     const char *q = out;
     for (size_t i = 0; i < n && !rc; i++) {
         const char *nl = strchr(q, '\n');

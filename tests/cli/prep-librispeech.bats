@@ -348,6 +348,13 @@ bad_run() { # expected exit, message glob
     bad_run 3 "prep: error: $D/19-198.trans.txt: line 2: utterance 19-198-0001: the sentencepiece model has no piece for part of its transcript (<unk>, id 0)"
 }
 
+@test "prep librispeech: --spm names a file that is not a sentencepiece model" {
+    need_tools
+    good
+    echo junk >m.model
+    bad_run 3 "prep: error: m.model: spm_encode exited with status *hint: is it a sentencepiece .model file?*"
+}
+
 @test "prep librispeech --manifests: bad manifests name the file and the JSON path" {
     need_tools
     good
