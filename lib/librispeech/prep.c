@@ -374,6 +374,11 @@ int ls_prep(char *const *inputs, int ninputs, const ls_prep_opts *o, ls_prep_sta
         for (int j = 0; j < i && !rc; j++)
             if (!strcmp(st->sub[i].name, st->sub[j].name))
                 rc = tk_err_set(e, TK_EUSAGE, "%s and %s are the same subset (%s)", inputs[j], inputs[i], st->sub[i].name);
+        if (!rc && o->wav) { // --wav never replaces a converted tree
+            char dst[4200];
+            (void)ls_path(dst, sizeof dst, NULL, "%s/%s-wav", o->out_dir, st->sub[i].name);
+            if (access(dst, F_OK) == 0) rc = tk_err_set(e, TK_EUSAGE, "%s already exists: remove it, or leave out --wav", dst);
+        }
         if (!rc) rc = o->manifests ? scan_manifest(&sub[i], inputs[i], o->root, e) : scan_folder(&sub[i], inputs[i], e);
         total += sub[i].n;
         if (st->sub[i].train) ntrain += sub[i].n;
@@ -426,7 +431,13 @@ int ls_prep(char *const *inputs, int ninputs, const ls_prep_opts *o, ls_prep_sta
         if (!rc) rc = write_subset(&sub[i], w[i], ids, off, first, o, o->wav ? wavtmp[i] : NULL, man[i], &done, e);
         first += sub[i].n;
     }
-    // commit: the model, the manifests, the WAV folders, the records
+    // commit: the WAV folders (checked absent before), the model, the manifests, the records
+    for (int i = 0; i < ninputs && !rc && o->wav; i++) {
+        char dst[4200];
+        (void)ls_path(dst, sizeof dst, NULL, "%s/%s-wav", o->out_dir, st->sub[i].name);
+        if (rename(wavtmp[i], dst)) rc = tk_err_errno(e, errno, "%s: cannot move the WAV folder into place", dst);
+        else wavtmp[i][0] = 0;
+    }
     if (!rc && st->spm_trained) {
         char dst[4300];
         (void)ls_path(dst, sizeof dst, NULL, "%s/librispeech%d.vocab", o->out_dir, vocab);
@@ -438,12 +449,6 @@ int ls_prep(char *const *inputs, int ninputs, const ls_prep_opts *o, ls_prep_sta
         char *text = json_dumps(man[i], JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15));
         rc = text ? write_text(path, text, e) : tk_err_errno(e, ENOMEM, "manifest");
         free(text);
-    }
-    for (int i = 0; i < ninputs && !rc && o->wav; i++) {
-        char dst[4200];
-        (void)ls_path(dst, sizeof dst, NULL, "%s/%s-wav", o->out_dir, st->sub[i].name);
-        if (rename(wavtmp[i], dst)) rc = tk_err_errno(e, errno, "%s: cannot rename the WAV folder into place (remove the old one first)", dst);
-        else wavtmp[i][0] = 0;
     }
     for (int i = 0; i < ninputs && w; i++) {
         if (!w[i]) continue;

@@ -381,6 +381,10 @@ bad_run() { # expected exit, message glob
     [ "$status" -eq 2 ]
     run prep librispeech -o out --manifests --wav x.json
     [ "$status" -eq 2 ]
+    mkdir -p ls/dev-clean out/dev-clean-wav
+    run prep librispeech -o out --wav --spm m.model ls/dev-clean
+    [ "$status" -eq 2 ]
+    [ "$output" = "prep: error: out/dev-clean-wav already exists: remove it, or leave out --wav" ]
     run prep synth librispeech -o x --speakers 0
     [ "$status" -eq 2 ]
     run prep librispeech --help
