@@ -46,6 +46,18 @@ CFLAGS      += $(HDF5_CFLAGS)
 HDF5_STATIC := -L$(HDF5_LIBDIR) -Wl,-Bstatic -lhdf5 -lsz -laec -Wl,-Bdynamic
 LDLIBS      += $(if $(wildcard $(HDF5_LIBDIR)/libhdf5.a),$(HDF5_STATIC),$(shell pkg-config --libs hdf5)) -lz -lm -ldl
 endif
+# libFLAC (Debian: libflac-dev) for `prep librispeech`, found with pkg-config; linked statically
+# (with libogg) when the archives are there, as libhdf5. Without it everything builds and
+# `prep librispeech` exits 2 naming the package.
+HAVE_FLAC   := $(shell pkg-config --exists flac 2>/dev/null && echo 1)
+ifeq ($(HAVE_FLAC),1)
+FLAC_CFLAGS := -DTK_HAVE_FLAC $(shell pkg-config --cflags flac)
+FLAC_A      := $(shell $(CC) -print-file-name=libFLAC.a)
+OGG_A       := $(shell $(CC) -print-file-name=libogg.a)
+CFLAGS      += $(FLAC_CFLAGS)
+FLAC_STATIC := -Wl,-Bstatic -lFLAC -logg -Wl,-Bdynamic
+LDLIBS      += $(if $(and $(wildcard $(FLAC_A)),$(wildcard $(OGG_A))),$(FLAC_STATIC),$(shell pkg-config --libs flac)) -lm
+endif
 ifneq ($(SAN),)
 # -fno-sanitize-recover: a UBSan finding ends the program (a failed test), not just a message.
 CFLAGS   += -fsanitize=$(SAN) -fno-sanitize-recover=all -fno-omit-frame-pointer
@@ -167,7 +179,7 @@ san-replay:
 FUZZ_CC     ?= clang
 FUZZ_DIR    := $(BUILD)/fuzz
 FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
-               -fno-omit-frame-pointer -Ilib -Ikernels $(HDF5_CFLAGS) $(if $(HAVE_JPEG),-DTK_HAVE_JPEG) \
+               -fno-omit-frame-pointer -Ilib -Ikernels $(HDF5_CFLAGS) $(FLAC_CFLAGS) $(if $(HAVE_JPEG),-DTK_HAVE_JPEG) \
                $(if $(HAVE_PNG),-DTK_HAVE_PNG) -MMD -MP
 FUZZ_BINS   := $(FUZZ_SRC:tests/fuzz/%.c=$(FUZZ_DIR)/%)
 

@@ -32,7 +32,9 @@ static const char *usage =
     "       prep synth coco -o DIR [--train-images N] [--val-images N] [--seed S] [--size MIN-MAX]\n"
     "       prep bert | bert-hdf5 | bert-tokenize | synth bert ... (prep bert --help)\n"
     "       prep kits19 [-o OUTDIR] [--npy NPYDIR] ... DATA_DIR (prep kits19 --help)\n"
-    "       prep coco --annotations FILE.json [-o OUTDIR] [--eval] IMAGE_DIR (prep coco --help)\n";
+    "       prep coco --annotations FILE.json [-o OUTDIR] [--eval] IMAGE_DIR (prep coco --help)\n"
+    "       prep librispeech -o OUTDIR [--spm MODEL] SUBSET_DIR... (prep librispeech --help)\n"
+    "       prep synth librispeech -o DIR [--seed S] ... (prep synth librispeech --help)\n";
 
 static void help(void) {
     printf("%s\n"
@@ -305,6 +307,9 @@ int main(int argc, char **argv) {
     if (prep_bert_cmd_of(argc, argv) >= 0) return prep_bert_main(argc, argv);
     if (argc > 1 && strcmp(argv[1], "kits19") == 0) return prep_kits19_main(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "coco") == 0) return prep_coco_main(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "librispeech") == 0) return prep_librispeech_main(argc - 1, argv + 1);
+    if (argc > 2 && strcmp(argv[1], "synth") == 0 && strcmp(argv[2], "librispeech") == 0)
+        return prep_synth_librispeech_main(argc - 2, argv + 2);
     enum { O_MAPPING = 256, O_MIR, O_DAYS, O_ROWS, O_SEED, O_SIGNAL, O_RATE, O_COMPRESS, O_PROGRESS, O_DICT_FROM };
     static const struct option longopts[] = {
         {"output", required_argument, 0, 'o'},      {"mapping", required_argument, 0, O_MAPPING},

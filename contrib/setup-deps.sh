@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building and testing trainkit needs on Debian 12: the C libraries and test tools
 # from Debian, and the Python test oracles from PyPI (mlperf-logging, pycocotools,
-# faster-coco-eval, nvidia-nvjpeg (optional, with CUDA: the GPU JPEG decoder's header), safetensors, numpy, torch, torchvision, pillow, h5py, transformers, nibabel). The oracles are used by tests and contrib/ only;
+# faster-coco-eval, nvidia-nvjpeg (optional, with CUDA: the GPU JPEG decoder's header), safetensors, numpy, torch, torchvision, pillow, h5py, transformers, nibabel, sentencepiece, soundfile). The oracles are used by tests and contrib/ only;
 # no trainkit binary needs Python.
 # Run it as it is, as root or as a user: it raises its privileges itself, with sudo, only for
 # apt-get and only when a Debian package is missing (a root shell needs no sudo installed; a user
@@ -12,8 +12,13 @@ set -eu
 # libjpeg62-turbo-dev and libpng-dev: the ImageNet tools (linked statically); libjpeg-turbo-progs:
 # cjpeg/djpeg/jpegtran for looking at JPEG test data. libhdf5-dev (found with pkg-config): prep
 # bert-hdf5 (without it prep builds and that command exits 2).
+# Optional, for LibriSpeech (RNN-T): libflac-dev (found with pkg-config, linked statically: prep
+# librispeech's FLAC decoder; without it prep builds and the command exits 2 naming it), flac,
+# sentencepiece (the spm_train/spm_encode tools prep runs), espeak-ng and sox (prep synth
+# librispeech). Nothing else needs them; their tests skip without them.
 pkgs="build-essential libzstd-dev libjansson-dev zlib1g-dev bats jq zstd python3-pip man-db gnuplot-nox
-      libjpeg62-turbo-dev libpng-dev libjpeg-turbo-progs libhdf5-dev pkg-config"
+      libjpeg62-turbo-dev libpng-dev libjpeg-turbo-progs libhdf5-dev pkg-config
+      libflac-dev flac sentencepiece espeak-ng sox"
 missing=
 for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then
@@ -35,7 +40,8 @@ if [ "${TK_SKIP_PY:-0}" != 1 ]; then
     need=
     for m in pycocotools:pycocotools faster_coco_eval:faster-coco-eval \
              safetensors:safetensors numpy:numpy torch:torch torchvision:torchvision PIL:pillow \
-             h5py:h5py transformers:transformers nibabel:nibabel; do
+             h5py:h5py transformers:transformers nibabel:nibabel sentencepiece:sentencepiece \
+             soundfile:soundfile; do
         $py -c "import ${m%%:*}" 2>/dev/null || need="$need ${m#*:}"
     done
     # log-check's rules (share/compliance) and expectations (tests/data/logcheck-newer) were made

@@ -16,4 +16,9 @@ int prep_synth_kits19_main(int argc, char **argv);
 int prep_coco_main(int argc, char **argv);
 int prep_synth_coco_main(int argc, char **argv);
 
+// LibriSpeech: prep librispeech (argv from "librispeech"); prep synth librispeech (argv from
+// "librispeech").
+int prep_librispeech_main(int argc, char **argv);
+int prep_synth_librispeech_main(int argc, char **argv);
+
 #endif
