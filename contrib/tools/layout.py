@@ -48,8 +48,9 @@ LAYERS = [
     ("image", ["lib/image"], ["kernels"]),
     ("imagenet", ["lib/imagenet"], ["image", "tks"]),
     ("cocodata", ["lib/cocodata"], ["coco", "image", "tks"]),
+    ("speech", ["lib/speech"], ["core"]),
     ("engine", ["lib/engine"], ["blocks", "ckpt", "criteo", "bert", "compliance", "imagenet", "nifti", "kits19",
-                                "cocodata"]),
+                                "cocodata", "speech"]),
     ("workloads", ["lib/workloads/*"], ["engine"]),
     ("cmd", ["cmd"], ["workloads"]),
 ]
