@@ -17,7 +17,8 @@
 //     config's trim_silence (DALI NonsilentRegion at -60 dB) belongs to the data preparation.
 //  2. dither: x + 1e-5 n, n standard normal (Box-Muller), drawn per sample (below).
 //  3. pre-emphasis: y_0 = x_0, y_i = x_i - 0.97 x_{i-1} (features.py; DALI's default border
-//     clamps, y_0 = 0.03 x_0: one sample, no measurable difference).
+//     clamps, y_0 = 0.03 x_0: one sample, no measurable difference), 0.97 as fp32 as in both
+//     references (fp32 audio times 0.97; DALI's float coefficient), the rest in fp64.
 //  4. STFT: F = 1 + floor(L / hop) frames (torch.stft center=True and DALI center_windows agree);
 //     frame t covers samples t hop - win/2 .. t hop + win/2 - 1 (the win-sample window centered
 //     in the n_fft frame, zeros around it: the power spectrum does not depend on where in the
