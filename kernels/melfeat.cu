@@ -77,7 +77,7 @@ __global__ void __launch_bounds__(kT) window_frames(tk_melfeat_cfg c, int Fmax, 
     }
 }
 
-__global__ void __launch_bounds__(kT) power_mel(int nf, int M, int Fmax, int64_t g0, int64_t G,
+__global__ void __launch_bounds__(kT) power_mel(int nf, int M, int64_t g0, int64_t G,
                                                 const cufftComplex *spec, const float *fb, double *v) {
     extern __shared__ double P[];
     const int nb = nf / 2 + 1;
@@ -91,7 +91,6 @@ __global__ void __launch_bounds__(kT) power_mel(int nf, int M, int Fmax, int64_t
         for (int k = 0; k < nb; k++) acc += (double)fb[(size_t)m * nb + k] * P[k];
         v[(size_t)g * M + m] = log(acc > 1e-20 ? acc : 1e-20);
     }
-    (void)Fmax;
 }
 
 __device__ __forceinline__ double warp_sum(double s) {
@@ -118,7 +117,8 @@ __global__ void __launch_bounds__(kT) normalize(tk_melfeat_cfg c, int Fmax, cons
         const double dof = (double)(F - c.norm_ddof), sd = dof > 0 ? sqrt(q / dof) : 0.0;
         double den = sd + (double)c.norm_eps;
         if (den == 0) den = 1;
-        for (int t = lane; t < Fmax; t += 32) xb[(size_t)t * M + m] = t < F ? (float)((vb[(size_t)t * M + m] - mean) / den) : 0.0f;
+        for (int t = lane; t < Fmax; t += 32)
+            xb[(size_t)t * M + m] = t < F ? (float)((vb[(size_t)t * M + m] - mean) / den) : 0.0f;
     }
 }
 
@@ -204,7 +204,7 @@ int tk_melfeat_logmel_cuda(tk_ctx *c, const tk_melfeat_cfg *cfg, const tk_melfea
             break;
         }
         const int nblk = (int)(G - g0 < kChunk ? G - g0 : kChunk);
-        power_mel<<<nblk, kT, nb * sizeof(double), st>>>(nf, M, bt->Fmax, g0, G, spec, fb, v);
+        power_mel<<<nblk, kT, nb * sizeof(double), st>>>(nf, M, g0, G, spec, fb, v);
         rc = tk_cu_check(e, "melfeat");
     }
     pthread_mutex_unlock(&g_plan_mu);

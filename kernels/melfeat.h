@@ -31,7 +31,9 @@
 //  5. mel: librosa.filters.mel(sr, n_fft, n_mels, fmin 0, fmax sr / 2) with its defaults htk
 //     False (Slaney's scale: linear below 1 kHz at 200/3 Hz a mel, logarithmic above with step
 //     ln(6.4) / 27) and norm "slaney" (each triangle times 2 / (f_{m+2} - f_m), equal areas); DALI
-//     MelFilterBank(normalize=True) builds the same. tk_mel_filterbank writes it.
+//     MelFilterBank(normalize=True, mel_formula "slaney" by default) describes the same filters
+//     (unit integrals; not compared bit for bit). tk_mel_filterbank writes it (fp64, rounded to
+//     fp32 as librosa returns it).
 //  6. log: ln(max(e, 1e-20)) (DALI ToDecibels, multiplier ln 10, cutoff log(1e-20); features.py's
 //     log(e + 1e-20) differs only for e near 1e-20).
 //  7. normalization per feature over the utterance's F frames: (v - mean) / (std + norm_eps),
@@ -60,7 +62,10 @@
 // features are padded, x (B, Fmax, n_mels) fp32, frame-major (the n_mels values of a frame
 // adjacent), frames t >= F_b written 0. Spliced (B, Tout, stack n_mels), Tout >= ceil(Fmax / 3).
 // Device memory on cuda for every array the op reads or writes; the host copies of the offsets
-// and ids are the caller's (the lengths decide the shapes).
+// and ids are the caller's (the lengths decide the shapes). The reference checks the lengths (>= 1
+// sample, F_b <= Fmax: TK_EINTERNAL naming the utterance); the cuda kernels trust them. For the
+// reference's time-mask distribution Fmax must be the batch's largest F (DALI pads to it); a
+// larger Fmax (fixed shapes) spreads the time masks' starts over the extra padding.
 // cuda: the frames are windowed into a workspace and transformed by cuFFT (real-to-complex,
 // batched, fp32; one plan a device, made on first use and kept) in chunks; power, mel and log a
 // block a frame; the statistics in fp64 a warp a feature. The reference uses its own radix-2 FFT

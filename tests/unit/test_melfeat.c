@@ -33,7 +33,10 @@ TK_TEST(melfeat_fft) {
     tk_rfft_ref(16, x, X);
     for (int k = 0; k <= 8; k++) {
         double re = 0, im = 0;
-        for (int n = 0; n < 16; n++) re += x[n] * cos(6.283185307179586 * k * n / 16), im -= x[n] * sin(6.283185307179586 * k * n / 16);
+        for (int n = 0; n < 16; n++) {
+            const double ph = 6.283185307179586 * k * n / 16;
+            re += x[n] * cos(ph), im -= x[n] * sin(ph);
+        }
         CHECK_NEAR(X[2 * k], re, 1e-12);
         CHECK_NEAR(X[2 * k + 1], im, 1e-12);
     }
