@@ -67,7 +67,8 @@
 // reference's time-mask distribution Fmax must be the batch's largest F (DALI pads to it); a
 // larger Fmax (fixed shapes) spreads the time masks' starts over the extra padding.
 // cuda: the frames are windowed into a workspace and transformed by cuFFT (real-to-complex,
-// batched, fp32; one plan a device, made on first use and kept) in chunks; power, mel and log a
+// batched, fp32; one plan a device, made on first use and kept: make the first call outside a
+// CUDA graph's capture) in chunks; power, mel and log a
 // block a frame; the statistics in fp64 a warp a feature. The reference uses its own radix-2 FFT
 // in fp64 (a complex FFT of n_fft / 2 on the even/odd samples, then the split into the real
 // input's spectrum).
@@ -183,6 +184,18 @@ TK_MEL_HD double tk_speed_rate(uint64_t seed, uint32_t epoch, uint32_t utt, doub
 
 // Samples after resampling n samples by r: ceil(n r).
 TK_MEL_HD int64_t tk_speed_len(int64_t n, double r) { return (int64_t)ceil((double)n * r); }
+
+// Host helper for step 1: the rates (B) of the utterances utt (B) in [lo, hi) and the output's
+// offsets out_off (B + 1) from the input's in_off (B + 1) (host arrays; copy them to the device
+// for the cuda side).
+static inline void tk_speed_plan(int B, const int64_t *in_off, const uint32_t *utt, uint64_t seed, uint32_t epoch,
+                                 double lo, double hi, double *rate, int64_t *out_off) {
+    out_off[0] = 0;
+    for (int b = 0; b < B; b++) {
+        rate[b] = tk_speed_rate(seed, epoch, utt[b], lo, hi);
+        out_off[b + 1] = out_off[b] + tk_speed_len(in_off[b + 1] - in_off[b], rate[b]);
+    }
+}
 
 // The dither's standard normal of sample i of utterance utt.
 TK_MEL_HD double tk_melfeat_noise(uint64_t seed, uint32_t epoch, uint32_t utt, int64_t i) {

@@ -270,6 +270,17 @@ TK_TEST(melfeat_resample) {
         lo = r < lo ? r : lo, hi = r > hi ? r : hi;
     }
     CHECK(lo < 0.86 && hi > 1.14);
+    // The plan: offsets of ceil(L_b r_b) samples, the rates of the utterances' ids.
+    const int64_t po[4] = {0, 1000, 1001, 17001};
+    const uint32_t pu[3] = {4, 8, 15};
+    double pr[3];
+    int64_t pq[4];
+    tk_speed_plan(3, po, pu, 6, 1, 0.85, 1.15, pr, pq);
+    CHECK_EQ_INT(pq[0], 0);
+    for (int b = 0; b < 3; b++) {
+        CHECK(pr[b] == tk_speed_rate(6, 1, pu[b], 0.85, 1.15));
+        CHECK_EQ_INT(pq[b + 1] - pq[b], (int64_t)ceil((po[b + 1] - po[b]) * pr[b]));
+    }
     free(in), free(out);
 }
 
