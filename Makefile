@@ -70,7 +70,8 @@ NVCCFLAGS += -std=c++17 $(if $(DEBUG),-O0 -g -G,-O3 -lineinfo) -DTK_HAVE_CUDA -I
              -gencode arch=compute_$(SM),code=sm_$(SM) -Xcompiler -Wall,-fopenmp \
              --expt-relaxed-constexpr -MMD -MP
 CUDA_LIBDIRS := -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib -Wl,-rpath,$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib
-CUDA_LIBS := $(CUDA_LIBDIRS) -Wl,--as-needed -lcublasLt -lcublas -lnccl -lcudart_static -ldl -lrt -lstdc++ -Wl,--no-as-needed
+# cuFFT: the STFT of RNN-T's features (kernels/melfeat.cu).
+CUDA_LIBS := $(CUDA_LIBDIRS) -Wl,--as-needed -lcublasLt -lcublas -lcufft -lnccl -lcudart_static -ldl -lrt -lstdc++ -Wl,--no-as-needed
 # cuDNN 9 (ResNet's convolutions, lib/gpu/cudnn_conv.cu): found by its header (CUDNN_HOME, default
 # the toolkit's). The library is not linked but opened at run time (dlopen "libcudnn.so.9"), so the
 # binaries start, and DLRM trains, on machines without it; a ResNet run on cuda then says what is

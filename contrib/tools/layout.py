@@ -49,8 +49,9 @@ LAYERS = [
     ("imagenet", ["lib/imagenet"], ["image", "tks"]),
     ("cocodata", ["lib/cocodata"], ["coco", "image", "tks"]),
     ("librispeech", ["lib/librispeech"], ["tks"]),
+    ("speech", ["lib/speech"], ["core"]),
     ("engine", ["lib/engine"], ["blocks", "ckpt", "criteo", "bert", "compliance", "imagenet", "nifti", "kits19",
-                                "cocodata", "librispeech"]),
+                                "cocodata", "librispeech", "speech"]),
     ("workloads", ["lib/workloads/*"], ["engine"]),
     ("cmd", ["cmd"], ["workloads"]),
 ]
