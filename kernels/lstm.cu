@@ -206,8 +206,8 @@ int bwd(tk_ctx *c, tk_dtype t, const tk_lstm_shape *s, const tk_lstm_w *w, const
             if (tt > 0) TRY(gemm(c, t, TK_F32, B, H, G4, 0, 0, dat, w->w_hh[k], dhr, 0, e));
             else if (dh0) TRY(gemm(c, t, TK_F32, B, H, G4, 0, 0, dat, w->w_hh[k], dh0 + k * BH, 0, e));
         }
-        if (dc0 && cudaMemcpyAsync(dc0 + k * BH, dc, BH * sizeof(float), cudaMemcpyDeviceToDevice, st) != cudaSuccess)
-            return tk_cu_check(e, "lstm_bwd: dc0 copy", cudaGetLastError());
+        if (dc0) TRY(tk_cu_check(e, "lstm_bwd (dc0)",
+                                 cudaMemcpyAsync(dc0 + k * BH, dc, BH * sizeof(float), cudaMemcpyDeviceToDevice, st)));
         TRY(gemm(c, t, TK_F32, G4, Ik, (int)TB, 1, 0, da, in, dw->w_ih[k], 1, e));
         TRY(gemm(c, t, TK_F32, G4, H, (int)TB, 1, 0, da, hs, dw->w_hh[k], 1, e));
         const int chunks = TB < TK_LSTM_DB_CHUNKS ? (int)TB : TK_LSTM_DB_CHUNKS;
