@@ -31,9 +31,10 @@ unsigned grid_of(int64_t n) { return tk_cu_blocks(n, kT); }
 __device__ __forceinline__ float sigm(float a) { return 1.0f / (1.0f + expf(-a)); }
 __device__ __forceinline__ int seq_len(const int *len, int T, int b) { return len ? len[b] : T; }
 
-// The layer's dropout (site + k), by value for the kernels; off for the last layer.
-tk_drop_dev layer_drop(const tk_dropout *d, int k, int L) {
-    if (!d || k == L - 1) return tk_drop_dev_of(NULL);
+// The dropout of layer k's output (site + k), by value for the kernels; off for the last layer
+// unless s->drop_last.
+tk_drop_dev layer_drop(const tk_dropout *d, int k, const tk_lstm_shape *s) {
+    if (!d || (k == s->L - 1 && !s->drop_last)) return tk_drop_dev_of(NULL);
     tk_dropout dk = *d;
     dk.site = d->site + (uint32_t)k;
     return tk_drop_dev_of(&dk);
@@ -164,7 +165,7 @@ int fwd(tk_ctx *c, tk_dtype t, const tk_lstm_shape *s, const tk_lstm_w *w, const
         init_state<T><<<grid_of(BH), kT, 0, st>>>(BH, h0 ? h0 + k * BH : NULL, c0 ? c0 + k * BH : NULL, hs, cs);
         TRY(tk_cu_check(e, "lstm_fwd"));
         TRY(gemm(c, t, TK_F32, (int)TB, G4, Ik, 0, 1, in, w->w_ih[k], gates, 0, e));
-        const tk_drop_dev d = layer_drop(drop, k, s->L);
+        const tk_drop_dev d = layer_drop(drop, k, s);
         for (int tt = 0; tt < T_; tt++) {
             float *ga = gates + (int64_t)tt * B * G4;
             TRY(gemm(c, t, TK_F32, B, G4, H, 0, 1, hs + tt * BH, w->w_hh[k], ga, 1, e));
@@ -197,7 +198,7 @@ int bwd(tk_ctx *c, tk_dtype t, const tk_lstm_shape *s, const tk_lstm_w *w, const
         const T *hs = (const T *)(base + W.h[k]);
         const T *dyk = k == s->L - 1 ? (const T *)dy : dyb;
         const void *in = k ? (const void *)(base + W.in[k]) : x;
-        const tk_drop_dev d = layer_drop(drop, k, s->L);
+        const tk_drop_dev d = layer_drop(drop, k, s);
         for (int tt = T_ - 1; tt >= 0; tt--) {
             cell_bwd<T><<<grid_of(BH), kT, 0, st>>>(T_, B, H, tt, len, gates, cs, dyk, d, dhn ? dhn + k * BH : NULL,
                                                     dcn ? dcn + k * BH : NULL, dhr, dc, da);

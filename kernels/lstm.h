@@ -12,10 +12,16 @@
 //   c_t = f c_{t-1} + i g,  h_t = o tanh(c_t),  out_t = h_t
 // Past a sequence's length its state is frozen and its outputs are 0, as a packed sequence gives
 // (hn, cn = the state after step len[b] - 1; padded y rows 0, like pad_packed_sequence's padding).
-// Between layers torch.nn.LSTM's dropout: layer k + 1 reads out_k times the mask factor of
+// MLPerf's reference runs its LSTMs over the padded tensor, unpacked (rnnt/model.py encode and
+// predict pass no lengths): len NULL reproduces that exactly (padding steps computed as data).
+// With lengths the outputs at t < len[b] are the same (the recurrence is causal) and the padded
+// steps are skipped; the one place that differs is the encoder's StackTime, whose last stacked
+// frame of an odd-length utterance pairs its last output with a padded step's (0 here).
+// Dropout, torch.nn.LSTM's between layers: layer k + 1 reads out_k times the mask factor of
 // kernels/dropout.h with site drop->site + k and element index drop->offset + (t B + b) H + j
-// (k = 0 .. L-2; the last layer's output is not dropped here: common/rnn.py's extra Dropout after
-// the LSTM is the caller's). drop NULL or p 0: no dropout (evaluation).
+// (k = 0 .. L-2); with s->drop_last also the last layer's output, site drop->site + L - 1 (the
+// Dropout common/rnn.py applies after its torch.nn.LSTM, same p; hn and cn are never dropped).
+// drop NULL or p 0: no dropout (evaluation).
 //
 // Types: x, y, dx, dy and the weights w_ih, w_hh in t (TK_F32, or TK_BF16: the GEMM operands);
 // biases, states (h0, c0, hn, cn, dh0, dc0, dhn, dcn: (L, B, H)) and weight gradients fp32. Math is
@@ -52,6 +58,7 @@ typedef struct tk_lstm_shape {
     int L;    // layers, 1 .. TK_LSTM_MAX_LAYERS
     int T, B; // padded steps, batch
     int I, H; // layer 0's input size, hidden size
+    int drop_last; // 1: the last layer's output is dropped too (see above)
 } tk_lstm_shape;
 
 // The parameters, PyTorch's weight_ih_l{k}, weight_hh_l{k} (in t), bias_ih_l{k}, bias_hh_l{k} (fp32).

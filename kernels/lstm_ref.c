@@ -1,7 +1,7 @@
 // CPU reference of kernels/lstm.h, the specification the CUDA side and the tests check against.
 // torch.nn.LSTM's recurrence (gate order i, f, g, o; out = h; packed sequences: the state frozen
-// and the output 0 past each length; dropout between layers, never after the last), written step
-// by step: every product summed in fp64 in a fixed order, the gates in fp32, the values the CUDA
+// and the output 0 past each length; dropout between layers, and after the last with drop_last),
+// written step by step: every product summed in fp64 in a fixed order, the gates in fp32, the values the CUDA
 // side rounds to t (h, the dropped outputs, the gates' gradient) rounded here in the same places.
 // OpenMP over the batch x gate rows (products) and the batch x features (cells).
 #include <errno.h>
@@ -29,10 +29,11 @@ static int check_len(const tk_lstm_shape *s, const int *len, tk_err *e) {
     return 0;
 }
 
-// The dropout factor of layer k's output element i (its index in (T, B, H)); 1 for the last layer.
+// The dropout factor of layer k's output element i (its index in (T, B, H)); 1 for the last layer
+// unless s->drop_last.
 static inline float out_factor(const tk_dropout *d, const tk_lstm_shape *s, int k, int64_t step, uint32_t th,
                                int64_t i) {
-    if (k == s->L - 1 || !d || d->p <= 0) return 1.0f;
+    if ((k == s->L - 1 && !s->drop_last) || !d || d->p <= 0) return 1.0f;
     tk_dropout dk = *d;
     dk.site = d->site + (uint32_t)k;
     return tk_dropout_factor(&dk, th, step, i);

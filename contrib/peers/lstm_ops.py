@@ -9,7 +9,8 @@ sum(y dy) + sum(hn dhn) + sum(cn dcn) with the same dy, dhn and dcn the driver b
 so autograd's gradients are the ones trainkit's backward must give: y, hn, cn, dx, dh0, dc0 and
 every weight and bias gradient. Without dropout one multi-layer torch.nn.LSTM runs (its own
 layer stacking); with dropout, torch's generator cannot draw trainkit's Philox masks, so the
-driver prints the masks and single-layer LSTMs are chained here with those masks between them.
+driver prints the masks and single-layer LSTMs are chained here with those masks between them
+(and on the last layer's output: common/rnn.py's Dropout after its LSTM, trainkit's drop_last).
 
   lstm_ops.py check DRIVER [--perturb]
 
@@ -28,11 +29,12 @@ import torch
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 G = torch.Generator().manual_seed(41)
-CASES = [  # name, type, L, T, B, I, H, p
-    ("f32 1 layer", "f32", 1, 4, 3, 3, 5, 0.0),
-    ("f32 2 layers", "f32", 2, 6, 4, 4, 6, 0.0),
-    ("f32 3 layers dropout", "f32", 3, 5, 3, 5, 7, 0.3),
-    ("bf16 2 layers dropout", "bf16", 2, 6, 3, 8, 16, 0.3),
+CASES = [  # name, type, L, T, B, I, H, p, last (drop_last: common/rnn.py's Dropout after the LSTM)
+    ("f32 1 layer", "f32", 1, 4, 3, 3, 5, 0.0, 0),
+    ("f32 2 layers", "f32", 2, 6, 4, 4, 6, 0.0, 0),
+    ("f32 3 layers dropout", "f32", 3, 5, 3, 5, 7, 0.3, 0),
+    ("f32 2 layers dropout after the last", "f32", 2, 5, 3, 4, 6, 0.3, 1),
+    ("bf16 2 layers dropout", "bf16", 2, 6, 3, 8, 16, 0.3, 1),
 ]
 
 
@@ -95,8 +97,9 @@ def torch_side(L, T, B, I, H, lens, params, x, h0, c0, masks, perturb):
         for k in range(L):
             y, hk, ck = run(lstm_of([layers[k]], I if k == 0 else H), inp, h0[k:k + 1], c0[k:k + 1])
             hs.append(hk), cs.append(ck)
-            if k < L - 1:
-                inp = y * masks[k].reshape(T, B, H)
+            if k < len(masks):  # between layers, and after the last with drop_last
+                y = y * masks[k].reshape(T, B, H)
+            inp = y
         hn, cn = torch.cat(hs), torch.cat(cs)
     return leaves, y, hn, cn
 
@@ -106,7 +109,7 @@ def relerr(a, b):
     return float(torch.linalg.norm(a - b) / (d if d > 0 else 1))
 
 
-def check_case(driver, name, dtype, L, T, B, I, H, p, perturb):
+def check_case(driver, name, dtype, L, T, B, I, H, p, last, perturb):
     lens = [T] + [int(torch.randint(1, T + 1, (1,), generator=G)) for _ in range(B - 1)]
     a = H ** -0.5
     params = []
@@ -116,7 +119,7 @@ def check_case(driver, name, dtype, L, T, B, I, H, p, perturb):
     x, h0, c0 = rand(T, B, I), rand(L, B, H, a=0.5), rand(L, B, H)
     dy, dhn, dcn = rand(T, B, H), rand(L, B, H), rand(L, B, H)
     seed, step = int(torch.randint(1, 1 << 30, (1,), generator=G)), 7
-    text = [f"{L} {T} {B} {I} {H} {p} {seed} {step}", " ".join(map(str, lens))]
+    text = [f"{L} {T} {B} {I} {H} {p} {last} {seed} {step}", " ".join(map(str, lens))]
     for t in params + [x, h0, c0, dy, dhn, dcn]:
         text.append("\n".join(f"{v:.17g}" for v in t.flatten().tolist()))
     got, masks = run_driver(driver, dtype, "\n".join(text) + "\n")

@@ -18,7 +18,7 @@ setup() {
 @test "lstm-oracle: outputs, final states and all gradients match torch.nn.LSTM (fp32, bf16; lengths, dropout)" {
     run --separate-stderr python3 "$REF" check "$DRIVER"
     [ "$status" -eq 0 ] || { echo "exit $status: $output $stderr"; return 1; }
-    [ "${#lines[@]}" -eq 4 ]
+    [ "${#lines[@]}" -eq 5 ]
     for l in "${lines[@]}"; do [[ "$l" == *"  ok" ]] || { echo "$l"; return 1; }; done
     [ -z "$stderr" ]
 }
@@ -26,7 +26,7 @@ setup() {
 @test "lstm-oracle: gates in another order and ignored lengths are caught (exit 1)" {
     run --separate-stderr python3 "$REF" check "$DRIVER" --perturb
     [ "$status" -eq 1 ]
-    [ "${#lines[@]}" -eq 4 ]
+    [ "${#lines[@]}" -eq 5 ]
     for l in "${lines[@]}"; do [[ "$l" == *"  FAIL" ]] || { echo "$l"; return 1; }; done
 }
 
@@ -34,14 +34,17 @@ setup() {
     run --separate-stderr env TK_LSTM_DRIVE=f16 "$DRIVER" </dev/null
     [ "$status" -eq 2 ]
     [ "$stderr" = 'test_lstm: error: TK_LSTM_DRIVE must be f32 or bf16, not "f16"' ]
-    run --separate-stderr env TK_LSTM_DRIVE=f32 "$DRIVER" <<<'1 2 1 1 1 1.5 1 0'
+    run --separate-stderr env TK_LSTM_DRIVE=f32 "$DRIVER" <<<'1 2 1 1 1 1.5 0 1 0'
     [ "$status" -eq 3 ]
-    [[ "$stderr" == 'test_lstm: error: stdin: no "L T B I H p seed step" line'* ]]
-    run --separate-stderr env TK_LSTM_DRIVE=f32 "$DRIVER" <<<$'1 1 1 1 1 0 1 0\n1\n0 0 0 0'
+    [[ "$stderr" == 'test_lstm: error: stdin: no "L T B I H p last seed step" line'* ]]
+    run --separate-stderr env TK_LSTM_DRIVE=f32 "$DRIVER" <<<'1 2 1 1 1 0.5 2 1 0'
+    [ "$status" -eq 3 ]
+    run --separate-stderr env TK_LSTM_DRIVE=f32 "$DRIVER" <<<$'1 1 1 1 1 0 0 1 0\n1\n0 0 0 0'
     [ "$status" -eq 3 ]
     [ "$stderr" = "test_lstm: error: stdin: value 4 of 19 missing" ]
     # one step, zero weights: gates 1/2, g 0, c = c0 / 2, h = tanh(c) / 2
-    run --separate-stderr env TK_LSTM_DRIVE=f32 "$DRIVER" <<<$'1 1 1 1 1 0 1 0\n1\n0 0 0 0\n0 0 0 0\n0 0 0 0\n0 0 0 0\n1\n0\n2\n0\n0\n0'
+    input=$'1 1 1 1 1 0 0 1 0\n1\n0 0 0 0\n0 0 0 0\n0 0 0 0\n0 0 0 0\n1\n0\n2\n0\n0\n0'
+    run --separate-stderr env TK_LSTM_DRIVE=f32 "$DRIVER" <<<"$input"
     [ "$status" -eq 0 ]
     [ "${lines[0]}" = "y 1" ]
     [ "${lines[1]}" = "0.380797088" ]

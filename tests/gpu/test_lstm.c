@@ -1,12 +1,14 @@
 // The LSTM (kernels/lstm.h) on the cuda backend against its CPU reference: fresh random weights,
-// inputs, states and lengths each run (sequence 0 at the full length), 1 to 3 layers, with and
-// without inter-layer dropout (the same Philox masks on both sides), every output and gradient:
-// y, hn, cn, dx, dh0, dc0, dW_ih, dW_hh, db_ih, db_hh. Tolerances (norm-wise relative): fp32 <=
-// 1e-5 (the GEMMs run without TF32), bf16 <= 1e-2. Small-integer cases (weights, inputs and states
-// multiples of 1/4 in [-1, 1], fp32: the input projection exact on both sides, the gates mostly
-// saturated, the recurrent sums over h not exact) within 1e-5. Exact: outputs and dx rows past the
-// lengths are 0, and a second run gives the same bits (no atomics). Timing lines at MLPerf's sizes: the encoder's post-stacking LSTM
-// (3 x 1024, input 2048, T 330, B 32) and the prediction network's (2 x 512, U+1 126, B 32).
+// inputs, states and lengths each run (sequence 0 at the full length), 1 to 3 layers, without
+// dropout, with it between layers, and after the last too (drop_last; the same Philox masks on
+// both sides), every output and gradient: y, hn, cn, dx, dh0, dc0, dW_ih, dW_hh, db_ih, db_hh.
+// Tolerances (norm-wise relative): fp32 <= 1e-5 (the GEMMs run without TF32), bf16 <= 1e-2.
+// Small-integer cases (weights, inputs and states multiples of 1/4 in [-1, 1], fp32: the input
+// projection exact on both sides, the gates mostly saturated, the recurrent sums over h not
+// exact) within 1e-5. Exact: outputs and dx rows past the lengths are 0, and a second run gives
+// the same bits (no atomics). Timing lines (bf16, dropout after every layer) at MLPerf's sizes:
+// the encoder's LSTMs before stacking (2 x 1024, input 240, T 660) and after (3 x 1024, input
+// 2048, T 330), the prediction network's (2 x 512, U+1 126); B 32, lengths down to 3/4 T.
 #include "gpu_test.h"
 #include "lstm.h"
 
@@ -30,7 +32,8 @@ static void *host_as(const float *x, size_t n, tk_dtype t) {
 }
 static float *f32_of(const void *p, size_t n, tk_dtype t) {
     float *f = gt_host(n * 4);
-    for (size_t i = 0; i < n; i++) f[i] = t == TK_BF16 ? tk_bf16_to_f32(((const uint16_t *)p)[i]) : ((const float *)p)[i];
+    for (size_t i = 0; i < n; i++)
+        f[i] = t == TK_BF16 ? tk_bf16_to_f32(((const uint16_t *)p)[i]) : ((const float *)p)[i];
     return f;
 }
 // Uniform in [-a, a), or (ints) multiples of 1/4 in [-1, 1].
@@ -41,10 +44,10 @@ static void fill(float *x, size_t n, float a, int ints) {
 }
 
 // One case: the device run (twice: the bits must repeat) against the reference.
-static void lstm_case(int L, int T, int B, int I, int H, tk_dtype t, float p, int ints, int *failed_) {
+static void lstm_case(int L, int T, int B, int I, int H, tk_dtype t, float p, int last, int ints, int *failed_) {
     int *tk_failed_ = failed_;
     tk_err e = {0};
-    const tk_lstm_shape s = {L, T, B, I, H};
+    const tk_lstm_shape s = {L, T, B, I, H, last};
     const size_t es = tk_dtype_size(t), TBI = (size_t)T * B * I, TBH = (size_t)T * B * H, LBH = (size_t)L * B * H;
     const float a = 1.0f / sqrtf((float)H);
     int len[64];
@@ -105,8 +108,8 @@ static void lstm_case(int L, int T, int B, int I, int H, tk_dtype t, float p, in
     CHECK_EQ_INT(tk_lstm_fwd_ref(t, &s, &hw, len, hx, h0, c0, &hd, ry, rhn, rcn, rws, &e), 0);
     CHECK_EQ_INT(tk_lstm_bwd_ref(t, &s, &hw, len, hx, &hd, hdy, dhn, dcn, rgx, rh0, rc0, &hg, rws, &e), 0);
     char what[128];
-    snprintf(what, sizeof what, "%s L%d T%d B%d I%d H%d p%.1f%s", tk_dtype_name(t), L, T, B, I, H, p,
-             ints ? " ints" : "");
+    snprintf(what, sizeof what, "%s L%d T%d B%d I%d H%d p%.1f%s%s", tk_dtype_name(t), L, T, B, I, H, p,
+             last ? " drop_last" : "", ints ? " ints" : "");
     const double tol = t == TK_BF16 ? 1e-2 : 1e-5;
     printf("# %s\n", what);
     float *gy = gt_host_from(y, TBH, t), *ryf = f32_of(ry, TBH, t);
@@ -130,7 +133,8 @@ static void lstm_case(int L, int T, int B, int I, int H, tk_dtype t, float p, in
     }
     for (int k = 0; k < L; k++) {
         const size_t Ik = k ? H : I, sz[4] = {4 * H * Ik, (size_t)4 * H * H, (size_t)4 * H, (size_t)4 * H};
-        float *gd[4] = {dg.w_ih[k], dg.w_hh[k], dg.b_ih[k], dg.b_hh[k]}, *gr[4] = {hg.w_ih[k], hg.w_hh[k], hg.b_ih[k], hg.b_hh[k]};
+        float *gd[4] = {dg.w_ih[k], dg.w_hh[k], dg.b_ih[k], dg.b_hh[k]};
+        float *gr[4] = {hg.w_ih[k], hg.w_hh[k], hg.b_ih[k], hg.b_hh[k]};
         static const char *wn[4] = {"dW_ih", "dW_hh", "db_ih", "db_hh"};
         for (int q = 0; q < 4; q++) {
             char nm[32];
@@ -165,14 +169,14 @@ TK_TEST(lstm_vs_reference) {
     } cases[] = {{1, 5, 2, 16, 33}, {2, 7, 3, 5, 8}, {3, 12, 4, 40, 64}, {2, 20, 8, 128, 256}};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
         for (int t = 0; t < 2; t++)
-            for (int drop = 0; drop < 2; drop++)
+            for (int drop = 0; drop < 3; drop++) // none, between layers, and after the last too
                 lstm_case(cases[i].L, cases[i].T, cases[i].B, cases[i].I, cases[i].H, t ? TK_BF16 : TK_F32,
-                          drop ? 0.3f : 0.0f, 0, tk_failed_);
+                          drop ? 0.3f : 0.0f, drop == 2, 0, tk_failed_);
 }
 
 TK_TEST(lstm_small_integers) {
-    lstm_case(2, 6, 3, 8, 16, TK_F32, 0.0f, 1, tk_failed_);
-    lstm_case(2, 6, 3, 8, 16, TK_F32, 0.5f, 1, tk_failed_);
+    lstm_case(2, 6, 3, 8, 16, TK_F32, 0.0f, 0, 1, tk_failed_);
+    lstm_case(2, 6, 3, 8, 16, TK_F32, 0.5f, 1, 1, tk_failed_);
 }
 
 // ---- timing ----
@@ -197,7 +201,7 @@ static void bench_run(void *arg) {
 }
 
 static void time_one(int *tk_failed_, const char *what, int L, int T, int B, int I, int H, float p) {
-    bench b = {.s = {L, T, B, I, H}};
+    bench b = {.s = {L, T, B, I, H, 1}}; // the workload's LSTMs drop their output too
     const size_t TBI = (size_t)T * B * I, TBH = (size_t)T * B * H;
     float *h = gt_host((TBI > (size_t)4 * H * I ? TBI : (size_t)4 * H * I) * 4 + TBH * 4 + (size_t)16 * H * H);
     for (int k = 0; k < L; k++) {

@@ -5,11 +5,11 @@
 // central differences of an fp64 forward written here; (h0, c0) carry (two half runs equal one
 // full run, bit for bit); the workload's initialization helper; and the refusals.
 // With TK_LSTM_DRIVE=f32|bf16 in the environment the binary is instead the C side of
-// tests/cli/lstm-oracle.bats: it reads "L T B I H p seed step" then B lengths, then every
-// parameter (per layer w_ih, w_hh, b_ih, b_hh, PyTorch's layout), x, h0, c0, dy, dhn, dcn as
+// tests/cli/lstm-oracle.bats: it reads "L T B I H p last seed step" (last: drop_last), then B
+// lengths, then every parameter (per layer w_ih, w_hh, b_ih, b_hh, PyTorch's layout), x, h0, c0, dy, dhn, dcn as
 // numbers from stdin, runs the reference's forward and backward (inputs rounded to bf16 first for
 // bf16) and prints "NAME N" then N values one a line for y hn cn dx dh0 dc0, then per layer
-// dw_ih dw_hh db_ih db_hh, then (p > 0) the dropout factors of the layers' outputs "mask k";
+// dw_ih dw_hh db_ih db_hh, then (p > 0) the dropout factors of each dropped layer output "mask N";
 // then it exits before its TAP tests: 0, or the error's code with a message on stderr.
 #include <errno.h>
 #include <math.h>
@@ -37,7 +37,7 @@ typedef struct {
 
 static mdl *mdl_new(int L, int T, int B, int I, int H, const int *len, uint64_t key) {
     mdl *m = calloc(1, sizeof *m);
-    m->s = (tk_lstm_shape){L, T, B, I, H};
+    m->s = (tk_lstm_shape){L, T, B, I, H, 0};
     size_t o = 0;
     for (int k = 0; k < L; k++) {
         const size_t Ik = k ? H : I, sz[4] = {4 * H * Ik, (size_t)4 * H * H, (size_t)4 * H, (size_t)4 * H};
@@ -124,11 +124,12 @@ static double loss_d(const mdl *m, const double *q, double *yout) {
             }
             for (int j = 0; j < H; j++) loss += h[j] * m->dhn[sb + j] + c[j] * m->dcn[sb + j];
         }
-        if (k < L - 1) {
+        if (k < L - 1 || m->s.drop_last) {
             tk_dropout dk = m->drop;
             dk.site += (uint32_t)k;
-            for (size_t i = 0; i < (size_t)T * B * H; i++) in[i] = out[i] * tk_dropout_factor(&dk, th, m->step, i);
+            for (size_t i = 0; i < (size_t)T * B * H; i++) out[i] *= tk_dropout_factor(&dk, th, m->step, i);
         }
+        if (k < L - 1) memcpy(in, out, sizeof(double) * (size_t)T * B * H);
     }
     for (size_t i = 0; i < (size_t)T * B * H; i++) {
         loss += out[i] * m->dy[i];
@@ -150,7 +151,7 @@ TK_TEST(lstm_one_step_by_hand) {
     float wih[4] = {0, 0, l2, -l3}, whh[4] = {0, l3, 0, 0}, bi[4] = {l3 / 2, 0, 0, 0}, bh[4] = {l3 / 2, 0, 0, 0};
     float x = 1, h0 = 1, c0 = 2, y = 0, hn = 0, cn = 0, dy = 1, dx = 0, dh0 = 0, dc0 = 0;
     float gwih[4] = {0}, gwhh[4] = {0}, gbi[4] = {0}, gbh[4] = {0};
-    const tk_lstm_shape s = {1, 1, 1, 1, 1};
+    const tk_lstm_shape s = {1, 1, 1, 1, 1, 0};
     tk_lstm_w w = {{wih}, {whh}, {bi}, {bh}};
     tk_lstm_dw dw = {{gwih}, {gwhh}, {gbi}, {gbh}};
     void *ws = calloc(1, tk_lstm_ws_bytes(TK_F32, &s));
@@ -231,9 +232,9 @@ TK_TEST(lstm_lengths_mask_like_packed_sequences) {
 
 // ---- gradients against finite differences ----
 
-static void check_fd(int *tk_failed_, int L, int T, int B, int I, int H, const int *len, float p) {
+static void check_fd(int *tk_failed_, int L, int T, int B, int I, int H, const int *len, float p, int last) {
     mdl *m = mdl_new(L, T, B, I, H, len, 21 + L);
-    m->drop.p = p;
+    m->drop.p = p, m->s.drop_last = last;
     CHECK_EQ_INT(mdl_fwd(m, 1), 0);
     CHECK_EQ_INT(mdl_bwd(m), 0);
     double *q = calloc(m->n, sizeof(double)), *yd = calloc((size_t)T * B * H, sizeof(double));
@@ -264,9 +265,10 @@ static void check_fd(int *tk_failed_, int L, int T, int B, int I, int H, const i
 }
 
 TK_TEST(lstm_gradients_match_finite_differences) {
-    check_fd(tk_failed_, 1, 3, 2, 3, 2, (int[]){3, 2}, 0);
-    check_fd(tk_failed_, 2, 4, 3, 3, 4, (int[]){4, 1, 3}, 0);
-    check_fd(tk_failed_, 3, 4, 3, 2, 3, (int[]){2, 4, 3}, 0.3f); // inter-layer dropout
+    check_fd(tk_failed_, 1, 3, 2, 3, 2, (int[]){3, 2}, 0, 0);
+    check_fd(tk_failed_, 2, 4, 3, 3, 4, (int[]){4, 1, 3}, 0, 0);
+    check_fd(tk_failed_, 3, 4, 3, 2, 3, (int[]){2, 4, 3}, 0.3f, 0); // inter-layer dropout
+    check_fd(tk_failed_, 2, 5, 2, 3, 4, (int[]){3, 5}, 0.4f, 1);    // and after the last layer
 }
 
 // Dropout really drops: with p = 0.5 the second layer sees about half its inputs zeroed, and
@@ -281,6 +283,15 @@ TK_TEST(lstm_dropout_between_layers) {
     size_t zeros = 0;
     for (size_t i = 0; i < n; i++) zeros += in1[i] == 0;
     CHECK(zeros > n / 4 && zeros < 3 * n / 4);
+    for (size_t i = 0; i < n; i++) zeros -= m->y[i] == 0; // the last layer's output is not dropped
+    CHECK(zeros > n / 4);
+    m->s.drop_last = 1;
+    CHECK_EQ_INT(mdl_fwd(m, 1), 0);
+    size_t zl = 0;
+    for (size_t i = 0; i < n; i++) zl += m->y[i] == 0; // unless drop_last
+    CHECK(zl > n / 4 && zl < 3 * n / 4);
+    m->s.drop_last = 0;
+    CHECK_EQ_INT(mdl_fwd(m, 1), 0);
     float *y1 = malloc(n * 4);
     memcpy(y1, m->y, n * 4);
     m->step = 6;
@@ -302,7 +313,8 @@ TK_TEST(lstm_dropout_between_layers) {
 // state bit for bit.
 TK_TEST(lstm_state_carry_two_halves_equal_one_run) {
     const int L = 2, T = 6, B = 2, I = 3, H = 5;
-    mdl *f = mdl_new(L, T, B, I, H, NULL, 31), *a = mdl_new(L, 3, B, I, H, NULL, 31), *b = mdl_new(L, 3, B, I, H, NULL, 31);
+    mdl *f = mdl_new(L, T, B, I, H, NULL, 31), *a = mdl_new(L, 3, B, I, H, NULL, 31);
+    mdl *b = mdl_new(L, 3, B, I, H, NULL, 31);
     memcpy(a->p, f->p, f->off_x * 4), memcpy(b->p, f->p, f->off_x * 4);
     const size_t half = (size_t)3 * B * I, LBH = (size_t)L * B * H;
     memcpy(a->p + a->off_x, f->p + f->off_x, half * 4);
@@ -392,17 +404,17 @@ static void print_arr(const char *name, const float *v, size_t n) {
 static int drive(const char *type, tk_err *e) {
     const tk_dtype t = !strcmp(type, "f32") ? TK_F32 : !strcmp(type, "bf16") ? TK_BF16 : TK_U8;
     if (t == TK_U8) return tk_err_set(e, TK_EUSAGE, "TK_LSTM_DRIVE must be f32 or bf16, not \"%s\"", type);
-    int L, T, B, I, H;
+    int L, T, B, I, H, last;
     float p;
     unsigned long long seed;
     long long step;
-    if (scanf("%d %d %d %d %d %f %llu %lld", &L, &T, &B, &I, &H, &p, &seed, &step) != 8 || L < 1 ||
+    if (scanf("%d %d %d %d %d %f %d %llu %lld", &L, &T, &B, &I, &H, &p, &last, &seed, &step) != 9 || L < 1 ||
         L > TK_LSTM_MAX_LAYERS || T < 1 || T > 64 || B < 1 || B > 16 || I < 1 || I > 64 || H < 1 || H > 64 ||
-        !(p >= 0 && p < 1))
-        return tk_err_set(e, TK_EDATA, "stdin: no \"L T B I H p seed step\" line (L 1..%d, T 1..64, B 1..16, "
-                                       "I and H 1..64, p in [0, 1))", TK_LSTM_MAX_LAYERS);
+        !(p >= 0 && p < 1) || (last != 0 && last != 1))
+        return tk_err_set(e, TK_EDATA, "stdin: no \"L T B I H p last seed step\" line (L 1..%d, T 1..64, B 1..16, "
+                                       "I and H 1..64, p in [0, 1), last 0 or 1)", TK_LSTM_MAX_LAYERS);
     mdl *m = mdl_new(L, T, B, I, H, NULL, 1);
-    m->drop.p = p, m->drop.seed = seed, m->step = step;
+    m->drop.p = p, m->drop.seed = seed, m->step = step, m->s.drop_last = last;
     int rc = 0;
     for (int b = 0; b < B && !rc; b++)
         if (scanf("%d", &m->len[b]) != 1) rc = tk_err_set(e, TK_EDATA, "stdin: length %d of %d missing", b, B);
@@ -415,7 +427,8 @@ static int drive(const char *type, tk_err *e) {
         for (size_t i = 0; i < nrest[q] && !rc; i++)
             if (scanf("%f", &rest[q][i]) != 1) rc = tk_err_set(e, TK_EDATA, "stdin: gradient input %d missing", q);
     // bf16: the tensors in t rounded (and handed over as bf16), the biases and states fp32
-    uint16_t *pb = malloc(m->n * 2), *yb = malloc(TBH * 2), *dyb = malloc(TBH * 2), *dxb = malloc((size_t)T * B * I * 2);
+    uint16_t *pb = malloc(m->n * 2), *yb = malloc(TBH * 2), *dyb = malloc(TBH * 2);
+    uint16_t *dxb = malloc((size_t)T * B * I * 2);
     void *ws = rc ? NULL : calloc(1, tk_lstm_ws_bytes(t, &m->s));
     if (!rc && (!pb || !yb || !dyb || !dxb || !ws)) rc = tk_err_errno(e, ENOMEM, "out of memory");
     tk_lstm_w w = m->w;
@@ -445,10 +458,12 @@ static int drive(const char *type, tk_err *e) {
         print_arr("dc0", m->g + m->off_c0, LBH);
         static const char *nm[4] = {"dw_ih", "dw_hh", "db_ih", "db_hh"};
         for (int k = 0; k < L; k++)
-            for (int q = 0; q < 4; q++)
-                print_arr(nm[q], m->g + m->off_w[k][q], (q < 3 ? m->off_w[k][q + 1] : k + 1 < L ? m->off_w[k + 1][0] : m->off_x) - m->off_w[k][q]);
+            for (int q = 0; q < 4; q++) {
+                const size_t end = q < 3 ? m->off_w[k][q + 1] : k + 1 < L ? m->off_w[k + 1][0] : m->off_x;
+                print_arr(nm[q], m->g + m->off_w[k][q], end - m->off_w[k][q]);
+            }
         const uint32_t th = tk_dropout_thresh(p);
-        for (int k = 0; p > 0 && k < L - 1; k++) {
+        for (int k = 0; p > 0 && k < L - 1 + last; k++) {
             tk_dropout dk = m->drop;
             dk.site += (uint32_t)k;
             printf("mask %zu\n", TBH);
