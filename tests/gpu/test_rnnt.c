@@ -24,20 +24,21 @@ typedef struct {
     tk_rnnt_lay host, dev;
     void *dT, *dU, *drow0;
 } batch;
-static batch batch_new(int B, int Tmax, int Umax, int packed) {
-    batch s = {.B = B};
+// In place: the layouts point at the struct's own arrays (a struct returned by value would leave
+// them pointing into this function's frame).
+static void batch_init(batch *s, int B, int Tmax, int Umax, int packed) {
+    *s = (batch){.B = B};
     for (int b = 0; b < B; b++) {
-        s.T[b] = b == 0 ? Tmax : 1 + (int)(gt_u32(2 * b) % (uint32_t)Tmax);
-        s.U[b] = b == 0 ? Umax : (int)(gt_u32(2 * b + 1) % (uint32_t)(Umax + 1));
+        s->T[b] = b == 0 ? Tmax : 1 + (int)(gt_u32(2 * b) % (uint32_t)Tmax);
+        s->U[b] = b == 0 ? Umax : (int)(gt_u32(2 * b + 1) % (uint32_t)(Umax + 1));
     }
     tk_err e = {0};
-    const int64_t rows = tk_rnnt_layout(B, Tmax, Umax, s.T, s.U, packed, s.row0, &e);
+    const int64_t rows = tk_rnnt_layout(B, Tmax, Umax, s->T, s->U, packed, s->row0, &e);
     if (rows < 1) gt_die_("tk_rnnt_layout", &e);
-    s.dT = gt_dev(B * sizeof(int)), s.dU = gt_dev(B * sizeof(int)), s.drow0 = gt_dev((B + 1) * sizeof(int64_t));
-    gt_up(s.dT, s.T, B * sizeof(int)), gt_up(s.dU, s.U, B * sizeof(int)), gt_up(s.drow0, s.row0, (B + 1) * 8);
-    s.host = (tk_rnnt_lay){B, Tmax, Umax, packed, rows, s.T, s.U, s.row0};
-    s.dev = (tk_rnnt_lay){B, Tmax, Umax, packed, rows, s.dT, s.dU, s.drow0};
-    return s;
+    s->dT = gt_dev(B * sizeof(int)), s->dU = gt_dev(B * sizeof(int)), s->drow0 = gt_dev((B + 1) * sizeof(int64_t));
+    gt_up(s->dT, s->T, B * sizeof(int)), gt_up(s->dU, s->U, B * sizeof(int)), gt_up(s->drow0, s->row0, (B + 1) * 8);
+    s->host = (tk_rnnt_lay){B, Tmax, Umax, packed, rows, s->T, s->U, s->row0};
+    s->dev = (tk_rnnt_lay){B, Tmax, Umax, packed, rows, s->dT, s->dU, s->drow0};
 }
 static void batch_free(batch *s) { tk_free(gt_ctx_, s->dT), tk_free(gt_ctx_, s->dU), tk_free(gt_ctx_, s->drow0); }
 
@@ -64,7 +65,8 @@ static void loss_case(int B, int Tmax, int Umax, int V, int packed, tk_dtype t, 
                       int *failed_) {
     int *tk_failed_ = failed_;
     tk_err e = {0};
-    batch s = batch_new(B, Tmax, Umax, packed);
+    batch s;
+    batch_init(&s, B, Tmax, Umax, packed);
     const int blank = V - 1;
     const size_t n = (size_t)s.host.rows * V, es = tk_dtype_size(t);
     float *z = gt_host(n * 4);
@@ -148,7 +150,8 @@ TK_TEST(rnnt_loss_small_integers_and_uniform) {
 static void joint_case(int B, int Tmax, int Umax, int H, int packed, tk_dtype t, float p, int ints, int *failed_) {
     int *tk_failed_ = failed_;
     tk_err e = {0};
-    batch s = batch_new(B, Tmax, Umax, packed);
+    batch s;
+    batch_init(&s, B, Tmax, Umax, packed);
     const size_t nf = (size_t)B * Tmax * H, ng = (size_t)B * (Umax + 1) * H, nh = (size_t)s.host.rows * H,
                  es = tk_dtype_size(t);
     float *f = gt_host(nf * 4), *g = gt_host(ng * 4), *dh = gt_host(nh * 4);
@@ -236,7 +239,8 @@ static void bench_joint(void *p) {
 // read twice and written once, so the bytes moved are about 3 rows V 2. Then the joint at H 512.
 TK_TEST(rnnt_loss_bench) {
     (void)tk_failed_; // (timing only: the gradient overwrites z, later runs time it on gradients)
-    batch s = batch_new(8, 200, 60, 1);
+    batch s;
+    batch_init(&s, 8, 200, 60, 1);
     const int V = 1024;
     const size_t n = (size_t)s.host.rows * V;
     float *z = gt_host(n * 4);
