@@ -26,7 +26,7 @@ compare() {
     python3 "$PEER" --init "$d/init.st" --width "$1" --size "$2" --classes "$3" --batch "$4" --seed 3 --threads 2
     run env SSD_PEER_INIT="$d/init.st" SSD_PEER_OUT="$d/ours.st" "$DRIVER" peer_dump
     [ "$status" -eq 0 ] || { echo "$output"; return 1; }
-    [[ "$output" == *"ok 6 - peer_dump"* && "$output" != *"not ok"* ]]
+    [[ "$output" == *"- peer_dump"* && "$output" != *"not ok"* ]]
     run --separate-stderr python3 "$PEER" --compare "$d/ours.st" --threads 2
     echo "$output $stderr"
 }
@@ -88,7 +88,7 @@ PY
     run env SSD_PEER_INIT="$d/init.st" SSD_PEER_OUT="$d/ours.st" SSD_PEER_BACKBONE="$d/rn34.st" SSD_PEER_STEP=0 \
         "$DRIVER" peer_dump
     [ "$status" -eq 0 ]
-    [[ "$output" == *"ok 6 - peer_dump"* && "$output" != *"not ok"* ]]
+    [[ "$output" == *"- peer_dump"* && "$output" != *"not ok"* ]]
     run --separate-stderr python3 "$PEER" --compare "$d/ours.st" --backbone "$d/rn34.st"
     [ "$status" -eq 0 ]
     [ "$(field ok)" = true ]

@@ -230,6 +230,41 @@ TK_TEST(gradients_vs_finite_differences) {
     ssd_case_free(&k);
 }
 
+// The heads padded with zero filters (cuda's layout, here on the cpu): the same outputs and
+// gradients bit for bit (every output channel is its own sum; the padding's gradients dropped).
+TK_TEST(padded_heads_are_the_same_network) {
+    tk_err e = {0};
+    ssd_case k[2];
+    ssd_config cfg = small(4, 257, 3, 2);
+    CHECK_EQ_INT(ssd_case_make(&k[0], tk_test_cpu(), &cfg, 8, &e), 0);
+    cfg.head_align = 8; // 4 (4 + 3) = 28 -> 32, 6 (4 + 3) = 42 -> 48
+    CHECK_EQ_INT(ssd_case_make(&k[1], tk_test_cpu(), &cfg, 8, &e), 0);
+    ssd_case_io io;
+    if (!k[0].m || !k[1].m || ssd_case_io_make(k[0].m, 0x9ad, &io)) return;
+    CHECK_EQ_INT(k[1].m->head[0].c.s.K, 32);
+    CHECK_EQ_INT(k[1].m->head[1].c.s.K, 48);
+    CHECK(k[1].m->head[1].wp != NULL && k[0].m->head[1].wp == NULL);
+    for (int j = 0; j < 2; j++) {
+        ssd_model *m = k[j].m;
+        // the padded model's bias and weight gradients start as garbage: all of them must be written
+        if (j) memset(m->P->dense_g, 0xff, m->P->dense_n * 4);
+        CHECK_EQ_INT(ssd_case_io_load(m, &io, &e), 0);
+        CHECK_EQ_INT(ssd_forward(m, 1, &e), 0);
+        CHECK_EQ_INT(ssd_backward(m, &e), 0);
+    }
+    const ssd_model *a = k[0].m, *b = k[1].m;
+    CHECK(memcmp(a->loc, b->loc, io.nl * 4) == 0);
+    CHECK(memcmp(a->conf, b->conf, io.nc * 4) == 0);
+    int bad = 0;
+    for (int i = 0; i < a->P->ndense; i++)
+        if (memcmp(a->P->p[i].g, b->P->p[i].g, tk_param_bytes(&a->P->p[i]))) {
+            if (bad++ < 3) printf("#   grad %s differs\n", a->P->p[i].name);
+        }
+    CHECK_EQ_INT(bad, 0);
+    ssd_case_io_free(&io);
+    ssd_case_free(&k[0]), ssd_case_free(&k[1]);
+}
+
 // ---- torchvision's trunk ----
 
 static int write_st(const char *path, tk_st_tensor *t, const void **src, int n) {

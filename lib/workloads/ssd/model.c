@@ -56,8 +56,10 @@ static int shapes(ssd_model *m, tk_err *e) {
     }
     m->boxes = 0;
     for (int k = 0; k < SSD_MAPS; k++) {
-        TRY(tk_blk_conv_init2d(&m->head[k].c, b, m->side[k], m->side[k], chan[k], m->nd[k] * (4 + m->cfg.classes), 3, 3,
-                               1, 1, e));
+        const int K = m->nd[k] * (4 + m->cfg.classes), al = m->cfg.head_align ? m->cfg.head_align : m->dnn ? 8 : 1;
+        const int Kp = (K + al - 1) / al * al;
+        TRY(tk_blk_conv_init2d(&m->head[k].c, b, m->side[k], m->side[k], chan[k], Kp, 3, 3, 1, 1, e));
+        if (Kp != K) m->head[k].c.kw = K;
         m->boxes += (int64_t)m->nd[k] * m->side[k] * m->side[k];
     }
     return 0;
@@ -241,9 +243,16 @@ static int activations(ssd_model *m, const tk_wl_env *wenv, tk_err *e) {
     NEED(m->pool_idx, (size_t)npool);
     ssd_conv_b *xs[3 * SSD_MAPS];
     const int nx = all_biased(m, xs);
+    int padded = m->cin != 3;
     for (int i = 0; i < nx; i++) {
         ACT(xs[i]->y, tk_blk_conv_y_numel(&xs[i]->c));
         bias_ws = umax(bias_ws, tk_conv3d_bias_ws_bytes(be, tk_blk_conv_rows(&xs[i]->c), xs[i]->c.s.K));
+        if (xs[i]->c.kw) {
+            NEED(xs[i]->wp, (size_t)tk_blk_conv_w_numel(&xs[i]->c) * es);
+            NEED(xs[i]->bp, (size_t)xs[i]->c.s.K * 4);
+            NEED(xs[i]->dbp, (size_t)xs[i]->c.s.K * 4);
+            padded = 1;
+        }
     }
     const size_t nloc = (size_t)m->b * 4 * m->boxes * 4, nconf = (size_t)m->b * m->cfg.classes * m->boxes * 4;
     NEED(m->loc, nloc), NEED(m->conf, nconf), NEED(m->dloc, nloc), NEED(m->dconf, nconf);
@@ -255,10 +264,10 @@ static int activations(ssd_model *m, const tk_wl_env *wenv, tk_err *e) {
     for (int i = 0; i < nu; i++) cs[nc++] = &us[i]->c;
     for (int i = 0; i < nx; i++) cs[nc++] = &xs[i]->c;
     for (int i = 0; i < nc; i++) max_w = umax(max_w, (size_t)tk_blk_conv_w_numel(cs[i]));
-    if (m->t == TK_BF16 || m->cin != 3) NEED(m->env.wbuf, max_w * es);
+    if (m->t == TK_BF16 || padded) NEED(m->env.wbuf, max_w * es);
     if (m->t == TK_BF16) // each weight gradient in bf16, cast into the fp32 span with the others at once
         for (int i = 0; i < nc; i++)
-            if (!cs[i]->cw) NEED(cs[i]->dwt, (size_t)tk_blk_conv_w_numel(cs[i]) * es);
+            if (!cs[i]->cw && !cs[i]->kw) NEED(cs[i]->dwt, (size_t)tk_blk_conv_w_numel(cs[i]) * es);
     if (m->cin != 3) NEED(m->w0p, (size_t)tk_blk_conv_w_numel(&m->u0.c) * es);
     void *dnn_ws = NULL;
     const size_t dnn_bytes = m->dnn ? tk_cudnn_ws_bytes(m->dnn) : 0;
@@ -270,6 +279,8 @@ static int activations(ssd_model *m, const tk_wl_env *wenv, tk_err *e) {
     m->ncasts = 0;
     for (int i = 0; i < nc; i++) m->ncasts += tk_blk_conv_cast_span(cs[i], &m->casts[m->ncasts]);
     if (m->w0p) m->u0.c.wc = m->w0p;
+    for (int i = 0; i < nx; i++)
+        if (xs[i]->wp) xs[i]->c.wc = xs[i]->wp;
     for (int i = 0; i < SSD_BLOCKS; i++) m->blk[i].in = i == 0 ? m->pool : m->blk[i - 1].u2.z;
     m->feat[0] = m->blk[SSD_BLOCKS - 1].u2.z;
     for (int k = 0; k < SSD_EXTRA; k++) m->feat[k + 1] = m->xb[k].y;
@@ -313,6 +324,8 @@ static int plan_convs(ssd_model *m, tk_err *e) {
 
 int ssd_create(const ssd_config *cfg, const tk_wl_env *env, ssd_model **out, tk_err *e) {
     *out = NULL;
+    if (cfg->head_align < 0 || cfg->head_align > 64)
+        return tk_err_set(e, TK_EUSAGE, "ssd: head alignment %d: 0 to 64", cfg->head_align);
     if (cfg->b < 1 || cfg->width < 1 || cfg->classes < 1)
         return tk_err_set(e, TK_EUSAGE, "ssd: batch %d, width %d, classes %d must be positive", cfg->b, cfg->width,
                           cfg->classes);

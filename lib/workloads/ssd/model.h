@@ -18,7 +18,9 @@
 //   PyTorch (N, nd A, H, W) output viewed as (N, A, nd H W), concatenated in map order
 //   (kernels/ssd_head.h has the element mapping). The model runs a map's loc and conf as ONE
 //   convolution of nd (4 + classes) filters: conf.k's tensors are declared packed right after
-//   loc.k's (TK_PARAM_PACKED), so their weights and biases are one array each.
+//   loc.k's (TK_PARAM_PACKED), so their weights and biases are one array each. On cuda the
+//   filters are padded with zero ones to a multiple of 8 (340 and 510 at 81 classes: cuDNN's
+//   NHWC engines want it; ssd_conv_b.wp), their gradients dropped.
 //
 // Tensors: the reference's state-dict names (SSD300's, so that its checkpoints map 1:1):
 // model.layer1.0.weight (conv1), model.layer1.1.* (bn1), model.layer1.4.I.* (torchvision's
@@ -55,6 +57,8 @@ typedef struct ssd_config {
     int classes;                  // label_num, background included (81 for COCO)
     int width;                    // the trunk's first width (64: the reference; tests use less)
     int bf16;                     // cuda: bf16 activations
+    int head_align;               // the heads' filters padded to a multiple of it (0: 8 on cuda,
+                                  // 1 on the cpu; the tests pad on the cpu too)
     double bn_eps, bn_momentum;   // 1e-5, 0.1
 } ssd_config;
 
@@ -69,6 +73,11 @@ typedef struct ssd_conv_b {       // a convolution with a bias (the additional l
     float *b, *db;                // (K) fp32
     int pb;
     void *y;                      // its output (rows, K) in t, the bias (and ReLU) applied in place
+    // cuda, a head: its filters padded to a multiple of 8 (c.s.K; c.kw the real count) for cuDNN's
+    // NHWC kernels: the compute weight wp (zero filters after the real ones, refreshed from the
+    // master weight each forward), the bias bp and its gradient dbp (c.s.K fp32); else NULL
+    void *wp;
+    float *bp, *dbp;
 } ssd_conv_b;
 
 typedef struct ssd_model {

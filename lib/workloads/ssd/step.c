@@ -10,14 +10,21 @@ static tk_ssd_map head_map(const ssd_model *m, int k, int part) {
     int64_t off = 0;
     for (int j = 0; j < k; j++) off += (int64_t)m->nd[j] * m->side[j] * m->side[j];
     const int A = part ? m->cfg.classes : 4, nd = m->nd[k];
-    return (tk_ssd_map){.N = m->b, .HW = m->side[k] * m->side[k], .nd = nd, .A = A, .ld = nd * (4 + m->cfg.classes),
+    return (tk_ssd_map){.N = m->b, .HW = m->side[k] * m->side[k], .nd = nd, .A = A, .ld = m->head[k].c.s.K,
                         .c0 = part ? 4 * nd : 0, .total = m->boxes, .off = off};
 }
 
-// y = act(conv(x) + bias) in x's place y.
+// y = act(conv(x) + bias) in x's place y; a padded head's compute weight and bias refreshed first
+// (the padding's filters and bias zero from the arena's start).
 static int biased_fwd(ssd_model *m, ssd_conv_b *x, const void *in, int relu, tk_err *e) {
+    const int K = x->c.s.K;
+    if (x->wp) {
+        const int64_t taps = tk_blk_conv_w_numel(&x->c) / K; // R S C
+        TRY(tk_cast2d(m->c, x->c.w, TK_F32, taps, x->wp, m->t, taps, x->c.kw, taps, e));
+        TRY(tk_cast2d(m->c, x->b, TK_F32, x->c.kw, x->bp, TK_F32, K, 1, x->c.kw, e));
+    }
     TRY(tk_blk_conv_fwd(&m->env, &x->c, in, x->y, 0, e));
-    return tk_ssd_bias_relu_fwd(m->c, m->t, x->y, tk_blk_conv_rows(&x->c), x->c.s.K, x->b, relu, e);
+    return tk_ssd_bias_relu_fwd(m->c, m->t, x->y, tk_blk_conv_rows(&x->c), K, x->bp ? x->bp : x->b, relu, e);
 }
 
 int ssd_forward(ssd_model *m, int train, tk_err *e) {
@@ -55,7 +62,9 @@ int ssd_forward(ssd_model *m, int train, tk_err *e) {
 
 // The bias's gradient from dy, then the convolution's backward (dx NULL: none).
 static int biased_bwd(ssd_model *m, const ssd_conv_b *x, const void *in, const void *dy, void *dx, tk_err *e) {
-    TRY(tk_conv3d_bias_bwd(m->c, m->t, dy, tk_blk_conv_rows(&x->c), x->c.s.K, x->db, m->bias_ws, e));
+    const int K = x->c.s.K;
+    TRY(tk_conv3d_bias_bwd(m->c, m->t, dy, tk_blk_conv_rows(&x->c), K, x->dbp ? x->dbp : x->db, m->bias_ws, e));
+    if (x->dbp) TRY(tk_cast2d(m->c, x->dbp, TK_F32, K, x->db, TK_F32, x->c.kw, 1, x->c.kw, e));
     return tk_blk_conv_bwd(&m->env, &x->c, in, dy, dx, e);
 }
 
@@ -92,6 +101,8 @@ int ssd_backward(ssd_model *m, tk_err *e) {
     for (int k = SSD_MAPS - 1; k >= 0; k--) {
         const ssd_conv_b *h = &m->head[k];
         void *dh = tk_blk_scratch_take(&p);
+        if (h->wp) // the padding's gradient 0 (the scatter writes the real channels)
+            TRY(tk_memset0(m->c, dh, (size_t)tk_blk_conv_y_numel(&h->c) * tk_dtype_size(m->t), TK_STREAM_COMPUTE, e));
         const tk_ssd_map lm = head_map(m, k, 0), cm = head_map(m, k, 1);
         TRY(tk_ssd_head_scatter(m->c, m->t, &lm, m->dloc, dh, e));
         TRY(tk_ssd_head_scatter(m->c, m->t, &cm, m->dconf, dh, e));
