@@ -317,6 +317,20 @@ TK_TEST(import_torchvision_names_and_layouts) {
     // no tensor of the trunk at all
     CHECK_EQ_INT(write_st(path, t + 3, src + 3, 2), 0);
     CHECK_EQ_INT(ssd_import_torchvision(k.m, path, &e), TK_EDATA);
+    // a trainkit checkpoint (our names and layouts: every tensor) into a fresh model
+    tk_ckpt_entry *ent;
+    int n;
+    CHECK_EQ_INT(tk_ckpt_entries(k.m->P, &ent, &n, &e), 0);
+    json_t *meta = json_pack("{s:s}", "format", TK_CKPT_FORMAT);
+    const char *ck = tk_test_path("ssd", "ours.safetensors");
+    CHECK_EQ_INT(tk_ckpt_write(k.m->c, ck, ent, n, meta, &e), 0);
+    json_decref(meta), free(ent);
+    ssd_case k2;
+    CHECK_EQ_INT(ssd_case_make(&k2, tk_test_cpu(), &cfg, 4, &e), 0);
+    CHECK_EQ_INT(ssd_import_torchvision(k2.m, ck, &e), 0);
+    for (int i = 0; k2.m && i < k.m->P->n; i++)
+        CHECK(memcmp(k.m->P->p[i].w, k2.m->P->p[i].w, tk_param_bytes(&k.m->P->p[i])) == 0);
+    ssd_case_free(&k2);
     ssd_case_free(&k);
     tk_test_rmdir();
 }

@@ -427,6 +427,13 @@ static const char *tv_name(const char *ours, char *buf, size_t n) {
 int ssd_import_torchvision(ssd_model *m, const char *path, tk_err *e) {
     tk_st_file *f;
     TRY(tk_st_open(&f, path, e));
+    const char *fmt = tk_st_meta(f, "format");
+    if (fmt && strcmp(fmt, TK_CKPT_FORMAT) == 0) { // ours: every tensor, our layouts, as the engine loads it
+        tk_st_close(f);
+        TRY(tk_ckpt_load(m->P, path, TK_CKPT_MODEL_ONLY, NULL, NULL, e));
+        TRY(ssd_weights_loaded(m, e));
+        return tk_ctx_sync(m->c, e);
+    }
     const tk_params *P = m->P;
     float *h = NULL, *t = NULL;
     size_t cap = 0;

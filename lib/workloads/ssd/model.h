@@ -38,6 +38,13 @@
 //
 // Precision: fp32 on either backend; bf16 activations and compute copies on cuda (NHWC, fp32
 // master weights and gradients, BN statistics fp32), the outputs loc and conf fp32 either way.
+//
+// NVIDIA's v1.0/v1.1 submissions (MXNet, mlcommons/training_results_v1.x NVIDIA/benchmarks/ssd)
+// keep the semantics: their additional layers are the same (use_bn forced off "MLPerf", 3x3
+// strides 2, 2, 2, 1, 1, paddings 1, 1, 1, 0, 0, biases, ReLU); they change the execution: NHWC,
+// fp16 (bf16 here), BN fused with its ReLU and residual add (the blocks' fusions here), BN
+// statistics over groups of GPUs (bn_group: not here; one rank's batch), running statistics
+// all-reduced before each evaluation. Nothing there is frozen: the trunk's BN trains.
 #ifndef TK_WORKLOADS_SSD_MODEL_H
 #define TK_WORKLOADS_SSD_MODEL_H
 
@@ -133,8 +140,10 @@ int64_t ssd_param_count(const ssd_model *m);
 // R, S)) into the trunk: conv1.* -> model.layer1.0.*, bn1.* -> model.layer1.1.*, layer1.* ->
 // model.layer1.4.*, layer2.* -> model.layer1.5.*, layer3.* -> model.layer2.0.*; layer4 and fc
 // ignored. A file with the SSD's own names (model.layer1.0.weight, ..., loc.0.weight: the
-// reference's state dict, same layouts) loads too, every tensor it has. A tensor of the wrong
-// type or shape is TK_EDATA naming the file and the tensor; none matching, TK_EDATA.
+// reference's state dict, same layouts) loads too, every tensor it has; a trainkit checkpoint
+// (format trainkit-checkpoint-1: our layouts) loads as the engine loads one, every tensor of the
+// model required. A tensor of the wrong type or shape is TK_EDATA naming the file and the
+// tensor; none matching, TK_EDATA.
 int ssd_import_torchvision(ssd_model *m, const char *path, tk_err *e);
 
 #endif
