@@ -16,10 +16,11 @@ names are the reference's, so its state dict loads here and ours there.
         "wconf" (N, classes, B): trainkit's layouts (conv weights (K, R, S, C)).
   ssd.py --compare DUMP [--dtype float64] [--tol-out 1e-4] [--tol-grad 1e-3] [--backbone FILE]
         DUMP (tests/unit/test_ssd_model peer_dump) holds the weights, the batch, the loss
-        weights, our outputs "loc", "conf", every "grad.NAME" and the running statistics after
-        the step ("after.NAME"): recompute the training forward (BatchNorm in training mode, as
-        the reference trains), the loss L = sum(loc wloc) + sum(conf wconf) and its backward, and
-        compare. Metric per tensor: ||ours - torch|| / ||torch||. --backbone: a torchvision
+        weights, our outputs "loc", "conf", every "grad.NAME", the running statistics after
+        the step ("after.NAME") and the eval forward's outputs from them ("eval.loc",
+        "eval.conf"): recompute the training forward (BatchNorm in training mode, as the
+        reference trains), the loss L = sum(loc wloc) + sum(conf wconf), its backward and the
+        eval forward, and compare. Metric per tensor: ||ours - torch|| / ||torch||. --backbone: a torchvision
         resnet34 file (--convert's) whose tensors the dump's trunk must hold exactly (an import
         check; a dump of weights alone, peer_dump's SSD_PEER_STEP=0, is checked for that only). One JSON line; exit 0 within the tolerances, 1 not, 3 a dump that does not fit.
   ssd.py --convert IN.pth OUT.safetensors
@@ -266,6 +267,12 @@ def step_compare(a, t, meta):
                 rworst, rname = r, k
     out.update(running=nrun, running_rel_max=rworst, running_worst=rname)
     ok &= nrun > 0 and rworst <= a.tol_out
+    if "eval.loc" in t:  # the eval forward from the running statistics the step left
+        m.eval()
+        with torch.no_grad():
+            eloc, econf = m(img)
+        out["eval_rel"] = max(rel(t["eval.loc"], eloc), rel(t["eval.conf"], econf))
+        ok &= out["eval_rel"] <= a.tol_out
     return ok, out
 
 

@@ -8,8 +8,8 @@
 //   width (the layers' channel counts scale with it) on the smallest input that makes six maps;
 // - torchvision's resnet34 names and layouts imported into the trunk (ssd_import_torchvision);
 // - peer_dump (run by tests/cli/ssd-model-oracle.bats): contrib/peers/ssd.py --init's weights,
-//   batch and loss weights (SSD_PEER_INIT) through one forward and backward here, written
-//   (SSD_PEER_OUT) for ssd.py --compare; SSD_PEER_BACKBONE: a torchvision file imported first;
+//   batch and loss weights (SSD_PEER_INIT) through one forward and backward here, then an eval
+//   forward (the running statistics), written (SSD_PEER_OUT) for ssd.py --compare; SSD_PEER_BACKBONE: a torchvision file imported first;
 //   SSD_PEER_STEP=0: no step, the weights alone written (an import check at width 64).
 #include <math.h>
 #include <stdint.h>
@@ -383,7 +383,19 @@ static int peer_step(const char *in, const char *out, const char *backbone, int 
     }
     if (!rc && step) rc = ssd_forward(m, 1, e);
     if (!rc && step) rc = ssd_backward(m, e);
-    tk_ckpt_entry *ent = rc ? NULL : calloc((size_t)(2 * np + nrun + 5), sizeof *ent);
+    // then the eval forward of the same batch from the running statistics the step left
+    const size_t nl0 = (size_t)m->b * 4 * m->boxes, nc0 = (size_t)m->b * cfg.classes * m->boxes;
+    float *ev = rc || !step ? NULL : malloc((nl0 + nc0) * 4);
+    if (!rc && step && !ev) rc = tk_err_set(e, TK_EIO, "out of host memory");
+    if (ev) {
+        float *l = malloc(nl0 * 4), *c = malloc(nc0 * 4); // (the training outputs, kept for the dump)
+        if (!l || !c) rc = tk_err_set(e, TK_EIO, "out of host memory");
+        if (!rc) memcpy(l, m->loc, nl0 * 4), memcpy(c, m->conf, nc0 * 4), rc = ssd_forward(m, 0, e);
+        if (!rc) memcpy(ev, m->loc, nl0 * 4), memcpy(ev + nl0, m->conf, nc0 * 4);
+        if (!rc) memcpy(m->loc, l, nl0 * 4), memcpy(m->conf, c, nc0 * 4);
+        free(l), free(c);
+    }
+    tk_ckpt_entry *ent = rc ? NULL : calloc((size_t)(2 * np + nrun + 7), sizeof *ent);
     int n = 0;
     if (!rc && !ent) rc = tk_err_set(e, TK_EIO, "out of host memory");
     off = 0;
@@ -416,6 +428,10 @@ static int peer_step(const char *in, const char *out, const char *backbone, int 
                                    .src = m->loc};
         ent[n++] = (tk_ckpt_entry){.t = {.name = "conf", .dtype = TK_F32, .ndim = 3, .shape = {m->b, cfg.classes, m->boxes}},
                                    .src = m->conf};
+        ent[n++] = (tk_ckpt_entry){.t = {.name = "eval.loc", .dtype = TK_F32, .ndim = 3, .shape = {m->b, 4, m->boxes}},
+                                   .src = ev};
+        ent[n++] = (tk_ckpt_entry){.t = {.name = "eval.conf", .dtype = TK_F32, .ndim = 3, .shape = {m->b, cfg.classes, m->boxes}},
+                                   .src = ev + nl0};
     }
     if (!rc) {
         json_t *meta = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "model", "ssd300", "layout", "krsc", "width", "",
@@ -428,7 +444,7 @@ static int peer_step(const char *in, const char *out, const char *backbone, int 
         rc = tk_ckpt_write(m->c, out, ent, n, meta, e);
         json_decref(meta);
     }
-    free(ent), free(before);
+    free(ent), free(before), free(ev);
     ssd_case_free(&k);
     return rc;
 }
