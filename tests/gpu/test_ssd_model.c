@@ -13,8 +13,11 @@
 //     gradients within 1e-1; the deeper gradients printed (bf16's rounding dominates them: a
 //     broken bf16 path is off by ~1).
 // (d) the eval forward (running statistics) on both backends, fp32, after (b)'s step: within 1e-4.
+// (e) the training step captured in a CUDA graph and replayed (fp32, bf16) with the recorder of
+//     tests/unit/grads_case.h in grads_ready's place: 25 reports, no gradient changed after its.
 #include <cuda_runtime_api.h>
 
+#include "../unit/grads_case.h"
 #include "gpu_test.h"
 #include "ssd_head.h"
 #include "../unit/ssd_case.h"
@@ -135,6 +138,11 @@ static float *host_of(const ssd_model *m, const void *src, size_t n) {
     return h;
 }
 
+static int train_step(void *model, tk_err *e) {
+    TRY(ssd_forward(model, 1, e));
+    return ssd_backward(model, e);
+}
+
 static void step(ssd_model *m, const ssd_case_io *io, int train) {
     tk_err e = {0};
     if (ssd_case_io_load(m, io, &e) || ssd_forward(m, train, &e) || (train && ssd_backward(m, &e)) ||
@@ -196,6 +204,14 @@ TK_TEST(ssd_step_vs_cpu) {
     printf("# table ssd eval forward fp32 vs cpu: loc %.1e\n", r);
     CHECK(r <= 1e-4);
     free(a), free(b);
+    // (e) the step captured in a CUDA graph and replayed, fp32 and bf16, with grads_ready's
+    // recorder (several ranks): each layer's gradients reported final once, none changed after
+    gr_rec rec = {0};
+    for (int j = 0; j < 2; j++) {
+        ssd_model *m = j ? kb.m : kg.m;
+        CHECK(gr_step_ok(&rec, m->P, &m->grads, train_step, m, 1, SSD_MAPS + SSD_EXTRA + SSD_BLOCKS + 1));
+    }
+    gr_release(&rec);
     ssd_case_io_free(&io);
     ssd_case_free(&kc), ssd_case_free(&kg), ssd_case_free(&kb);
     tk_ctx_destroy(cc);

@@ -6,6 +6,8 @@
 // - the inputs it refuses; the reference's initialization (distributions' bounds and spreads);
 // - the backward against central finite differences of the tests' loss (ssd_case.h) at a small
 //   width (the layers' channel counts scale with it) on the smallest input that makes six maps;
+// - the heads padded with zero filters (cuda's layout) the same network bit for bit; the
+//   backward's reports of final gradients (several ranks' all-reduce overlap);
 // - torchvision's resnet34 names and layouts imported into the trunk (ssd_import_torchvision);
 // - peer_dump (run by tests/cli/ssd-model-oracle.bats): contrib/peers/ssd.py --init's weights,
 //   batch and loss weights (SSD_PEER_INIT) through one forward and backward here, then an eval
@@ -19,6 +21,7 @@
 
 #include "ckpt/safetensors.h"
 #include "engine/ckpt.h"
+#include "grads_case.h"
 #include "ssd_case.h"
 #include "tk_test.h"
 #include "tk_test_cpu.h"
@@ -263,6 +266,31 @@ TK_TEST(padded_heads_are_the_same_network) {
     CHECK_EQ_INT(bad, 0);
     ssd_case_io_free(&io);
     ssd_case_free(&k[0]), ssd_case_free(&k[1]);
+}
+
+// One training step of the tests (forward, backward from the loaded loss weights).
+static int train_step(void *model, tk_err *e) {
+    TRY(ssd_forward(model, 1, e));
+    return ssd_backward(model, e);
+}
+
+// On several ranks the backward reports each layer's gradients final for their all-reduce
+// (lib/blocks tk_blk_grads): the heads (6), the additional blocks (5), the trunk's blocks (13),
+// then the whole span (the stem's tensors) at the end; none changed after its report.
+TK_TEST(backward_reports_final_gradients) {
+    tk_err e = {0};
+    ssd_case k;
+    const ssd_config cfg = small(4, 257, 3, 1);
+    CHECK_EQ_INT(ssd_case_make(&k, tk_test_cpu(), &cfg, 2, &e), 0);
+    ssd_case_io io;
+    if (!k.m || ssd_case_io_make(k.m, 0x77, &io)) return;
+    CHECK_EQ_INT(ssd_case_io_load(k.m, &io, &e), 0);
+    gr_rec r = {0};
+    for (int s = 0; s < 2; s++) // (a second step reports anew)
+        CHECK(gr_step_ok(&r, k.m->P, &k.m->grads, train_step, k.m, 0, SSD_MAPS + SSD_EXTRA + SSD_BLOCKS + 1));
+    gr_release(&r);
+    ssd_case_io_free(&io);
+    ssd_case_free(&k);
 }
 
 // ---- torchvision's trunk ----
