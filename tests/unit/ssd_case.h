@@ -61,4 +61,17 @@ static inline int ssd_case_io_load(ssd_model *m, const ssd_case_io *io, tk_err *
     return tk_ctx_sync(m->c, e);
 }
 
+// The model (ssd_case_make) with a batch and loss weights from key loaded; 0, or -1 with e's
+// error (io then holds nothing to free).
+static inline int ssd_case_loaded(ssd_case *k, tk_ctx *c, const ssd_config *cfg, uint64_t seed, uint64_t key,
+                                  ssd_case_io *io, tk_err *e) {
+    memset(io, 0, sizeof *io);
+    if (ssd_case_make(k, c, cfg, seed, e)) return -1;
+    if (ssd_case_io_make(k->m, key, io)) {
+        ssd_case_io_free(io), memset(io, 0, sizeof *io);
+        return tk_err_set(e, TK_EIO, "out of host memory"), -1;
+    }
+    return ssd_case_io_load(k->m, io, e) ? -1 : 0;
+}
+
 #endif

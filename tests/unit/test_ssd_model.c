@@ -179,11 +179,10 @@ TK_TEST(gradients_vs_finite_differences) {
     tk_err e = {0};
     ssd_case k;
     const ssd_config cfg = small(4, 257, 3, 2);
-    CHECK_EQ_INT(ssd_case_make(&k, tk_test_cpu(), &cfg, 5, &e), 0);
     ssd_case_io io;
-    if (!k.m || ssd_case_io_make(k.m, 0x55d, &io)) return;
+    CHECK_EQ_INT(ssd_case_loaded(&k, tk_test_cpu(), &cfg, 5, 0x55d, &io, &e), 0);
     ssd_model *m = k.m;
-    CHECK_EQ_INT(ssd_case_io_load(m, &io, &e), 0);
+    if (!m || !io.img) return;
     const double L0 = loss(m, &io, &e);
     CHECK(isfinite(L0));
     CHECK_EQ_INT(ssd_backward(m, &e), 0);
@@ -281,10 +280,9 @@ TK_TEST(backward_reports_final_gradients) {
     tk_err e = {0};
     ssd_case k;
     const ssd_config cfg = small(4, 257, 3, 1);
-    CHECK_EQ_INT(ssd_case_make(&k, tk_test_cpu(), &cfg, 2, &e), 0);
     ssd_case_io io;
-    if (!k.m || ssd_case_io_make(k.m, 0x77, &io)) return;
-    CHECK_EQ_INT(ssd_case_io_load(k.m, &io, &e), 0);
+    CHECK_EQ_INT(ssd_case_loaded(&k, tk_test_cpu(), &cfg, 2, 0x77, &io, &e), 0);
+    if (!k.m || !io.img) return;
     gr_rec r = {0};
     for (int s = 0; s < 2; s++) // (a second step reports anew)
         CHECK(gr_step_ok(&r, k.m->P, &k.m->grads, train_step, k.m, 0, SSD_MAPS + SSD_EXTRA + SSD_BLOCKS + 1));
