@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cast2d.h"
 #include "conv3d_bias.h"
 #include "core/philox.h"
 #include "engine/ckpt.h"
