@@ -1,0 +1,71 @@
+// The SSD300 network's pointwise and layout ops around its convolutions (lib/workloads/ssd):
+// the additional layers' and the heads' conv biases (with the additional layers' ReLU), and the
+// heads' outputs gathered from channels last into the reference's box layout.
+//
+//   bias_relu_fwd:  y[m,k] = act(y[m,k] + b[k])        (in place, M rows of K channels; act: ReLU
+//                                                       where relu, else identity; rounded to t once)
+//   relu_bwd:       dx[i] = y[i] > 0 ? dy[i] + dy2[i] : 0   (n elements; y the forward's output;
+//                                                       dy2 NULL: none; dx may be dy or dy2; the sum
+//                                                       in fp32, rounded to t once)
+//   (the bias's gradient of either: kernels/conv3d_bias.h tk_conv3d_bias_bwd, rows summed)
+//
+// The heads. A head's output is channels last, (N, HW, ld) (HW positions of its feature map); its
+// channels c0 .. c0 + nd A - 1 are nd default boxes a position of A values a box (4 for loc, the
+// classes for conf: the model runs a map's loc and conf convolutions as one, so ld = nd (4 +
+// classes), loc at c0 = 0 and conf after it). The v1.x MLPerf
+// reference (ssd300.py bbox_view) views PyTorch's (N, nd A, H, W) output as (N, A, nd HW) and
+// concatenates the six maps along the last dimension, so channel ch = a nd + d at position p goes
+// to row a, column d HW + p of the map's block (the channel's *major* part is the value a, its
+// minor part the box d: the reference's ordering, followed as it is):
+//   gather:  out[n, a, off + d HW + p] = src[n, p, c0 + a nd + d]   (out (N, A, total) fp32)
+//   scatter: dsrc[n, p, c0 + a nd + d] = dout[n, a, off + d HW + p] (every one of those written)
+// src, dsrc in t (TK_F32 or TK_BF16); out, dout fp32 (the loss reads and writes fp32). off + nd HW
+// <= total.
+#ifndef TK_KERNELS_SSD_HEAD_H
+#define TK_KERNELS_SSD_HEAD_H
+#ifdef __cplusplus
+extern "C" {
+#endif
+#include "gpu/gpu.h"
+
+typedef struct tk_ssd_map {
+    int N, HW, nd, A;            // samples, positions, boxes a position, values a box
+    int ld, c0;                  // the source's channels a position, this part's first
+    int64_t total, off;          // the output's columns, this map's first
+} tk_ssd_map;
+
+int tk_ssd_bias_relu_fwd(tk_ctx *c, tk_dtype t, void *y, int64_t M, int K, const float *b, int relu, tk_err *e);
+int tk_ssd_relu_bwd(tk_ctx *c, tk_dtype t, int64_t n, const void *y, const void *dy, const void *dy2, void *dx,
+                    tk_err *e);
+int tk_ssd_head_gather(tk_ctx *c, tk_dtype t, const tk_ssd_map *mp, const void *src, float *out, tk_err *e);
+int tk_ssd_head_scatter(tk_ctx *c, tk_dtype t, const tk_ssd_map *mp, const float *dout, void *dsrc, tk_err *e);
+
+int tk_ssd_bias_relu_fwd_ref(tk_dtype t, void *y, int64_t M, int K, const float *b, int relu, tk_err *e);
+int tk_ssd_relu_bwd_ref(tk_dtype t, int64_t n, const void *y, const void *dy, const void *dy2, void *dx,
+                    tk_err *e);
+int tk_ssd_head_gather_ref(tk_dtype t, const tk_ssd_map *mp, const void *src, float *out, tk_err *e);
+int tk_ssd_head_scatter_ref(tk_dtype t, const tk_ssd_map *mp, const float *dout, void *dsrc, tk_err *e);
+#ifdef TK_HAVE_CUDA
+int tk_ssd_bias_relu_fwd_cuda(tk_ctx *c, tk_dtype t, void *y, int64_t M, int K, const float *b, int relu, tk_err *e);
+int tk_ssd_relu_bwd_cuda(tk_ctx *c, tk_dtype t, int64_t n, const void *y, const void *dy, const void *dy2, void *dx,
+                    tk_err *e);
+int tk_ssd_head_gather_cuda(tk_ctx *c, tk_dtype t, const tk_ssd_map *mp, const void *src, float *out, tk_err *e);
+int tk_ssd_head_scatter_cuda(tk_ctx *c, tk_dtype t, const tk_ssd_map *mp, const float *dout, void *dsrc, tk_err *e);
+#endif
+
+static inline int tk_ssd_type_check(tk_dtype t, tk_err *e) {
+    if (t != TK_F32 && t != TK_BF16) return tk_err_set(e, TK_EINTERNAL, "ssd head: tensors in %s", tk_dtype_name(t));
+    return 0;
+}
+static inline int tk_ssd_map_check(tk_dtype t, const tk_ssd_map *mp, tk_err *e) {
+    TRY(tk_ssd_type_check(t, e));
+    if (mp->N < 1 || mp->HW < 1 || mp->nd < 1 || mp->A < 1 || mp->off < 0 ||
+        mp->off + (int64_t)mp->nd * mp->HW > mp->total || mp->c0 < 0 || mp->c0 + mp->nd * mp->A > mp->ld)
+        return tk_err_set(e, TK_EINTERNAL, "ssd head: bad map N %d HW %d nd %d A %d (channels %d at %d of %d) at %lld of %lld",
+                          mp->N, mp->HW, mp->nd, mp->A, mp->nd * mp->A, mp->c0, mp->ld, (long long)mp->off, (long long)mp->total);
+    return 0;
+}
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,113 @@
+#!/usr/bin/env bats
+# SSD300-ResNet34's network (lib/workloads/ssd) against the v1.x MLPerf reference's, transcribed
+# in PyTorch (contrib/peers/ssd.py): the peer's weights, batch and loss weights (--init) through
+# one training forward and backward of trainkit's cpu backend (tests/unit/test_ssd_model's
+# peer_dump), then ssd.py --compare recomputes them in float64 and checks loc, conf, every
+# parameter's gradient, BatchNorm's running statistics and the eval forward's outputs. The network is the reference's at a
+# width of 4 (every layer's channels / 16: a cpu step of the full width takes minutes) on the
+# smallest input with all six maps (257x257: 33, 17, 9, 5, 3, 1); the full width is checked
+# for its parameter count and the import of torchvision's resnet34. Skips without torch.
+# Measured once at the reference's size (width 64, 300x300, 81 classes, batch 1; ~2 minutes on 2
+# cores, not run here): loc, conf 9.6e-6, running statistics 3.1e-7, eval 1.7e-6, worst gradient
+# 9.6e-3 (a deep BatchNorm bias, the smallest gradients) where torch's own fp32 step is 9.5e-3
+# off at its worst (ssd.py --compare --floor).
+
+bats_require_minimum_version 1.5.0
+
+load torch
+
+setup() {
+    PEER="$TK_ROOT/contrib/peers/ssd.py"
+    DRIVER="${TK_BIN%/bin}/tests/unit/test_ssd_model"
+}
+
+field() { python3 -c 'import json, sys; print(json.dumps(json.loads(sys.argv[1])[sys.argv[2]]))' "$output" "$1"; }
+
+# width W, size S, classes A, batch B: the peer's init, our step, the peer's comparison
+compare() {
+    local d="$BATS_FILE_TMPDIR/w$1s$2"
+    mkdir -p "$d"
+    python3 "$PEER" --init "$d/init.st" --width "$1" --size "$2" --classes "$3" --batch "$4" --seed 3 --threads 2
+    run env SSD_PEER_INIT="$d/init.st" SSD_PEER_OUT="$d/ours.st" "$DRIVER" peer_dump
+    [ "$status" -eq 0 ] || { echo "$output"; return 1; }
+    [[ "$output" == *"- peer_dump"* && "$output" != *"not ok"* ]]
+    run --separate-stderr python3 "$PEER" --compare "$d/ours.st" --threads 2
+    echo "$output $stderr"
+}
+
+@test "ssd network: loc, conf, all 131 gradients and the running statistics as PyTorch float64 (width 4, 257x257, 3 classes, batch 2)" {
+    need_torch
+    compare 4 257 3 2
+    [ "$status" -eq 0 ]
+    [ "$(field ok)" = true ]
+    [ "$(field tensors)" = 131 ]
+    [ "$(field running)" = 58 ]
+    [ "$(field boxes)" = 6766 ]
+    # measured: outputs 4.3e-6, worst gradient 7.0e-6, running statistics 2.0e-7
+    python3 -c 'import json, sys; o = json.loads(sys.argv[1]); sys.exit(not (max(o["loc_rel"], o["conf_rel"], o["eval_rel"]) < 1e-5 and o["grad_rel_max"] < 1e-4))' "$output"
+}
+
+@test "ssd network: a wrong gradient is caught (one tensor's gradient of the dump scaled by 1.01)" {
+    need_torch
+    [ -s "$BATS_FILE_TMPDIR/w4s257/ours.st" ] || compare 4 257 3 2
+    cp "$BATS_FILE_TMPDIR/w4s257/ours.st" "$BATS_TEST_TMPDIR/ours.st"
+    python3 - "$BATS_TEST_TMPDIR/ours.st" <<'PY'
+import sys
+from safetensors.torch import load_file, save_file
+from safetensors import safe_open
+p = sys.argv[1]
+with safe_open(p, "pt") as f:
+    meta = f.metadata()
+t = load_file(p)
+t["grad.model.layer2.0.0.downsample.0.weight"] *= 1.01
+save_file(t, p, metadata=meta)
+PY
+    run --separate-stderr python3 "$PEER" --compare "$BATS_TEST_TMPDIR/ours.st" --threads 2
+    [ "$status" -eq 1 ]
+    [ "$(field ok)" = false ]
+    [ "$(field grad_worst)" = '"model.layer2.0.0.downsample.0.weight"' ]
+}
+
+@test "ssd network: the parameter count is the reference model's (width 64, 81 classes: 19,972,534)" {
+    need_torch
+    run --separate-stderr python3 "$PEER" --count --threads 2
+    [ "$status" -eq 0 ]
+    local theirs
+    theirs=$(field params)
+    [ "$theirs" = 19972534 ]
+    [ "$(field tensors)" = 131 ]
+    run "$DRIVER" reference_shapes_and_count
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"# parameters $theirs "* ]]
+}
+
+@test "ssd network: torchvision's resnet34 (a random state dict, --convert) imported into the trunk at width 64" {
+    need_torch
+    local d="$BATS_TEST_TMPDIR"
+    python3 "$PEER" --random-resnet34 "$d/rn34.pth" --seed 5
+    run --separate-stderr python3 "$PEER" --convert "$d/rn34.pth" "$d/rn34.st"
+    [ "$status" -eq 0 ]
+    [ "$(field dropped)" = 36 ] # the num_batches_tracked buffers
+    python3 "$PEER" --init "$d/init.st" --width 64 --size 257 --classes 3 --batch 1 --threads 2
+    run env SSD_PEER_INIT="$d/init.st" SSD_PEER_OUT="$d/ours.st" SSD_PEER_BACKBONE="$d/rn34.st" SSD_PEER_STEP=0 \
+        "$DRIVER" peer_dump
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"- peer_dump"* && "$output" != *"not ok"* ]]
+    run --separate-stderr python3 "$PEER" --compare "$d/ours.st" --backbone "$d/rn34.st"
+    [ "$status" -eq 0 ]
+    [ "$(field ok)" = true ]
+    [ "$(field backbone_max_diff)" = 0.0 ]
+    # conv1, bn1 (4), layer1..3's 13 blocks (2 convs + 2 BNs of 4 tensors: 10 each) and 2 downsamples (5 each)
+    [ "$(field backbone_tensors)" = $((1 + 4 + 13 * 10 + 2 * 5)) ]
+}
+
+@test "ssd.py --convert: a file that is not a state dict is bad input (3), a missing one I/O (4)" {
+    need_torch
+    echo "not a pickle" > "$BATS_TEST_TMPDIR/x.pth"
+    run python3 "$PEER" --convert "$BATS_TEST_TMPDIR/x.pth" "$BATS_TEST_TMPDIR/x.st"
+    [ "$status" -eq 3 ]
+    [[ "$output" == *"x.pth"* ]]
+    [ ! -e "$BATS_TEST_TMPDIR/x.st" ]
+    run python3 "$PEER" --convert "$BATS_TEST_TMPDIR/none.pth" "$BATS_TEST_TMPDIR/x.st"
+    [ "$status" -eq 4 ]
+}

@@ -1,0 +1,218 @@
+// SSD300-ResNet34's network (lib/workloads/ssd) on the cuda backend against the cpu reference:
+// (a) kernels/ssd_head.h's ops against their references on fresh random inputs and on exact
+//     small integers, fp32 and bf16: the bias (+ ReLU) forward and the ReLU backward (one fp32
+//     add, rounded once: bit-exact), the heads' gather and scatter (copies: bit-exact), at the
+//     reference's head shapes (81 classes) and odd ones.
+// (b) one training forward and backward, fp32: a width-8 network (every layer's channels / 8) on
+//     257x257 (maps 33 .. 1), 5 classes, batch 2, both backends from the same weights (drawn on
+//     the host) and inputs: loc and conf within 1e-4, all gradients together within 1e-3, the
+//     worst tensor within 2e-2, the running statistics within 1e-4 (norm-wise; cuDNN's sums run
+//     in other orders than the cpu reference's, and the trunk's BatchNorms amplify that; the
+//     cpu step matches torch float64 to 7e-6: tests/cli/ssd-model-oracle.bats).
+// (c) the same step in bf16 against the cpu fp32 one: loc and conf within 5e-2, the heads'
+//     gradients within 1e-1; the deeper gradients printed (bf16's rounding dominates them: a
+//     broken bf16 path is off by ~1).
+// (d) the eval forward (running statistics) on both backends, fp32, after (b)'s step: within 1e-4.
+// (e) the training step captured in a CUDA graph and replayed (fp32, bf16) with the recorder of
+//     tests/unit/grads_case.h in grads_ready's place: 25 reports, no gradient changed after its.
+#include <cuda_runtime_api.h>
+
+#include "../unit/grads_case.h"
+#include "gpu_test.h"
+#include "ssd_head.h"
+#include "../unit/ssd_case.h"
+
+// ---- (a) the ops ----
+
+static int same(const char *what, const float *got, const float *ref, size_t n, int *tk_failed_) {
+    const size_t d = gt_ndiff(got, ref, n);
+    if (d) printf("#   %s: %zu of %zu differ (max %lld ulps)\n", what, d, n, (long long)gt_max_ulps(got, ref, n));
+    CHECK(d == 0);
+    return d == 0;
+}
+
+TK_TEST(ssd_head_ops_vs_reference) {
+    static const struct {
+        int N, HW, nd, A;
+    } maps[] = {{2, 38 * 38, 4, 81}, {2, 19 * 19, 6, 81}, {3, 1, 4, 81}, {1, 17 * 17, 6, 5}, {2, 7, 3, 2}};
+    for (size_t i = 0; i < sizeof maps / sizeof *maps; i++)
+        for (int tt = 0; tt < 2; tt++)
+            for (int ints = 0; ints < 2; ints++) {
+                const tk_dtype t = tt ? TK_BF16 : TK_F32;
+                const int N = maps[i].N, HW = maps[i].HW, nd = maps[i].nd, A = maps[i].A, ld = nd * (4 + A);
+                const int64_t M = (int64_t)N * HW, total = (int64_t)nd * HW + 11;
+                const size_t n = (size_t)M * ld, no = (size_t)N * A * total;
+                tk_err e = {0};
+                char what[128];
+                snprintf(what, sizeof what, "%s%s N%d HW%d nd%d A%d", tk_dtype_name(t), ints ? " ints" : "", N, HW, nd, A);
+                // bias + ReLU forward (and without the ReLU), the ReLU backward with a second gradient
+                for (int relu = 0; relu < 2; relu++) {
+                    float *y = gt_host(n * 4), *b = gt_host((size_t)ld * 4);
+                    gt_fill(y, n, -3, 3, ints), gt_fill(b, (size_t)ld, -2, 2, ints);
+                    void *yd = gt_dev_from(y, n, t);
+                    float *bd = gt_dev((size_t)ld * 4);
+                    gt_up(bd, b, (size_t)ld * 4);
+                    CHECK_EQ_INT(tk_ssd_bias_relu_fwd(gt_ctx_, t, yd, M, ld, bd, relu, &e), 0);
+                    void *yh = gt_host(n * 4);
+                    float *got = gt_host_from(yd, n, t);
+                    if (t == TK_F32) memcpy(yh, y, n * 4);
+                    else for (size_t k = 0; k < n; k++) ((uint16_t *)yh)[k] = tk_f32_to_bf16(y[k]);
+                    CHECK_EQ_INT(tk_ssd_bias_relu_fwd_ref(t, yh, M, ld, b, relu, &e), 0);
+                    float *ref = gt_host(n * 4);
+                    for (size_t k = 0; k < n; k++) ref[k] = t == TK_F32 ? ((float *)yh)[k] : tk_bf16_to_f32(((uint16_t *)yh)[k]);
+                    char w2[160];
+                    snprintf(w2, sizeof w2, "bias fwd relu %d %s", relu, what);
+                    same(w2, got, ref, n, tk_failed_);
+                    if (relu) { // the backward reads the forward's output (ref: as the device has it)
+                        float *dy = gt_host(n * 4), *dy2 = gt_host(n * 4);
+                        gt_fill(dy, n, -2, 2, ints), gt_fill(dy2, n, -2, 2, ints);
+                        void *dyd = gt_dev_from(dy, n, t), *dy2d = gt_dev_from(dy2, n, t), *dxd = gt_dev(n * 4);
+                        for (int two = 0; two < 2; two++) {
+                            CHECK_EQ_INT(tk_ssd_relu_bwd(gt_ctx_, t, (int64_t)n, yd, dyd, two ? dy2d : NULL, dxd, &e), 0);
+                            float *gdx = gt_host_from(dxd, n, t), *rdx = gt_host(n * 4);
+                            void *dyh = gt_host(n * 4), *dy2h = gt_host(n * 4), *dxh = gt_host(n * 4);
+                            gt_down(dyh, dyd, n * tk_dtype_size(t)), gt_down(dy2h, dy2d, n * tk_dtype_size(t));
+                            CHECK_EQ_INT(tk_ssd_relu_bwd_ref(t, (int64_t)n, yh, dyh, two ? dy2h : NULL, dxh, &e), 0);
+                            for (size_t k = 0; k < n; k++)
+                                rdx[k] = t == TK_F32 ? ((float *)dxh)[k] : tk_bf16_to_f32(((uint16_t *)dxh)[k]);
+                            snprintf(w2, sizeof w2, "relu bwd %s %s", two ? "dy + dy2" : "dy", what);
+                            same(w2, gdx, rdx, n, tk_failed_);
+                            free(gdx), free(rdx), free(dyh), free(dy2h), free(dxh);
+                        }
+                        tk_free(gt_ctx_, dyd), tk_free(gt_ctx_, dy2d), tk_free(gt_ctx_, dxd);
+                        free(dy), free(dy2);
+                    }
+                    tk_free(gt_ctx_, yd), tk_free(gt_ctx_, bd);
+                    free(y), free(b), free(yh), free(got), free(ref);
+                }
+                // gather loc and conf of one head output into (N, A, total) at offset 11, and back
+                float *src = gt_host(n * 4);
+                gt_fill(src, n, -4, 4, ints);
+                void *sd = gt_dev_from(src, n, t), *back = gt_dev(n * 4 + 16);
+                float *loc = gt_dev((size_t)N * 4 * total * 4), *conf = gt_dev(no * 4);
+                float *rl = gt_host((size_t)N * 4 * total * 4), *rc = gt_host(no * 4), *rb = gt_host(n * 4);
+                gt_poison(loc, (size_t)N * 4 * total * 4, 0), gt_poison(conf, no * 4, 0);
+                memset(rl, 0, (size_t)N * 4 * total * 4), memset(rc, 0, no * 4);
+                const tk_ssd_map lm = {N, HW, nd, 4, ld, 0, total, 11}, cm = {N, HW, nd, A, ld, 4 * nd, total, 11};
+                CHECK_EQ_INT(tk_ssd_head_gather(gt_ctx_, t, &lm, sd, loc, &e), 0);
+                CHECK_EQ_INT(tk_ssd_head_gather(gt_ctx_, t, &cm, sd, conf, &e), 0);
+                gt_poison(back, n * 4, 0xff);
+                CHECK_EQ_INT(tk_ssd_head_scatter(gt_ctx_, t, &lm, loc, back, &e), 0);
+                CHECK_EQ_INT(tk_ssd_head_scatter(gt_ctx_, t, &cm, conf, back, &e), 0);
+                void *sh = gt_host(n * 4), *bh = gt_host(n * 4);
+                gt_down(sh, sd, n * tk_dtype_size(t));
+                CHECK_EQ_INT(tk_ssd_head_gather_ref(t, &lm, sh, rl, &e), 0);
+                CHECK_EQ_INT(tk_ssd_head_gather_ref(t, &cm, sh, rc, &e), 0);
+                CHECK_EQ_INT(tk_ssd_head_scatter_ref(t, &lm, rl, bh, &e), 0);
+                CHECK_EQ_INT(tk_ssd_head_scatter_ref(t, &cm, rc, bh, &e), 0);
+                float *gl = gt_host_from(loc, (size_t)N * 4 * total, TK_F32), *gc = gt_host_from(conf, no, TK_F32);
+                float *gb = gt_host_from(back, n, t);
+                for (size_t k = 0; k < n; k++) rb[k] = t == TK_F32 ? ((float *)bh)[k] : tk_bf16_to_f32(((uint16_t *)bh)[k]);
+                char w2[160];
+                snprintf(w2, sizeof w2, "gather loc %s", what), same(w2, gl, rl, (size_t)N * 4 * total, tk_failed_);
+                snprintf(w2, sizeof w2, "gather conf %s", what), same(w2, gc, rc, no, tk_failed_);
+                snprintf(w2, sizeof w2, "scatter %s", what), same(w2, gb, rb, n, tk_failed_);
+                same("scatter(gather) is the source", gb, src, n, tk_failed_); // (src rounded to t by gt_dev_from)
+                tk_free(gt_ctx_, sd), tk_free(gt_ctx_, back), tk_free(gt_ctx_, loc), tk_free(gt_ctx_, conf);
+                free(src), free(rl), free(rc), free(rb), free(sh), free(bh), free(gl), free(gc), free(gb);
+            }
+}
+
+// ---- (b) - (d) the network ----
+
+static ssd_config config(int bf16) {
+    ssd_config c = ssd_config_default(2);
+    c.width = 8, c.size = 257, c.classes = 5, c.bf16 = bf16;
+    return c;
+}
+
+static void make(ssd_case *k, tk_ctx *c, const ssd_config *cfg) {
+    tk_err e = {0};
+    if (ssd_case_make(k, c, cfg, 9, &e)) gt_die_("ssd model", &e);
+}
+
+static float *host_of(const ssd_model *m, const void *src, size_t n) {
+    float *h = gt_host(n * 4);
+    if (m->c->backend == TK_BACKEND_CUDA) gt_down(h, src, n * 4);
+    else memcpy(h, src, n * 4);
+    return h;
+}
+
+static int train_step(void *model, tk_err *e) {
+    TRY(ssd_forward(model, 1, e));
+    return ssd_backward(model, e);
+}
+
+static void step(ssd_model *m, const ssd_case_io *io, int train) {
+    tk_err e = {0};
+    if (ssd_case_io_load(m, io, &e) || ssd_forward(m, train, &e) || (train && ssd_backward(m, &e)) ||
+        tk_ctx_sync(m->c, &e))
+        gt_die_("ssd step", &e);
+}
+
+// outputs and gradients of gpu vs cpu; tol_worst < 0: only the heads' gradients bounded (by -tol_worst)
+static void compare(ssd_model *cpu, ssd_model *gpu, double tol_out, double tol_all, double tol_worst, int *tk_failed_) {
+    const size_t nl = (size_t)cpu->b * 4 * cpu->boxes, nc = (size_t)cpu->b * cpu->cfg.classes * cpu->boxes;
+    float *a = host_of(cpu, cpu->loc, nl), *b = host_of(gpu, gpu->loc, nl);
+    const double rl = gt_relerr(b, a, nl);
+    free(a), free(b);
+    a = host_of(cpu, cpu->conf, nc), b = host_of(gpu, gpu->conf, nc);
+    const double rc = gt_relerr(b, a, nc);
+    free(a), free(b);
+    double worst = 0, heads = 0, num = 0, den = 0, run = 0;
+    const char *wn = "";
+    for (int i = 0; i < cpu->P->n; i++) {
+        const tk_param *p = &cpu->P->p[i];
+        const size_t n = (size_t)tk_param_numel(p);
+        const int dense = i < cpu->P->ndense;
+        a = host_of(cpu, dense ? (const void *)p->g : p->w, n), b = host_of(gpu, dense ? (const void *)gpu->P->p[i].g : gpu->P->p[i].w, n);
+        const double r = gt_relerr(b, a, n);
+        if (!dense) run = r > run ? r : run;
+        else {
+            if (r >= worst) worst = r, wn = p->name;
+            if (!strncmp(p->name, "loc.", 4) || !strncmp(p->name, "conf.", 5)) heads = r > heads ? r : heads;
+            for (size_t j = 0; j < n; j++) num += ((double)b[j] - a[j]) * ((double)b[j] - a[j]), den += (double)a[j] * a[j];
+        }
+        free(a), free(b);
+    }
+    printf("# table ssd step %s (stem cin %d) vs cpu fp32: loc %.1e, conf %.1e, heads' gradients %.1e, all "
+           "gradients %.1e, worst %s %.1e, running statistics %.1e\n",
+           tk_dtype_name(gpu->t), gpu->cin, rl, rc, heads, sqrt(num / den), wn, worst, run);
+    CHECK(rl <= tol_out && rc <= tol_out);
+    if (tol_all > 0) CHECK(sqrt(num / den) <= tol_all);
+    CHECK(tol_worst > 0 ? worst <= tol_worst : heads <= -tol_worst);
+    if (tol_all > 0) CHECK(run <= tol_out);
+}
+
+TK_TEST(ssd_step_vs_cpu) {
+    tk_ctx *cc = NULL;
+    tk_err e = {0};
+    if (tk_ctx_create(&cc, TK_BACKEND_CPU, 0, &e)) gt_die_("cpu context", &e);
+    ssd_config c32 = config(0), c16 = config(1);
+    ssd_case kc, kg, kb;
+    make(&kc, cc, &c32), make(&kg, gt_ctx_, &c32), make(&kb, gt_ctx_, &c16);
+    ssd_case_io io;
+    if (ssd_case_io_make(kc.m, gt_seed_, &io)) gt_die_("host buffers", NULL);
+    step(kc.m, &io, 1), step(kg.m, &io, 1), step(kb.m, &io, 1);
+    compare(kc.m, kg.m, 1e-4, 1e-3, 2e-2, tk_failed_);   // (b)
+    compare(kc.m, kb.m, 5e-2, 0, -1e-1, tk_failed_);     // (c)
+    // (d) the eval forward from the running statistics the step left
+    step(kc.m, &io, 0), step(kg.m, &io, 0);
+    const size_t nl = (size_t)kc.m->b * 4 * kc.m->boxes;
+    float *a = host_of(kc.m, kc.m->loc, nl), *b = host_of(kg.m, kg.m->loc, nl);
+    const double r = gt_relerr(b, a, nl);
+    printf("# table ssd eval forward fp32 vs cpu: loc %.1e\n", r);
+    CHECK(r <= 1e-4);
+    free(a), free(b);
+    // (e) the step captured in a CUDA graph and replayed, fp32 and bf16, with grads_ready's
+    // recorder (several ranks): each layer's gradients reported final once, none changed after
+    gr_rec rec = {0};
+    for (int j = 0; j < 2; j++) {
+        ssd_model *m = j ? kb.m : kg.m;
+        CHECK(gr_step_ok(&rec, m->P, &m->grads, train_step, m, 1, SSD_MAPS + SSD_EXTRA + SSD_BLOCKS + 1));
+    }
+    gr_release(&rec);
+    ssd_case_io_free(&io);
+    ssd_case_free(&kc), ssd_case_free(&kg), ssd_case_free(&kb);
+    tk_ctx_destroy(cc);
+}
