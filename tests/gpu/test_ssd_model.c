@@ -167,6 +167,8 @@ static void compare(ssd_model *cpu, ssd_model *gpu, double tol_out, double tol_a
         const int dense = i < cpu->P->ndense;
         a = host_of(cpu, dense ? (const void *)p->g : p->w, n), b = host_of(gpu, dense ? (const void *)gpu->P->p[i].g : gpu->P->p[i].w, n);
         const double r = gt_relerr(b, a, n);
+        if (getenv("TK_SSD_EACH")) // every tensor's error (diagnosis)
+            printf("# %s %s %s %.2e\n", tk_dtype_name(gpu->t), dense ? "grad" : "stat", p->name, r);
         if (!dense) run = r > run ? r : run;
         else {
             if (r >= worst) worst = r, wn = p->name;
