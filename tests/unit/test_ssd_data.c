@@ -286,7 +286,7 @@ static uint8_t *make_rgb(int W, int H, int seed) {
     return p;
 }
 
-// NREC records: record i is (W, H) = (64 + 8 i, 48 + 4 i) (record 0: 300 x 300), i + 1 boxes
+// NREC records: record i is (W, H) = (64 + 8 i, 48 + 4 i) (record 0: 64 x 64), i + 1 boxes
 // (the last one with label 0 when bad_label), image id 1000 + i. jpeg_of: the record whose JPEG is
 // another size (-1 none).
 static const char *write_records(const char *name, int bad_label, int jpeg_of) {
@@ -307,7 +307,7 @@ static const char *write_records(const char *name, int bad_label, int jpeg_of) {
     tks_writer_opts wo = {.records_per_frame = 5};
     if (tks_schema_finish(&s, &e) || tks_writer_open(&w, path, &s, &wo, &e)) return NULL;
     for (int i = 0; i < NREC; i++) {
-        int W = i ? 64 + 8 * i : 300, H = i ? 48 + 4 * i : 300;
+        int W = 64 + 8 * i, H = i ? 48 + 4 * i : 64;
         uint8_t *px = make_rgb(i == jpeg_of ? W + 1 : W, H, i), *jpg;
         size_t nj;
         if (tk_jpeg_encode(px, i == jpeg_of ? W + 1 : W, H, 3, 95, 0, &jpg, &nj, &e)) return NULL;
@@ -472,14 +472,14 @@ TK_TEST(eval_keeps_ids_sizes_and_pixels) {
     if (!d) return;
     ssd_data_opts o;
     ssd_data_opts_default(&o);
-    o.max_boxes = 16, o.threads = 2;
+    o.size = 64, o.max_boxes = 16, o.threads = 2;
     batch_buf a;
-    batch_alloc(&a, 3, 300, 16);
+    batch_alloc(&a, 3, 64, 16);
     tk_err e = {0};
     CHECK_EQ_INT(ssd_eval_batch(d, &o, 0, 3, &a.b, &e), 0);
     int bad = 0;
     for (int k = 0; k < 3; k++) {
-        int W = k ? 64 + 8 * k : 300, H = k ? 48 + 4 * k : 300;
+        int W = 64 + 8 * k, H = k ? 48 + 4 * k : 64;
         bad += a.b.image_id[k] != 1000 + k || a.b.size[2 * k] != H || a.b.size[2 * k + 1] != W;
         bad += a.b.nbox[k] != k + 1;
         for (int m = 0; m <= k; m++) { // the boxes normalised, nothing else
@@ -489,15 +489,15 @@ TK_TEST(eval_keeps_ids_sizes_and_pixels) {
         }
     }
     CHECK_EQ_INT(bad, 0);
-    // record 0 is 300 x 300: resizing to 300 x 300 keeps each pixel, so the image is the decoded
-    // JPEG normalised
+    // record 0 is 64 x 64: resizing to 64 x 64 keeps each pixel, so the image is the decoded JPEG
+    // normalised
     ssd_record R;
     ssd_dataset_record(d, 0, &R);
-    uint8_t *px = malloc(300 * 300 * 3);
-    CHECK_EQ_INT(tk_jpeg_decode(R.jpeg, R.jpeg_size, 8, 0, 0, 300, 300, px, 900, NULL, &e), 0);
+    uint8_t *px = malloc(64 * 64 * 3);
+    CHECK_EQ_INT(tk_jpeg_decode(R.jpeg, R.jpeg_size, 8, 0, 0, 64, 64, px, 64 * 3, NULL, &e), 0);
     const double mean[3] = {0.485, 0.456, 0.406}, std[3] = {0.229, 0.224, 0.225};
     double worst = 0;
-    for (int i = 0; i < 300 * 300 * 3; i++)
+    for (int i = 0; i < 64 * 64 * 3; i++)
         worst = fmax(worst, fabs(a.b.image[i] - (px[i] / 255.0 - mean[i % 3]) / std[i % 3]));
     printf("#   eval pixels: largest difference %.3g\n", worst);
     CHECK(worst < 1e-5);
