@@ -13,9 +13,19 @@ static inline uint8_t blend(int d, int p, float a) {
     return v <= 0.0f ? 0 : v >= 255.0f ? 255 : (uint8_t)v;
 }
 
+// The blend against a constant d of every byte value: brightness and contrast are lookups.
+static void blend_table(int d, float a, uint8_t t[256]) {
+    for (int p = 0; p < 256; p++) t[p] = blend(d, p, a);
+}
+
+static void lookup(uint8_t *px, size_t n, const uint8_t t[256]) {
+    for (size_t i = 0; i < 3 * n; i++) px[i] = t[px[i]];
+}
+
 void tk_img_adjust_brightness(uint8_t *px, size_t n, double f) {
-    float a = (float)f;
-    for (size_t i = 0; i < 3 * n; i++) px[i] = blend(0, px[i], a);
+    uint8_t t[256];
+    blend_table(0, (float)f, t);
+    lookup(px, n, t);
 }
 
 void tk_img_adjust_contrast(uint8_t *px, size_t n, double f) {
@@ -23,9 +33,9 @@ void tk_img_adjust_contrast(uint8_t *px, size_t n, double f) {
     // ImageStat's mean of the "L" image (a double over its histogram), rounded with int(m + 0.5)
     uint64_t sum = 0;
     for (size_t i = 0; i < n; i++) sum += tk_img_luma(px + 3 * i);
-    int m = (int)((double)sum / (double)n + 0.5);
-    float a = (float)f;
-    for (size_t i = 0; i < 3 * n; i++) px[i] = blend(m, px[i], a);
+    uint8_t t[256];
+    blend_table((int)((double)sum / (double)n + 0.5), (float)f, t);
+    lookup(px, n, t);
 }
 
 void tk_img_adjust_saturation(uint8_t *px, size_t n, double f) {
@@ -56,7 +66,9 @@ static void rgb2hsv(const uint8_t *in, uint8_t *out) {
     if (r == maxc) h = bc - gc;
     else if (g == maxc) h = (float)(2.0 + rc - bc);
     else h = (float)(4.0 + gc - rc);
-    h = (float)fmod(h / 6.0 + 1.0, 1.0);
+    // fmod(h / 6 + 1, 1) (h in [-1, 5]: x in [5/6, 11/6), where x - 1 is exact)
+    double x = h / 6.0 + 1.0;
+    h = (float)(x >= 1.0 ? x - 1.0 : x);
     out[0] = clip8((int)(h * 255.0));
     out[1] = clip8((int)(s * 255.0));
 }

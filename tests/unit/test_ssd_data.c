@@ -19,7 +19,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "cocodata/prep.h"
 #include "image/codec.h"
 #include "image/jitter.h"
 #include "img_resize.h"
@@ -548,6 +550,65 @@ TK_TEST(bad_records_named) {
     CHECK_EQ_INT(ssd_dataset_load(p, 1, &d, &e), TK_EDATA);
     tk_err_format(&e, buf, sizeof buf);
     CHECK(strstr(buf, "not COCO records") && strstr(buf, "(field \"image_id\")"));
+}
+
+// prep coco's records (lib/cocodata) are what the loader reads: a two-image COCO set written here,
+// converted, loaded, and an eval batch made of it.
+TK_TEST(prep_coco_records_load) {
+    if (!tk_img_have_jpeg()) return;
+    tk_err e = {0};
+    const int W[2] = {40, 24}, H[2] = {32, 16};
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s", tk_test_path("test_ssd_data", "images"));
+    CHECK_EQ_INT(mkdir(dir, 0700), 0);
+    for (int i = 0; i < 2; i++) {
+        uint8_t *px = make_rgb(W[i], H[i], i), *jpg;
+        size_t nj;
+        CHECK_EQ_INT(tk_jpeg_encode(px, W[i], H[i], 3, 90, 1, &jpg, &nj, &e), 0);
+        char name[700];
+        snprintf(name, sizeof name, "%s/%012d.jpg", dir, 11 + i);
+        FILE *f = fopen(name, "wb");
+        CHECK(f && fwrite(jpg, 1, nj, f) == nj);
+        if (f) fclose(f);
+        free(px), free(jpg);
+    }
+    // categories out of order: labels are the ranks of the sorted ids (3 -> 1, 7 -> 2, 90 -> 3)
+    const char *ann = tk_test_path("test_ssd_data", "ann.json");
+    FILE *f = fopen(ann, "w");
+    CHECK(f != NULL);
+    if (!f) return;
+    fputs("{\"images\": [{\"id\": 11, \"file_name\": \"000000000011.jpg\", \"height\": 32, \"width\": 40},"
+          " {\"id\": 12, \"file_name\": \"000000000012.jpg\", \"height\": 16, \"width\": 24}],"
+          " \"annotations\": [{\"id\": 1, \"image_id\": 11, \"category_id\": 90, \"bbox\": [10, 8, 20, 16],"
+          " \"area\": 320, \"iscrowd\": 0}, {\"id\": 2, \"image_id\": 11, \"category_id\": 3,"
+          " \"bbox\": [0, 0, 5, 4], \"area\": 20, \"iscrowd\": 0}, {\"id\": 3, \"image_id\": 12,"
+          " \"category_id\": 7, \"bbox\": [6, 4, 12, 8], \"area\": 96, \"iscrowd\": 0}],"
+          " \"categories\": [{\"id\": 90, \"name\": \"c\"}, {\"id\": 3, \"name\": \"a\"},"
+          " {\"id\": 7, \"name\": \"b\"}]}\n", f);
+    fclose(f);
+    const char *out = tk_test_path("test_ssd_data", "coco.tks");
+    coco_prep_opts po = {.eval = 1};
+    coco_prep_stats st;
+    CHECK_EQ_INT(coco_prep(ann, dir, out, &po, &st, &e), 0);
+    ssd_dataset *d = load(out);
+    CHECK(d != NULL);
+    if (!d) return;
+    CHECK_EQ_INT(ssd_dataset_count(d), 2);
+    ssd_data_opts o;
+    ssd_data_opts_default(&o);
+    o.size = 16, o.max_boxes = 4;
+    batch_buf a;
+    batch_alloc(&a, 2, 16, 4);
+    CHECK_EQ_INT(ssd_eval_batch(d, &o, 0, 2, &a.b, &e), 0);
+    CHECK(a.b.image_id[0] == 11 && a.b.image_id[1] == 12);
+    CHECK(a.b.size[0] == 32 && a.b.size[1] == 40 && a.b.size[2] == 16 && a.b.size[3] == 24);
+    CHECK(a.b.nbox[0] == 2 && a.b.nbox[1] == 1);
+    // bbox [l, t, w, h] -> [l / W, t / H, (l + w) / W, (t + h) / H], in the file's order
+    const float want0[8] = {0.25f, 0.25f, 0.75f, 0.75f, 0, 0, 0.125f, 0.125f}, want1[4] = {0.25f, 0.25f, 0.75f, 0.75f};
+    CHECK(memcmp(a.b.boxes, want0, sizeof want0) == 0 && memcmp(a.b.boxes + 16, want1, sizeof want1) == 0);
+    CHECK(a.b.labels[0] == 3 && a.b.labels[1] == 1 && a.b.labels[2] == 0 && a.b.labels[4] == 2);
+    batch_free(&a);
+    ssd_dataset_free(d);
 }
 
 TK_TEST(cleanup) { CHECK_EQ_INT(tk_test_rmdir(), 0); }
