@@ -14,12 +14,17 @@
 //           0 .. N-1 of epoch 0 and prints per record "option kept rounds w h" (w h of the crop)
 //   resize: "W H x0 y0 x1 y1 S" then W H 3 bytes; prints the crop [x0, x1) x [y0, y1) resized to
 //           S x S bytes as the pipeline resizes (lib/image's Pillow-style bilinear), a row a line
+//   sample: "JPEG_PATH SEED EPOCH TRAIN S W H n" then n boxes x1 y1 x2 y2 in pixels (labels 1..n):
+//           the JPEG as the one record of a .tks file, then ssd_sample's result: "crop OPTION x0
+//           y0 x1 y1 left top w h", "flip F", "jitter o0 o1 o2 o3 b c s h", "boxes M" and M lines
+//           "x1 y1 x2 y2 label", then S S lines of the normalised image's 3 values (NHWC)
 // and exits before its TAP tests: 0, or the error's code with a message on stderr.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cocodata/prep.h"
 #include "image/codec.h"
@@ -697,6 +702,85 @@ static int drive_resize(tk_err *e) {
     return rc;
 }
 
+// sample: a JPEG file and its boxes as one record; prints what ssd_sample made of it.
+static int drive_sample(tk_err *e) {
+    char jpath[4096];
+    double v[7];
+    if (scanf("%4095s", jpath) != 1) return tk_err_set(e, TK_EDATA, "a JPEG path expected on stdin");
+    for (int i = 0; i < 7; i++) TRY(read_num(&v[i], "SEED EPOCH TRAIN S W H n", e));
+    int S = (int)v[3], W = (int)v[4], H = (int)v[5], n = (int)v[6];
+    if (S < 1 || S > 1024 || n < 0 || n > 200) return tk_err_set(e, TK_EDATA, "S in 1..1024, n in 0..200");
+    float boxes[800];
+    int32_t labels[200];
+    for (int i = 0; i < 4 * n; i++) {
+        double x;
+        TRY(read_num(&x, "box coordinates (pixels)", e));
+        boxes[i] = (float)x;
+    }
+    for (int i = 0; i < n; i++) labels[i] = 1 + i;
+    FILE *f = fopen(jpath, "rb");
+    if (!f) return tk_err_set(e, TK_EIO, "%s: cannot open", jpath);
+    static uint8_t jpg[1 << 22];
+    size_t nj = fread(jpg, 1, sizeof jpg, f);
+    fclose(f);
+    // one record in a temporary file
+    tks_schema sc = {0};
+    static const struct { const char *n; tks_dtype t; int nd; } fl[6] = {
+        {"jpeg", TKS_U8, 1}, {"image_id", TKS_I64, 0}, {"height", TKS_I32, 0},
+        {"width", TKS_I32, 0}, {"boxes", TKS_F32, 2}, {"labels", TKS_I32, 1}};
+    for (int i = 0; i < 6; i++) {
+        snprintf(sc.f[i].name, sizeof sc.f[i].name, "%s", fl[i].n);
+        sc.f[i].dtype = fl[i].t, sc.f[i].ndim = fl[i].nd;
+        if (fl[i].nd) sc.f[i].shape[0] = TKS_RAGGED;
+        if (fl[i].nd == 2) sc.f[i].shape[1] = 4;
+    }
+    sc.nfields = 6;
+    char tmp[] = "/tmp/test_ssd_data_drive.XXXXXX";
+    int fd = mkstemp(tmp);
+    if (fd < 0) return tk_err_set(e, TK_EIO, "cannot make a temporary file");
+    close(fd);
+    int64_t id = 1;
+    int32_t h = H, w = W;
+    uint64_t oj[2] = {0, nj}, ob[2] = {0, (uint64_t)n * 16}, ol[2] = {0, (uint64_t)n * 4};
+    tks_colref ref[6] = {{jpg, oj}, {&id, NULL}, {&h, NULL}, {&w, NULL}, {boxes, ob}, {labels, ol}};
+    tks_writer *tw;
+    int rc = tks_schema_finish(&sc, e);
+    if (!rc) rc = tks_writer_open(&tw, tmp, &sc, NULL, e);
+    if (!rc && (rc = tks_writer_append_ref(tw, ref, 1, e))) tks_writer_abort(tw);
+    else if (!rc) rc = tks_writer_close(tw, e);
+    ssd_dataset *d = NULL;
+    char *paths[1] = {tmp};
+    if (!rc) rc = ssd_dataset_load(paths, 1, &d, e);
+    unlink(tmp);
+    if (rc) return rc;
+    ssd_data_opts o;
+    ssd_data_opts_default(&o);
+    o.seed = (uint64_t)v[0], o.size = S;
+    batch_buf bb;
+    batch_alloc(&bb, 1, S, 200);
+    ssd_scratch s = {0};
+    ssd_sample_info in;
+    rc = ssd_sample(d, &o, v[2] != 0, (uint32_t)v[1], 0, &s, &bb.b, 0, &in, e);
+    if (!rc) {
+        const ssd_crop *c = &in.crop;
+        printf("crop %d %d %d %d %d %.17g %.17g %.17g %.17g\n", c->option, c->x0, c->y0, c->x1, c->y1, c->left, c->top,
+               c->w, c->h);
+        const tk_img_jitter *j = &in.jitter;
+        printf("flip %d\njitter %d %d %d %d %.17g %.17g %.17g %.17g\n", in.flip, j->order[0], j->order[1], j->order[2],
+               j->order[3], j->brightness, j->contrast, j->saturation, j->hue);
+        printf("boxes %d\n", bb.b.nbox[0]);
+        for (int m = 0; m < bb.b.nbox[0]; m++)
+            printf("%.9g %.9g %.9g %.9g %d\n", bb.b.boxes[4 * m], bb.b.boxes[4 * m + 1], bb.b.boxes[4 * m + 2],
+                   bb.b.boxes[4 * m + 3], bb.b.labels[m]);
+        for (int i = 0; i < S * S; i++)
+            printf("%.9g %.9g %.9g\n", bb.b.image[3 * i], bb.b.image[3 * i + 1], bb.b.image[3 * i + 2]);
+    }
+    ssd_scratch_free(&s);
+    batch_free(&bb);
+    ssd_dataset_free(d);
+    return rc;
+}
+
 __attribute__((constructor(200))) static void drive_mode(void) {
     const char *m = getenv("TK_SSD_DATA_DRIVE");
     if (!m) return;
@@ -704,7 +788,8 @@ __attribute__((constructor(200))) static void drive_mode(void) {
     int rc = strcmp(m, "jitter") == 0   ? drive_jitter(&e)
              : strcmp(m, "crop") == 0   ? drive_crop(&e)
              : strcmp(m, "resize") == 0 ? drive_resize(&e)
-                                        : tk_err_set(&e, TK_EUSAGE, "TK_SSD_DATA_DRIVE must be jitter, crop or resize");
+             : strcmp(m, "sample") == 0 ? drive_sample(&e)
+                                        : tk_err_set(&e, TK_EUSAGE, "TK_SSD_DATA_DRIVE must be jitter, crop, resize or sample");
     if (!rc && fflush(stdout)) rc = tk_err_set(&e, TK_EIO, "stdout: write failed");
     if (rc) {
         char buf[1200];
