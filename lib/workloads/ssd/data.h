@@ -40,7 +40,11 @@
 //
 // Evaluation (SSDTransformer(val=True)): Resize((300, 300)) of the whole image and the
 // normalisation, nothing random; the image id and the original height and width kept for
-// coco-eval, the ground-truth boxes (normalised) and labels padded as for training.
+// coco-eval, the ground-truth boxes (normalised) and labels padded as for training. (The
+// reference's COCODetection drops images without annotations from both splits, so its eval runs
+// on val2017's 4952 annotated images; prep coco --eval keeps all 5000: which to score is the eval
+// side's choice. Its training DataLoader also keeps the epoch's last partial batch; here every
+// batch is whole, as the engine counts steps per epoch.)
 //
 // Batch layout, B images of one batch (ssd_batch):
 //   image     f32 (B, S, S, 3) NHWC, or (B, 3, S, S) with opts.chw; S = opts.size (300)
