@@ -53,8 +53,8 @@
 //   nbox      i32 (B): boxes kept
 //   image_id  i64 (B): the COCO image id
 //   size      i32 (B, 2): the original height, width (from the record)
-// An image with more than M boxes (after the crop) is TK_EDATA naming its record (COCO 2017's
-// largest train image has 93; the reference pads to 200).
+// An image with more than M boxes (after the crop) is TK_EDATA naming its record (the reference
+// pads its eval targets to 200 and would fail there too).
 //
 // Randomness: each sample's draws come from Philox keyed (seed; record, epoch, TK_RNG_AUGMENT
 // tagged for SSD, block): blocks 0..3 the flip and the jitter, blocks from 16 the crop's rounds,
