@@ -16,8 +16,8 @@ driver modes (TK_SSD_DATA_DRIVE), against:
                the image; the driver with those must give the same bytes (the class applies all
                four, in fn_idx's order).
   crop         SSDCropping transcribed here (numpy float32 IoU, Python's random as the reference
-               draws, num_cropping_iterations 1): 20000 draws on each of four box layouts against
-               20000 of trainkit's (its own Philox draws), two-sample chi-square on the chosen
+               draws, num_cropping_iterations 1): 10000 draws on each of four box layouts against
+               10000 of trainkit's (its own Philox draws), two-sample chi-square on the chosen
                option, the boxes kept, the rounds and the crop's area (quartiles); a case fails at
                p < 1e-4.
   resize       PIL's Image.crop(box).resize((S, S), BILINEAR) against the driver's resampling
@@ -197,7 +197,7 @@ def hist(values):
     return h
 
 
-def case_crop(driver, perturb, name, seed, n=20000):
+def case_crop(driver, perturb, name, seed, n=10000):
     boxes = np.array(LAYOUTS[name], dtype=np.float32)
     text = f"{n} {seed} {len(boxes)}\n" + " ".join(repr(float(x)) for x in boxes.reshape(-1)) + "\n"
     ours = [line.split() for line in run_driver(driver, "crop", text).splitlines()]
