@@ -377,26 +377,14 @@ static int read_exact(const tk_st_file *f, const char *path, const char *name, v
     return tk_st_read_all(f, t, dst, e);
 }
 
-// The training forward's ReLU decisions, in the order the network applies them (the stem, each
-// block's two, each additional block's two: 37), as 0/1 bytes (N, H, W, C) "relu.II" for
+// The training forward's ReLU decisions (ssd_case_relus) as 0/1 bytes (N, H, W, C) "relu.II" for
 // ssd.py --compare, which adopts them where its float64 input is within rounding of 0.
-#define SSD_RELUS (1 + 2 * SSD_BLOCKS + 2 * SSD_EXTRA)
-
 static size_t relu_masks(const ssd_model *m, uint8_t *bits, tk_ckpt_entry *ent) {
     const tk_blk_conv *cv[SSD_RELUS];
     const void *z[SSD_RELUS];
-    int n = 0;
-    cv[n] = &m->u0.c, z[n++] = m->u0.z;
-    for (int i = 0; i < SSD_BLOCKS; i++) {
-        cv[n] = &m->blk[i].u1.c, z[n++] = m->blk[i].u1.z;
-        cv[n] = &m->blk[i].u2.c, z[n++] = m->blk[i].u2.z;
-    }
-    for (int k = 0; k < SSD_EXTRA; k++) {
-        cv[n] = &m->xa[k].c, z[n++] = m->xa[k].y;
-        cv[n] = &m->xb[k].c, z[n++] = m->xb[k].y;
-    }
+    ssd_case_relus(m, cv, z);
     size_t off = 0;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < SSD_RELUS; i++) {
         const int64_t len = tk_blk_conv_y_numel(cv[i]);
         if (bits) {
             for (int64_t j = 0; j < len; j++) bits[off + j] = ((const float *)z[i])[j] > 0;
