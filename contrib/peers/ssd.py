@@ -28,7 +28,8 @@ names are the reference's, so its state dict loads here and ours there.
         such |input| / RMS): the sign of such an input is the fp32 forward's rounding (any fp32
         forward's: torch's too), but its gradient is all or nothing, and one flip moves every
         gradient below it by ~1e-3 (measured: a width-8 dump, one input at -4.3e-6 in float64,
-        positive in ours: worst gradient 6.1e-3; taken, 1.1e-5, torch's own fp32 step 1.0e-5).
+        positive in ours: worst gradient 6.1e-3; taken, 1.1e-5, torch's own fp32 step 1.0e-5;
+        at width 16, none to take, ours 1.0e-5, while torch's own fp32 step flipped one: 8.2e-3).
         A decision that differs farther from 0 is a failure (relu_mismatch). --backbone: a torchvision
         resnet34 file (--convert's) whose tensors the dump's trunk must hold exactly (an import
         check; a dump of weights alone, peer_dump's SSD_PEER_STEP=0, is checked for that only).
