@@ -3,14 +3,21 @@
 # in PyTorch (contrib/peers/ssd.py): the peer's weights, batch and loss weights (--init) through
 # one training forward and backward of trainkit's cpu backend (tests/unit/test_ssd_model's
 # peer_dump), then ssd.py --compare recomputes them in float64 and checks loc, conf, every
-# parameter's gradient, BatchNorm's running statistics and the eval forward's outputs. The network is the reference's at a
-# width of 4 (every layer's channels / 16: a cpu step of the full width takes minutes) on the
-# smallest input with all six maps (257x257: 33, 17, 9, 5, 3, 1); the full width is checked
-# for its parameter count and the import of torchvision's resnet34. Skips without torch.
-# Measured once at the reference's size (width 64, 300x300, 81 classes, batch 1; ~2 minutes on 2
-# cores, not run here): loc, conf 9.6e-6, running statistics 3.1e-7, eval 1.7e-6, worst gradient
-# 9.6e-3 (a deep BatchNorm bias, the smallest gradients) where torch's own fp32 step is 9.5e-3
-# off at its worst (ssd.py --compare --floor).
+# parameter's gradient, BatchNorm's running statistics and the eval forward's outputs. The network
+# is the reference's at a width of 8 (every layer's channels / 8: a cpu step of the full width
+# takes minutes; the config of tests/gpu/test_ssd_model.c) on the smallest input with all six maps
+# (257x257: 33, 17, 9, 5, 3, 1); the full width is checked for its parameter count and the import
+# of torchvision's resnet34. Skips without torch.
+# The ReLUs: an input within rounding of 0 (this dump: one of 1.8M, -4.3e-6 in float64 where our
+# fp32 forward, and any fp32 forward, can land on +) passes or stops its whole gradient, and that
+# one decision moved every gradient below it by ~1e-3 (6.1e-3 at worst, against torch's own fp32
+# step at 1.0e-5, which happened to land on the float64 side). The dump carries our 37 ReLUs'
+# decisions; --compare takes them where its input is within 1e-4 x that input's RMS of 0 (one
+# element here) and fails on any other difference; then the worst gradient is 1.1e-5.
+# Measured once at the reference's size (width 64, 300x300, 81 classes, batch 1, seed 3; ~3
+# minutes on 2 cores, not run here): 16 decisions taken (at most 1.5e-5 x the RMS from 0), worst
+# gradient 1.5e-5, loc, conf 1.0e-5, running statistics 3.2e-7, eval 1.8e-6; torch's own fp32
+# step (ssd.py --compare --floor, its own decisions) 1.7e-2 off at its worst.
 
 bats_require_minimum_version 1.5.0
 
@@ -35,23 +42,26 @@ compare() {
     echo "$output $stderr"
 }
 
-@test "ssd network: loc, conf, all 131 gradients and the running statistics as PyTorch float64 (width 4, 257x257, 3 classes, batch 2)" {
+@test "ssd network: loc, conf, all 131 gradients and the running statistics as PyTorch float64 (width 8, 257x257, 5 classes, batch 2)" {
     need_torch
-    compare 4 257 3 2
+    compare 8 257 5 2
     [ "$status" -eq 0 ]
     [ "$(field ok)" = true ]
     [ "$(field tensors)" = 131 ]
     [ "$(field running)" = 58 ]
     [ "$(field boxes)" = 6766 ]
-    # measured: outputs 4.3e-6, worst gradient 7.0e-6, running statistics 2.0e-7
-    python3 -c 'import json, sys; o = json.loads(sys.argv[1]); sys.exit(not (max(o["loc_rel"], o["conf_rel"], o["eval_rel"]) < 1e-5 and o["grad_rel_max"] < 1e-4))' "$output"
+    [ "$(field relus)" = 37 ]
+    [ "$(field relu_mismatch)" = 0 ]
+    # measured: outputs 5.0e-6, worst gradient 1.1e-5 (torch's own fp32 step: 1.0e-5), running
+    # statistics 3.5e-7, one ReLU decision taken (-4.3e-6 x the RMS of its input)
+    python3 -c 'import json, sys; o = json.loads(sys.argv[1]); sys.exit(not (max(o["loc_rel"], o["conf_rel"], o["eval_rel"]) < 1e-5 and o["grad_rel_max"] < 1e-4 and o["relu_adopted"] <= 8))' "$output"
 }
 
-@test "ssd network: a wrong gradient is caught (one tensor's gradient of the dump scaled by 1.01)" {
-    need_torch
-    [ -s "$BATS_FILE_TMPDIR/w4s257/ours.st" ] || compare 4 257 3 2
-    cp "$BATS_FILE_TMPDIR/w4s257/ours.st" "$BATS_TEST_TMPDIR/ours.st"
-    python3 - "$BATS_TEST_TMPDIR/ours.st" <<'PY'
+# the width-8 dump with one python statement applied to its tensors t, then the peer's comparison
+tampered() {
+    [ -s "$BATS_FILE_TMPDIR/w8s257/ours.st" ] || compare 8 257 5 2
+    cp "$BATS_FILE_TMPDIR/w8s257/ours.st" "$BATS_TEST_TMPDIR/ours.st"
+    python3 - "$BATS_TEST_TMPDIR/ours.st" "$1" <<'PY'
 import sys
 from safetensors.torch import load_file, save_file
 from safetensors import safe_open
@@ -59,13 +69,26 @@ p = sys.argv[1]
 with safe_open(p, "pt") as f:
     meta = f.metadata()
 t = load_file(p)
-t["grad.model.layer2.0.0.downsample.0.weight"] *= 1.01
+exec(sys.argv[2])
 save_file(t, p, metadata=meta)
 PY
     run --separate-stderr python3 "$PEER" --compare "$BATS_TEST_TMPDIR/ours.st" --threads 2
+}
+
+@test "ssd network: a wrong gradient is caught (one tensor's gradient of the dump scaled by 1.01)" {
+    need_torch
+    tampered 't["grad.model.layer2.0.0.downsample.0.weight"] *= 1.01'
     [ "$status" -eq 1 ]
     [ "$(field ok)" = false ]
     [ "$(field grad_worst)" = '"model.layer2.0.0.downsample.0.weight"' ]
+}
+
+@test "ssd network: a ReLU decision away from 0 that differs is caught (one channel of a dumped ReLU inverted)" {
+    need_torch
+    tampered 't["relu.20"][..., 3] = 1 - t["relu.20"][..., 3]'
+    [ "$status" -eq 1 ]
+    [ "$(field ok)" = false ]
+    python3 -c 'import json, sys; sys.exit(not json.loads(sys.argv[1])["relu_mismatch"] > 100)' "$output"
 }
 
 @test "ssd network: the parameter count is the reference model's (width 64, 81 classes: 19,972,534)" {

@@ -74,4 +74,22 @@ static inline int ssd_case_loaded(ssd_case *k, tk_ctx *c, const ssd_config *cfg,
     return ssd_case_io_load(k->m, io, e) ? -1 : 0;
 }
 
+// The training forward's ReLU outputs in the order the network applies them (the stem, each
+// block's two, each additional block's two): their convolutions (the shapes) and outputs
+// (fp32 in the tests that read them); SSD_RELUS of them.
+#define SSD_RELUS (1 + 2 * SSD_BLOCKS + 2 * SSD_EXTRA)
+
+static inline void ssd_case_relus(const ssd_model *m, const tk_blk_conv **cv, const void **z) {
+    int n = 0;
+    cv[n] = &m->u0.c, z[n++] = m->u0.z;
+    for (int i = 0; i < SSD_BLOCKS; i++) {
+        cv[n] = &m->blk[i].u1.c, z[n++] = m->blk[i].u1.z;
+        cv[n] = &m->blk[i].u2.c, z[n++] = m->blk[i].u2.z;
+    }
+    for (int k = 0; k < SSD_EXTRA; k++) {
+        cv[n] = &m->xa[k].c, z[n++] = m->xa[k].y;
+        cv[n] = &m->xb[k].c, z[n++] = m->xb[k].y;
+    }
+}
+
 #endif

@@ -11,7 +11,9 @@
 // - torchvision's resnet34 names and layouts imported into the trunk (ssd_import_torchvision);
 // - peer_dump (run by tests/cli/ssd-model-oracle.bats): contrib/peers/ssd.py --init's weights,
 //   batch and loss weights (SSD_PEER_INIT) through one forward and backward here, then an eval
-//   forward (the running statistics), written (SSD_PEER_OUT) for ssd.py --compare; SSD_PEER_BACKBONE: a torchvision file imported first;
+//   forward (the running statistics), written (SSD_PEER_OUT) for ssd.py --compare with the training
+//   forward's ReLU decisions (relu.II: ssd.py takes them where its input is within rounding of 0);
+//   SSD_PEER_BACKBONE: a torchvision file imported first;
 //   SSD_PEER_STEP=0: no step, the weights alone written (an import check at width 64).
 #include <math.h>
 #include <stdint.h>
@@ -375,6 +377,26 @@ static int read_exact(const tk_st_file *f, const char *path, const char *name, v
     return tk_st_read_all(f, t, dst, e);
 }
 
+// The training forward's ReLU decisions (ssd_case_relus) as 0/1 bytes (N, H, W, C) "relu.II" for
+// ssd.py --compare, which adopts them where its float64 input is within rounding of 0.
+static size_t relu_masks(const ssd_model *m, uint8_t *bits, tk_ckpt_entry *ent) {
+    const tk_blk_conv *cv[SSD_RELUS];
+    const void *z[SSD_RELUS];
+    ssd_case_relus(m, cv, z);
+    size_t off = 0;
+    for (int i = 0; i < SSD_RELUS; i++) {
+        const int64_t len = tk_blk_conv_y_numel(cv[i]);
+        if (bits) {
+            for (int64_t j = 0; j < len; j++) bits[off + j] = ((const float *)z[i])[j] > 0;
+            ent[i] = (tk_ckpt_entry){.t = {.dtype = TK_U8, .ndim = 4, .shape = {cv[i]->s.N, cv[i]->s.P, cv[i]->s.Q, cv[i]->s.K}},
+                                     .src = bits + off};
+            snprintf(ent[i].t.name, sizeof ent[i].t.name, "relu.%02d", i);
+        }
+        off += (size_t)len;
+    }
+    return off;
+}
+
 static int peer_step(const char *in, const char *out, const char *backbone, int step, tk_err *e) {
     tk_st_file *f;
     TRY(tk_st_open(&f, in, e));
@@ -409,6 +431,10 @@ static int peer_step(const char *in, const char *out, const char *backbone, int 
     }
     if (!rc && step) rc = ssd_forward(m, 1, e);
     if (!rc && step) rc = ssd_backward(m, e);
+    uint8_t *relu = rc || !step ? NULL : malloc(relu_masks(m, NULL, NULL));
+    if (!rc && step && !relu) rc = tk_err_set(e, TK_EIO, "out of host memory");
+    tk_ckpt_entry relu_ent[SSD_RELUS];
+    if (relu) relu_masks(m, relu, relu_ent);
     // then the eval forward of the same batch from the running statistics the step left
     const size_t nl0 = (size_t)m->b * 4 * m->boxes, nc0 = (size_t)m->b * cfg.classes * m->boxes;
     float *ev = rc || !step ? NULL : malloc((nl0 + nc0) * 4);
@@ -421,7 +447,7 @@ static int peer_step(const char *in, const char *out, const char *backbone, int 
         if (!rc) memcpy(m->loc, l, nl0 * 4), memcpy(m->conf, c, nc0 * 4);
         free(l), free(c);
     }
-    tk_ckpt_entry *ent = rc ? NULL : calloc((size_t)(2 * np + nrun + 7), sizeof *ent);
+    tk_ckpt_entry *ent = rc ? NULL : calloc((size_t)(2 * np + nrun + 7 + SSD_RELUS), sizeof *ent);
     int n = 0;
     if (!rc && !ent) rc = tk_err_set(e, TK_EIO, "out of host memory");
     off = 0;
@@ -458,6 +484,7 @@ static int peer_step(const char *in, const char *out, const char *backbone, int 
                                    .src = ev};
         ent[n++] = (tk_ckpt_entry){.t = {.name = "eval.conf", .dtype = TK_F32, .ndim = 3, .shape = {m->b, cfg.classes, m->boxes}},
                                    .src = ev + nl0};
+        for (int i = 0; i < SSD_RELUS; i++) ent[n++] = relu_ent[i];
     }
     if (!rc) {
         json_t *meta = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "model", "ssd300", "layout", "krsc", "width", "",
@@ -470,7 +497,7 @@ static int peer_step(const char *in, const char *out, const char *backbone, int 
         rc = tk_ckpt_write(m->c, out, ent, n, meta, e);
         json_decref(meta);
     }
-    free(ent), free(before), free(ev);
+    free(ent), free(before), free(ev), free(relu);
     ssd_case_free(&k);
     return rc;
 }
