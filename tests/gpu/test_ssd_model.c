@@ -275,14 +275,21 @@ TK_TEST(ssd_step_vs_cpu) {
     if (ssd_case_io_make(kc.m, gt_seed_, &io)) gt_die_("host buffers", NULL);
     uint8_t *bits = give_masks(kc.m);
     step(kc.m, &io, 1), step(kg.m, &io, 1), step(kb.m, &io, 1);
-    compare(kc.m, kg.m, 1e-4, 1e-3, 2e-2, tk_failed_);   // (b)
+    // (b) outputs and the heads' gradients only: a ReLU input within rounding of 0 may take the
+    // other side on the gpu (1 of 1.9 M on an H200) and move every gradient below it by ~1e-3
+    compare(kc.m, kg.m, 1e-4, 0, -1e-4, tk_failed_);
     relu_decisions(kc.m, kg.m, tk_failed_);
     // (b) again, the cpu's backward on the gpu's decisions: what the backends' arithmetic leaves
     const size_t taken = adopt_relus(kc.m, kg.m);
     if (ssd_backward(kc.m, &e) || tk_ctx_sync(cc, &e)) gt_die_("ssd cpu backward", &e);
     printf("# the cpu's backward again with the gpu's %zu differing ReLU decisions:\n", taken);
-    compare(kc.m, kg.m, 1e-4, 1e-3, 2e-2, tk_failed_);
-    compare(kc.m, kb.m, 5e-2, 0, -1e-1, tk_failed_);     // (c)
+    // (measured on an H200, 2026-11-28: all gradients 1.7e-6, worst tensor 8.4e-6)
+    compare(kc.m, kg.m, 1e-4, 1e-5, 1e-4, tk_failed_);
+    // (c) bf16: PyTorch's own bf16 autocast of the same network, weights and batch at this size
+    // (contrib/peers/ssd_autocast.py) is off float64 by loc 6.1e-2, conf 7.2e-2, the heads'
+    // gradients 8.1e-2, all gradients 0.55; ours measured loc 7.1e-2, conf 7.2e-2, heads 8.3e-2,
+    // all 0.54 on an H200: the bounds leave that room and no more than twice it
+    compare(kc.m, kb.m, 1.5e-1, 0, -1.5e-1, tk_failed_);
     // (d) the eval forward from the running statistics the step left
     step(kc.m, &io, 0), step(kg.m, &io, 0);
     const size_t nl = (size_t)kc.m->b * 4 * kc.m->boxes;
