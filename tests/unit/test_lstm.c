@@ -17,6 +17,7 @@
 
 #include "core/bf16.h"
 #include "lstm.h"
+#include "tk_drive.h"
 #include "tk_test.h"
 #include "tk_test_cpu.h"
 
@@ -480,11 +481,5 @@ __attribute__((constructor(200))) static void drive_mode(void) {
     if (!s) return;
     tk_err e = {0};
     int rc = drive(s, &e);
-    if (!rc && fflush(stdout)) rc = tk_err_set(&e, TK_EIO, "stdout: write failed");
-    if (rc) {
-        char buf[1200];
-        tk_err_format(&e, buf, sizeof buf);
-        fprintf(stderr, "test_lstm: error: %s\n", buf);
-    }
-    exit(rc);
+    tk_drive_exit("test_lstm", rc, &e);
 }

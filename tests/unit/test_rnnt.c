@@ -16,6 +16,7 @@
 
 #include "core/bf16.h"
 #include "rnnt.h"
+#include "tk_drive.h"
 #include "tk_test.h"
 #include "tk_test_cpu.h"
 
@@ -394,11 +395,5 @@ __attribute__((constructor(200))) static void drive_mode(void) {
     if (!s) return;
     tk_err e = {0};
     int rc = drive(s, &e);
-    if (!rc && fflush(stdout)) rc = tk_err_set(&e, TK_EIO, "stdout: write failed");
-    if (rc) {
-        char buf[1200];
-        tk_err_format(&e, buf, sizeof buf);
-        fprintf(stderr, "test_rnnt: error: %s\n", buf);
-    }
-    exit(rc);
+    tk_drive_exit("test_rnnt", rc, &e);
 }

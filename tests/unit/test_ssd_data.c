@@ -30,6 +30,7 @@
 #include "image/codec.h"
 #include "image/jitter.h"
 #include "img_resize.h"
+#include "tk_drive.h"
 #include "tk_test.h"
 #include "tks/tks.h"
 #include "workloads/ssd/data.h"
@@ -790,11 +791,5 @@ __attribute__((constructor(200))) static void drive_mode(void) {
              : strcmp(m, "resize") == 0 ? drive_resize(&e)
              : strcmp(m, "sample") == 0 ? drive_sample(&e)
                                         : tk_err_set(&e, TK_EUSAGE, "TK_SSD_DATA_DRIVE must be jitter, crop, resize or sample");
-    if (!rc && fflush(stdout)) rc = tk_err_set(&e, TK_EIO, "stdout: write failed");
-    if (rc) {
-        char buf[1200];
-        tk_err_format(&e, buf, sizeof buf);
-        fprintf(stderr, "test_ssd_data: error: %s\n", buf);
-    }
-    exit(rc);
+    tk_drive_exit("test_ssd_data", rc, &e);
 }

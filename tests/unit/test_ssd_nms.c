@@ -14,6 +14,7 @@
 #include "core/philox.h"
 #include "ssd_nms.h"
 #include "ssd_nms_case.h"
+#include "tk_drive.h"
 #include "tk_test.h"
 
 // The output of one image of a small case.
@@ -350,11 +351,5 @@ __attribute__((constructor(200))) static void drive_mode(void) {
     if (!getenv("TK_SSD_NMS_DRIVE")) return;
     tk_err e = {0};
     int rc = drive(&e);
-    if (!rc && fflush(stdout)) rc = tk_err_set(&e, TK_EIO, "stdout: write failed");
-    if (rc) {
-        char buf[1200];
-        tk_err_format(&e, buf, sizeof buf);
-        fprintf(stderr, "test_ssd_nms: error: %s\n", buf);
-    }
-    exit(rc);
+    tk_drive_exit("test_ssd_nms", rc, &e);
 }

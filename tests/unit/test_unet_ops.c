@@ -24,6 +24,7 @@
 #include "core/bf16.h"
 #include "dice_ce.h"
 #include "instnorm.h"
+#include "tk_drive.h"
 #include "tk_test.h"
 #include "tk_test_cpu.h"
 
@@ -684,11 +685,5 @@ __attribute__((constructor(200))) static void drive_mode(void) {
              : strcmp(op, "conv3d") == 0   ? drive_conv3d(&e)
              : strcmp(op, "instnorm") == 0 ? drive_instnorm(&e)
                                            : tk_err_set(&e, TK_EUSAGE, "TK_UNET_OPS_DRIVE must be conv3d or instnorm");
-    if (!rc && fflush(stdout)) rc = tk_err_set(&e, TK_EIO, "stdout: write failed");
-    if (rc) {
-        char buf[1200];
-        tk_err_format(&e, buf, sizeof buf);
-        fprintf(stderr, "test_unet_ops: error: %s\n", buf);
-    }
-    exit(rc);
+    tk_drive_exit("test_unet_ops", rc, &e);
 }
