@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cast2d.h"
 #include "workloads/ssd/workload.h"
 
 static const char *const ssd_precisions[] = {"fp32", "bf16", NULL};
@@ -22,7 +21,7 @@ static int config_parse(json_t *root, const char *path, const tk_run_cfg *run, c
                         tk_err *e) {
     static const char *const model_keys[] = {"width", "image_size", "precision", NULL};
     static const char *const data_keys[] = {"max_boxes", "threads", "shuffle", "crop", "flip", "jitter", NULL};
-    static const char *const eval_keys[] = {"batch", "annotations", "nms_iou", "score_threshold", "max_output", NULL};
+    static const char *const eval_keys[] = {"annotations", "nms_iou", "score_threshold", "max_output", NULL};
     (void)data_meta;
     *out = NULL;
     ssd_wl_config *cfg = calloc(1, sizeof *cfg);
@@ -65,9 +64,6 @@ static int config_parse(json_t *root, const char *path, const tk_run_cfg *run, c
     TRYC(tk_cfg_bool_opt(root, path, "data.crop", &o->crop, e));
     TRYC(tk_cfg_bool_opt(root, path, "data.flip", &o->flip, e));
     TRYC(tk_cfg_bool_opt(root, path, "data.jitter", &o->jitter, e));
-    v = 0;
-    TRYC(tk_cfg_int_opt(root, path, "eval.batch", 0, 4096, &v, e));
-    cfg->eval_batch = (int)v;
     json_t *ann = tk_cfg_get(root, "eval.annotations");
     if (ann && !json_is_null(ann)) {
         if (!json_is_string(ann) || !json_string_length(ann) ||
@@ -182,15 +178,15 @@ static int wl_batch(const void *model, tk_wl_field *f) {
 
 // ---- the training step ----
 
-// (N, A, D) -> (N, D, A), or back: a strided copy per image and value (kernels/cast2d.h: D rows of
-// one column, from stride 1 to stride A, or from A to 1).
+// (N, A, D) -> (N, D, A), or back: a strided copy per image and value (gpu.h tk_memcpy2d: D rows
+// of one float, from pitch 1 to pitch A, or from A to 1). (kernels/cast2d.h would zero the other
+// values of each row: it pads.)
 int ssd_wl_transpose(const ssd_wl *w, const float *src, float *dst, int A, int to_box_major, tk_err *e) {
-    const int64_t D = w->D;
+    const size_t D = (size_t)w->D, f = sizeof(float), sp = to_box_major ? f : A * f, dp = to_box_major ? A * f : f;
     for (int n = 0; n < w->b; n++)
         for (int a = 0; a < A; a++) {
-            const int64_t img = (int64_t)n * A * D;
-            if (to_box_major) TRY(tk_cast2d(w->c, src + img + a * D, TK_F32, 1, dst + img + a, TK_F32, A, D, 1, e));
-            else TRY(tk_cast2d(w->c, src + img + a, TK_F32, A, dst + img + a * D, TK_F32, 1, D, 1, e));
+            const size_t img = (size_t)n * A * D, s0 = to_box_major ? a * D : (size_t)a, d0 = to_box_major ? (size_t)a : a * D;
+            TRY(tk_memcpy2d(w->c, dst + img + d0, dp, src + img + s0, sp, f, D, TK_STREAM_COMPUTE, e));
         }
     return 0;
 }
@@ -308,6 +304,8 @@ const tk_workload tk_workload_ssd = {
     .reader_open = rd_open, .reader_close = rd_close, .reader_count = rd_count, .read_batch = rd_batch,
     .batch = wl_batch,
     .step = wl_step,
+    .evalset_load = ssd_evalset_load, .evalset_count = ssd_evalset_count, .evalset_free = ssd_evalset_free,
+    .evaluate = ssd_evaluate,
     .import = wl_import,
     .opt_mllog = opt_mllog_names, .mllog_hparams = wl_mllog_hparams,
     .warmup = 1, // (cuDNN's plans)

@@ -5,8 +5,8 @@
 //
 // The loss's layout. The network writes the reference's layouts, loc (N, 4, D) and conf (N, C, D)
 // (ssd300.py bbox_view); kernels/ssd_box.h's loss reads box-major (N, D, 4) and (N, D, C) (the same
-// numbers transposed). The step transposes with strided copies (kernels/cast2d.h, one copy per
-// image and value a box: rows D, column 1) into box-major buffers before the matching and the loss,
+// numbers transposed). The step transposes with strided copies (gpu.h tk_memcpy2d, one copy per
+// image and value a box: D rows of one float) into box-major buffers before the matching and the loss,
 // and the loss's gradients back into the network's dloc, dconf. The default boxes are in the
 // network's order (map, size, row, column: the reference's DefaultBoxes order, which its heads'
 // bbox_view follows too).
@@ -28,7 +28,6 @@ typedef struct ssd_wl_config {
     ssd_data_opts data;          // the training pipeline (batch: the global batch, seed: train.seed)
     int64_t batch;               // train.global_batch_size
     uint64_t seed;
-    int eval_batch;              // eval.batch: images a forward (0: the training batch's b)
     char eval_annotations[1024]; // eval.annotations: the COCO annotation JSON of the eval images
     double nms_iou;              // eval.nms_iou (0.5), eval.score_threshold (0.05), eval.max_output (200)
     double score_thresh;
@@ -59,7 +58,10 @@ typedef struct ssd_wl {
 // the maps the network's.
 void ssd_wl_dbox_cfg(int S, const int side[SSD_MAPS], tk_ssd_dbox_cfg *g);
 
-// ---- eval.c ----
+// (N, A, D) fp32 -> (N, D, A) (to_box_major), or back, for the network's b images.
+int ssd_wl_transpose(const ssd_wl *w, const float *src, float *dst, int A, int to_box_major, tk_err *e);
+
+// ---- eval.c: the table's eval set and evaluate (COCO bbox AP, "map") ----
 int ssd_evalset_load(void *model, char *const *paths, int npaths, void **es, tk_err *e);
 int64_t ssd_evalset_count(const void *es);
 void ssd_evalset_free(void *model, void *es);
