@@ -288,10 +288,12 @@ static const tk_opt_mllog_key opt_mllog_names[] = {
     {"opt_learning_rate_decay_boundary_epochs", TK_OPTV_MILESTONE_EPOCHS, 0, NULL},
     {NULL, 0, 0, NULL}};
 
+// model_bn_span: the images a BatchNorm's statistics span (one rank's batch: no BN groups here);
 // max_samples: SSDCropping's attempts per chosen option (the reference's num_cropping_iterations).
 static int wl_mllog_hparams(void *model, const tk_run_cfg *run, tk_mllog *L, tk_err *e) {
     const ssd_wl *w = model;
     (void)run;
+    TRY(TK_MLLOG_EVENT(L, "model_bn_span", json_integer(w->b), NULL, e));
     return TK_MLLOG_EVENT(L, "max_samples", json_integer(w->cfg.data.crop_tries), NULL, e);
 }
 
