@@ -4,7 +4,8 @@
 # (share/workloads/ssd/tiny.json) trains on a few synthetic COCO images (prep synth coco ->
 # prep coco): on a fixed batch without augmentation the loss falls; with evaluation the metric
 # "map" is COCO bbox AP against the eval images' annotation file, and evaluate of the checkpoint
-# gives the same number; the evaluation without an annotation file is a usage error.
+# gives the same number, and the MLLOG passes log-check --strict but for the target; the
+# evaluation without an annotation file is a usage error.
 
 setup_file() {
     D=$BATS_FILE_TMPDIR
@@ -55,7 +56,7 @@ setup() {
 
 @test "ssd: evaluation in the loop gives map (COCO bbox AP), and evaluate of the checkpoint the same" {
     run train-step -c "$TINY" -t "$D/data/train.tks" -e "$D/data/val.tks" -b cpu --max-steps 2 --log-every 0 \
-        --set train.global_batch_size=2 --set eval.annotations="$ANN" --ckpt-dir ck
+        --set train.global_batch_size=2 --set eval.annotations="$ANN" --ckpt-dir ck --mllog ml.log
     echo "$output" | grep -v '"config"'
     [ "$status" -eq 1 ] # (the target not reached)
     m=$(echo "$output" | jq -r 'select(.type == "eval" and .step == 2) | .map')
@@ -68,6 +69,18 @@ setup() {
     [ "$(echo "$output" | jq -r 'select(.type == "eval") | .map')" = "$m" ]
     [ "$(echo "$output" | jq -r 'select(.type == "eval") | .eval_samples')" = 2 ]
     rm "$D/data/instances_val2017.json"
+    # the MLLOG: closed_ssd's keys with NVIDIA's names and values, the rules' 119 tensor names;
+    # log-check --strict fails only the target (an untrained net)
+    for k in opt_base_learning_rate:0.01 opt_weight_decay:0.0005 opt_learning_rate_warmup_steps:4 \
+        opt_learning_rate_warmup_factor:0 opt_learning_rate_decay_boundary_epochs:[30,35] model_bn_span:2 max_samples:1; do
+        [ "$(grep -F "\"key\": \"${k%%:*}\"" ml.log | sed 's/^:::MLLOG //' | jq -c .value)" = "${k#*:}" ]
+    done
+    [ "$(grep -c '"key": "weights_initialization"' ml.log)" -eq 119 ]
+    run log-check --strict ml.log
+    echo "$output"
+    [ "$status" -eq 1 ]
+    [ "$(echo "$output" | grep -c ': error: ')" -eq 1 ]
+    echo "$output" | grep -qF "no 'eval_accuracy' record satisfies v['value'] >= 0.230"
 }
 
 @test "ssd: the evaluation without the eval images' annotation file is a usage error saying where it looked" {

@@ -297,6 +297,48 @@ static int wl_mllog_hparams(void *model, const tk_run_cfg *run, tk_mllog *L, tk_
     return TK_MLLOG_EVENT(L, "max_samples", json_integer(w->cfg.data.crop_tries), NULL, e);
 }
 
+// closed_ssd's weights_initialization name (NVIDIA's MXNet names, the rules' 119) of one of our
+// tensors, or 0 (conf.K: packed with loc.K, which NVIDIA's one convpredictor per map covers; a
+// tensor the names lack). MXNet's BasicBlockV1 numbers a stage's convolutions in order, each
+// block's body (conv1, conv2) then its downsample; a BatchNorm takes its convolution's number.
+static int mlperf_name(const char *ours, char *buf, size_t n) {
+    static const char *const stage_of[3] = {"model.layer1.4.", "model.layer1.5.", "model.layer2.0."};
+    const char *r = ours;
+    int k, i, j, len = 0;
+    const char *kind = NULL;
+    if (strcmp(r, "model.layer1.0.weight") == 0) return snprintf(buf, n, "ssd0_resnetmlperf0_conv0_weight") > 0;
+    if (strncmp(r, "model.layer1.1.", 15) == 0)
+        return snprintf(buf, n, "ssd0_resnetmlperf0_batchnorm0_%s", strcmp(r + 15, "weight") ? "beta" : "gamma") > 0;
+    for (int s = 0; s < 3; s++) {
+        const size_t pl = strlen(stage_of[s]);
+        if (strncmp(r, stage_of[s], pl) || sscanf(r + pl, "%d.%n", &i, &len) != 1) continue;
+        const char *t = r + pl + len, *dot = strrchr(t, '.');
+        const int down = s > 0; // (layer1 keeps 64 channels at stride 1: no downsample)
+        int c;
+        if (strncmp(t, "downsample.", 11) == 0) c = 2, kind = t[11] == '0' ? "conv" : "batchnorm";
+        else if (sscanf(t, "conv%d", &j) == 1) c = j - 1, kind = "conv";
+        else if (sscanf(t, "bn%d", &j) == 1) c = j - 1, kind = "batchnorm";
+        else return 0;
+        const int idx = i == 0 ? c : 2 * i + c + down;
+        const char *leaf = strcmp(kind, "conv") == 0 ? "weight" : strcmp(dot + 1, "weight") ? "beta" : "gamma";
+        return snprintf(buf, n, "ssd0_resnetmlperf0_stage%d_%s%d_%s", s + 1, kind, idx, leaf) > 0;
+    }
+    if (sscanf(r, "additional_blocks.%d.%d.%n", &k, &j, &len) == 2)
+        return snprintf(buf, n, "ssd0_expand_%sconv%d_%s", j == 0 ? "trans_" : "", k, r + len) > 0;
+    if (sscanf(r, "loc.%d.%n", &k, &len) == 1) return snprintf(buf, n, "ssd0_convpredictor%d_conv0_%s", k, r + len) > 0;
+    return 0;
+}
+
+static int wl_mllog_weights(void *model, tk_mllog *L, tk_err *e) {
+    const tk_params *P = ((ssd_wl *)model)->net->P;
+    for (int i = 0; i < P->ndense; i++) {
+        char n[96];
+        if (!mlperf_name(P->p[i].name, n, sizeof n)) continue;
+        TRY(TK_MLLOG_EVENT(L, "weights_initialization", NULL, json_pack("{s:s}", "tensor", n), e));
+    }
+    return 0;
+}
+
 const tk_workload tk_workload_ssd = {
     .version = TK_WORKLOAD_V6, .name = "ssd", .metric = "map", .precisions = ssd_precisions,
     .summary = "SSD300-ResNet34 (MLPerf Training v1.x object detection, COCO 2017), target COCO bbox mAP",
@@ -309,6 +351,6 @@ const tk_workload tk_workload_ssd = {
     .evalset_load = ssd_evalset_load, .evalset_count = ssd_evalset_count, .evalset_free = ssd_evalset_free,
     .evaluate = ssd_evaluate,
     .import = wl_import,
-    .opt_mllog = opt_mllog_names, .mllog_hparams = wl_mllog_hparams,
+    .opt_mllog = opt_mllog_names, .mllog_hparams = wl_mllog_hparams, .mllog_weights = wl_mllog_weights,
     .warmup = 1, // (cuDNN's plans)
 };
