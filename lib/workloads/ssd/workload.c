@@ -7,6 +7,8 @@
 // and a step decay by 0.1 at milestone epochs (share/workloads/ssd/config.json takes NVIDIA's v1.1
 // values: lr_schedule "step" with warmup_steps and milestone_epochs).
 #include <math.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -214,6 +216,48 @@ static int wl_step(void *model, tk_err *e) {
 
 // ---- the training reader ----
 
+// The training records are read once and shared by the readers of the process (the engine opens
+// one a loader thread): one slot, the dataset of the last paths loaded while a reader holds it;
+// other paths load their own (not shared).
+static pthread_mutex_t shared_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    char key[4096];              // the paths, each ended by a \x01, in one string ("" when free)
+    ssd_dataset *d;
+    int refs;
+} shared;
+
+static void paths_key(char *const *paths, int npaths, char *key, size_t n) {
+    size_t k = 0;
+    key[0] = 0;
+    for (int i = 0; i < npaths && k < n; i++) k += (size_t)snprintf(key + k, n - k, "%s%c", paths[i], 1);
+    if (k >= n) key[0] = 0; // too long to share
+}
+
+static int dataset_get(char *const *paths, int npaths, ssd_dataset **d, tk_err *e) {
+    char key[sizeof shared.key];
+    paths_key(paths, npaths, key, sizeof key);
+    pthread_mutex_lock(&shared_mu);
+    int rc = 0;
+    if (key[0] && shared.refs && strcmp(shared.key, key) == 0) shared.refs++, *d = shared.d;
+    else {
+        rc = ssd_dataset_load(paths, npaths, d, e);
+        if (!rc && key[0] && !shared.refs) {
+            snprintf(shared.key, sizeof shared.key, "%s", key);
+            shared.d = *d, shared.refs = 1;
+        }
+    }
+    pthread_mutex_unlock(&shared_mu);
+    return rc;
+}
+
+static void dataset_put(ssd_dataset *d) {
+    pthread_mutex_lock(&shared_mu);
+    if (d == shared.d && shared.refs) {
+        if (--shared.refs == 0) ssd_dataset_free(d), shared.d = NULL, shared.key[0] = 0;
+    } else ssd_dataset_free(d);
+    pthread_mutex_unlock(&shared_mu);
+}
+
 typedef struct ssd_rd {
     ssd_dataset *d;
     ssd_reader *r;
@@ -225,7 +269,7 @@ static void rd_close(void *p) {
     ssd_rd *r = p;
     if (!r) return;
     ssd_reader_close(r->r);
-    ssd_dataset_free(r->d);
+    if (r->d) dataset_put(r->d);
     free(r->tmp.boxes), free(r->tmp.labels), free(r->tmp.nbox), free(r->tmp.image_id), free(r->tmp.size);
     free(r);
 }
@@ -235,7 +279,7 @@ static int rd_open(const void *cfgp, int rank, int world, char *const *paths, in
     *out = NULL;
     ssd_rd *r = calloc(1, sizeof *r);
     if (!r) return tk_err_set(e, TK_EIO, "out of host memory");
-    int rc = ssd_dataset_load(paths, npaths, &r->d, e);
+    int rc = dataset_get(paths, npaths, &r->d, e);
     if (!rc) rc = ssd_reader_open(&cfg->data, r->d, rank, world, &r->r, e);
     if (!rc) {
         r->b = ssd_reader_per_rank(r->r), r->M = cfg->data.max_boxes;
