@@ -11,6 +11,7 @@
     WL(bert)      \
     WL(resnet)    \
     WL(unet3d)    \
+    WL(ssd)       \
     WL(mlp)
 
 #define WL(name) extern const tk_workload tk_workload_##name;

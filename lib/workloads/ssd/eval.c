@@ -1,0 +1,239 @@
+// SSD's evaluation (workload.h): COCO bbox AP@[.50:.95] of the eval records, as the v1.x
+// reference's coco_eval (mlcommons/training single_stage_detector/ssd train.py): each image
+// resized whole to the input size and normalized (data.h ssd_eval_batch, SSDTransformer(val=True)),
+// the forward with BatchNorm's running statistics, Encoder.decode_batch (kernels/ssd_nms.h: decode,
+// softmax, per-class NMS at eval.nms_iou over scores > eval.score_threshold, the best
+// eval.max_output of an image), the boxes scaled by the image's original width and height, the
+// labels mapped back to COCO category ids (label k: the k-th smallest category id of the
+// annotation file, the reference's inv_map), scored in process against the annotation file
+// (lib/coco coco_dt_from_arrays + coco_evaluate: pycocotools' semantics) over every image of the
+// ground truth. The ground truth is the config's eval.annotations (the instances_val2017.json the
+// eval .tks was made from by prep coco --eval): a path, relative to the working directory.
+// Several ranks: each evaluates every image (the same number on each; no collective needed).
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "coco/coco.h"
+#include "ssd_nms.h"
+#include "workloads/ssd/workload.h"
+
+#define SSD_EVAL_ANNOTATIONS "instances_val2017.json"
+
+typedef struct ssd_evalset {
+    ssd_dataset *d;
+    coco_gt *gt;
+    int64_t *cat;                // label k -> category id (cat[k - 1])
+    int ncat;
+    tk_ctx *c;
+    tk_arena ar;                 // the NMS's outputs and workspace (device)
+    float *box, *score;
+    int32_t *label, *count;
+    void *ws;
+} ssd_evalset;
+
+void ssd_evalset_free(void *model, void *p) {
+    ssd_evalset *es = p;
+    (void)model;
+    if (!es) return;
+    ssd_dataset_free(es->d);
+    if (es->ar.base) tk_arena_release(es->c, &es->ar);
+    coco_gt_free(es->gt);
+    free(es->cat);
+    free(es);
+}
+
+static int cmp_i64(const void *a, const void *b) {
+    const int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+// The annotation file's category ids, sorted (prep coco numbers the labels so).
+static int load_categories(const char *path, ssd_evalset *es, tk_err *e) {
+    json_error_t je;
+    json_t *root = json_load_file(path, 0, &je);
+    if (!root) return tk_err_set(e, TK_EDATA, "%s: line %d: %s", path, je.line, je.text);
+    json_t *cats = json_object_get(root, "categories");
+    int rc = 0;
+    if (!json_is_array(cats) || !json_array_size(cats)) rc = tk_err_set(e, TK_EDATA, "%s: $.categories: expected a non-empty array", path);
+    if (!rc && !(es->cat = malloc(json_array_size(cats) * sizeof *es->cat))) rc = tk_err_set(e, TK_EIO, "out of host memory");
+    for (size_t i = 0; !rc && i < json_array_size(cats); i++) {
+        json_t *id = json_object_get(json_array_get(cats, i), "id");
+        if (!json_is_integer(id)) rc = tk_err_set(e, TK_EDATA, "%s: $.categories[%zu].id: expected an integer", path, i);
+        else es->cat[es->ncat++] = json_integer_value(id);
+    }
+    if (!rc) qsort(es->cat, (size_t)es->ncat, sizeof *es->cat, cmp_i64);
+    json_decref(root);
+    return rc;
+}
+
+static tk_ssd_nms_params nms_params(const ssd_wl *w) {
+    tk_ssd_nms_params np = tk_ssd_nms_defaults();
+    np.iou = (float)w->cfg.nms_iou, np.score_min = (float)w->cfg.score_thresh, np.max_out = w->cfg.max_output;
+    return np;
+}
+
+// The NMS's device buffers for a forward of the network's b images.
+static int nms_buffers(const ssd_wl *w, ssd_evalset *es, tk_err *e) {
+    const int B = w->b, K = w->cfg.max_output;
+    const tk_ssd_nms_params np = nms_params(w);
+    const size_t wsb = tk_ssd_nms_ws_bytes(w->c->backend, B, w->D, w->C, &np);
+    void **slot[] = {(void **)&es->box, (void **)&es->score, (void **)&es->label, (void **)&es->count, &es->ws};
+    const size_t size[] = {(size_t)B * K * 16, (size_t)B * K * 4, (size_t)B * K * 4, (size_t)B * 4, wsb ? wsb : 1};
+    size_t total = 256;
+    for (int k = 0; k < 5; k++) total += (size[k] + 255) & ~(size_t)255;
+    es->c = w->c;
+    TRY(tk_arena_init(w->c, &es->ar, total, "ssd eval", e));
+    for (int k = 0; k < 5; k++) TRY(tk_arena_take(&es->ar, size[k], slot[k], e));
+    return 0;
+}
+
+// The ground truth's file: eval.annotations, else instances_val2017.json in the first eval path
+// (a directory) or beside it (a file), which evaluate of a checkpoint finds the same way.
+static int annotations_path(const ssd_wl *w, char *const *paths, int npaths, char *out, size_t n, tk_err *e) {
+    if (w->cfg.eval_annotations[0]) {
+        snprintf(out, n, "%s", w->cfg.eval_annotations);
+        return 0;
+    }
+    if (npaths < 1) return tk_err_set(e, TK_EUSAGE, "ssd: no eval data");
+    const char *p = paths[0];
+    struct stat st;
+    if (stat(p, &st) == 0 && S_ISDIR(st.st_mode)) snprintf(out, n, "%s/" SSD_EVAL_ANNOTATIONS, p);
+    else {
+        const char *slash = strrchr(p, '/');
+        if (slash) snprintf(out, n, "%.*s/" SSD_EVAL_ANNOTATIONS, (int)(slash - p), p);
+        else snprintf(out, n, SSD_EVAL_ANNOTATIONS);
+    }
+    if (access(out, R_OK) == 0) return 0;
+    return tk_err_set(e, TK_EUSAGE,
+                      "ssd: the evaluation needs the eval images' COCO annotation file: no %s (put the file the "
+                      "eval .tks was made from there, or set eval.annotations)",
+                      out);
+}
+
+int ssd_evalset_load(void *model, char *const *paths, int npaths, void **out, tk_err *e) {
+    const ssd_wl *w = model;
+    *out = NULL;
+    char ann[2048];
+    TRY(annotations_path(w, paths, npaths, ann, sizeof ann, e));
+    ssd_evalset *es = calloc(1, sizeof *es);
+    if (!es) return tk_err_set(e, TK_EIO, "out of host memory");
+    int rc = ssd_dataset_load(paths, npaths, &es->d, e);
+    if (!rc) rc = coco_gt_load(ann, &es->gt, e);
+    if (!rc) rc = load_categories(ann, es, e);
+    if (!rc && es->ncat != w->C - 1)
+        rc = tk_err_set(e, TK_EDATA, "%s: %d categories, the network's %d classes need %d", ann, es->ncat, w->C,
+                        w->C - 1);
+    if (!rc) rc = nms_buffers(w, es, e);
+    if (rc) ssd_evalset_free(model, es);
+    else *out = es;
+    return rc;
+}
+
+int64_t ssd_evalset_count(const void *es) { return ssd_dataset_count(((const ssd_evalset *)es)->d); }
+
+// The detections of the whole eval set (host arrays, grown as they come).
+typedef struct dets {
+    size_t n, cap;
+    int64_t *img, *cat;
+    double *bbox, *score;
+} dets;
+
+static void dets_free(dets *d) { free(d->img), free(d->cat), free(d->bbox), free(d->score); }
+
+static int dets_room(dets *d, size_t more, tk_err *e) {
+    if (d->n + more <= d->cap) return 0;
+    size_t cap = d->cap ? d->cap : 1024;
+    while (cap < d->n + more) cap *= 2;
+    int64_t *img = realloc(d->img, cap * sizeof *img);
+    if (img) d->img = img;
+    int64_t *cat = img ? realloc(d->cat, cap * sizeof *cat) : NULL;
+    if (cat) d->cat = cat;
+    double *bbox = cat ? realloc(d->bbox, cap * 4 * sizeof *bbox) : NULL;
+    if (bbox) d->bbox = bbox;
+    double *score = bbox ? realloc(d->score, cap * sizeof *score) : NULL;
+    if (score) d->score = score;
+    if (!score) return tk_err_set(e, TK_EIO, "out of host memory for %zu detections", cap);
+    d->cap = cap;
+    return 0;
+}
+
+int ssd_evaluate(void *model, void *esp, double *map, tk_err *e) {
+    ssd_wl *w = model;
+    ssd_evalset *es = esp;
+    ssd_model *m = w->net;
+    const int S = m->S, B = w->b, K = w->cfg.max_output;
+    const tk_ssd_nms_params np = nms_params(w);
+    const int64_t n = ssd_dataset_count(es->d);
+    ssd_data_opts o = w->cfg.data;
+    // host: one batch of inputs and the detections; device: the nms's outputs and workspace
+    ssd_batch hb = {0};
+    hb.image = malloc((size_t)B * S * S * 3 * sizeof(float));
+    hb.boxes = malloc((size_t)B * o.max_boxes * 4 * sizeof(float));
+    hb.labels = malloc((size_t)B * o.max_boxes * sizeof(int32_t));
+    hb.nbox = malloc((size_t)B * sizeof(int32_t));
+    hb.image_id = malloc((size_t)B * sizeof(int64_t));
+    hb.size = malloc((size_t)B * 2 * sizeof(int32_t));
+    float *hbox = malloc((size_t)B * K * 4 * sizeof(float)), *hscore = malloc((size_t)B * K * sizeof(float));
+    int32_t *hlabel = malloc((size_t)B * K * sizeof(int32_t)), *hcount = malloc((size_t)B * sizeof(int32_t));
+    dets dt = {0};
+    coco_dt *cd = NULL;
+    coco_result res = {0};
+    int rc = hb.image && hb.boxes && hb.labels && hb.nbox && hb.image_id && hb.size && hbox && hscore && hlabel &&
+                     hcount
+                 ? 0
+                 : tk_err_set(e, TK_EIO, "out of host memory");
+    float *dbox_ = es->box, *dscore = es->score;
+    int32_t *dlabel = es->label, *dcount = es->count;
+    for (int64_t first = 0; !rc && first < n; first += B) {
+        const int cnt = (int)(n - first < B ? n - first : B);
+        // the images after cnt keep what they held: each image's forward is its own (BatchNorm
+        // with the running statistics)
+        rc = ssd_eval_batch(es->d, &o, first, cnt, &hb, e);
+        if (!rc) rc = tk_memcpy_h2d(w->c, m->in_img, hb.image, (size_t)cnt * S * S * 3 * sizeof(float), TK_STREAM_COMPUTE, e);
+        if (!rc) rc = ssd_forward(m, 0, e);
+        if (!rc) rc = ssd_wl_transpose(w, m->loc, w->ploc, 4, 1, e);
+        if (!rc) rc = ssd_wl_transpose(w, m->conf, w->pconf, w->C, 1, e);
+        if (!rc)
+            rc = tk_ssd_nms(w->c, TK_F32, w->ploc, w->pconf, w->dbox_xywh, cnt, w->D, w->C, &np, dbox_, dscore, dlabel,
+                            dcount, es->ws, e);
+        if (!rc) rc = tk_memcpy_d2h(w->c, hbox, dbox_, (size_t)cnt * K * 16, TK_STREAM_COMPUTE, e);
+        if (!rc) rc = tk_memcpy_d2h(w->c, hscore, dscore, (size_t)cnt * K * 4, TK_STREAM_COMPUTE, e);
+        if (!rc) rc = tk_memcpy_d2h(w->c, hlabel, dlabel, (size_t)cnt * K * 4, TK_STREAM_COMPUTE, e);
+        if (!rc) rc = tk_memcpy_d2h(w->c, hcount, dcount, (size_t)cnt * 4, TK_STREAM_COMPUTE, e);
+        if (!rc) rc = tk_ctx_sync(w->c, e);
+        for (int i = 0; !rc && i < cnt; i++) {
+            rc = dets_room(&dt, (size_t)hcount[i], e);
+            const double H = hb.size[2 * i], W = hb.size[2 * i + 1];
+            for (int j = 0; !rc && j < hcount[i]; j++) {
+                const size_t s = (size_t)i * K + j;
+                const int lab = hlabel[s];
+                if (lab < 1 || lab > es->ncat) {
+                    rc = tk_err_set(e, TK_EINTERNAL, "ssd: detection label %d outside 1..%d", lab, es->ncat);
+                    break;
+                }
+                dt.img[dt.n] = hb.image_id[i], dt.cat[dt.n] = es->cat[lab - 1], dt.score[dt.n] = hscore[s];
+                tk_ssd_nms_coco_box(hbox + s * 4, W, H, dt.bbox + dt.n * 4);
+                dt.n++;
+            }
+        }
+    }
+    if (!rc)
+        rc = coco_dt_from_arrays(es->gt, dt.n, dt.img, dt.cat, dt.bbox, dt.score, COCO_DT_ALLOW_EMPTY, "ssd detections",
+                                 &cd, e);
+    if (!rc) {
+        coco_params p;
+        coco_params_default(&p, COCO_BBOX);
+        rc = coco_evaluate(es->gt, cd, &p, &res, e);
+        // no ground truth at all: AP undefined (-1 from pycocotools), reported as 0
+        if (!rc) *map = res.stats[0] < 0 ? 0 : res.stats[0];
+        if (!rc) coco_result_free(&res);
+    }
+    coco_dt_free(cd);
+    dets_free(&dt);
+    free(hb.image), free(hb.boxes), free(hb.labels), free(hb.nbox), free(hb.image_id), free(hb.size);
+    free(hbox), free(hscore), free(hlabel), free(hcount);
+    return rc;
+}

@@ -1,0 +1,70 @@
+// SSD300-ResNet34 (MLPerf Training v1.x single-stage detector, COCO) as a workload of the training
+// engine: the types its files share (workload.c: config, reader, step, table; eval.c: the COCO
+// evaluation). The network is model.h's, the data pipeline data.h's, the box math
+// kernels/ssd_box.h's.
+//
+// The loss's layout. The network writes the reference's layouts, loc (N, 4, D) and conf (N, C, D)
+// (ssd300.py bbox_view); kernels/ssd_box.h's loss reads box-major (N, D, 4) and (N, D, C) (the same
+// numbers transposed). The step transposes with strided copies (gpu.h tk_memcpy2d, one copy per
+// image and value a box: D rows of one float) into box-major buffers before the matching and the loss,
+// and the loss's gradients back into the network's dloc, dconf. The default boxes are in the
+// network's order (map, size, row, column: the reference's DefaultBoxes order, which its heads'
+// bbox_view follows too).
+//
+// Ground truth in the batch: the reader compacts each image's boxes (after the augmentation) into
+// one list, image n's at rows gt_off[n] .. gt_off[n + 1] - 1 (kernels/ssd_box.h tk_ssd_match's
+// form); the rows after gt_off[b] are zero.
+#ifndef TK_WORKLOADS_SSD_WORKLOAD_H
+#define TK_WORKLOADS_SSD_WORKLOAD_H
+
+#include "engine/config.h"
+#include "engine/workload.h"
+#include "ssd_box.h"
+#include "workloads/ssd/data.h"
+#include "workloads/ssd/model.h"
+
+typedef struct ssd_wl_config {
+    ssd_config net;              // b: this rank's share once create knows the ranks
+    ssd_data_opts data;          // the training pipeline (batch: the global batch, seed: train.seed)
+    int64_t batch;               // train.global_batch_size
+    uint64_t seed;
+    char eval_annotations[1024]; // eval.annotations: the COCO annotation JSON of the eval images
+    double nms_iou;              // eval.nms_iou (0.5), eval.score_threshold (0.05), eval.max_output (200)
+    double score_thresh;
+    int max_output;
+} ssd_wl_config;
+
+typedef struct ssd_wl {
+    ssd_wl_config cfg;
+    tk_wl_env env;
+    tk_ctx *c;
+    ssd_model *net;
+    int b, M, D, C;              // images a step, boxes an image at most, default boxes, classes
+    tk_arena ar;                 // the workload's own device buffers (the network's are the engine's)
+    float *gt;                   // inputs: (b M, 4) ltrb in [0, 1], compacted
+    int32_t *gt_label, *gt_off;  // (b M), (b + 1)
+    float *ploc, *pconf;         // box-major copies of the network's outputs (b, D, 4), (b, D, C)
+    float *dploc, *dpconf;       // the loss's gradients in that layout
+    float *gbox;                 // the matching's (b, D, 4) xywh
+    int32_t *label;              // (b, D)
+    float *dbox_xywh, *dbox_ltrb;// (D, 4) each
+    float *loss;                 // the step's loss (1)
+    void *match_ws, *loss_ws;
+    float *host_dbox_xywh;       // (D, 4) on the host, for the eval's decoding
+} ssd_wl;
+
+// The default-box layout of the network's maps at input side S (side[k] the maps' sides):
+// dboxes300_coco at S = 300; at other sides the same sizes and steps scaled by S / 300 (rounded),
+// the maps the network's.
+void ssd_wl_dbox_cfg(int S, const int side[SSD_MAPS], tk_ssd_dbox_cfg *g);
+
+// (N, A, D) fp32 -> (N, D, A) (to_box_major), or back, for the network's b images.
+int ssd_wl_transpose(const ssd_wl *w, const float *src, float *dst, int A, int to_box_major, tk_err *e);
+
+// ---- eval.c: the table's eval set and evaluate (COCO bbox AP, "map") ----
+int ssd_evalset_load(void *model, char *const *paths, int npaths, void **es, tk_err *e);
+int64_t ssd_evalset_count(const void *es);
+void ssd_evalset_free(void *model, void *es);
+int ssd_evaluate(void *model, void *es, double *map, tk_err *e);
+
+#endif

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# The SSD benchmark end to end: a synthetic COCO 2017 in the real layout (prep synth coco: JPEGs and
+# instances_*.json) -> prep coco (train.tks, and val.tks of every val image) -> train-step (the
+# reference's crop, flip, jitter and normalization in the loader threads; evaluation in the loop:
+# COCO bbox AP against instances_val2017.json, kept beside eval.tks) -> evaluate the final
+# checkpoint -> MLLOG checked by log-check and MLCommons' checker -> time-to-train.
+#
+#   share/workloads/ssd/run.sh [-o DIR] [--size tiny|ssd] [--images N] [--seed S]
+#                              [--config FILE] [--backend cpu|cuda|auto] [--gpus N]
+#                              [--reuse-data] [-- TRAIN-STEP OPTIONS]
+#
+# The backend: cuda when a GPU is present, else cpu (--backend). --size tiny (the default on cpu):
+# tiny.json (width 8, 260x260) on --images N training images (default 16) and N / 2 evaluation
+# images of 300-340 pixels, 4 epochs, evaluated after each: a check that the pipeline runs end to
+# end (its target is not reached). --size ssd (the default on cuda): config.json (the reference
+# network, bf16, NVIDIA's v1.1 hyperparameters) at batch 32 on one GPU with the reference's rate
+# for it (2.5e-3 x 32 / 32, 300 warm-up steps), on N images (default 2048) of 480-640 pixels.
+# --reuse-data keeps the converted data of an earlier run with the same generator settings in
+# DIR. --gpus N trains on N ranks (share/launch) at the same global batch. Exit status: that of
+# train-step (0 target reached, 1 not reached, ...), or 1 when a log check fails.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../../.." && pwd)
+out=${TMPDIR:-/tmp}/trainkit-ssd
+size=
+images=
+seed=1
+config=
+backend=auto
+reuse=0
+extra=()
+
+usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
+. "$root/share/workloads/run-common.sh" # run_opt, run_begin, run_backend, step, run_workload
+while [ $# -gt 0 ]; do
+    case $1 in
+    --images) [ $# -ge 2 ] || { echo "run.sh: --images needs a value" >&2; exit 2; }; images=$2; shift 2 ;;
+    *) run_opt "$@"; shift "$run_shift" ;;
+    esac
+done
+run_begin
+
+run_backend ssd
+sets=()
+case $size in
+tiny)
+    : "${images:=16}" "${config:=$here/tiny.json}"
+    px=300-340
+    sets=(--set train.max_epochs=4)
+    ;;
+ssd)
+    : "${images:=2048}" "${config:=$here/config.json}"
+    px=480-640
+    # one GPU: batch 32 (NVIDIA's 912 over 8 GPUs does not fit one), the reference's rate for it
+    sets=(--set train.global_batch_size=32 --set optimizer.base_lr=0.0025 --set optimizer.warmup_steps=300
+          --set train.eval_offset_samples="$images" --set train.eval_every_samples="$images")
+    ;;
+*) echo "run.sh: --size must be tiny or ssd" >&2; exit 2 ;;
+esac
+[[ "$images" =~ ^[1-9][0-9]*$ ]] && [ "$images" -ge 4 ] && [ "$images" -le 200000 ] ||
+    { echo "run.sh: --images must be a number in [4, 200000]" >&2; exit 2; }
+
+rm -rf "$out/ckpt"
+stamp="synth coco images=$images size=$px seed=$seed"
+if [ "$reuse" = 1 ] && [ "$(cat "$out/data.stamp" 2>/dev/null)" = "$stamp" ]; then
+    step prep "reusing $out ($stamp)"
+else
+    step prep "synthetic COCO: $images training and $((images / 2)) evaluation images of $px pixels (seed $seed)"
+    rm -rf "$out/raw" "$out/shards" "$out/eval.tks" "$out/instances_val2017.json" "$out/data.stamp" "$out/tks"
+    "$bin/prep" synth coco -o "$out/raw" --train-images "$images" --val-images $((images / 2)) --size "$px" \
+        --seed "$seed" >/dev/null
+    step prep "prep coco: train.tks and val.tks"
+    "$bin/prep" coco -a "$out/raw/annotations/instances_train2017.json" -o "$out/tks" "$out/raw/train2017" >/dev/null
+    "$bin/prep" coco --eval -a "$out/raw/annotations/instances_val2017.json" -o "$out/tks" "$out/raw/val2017" >/dev/null
+    mkdir -p "$out/shards"
+    mv "$out/tks/train.tks" "$out/shards/train.tks"
+    mv "$out/tks/val.tks" "$out/eval.tks"
+    # the ground truth of the evaluation, where train-step and evaluate look for it (beside eval.tks)
+    cp "$out/raw/annotations/instances_val2017.json" "$out/instances_val2017.json"
+    rm -rf "$out/raw" "$out/tks"
+    echo "$stamp" >"$out/data.stamp"
+fi
+
+# closed_ssd's check a run here cannot pass: the target of 0.23 (synthetic data, short runs)
+logcheck_known="ATLEAST_ONE_CHECK_FAILED:eval_accuracy"
+checker_known="Failed checks for eval_accuracy : v['value'] >= 0.230 and v['value'] < 1.0"
+train_args=("${sets[@]}" "${extra[@]}")
+run_workload ssd map
