@@ -11,10 +11,13 @@
 
 #include "coco/coco_int.h"
 
-// read_bbox's checks (load.c) on a value that came from an array; and JSON's own: finite.
+// read_bbox's checks (load.c) on a value that came from an array, but for its magnitude: any
+// finite value (pycocotools takes any; a detector that is not trained yet decodes boxes of 1e16
+// pixels and more, and its evaluation must score them, not stop the training: load.c's bound of
+// 1e15 guards what a JSON file may claim)
 static int check_box(const double bb[4], const char *name, size_t i, tk_err *e) {
     for (int k = 0; k < 4; k++) {
-        if (!isfinite(bb[k]) || fabs(bb[k]) > 1e15)
+        if (!isfinite(bb[k]))
             tk_err_set(e, TK_EDATA, "box value %g is out of range", bb[k]);
         else if (k >= 2 && bb[k] < 0)
             tk_err_set(e, TK_EDATA, "negative box %s %g", k == 2 ? "width" : "height", bb[k]);

@@ -85,7 +85,8 @@ int coco_dt_parse(const coco_gt *gt, char *buf, size_t len, const char *name, in
 // doubles (written with %.17g, or Python's repr as json.dump does; a float32 printed with %.9g
 // is a different double). MLPerf's SSD reference evaluates this way too: loadRes(np.array(rows))
 // of float64 rows [image, x, y, w, h, score, category]. The checks and flags are
-// coco_dt_parse's; non-finite values (which JSON cannot hold) are refused too. Errors are
+// coco_dt_parse's but for a box value's magnitude (any finite one is taken, as pycocotools takes it; JSON's
+// reader refuses beyond 1e15); non-finite values (which JSON cannot hold) are refused. Errors are
 // TK_EDATA naming "name[i]".
 int coco_dt_from_arrays(const coco_gt *gt, size_t n, const int64_t *img_id, const int64_t *cat_id, const double *bbox,
                         const double *score, int flags, const char *name, coco_dt **out, tk_err *e);

@@ -351,6 +351,14 @@ TK_TEST(arrays_are_checked_like_json) {
     CHECK(r.stats[1] == 0.9999999999999999); // the exact box first: AP50 1 (pycocotools' 1/(1+eps))
     coco_result_free(&r);
     coco_dt_free(dt);
+    // an untrained detector's box (as an SSD decoded on an H200: x -2.3e16): taken and scored
+    bb[4] = -2.34174e16, bb[6] = 4.7e16;
+    CHECK_EQ_INT(coco_dt_from_arrays(gt, 2, img, cat, bb, sc, 0, "dets", &dt, &e), 0);
+    CHECK_EQ_INT(coco_evaluate(gt, dt, &p, &r, &e), 0);
+    CHECK(r.stats[1] == 0.9999999999999999);
+    coco_result_free(&r);
+    coco_dt_free(dt);
+    bb[4] = 0, bb[6] = 5;
     sc[0] = NAN;
     CHECK_EQ_INT(coco_dt_from_arrays(gt, 2, img, cat, bb, sc, 0, "dets", &dt, &e), TK_EDATA);
     CHECK_STR(e.where, "dets[0].score");
