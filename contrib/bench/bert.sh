@@ -11,8 +11,8 @@
 #
 #   contrib/bench/bert.sh                (from anywhere; builds nothing)
 #
-# Needs $BUILD/bin/train-step built with CUDA, an NVIDIA GPU, python3 with numpy (and the zstd
-# tool) for the data unless $DATA already holds it, and torch + transformers for the peer.
+# Needs $BUILD/bin/train-step built with CUDA, an NVIDIA GPU, python3 with numpy for the data
+# unless $DATA already holds it (without the zstd tool its frames are stored uncompressed), and torch + transformers for the peer.
 # Environment knobs:
 #   BATCH=32 SEQ=512 PRED=76   the batch
 #   EPOCH=30   the data's batches (BATCH x EPOCH sequences); STEPS=3 x EPOCH train-step steps,

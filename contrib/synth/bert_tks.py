@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """Small BERT pre-training shards (.tks, the schema `prep bert` writes: man/man5/trainkit-bert.5)
 with a planted, learnable structure, for trainkit's BERT tests without the text pipeline.
-Written from man/man5/tks.5 (frames compressed with the `zstd` command-line tool).
+Written from man/man5/tks.5 (frames compressed with the `zstd` command-line tool; without that
+tool, e.g. on a GPU host that lacks it, --store writes each frame as a zstd frame of raw,
+uncompressed blocks: valid zstd that any decoder reads, only larger).
 
   bert_tks.py -o FILE --records N [--seq-len 32] [--max-pred 5] [--vocab 64] [--seed 1]
               [--topic-prob 0.6] [--min-len N] [--lengths wikipedia] [--npz FILE]
-              [--frame-records 1024] [--bad-record K:FIELD=VALUE]
+              [--frame-records 1024] [--bad-record K:FIELD=VALUE] [--store]
 
 Each sequence is [CLS] A [SEP] B [SEP] with a length in [min_len, seq_len] (min_len: seq_len/2 by
 default; --min-len SEQ_LEN: every token real, the benchmark's batches), or with --lengths
@@ -28,6 +30,7 @@ reader's checks (e.g. 3:seq_len=999).
 import argparse
 import json
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -120,7 +123,66 @@ def crc(b):
     return zlib.crc32(b) & 0xffffffff
 
 
-def write_tks(path, cols, meta, frame_records):
+ZSTD_BLOCK = 128 * 1024  # the format's largest block
+M64 = (1 << 64) - 1
+XP1, XP2, XP3, XP4, XP5 = (0x9E3779B185EBCA87, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9,
+                           0x85EBCA77C2B2AE63, 0x27D4EB2F165667C5)
+
+
+def rotl64(x, r):
+    return ((x << r) | (x >> (64 - r))) & M64
+
+
+def xxh64_round(acc, lane):
+    return rotl64((acc + lane * XP2) & M64, 31) * XP1 & M64
+
+
+def xxh64(data):
+    """XXH64 with seed 0 (the zstd content checksum is its low 32 bits), from the xxHash spec."""
+    n, p = len(data), 0
+    if n >= 32:
+        v = [(XP1 + XP2) & M64, XP2, 0, (-XP1) & M64]
+        lanes = struct.unpack_from("<%dQ" % (n // 32 * 4), data)
+        for i in range(0, len(lanes), 4):
+            v = [xxh64_round(v[j], lanes[i + j]) for j in range(4)]
+        p = n // 32 * 32
+        h = (rotl64(v[0], 1) + rotl64(v[1], 7) + rotl64(v[2], 12) + rotl64(v[3], 18)) & M64
+        for x in v:
+            h = ((h ^ xxh64_round(0, x)) * XP1 + XP4) & M64
+    else:
+        h = XP5
+    h = (h + n) & M64
+    while p + 8 <= n:
+        h = (rotl64(h ^ xxh64_round(0, struct.unpack_from("<Q", data, p)[0]), 27) * XP1 + XP4) & M64
+        p += 8
+    if p + 4 <= n:
+        h = (rotl64(h ^ (struct.unpack_from("<I", data, p)[0] * XP1 & M64), 23) * XP2 + XP3) & M64
+        p += 4
+    for b in data[p:]:
+        h = rotl64(h ^ (b * XP5 & M64), 11) * XP1 & M64
+    h = (h ^ (h >> 33)) * XP2 & M64
+    h = (h ^ (h >> 29)) * XP3 & M64
+    return h ^ (h >> 32)
+
+
+def zstd_stored(raw):
+    """One zstd frame (RFC 8878) holding raw in raw blocks, as `zstd --check` frames are read
+    (tks.5 asks for the content checksum): the magic number, a frame header with the
+    single-segment and checksum flags and an 8-byte content size, blocks of at most 128 KiB whose
+    3-byte headers say last-block (bit 0), type 0 = raw (bits 1-2) and the size (bits 3-23), then
+    the low 32 bits of the content's XXH64."""
+    out = bytearray(struct.pack("<IB", 0xFD2FB528, 0xE4) + struct.pack("<Q", len(raw)))
+    pos = 0
+    while True:
+        k = min(ZSTD_BLOCK, len(raw) - pos)
+        last = pos + k == len(raw)
+        out += struct.pack("<I", int(last) | (k << 3))[:3] + raw[pos:pos + k]
+        pos += k
+        if last:
+            return bytes(out + struct.pack("<I", xxh64(raw) & 0xFFFFFFFF))
+
+
+def write_tks(path, cols, meta, frame_records, store=False):
     names = ["input_ids", "segment_ids", "seq_len", "masked_lm_positions", "masked_lm_ids", "num_masked",
              "next_sentence_labels"]
     dt = {np.dtype(np.int16): "i16", np.dtype(np.uint8): "u8"}
@@ -137,10 +199,13 @@ def write_tks(path, cols, meta, frame_records):
             k = min(frame_records, n - first)
             raw = b"".join(np.ascontiguousarray(cols[c][first:first + k]).astype(cols[c].dtype.newbyteorder("<"))
                            .tobytes() for c in names)
-            with open(raw_path, "wb") as f:
-                f.write(raw)
-            z = subprocess.run(["zstd", "-q", "-c", "--check", raw_path], stdout=subprocess.PIPE,
-                               check=True).stdout
+            if store:
+                z = zstd_stored(raw)
+            else:
+                with open(raw_path, "wb") as f:
+                    f.write(raw)
+                z = subprocess.run(["zstd", "-q", "-c", "--check", raw_path], stdout=subprocess.PIPE,
+                                   check=True).stdout
             bh = b"FRM1" + struct.pack("<II", k, len(z))
             out += bh + struct.pack("<I", crc(bh))
             index.append((len(out), len(z), first, k))
@@ -171,6 +236,8 @@ def main():
     ap.add_argument("--npz")
     ap.add_argument("--frame-records", type=int, default=1024)
     ap.add_argument("--bad-record", action="append")
+    ap.add_argument("--store", action="store_true",
+                    help="frames as zstd raw blocks (no compression; the default when no zstd tool is found)")
     args = ap.parse_args()
     if args.seq_len < 8 or args.vocab < FIRST + 2 or args.max_pred < 1 or not 0 <= args.min_len <= args.seq_len:
         sys.exit("bert_tks.py: need --seq-len >= 8, --vocab >= 7, --max-pred >= 1, 0 <= --min-len <= --seq-len")
@@ -183,7 +250,10 @@ def main():
     if args.lengths == "wikipedia":
         meta["lengths"] = "wikipedia (MLPerf BERT phase 2, Krell et al. arXiv 2107.02027)"
     cols = make(args)
-    write_tks(args.output, cols, meta, args.frame_records)
+    store = args.store or shutil.which("zstd") is None
+    if store and not args.store:
+        print("bert_tks.py: no zstd tool found: frames stored uncompressed (zstd raw blocks)", file=sys.stderr)
+    write_tks(args.output, cols, meta, args.frame_records, store)
     if args.npz:
         n = cols["seq_len"].astype(np.float64)
         stats = {"records": len(n), "mean_len": n.mean(), "mean_len2": (n * n).mean(),

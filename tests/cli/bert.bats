@@ -213,3 +213,19 @@ print(n)'
         [[ "$line" == *"\"$p\":"* ]]
     done
 }
+
+@test "bert_tks.py --store (hosts without the zstd tool): valid checksummed zstd frames, the same records" {
+    g="$TK_ROOT/contrib/synth/bert_tks.py --seq-len 512 --max-pred 76 --vocab 30522 --records 300 --frame-records 128 --seed 4"
+    python3 $g -o z.tks
+    python3 $g -o s.tks --store
+    [ "$(stat -c %s s.tks)" -gt "$(stat -c %s z.tks)" ] # stored, not compressed (frames over 128 KiB: several blocks)
+    shard --verify s.tks
+    [ "$(shard --cat s.tks | md5sum)" = "$(shard --cat z.tks | md5sum)" ]
+    if command -v zstd >/dev/null; then # the reference decoder reads a stored frame and checks its XXH64
+        python3 -c "import sys; sys.path.insert(0, '$TK_ROOT/contrib/synth'); import bert_tks as b
+for n in (0, 1, 7, 31, 32, 33, 131072, 131075): open('f%d.zst' % n, 'wb').write(b.zstd_stored(bytes(i * 7 % 251 for i in range(n))))"
+        for n in 0 1 7 31 32 33 131072 131075; do
+            [ "$(zstd -d -c f$n.zst | md5sum)" = "$(python3 -c "import sys; sys.stdout.buffer.write(bytes(i * 7 % 251 for i in range($n)))" | md5sum)" ]
+        done
+    fi
+}
