@@ -57,8 +57,12 @@ uint64_t tk_bert_data_count(void *rd);
 // nsp as i32; seg u8; nsp may be NULL); every record checked (TK_EDATA naming the file and record).
 int tk_bert_data_read(tk_bert_data *d, uint64_t first, int n, int32_t *ids, uint8_t *seg, int32_t *len, int32_t *pos,
                       int32_t *mid, int32_t *nmask, int32_t *nsp, tk_err *e);
-// Global batch `step` into the 7 fields of tk_bert_batch.
+// Global batch `step` into the 7 fields of tk_bert_batch (with model.unpad in the order below).
 int tk_bert_read_batch(void *rd, int64_t step, int64_t steps_per_epoch, void *const *fields, tk_err *e);
+// The order of a global batch of n sequences of these lengths whose contiguous slices of n / 2^k
+// (the ranks' rows) hold nearly equal token counts, the same order for every world size
+// (data.c): order[i] = the record at position i; tmp: n ints of scratch.
+int tk_bert_balance_order(const int32_t *len, int n, int *order, int *tmp, tk_err *e);
 // The eval set (*es, a tk_evalset: types.h; the engine's tk_evalset_count and tk_evalset_free)
 // cached in the backend's memory.
 int tk_bert_evalset_load(void *model, char *const *paths, int npaths, void **es, tk_err *e);
