@@ -197,6 +197,17 @@ static int wl_step(void *model, tk_err *e) {
     return ssd_backward(m, e); // (from dploc, dpconf: the network's dloc, dconf)
 }
 
+// The step is captured in one CUDA graph, always the same one (key 0): its shapes are fixed, its
+// inputs at fixed addresses (the engine copies each staged batch into the batch's fields: no graph
+// per staging slot), no host read, allocation or sync on cuda (the boxes' count: gt_off in device
+// memory, the batch's room b M the kernels' bound), the lr and the step counter the engine's in
+// device memory, the loss accumulated on the device. (A NULL graph_key means the same to the
+// engine; spelled out as the step's contract. tests/gpu/test_ssd_step.c replays it.)
+static int64_t wl_graph_key(void *model) {
+    (void)model;
+    return 0;
+}
+
 // ---- the training reader ----
 
 // The training records are read once and shared by the readers of the process (the engine opens
@@ -374,7 +385,7 @@ const tk_workload tk_workload_ssd = {
     .create = wl_create, .destroy = wl_destroy, .init_weights = wl_init_weights, .weights_loaded = wl_weights_loaded,
     .reader_open = rd_open, .reader_close = rd_close, .reader_count = rd_count, .read_batch = rd_batch,
     .batch = wl_batch,
-    .step = wl_step,
+    .step = wl_step, .graph_key = wl_graph_key,
     .evalset_load = ssd_evalset_load, .evalset_count = ssd_evalset_count, .evalset_free = ssd_evalset_free,
     .evaluate = ssd_evaluate,
     .import = wl_import,
