@@ -190,7 +190,8 @@ static int wl_step(void *model, tk_err *e) {
     const int64_t ngt = w->c->backend == TK_BACKEND_CPU ? w->gt_off[w->b] : (int64_t)w->b * w->M;
     TRY(tk_ssd_match(w->c, w->gt, w->gt_label, w->gt_off, w->b, ngt, w->dbox_ltrb, w->D, TK_SSD_MATCH_IOU, w->gbox,
                      w->label, w->match_ws, e));
-    // this rank's share of the global batch's mean loss (the ranks' gradients add up to it)
+    // this rank's share of the global batch's mean loss (the ranks' gradients add up to it; fixed
+    // for the run, so a captured graph may keep it)
     const float share = (float)((double)w->b / (double)(w->cfg.batch > 0 ? w->cfg.batch : w->b));
     TRY(tk_ssd_loss_acc(w->c, TK_F32, w->ploc, w->pconf, w->gbox, w->label, w->dbox_xywh, w->b, w->D, w->C, share,
                         w->env.loss_acc, w->loss, w->dploc, w->dpconf, NULL, w->loss_ws, e));
