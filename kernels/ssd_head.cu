@@ -1,6 +1,6 @@
 // CUDA side of kernels/ssd_head.h: one thread an element (grid-stride). The gather and the scatter
-// run over the output's elements in its order (n, a, column): the fp32 side coalesced, the
-// channels-last side strided by the map's nd A channels.
+// run over the output's elements in its order ((n, a, column), box-major (n, column, a)): the fp32
+// side coalesced, the channels-last side strided by the map's nd (box-major: nd) channels.
 #include "act_types.cuh"
 #include "ssd_head.h"
 
@@ -23,11 +23,22 @@ __global__ void __launch_bounds__(kT) relu_bwd(int64_t n, const T *y, const T *d
     }
 }
 
-// Element i of the map's block of the output (n, a, j = d HW + p): its column and the source's index.
+// Element i of the map's block of the output, (n, a, j = d HW + p) or box-major (n, j, a): its
+// index in the output and the source's index.
 __device__ inline void place(const tk_ssd_map mp, size_t i, size_t *o, size_t *s) {
-    const size_t cols = (size_t)mp.nd * mp.HW, j = i % cols, na = i / cols;
-    const int a = (int)(na % mp.A), n = (int)(na / mp.A), d = (int)(j / mp.HW), p = (int)(j % mp.HW);
-    *o = na * (size_t)mp.total + (size_t)mp.off + j;
+    const size_t cols = (size_t)mp.nd * mp.HW;
+    size_t j;
+    int a, n;
+    if (mp.box_major) {
+        const size_t nj = i / mp.A;
+        a = (int)(i % mp.A), j = nj % cols, n = (int)(nj / cols);
+        *o = ((size_t)n * (size_t)mp.total + (size_t)mp.off + j) * mp.A + a;
+    } else {
+        const size_t na = i / cols;
+        j = i % cols, a = (int)(na % mp.A), n = (int)(na / mp.A);
+        *o = na * (size_t)mp.total + (size_t)mp.off + j;
+    }
+    const int d = (int)(j / mp.HW), p = (int)(j % mp.HW);
     *s = ((size_t)n * mp.HW + p) * mp.ld + mp.c0 + (size_t)a * mp.nd + d;
 }
 

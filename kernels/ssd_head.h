@@ -19,6 +19,11 @@
 // minor part the box d: the reference's ordering, followed as it is):
 //   gather:  out[n, a, off + d HW + p] = src[n, p, c0 + a nd + d]   (out (N, A, total) fp32)
 //   scatter: dsrc[n, p, c0 + a nd + d] = dout[n, a, off + d HW + p] (every one of those written)
+// box_major: out and dout are box-major instead, (N, total, A): the same numbers transposed, the
+// layout of kernels/ssd_box.h's loss and kernels/ssd_nms.h (the training step and the evaluation
+// gather straight into it: no transposes between the network and the loss):
+//   gather:  out[n, off + d HW + p, a] = src[n, p, c0 + a nd + d]
+//   scatter: dsrc[n, p, c0 + a nd + d] = dout[n, off + d HW + p, a]
 // src, dsrc in t (TK_F32 or TK_BF16); out, dout fp32 (the loss reads and writes fp32). off + nd HW
 // <= total.
 #ifndef TK_KERNELS_SSD_HEAD_H
@@ -31,7 +36,8 @@ extern "C" {
 typedef struct tk_ssd_map {
     int N, HW, nd, A;            // samples, positions, boxes a position, values a box
     int ld, c0;                  // the source's channels a position, this part's first
-    int64_t total, off;          // the output's columns, this map's first
+    int64_t total, off;          // the output's columns (boxes), this map's first
+    int box_major;               // out, dout (N, total, A) (else the reference's (N, A, total))
 } tk_ssd_map;
 
 int tk_ssd_bias_relu_fwd(tk_ctx *c, tk_dtype t, void *y, int64_t M, int K, const float *b, int relu, tk_err *e);

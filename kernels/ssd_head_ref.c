@@ -31,7 +31,9 @@ static inline size_t src_at(const tk_ssd_map *mp, int n, int a, int d, int p) {
     return ((size_t)n * mp->HW + p) * mp->ld + mp->c0 + (size_t)a * mp->nd + d;
 }
 static inline size_t out_at(const tk_ssd_map *mp, int n, int a, int d, int p) {
-    return ((size_t)n * mp->A + a) * (size_t)mp->total + (size_t)mp->off + (size_t)d * mp->HW + p;
+    const size_t box = (size_t)mp->off + (size_t)d * mp->HW + p;
+    if (mp->box_major) return ((size_t)n * (size_t)mp->total + box) * mp->A + a;
+    return ((size_t)n * mp->A + a) * (size_t)mp->total + box;
 }
 
 int tk_ssd_head_gather_ref(tk_dtype t, const tk_ssd_map *mp, const void *src, float *out, tk_err *e) {

@@ -30,6 +30,7 @@
 #include "cupti_trace.h"
 #include "gpu/cudnn_conv.h"
 #include "gpu_test.h"
+#include "step_check.h"
 #include "bn.h"
 #include "img_norm.h"
 #include "pool.h"
@@ -54,7 +55,8 @@ static tk_instance *make(tk_ctx *c, int b, int bf16, int big) {
 }
 
 // The same batch into both models' inputs: random 8-bit pixels, labels.
-static void set_batch(rn_model *m, uint64_t k) {
+static void set_batch(void *p, uint64_t k) {
+    rn_model *m = p;
     const size_t n = (size_t)m->b * m->S * m->S * 3;
     uint8_t *x = gt_host(n);
     int32_t *l = gt_host((size_t)m->b * 4);
@@ -164,7 +166,8 @@ TK_TEST(step_cpu_fp32_vs_cuda_bf16) {
 }
 
 // One training iteration as train-step runs it: forward, backward, SGD at lr 0.05, the stem copy.
-static int iteration(rn_model *m, tk_err *e) {
+static int iteration(void *p, tk_err *e) {
+    rn_model *m = p;
     TRY(rn_train_step(m, e));
     TRY(tk_sgd_update(m->c, m->P->dense_w, m->P->dense_g, m->P->dense_n, m->lr, m->P->copy,
                       m->P->copy ? m->P->copy_type : TK_F32, e));
@@ -174,23 +177,12 @@ static int iteration(rn_model *m, tk_err *e) {
 TK_TEST(graph_vs_eager_bitwise) {
     int saved = gt_ctx_->deterministic;
     gt_ctx_->deterministic = 1;
-    tk_err e = {0};
     tk_instance *Ia = make(gt_ctx_, 16, 1, 0), *Ib = make(gt_ctx_, 16, 1, 0);
     rn_model *a = Ia->model, *b = Ib->model;
     float lr = 0.05f;
     gt_up(a->lr, &lr, 4), gt_up(b->lr, &lr, 4);
-    tk_graph g = {0};
-    for (int s = 0; s < 3; s++) {
-        set_batch(a, (uint64_t)s + 10), set_batch(b, (uint64_t)s + 10);
-        CHECK_EQ_INT(iteration(a, &e), 0);
-        if (!g.valid) {
-            CHECK_EQ_INT(tk_graph_begin(gt_ctx_, &e), 0);
-            CHECK_EQ_INT(iteration(b, &e), 0);
-            CHECK_EQ_INT(tk_graph_end(gt_ctx_, &g, &e), 0);
-        }
-        CHECK_EQ_INT(tk_graph_launch(gt_ctx_, &g, &e), 0);
-        CHECK_EQ_INT(gt_sync(&e), 0);
-    }
+    const gt_step_pair pair = {a, b, set_batch, iteration};
+    gt_graph_vs_eager(tk_failed_, &pair, 3, 10);
     const size_t n = a->P->dense_n;
     float *wa = gt_host(n * 4), *wb = gt_host(n * 4);
     gt_down(wa, a->P->dense_w, n * 4), gt_down(wb, b->P->dense_w, n * 4);
@@ -199,7 +191,6 @@ TK_TEST(graph_vs_eager_bitwise) {
            gt_ndiff(wb, wa, n), n, lb, la);
     CHECK(gt_ndiff(wb, wa, n) == 0);
     CHECK(la == lb);
-    if (g.valid) tk_graph_destroy(&g);
     free(wa), free(wb);
     rn_free(Ia), rn_free(Ib);
     gt_ctx_->deterministic = saved;

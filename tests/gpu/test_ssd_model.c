@@ -1,8 +1,9 @@
 // SSD300-ResNet34's network (lib/workloads/ssd) on the cuda backend against the cpu reference:
 // (a) kernels/ssd_head.h's ops against their references on fresh random inputs and on exact
 //     small integers, fp32 and bf16: the bias (+ ReLU) forward and the ReLU backward (one fp32
-//     add, rounded once: bit-exact), the heads' gather and scatter (copies: bit-exact), at the
-//     reference's head shapes (81 classes) and odd ones.
+//     add, rounded once: bit-exact), the heads' gather and scatter (copies: bit-exact), in the
+//     reference's layout and box-major (the workload's), at the reference's head shapes (81
+//     classes) and odd ones.
 // (b) one training forward and backward, fp32: a width-8 network (every layer's channels / 8) on
 //     257x257 (maps 33 .. 1), 5 classes, batch 2, both backends from the same weights (drawn on
 //     the host) and inputs: loc and conf within 1e-4, all gradients together within 1e-3, the
@@ -92,36 +93,43 @@ TK_TEST(ssd_head_ops_vs_reference) {
                     tk_free(gt_ctx_, yd), tk_free(gt_ctx_, bd);
                     free(y), free(b), free(yh), free(got), free(ref);
                 }
-                // gather loc and conf of one head output into (N, A, total) at offset 11, and back
-                float *src = gt_host(n * 4);
-                gt_fill(src, n, -4, 4, ints);
-                void *sd = gt_dev_from(src, n, t), *back = gt_dev(n * 4 + 16);
-                float *loc = gt_dev((size_t)N * 4 * total * 4), *conf = gt_dev(no * 4);
-                float *rl = gt_host((size_t)N * 4 * total * 4), *rc = gt_host(no * 4), *rb = gt_host(n * 4);
-                gt_poison(loc, (size_t)N * 4 * total * 4, 0), gt_poison(conf, no * 4, 0);
-                memset(rl, 0, (size_t)N * 4 * total * 4), memset(rc, 0, no * 4);
-                const tk_ssd_map lm = {N, HW, nd, 4, ld, 0, total, 11}, cm = {N, HW, nd, A, ld, 4 * nd, total, 11};
-                CHECK_EQ_INT(tk_ssd_head_gather(gt_ctx_, t, &lm, sd, loc, &e), 0);
-                CHECK_EQ_INT(tk_ssd_head_gather(gt_ctx_, t, &cm, sd, conf, &e), 0);
-                gt_poison(back, n * 4, 0xff);
-                CHECK_EQ_INT(tk_ssd_head_scatter(gt_ctx_, t, &lm, loc, back, &e), 0);
-                CHECK_EQ_INT(tk_ssd_head_scatter(gt_ctx_, t, &cm, conf, back, &e), 0);
-                void *sh = gt_host(n * 4), *bh = gt_host(n * 4);
-                gt_down(sh, sd, n * tk_dtype_size(t));
-                CHECK_EQ_INT(tk_ssd_head_gather_ref(t, &lm, sh, rl, &e), 0);
-                CHECK_EQ_INT(tk_ssd_head_gather_ref(t, &cm, sh, rc, &e), 0);
-                CHECK_EQ_INT(tk_ssd_head_scatter_ref(t, &lm, rl, bh, &e), 0);
-                CHECK_EQ_INT(tk_ssd_head_scatter_ref(t, &cm, rc, bh, &e), 0);
-                float *gl = gt_host_from(loc, (size_t)N * 4 * total, TK_F32), *gc = gt_host_from(conf, no, TK_F32);
-                float *gb = gt_host_from(back, n, t);
-                for (size_t k = 0; k < n; k++) rb[k] = t == TK_F32 ? ((float *)bh)[k] : tk_bf16_to_f32(((uint16_t *)bh)[k]);
-                char w2[160];
-                snprintf(w2, sizeof w2, "gather loc %s", what), same(w2, gl, rl, (size_t)N * 4 * total, tk_failed_);
-                snprintf(w2, sizeof w2, "gather conf %s", what), same(w2, gc, rc, no, tk_failed_);
-                snprintf(w2, sizeof w2, "scatter %s", what), same(w2, gb, rb, n, tk_failed_);
-                same("scatter(gather) is the source", gb, src, n, tk_failed_); // (src rounded to t by gt_dev_from)
-                tk_free(gt_ctx_, sd), tk_free(gt_ctx_, back), tk_free(gt_ctx_, loc), tk_free(gt_ctx_, conf);
-                free(src), free(rl), free(rc), free(rb), free(sh), free(bh), free(gl), free(gc), free(gb);
+                for (int bm = 0; bm < 2; bm++) {
+                    // gather loc and conf of one head output into (N, A, total) at offset 11 (box-major:
+                    // (N, total, A)), and back
+                    float *src = gt_host(n * 4);
+                    gt_fill(src, n, -4, 4, ints);
+                    void *sd = gt_dev_from(src, n, t), *back = gt_dev(n * 4 + 16);
+                    float *loc = gt_dev((size_t)N * 4 * total * 4), *conf = gt_dev(no * 4);
+                    float *rl = gt_host((size_t)N * 4 * total * 4), *rc = gt_host(no * 4), *rb = gt_host(n * 4);
+                    gt_poison(loc, (size_t)N * 4 * total * 4, 0), gt_poison(conf, no * 4, 0);
+                    memset(rl, 0, (size_t)N * 4 * total * 4), memset(rc, 0, no * 4);
+                    const tk_ssd_map lm = {N, HW, nd, 4, ld, 0, total, 11, bm},
+                                     cm = {N, HW, nd, A, ld, 4 * nd, total, 11, bm};
+                    CHECK_EQ_INT(tk_ssd_head_gather(gt_ctx_, t, &lm, sd, loc, &e), 0);
+                    CHECK_EQ_INT(tk_ssd_head_gather(gt_ctx_, t, &cm, sd, conf, &e), 0);
+                    gt_poison(back, n * 4, 0xff);
+                    CHECK_EQ_INT(tk_ssd_head_scatter(gt_ctx_, t, &lm, loc, back, &e), 0);
+                    CHECK_EQ_INT(tk_ssd_head_scatter(gt_ctx_, t, &cm, conf, back, &e), 0);
+                    void *sh = gt_host(n * 4), *bh = gt_host(n * 4);
+                    gt_down(sh, sd, n * tk_dtype_size(t));
+                    CHECK_EQ_INT(tk_ssd_head_gather_ref(t, &lm, sh, rl, &e), 0);
+                    CHECK_EQ_INT(tk_ssd_head_gather_ref(t, &cm, sh, rc, &e), 0);
+                    CHECK_EQ_INT(tk_ssd_head_scatter_ref(t, &lm, rl, bh, &e), 0);
+                    CHECK_EQ_INT(tk_ssd_head_scatter_ref(t, &cm, rc, bh, &e), 0);
+                    float *gl = gt_host_from(loc, (size_t)N * 4 * total, TK_F32);
+                    float *gc = gt_host_from(conf, no, TK_F32), *gb = gt_host_from(back, n, t);
+                    for (size_t k = 0; k < n; k++)
+                        rb[k] = t == TK_F32 ? ((float *)bh)[k] : tk_bf16_to_f32(((uint16_t *)bh)[k]);
+                    const char *lay = bm ? " box-major" : "";
+                    char w2[160];
+                    snprintf(w2, sizeof w2, "gather loc%s %s", lay, what);
+                    same(w2, gl, rl, (size_t)N * 4 * total, tk_failed_);
+                    snprintf(w2, sizeof w2, "gather conf%s %s", lay, what), same(w2, gc, rc, no, tk_failed_);
+                    snprintf(w2, sizeof w2, "scatter%s %s", lay, what), same(w2, gb, rb, n, tk_failed_);
+                    same("scatter(gather) is the source", gb, src, n, tk_failed_); // (src rounded to t)
+                    tk_free(gt_ctx_, sd), tk_free(gt_ctx_, back), tk_free(gt_ctx_, loc), tk_free(gt_ctx_, conf);
+                    free(src), free(rl), free(rc), free(rb), free(sh), free(bh), free(gl), free(gc), free(gb);
+                }
             }
 }
 

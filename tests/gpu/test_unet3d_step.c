@@ -36,6 +36,7 @@
 #include "core/progress.h"
 #include "gpu/cudnn_conv.h"
 #include "gpu_test.h"
+#include "step_check.h"
 #include "sgd.h"
 #include "swin.h"
 #include "../unit/unet3d_case.h"
@@ -61,7 +62,8 @@ static u3_model *make(tk_ctx *c, const u3_config *cfg) {
 
 // The same batch into both models' inputs: noise plus a brighter ball of kidney (1) with a tumor
 // (2) inside, per sample.
-static void set_batch(u3_model *m, uint64_t k) {
+static void set_batch(void *p, uint64_t k) {
+    u3_model *m = p;
     const size_t n = (size_t)m->b * m->S;
     const int D = m->cfg.data.crop[0];
     float *x = gt_host(n * 4);
@@ -173,7 +175,8 @@ TK_TEST(step_cpu_fp32_vs_cuda_bf16) {
 }
 
 // One training iteration as train-step runs it: the step, then SGD at lr 0.05 (the bf16 copy too).
-static int iteration(u3_model *m, tk_err *e) {
+static int iteration(void *p, tk_err *e) {
+    u3_model *m = p;
     TRY(u3_train_step(m, e));
     return tk_sgd_update(m->c, m->P->dense_w, m->P->dense_g, m->P->dense_n, m->lr, m->P->copy,
                          m->P->copy ? m->P->copy_type : TK_F32, e);
@@ -182,23 +185,12 @@ static int iteration(u3_model *m, tk_err *e) {
 TK_TEST(graph_vs_eager_bitwise) {
     const int saved = gt_ctx_->deterministic;
     gt_ctx_->deterministic = 1;
-    tk_err e = {0};
     u3_config cfg = config(8, 1);
     u3_model *a = make(gt_ctx_, &cfg), *b = make(gt_ctx_, &cfg);
     float lr = 0.05f;
     gt_up(a->lr, &lr, 4), gt_up(b->lr, &lr, 4);
-    tk_graph g = {0};
-    for (int s = 0; s < 3; s++) {
-        set_batch(a, (uint64_t)s + 10), set_batch(b, (uint64_t)s + 10);
-        CHECK_EQ_INT(iteration(a, &e), 0);
-        if (!g.valid) {
-            CHECK_EQ_INT(tk_graph_begin(gt_ctx_, &e), 0);
-            CHECK_EQ_INT(iteration(b, &e), 0);
-            CHECK_EQ_INT(tk_graph_end(gt_ctx_, &g, &e), 0);
-        }
-        CHECK_EQ_INT(tk_graph_launch(gt_ctx_, &g, &e), 0);
-        CHECK_EQ_INT(gt_sync(&e), 0);
-    }
+    const gt_step_pair pair = {a, b, set_batch, iteration};
+    gt_graph_vs_eager(tk_failed_, &pair, 3, 10);
     const size_t n = a->P->dense_n;
     float *wa = gt_host(n * 4), *wb = gt_host(n * 4);
     gt_down(wa, a->P->dense_w, n * 4), gt_down(wb, b->P->dense_w, n * 4);
@@ -209,7 +201,6 @@ TK_TEST(graph_vs_eager_bitwise) {
     CHECK_EQ_INT(nd, 0);
     CHECK(la == lb);
     free(wa), free(wb);
-    tk_graph_destroy(&g);
     u3_unmake(a), u3_unmake(b);
     gt_ctx_->deterministic = saved;
 }

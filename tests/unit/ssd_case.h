@@ -74,6 +74,78 @@ static inline int ssd_case_loaded(ssd_case *k, tk_ctx *c, const ssd_config *cfg,
     return ssd_case_io_load(k->m, io, e) ? -1 : 0;
 }
 
+// y[n, b, a] = x[n, a, b] for N images of A values a box and B boxes: the reference's layout
+// (model.h loc, conf) into the box-major one (ssd_config.box_major) or, swapping A and B, back.
+static inline void ssd_case_transpose(const float *x, float *y, int N, int64_t A, int64_t B) {
+    for (int n = 0; n < N; n++)
+        for (int64_t a = 0; a < A; a++)
+            for (int64_t b = 0; b < B; b++) y[((size_t)n * B + b) * A + a] = x[((size_t)n * A + a) * B + b];
+}
+
+// How many float elements of x and y differ bit for bit.
+static inline size_t ssd_case_ndiff(const float *x, const float *y, size_t n) {
+    size_t d = 0;
+    for (size_t i = 0; i < n; i++) d += memcmp(x + i, y + i, 4) != 0;
+    return d;
+}
+
+// cfg's network on c in the reference's layout and box-major (cfg.box_major 0 and 1), the same
+// weights (seed) and batch (key), one training forward and backward each, the box-major one's
+// loss weights the other's transposed: how many elements of loc and conf (transposed), and of
+// the dense gradients, differ bit for bit (*nout, *ngrad: 0 when the layouts hold the same
+// numbers); 0, or -1 with e's error.
+static inline int ssd_case_layouts(tk_ctx *c, ssd_config cfg, uint64_t seed, uint64_t key, size_t *nout,
+                                   size_t *ngrad, tk_err *e) {
+    ssd_case k[2] = {0};
+    ssd_case_io io[2] = {0};
+    float *h[6] = {0};
+    int rc = 0;
+    for (int j = 0; j < 2 && !rc; j++) {
+        cfg.box_major = j;
+        rc = ssd_case_loaded(&k[j], c, &cfg, seed, key, &io[j], e);
+    }
+    ssd_model *a = rc ? NULL : k[0].m, *b = rc ? NULL : k[1].m;
+    const size_t nl = io[0].nl, nc = io[0].nc, ng = a ? (size_t)a->P->dense_n : 0;
+    const int64_t B = a ? a->boxes : 0, C = cfg.classes;
+    if (!rc) { // the box-major model's loss weights: the other's transposed
+        ssd_case_transpose(io[0].wl, io[1].wl, a->b, 4, B);
+        ssd_case_transpose(io[0].wc, io[1].wc, a->b, C, B);
+        rc = ssd_case_io_load(b, &io[1], e);
+    }
+    for (int j = 0; j < 2 && !rc; j++) {
+        ssd_model *m = j ? b : a;
+        rc = ssd_forward(m, 1, e);
+        if (!rc) rc = ssd_backward(m, e);
+    }
+    for (int i = 0; i < 6 && !rc; i++)
+        if (!(h[i] = malloc((i < 2 ? nl : i < 4 ? nc : ng) * 4 + 4))) rc = tk_err_set(e, TK_EIO, "out of host memory");
+    if (!rc) rc = tk_memcpy_d2h(c, h[0], a->loc, nl * 4, TK_STREAM_COMPUTE, e);
+    if (!rc) rc = tk_memcpy_d2h(c, h[1], b->loc, nl * 4, TK_STREAM_COMPUTE, e);
+    if (!rc) rc = tk_memcpy_d2h(c, h[2], a->conf, nc * 4, TK_STREAM_COMPUTE, e);
+    if (!rc) rc = tk_memcpy_d2h(c, h[3], b->conf, nc * 4, TK_STREAM_COMPUTE, e);
+    if (!rc) rc = tk_memcpy_d2h(c, h[4], a->P->dense_g, ng * 4, TK_STREAM_COMPUTE, e);
+    if (!rc) rc = tk_memcpy_d2h(c, h[5], b->P->dense_g, ng * 4, TK_STREAM_COMPUTE, e);
+    if (!rc) rc = tk_ctx_sync(c, e);
+    if (!rc) {
+        float *t = malloc((nl > nc ? nl : nc) * 4 + 4);
+        if (!t) rc = tk_err_set(e, TK_EIO, "out of host memory");
+        else {
+            ssd_case_transpose(h[0], t, a->b, 4, B);
+            *nout = ssd_case_ndiff(t, h[1], nl);
+            ssd_case_transpose(h[2], t, a->b, C, B);
+            *nout += ssd_case_ndiff(t, h[3], nc);
+            *ngrad = ssd_case_ndiff(h[4], h[5], ng);
+            free(t);
+        }
+    }
+    for (int i = 0; i < 6; i++) free(h[i]);
+    for (int j = 0; j < 2; j++) {
+        ssd_case_io_free(&io[j]);
+        if (k[j].P.c) ssd_case_free(&k[j]); // (made)
+    }
+    return rc ? -1 : 0;
+}
+
 // The training forward's ReLU outputs in the order the network applies them (the stem, each
 // block's two, each additional block's two): their convolutions (the shapes) and outputs
 // (fp32 in the tests that read them); SSD_RELUS of them.

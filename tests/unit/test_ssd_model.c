@@ -8,6 +8,10 @@
 //   width (the layers' channel counts scale with it) on the smallest input that makes six maps;
 // - the heads padded with zero filters (cuda's layout) the same network bit for bit; the
 //   backward's reports of final gradients (several ranks' all-reduce overlap);
+// - the heads' gather and scatter (kernels/ssd_head.h) in the reference's layout and box-major
+//   against their index formulas written out here; the network box-major (the workload's
+//   layout, ssd_config.box_major) the same numbers as in the reference's layout, transposed,
+//   its gradients from the transposed loss weights the same bit for bit;
 // - torchvision's resnet34 names and layouts imported into the trunk (ssd_import_torchvision);
 // - peer_dump (run by tests/cli/ssd-model-oracle.bats): contrib/peers/ssd.py --init's weights,
 //   batch and loss weights (SSD_PEER_INIT) through one forward and backward here, then an eval
@@ -25,6 +29,7 @@
 #include "engine/ckpt.h"
 #include "grads_case.h"
 #include "ssd_case.h"
+#include "ssd_head.h"
 #include "tk_test.h"
 #include "tk_test_cpu.h"
 
@@ -267,6 +272,68 @@ TK_TEST(padded_heads_are_the_same_network) {
     CHECK_EQ_INT(bad, 0);
     ssd_case_io_free(&io);
     ssd_case_free(&k[0]), ssd_case_free(&k[1]);
+}
+
+// The heads' gather and scatter of one map's loc or conf part (fp32) at an offset into a larger
+// output, in either layout, against the element formulas of kernels/ssd_head.h written out here:
+// every element of the output the map's block holds is its source's (positions encode (n, p, ch),
+// so a misplaced value names where it came from), the rest untouched; the scatter back writes the
+// part's channels and no other.
+TK_TEST(head_gather_scatter_layouts) {
+    tk_err e = {0};
+    static const struct {
+        int N, HW, nd, A, c0, ld;
+        int64_t total, off;
+    } cs[] = {{2, 9, 4, 4, 0, 28, 50, 7}, {2, 9, 4, 3, 16, 28, 40, 3}, {1, 4, 6, 81, 24, 6 * 85 + 2, 30, 6},
+              {3, 1, 4, 5, 0, 20, 4, 0}};
+    for (size_t i = 0; i < sizeof cs / sizeof *cs; i++)
+        for (int bm = 0; bm < 2; bm++) {
+            const tk_ssd_map mp = {cs[i].N, cs[i].HW, cs[i].nd, cs[i].A, cs[i].ld, cs[i].c0, cs[i].total, cs[i].off, bm};
+            const size_t ns = (size_t)mp.N * mp.HW * mp.ld, no = (size_t)mp.N * mp.A * (size_t)mp.total;
+            float *src = malloc(ns * 4), *out = malloc(no * 4), *back = malloc(ns * 4);
+            for (size_t k = 0; k < ns; k++) src[k] = (float)k;
+            for (size_t k = 0; k < no; k++) out[k] = -1.0f;
+            for (size_t k = 0; k < ns; k++) back[k] = -2.0f;
+            CHECK_EQ_INT(tk_ssd_head_gather(tk_test_cpu(), TK_F32, &mp, src, out, &e), 0);
+            int bad = 0;
+            size_t seen = 0;
+            for (int n = 0; n < mp.N; n++)
+                for (int a = 0; a < mp.A; a++)
+                    for (int64_t col = 0; col < mp.total; col++) {
+                        const size_t o = bm ? ((size_t)n * mp.total + col) * mp.A + a : ((size_t)n * mp.A + a) * mp.total + col;
+                        const int64_t j = col - mp.off; // (d, p) = (j / HW, j % HW) inside the map's block
+                        float want = -1.0f;
+                        if (j >= 0 && j < (int64_t)mp.nd * mp.HW) {
+                            const int d = (int)(j / mp.HW), p = (int)(j % mp.HW);
+                            want = (float)(((size_t)n * mp.HW + p) * mp.ld + mp.c0 + (size_t)a * mp.nd + d);
+                            seen++;
+                        }
+                        if (out[o] != want && bad++ < 3)
+                            printf("#   case %zu%s: out[%d, %d, %lld] = %g, want %g\n", i, bm ? " box-major" : "", n, a,
+                                   (long long)col, out[o], want);
+                    }
+            CHECK_EQ_INT(bad, 0);
+            CHECK(seen == (size_t)mp.N * mp.A * mp.nd * mp.HW);
+            CHECK_EQ_INT(tk_ssd_head_scatter(tk_test_cpu(), TK_F32, &mp, out, back, &e), 0);
+            bad = 0;
+            for (size_t k = 0; k < ns; k++) {
+                const int ch = (int)(k % (size_t)mp.ld), part = ch >= mp.c0 && ch < mp.c0 + mp.nd * mp.A;
+                bad += back[k] != (part ? src[k] : -2.0f);
+            }
+            CHECK_EQ_INT(bad, 0);
+            free(src), free(out), free(back);
+        }
+}
+
+// The network box-major (the workload's layout) against the reference's layout: the outputs
+// the same numbers transposed, the gradients from the transposed loss weights the same bits.
+TK_TEST(box_major_is_the_same_network) {
+    tk_err e = {0};
+    size_t nout = 1, ngrad = 1;
+    CHECK_EQ_INT(ssd_case_layouts(tk_test_cpu(), small(4, 257, 3, 2), 5, 0x5b, &nout, &ngrad, &e), 0);
+    printf("# box-major vs the reference's layout: %zu outputs, %zu gradients differ\n", nout, ngrad);
+    CHECK(nout == 0);
+    CHECK(ngrad == 0);
 }
 
 // One training step of the tests (forward, backward from the loaded loss weights).

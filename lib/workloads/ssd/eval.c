@@ -194,8 +194,6 @@ int ssd_evaluate(void *model, void *esp, double *map, tk_err *e) {
         rc = ssd_eval_batch(es->d, &o, first, cnt, &hb, e);
         if (!rc) rc = tk_memcpy_h2d(w->c, m->in_img, hb.image, (size_t)cnt * S * S * 3 * sizeof(float), TK_STREAM_COMPUTE, e);
         if (!rc) rc = ssd_forward(m, 0, e);
-        if (!rc) rc = ssd_wl_transpose(w, m->loc, w->ploc, 4, 1, e);
-        if (!rc) rc = ssd_wl_transpose(w, m->conf, w->pconf, w->C, 1, e);
         if (!rc)
             rc = tk_ssd_nms(w->c, TK_F32, w->ploc, w->pconf, w->dbox_xywh, cnt, w->D, w->C, &np, dbox_, dscore, dlabel,
                             dcount, es->ws, e);

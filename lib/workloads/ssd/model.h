@@ -16,11 +16,12 @@
 //   nd_k classes scores (conf.k), nd = [4, 6, 6, 6, 4, 4]; outputs as bbox_view makes them:
 //   loc (N, 4, B), conf (N, classes, B), B = sum nd_k H_k W_k (8732 at 300x300), each map's
 //   PyTorch (N, nd A, H, W) output viewed as (N, A, nd H W), concatenated in map order
-//   (kernels/ssd_head.h has the element mapping). The model runs a map's loc and conf as ONE
-//   convolution of nd (4 + classes) filters: conf.k's tensors are declared packed right after
-//   loc.k's (TK_PARAM_PACKED), so their weights and biases are one array each. On cuda the
-//   filters are padded with zero ones to a multiple of 8 (340 and 510 at 81 classes: cuDNN's
-//   NHWC engines want it; ssd_conv_b.wp), their gradients dropped.
+//   (kernels/ssd_head.h has the element mapping; ssd_config.box_major writes the same numbers
+//   transposed, (N, B, 4) and (N, B, classes), as the loss reads them). The model runs a map's
+//   loc and conf as ONE convolution of nd (4 + classes) filters: conf.k's tensors are declared
+//   packed right after loc.k's (TK_PARAM_PACKED), so their weights and biases are one array
+//   each. On cuda the filters are padded with zero ones to a multiple of 8 (340 and 510 at 81
+//   classes: cuDNN's NHWC engines want it; ssd_conv_b.wp), their gradients dropped.
 //
 // Tensors: the reference's state-dict names (SSD300's, so that its checkpoints map 1:1):
 // model.layer1.0.weight (conv1), model.layer1.1.* (bn1), model.layer1.4.I.* (torchvision's
@@ -66,6 +67,9 @@ typedef struct ssd_config {
     int bf16;                     // cuda: bf16 activations
     int head_align;               // the heads' filters padded to a multiple of it (0: 8 on cuda,
                                   // 1 on the cpu; the tests pad on the cpu too)
+    int box_major;                // loc, conf (and dloc, dconf) box-major, (b, B, 4) and (b, B,
+                                  // classes): the loss's and the NMS's layout (the workload's);
+                                  // 0: the reference's (b, 4, B), (b, classes, B)
     double bn_eps, bn_momentum;   // 1e-5, 0.1
 } ssd_config;
 
@@ -110,7 +114,7 @@ typedef struct ssd_model {
     void *x0;                     // (b, S, S, cin) in t
     void *pool;
     uint8_t *pool_idx;
-    float *loc, *conf;            // (b, 4, B), (b, classes, B) fp32
+    float *loc, *conf;            // (b, 4, B), (b, classes, B) fp32 (box_major: (b, B, 4), (b, B, classes))
     float *dloc, *dconf;          // their gradients, the backward's input (the loss's)
     void *g[SSD_NBUF];            // backward scratch, each the largest activation
     void *bias_ws, *w0p;          // w0p: the stem's padded compute weight (cin != 3)

@@ -11,7 +11,7 @@ static tk_ssd_map head_map(const ssd_model *m, int k, int part) {
     for (int j = 0; j < k; j++) off += (int64_t)m->nd[j] * m->side[j] * m->side[j];
     const int A = part ? m->cfg.classes : 4, nd = m->nd[k];
     return (tk_ssd_map){.N = m->b, .HW = m->side[k] * m->side[k], .nd = nd, .A = A, .ld = m->head[k].c.s.K,
-                        .c0 = part ? 4 * nd : 0, .total = m->boxes, .off = off};
+                        .c0 = part ? 4 * nd : 0, .total = m->boxes, .off = off, .box_major = m->cfg.box_major};
 }
 
 // y = act(conv(x) + bias) in x's place y; a padded head's compute weight and bias refreshed first

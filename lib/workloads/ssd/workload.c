@@ -124,8 +124,10 @@ static int wl_create(const void *cfgp, const tk_wl_env *env, void **model, tk_er
     int64_t b;
     TRY(tk_per_rank_batch("ssd", cfg->batch, env->dist->world, &b, e));
     w->cfg.net.b = w->b = (int)b;
+    w->cfg.net.box_major = 1; // the heads gather into the loss's (and the NMS's) layout
     TRY(ssd_create(&w->cfg.net, env, &w->net, e));
     const ssd_model *m = w->net;
+    w->ploc = m->loc, w->pconf = m->conf, w->dploc = m->dloc, w->dpconf = m->dconf;
     w->M = cfg->data.max_boxes, w->C = m->cfg.classes;
     tk_ssd_dbox_cfg g;
     ssd_wl_dbox_cfg(m->S, m->side, &g);
@@ -135,13 +137,11 @@ static int wl_create(const void *cfgp, const tk_wl_env *env, void **model, tk_er
     // the workload's buffers: one allocation, views 256-byte aligned
     const size_t bD = (size_t)w->b * w->D, ngt = (size_t)w->b * w->M;
     const tk_backend be = w->c->backend;
-    void **slot[] = {(void **)&w->gt,      (void **)&w->gt_label,  (void **)&w->gt_off,   (void **)&w->ploc,
-                     (void **)&w->pconf,   (void **)&w->dploc,     (void **)&w->dpconf,   (void **)&w->gbox,
-                     (void **)&w->label,   (void **)&w->dbox_xywh, (void **)&w->dbox_ltrb, (void **)&w->loss,
-                     &w->match_ws,         &w->loss_ws};
-    const size_t size[] = {ngt * 16,         ngt * 4,       (size_t)(w->b + 1) * 4, bD * 16,
-                           bD * w->C * 4,    bD * 16,       bD * w->C * 4,          bD * 16,
-                           bD * 4,           (size_t)w->D * 16, (size_t)w->D * 16,  4,
+    void **slot[] = {(void **)&w->gt,        (void **)&w->gt_label,  (void **)&w->gt_off, (void **)&w->gbox,
+                     (void **)&w->label,     (void **)&w->dbox_xywh, (void **)&w->dbox_ltrb, (void **)&w->loss,
+                     &w->match_ws,           &w->loss_ws};
+    const size_t size[] = {ngt * 16,         ngt * 4,           (size_t)(w->b + 1) * 4, bD * 16,
+                           bD * 4,           (size_t)w->D * 16, (size_t)w->D * 16,      4,
                            tk_ssd_match_ws_bytes(be, (int64_t)ngt), tk_ssd_loss_ws_bytes(be, w->b, w->D)};
     const int n = (int)(sizeof size / sizeof *size);
     size_t total = 256;
@@ -180,38 +180,33 @@ static int wl_batch(const void *model, tk_wl_field *f) {
 
 // ---- the training step ----
 
-// (N, A, D) -> (N, D, A), or back: a strided copy per image and value (gpu.h tk_memcpy2d: D rows
-// of one float, from pitch 1 to pitch A, or from A to 1). (kernels/cast2d.h would zero the other
-// values of each row: it pads.)
-int ssd_wl_transpose(const ssd_wl *w, const float *src, float *dst, int A, int to_box_major, tk_err *e) {
-    const size_t D = (size_t)w->D, f = sizeof(float), sp = to_box_major ? f : A * f, dp = to_box_major ? A * f : f;
-    for (int n = 0; n < w->b; n++)
-        for (int a = 0; a < A; a++) {
-            const size_t img = (size_t)n * A * D, s0 = to_box_major ? a * D : (size_t)a, d0 = to_box_major ? (size_t)a : a * D;
-            TRY(tk_memcpy2d(w->c, dst + img + d0, dp, src + img + s0, sp, f, D, TK_STREAM_COMPUTE, e));
-        }
-    return 0;
-}
-
 static int wl_step(void *model, tk_err *e) {
     ssd_wl *w = model;
     ssd_model *m = w->net;
-    TRY(ssd_forward(m, 1, e));
-    TRY(ssd_wl_transpose(w, m->loc, w->ploc, 4, 1, e));
-    TRY(ssd_wl_transpose(w, m->conf, w->pconf, w->C, 1, e));
+    TRY(ssd_forward(m, 1, e)); // (ploc, pconf: the network's loc, conf, box-major)
     // the boxes of the batch: the cpu reads the count from the batch (host memory); the cuda
     // kernels read only gt_off (device memory) and take the batch's room as ngt (no host read in
     // a captured step)
     const int64_t ngt = w->c->backend == TK_BACKEND_CPU ? w->gt_off[w->b] : (int64_t)w->b * w->M;
     TRY(tk_ssd_match(w->c, w->gt, w->gt_label, w->gt_off, w->b, ngt, w->dbox_ltrb, w->D, TK_SSD_MATCH_IOU, w->gbox,
                      w->label, w->match_ws, e));
-    // this rank's share of the global batch's mean loss (the ranks' gradients add up to it)
+    // this rank's share of the global batch's mean loss (the ranks' gradients add up to it; fixed
+    // for the run, so a captured graph may keep it)
     const float share = (float)((double)w->b / (double)(w->cfg.batch > 0 ? w->cfg.batch : w->b));
     TRY(tk_ssd_loss_acc(w->c, TK_F32, w->ploc, w->pconf, w->gbox, w->label, w->dbox_xywh, w->b, w->D, w->C, share,
                         w->env.loss_acc, w->loss, w->dploc, w->dpconf, NULL, w->loss_ws, e));
-    TRY(ssd_wl_transpose(w, w->dploc, m->dloc, 4, 0, e));
-    TRY(ssd_wl_transpose(w, w->dpconf, m->dconf, w->C, 0, e));
-    return ssd_backward(m, e);
+    return ssd_backward(m, e); // (from dploc, dpconf: the network's dloc, dconf)
+}
+
+// The step is captured in one CUDA graph, always the same one (key 0): its shapes are fixed, its
+// inputs at fixed addresses (the engine copies each staged batch into the batch's fields: no graph
+// per staging slot), no host read, allocation or sync on cuda (the boxes' count: gt_off in device
+// memory, the batch's room b M the kernels' bound), the lr and the step counter the engine's in
+// device memory, the loss accumulated on the device. (A NULL graph_key means the same to the
+// engine; spelled out as the step's contract. tests/gpu/test_ssd_step.c replays it.)
+static int64_t wl_graph_key(void *model) {
+    (void)model;
+    return 0;
 }
 
 // ---- the training reader ----
@@ -391,7 +386,7 @@ const tk_workload tk_workload_ssd = {
     .create = wl_create, .destroy = wl_destroy, .init_weights = wl_init_weights, .weights_loaded = wl_weights_loaded,
     .reader_open = rd_open, .reader_close = rd_close, .reader_count = rd_count, .read_batch = rd_batch,
     .batch = wl_batch,
-    .step = wl_step,
+    .step = wl_step, .graph_key = wl_graph_key,
     .evalset_load = ssd_evalset_load, .evalset_count = ssd_evalset_count, .evalset_free = ssd_evalset_free,
     .evaluate = ssd_evaluate,
     .import = wl_import,

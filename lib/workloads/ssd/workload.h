@@ -3,13 +3,13 @@
 // evaluation). The network is model.h's, the data pipeline data.h's, the box math
 // kernels/ssd_box.h's.
 //
-// The loss's layout. The network writes the reference's layouts, loc (N, 4, D) and conf (N, C, D)
-// (ssd300.py bbox_view); kernels/ssd_box.h's loss reads box-major (N, D, 4) and (N, D, C) (the same
-// numbers transposed). The step transposes with strided copies (gpu.h tk_memcpy2d, one copy per
-// image and value a box: D rows of one float) into box-major buffers before the matching and the loss,
-// and the loss's gradients back into the network's dloc, dconf. The default boxes are in the
-// network's order (map, size, row, column: the reference's DefaultBoxes order, which its heads'
-// bbox_view follows too).
+// The loss's layout. The reference's network writes loc (N, 4, D) and conf (N, C, D) (ssd300.py
+// bbox_view); kernels/ssd_box.h's loss and kernels/ssd_nms.h read box-major (N, D, 4) and (N, D, C)
+// (the same numbers transposed; the reference permutes too before its decode). The workload's
+// network gathers its heads' outputs box-major (ssd_config.box_major, kernels/ssd_head.h) and
+// scatters the loss's gradients from that layout: no transposes in the step or the evaluation.
+// The default boxes are in the network's order (map, size, row, column: the reference's
+// DefaultBoxes order, which its heads' bbox_view follows too).
 //
 // Ground truth in the batch: the reader compacts each image's boxes (after the augmentation) into
 // one list, image n's at rows gt_off[n] .. gt_off[n + 1] - 1 (kernels/ssd_box.h tk_ssd_match's
@@ -43,8 +43,8 @@ typedef struct ssd_wl {
     tk_arena ar;                 // the workload's own device buffers (the network's are the engine's)
     float *gt;                   // inputs: (b M, 4) ltrb in [0, 1], compacted
     int32_t *gt_label, *gt_off;  // (b M), (b + 1)
-    float *ploc, *pconf;         // box-major copies of the network's outputs (b, D, 4), (b, D, C)
-    float *dploc, *dpconf;       // the loss's gradients in that layout
+    float *ploc, *pconf;         // the network's outputs (its loc, conf), box-major (b, D, 4), (b, D, C)
+    float *dploc, *dpconf;       // the loss's gradients in that layout (the network's dloc, dconf)
     float *gbox;                 // the matching's (b, D, 4) xywh
     int32_t *label;              // (b, D)
     float *dbox_xywh, *dbox_ltrb;// (D, 4) each
@@ -57,9 +57,6 @@ typedef struct ssd_wl {
 // dboxes300_coco at S = 300; at other sides the same sizes and steps scaled by S / 300 (rounded),
 // the maps the network's.
 void ssd_wl_dbox_cfg(int S, const int side[SSD_MAPS], tk_ssd_dbox_cfg *g);
-
-// (N, A, D) fp32 -> (N, D, A) (to_box_major), or back, for the network's b images.
-int ssd_wl_transpose(const ssd_wl *w, const float *src, float *dst, int A, int to_box_major, tk_err *e);
 
 // ---- eval.c: the table's eval set and evaluate (COCO bbox AP, "map") ----
 int ssd_evalset_load(void *model, char *const *paths, int npaths, void **es, tk_err *e);
