@@ -17,13 +17,13 @@
 void rnnt_data_cfg_default(rnnt_data_cfg *c) {
     *c = (rnnt_data_cfg){.max_duration = 16.7, .buckets = 6, .speed = 1, .speed_min = 0.85, .speed_max = 1.15,
                          .dither = 1e-5, .eval_dither = 1, .specaug = 1, .freq_masks = 2, .max_freq = 20,
-                         .time_masks = 10, .max_time = 0.03, .window = TK_MELWIN_DALI, .n_mels = 80, .stack = 3,
+                         .time_masks = 10, .max_time = 0.03, .features = TK_MELWIN_DALI, .n_mels = 80, .stack = 3,
                          .sub = 3, .max_tokens = 0};
 }
 
 static const char *const data_keys[] = {"max_duration", "buckets", "speed_perturbation", "speed_min", "speed_max",
                                         "dither", "eval_dither", "spec_augment", "freq_masks", "max_freq",
-                                        "time_masks", "max_time", "window", "n_mels", "frame_stacking",
+                                        "time_masks", "max_time", "features", "n_mels", "frame_stacking",
                                         "frame_subsampling", "max_tokens", "note", NULL};
 
 // An int member: *out kept when absent.
@@ -50,8 +50,8 @@ static int cfg_parse(json_t *root, const char *path, rnnt_data_cfg *c, tk_err *e
     TRY(int_key(root, path, "data.max_freq", 0, 1024, &c->max_freq, e));
     TRY(int_key(root, path, "data.time_masks", 0, 1000, &c->time_masks, e));
     TRY(tk_cfg_num_opt(root, path, "data.max_time", 0, 10000, &c->max_time, e));
-    static const char *const windows[] = {"dali", "torch", NULL};
-    TRY(tk_cfg_enum(root, path, "data.window", windows, c->window, &c->window, e));
+    static const char *const features[] = {"dali", "torch", NULL}; // TK_MELWIN_DALI, TK_MELWIN_TORCH
+    TRY(tk_cfg_enum(root, path, "data.features", features, c->features, &c->features, e));
     TRY(int_key(root, path, "data.n_mels", 1, 1024, &c->n_mels, e));
     TRY(int_key(root, path, "data.frame_stacking", 1, 16, &c->stack, e));
     TRY(int_key(root, path, "data.frame_subsampling", 1, 16, &c->sub, e));
@@ -78,7 +78,8 @@ int rnnt_data_cfg_parse(json_t *data, const char *path, rnnt_data_cfg *c, tk_err
 void rnnt_melfeat_cfg(const rnnt_data_cfg *c, int train, uint32_t epoch, tk_melfeat_cfg *m) {
     tk_melfeat_default(m);
     m->n_mels = c->n_mels;
-    m->window = c->window;
+    m->window = c->features;
+    if (c->features == TK_MELWIN_TORCH) m->norm_ddof = 1, m->norm_eps = 1e-5f;
     m->dither = train || c->eval_dither ? (float)c->dither : 0.0f;
     m->seed = c->seed;
     m->epoch = train ? epoch : 0;

@@ -79,7 +79,9 @@ typedef struct rnnt_data_cfg {
     int freq_masks, max_freq;    // 2, 20
     int time_masks;              // 10
     double max_time;             // 0.03 (a fraction of the frames; >= 1: frames)
-    int window;                  // TK_MELWIN_DALI (default) or TK_MELWIN_TORCH
+    int features;                // TK_MELWIN_DALI (default): DALI's Hann window and Normalize (ddof 0, eps
+                                 // 0), the training pipeline's; TK_MELWIN_TORCH: features.py
+                                 // FilterbankFeatures' (symmetric Hann, ddof 1, eps 1e-5)
     int n_mels;                  // 80
     int stack, sub;              // 3, 3: frame stacking and subsampling (240 features)
     int max_tokens;              // K, 0: the data's longest transcript
