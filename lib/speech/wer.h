@@ -17,7 +17,9 @@
 // control pieces (<s>, </s>, <pad>) to nothing; the leading space of the first piece is dropped.
 // The pieces come from the model's .vocab file (spm_train writes it beside the .model: line i is
 // piece i, a tab, its score), which prep librispeech writes next to the records: a plain-text
-// reading of the same pieces as the protobuf .model, in id order.
+// reading of the same pieces as the protobuf .model, in id order. The reference's texts are
+// decoded too: helpers.py gather_transcripts detokenizes the target token ids (not the manifest's
+// transcript), so a reference text here is tk_spm_decode of the record's tokens.
 #ifndef TK_SPEECH_WER_H
 #define TK_SPEECH_WER_H
 
