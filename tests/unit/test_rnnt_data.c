@@ -10,6 +10,10 @@
 // format: stdin "B" then per utterance "L" and L samples; stdout per utterance "utt b F" and F
 // lines of n_mels values, here the evaluation features of rnnt_features (no dither) taken apart
 // from their 3 x 3 splicing (lossless: output frame j holds frames 3j .. 3j + 2).
+// With TK_RNNT_RECORDS=PATH (prep librispeech's .tks file or folder) and VOCAB=FILE (its .vocab),
+// it loads them as the evaluation set and prints a line a record, in order: "ID<TAB>SAMPLES<TAB>
+// FRAMES<TAB>DECODED<TAB>TRANSCRIPT" (FRAMES: rnnt_features' output length of an evaluation batch
+// of all of them; DECODED: tk_spm_decode of the record's tokens) (tests/cli/rnnt-data.bats).
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
@@ -23,6 +27,7 @@
 #include "tk_melfeat_stdin.h"
 #include "tk_test.h"
 #include "tk_test_cpu.h"
+#include "speech/wer.h"
 #include "workloads/rnnt/data.h"
 
 enum { NREC = 40, MAXLEN = 1000 };
@@ -465,10 +470,50 @@ static int drive(const char *mode, tk_err *e) {
     return rc;
 }
 
+// Every record of path as one evaluation batch: its features' lengths and its decoded tokens.
+static int drive_records(const char *path, tk_err *e) {
+    const char *vpath = getenv("VOCAB");
+    if (!vpath) return tk_err_set(e, TK_EUSAGE, "VOCAB=FILE is needed");
+    char *paths[1] = {(char *)path};
+    rnnt_dataset *d = NULL;
+    tk_spm_vocab *v = NULL;
+    rnnt_feat *f = NULL;
+    bbuf x = {0};
+    float *y = NULL;
+    rnnt_data_cfg c;
+    rnnt_data_cfg_default(&c);
+    int rc = rnnt_dataset_load(paths, 1, 0, &d, e);
+    if (!rc) rc = tk_spm_vocab_load(vpath, &v, e);
+    const int n = rc ? 0 : (int)rnnt_dataset_count(d);
+    int64_t L = 0, T;
+    int K = 0;
+    if (!rc) rnnt_batch_dims(&c, d, &L, &K), balloc(&x, n, L, K);
+    if (!rc) rc = rnnt_eval_batch(d, &c, 0, n, L, K, &x.b, e);
+    if (!rc) rc = rnnt_feat_create(tk_test_cpu(), &c, n, L, &f, e);
+    if (!rc && !(y = malloc((size_t)n * rnnt_feat_max_out(f) * 240 * sizeof *y))) rc = tk_err_errno(e, ENOMEM, "out of memory");
+    int32_t *ylen = rc ? NULL : malloc((size_t)n * sizeof *ylen);
+    if (!rc && !ylen) rc = tk_err_errno(e, ENOMEM, "out of memory");
+    if (!rc) rc = rnnt_features(f, 0, n, &x.b, x.b.pcm, y, ylen, NULL, &T, e);
+    for (int k = 0; k < n && !rc; k++) {
+        rnnt_record r;
+        rnnt_dataset_record(d, k, &r);
+        char *text;
+        if ((rc = tk_spm_decode(v, x.b.tokens + (int64_t)k * K, x.b.ntok[k], &text, NULL, e))) break;
+        printf("%.*s\t%lld\t%d\t%s\t%.*s\n", (int)r.id_len, r.id, (long long)r.n, ylen[k], text, (int)r.text_len, r.text);
+        free(text);
+    }
+    if (x.B) bfree(&x);
+    free(y), free(ylen);
+    rnnt_feat_destroy(f);
+    tk_spm_vocab_free(v);
+    rnnt_dataset_free(d);
+    return rc;
+}
+
 __attribute__((constructor(200))) static void drive_mode(void) {
-    const char *s = getenv("TK_MELFEAT_DRIVE");
-    if (!s) return;
+    const char *s = getenv("TK_MELFEAT_DRIVE"), *r = getenv("TK_RNNT_RECORDS");
+    if (!s && !r) return;
     tk_err e = {0};
-    int rc = drive(s, &e);
+    int rc = s ? drive(s, &e) : drive_records(r, &e);
     tk_drive_exit("test_rnnt_data", rc, &e);
 }
