@@ -188,7 +188,10 @@ int64_t rnnt_feat_max_out(const rnnt_feat *f);
 // past an utterance's own zero; ylen (B) host: ceil(F_b / sub); ylen_dev (may be NULL) the same
 // i32 in the backend's memory. train: speed perturbation (hb->rate), dither, SpecAugment; eval:
 // dither when eval_dither. Not capturable: it copies the batch's offsets to the device and its
-// shapes follow the lengths (an eager step before the captured one).
+// shapes follow the lengths (an eager step before the captured one). SpecAugment's time masks
+// start anywhere in the call's Fmax frames, as the reference's in its per-GPU DALI batch's padded
+// length: call it on a rank's share (the masks then depend on which utterances share the call;
+// the dither and the speed factors do not).
 int rnnt_features(rnnt_feat *f, int train, int B, const rnnt_batch *hb, const float *pcm, float *y, int32_t *ylen,
                   int32_t *ylen_dev, int64_t *T, tk_err *e);
 
