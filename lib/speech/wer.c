@@ -79,7 +79,7 @@ enum { PIECE_NORMAL, PIECE_UNK, PIECE_CONTROL };
 
 struct tk_spm_vocab {
     int n;
-    char *text;                  // the pieces, ▁ already a space
+    char *text;                  // the pieces as decode writes them (▁ already a space)
     int64_t *off;                // n + 1
     uint8_t *kind;
 };
@@ -91,14 +91,40 @@ void tk_spm_vocab_free(tk_spm_vocab *v) {
 
 int tk_spm_vocab_size(const tk_spm_vocab *v) { return v->n; }
 
+// Room for n pieces of textcap bytes in all.
+static tk_spm_vocab *vocab_alloc(size_t textcap, int n) {
+    tk_spm_vocab *v = calloc(1, sizeof *v);
+    if (v) v->text = malloc(textcap + 1), v->off = malloc((size_t)(n + 1) * sizeof *v->off), v->kind = malloc((size_t)n);
+    if (!v || !v->text || !v->off || !v->kind) {
+        tk_spm_vocab_free(v);
+        return NULL;
+    }
+    v->off[0] = 0;
+    return v;
+}
+
+// Appends piece s[0 .. pl) of a kind; its U+2581 (E2 96 81 in UTF-8) become spaces.
+static void add_piece(tk_spm_vocab *v, const char *s, size_t pl, int kind) {
+    int64_t t = v->off[v->n];
+    for (size_t i = 0; i < pl; i++) {
+        if (i + 2 < pl && (unsigned char)s[i] == 0xE2 && (unsigned char)s[i + 1] == 0x96 && (unsigned char)s[i + 2] == 0x81) {
+            v->text[t++] = ' ';
+            i += 2;
+        } else
+            v->text[t++] = s[i];
+    }
+    v->kind[v->n++] = (uint8_t)kind;
+    v->off[v->n] = t;
+}
+
 static int bad_line(tk_err *e, const char *name, int line, const char *what) {
     tk_err_set(e, TK_EDATA, "%s", what);
     tk_err_where(e, "%s: line %d", name, line);
     return tk_err_hint(e, "a sentencepiece .vocab file (spm_train writes it beside the .model) has lines PIECE<TAB>SCORE");
 }
 
-int tk_spm_vocab_parse(const char *buf, size_t n, const char *name, tk_spm_vocab **out, tk_err *e) {
-    *out = NULL;
+// The .vocab text: a piece's kind from its name (spm_train's defaults: <unk>, <s>, </s>, <pad>).
+static int vocab_text(const char *buf, size_t n, const char *name, tk_spm_vocab **out, tk_err *e) {
     int lines = 0;
     for (size_t i = 0; i < n; i++) lines += buf[i] == '\n';
     lines += n && buf[n - 1] != '\n';
@@ -106,15 +132,10 @@ int tk_spm_vocab_parse(const char *buf, size_t n, const char *name, tk_spm_vocab
         tk_err_set(e, TK_EDATA, lines ? "more than 2^24 pieces" : "no pieces");
         return tk_err_where(e, "%s", name);
     }
-    tk_spm_vocab *v = calloc(1, sizeof *v);
-    if (v) v->text = malloc(n + 1), v->off = malloc((size_t)(lines + 1) * sizeof *v->off), v->kind = malloc((size_t)lines);
-    if (!v || !v->text || !v->off || !v->kind) {
-        tk_spm_vocab_free(v);
-        return tk_err_errno(e, ENOMEM, "out of memory for %s", name);
-    }
+    tk_spm_vocab *v = vocab_alloc(n, lines);
+    if (!v) return tk_err_errno(e, ENOMEM, "out of memory for %s", name);
     int rc = 0;
-    size_t at = 0, t = 0;
-    v->off[0] = 0;
+    size_t at = 0;
     for (int l = 0; !rc && l < lines; l++) {
         const char *s = buf + at;
         const char *nl = memchr(s, '\n', n - at);
@@ -139,29 +160,17 @@ int tk_spm_vocab_parse(const char *buf, size_t n, const char *name, tk_spm_vocab
         memcpy(num, tab + 1, sl);
         num[sl] = 0;
         char *end;
-        errno = 0;
         double score = strtod(num, &end);
         if (*end || isnan(score)) {
             rc = bad_line(e, name, l + 1, "the score is not a number");
             break;
         }
         size_t pl = (size_t)(tab - s);
-        v->kind[l] = PIECE_NORMAL;
-        if (pl == 5 && memcmp(s, "<unk>", 5) == 0) v->kind[l] = PIECE_UNK;
+        int kind = pl == 5 && memcmp(s, "<unk>", 5) == 0 ? PIECE_UNK : PIECE_NORMAL;
         if ((pl == 3 && memcmp(s, "<s>", 3) == 0) || (pl == 4 && memcmp(s, "</s>", 4) == 0) ||
             (pl == 5 && memcmp(s, "<pad>", 5) == 0))
-            v->kind[l] = PIECE_CONTROL;
-        for (size_t i = 0; i < pl; i++) {
-            // U+2581 is E2 96 81 in UTF-8
-            if (i + 2 < pl && (unsigned char)s[i] == 0xE2 && (unsigned char)s[i + 1] == 0x96 &&
-                (unsigned char)s[i + 2] == 0x81) {
-                v->text[t++] = ' ';
-                i += 2;
-            } else
-                v->text[t++] = s[i];
-        }
-        v->off[l + 1] = (int64_t)t;
-        v->n = l + 1;
+            kind = PIECE_CONTROL;
+        add_piece(v, s, pl, kind);
     }
     if (rc) {
         tk_spm_vocab_free(v);
@@ -169,6 +178,117 @@ int tk_spm_vocab_parse(const char *buf, size_t n, const char *name, tk_spm_vocab
     }
     *out = v;
     return 0;
+}
+
+// ---- the .model: a protobuf ModelProto (sentencepiece_model.proto: field 1 the repeated pieces,
+// each a SentencePiece message of piece = 1 (string), score = 2 (float), type = 3 (enum: 1
+// normal, 2 unknown, 3 control, 4 user defined, 5 unused, 6 byte)); every other field skipped ----
+
+static int pb_varint(const uint8_t *p, size_t n, size_t *i, uint64_t *v) {
+    uint64_t x = 0;
+    for (int sh = 0; sh < 64 && *i < n; sh += 7) {
+        uint8_t b = p[(*i)++];
+        x |= (uint64_t)(b & 0x7f) << sh;
+        if (!(b & 0x80)) {
+            *v = x;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+// Skips a value of wire type wt, or reads a length-delimited one's span (*len).
+static int pb_value(const uint8_t *p, size_t n, size_t *i, int wt, size_t *len) {
+    uint64_t v;
+    switch (wt) {
+    case 0: return pb_varint(p, n, i, &v);
+    case 1: return n - *i < 8 ? -1 : (*i += 8, 0);
+    case 2:
+        if (pb_varint(p, n, i, &v) || v > n - *i) return -1;
+        *len = (size_t)v;
+        return 0;
+    case 5: return n - *i < 4 ? -1 : (*i += 4, 0);
+    }
+    return -1;
+}
+
+static int bad_model(tk_err *e, const char *name, size_t at, const char *what) {
+    tk_err_set(e, TK_EDATA, "%s", what);
+    tk_err_where(e, "%s: byte %zu", name, at);
+    return tk_err_hint(e, "give a sentencepiece .model (spm_train's) or its .vocab");
+}
+
+// One SentencePiece message p[0 .. n) (at: its offset in the file) appended to v (v NULL: checked
+// only).
+static int model_piece(const uint8_t *p, size_t n, size_t at, const char *name, tk_spm_vocab *v, tk_err *e) {
+    const uint8_t *piece = NULL;
+    size_t pl = 0, i = 0;
+    uint64_t type = 1;
+    while (i < n) {
+        uint64_t key;
+        size_t len = 0, f0 = i;
+        if (pb_varint(p, n, &i, &key) || pb_value(p, n, &i, (int)(key & 7), &len))
+            return bad_model(e, name, at + f0, "a truncated field in a piece");
+        if ((key >> 3) == 1 && (key & 7) == 2) piece = p + i, pl = len;
+        if ((key >> 3) == 3 && (key & 7) == 0) {
+            size_t j = f0;
+            pb_varint(p, n, &j, &key);
+            pb_varint(p, n, &j, &type);
+        }
+        if ((key & 7) == 2) i += len;
+    }
+    if (!piece) return bad_model(e, name, at, "a piece without its text");
+    if (memchr(piece, '\0', pl)) return bad_model(e, name, at, "a NUL byte in a piece");
+    if (!v) return 0;
+    // a byte piece <0xHH> decodes to that byte (byte_fallback models)
+    if (type == 6 && pl == 6 && memcmp(piece, "<0x", 3) == 0 && piece[5] == '>') {
+        char hex[3] = {(char)piece[3], (char)piece[4], 0}, *end;
+        long b = strtol(hex, &end, 16);
+        if (!*end && b > 0) {
+            char c = (char)b;
+            add_piece(v, &c, 1, PIECE_NORMAL);
+            return 0;
+        }
+    }
+    add_piece(v, (const char *)piece, pl, type == 2 ? PIECE_UNK : type == 3 ? PIECE_CONTROL : PIECE_NORMAL);
+    return 0;
+}
+
+static int vocab_model(const uint8_t *p, size_t n, const char *name, tk_spm_vocab **out, tk_err *e) {
+    tk_spm_vocab *v = NULL;
+    for (int pass = 0; pass < 2; pass++) {
+        size_t i = 0;
+        int k = 0;
+        while (i < n) {
+            uint64_t key;
+            size_t len = 0, f0 = i;
+            if (pb_varint(p, n, &i, &key) || pb_value(p, n, &i, (int)(key & 7), &len)) {
+                tk_spm_vocab_free(v);
+                return bad_model(e, name, f0, "a truncated or malformed protobuf field (not a sentencepiece .model)");
+            }
+            if ((key >> 3) == 1 && (key & 7) == 2) {
+                if (k == (1 << 24)) return bad_model(e, name, f0, "more than 2^24 pieces");
+                int rc = model_piece(p + i, len, i, name, v, e);
+                if (rc) {
+                    tk_spm_vocab_free(v);
+                    return rc;
+                }
+                k++;
+            }
+            if ((key & 7) == 2) i += len;
+        }
+        if (k == 0) return bad_model(e, name, 0, "no pieces");
+        if (pass == 0 && !(v = vocab_alloc(n, k))) return tk_err_errno(e, ENOMEM, "out of memory for %s", name);
+    }
+    *out = v;
+    return 0;
+}
+
+int tk_spm_vocab_parse(const char *buf, size_t n, const char *name, tk_spm_vocab **out, tk_err *e) {
+    *out = NULL;
+    // a .model's first byte is field 1's key (0x0A); a .vocab line never starts with a newline
+    if (n && buf[0] == 0x0A) return vocab_model((const uint8_t *)buf, n, name, out, e);
+    return vocab_text(buf, n, name, out, e);
 }
 
 int tk_spm_vocab_load(const char *path, tk_spm_vocab **v, tk_err *e) {

@@ -15,9 +15,12 @@
 // each id's piece, its U+2581 ("▁") replaced by a space, concatenated; <unk> (id 0 of the
 // reference's model, spm_train's default) decodes to " \u2047 " (sentencepiece's unk surface);
 // control pieces (<s>, </s>, <pad>) to nothing; the leading space of the first piece is dropped.
-// The pieces come from the model's .vocab file (spm_train writes it beside the .model: line i is
-// piece i, a tab, its score), which prep librispeech writes next to the records: a plain-text
-// reading of the same pieces as the protobuf .model, in id order. The reference's texts are
+// The pieces come from the model itself, the protobuf .model (sentencepiece_model.proto's
+// ModelProto: the repeated pieces with their text and type; the type says which is unknown and
+// which control, a byte piece <0xHH> decodes to its byte), or from its .vocab (spm_train writes
+// it beside the .model, as prep librispeech does next to the records: line i is piece i, a tab,
+// its score; no types there, so <unk> is the unknown piece and <s>, </s>, <pad> the controls, the
+// names spm_train gives them). The reference's texts are
 // decoded too: helpers.py gather_transcripts detokenizes the target token ids (not the manifest's
 // transcript), so a reference text here is tk_spm_decode of the record's tokens.
 #ifndef TK_SPEECH_WER_H
@@ -48,9 +51,11 @@ double tk_wer_value(const tk_wer *w);
 
 // A sentencepiece vocabulary: pieces by id.
 typedef struct tk_spm_vocab tk_spm_vocab;
-// Parses a .vocab file's bytes (name for messages): one "PIECE\tSCORE" line a piece (a last line
-// without its newline accepted). TK_EDATA naming the file and line: no tab, an empty piece, a
-// score that is not a number, a NUL byte, no pieces.
+// Parses a .model's bytes (its first byte 0x0A, field 1's key) or a .vocab's (name for messages):
+// one "PIECE\tSCORE" line a piece (a last line without its newline accepted). TK_EDATA naming the
+// file and line (.vocab: no tab, an empty piece, a score that is not a number, a NUL byte) or byte
+// offset (.model: a truncated or malformed field, a piece without text or with a NUL byte); no
+// pieces is TK_EDATA too.
 int tk_spm_vocab_parse(const char *buf, size_t n, const char *name, tk_spm_vocab **v, tk_err *e);
 int tk_spm_vocab_load(const char *path, tk_spm_vocab **v, tk_err *e);
 void tk_spm_vocab_free(tk_spm_vocab *v);

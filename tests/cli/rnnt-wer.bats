@@ -89,7 +89,7 @@ print("total", errs, words, repr(errs / words) if words else "inf")
     [ "$stderr" = "test_wer: error: stdin: a hypothesis without its reference" ]
 }
 
-@test "rnnt-wer: token ids decode to sentencepiece's text (a model trained with the reference's settings)" {
+@test "rnnt-wer: token ids decode to sentencepiece's text from the .vocab and from the .model (trained with the reference's settings)" {
     command -v spm_train >/dev/null || skip "spm_train is not installed (Debian sentencepiece)"
     python3 -c "import sentencepiece" 2>/dev/null || skip "Python sentencepiece is not importable"
     cd "$BATS_TEST_TMPDIR"
@@ -119,10 +119,16 @@ sp = spm.SentencePieceProcessor(model_file="m.model")
 for line in open("ids.txt"):
     print(sp.decode([int(x) for x in line.split()]))
 ' >want.txt
-    run --separate-stderr env TK_WER_DRIVE=decode VOCAB=m.vocab "$DRIVER" <ids.txt
-    [ "$status" -eq 0 ] || { echo "exit $status: $stderr"; return 1; }
-    diff <(echo "$output") want.txt
+    for f in m.vocab m.model; do
+        run --separate-stderr env TK_WER_DRIVE=decode VOCAB=$f "$DRIVER" <ids.txt
+        [ "$status" -eq 0 ] || { echo "$f: exit $status: $stderr"; return 1; }
+        diff <(echo "$output") want.txt
+    done
     run --separate-stderr env TK_WER_DRIVE=decode VOCAB=m.vocab "$DRIVER" <<<"3 40"
     [ "$status" -eq 3 ]
     [ "$stderr" = "test_wer: error: token 40 (position 1) outside the vocabulary of 40 pieces" ]
+    head -c 300 m.model >cut.model
+    run --separate-stderr env TK_WER_DRIVE=decode VOCAB=cut.model "$DRIVER" <<<"3"
+    [ "$status" -eq 3 ]
+    [[ "$stderr" == "test_wer: error: cut.model: byte "*": a truncated"* ]] || { echo "$stderr"; return 1; }
 }

@@ -1,8 +1,8 @@
-// Fuzz the sentencepiece vocabulary reader and the decode (lib/speech/wer.c), which RNN-T's WER
-// reads from the .vocab file beside the records: any input must parse into pieces whose decode of
-// every id (and of ids past the end) gives a NUL-terminated text no longer than the pieces, or
-// fail with TK_EDATA, never crash or read out of bounds. Seeds: tests/fuzz/corpus/spm_vocab/ (a
-// vocabulary spm_train wrote, edge cases).
+// Fuzz the sentencepiece vocabulary readers (.vocab text, .model protobuf) and the decode
+// (lib/speech/wer.c), which RNN-T's WER reads from the files beside the records: any input must
+// parse into pieces whose decode of every id (and of ids past the end) gives a NUL-terminated
+// text no longer than the pieces, or fail with TK_EDATA, never crash or read out of bounds.
+// Seeds: tests/fuzz/corpus/spm_vocab/ (a .vocab and a .model spm_train wrote, edge cases of both).
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

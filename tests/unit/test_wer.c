@@ -106,6 +106,43 @@ TK_TEST(wer_spm_decode) {
     tk_spm_vocab_free(v);
 }
 
+// A .model (protobuf): pieces by type, not by name (an unknown piece named "<oov>", a control
+// "<ctl>"), a byte piece decoded to its byte, other top-level fields skipped; truncation named by
+// its byte offset.
+TK_TEST(wer_spm_model) {
+    // ModelProto { pieces: [{piece "<oov>", score 0, type 2}, {piece "▁the", type 1}, {piece
+    // "<ctl>", type 3}, {piece "<0x41>", type 6}, {piece "s"}], trainer_spec (field 2): {7: 1} }
+    static const unsigned char m[] = {
+        0x0A, 0x0E, 0x0A, 0x05, '<', 'o', 'o', 'v', '>', 0x15, 0, 0, 0, 0, 0x18, 0x02,
+        0x0A, 0x09, 0x0A, 0x05, 0xE2, 0x96, 0x81, 't', 'h', 0x18, 0x01, // "▁th" (shortened)
+        0x12, 0x02, 0x38, 0x01,
+        0x0A, 0x09, 0x0A, 0x05, '<', 'c', 't', 'l', '>', 0x18, 0x03,
+        0x0A, 0x0A, 0x0A, 0x06, '<', '0', 'x', '4', '1', '>', 0x18, 0x06,
+        0x0A, 0x03, 0x0A, 0x01, 's'};
+    tk_err e = {0};
+    tk_spm_vocab *v = NULL;
+    CHECK_EQ_INT(tk_spm_vocab_parse((const char *)m, sizeof m, "m.model", &v, &e), 0);
+    if (!v) return;
+    CHECK_EQ_INT(tk_spm_vocab_size(v), 5);
+    const int32_t ids[] = {1, 4, 2, 3, 0, 1};
+    char *s = decode(v, ids, 6);
+    CHECK(s && strcmp(s, "thsA \xE2\x81\x87  th") == 0);
+    free(s);
+    tk_spm_vocab_free(v);
+    for (size_t cut = 1; cut < sizeof m; cut++) {
+        int rc = tk_spm_vocab_parse((const char *)m, cut, "m.model", &v, &e);
+        // cut inside a field: an error naming a byte; at a field's end: fewer pieces
+        if (rc) {
+            char msg[512];
+            tk_err_format(&e, msg, sizeof msg);
+            CHECK(rc == TK_EDATA && strstr(msg, "m.model: byte "));
+        } else {
+            CHECK(tk_spm_vocab_size(v) < 5);
+            tk_spm_vocab_free(v);
+        }
+    }
+}
+
 // A .vocab file's errors name the line.
 TK_TEST(wer_vocab_errors) {
     const char *bad[] = {"", "a\t0\n\tb\n", "a\t0\nb\tx\n", "a\t0\nb\t\n", "a\t0\nb 0\n"};
