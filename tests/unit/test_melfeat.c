@@ -16,6 +16,7 @@
 
 #include "melfeat.h"
 #include "tk_drive.h"
+#include "tk_melfeat_stdin.h"
 #include "tk_test.h"
 #include "tk_test_cpu.h"
 
@@ -307,31 +308,14 @@ static int drive(const char *mode, tk_err *e) {
     tk_melfeat_default(&c);
     c.dither = 0;
     if (mode[0] == 't') c.window = TK_MELWIN_TORCH, c.norm_ddof = 1, c.norm_eps = 1e-5f;
-    int B;
-    if (scanf("%d", &B) != 1 || B < 1 || B > 64) return tk_err_set(e, TK_EDATA, "stdin: no utterance count (1..64)");
-    int64_t off[65] = {0};
-    int F[64], Fmax = 1;
+    int B, F[64], Fmax = 1;
+    int64_t off[65];
     uint32_t utt[64];
-    float *a = NULL;
-    int rc = 0;
+    float *a;
+    int rc = tk_melfeat_read_stdin(&B, off, &a, e);
     for (int b = 0; b < B && !rc; b++) {
-        long long L;
-        if (scanf("%lld", &L) != 1 || L < 1 || L > 1000000) {
-            rc = tk_err_set(e, TK_EDATA, "stdin: utterance %d: no length (1..1000000)", b);
-            break;
-        }
-        off[b + 1] = off[b] + L, utt[b] = (uint32_t)b;
-        F[b] = (int)tk_melfeat_frames(L, c.hop), Fmax = F[b] > Fmax ? F[b] : Fmax;
-        float *na = realloc(a, (size_t)off[b + 1] * sizeof *a);
-        if (!na) {
-            rc = tk_err_errno(e, ENOMEM, "out of memory");
-            break;
-        }
-        a = na;
-        for (int64_t i = off[b]; i < off[b + 1] && !rc; i++)
-            if (scanf("%f", &a[i]) != 1)
-                rc = tk_err_set(e, TK_EDATA, "stdin: utterance %d: sample %lld of %lld missing", b,
-                                (long long)(i - off[b]), L);
+        utt[b] = (uint32_t)b;
+        F[b] = (int)tk_melfeat_frames(off[b + 1] - off[b], c.hop), Fmax = F[b] > Fmax ? F[b] : Fmax;
     }
     float *fb = rc ? NULL : malloc((size_t)c.n_mels * (c.n_fft / 2 + 1) * sizeof *fb);
     float *x = rc ? NULL : malloc((size_t)B * Fmax * c.n_mels * sizeof *x);
