@@ -20,7 +20,8 @@ typedef struct tk_opt_config {
     tk_opt_hp hp;
     tk_lr_sched lr;
     const char *name;      // "sgd", "adam", "adamw", "lamb", "lars" (static strings)
-    const char *schedule;  // "poly", "warmup_poly", "lars_poly", "step", "cosine"
+    const char *schedule;  // "poly", "warmup_poly", "lars_poly", "step", "cosine",
+                           // "warmup_hold_exp"
     double warmup_epochs;  // as given in the config, or -1 when given in steps (for MLLOG)
     double total_epochs;   // likewise
     uint32_t given_int;    // bit i: key i of the section's key table was written as a JSON integer

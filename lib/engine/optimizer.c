@@ -96,12 +96,12 @@ static double optv_value(const tk_run_cfg *run, tk_optv v, const char **src) {
     const tk_opt_config *o = &run->opt;
     const tk_lr_sched *s = &o->lr;
     const double spe = run->steps_per_epoch > 0 ? (double)run->steps_per_epoch : 0;
-    const int poly = s->kind == TK_LR_POLY;
+    const int poly = s->kind == TK_LR_POLY, floor_min = poly || s->kind == TK_LR_WARMUP_HOLD_EXP;
     *src = NULL;
     switch (v) {
     case TK_OPTV_NAME: return 0;
     case TK_OPTV_BASE_LR: return *src = "base_lr", s->base_lr;
-    case TK_OPTV_END_LR: return poly ? (*src = "min_lr", s->min_lr) : (*src = "end_lr", s->end_lr);
+    case TK_OPTV_END_LR: return floor_min ? (*src = "min_lr", s->min_lr) : (*src = "end_lr", s->end_lr);
     case TK_OPTV_POLY_POWER: return *src = "poly_power", s->power;
     case TK_OPTV_WARMUP_STEPS: return (double)s->warmup_steps;
     case TK_OPTV_WARMUP_EPOCHS:
@@ -122,8 +122,13 @@ static double optv_value(const tk_run_cfg *run, tk_optv v, const char **src) {
     case TK_OPTV_BETA2: return *src = "beta2", o->hp.beta2;
     case TK_OPTV_ZERO: return 0;
     case TK_OPTV_INIT_LR: return *src = "warmup_init_lr", s->warmup_init_lr;
-    case TK_OPTV_GAMMA: return s->kind == TK_LR_STEP ? (*src = "gamma", s->gamma) : 1.0;
+    case TK_OPTV_GAMMA:
+        return s->kind == TK_LR_STEP || s->kind == TK_LR_WARMUP_HOLD_EXP ? (*src = "gamma", s->gamma) : 1.0;
     case TK_OPTV_MILESTONE_EPOCHS: return 0;
+    case TK_OPTV_HOLD_EPOCHS:
+        *src = "hold_epochs";
+        return s->epoch_steps > 0 ? (double)(s->hold_steps / s->epoch_steps) : 0;
+    case TK_OPTV_MAX_GRAD_NORM: return *src = "max_grad_norm", o->hp.max_grad_norm;
     }
     return 0;
 }

@@ -53,7 +53,7 @@ int tk_optimizer_update(tk_optimizer *o, tk_params *P, const float *lr, int64_t 
 typedef enum tk_optv {
     TK_OPTV_NAME,          // the optimizer's name ("sgd", "lamb", "lars", ...): a string
     TK_OPTV_BASE_LR,
-    TK_OPTV_END_LR,        // the schedule's floor: min_lr (poly) or end_lr (the others)
+    TK_OPTV_END_LR,        // the schedule's floor: min_lr (poly, warmup_hold_exp) or end_lr (the others)
     TK_OPTV_POLY_POWER,
     TK_OPTV_WARMUP_STEPS,
     TK_OPTV_WARMUP_EPOCHS, // warmup_epochs as given, else the warm-up steps / steps per epoch
@@ -70,9 +70,12 @@ typedef enum tk_optv {
     TK_OPTV_BETA2,
     TK_OPTV_ZERO,          // the number 0 (a key the rules want whose value is fixed at 0)
     TK_OPTV_INIT_LR,       // the rate the warm-up starts from (warmup_init_lr)
-    TK_OPTV_GAMMA,         // step's decay factor gamma (1 for the other schedules: no decay)
+    TK_OPTV_GAMMA,         // the decay factor gamma of step and warmup_hold_exp (1 for the other
+                           // schedules: no decay)
     TK_OPTV_MILESTONE_EPOCHS, // step's milestones in epochs (an array: integers where whole; [] for
                               // the other schedules)
+    TK_OPTV_HOLD_EPOCHS,   // warmup_hold_exp's hold_epochs (0 for the other schedules)
+    TK_OPTV_MAX_GRAD_NORM, // the gradient clipping norm, max_grad_norm (0: no clipping)
 } tk_optv;
 
 // One MLLOG key of a benchmark's optimizer (its rules' name for it); a workload lists them in its
