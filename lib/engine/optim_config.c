@@ -29,6 +29,7 @@ static const struct keydesc {
     {"weight_decay", O_ALL, S_ALL},
     {"max_grad_norm", O_ALL, S_ALL},
     {"skip_nonfinite", O_ALL, S_ALL},
+    {"ema", O_ALL, S_ALL},
     {"momentum", O_SGD | O_LARS, S_ALL},
     {"dampening", O_SGD, S_ALL},
     {"nesterov", O_SGD | O_LARS, S_ALL},
@@ -302,6 +303,8 @@ int tk_opt_config_parse(const json_t *obj, const char *file, const char *jpath, 
     cfg->schedule = sched_names[si];
     TRY(parse_hp(&c, oi, &cfg->hp));
     TRY(parse_sched(&c, si, steps_per_epoch, cfg));
+    // the weights' moving average for evaluation (kernels/ema.h; 0: none)
+    TRY(num(&c, "ema", 0, 1, 1, 0, &cfg->ema));
     // What the config parser accepts the ops must take (a failure here is a bug in this file).
     if (tk_optim_check(&cfg->hp, 0, NULL, 0, TK_BF16, e)) return TK_EINTERNAL;
     return 0;
