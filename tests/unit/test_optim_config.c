@@ -127,6 +127,22 @@ TK_TEST(mlperf_bert_and_resnet_settings) {
     CHECK_STR(c.schedule, "warmup_hold_exp");
 }
 
+// share/workloads/rnnt's sections parse (136 updates an epoch: 278528 samples / 2048).
+TK_TEST(rnnt_sections_parse) {
+    static const char *files[] = {"share/workloads/rnnt/config.json", "share/workloads/rnnt/tiny.json"};
+    for (int f = 0; f < 2; f++) {
+        tk_err e = {0};
+        tk_opt_config c;
+        json_t *root = json_load_file(files[f], 0, NULL);
+        CHECK(root != NULL);
+        if (!root) continue;
+        CHECK_EQ_INT(tk_opt_config_parse(json_object_get(root, "optimizer"), files[f], "optimizer", 136, &c, &e), 0);
+        json_decref(root);
+        CHECK(c.hp.kind == TK_OPT_LAMB && c.lr.kind == TK_LR_WARMUP_HOLD_EXP && c.hp.max_grad_norm == 1);
+        CHECK(c.ema > 0 && c.lr.min_lr == 1e-5 && c.hp.eps == 1e-9);
+    }
+}
+
 // Each mistake: the optimizer object, steps per epoch, and the exact what and where.
 #define O "cfg.json: $.optimizer"
 #define NAMES "\"sgd\", \"adam\", \"adamw\", \"lamb\", \"lars\""
