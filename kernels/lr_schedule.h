@@ -55,6 +55,18 @@
 //   otherwise:         p = min((s - warmup_steps) / (total_steps - warmup_steps), 1)
 //                      lr = end_lr + (base_lr - end_lr) * (1 + cos(pi * p)) / 2
 //
+// TK_LR_WARMUP_HOLD_EXP (MLPerf RNN-T: lr_policy(policy='exponential') in the reference's
+//   rnn_speech_recognition/pytorch/common/optimizers.py, as train.py calls it before each update
+//   with its 1-based update count r = s + 1 and its 1-based epoch e = floor(s / epoch_steps) + 1;
+//   warmup_steps = warmup epochs x epoch_steps, hold_steps = hold epochs x epoch_steps, both
+//   whole epochs as the reference's integer arguments):
+//   r < warmup_steps:                 a = (r + 1) / (warmup_steps + 1)
+//   r < warmup_steps + hold_steps:    a = 1
+//   otherwise:                        a = gamma^(e - (warmup_steps + hold_steps) / epoch_steps)
+//   lr = max(base_lr * a, min_lr)
+//   So the first update runs at 2 / (W + 1) of the peak, the last update of the hold's last epoch
+//   already decays (a = gamma^0 = 1), and each later epoch multiplies the rate by gamma once.
+//
 // The linear warm-up of POLY, STEP and COSINE in general (tk_lr_linear_warmup), from a rate
 // i = warmup_init_lr in periods of q = warmup_period updates (both 0 above: i = 0, q = 1):
 //   k = min((floor(s / q) + 1) * q, warmup_steps)      (the updates at the end of s's period)
@@ -67,7 +79,8 @@
 // WARMUP_POLY: base_lr, warmup_steps, start_warmup, total_steps, end_lr, power.
 // LARS_POLY: base_lr, warmup_steps, total_steps, end_lr, power. STEP: base_lr, warmup_steps,
 // milestones, nmilestones, gamma. COSINE: base_lr, warmup_steps, total_steps, end_lr. POLY, STEP
-// and COSINE also warmup_init_lr and warmup_period.
+// and COSINE also warmup_init_lr and warmup_period. WARMUP_HOLD_EXP: base_lr, warmup_steps,
+// hold_steps, epoch_steps, gamma, min_lr.
 // lib/engine/optim_config.c builds this struct from a config and checks the ranges
 // (man/man5/trainkit-optimizer.5); the ops assume a checked struct.
 #ifndef TK_KERNELS_LR_SCHEDULE_H
@@ -102,6 +115,7 @@ typedef enum {
     TK_LR_LARS_POLY = 2,   // MLPerf ResNet-50 LARS (poly power 2 after warm-up epochs)
     TK_LR_STEP = 3,        // multi-step decay by gamma at milestones
     TK_LR_COSINE = 4,      // cosine annealing to end_lr
+    TK_LR_WARMUP_HOLD_EXP = 5, // MLPerf RNN-T (warm-up, hold, exponential decay per epoch)
 } tk_lr_kind;
 
 #define TK_LR_MAX_MILESTONES 16
@@ -112,18 +126,21 @@ typedef struct tk_lr_sched {
     int64_t decay_start;   // POLY: 0-based update index where the decay starts
     int64_t decay_steps;   // POLY
     double power;          // POLY, WARMUP_POLY, LARS_POLY (2 for MLPerf DLRM and ResNet, 1 for BERT)
-    double min_lr;         // POLY: floor (0 = none)
+    double min_lr;         // POLY, WARMUP_HOLD_EXP: floor (0 = none)
     // The fields below were added for the other kinds; zero keeps TK_LR_POLY.
     tk_lr_kind kind;
     int64_t start_warmup;  // WARMUP_POLY: NVIDIA's start_warmup_step (<= 0)
     int64_t total_steps;   // WARMUP_POLY, LARS_POLY, COSINE
     double end_lr;         // WARMUP_POLY, LARS_POLY, COSINE
-    double gamma;          // STEP
+    double gamma;          // STEP, WARMUP_HOLD_EXP
     int nmilestones;       // STEP: milestones[0 .. nmilestones), 0-based update indices
     int64_t milestones[TK_LR_MAX_MILESTONES];
     // Added for the warm-up from a rate (zero: the warm-up from 0 at every update, as before).
     double warmup_init_lr;  // POLY, STEP, COSINE: the rate the linear warm-up starts from
     int64_t warmup_period;  // POLY, STEP, COSINE: updates that share a warm-up rate (0, 1: none)
+    // Added for WARMUP_HOLD_EXP.
+    int64_t hold_steps;     // updates at base_lr after the warm-up (whole epochs)
+    int64_t epoch_steps;    // updates per epoch (> 0): the decay's exponent counts epochs
 } tk_lr_sched;
 
 // The linear warm-up of POLY, STEP and COSINE (above). From a rate or in periods, in the 3D U-Net
@@ -168,6 +185,14 @@ static inline TK_HOSTDEV double tk_lr_formula(const tk_lr_sched *s, int64_t step
         double p = (double)(step - s->warmup_steps) / (double)(s->total_steps - s->warmup_steps);
         p = p < 1 ? p : 1;
         return TK_DADD(s->end_lr, TK_DMUL(s->base_lr - s->end_lr, 1 + cos(3.141592653589793 * p)) / 2);
+    }
+    case TK_LR_WARMUP_HOLD_EXP: {
+        const int64_t r = step + 1, w = s->warmup_steps, h = s->hold_steps;
+        double a = 1;
+        if (r < w) a = (double)(r + 1) / (double)(w + 1);
+        else if (r >= w + h) a = pow(s->gamma, (double)(step / s->epoch_steps + 1 - (w + h) / s->epoch_steps));
+        const double lr = s->base_lr * a;
+        return lr > s->min_lr ? lr : s->min_lr;
     }
     default: // TK_LR_POLY
         if (s->warmup_steps > 0 && step < s->warmup_steps) return tk_lr_linear_warmup(s, step);

@@ -89,7 +89,11 @@ static int record_eval(tk_run *r, double v, int64_t step, double secs, const cha
 static int eval_inprocess(tk_run *r, tk_err *e) {
     double t0 = tk_now(), v;
     TRY(TK_MLLOG_START(&r->log, "eval_start", NULL, eval_epoch(r, r->step), e));
-    TRY(r->wl->evaluate(r->I.model, r->es, &v, e));
+    TRY(tk_instance_ema_swap(&r->I, e)); // (the moving average's weights, when there is one)
+    int rc = r->wl->evaluate(r->I.model, r->es, &v, e);
+    tk_err e2; // (the trained weights back even after a failed evaluation; its error kept)
+    int rs = tk_instance_ema_swap(&r->I, rc ? &e2 : e);
+    TRY(rc ? rc : rs);
     return record_eval(r, v, r->step, tk_now() - t0, NULL, e);
 }
 

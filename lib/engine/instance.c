@@ -228,6 +228,7 @@ int tk_instance_write_step(tk_instance *I, int64_t step, tk_err *e) {
 int tk_instance_init_weights(tk_instance *I, uint64_t seed, tk_err *e) {
     TRY(I->wl->init_weights(I->model, seed, e));
     if (I->wl->weights_loaded) TRY(I->wl->weights_loaded(I->model, e));
+    TRY(tk_optimizer_ema_reset(&I->opt, &I->P, e)); // (the average starts at the initial weights)
     TRY(tk_memset0(I->c, I->step, 8, TK_STREAM_COMPUTE, e));
     TRY(tk_memset0(I->c, I->loss_acc, 16, TK_STREAM_COMPUTE, e));
     return tk_ctx_sync(I->c, e);
@@ -240,9 +241,17 @@ int tk_instance_save(tk_instance *I, const char *path, const json_t *meta, tk_er
 int tk_instance_load(tk_instance *I, const char *path, int flags, json_t **meta, int *verified, tk_err *e) {
     int rc = tk_ckpt_load(&I->P, path, flags, meta, verified, e);
     if (!rc && I->wl->weights_loaded) rc = I->wl->weights_loaded(I->model, e);
+    // weights alone (--init-checkpoint): the moving average starts at them, as at an initialization
+    if (!rc && (flags & TK_CKPT_MODEL_ONLY)) rc = tk_optimizer_ema_reset(&I->opt, &I->P, e);
     if (rc && meta) {
         json_decref(*meta);
         *meta = NULL;
     }
     return rc;
+}
+
+int tk_instance_ema_swap(tk_instance *I, tk_err *e) {
+    if (!I->opt.ema) return 0;
+    TRY(tk_optimizer_ema_swap(&I->opt, &I->P, e));
+    return I->wl->weights_loaded ? I->wl->weights_loaded(I->model, e) : 0;
 }

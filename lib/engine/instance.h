@@ -70,6 +70,11 @@ int tk_instance_write_step(tk_instance *I, int64_t step, tk_err *e);
 // draws them, its weights_loaded (NULL: none) refreshes what derives from them, the step and the
 // loss accumulator are zeroed, and the backend synced.
 int tk_instance_init_weights(tk_instance *I, uint64_t seed, tk_err *e);
+// With the optimizer's "ema" (the weights' moving average, kernels/ema.h): exchanges the model's
+// dense weights and the average, refreshes the compute copy and calls the workload's
+// weights_loaded. The engine calls it around each in-process evaluation, so evaluation runs on the
+// average and training resumes on its own weights bit for bit. Without an average: nothing.
+int tk_instance_ema_swap(tk_instance *I, tk_err *e);
 // Checkpoints of the model's tensors and the optimizer's state (lib/engine/ckpt.h). Load: every
 // tensor this rank holds (TK_CKPT_MODEL_ONLY: not the optimizer's state), then the workload's
 // weights_loaded; *verified as tk_ckpt_load.

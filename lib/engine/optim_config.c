@@ -9,14 +9,15 @@
 
 static const char *const opt_names[] = {"sgd", "adam", "adamw", "lamb", "lars"};
 static const tk_opt_kind opt_kinds[] = {TK_OPT_SGD, TK_OPT_ADAM, TK_OPT_ADAMW, TK_OPT_LAMB, TK_OPT_LARS};
-static const char *const sched_names[] = {"poly", "warmup_poly", "lars_poly", "step", "cosine"};
-static const tk_lr_kind sched_kinds[] = {TK_LR_POLY, TK_LR_WARMUP_POLY, TK_LR_LARS_POLY, TK_LR_STEP, TK_LR_COSINE};
+static const char *const sched_names[] = {"poly", "warmup_poly", "lars_poly", "step", "cosine", "warmup_hold_exp"};
+static const tk_lr_kind sched_kinds[] = {TK_LR_POLY, TK_LR_WARMUP_POLY, TK_LR_LARS_POLY, TK_LR_STEP, TK_LR_COSINE,
+                                         TK_LR_WARMUP_HOLD_EXP};
 #define NOPT 5
-#define NSCHED 5
+#define NSCHED 6
 
 // Bit sets over opt_names / sched_names.
 enum { O_SGD = 1, O_ADAM = 2, O_ADAMW = 4, O_LAMB = 8, O_LARS = 16, O_ALL = 31, O_MOMENTS = O_ADAM | O_ADAMW | O_LAMB };
-enum { S_POLY = 1, S_WPOLY = 2, S_LARS = 4, S_STEP = 8, S_COS = 16, S_ALL = 31 };
+enum { S_POLY = 1, S_WPOLY = 2, S_LARS = 4, S_STEP = 8, S_COS = 16, S_EXP = 32, S_ALL = 63 };
 
 static const struct keydesc {
     const char *key;
@@ -28,6 +29,7 @@ static const struct keydesc {
     {"weight_decay", O_ALL, S_ALL},
     {"max_grad_norm", O_ALL, S_ALL},
     {"skip_nonfinite", O_ALL, S_ALL},
+    {"ema", O_ALL, S_ALL},
     {"momentum", O_SGD | O_LARS, S_ALL},
     {"dampening", O_SGD, S_ALL},
     {"nesterov", O_SGD | O_LARS, S_ALL},
@@ -36,21 +38,22 @@ static const struct keydesc {
     {"eps", O_MOMENTS | O_LARS, S_ALL},
     {"bias_correction", O_MOMENTS, S_ALL},
     {"trust_coef", O_LARS, S_ALL},
-    {"warmup_steps", O_ALL, S_ALL},
-    {"warmup_epochs", O_ALL, S_LARS | S_COS | S_STEP},
+    {"warmup_steps", O_ALL, S_ALL & ~S_EXP},
+    {"warmup_epochs", O_ALL, S_LARS | S_COS | S_STEP | S_EXP},
     {"warmup_init_lr", O_ALL, S_POLY | S_STEP | S_COS},
     {"warmup_per_epoch", O_ALL, S_POLY | S_STEP | S_COS},
     {"decay_start_step", O_ALL, S_POLY},
     {"decay_steps", O_ALL, S_POLY},
     {"poly_power", O_ALL, S_POLY | S_WPOLY | S_LARS},
-    {"min_lr", O_ALL, S_POLY},
+    {"min_lr", O_ALL, S_POLY | S_EXP},
     {"start_warmup_step", O_ALL, S_WPOLY},
     {"total_steps", O_ALL, S_WPOLY | S_LARS | S_COS},
     {"total_epochs", O_ALL, S_LARS | S_COS},
     {"end_lr", O_ALL, S_WPOLY | S_LARS | S_COS},
     {"milestones", O_ALL, S_STEP},
     {"milestone_epochs", O_ALL, S_STEP},
-    {"gamma", O_ALL, S_STEP},
+    {"gamma", O_ALL, S_STEP | S_EXP},
+    {"hold_epochs", O_ALL, S_EXP},
 };
 
 // Step counts are at most 2^40 (a trillion updates), so the schedule's integer arithmetic cannot
@@ -216,11 +219,33 @@ static int parse_hp(const ctx *c, int oi, tk_opt_hp *hp) {
     return 0;
 }
 
+// warmup_hold_exp (MLPerf RNN-T): whole epochs of warm-up and hold as the reference's integer
+// arguments, the decay factor per epoch, the floor (the reference's default min_lr 1e-5).
+static int parse_exp(const ctx *c, int64_t spe, tk_opt_config *cfg) {
+    tk_lr_sched *s = &cfg->lr;
+    int64_t w, h;
+    if (spe <= 0) return bad(c, "lr_schedule", "warmup_hold_exp needs the steps per epoch, which this workload does not give");
+    TRY(integer(c, "warmup_epochs", 0, 1000000, 0, &w));
+    TRY(integer(c, "hold_epochs", 0, 1000000, 0, &h));
+    if ((double)(w + h) * (double)spe > (double)MAX_STEPS)
+        return bad(c, "hold_epochs", "%lld epochs of %lld steps is too many steps", (long long)(w + h), (long long)spe);
+    TRY(num(c, "gamma", 0, 1, 0, NAN, &s->gamma));
+    if (!(s->gamma > 0)) return bad(c, "gamma", "expected a number in (0, 1]");
+    TRY(num(c, "min_lr", 0, 1e6, 0, 1e-5, &s->min_lr));
+    s->epoch_steps = spe;
+    s->warmup_steps = w * spe;
+    s->hold_steps = h * spe;
+    cfg->warmup_epochs = (double)w;
+    return 0;
+}
+
 static int parse_sched(const ctx *c, int si, int64_t spe, tk_opt_config *cfg) {
     tk_lr_sched *s = &cfg->lr;
     memset(s, 0, sizeof *s);
     s->kind = sched_kinds[si];
     TRY(num(c, "base_lr", 0, 1e6, 0, NAN, &s->base_lr));
+    cfg->total_epochs = -1;
+    if (s->kind == TK_LR_WARMUP_HOLD_EXP) return parse_exp(c, spe, cfg);
     int epochs_ok = s->kind == TK_LR_LARS_POLY || s->kind == TK_LR_COSINE || s->kind == TK_LR_STEP;
     TRY(steps_or_epochs(c, "warmup_steps", epochs_ok ? "warmup_epochs" : NULL, spe, 0, &s->warmup_steps,
                         &cfg->warmup_epochs));
@@ -233,7 +258,6 @@ static int parse_sched(const ctx *c, int si, int64_t spe, tk_opt_config *cfg) {
             return bad(c, "warmup_per_epoch", "needs the steps per epoch, which this workload does not give");
         s->warmup_period = per_epoch ? spe : 0;
     }
-    cfg->total_epochs = -1;
     switch (s->kind) {
     case TK_LR_POLY:
         TRY(integer(c, "decay_start_step", 0, MAX_STEPS, 0, &s->decay_start));
@@ -261,6 +285,7 @@ static int parse_sched(const ctx *c, int si, int64_t spe, tk_opt_config *cfg) {
         TRY(num(c, "gamma", 0, 1, 0, 0.1, &s->gamma));
         if (!(s->gamma > 0)) return bad(c, "gamma", "expected a number in (0, 1]");
         break;
+    case TK_LR_WARMUP_HOLD_EXP: break; // parse_exp (above)
     }
     return 0;
 }
@@ -278,6 +303,8 @@ int tk_opt_config_parse(const json_t *obj, const char *file, const char *jpath, 
     cfg->schedule = sched_names[si];
     TRY(parse_hp(&c, oi, &cfg->hp));
     TRY(parse_sched(&c, si, steps_per_epoch, cfg));
+    // the weights' moving average for evaluation (kernels/ema.h; 0: none)
+    TRY(num(&c, "ema", 0, 1, 1, 0, &cfg->ema));
     // What the config parser accepts the ops must take (a failure here is a bug in this file).
     if (tk_optim_check(&cfg->hp, 0, NULL, 0, TK_BF16, e)) return TK_EINTERNAL;
     return 0;

@@ -20,9 +20,12 @@ typedef struct tk_opt_config {
     tk_opt_hp hp;
     tk_lr_sched lr;
     const char *name;      // "sgd", "adam", "adamw", "lamb", "lars" (static strings)
-    const char *schedule;  // "poly", "warmup_poly", "lars_poly", "step", "cosine"
+    const char *schedule;  // "poly", "warmup_poly", "lars_poly", "step", "cosine",
+                           // "warmup_hold_exp"
     double warmup_epochs;  // as given in the config, or -1 when given in steps (for MLLOG)
     double total_epochs;   // likewise
+    double ema;            // the decay of the weights' moving average evaluation runs on
+                           // (kernels/ema.h), in [0, 1); 0: none
     uint32_t given_int;    // bit i: key i of the section's key table was written as a JSON integer
                            // (tk_opt_config_given_int: MLLOG keeps the config's form, 37 not 37.0)
 } tk_opt_config;

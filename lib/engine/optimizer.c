@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ema.h"
 #include "optim.h"
 #include "sgd.h"
 
@@ -25,10 +26,46 @@ static int is_plain_sgd(const tk_opt_hp *hp) {
            !hp->skip_nonfinite;
 }
 
+// n floats of the dense span's layout at buf, as one extern tensor per dense tensor named
+// PREFIX.NAME (the checkpoint carries them).
+static int add_views(tk_params *P, const char *prefix, float *buf, tk_err *e) {
+    int nd = P->ndense;
+    for (int i = 0; i < nd; i++) {
+        // (a copy: adding a tensor may move P->p)
+        const tk_param p = P->p[i];
+        char name[TK_PARAM_NAME];
+        if (snprintf(name, sizeof name, "%s.%s", prefix, p.name) >= (int)sizeof name)
+            return tk_err_set(e, TK_EINTERNAL, "optimizer: tensor name too long: %s", p.name);
+        const int64_t off = p.w ? (int64_t)((const float *)p.w - P->dense_w) : 0;
+        TRY(tk_params_add_extern(P, name, TK_F32, p.ndim, p.shape, -1, buf + off, e));
+    }
+    return 0;
+}
+
+// The moving average's buffer and tensors (cfg.ema > 0).
+static int ema_init(tk_optimizer *o, tk_params *P, tk_err *e) {
+    if (!(o->cfg.ema > 0) || P->ndense == 0) return 0;
+    TRY(tk_malloc(o->c, (void **)&o->ema, P->dense_n * sizeof(float), e));
+    TRY(tk_memset0(o->c, o->ema, P->dense_n * sizeof(float), TK_STREAM_COMPUTE, e));
+    return add_views(P, "ema", o->ema, e);
+}
+
+int tk_optimizer_ema_reset(tk_optimizer *o, tk_params *P, tk_err *e) {
+    if (!o->ema) return 0;
+    return tk_memcpy_d2d(o->c, o->ema, P->dense_w, P->dense_n * sizeof(float), TK_STREAM_COMPUTE, e);
+}
+
+int tk_optimizer_ema_swap(tk_optimizer *o, tk_params *P, tk_err *e) {
+    if (!o->ema) return 0;
+    TRY(tk_ema_swap(o->c, o->ema, P->dense_w, P->dense_n, e));
+    return tk_params_refresh_copy(P, e);
+}
+
 int tk_optimizer_init(tk_optimizer *o, const tk_opt_config *cfg, tk_params *P, tk_err *e) {
     memset(o, 0, sizeof *o);
     o->cfg = *cfg;
     o->c = P->c;
+    TRY(ema_init(o, P, e));
     // DLRM's MLPerf optimizer is plain SGD: its one-launch update (tk_sgd_update, the same bits as
     // before the engine); everything else goes through the flat-buffer optimizer.
     o->plain_sgd = is_plain_sgd(&cfg->hp);
@@ -53,17 +90,8 @@ int tk_optimizer_init(tk_optimizer *o, const tk_opt_config *cfg, tk_params *P, t
     TRY(tk_malloc(o->c, (void **)&o->state, sf * P->dense_n * sizeof(float), e));
     TRY(tk_memset0(o->c, o->state, sf * P->dense_n * sizeof(float), TK_STREAM_COMPUTE, e));
     // The state as tensors of the checkpoint, one per dense tensor and moment.
-    static const char *const moment[2] = {"m", "v"};
-    for (size_t k = 0; k < sf; k++)
-        for (int i = 0; i < o->nseg; i++) {
-            // (a copy: adding a tensor may move P->p)
-            const tk_param p = P->p[i];
-            char name[TK_PARAM_NAME];
-            if (snprintf(name, sizeof name, "optimizer.%s.%s", moment[k], p.name) >= (int)sizeof name)
-                return tk_err_set(e, TK_EINTERNAL, "optimizer: tensor name too long: %s", p.name);
-            TRY(tk_params_add_extern(P, name, TK_F32, p.ndim, p.shape, -1,
-                                     o->state + k * P->dense_n + o->seg_host[i].off, e));
-        }
+    static const char *const moment[2] = {"optimizer.m", "optimizer.v"};
+    for (size_t k = 0; k < sf; k++) TRY(add_views(P, moment[k], o->state + k * P->dense_n, e));
     return 0;
 }
 
@@ -72,6 +100,7 @@ void tk_optimizer_release(tk_optimizer *o) {
     if (o->state) tk_free(o->c, o->state);
     if (o->seg_dev) tk_free(o->c, o->seg_dev);
     if (o->ws) tk_free(o->c, o->ws);
+    if (o->ema) tk_free(o->c, o->ema);
     free(o->seg_host);
     memset(o, 0, sizeof *o);
 }
@@ -82,11 +111,11 @@ int tk_optimizer_schedule(tk_optimizer *o, int64_t *step, float *lr, tk_err *e) 
 
 int tk_optimizer_update(tk_optimizer *o, tk_params *P, const float *lr, int64_t *step, tk_err *e) {
     if (o->plain_sgd)
-        return tk_sgd_update(o->c, P->dense_w, P->dense_g, P->dense_n, lr, P->copy, P->copy ? P->copy_type : TK_F32, e);
-    if (o->nseg == 0) return 0;
-    // (the copy type is only read when there is a copy)
-    return tk_optim_step(o->c, &o->cfg.hp, P->dense_w, P->dense_g, o->state, P->dense_n, o->seg_dev, o->seg_host,
-                         o->nseg, lr, step, P->copy, P->copy ? P->copy_type : TK_BF16, o->ws, e);
+        TRY(tk_sgd_update(o->c, P->dense_w, P->dense_g, P->dense_n, lr, P->copy, P->copy ? P->copy_type : TK_F32, e));
+    else if (o->nseg > 0) // (the copy type is only read when there is a copy)
+        TRY(tk_optim_step(o->c, &o->cfg.hp, P->dense_w, P->dense_g, o->state, P->dense_n, o->seg_dev, o->seg_host,
+                          o->nseg, lr, step, P->copy, P->copy ? P->copy_type : TK_BF16, o->ws, e));
+    return o->ema ? tk_ema_update(o->c, o->ema, P->dense_w, P->dense_n, o->cfg.ema, e) : 0;
 }
 
 // ---- MLLOG ----
@@ -96,12 +125,12 @@ static double optv_value(const tk_run_cfg *run, tk_optv v, const char **src) {
     const tk_opt_config *o = &run->opt;
     const tk_lr_sched *s = &o->lr;
     const double spe = run->steps_per_epoch > 0 ? (double)run->steps_per_epoch : 0;
-    const int poly = s->kind == TK_LR_POLY;
+    const int poly = s->kind == TK_LR_POLY, floor_min = poly || s->kind == TK_LR_WARMUP_HOLD_EXP;
     *src = NULL;
     switch (v) {
     case TK_OPTV_NAME: return 0;
     case TK_OPTV_BASE_LR: return *src = "base_lr", s->base_lr;
-    case TK_OPTV_END_LR: return poly ? (*src = "min_lr", s->min_lr) : (*src = "end_lr", s->end_lr);
+    case TK_OPTV_END_LR: return floor_min ? (*src = "min_lr", s->min_lr) : (*src = "end_lr", s->end_lr);
     case TK_OPTV_POLY_POWER: return *src = "poly_power", s->power;
     case TK_OPTV_WARMUP_STEPS: return (double)s->warmup_steps;
     case TK_OPTV_WARMUP_EPOCHS:
@@ -122,8 +151,14 @@ static double optv_value(const tk_run_cfg *run, tk_optv v, const char **src) {
     case TK_OPTV_BETA2: return *src = "beta2", o->hp.beta2;
     case TK_OPTV_ZERO: return 0;
     case TK_OPTV_INIT_LR: return *src = "warmup_init_lr", s->warmup_init_lr;
-    case TK_OPTV_GAMMA: return s->kind == TK_LR_STEP ? (*src = "gamma", s->gamma) : 1.0;
+    case TK_OPTV_GAMMA:
+        return s->kind == TK_LR_STEP || s->kind == TK_LR_WARMUP_HOLD_EXP ? (*src = "gamma", s->gamma) : 1.0;
     case TK_OPTV_MILESTONE_EPOCHS: return 0;
+    case TK_OPTV_HOLD_EPOCHS:
+        *src = "hold_epochs";
+        return s->epoch_steps > 0 ? (double)(s->hold_steps / s->epoch_steps) : 0;
+    case TK_OPTV_MAX_GRAD_NORM: return *src = "max_grad_norm", o->hp.max_grad_norm;
+    case TK_OPTV_EMA: return *src = "ema", o->ema;
     }
     return 0;
 }

@@ -28,6 +28,7 @@ typedef struct tk_optimizer {
     tk_opt_seg *seg_host, *seg_dev;
     int nseg;
     void *ws;
+    float *ema;              // cfg.ema > 0: the dense span's moving average (dense_n floats), else NULL
 } tk_optimizer;
 
 // The "optimizer" section of root (file names it in errors); steps_per_epoch converts the keys
@@ -38,14 +39,24 @@ double tk_optimizer_lr_at(const tk_opt_config *cfg, int64_t step);
 
 // Prepares the update of P's dense span (after tk_params_alloc): its segments, workspace and
 // state, the state's tensors added to P as extern views ("optimizer.m.NAME", "optimizer.v.NAME"),
-// so checkpoints carry it and --resume is bit-identical.
+// so checkpoints carry it and --resume is bit-identical. With cfg->ema > 0 also the weights'
+// moving average, its tensors "ema.NAME" (set it with tk_optimizer_ema_reset once the weights are).
 int tk_optimizer_init(tk_optimizer *o, const tk_opt_config *cfg, tk_params *P, tk_err *e);
 void tk_optimizer_release(tk_optimizer *o);
 // The schedule: lr (device f32) for update *step (device i64), which it then increments.
 int tk_optimizer_schedule(tk_optimizer *o, int64_t *step, float *lr, tk_err *e);
 // One update of P's dense span with its gradients at lr; step counts the updates including this
-// one (decremented when a non-finite gradient is skipped). Writes P's compute copy too.
+// one (decremented when a non-finite gradient is skipped). Writes P's compute copy too, then moves
+// the moving average (when there is one) towards the new weights: the reference's apply_ema after
+// every optimizer step, skipped ones included.
 int tk_optimizer_update(tk_optimizer *o, tk_params *P, const float *lr, int64_t *step, tk_err *e);
+// The moving average := P's dense weights (after an initialization or a load of the weights
+// alone; the reference's copy of the model). No average: nothing.
+int tk_optimizer_ema_reset(tk_optimizer *o, tk_params *P, tk_err *e);
+// Exchanges P's dense weights and the moving average, then refreshes P's compute copy: called
+// before an evaluation (it runs on the average) and after it (the trained weights back, bit for
+// bit). No average: nothing.
+int tk_optimizer_ema_swap(tk_optimizer *o, tk_params *P, tk_err *e);
 
 // ---- the optimizer's MLLOG keys ----
 // What a key's value is, read from the parsed "optimizer" section (run->opt): the engine logs what
@@ -53,7 +64,7 @@ int tk_optimizer_update(tk_optimizer *o, tk_params *P, const float *lr, int64_t 
 typedef enum tk_optv {
     TK_OPTV_NAME,          // the optimizer's name ("sgd", "lamb", "lars", ...): a string
     TK_OPTV_BASE_LR,
-    TK_OPTV_END_LR,        // the schedule's floor: min_lr (poly) or end_lr (the others)
+    TK_OPTV_END_LR,        // the schedule's floor: min_lr (poly, warmup_hold_exp) or end_lr (the others)
     TK_OPTV_POLY_POWER,
     TK_OPTV_WARMUP_STEPS,
     TK_OPTV_WARMUP_EPOCHS, // warmup_epochs as given, else the warm-up steps / steps per epoch
@@ -70,9 +81,13 @@ typedef enum tk_optv {
     TK_OPTV_BETA2,
     TK_OPTV_ZERO,          // the number 0 (a key the rules want whose value is fixed at 0)
     TK_OPTV_INIT_LR,       // the rate the warm-up starts from (warmup_init_lr)
-    TK_OPTV_GAMMA,         // step's decay factor gamma (1 for the other schedules: no decay)
+    TK_OPTV_GAMMA,         // the decay factor gamma of step and warmup_hold_exp (1 for the other
+                           // schedules: no decay)
     TK_OPTV_MILESTONE_EPOCHS, // step's milestones in epochs (an array: integers where whole; [] for
                               // the other schedules)
+    TK_OPTV_HOLD_EPOCHS,   // warmup_hold_exp's hold_epochs (0 for the other schedules)
+    TK_OPTV_MAX_GRAD_NORM, // the gradient clipping norm, max_grad_norm (0: no clipping)
+    TK_OPTV_EMA,           // the decay of the weights' moving average, ema (0: none)
 } tk_optv;
 
 // One MLLOG key of a benchmark's optimizer (its rules' name for it); a workload lists them in its

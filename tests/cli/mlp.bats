@@ -6,13 +6,11 @@
 # checkpoints with no workload code in cmd/.
 
 load compare
+load criteo_small
 
 setup_file() {
-    export OMP_WAIT_POLICY=passive
     cd "$BATS_FILE_TMPDIR"
-    prep synth criteo --days 2 --rows-per-day 40000 --seed 5 -o raw >/dev/null
-    prep criteo --max-ind-range 1024 -o train.tks raw/day_0
-    prep criteo --max-ind-range 1024 -o eval.tks raw/day_1
+    criteo_small
 }
 
 setup() {

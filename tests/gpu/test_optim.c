@@ -69,3 +69,10 @@ TK_TEST(lr_schedule_warmup_from_a_rate_per_epoch) {
                      .warmup_period = 3, .gamma = 0.5, .nmilestones = 1, .milestones = {15}};
     CHECK(lr_compare(tk_failed_, "lr_schedule_warmup_per_epoch", &s, 24) == 0);
 }
+
+// MLPerf RNN-T's warm-up, hold and exponential decay per epoch (7 updates an epoch), down to the floor.
+TK_TEST(lr_schedule_warmup_hold_exp) {
+    tk_lr_sched s = {.kind = TK_LR_WARMUP_HOLD_EXP, .base_lr = 0.007, .warmup_steps = 14, .hold_steps = 21,
+                     .epoch_steps = 7, .gamma = 0.939, .min_lr = 0.0049};
+    CHECK(lr_compare(tk_failed_, "lr_schedule_warmup_hold_exp", &s, 100) <= 1);
+}

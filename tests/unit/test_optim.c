@@ -311,6 +311,22 @@ TK_TEST(schedule_step_and_cosine) {
 
 // The warm-up from a rate in periods of updates (MLPerf 3D U-Net: per epoch from
 // init_learning_rate): i + (base - i) k / W, k the updates at the end of the step's period, at most W.
+// MLPerf RNN-T's lr_policy(policy='exponential'), worked by hand for 2 warm-up epochs and 1 hold
+// epoch of 3 updates: the reference's update count r = s + 1 warms up to (r + 1) / 7 while r < 6,
+// holds while r < 9, then gamma^(epoch - 3) with the 1-based epoch s / 3 + 1, floored at min_lr.
+TK_TEST(schedule_warmup_hold_exp_mlperf_rnnt) {
+    tk_lr_sched s = {.kind = TK_LR_WARMUP_HOLD_EXP, .base_lr = 1, .warmup_steps = 6, .hold_steps = 3,
+                     .epoch_steps = 3, .gamma = 0.5, .min_lr = 0.1};
+    CHECK(tk_lr_at(&s, 0) == 2.0 / 7 && tk_lr_at(&s, 4) == 6.0 / 7);
+    CHECK(tk_lr_at(&s, 5) == 1 && tk_lr_at(&s, 7) == 1);
+    CHECK(tk_lr_at(&s, 8) == 1); // r = 9 decays, in epoch 3: 0.5^0
+    CHECK(tk_lr_at(&s, 9) == 0.5 && tk_lr_at(&s, 11) == 0.5 && tk_lr_at(&s, 12) == 0.25);
+    CHECK(tk_lr_at(&s, 15) == 0.125 && tk_lr_at(&s, 18) == 0.1 && tk_lr_at(&s, 999) == 0.1);
+    // no warm-up, no hold: the reference's gamma^epoch, so the first epoch already runs at gamma
+    s.base_lr = 3, s.warmup_steps = 0, s.hold_steps = 0;
+    CHECK(tk_lr_at(&s, 0) == 1.5 && tk_lr_at(&s, 2) == 1.5 && tk_lr_at(&s, 3) == 0.75);
+}
+
 TK_TEST(schedule_warmup_from_a_rate_per_period) {
     tk_lr_sched s = {.kind = TK_LR_STEP, .base_lr = 2, .warmup_steps = 6, .warmup_init_lr = 0.5, .warmup_period = 3,
                      .gamma = 0.5, .nmilestones = 1, .milestones = {9}};

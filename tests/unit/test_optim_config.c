@@ -117,6 +117,30 @@ TK_TEST(mlperf_bert_and_resnet_settings) {
     CHECK_EQ_INT(parse("{\"name\": \"sgd\", \"base_lr\": 2.0, \"lr_schedule\": \"cosine\", \"warmup_steps\": 10, "
                        "\"warmup_init_lr\": 0.5, \"total_steps\": 20}", 0, &c, &e), 0);
     CHECK(c.lr.warmup_period == 0 && c.lr.warmup_init_lr == 0.5);
+    // MLPerf RNN-T (NVIDIA's v1.1 run on one DGX A100): LAMB, 6 warm-up and 33 hold epochs, then
+    // 0.939 per epoch down to 1e-5 (the default floor, the reference's min_lr)
+    CHECK_EQ_INT(parse("{\"name\": \"lamb\", \"base_lr\": 0.007, \"eps\": 1e-9, \"weight_decay\": 1e-3, "
+                       "\"lr_schedule\": \"warmup_hold_exp\", \"warmup_epochs\": 6, \"hold_epochs\": 33, "
+                       "\"gamma\": 0.939}", 136, &c, &e), 0);
+    CHECK(c.lr.kind == TK_LR_WARMUP_HOLD_EXP && c.lr.warmup_steps == 816 && c.lr.hold_steps == 4488);
+    CHECK(c.lr.epoch_steps == 136 && c.lr.gamma == 0.939 && c.lr.min_lr == 1e-5 && c.warmup_epochs == 6);
+    CHECK_STR(c.schedule, "warmup_hold_exp");
+}
+
+// share/workloads/rnnt's sections parse (136 updates an epoch: 278528 samples / 2048).
+TK_TEST(rnnt_sections_parse) {
+    static const char *files[] = {"share/workloads/rnnt/config.json", "share/workloads/rnnt/tiny.json"};
+    for (int f = 0; f < 2; f++) {
+        tk_err e = {0};
+        tk_opt_config c;
+        json_t *root = json_load_file(files[f], 0, NULL);
+        CHECK(root != NULL);
+        if (!root) continue;
+        CHECK_EQ_INT(tk_opt_config_parse(json_object_get(root, "optimizer"), files[f], "optimizer", 136, &c, &e), 0);
+        json_decref(root);
+        CHECK(c.hp.kind == TK_OPT_LAMB && c.lr.kind == TK_LR_WARMUP_HOLD_EXP && c.hp.max_grad_norm == 1);
+        CHECK(c.ema > 0 && c.lr.min_lr == 1e-5 && c.hp.eps == 1e-9);
+    }
 }
 
 // Each mistake: the optimizer object, steps per epoch, and the exact what and where.
@@ -131,7 +155,8 @@ static const struct {
     {"{\"base_lr\": 1}", 0, "missing; expected one of " NAMES, O ".name"},
     {"{\"name\": \"rmsprop\", \"base_lr\": 1}", 0, "expected one of " NAMES, O ".name"},
     {"{\"name\": \"sgd\", \"base_lr\": 1, \"lr_schedule\": \"linear\"}", 0,
-     "expected one of \"poly\", \"warmup_poly\", \"lars_poly\", \"step\", \"cosine\"", O ".lr_schedule"},
+     "expected one of \"poly\", \"warmup_poly\", \"lars_poly\", \"step\", \"cosine\", \"warmup_hold_exp\"",
+     O ".lr_schedule"},
     {"{\"name\": \"adam\", \"base_lr\": 1, \"betaone\": 0.9}", 0, "unknown key \"betaone\"", O ".betaone"},
     {"{\"name\": \"sgd\", \"base_lr\": 1, \"beta1\": 0.9}", 0, "\"beta1\" is not a key of optimizer \"sgd\"",
      O ".beta1"},
@@ -174,6 +199,16 @@ static const struct {
     {"{\"name\": \"lamb\", \"base_lr\": 1, \"lr_schedule\": \"warmup_poly\", \"total_steps\": 9, "
      "\"warmup_init_lr\": 0.1}", 0, "\"warmup_init_lr\" is not a key of lr_schedule \"warmup_poly\"",
      O ".warmup_init_lr"},
+#define EXP "{\"name\": \"lamb\", \"base_lr\": 1, \"lr_schedule\": \"warmup_hold_exp\", "
+    {EXP "\"gamma\": 0.9}", 0, "warmup_hold_exp needs the steps per epoch, which this workload does not give",
+     O ".lr_schedule"},
+    {EXP "\"warmup_epochs\": 1.5, \"gamma\": 0.9}", 10, "expected an integer in [0, 1000000]", O ".warmup_epochs"},
+    {EXP "\"warmup_steps\": 5, \"gamma\": 0.9}", 10, "\"warmup_steps\" is not a key of lr_schedule \"warmup_hold_exp\"",
+     O ".warmup_steps"},
+    {EXP "\"hold_epochs\": 3}", 10, "missing; expected a number in [0, 1]", O ".gamma"},
+    {EXP "\"gamma\": 0}", 10, "expected a number in (0, 1]", O ".gamma"},
+    {"{\"name\": \"lamb\", \"base_lr\": 1, \"hold_epochs\": 3}", 10, "\"hold_epochs\" is not a key of lr_schedule \"poly\"",
+     O ".hold_epochs"},
 };
 
 TK_TEST(errors_name_the_file_and_json_path) {
@@ -230,6 +265,6 @@ TK_TEST(man_page_examples_parse) {
         strncat(block, line, sizeof block - strlen(block) - 1);
     }
     fclose(f);
-    CHECK_EQ_INT(parsed, 4);
+    CHECK_EQ_INT(parsed, 5);
     CHECK_EQ_INT(errline, 1);
 }

@@ -5,8 +5,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <stdlib.h>
+
 #include "engine/optimizer.h"
 #include "tk_test.h"
+#include "workloads/rnnt/mllog.h"
 
 // The lines tk_optimizer_mllog writes for the section text (spe steps per epoch, max_steps) as
 // "key=value" lines joined by '\n', the values as JSON text (1.0 for a real, 1 for an integer).
@@ -133,4 +136,23 @@ TK_TEST(unet3d_initial_rate_decay_factor_and_boundary_epochs) {
     // another schedule: no decay boundaries, factor 1.0
     CHECK_EQ_INT(run_keys("{\"name\": \"sgd\", \"base_lr\": 2}", 10, 0, keys, got, sizeof got), 0);
     CHECK_STR(got, "init=0.0\nfactor=1.0\nbounds=[]\nwarm=0.0");
+}
+
+// MLPerf RNN-T's 12 optimizer keys (lib/workloads/rnnt/mllog.c) from share/workloads/rnnt/
+// config.json's section: the values NVIDIA's v1.1 log on one DGX A100 gives
+// (dgxa100_ngc21.09_pytorch/rnnt/result_0.txt), in its forms (6, 33 and 1 integers).
+TK_TEST(rnnt_keys_are_nvidias_v11_values) {
+    json_t *root = json_load_file("share/workloads/rnnt/config.json", 0, NULL);
+    CHECK(root != NULL);
+    if (!root) return;
+    char *text = json_dumps(json_object_get(root, "optimizer"), 0), got[2048];
+    json_decref(root);
+    CHECK_EQ_INT(run_keys(text, 136, 0, rnnt_opt_mllog, got, sizeof got), 0);
+    free(text);
+    CHECK_STR(got, "opt_name=\"lamb\"\nopt_base_learning_rate=0.0070000000000000001\nopt_lamb_epsilon=1.0000000000000001e-9\n"
+                   "opt_lamb_learning_rate_decay_poly_power=0.93899999999999995\n"
+                   "opt_lamb_learning_rate_hold_epochs=33\nopt_learning_rate_warmup_epochs=6\n"
+                   "opt_weight_decay=0.001\nopt_lamb_beta_1=0.90000000000000002\n"
+                   "opt_lamb_beta_2=0.999\nopt_gradient_clip_norm=1\n"
+                   "opt_lamb_learning_rate_min=1.0000000000000001e-5\nmodel_eval_ema_factor=0.995");
 }
