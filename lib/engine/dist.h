@@ -39,6 +39,14 @@ int tk_dist_gather_i64(tk_dist *d, int64_t mine, int64_t *all, double timeout_s,
 // rank order. Collective; waits for the work queued before it.
 int tk_dist_gather16(tk_dist *d, const void *src, void *all, tk_err *e);
 
+// Rank root gets every rank's n host bytes mine (n may differ between ranks, and be 0), back to
+// back in rank order, in *all (malloc'd host memory the caller frees; NULL on the other ranks
+// and when every n is 0); sizes (world entries, host, every rank) gets each rank's n. Collective:
+// the sizes (tk_dist_gather_i64), then the bytes (one all_to_allv to root through device
+// buffers of this call); waits bounded by d->timeout. One rank: a copy. For results of varying
+// size (an evaluation's detections) scored in one place.
+int tk_dist_gatherv(tk_dist *d, int root, const void *mine, size_t n, void **all, int64_t *sizes, tk_err *e);
+
 // *per_rank = global / world, the samples of each rank's share of a global batch: TK_EUSAGE
 // (naming workload, with a hint at train.global_batch_size) unless world >= 1 divides global.
 // The one place of that check: every workload's create and reader_open ask it.

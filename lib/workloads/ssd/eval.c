@@ -9,7 +9,23 @@
 // (lib/coco coco_dt_from_arrays + coco_evaluate: pycocotools' semantics) over every image of the
 // ground truth. The ground truth is the config's eval.annotations (the instances_val2017.json the
 // eval .tks was made from by prep coco --eval): a path, relative to the working directory.
-// Several ranks: each evaluates every image (the same number on each; no collective needed).
+// Several ranks. First BatchNorm's running statistics are averaged over the ranks, in place (the
+// v1.x reference's train.py does so before each evaluation: every running_mean and running_var
+// all-reduced and divided by the world size; they stay averaged for the training that follows,
+// and the checkpoint written after the evaluation holds them): each rank's own statistics come
+// from its share of the batches, and the ranks must evaluate one network. Then (the split of the
+// 3D U-Net's evaluation, for detections): rank r of W runs the
+// forward, the decoding and the NMS on images [n r / W, n (r + 1) / W) of the n eval records (a
+// contiguous share, the sizes differing by at most one image; a rank may have none), in batches of
+// its training batch; rank 0 gathers every rank's detections in rank order (engine/dist.h
+// tk_dist_gatherv), which is the order one rank makes them in, scores them once, and hands the AP
+// to the others. So the same detections are scored in the same order on any number of ranks: one
+// AP, bit for bit, when each image's detections are the same (each image's forward is its own:
+// BatchNorm with the running statistics, no collective inside). NVIDIA's v1.1 SSD splits the same
+// way: each rank its share of the val set, the detections gathered, the COCO scoring once (on
+// rank 0), the result broadcast.
+// (The reference's coco_eval runs on rank 0 alone over every image, the others waiting for its
+// verdict; the split gives that verdict on the same detections, W times sooner.)
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -160,13 +176,89 @@ static int dets_room(dets *d, size_t more, tk_err *e) {
     return 0;
 }
 
+// Rank 0: all = every rank's detections, in rank order (the arrays gathered one by one). Collective.
+static int gather_dets(tk_dist *d, const dets *mine, dets *all, tk_err *e) {
+    void **field[] = {(void **)&all->img, (void **)&all->cat, (void **)&all->bbox, (void **)&all->score};
+    const void *src[] = {mine->img, mine->cat, mine->bbox, mine->score};
+    const size_t per[] = {sizeof *mine->img, sizeof *mine->cat, 4 * sizeof *mine->bbox, sizeof *mine->score};
+    int64_t sizes[TK_MAX_WORLD];
+    for (int f = 0; f < 4; f++) {
+        TRY(tk_dist_gatherv(d, 0, src[f], mine->n * per[f], field[f], sizes, e));
+        all->n = 0;
+        for (int r = 0; r < d->world; r++) all->n += (size_t)sizes[r] / per[f];
+    }
+    all->cap = all->n;
+    return 0;
+}
+
+// The COCO bbox AP of the detections (rank 0's).
+static int score(const ssd_evalset *es, const dets *dt, double *map, tk_err *e) {
+    coco_dt *cd = NULL;
+    coco_result res = {0};
+    int rc = coco_dt_from_arrays(es->gt, dt->n, dt->img, dt->cat, dt->bbox, dt->score, COCO_DT_ALLOW_EMPTY,
+                                 "ssd detections", &cd, e);
+    if (!rc) {
+        coco_params p;
+        coco_params_default(&p, COCO_BBOX);
+        rc = coco_evaluate(es->gt, cd, &p, &res, e);
+        // no ground truth at all: AP undefined (-1 from pycocotools), reported as 0
+        if (!rc) *map = res.stats[0] < 0 ? 0 : res.stats[0];
+        if (!rc) coco_result_free(&res);
+    }
+    coco_dt_free(cd);
+    return rc;
+}
+
+// Rank 0 scores every rank's detections; the others take its AP, or fail with its error's code.
+static int score_agreed(tk_dist *d, const ssd_evalset *es, const dets *mine, double *map, tk_err *e) {
+    dets all = {0};
+    int rc = gather_dets(d, mine, &all, e);
+    if (rc) {
+        dets_free(&all);
+        return rc;
+    }
+    tk_err le;
+    tk_err_clear(&le);
+    const int lrc = d->rank == 0 ? score(es, &all, map, &le) : 0;
+    dets_free(&all);
+    int64_t got[TK_MAX_WORLD], bits = 0;
+    if (!lrc) memcpy(&bits, map, sizeof bits);
+    TRY(tk_dist_gather_i64(d, lrc, got, 0, e));
+    TRY(tk_dist_gather_i64(d, bits, got + 1, 0, e)); // (got[1] is rank 0's)
+    if (lrc) {
+        *e = le;
+        return lrc;
+    }
+    if (got[0]) return tk_err_set(e, (int)got[0], "ssd: rank 0 failed to score the detections (its error says why)");
+    memcpy(map, &got[1], sizeof *map);
+    return 0;
+}
+
+// Every running_mean and running_var = its mean over the ranks (on every rank, bit for bit the same).
+static int average_bn_stats(const ssd_wl *w, tk_dist *d, tk_err *e) {
+    if (d->world == 1 || !d->comm) return 0;
+    const tk_params *P = w->net->P;
+    for (int i = P->ndense; i < P->n; i++) {
+        const tk_param *p = &P->p[i];
+        const char *dot = strrchr(p->name, '.');
+        if (!dot || (strcmp(dot, ".running_mean") && strcmp(dot, ".running_var"))) continue;
+        if (p->dtype != TK_F32 || !p->w)
+            return tk_err_set(e, TK_EINTERNAL, "ssd: %s is not an f32 tensor of every rank", p->name);
+        TRY(tk_allreduce_sum(d->comm, p->w, p->w, (size_t)tk_param_numel(p), TK_F32, 1.0f / (float)d->world,
+                             TK_STREAM_COMPUTE, e));
+    }
+    return 0;
+}
+
 int ssd_evaluate(void *model, void *esp, double *map, tk_err *e) {
     ssd_wl *w = model;
     ssd_evalset *es = esp;
     ssd_model *m = w->net;
     const int S = m->S, B = w->b, K = w->cfg.max_output;
     const tk_ssd_nms_params np = nms_params(w);
-    const int64_t n = ssd_dataset_count(es->d);
+    tk_dist *d = w->env.dist;
+    // this rank's share of the records: [lo, hi)
+    const int64_t n = ssd_dataset_count(es->d), lo = n * d->rank / d->world, hi = n * (d->rank + 1) / d->world;
     ssd_data_opts o = w->cfg.data;
     // host: one batch of inputs and the detections; device: the nms's outputs and workspace
     ssd_batch hb = {0};
@@ -179,16 +271,15 @@ int ssd_evaluate(void *model, void *esp, double *map, tk_err *e) {
     float *hbox = malloc((size_t)B * K * 4 * sizeof(float)), *hscore = malloc((size_t)B * K * sizeof(float));
     int32_t *hlabel = malloc((size_t)B * K * sizeof(int32_t)), *hcount = malloc((size_t)B * sizeof(int32_t));
     dets dt = {0};
-    coco_dt *cd = NULL;
-    coco_result res = {0};
     int rc = hb.image && hb.boxes && hb.labels && hb.nbox && hb.image_id && hb.size && hbox && hscore && hlabel &&
                      hcount
                  ? 0
                  : tk_err_set(e, TK_EIO, "out of host memory");
+    if (!rc) rc = average_bn_stats(w, d, e);
     float *dbox_ = es->box, *dscore = es->score;
     int32_t *dlabel = es->label, *dcount = es->count;
-    for (int64_t first = 0; !rc && first < n; first += B) {
-        const int cnt = (int)(n - first < B ? n - first : B);
+    for (int64_t first = lo; !rc && first < hi; first += B) {
+        const int cnt = (int)(hi - first < B ? hi - first : B);
         // the images after cnt keep what they held: each image's forward is its own (BatchNorm
         // with the running statistics)
         rc = ssd_eval_batch(es->d, &o, first, cnt, &hb, e);
@@ -218,18 +309,7 @@ int ssd_evaluate(void *model, void *esp, double *map, tk_err *e) {
             }
         }
     }
-    if (!rc)
-        rc = coco_dt_from_arrays(es->gt, dt.n, dt.img, dt.cat, dt.bbox, dt.score, COCO_DT_ALLOW_EMPTY, "ssd detections",
-                                 &cd, e);
-    if (!rc) {
-        coco_params p;
-        coco_params_default(&p, COCO_BBOX);
-        rc = coco_evaluate(es->gt, cd, &p, &res, e);
-        // no ground truth at all: AP undefined (-1 from pycocotools), reported as 0
-        if (!rc) *map = res.stats[0] < 0 ? 0 : res.stats[0];
-        if (!rc) coco_result_free(&res);
-    }
-    coco_dt_free(cd);
+    if (!rc) rc = score_agreed(d, es, &dt, map, e);
     dets_free(&dt);
     free(hb.image), free(hb.boxes), free(hb.labels), free(hb.nbox), free(hb.image_id), free(hb.size);
     free(hbox), free(hscore), free(hlabel), free(hcount);

@@ -16,8 +16,9 @@
 # network, bf16, NVIDIA's v1.1 hyperparameters) at batch 32 on one GPU with the reference's rate
 # for it (2.5e-3 x 32 / 32, 300 warm-up steps), on N images (default 2048) of 480-640 pixels.
 # --reuse-data keeps the converted data of an earlier run with the same generator settings in
-# DIR. --gpus N trains on N ranks (share/launch) at the same global batch. Exit status: that of
-# train-step (0 target reached, 1 not reached, ...), or 1 when a log check fails.
+# DIR. --gpus N trains on N ranks (share/launch; one GPU each on cuda) at the same global batch,
+# split over them (N must divide it: 4 for tiny, 32 for ssd), the evaluation's images too. Exit
+# status: that of train-step (0 target reached, 1 not reached, ...), or 1 when a log check fails.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -31,7 +32,7 @@ backend=auto
 reuse=0
 extra=()
 
-usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; }
 . "$root/share/workloads/run-common.sh" # run_opt, run_begin, run_backend, step, run_workload
 while [ $# -gt 0 ]; do
     case $1 in

@@ -12,6 +12,8 @@
 #   7. train-step on GPU 0 with evaluate --follow on GPU 1 (tests/gpu/multi/test_eval_gpu.sh)
 #   8. BERT and ResNet on 2 GPUs against 1, ResNet bf16 with its all-reduce overlapped with the
 #      backward too (tests/gpu/multi/test_ranks_gpu.sh)
+#   9. SSD on 2 GPUs against 1, and its evaluation split against evaluate on one GPU
+#      (tests/gpu/multi/test_ssd_gpu.sh)
 # and prints a results table last. Exit 0 when every step passed. NRANKS=N (default 2),
 # COMM_TIMEOUT=S (the survivors' wait bound, default 20). NCCL_NVLS_ENABLE=0 (NVLink multicast
 # off) is set here, whatever the caller had.
@@ -149,6 +151,12 @@ fi
 if [ -x "$BUILD/bin/train-step" ]; then
     echo "== BERT and ResNet, 2 GPUs vs 1: tests/gpu/multi/test_ranks_gpu.sh"
     tap_step "BERT, ResNet 2 GPUs vs 1" tests/gpu/multi/test_ranks_gpu.sh 600
+fi
+
+# 9. SSD on 2 GPUs against 1: training, and the evaluation split against evaluate on one GPU
+if [ -x "$BUILD/bin/train-step" ] && [ -x "$BUILD/bin/evaluate" ]; then
+    echo "== SSD, 2 GPUs vs 1: tests/gpu/multi/test_ssd_gpu.sh"
+    tap_step "SSD 2 GPUs vs 1" tests/gpu/multi/test_ssd_gpu.sh 900
 fi
 
 echo
