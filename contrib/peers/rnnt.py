@@ -1,0 +1,191 @@
+#!/usr/bin/env python3
+"""MLPerf's RNN-T in torch (float64, autograd) against trainkit's model (lib/workloads/rnnt/model.c).
+
+Written by us from the reference's semantics (mlcommons/training rnn_speech_recognition/pytorch:
+rnnt/model.py RNNT and StackTime, common/rnn.py LSTM, rnnt/loss.py RNNTLoss = warp-transducer's
+loss with its "mean" reduction: the batch's summed negative log-likelihoods over the batch size):
+  encoder   pre_rnn torch.nn.LSTM(I, E, n) + Dropout, StackTime(2), post_rnn LSTM(2E, E, n) + Dropout,
+            both run over the padded tensor without lengths (model.py encode passes none);
+  predict   Embedding(V - 1, P) of the labels (label_collate pads with 0), a zero row first (the
+            start of sequence), dec_rnn LSTM(P, P, n) + Dropout;
+  joint     joint_enc(f) + joint_pred(g) broadcast to (B, T, U + 1, J), ReLU, Dropout, Linear(J, V);
+  loss      per utterance log_softmax, the forward variable alpha over T_b x (U_b + 1), blank V - 1.
+
+  rnnt.py --count                      the reference model's parameter count at its sizes
+                                       (baseline_v3-1023sp.yaml: 49,006,080)
+  rnnt.py --compare DRIVER [--dropout] [--perturb]
+
+--compare runs DRIVER (build/tests/unit/test_rnnt_model with TK_RNNT_DRIVE=step, or =dropout),
+which initializes a tiny model with trainkit's init, makes a batch and steps it once on the cpu
+backend in fp32, and prints the weights, the batch, the loss and every gradient (and with
+--dropout its dropout masks, which the torch side multiplies in where the reference's Dropout
+modules are, since torch's generator cannot draw trainkit's Philox masks: the LSTMs then run as
+chained single-layer torch.nn.LSTMs). This side builds the model from those weights in float64,
+steps the same batch, and prints one line per quantity, "NAME  ERROR  ok" (or FAIL): the
+norm-wise relative error ||ours - torch|| / ||torch||, within 1e-5 for the loss and each gradient
+(trainkit computes in fp32). Exit 0 when all pass, 1 when one fails, 2 when the driver fails.
+--perturb stacks the frames in the other order (frame 2t + 1 before 2t): a wrong oracle that the
+check must catch.
+"""
+import subprocess
+import sys
+
+import torch
+
+BOUND = 1e-5
+
+
+def parse(text):
+    out, lines, i = {}, text.split("\n"), 0
+    while i < len(lines) and lines[i]:
+        name, n = lines[i].split()
+        out[name] = [float(v) for v in lines[i + 1:i + 1 + int(n)]]
+        i += 1 + int(n)
+    return out
+
+
+def lstm_stack(prefix, L, inp, W, masks, site0, p):
+    """An LSTM of L layers and the Dropout after it, on (T, B, I); masks: trainkit's, or None."""
+    T, B, _ = inp.shape
+    H = W[f"{prefix}.lstm.weight_hh_l0"].shape[1]
+
+    def layer(k, x, n):
+        m = torch.nn.LSTM(x.shape[2], H, num_layers=n).double()
+        for j in range(n):
+            for nm in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+                delattr(m, f"{nm}_l{j}")
+                setattr(m, f"{nm}_l{j}", W[f"{prefix}.lstm.{nm}_l{k + j}"])
+        m._flat_weights = [getattr(m, nm) for nm in m._flat_weights_names]
+        return m(x)[0]
+
+    if masks is None:  # no dropout: one multi-layer torch.nn.LSTM, as the reference's module
+        return layer(0, inp, L)
+    x = inp
+    for k in range(L):  # the LSTM's dropout between its layers, then the Dropout after it
+        x = layer(k, x, 1) * torch.tensor(masks[f"mask.{site0 + k}"], dtype=torch.float64).reshape(T, B, H)
+    return x
+
+
+def stack_time(x, lens, perturb):
+    """model.py StackTime(2): (T, B, H) -> (ceil(T/2), B, 2H), lengths (len + 3) // 2 - 1."""
+    T, B, H = x.shape
+    r = x.transpose(0, 1)
+    r = torch.cat([r, torch.zeros(B, (-T) % 2, H, dtype=x.dtype)], 1)
+    if perturb:
+        r = r.reshape(B, -1, 2, H).flip(2)
+    r = r.reshape(B, -1, 2 * H).transpose(0, 1)
+    return r, [(n + 3) // 2 - 1 for n in lens]
+
+
+def transducer_nll(logits, T, U, labels, blank):
+    """-log P(y | x) of one utterance from its (T, U + 1, V) logits (warp-transducer's)."""
+    lp = torch.log_softmax(logits, dim=-1)
+    alpha = [[None] * (U + 1) for _ in range(T)]
+    for t in range(T):
+        for u in range(U + 1):
+            if t == 0 and u == 0:
+                alpha[t][u] = lp.new_zeros(())
+                continue
+            terms = []
+            if t > 0:
+                terms.append(alpha[t - 1][u] + lp[t - 1, u, blank])
+            if u > 0:
+                terms.append(alpha[t][u - 1] + lp[t, u - 1, labels[u - 1]])
+            alpha[t][u] = torch.logsumexp(torch.stack(terms), 0)
+    return -(alpha[T - 1][U] + lp[T - 1, U, blank])
+
+
+def compare(driver, dropout, perturb):
+    r = subprocess.run([driver], capture_output=True, text=True,
+                       env={"TK_RNNT_DRIVE": "dropout" if dropout else "step", "PATH": "/usr/bin:/bin"})
+    if r.returncode != 0:
+        sys.stderr.write(f"rnnt.py: the driver failed (exit {r.returncode}): {r.stderr}")
+        sys.exit(2)
+    got = parse(r.stdout)
+    I, E, Lpre, Lpost, P, Ldec, J, V, B, T, U = [int(v) for v in got["cfg"]]
+    feat_len = [int(v) for v in got["feat_len"]]
+    lab_len = [int(v) for v in got["lab_len"]]
+    labels = torch.tensor([int(v) for v in got["labels"]], dtype=torch.int64).reshape(B, U)
+    feat = torch.tensor(got["feat"], dtype=torch.float64).reshape(T, B, I)
+    names = [k for k in got if k not in ("cfg", "feat_len", "lab_len", "labels", "feat", "loss")
+             and not k.startswith("grad.") and not k.startswith("mask.")]
+    shapes = {"prediction.embed.weight": (V - 1, P), "joint_pred.weight": (J, P), "joint_enc.weight": (J, E),
+              "joint_net.2.weight": (V, J)}
+    W = {}
+    for nm in names:
+        v = torch.tensor(got[nm], dtype=torch.float64)
+        if nm in shapes:
+            v = v.reshape(shapes[nm])
+        elif "weight_" in nm:  # an LSTM's (4H, in)
+            v = v.reshape(4 * (E if nm.startswith("encoder") else P), -1)
+        W[nm] = v.requires_grad_(True)
+    masks = got if dropout else None
+    # encoder
+    x = lstm_stack("encoder.pre_rnn", Lpre, feat, W, masks, 0, 0.1)
+    x, enc_len = stack_time(x, feat_len, perturb)
+    x = lstm_stack("encoder.post_rnn", Lpost, x, W, masks, Lpre, 0.1)
+    f = x.transpose(0, 1)  # (B, T2, E)
+    # prediction: the labels as label_collate pads them (0), the start row zero
+    y = W["prediction.embed.weight"][labels]  # (B, U, P)
+    y = torch.cat([torch.zeros(B, 1, P, dtype=torch.float64), y], 1).transpose(0, 1)
+    g = lstm_stack("prediction.dec_rnn", Ldec, y, W, masks, Lpre + Lpost, 0.3).transpose(0, 1)  # (B, U + 1, P)
+    # joint
+    fj = f @ W["joint_enc.weight"].T + W["joint_enc.bias"]
+    gj = g @ W["joint_pred.weight"].T + W["joint_pred.bias"]
+    h = torch.relu(fj.unsqueeze(2) + gj.unsqueeze(1))  # (B, T2, U + 1, J)
+    site = Lpre + Lpost + Ldec
+    nll = []
+    row0 = 0
+    for b in range(B):
+        Tb, Ub = enc_len[b], lab_len[b]
+        hb = h[b, :Tb, :Ub + 1]
+        if dropout:  # the packed joint's mask: row row0 + t (U_b + 1) + u of the call
+            n = Tb * (Ub + 1) * J
+            hb = hb * torch.tensor(got[f"mask.{site}"][row0 * J:row0 * J + n], dtype=torch.float64).reshape(Tb, Ub + 1, J)
+        row0 += Tb * (Ub + 1)
+        z = hb @ W["joint_net.2.weight"].T + W["joint_net.2.bias"]
+        nll.append(transducer_nll(z, Tb, Ub, labels[b, :Ub].tolist(), V - 1))
+    loss = torch.stack(nll).sum() / B
+    loss.backward()
+
+    def relerr(a, b):
+        d = torch.linalg.norm(b)
+        return float(torch.linalg.norm(a - b) / (d if d > 0 else 1))
+
+    ok = True
+    rows = [("loss", relerr(torch.tensor(got["loss"], dtype=torch.float64), loss.detach().reshape(1)))]
+    for nm in names:
+        rows.append((f"grad.{nm}", relerr(torch.tensor(got[f"grad.{nm}"], dtype=torch.float64), W[nm].grad.flatten())))
+    for nm, err in rows:
+        good = err <= BOUND
+        ok &= good
+        print(f"{nm}  {err:.2e}  {'ok' if good else 'FAIL'}")
+    return ok
+
+
+def count():
+    def lstm(i, h, n):
+        return sum(p.numel() for p in torch.nn.LSTM(i, h, n).parameters())
+
+    def lin(i, o):
+        return sum(p.numel() for p in torch.nn.Linear(i, o).parameters())
+
+    # baseline_v3-1023sp.yaml: in_feats 240, enc_n_hid 1024, 2 + 3 layers, stack 2, pred_n_hid 512,
+    # 2 layers, joint_n_hid 512; n_classes = 1023 pieces + blank
+    return (lstm(240, 1024, 2) + lstm(2 * 1024, 1024, 3) + torch.nn.Embedding(1023, 512).weight.numel() +
+            lstm(512, 512, 2) + lin(512, 512) + lin(1024, 512) + lin(512, 1024))
+
+
+def main():
+    a = sys.argv[1:]
+    if a == ["--count"]:
+        print(count())
+        return
+    if len(a) < 2 or a[0] != "--compare" or any(o not in ("--dropout", "--perturb") for o in a[2:]):
+        sys.stderr.write("usage: rnnt.py --count | --compare DRIVER [--dropout] [--perturb]\n")
+        sys.exit(2)
+    sys.exit(0 if compare(a[1], "--dropout" in a[2:], "--perturb" in a[2:]) else 1)
+
+
+if __name__ == "__main__":
+    main()
