@@ -32,6 +32,8 @@ import sys
 
 import torch
 
+from rnnt_ops import nll  # warp-transducer's -log P(y | x) of one utterance, from log-probabilities
+
 BOUND = 1e-5
 
 
@@ -77,24 +79,6 @@ def stack_time(x, lens, perturb):
     return r, [(n + 3) // 2 - 1 for n in lens]
 
 
-def transducer_nll(logits, T, U, labels, blank):
-    """-log P(y | x) of one utterance from its (T, U + 1, V) logits (warp-transducer's)."""
-    lp = torch.log_softmax(logits, dim=-1)
-    alpha = [[None] * (U + 1) for _ in range(T)]
-    for t in range(T):
-        for u in range(U + 1):
-            if t == 0 and u == 0:
-                alpha[t][u] = lp.new_zeros(())
-                continue
-            terms = []
-            if t > 0:
-                terms.append(alpha[t - 1][u] + lp[t - 1, u, blank])
-            if u > 0:
-                terms.append(alpha[t][u - 1] + lp[t, u - 1, labels[u - 1]])
-            alpha[t][u] = torch.logsumexp(torch.stack(terms), 0)
-    return -(alpha[T - 1][U] + lp[T - 1, U, blank])
-
-
 def compare(driver, dropout, perturb):
     r = subprocess.run([driver], capture_output=True, text=True,
                        env={"TK_RNNT_DRIVE": "dropout" if dropout else "step", "PATH": "/usr/bin:/bin"})
@@ -134,7 +118,7 @@ def compare(driver, dropout, perturb):
     gj = g @ W["joint_pred.weight"].T + W["joint_pred.bias"]
     h = torch.relu(fj.unsqueeze(2) + gj.unsqueeze(1))  # (B, T2, U + 1, J)
     site = Lpre + Lpost + Ldec
-    nll = []
+    nlls = []
     row0 = 0
     for b in range(B):
         Tb, Ub = enc_len[b], lab_len[b]
@@ -144,8 +128,8 @@ def compare(driver, dropout, perturb):
             hb = hb * torch.tensor(got[f"mask.{site}"][row0 * J:row0 * J + n], dtype=torch.float64).reshape(Tb, Ub + 1, J)
         row0 += Tb * (Ub + 1)
         z = hb @ W["joint_net.2.weight"].T + W["joint_net.2.bias"]
-        nll.append(transducer_nll(z, Tb, Ub, labels[b, :Ub].tolist(), V - 1))
-    loss = torch.stack(nll).sum() / B
+        nlls.append(nll(torch.log_softmax(z, dim=-1), labels[b, :Ub].tolist(), V - 1))
+    loss = torch.stack(nlls).sum() / B
     loss.backward()
 
     def relerr(a, b):
