@@ -21,6 +21,7 @@
 #include "tk_drive.h"
 #include "tk_test.h"
 #include "tk_test_cpu.h"
+#include "workloads/rnnt/decode.h"
 
 static rnnt_case *make(const rnnt_model_cfg *cfg, tk_err *e) { return rc_make(tk_test_cpu(), cfg, 5, e); }
 
@@ -164,6 +165,100 @@ TK_TEST(bad_batch_is_an_error) {
     k->labels[1] = 4; // the blank (V - 1)
     CHECK(isnan(rc_step(k, 0, 0, &e)));
     CHECK_EQ_INT(e.code, TK_EINTERNAL);
+    rc_free(k);
+}
+
+
+// ---- greedy decoding on hand-set models ----
+
+// joint_net.2 zeroed, its bias b: the logits are b whatever the input.
+static void set_out_bias(rnnt_case *k, const float *b) {
+    const tk_param *w = find(k, "joint_net.2.weight"), *bb = find(k, "joint_net.2.bias");
+    memset(w->w, 0, tk_param_bytes(w));
+    memcpy(bb->w, b, tk_param_bytes(bb));
+}
+
+static int decode(rnnt_case *k, int per_step, int cap, int32_t *hyp, int32_t *n, tk_err *e) {
+    rnnt_decoder *d;
+    if (rnnt_decoder_create(k->m, per_step, cap, 1, &d, e)) return -1;
+    int rc = rnnt_decode(d, k->T, k->feat_len, hyp, n, e);
+    rnnt_decoder_destroy(d);
+    return rc;
+}
+
+// A symbol always wins: max_per_step of it a frame until the cap; the blank always: nothing.
+TK_TEST(decode_limits_exact) {
+    tk_err e = {0};
+    rnnt_model_cfg c = rc_tiny(3, 9, 4);
+    rnnt_case *k = make(&c, &e);
+    CHECK(k);
+    if (!k) return;
+    CHECK(!rc_batch(k, 9, 4, 8, &e));
+    k->feat_len[0] = 9, k->feat_len[1] = 4, k->feat_len[2] = 1; // 5, 2, 1 encoder frames
+    const float sym2[5] = {0, 0, 3, 0, 1}, blank[5] = {0, 1, 0, 0, 2};
+    int32_t hyp[3 * 12], n[3];
+    set_out_bias(k, sym2);
+    CHECK(!decode(k, 3, 12, hyp, n, &e));
+    CHECK_EQ_INT(n[0], 12); // 5 frames x 3 > 12: the cap
+    CHECK_EQ_INT(n[1], 6);  // 2 frames x 3
+    CHECK_EQ_INT(n[2], 3);
+    int all2 = 1;
+    for (int b = 0; b < 3; b++)
+        for (int i = 0; i < n[b]; i++) all2 &= hyp[b * 12 + i] == 2;
+    CHECK(all2);
+    set_out_bias(k, blank);
+    CHECK(!decode(k, 3, 12, hyp, n, &e));
+    CHECK(n[0] == 0 && n[1] == 0 && n[2] == 0);
+    rc_free(k);
+}
+
+// A hand-set prediction network whose state carries the labels: the logits are bias (0, 3, 0, 0, 1)
+// (symbol 1 over the blank 4) plus h0 x 10 for symbol 0 and minus it for symbol 1, h0 the
+// prediction network's unit 0. Label 1's embedding drives unit 0's cell to 1 (input and output
+// gates open, candidate tanh(8)); other labels feed zeros, the forget gate (sigmoid(0)) halves the
+// cell each step (the logits of symbol 0, 1: 10 h0, 3 - 10 h0, the blank's 1). By hand, 3 symbols a
+// frame, 2 frames: start, c = 0: 1 wins; input 1: c = 1, 10 h0 = 7.6: 0; input 0: c = 1/2, 4.6: 0
+// (3 symbols: the next frame); c = 1/4, 2.4: 0; c = 1/8, 1.24: 1 (1.76); input 1: c = 1.06, 7.9:
+// 0, the third symbol of the last frame. Hypothesis 1 0 0 0 1 0; capped at 4: 1 0 0 0; 2 symbols
+// a frame: 1 0 | 0 0.
+TK_TEST(decode_follows_the_prediction_state) {
+    tk_err e = {0};
+    rnnt_model_cfg c = rc_tiny(1, 4, 2);
+    c.pred_rnn_layers = 1;
+    rnnt_case *k = make(&c, &e);
+    CHECK(k);
+    if (!k) return;
+    CHECK(!rc_batch(k, 4, 2, 8, &e));
+    k->feat_len[0] = 4; // 2 encoder frames
+    const char *zero[] = {"prediction.dec_rnn.lstm.weight_ih_l0", "prediction.dec_rnn.lstm.weight_hh_l0",
+                          "prediction.dec_rnn.lstm.bias_ih_l0", "prediction.dec_rnn.lstm.bias_hh_l0",
+                          "prediction.embed.weight", "joint_pred.weight", "joint_pred.bias", "joint_enc.weight",
+                          "joint_enc.bias", "joint_net.2.weight"};
+    for (size_t i = 0; i < sizeof zero / sizeof zero[0]; i++)
+        memset(find(k, zero[i])->w, 0, tk_param_bytes(find(k, zero[i])));
+    const int P = 6, J = 7;
+    float *emb = find(k, "prediction.embed.weight")->w, *wih = find(k, "prediction.dec_rnn.lstm.weight_ih_l0")->w;
+    float *bih = find(k, "prediction.dec_rnn.lstm.bias_ih_l0")->w, *jpw = find(k, "joint_pred.weight")->w;
+    float *ow = find(k, "joint_net.2.weight")->w, *ob = find(k, "joint_net.2.bias")->w;
+    emb[1 * P + 0] = 8;           // label 1's row
+    bih[0 * P + 0] = 10;          // unit 0's input gate open
+    bih[3 * P + 0] = 10;          // its output gate open
+    wih[(2 * P + 0) * P + 0] = 1; // its candidate: tanh(input 0)
+    jpw[0 * P + 0] = 10;          // joint unit 0 = 10 h0
+    const float bias[5] = {0, 3, 0, 0, 1};
+    memcpy(ob, bias, sizeof bias);
+    ow[0 * J + 0] = 1, ow[1 * J + 0] = -1;
+    int32_t hyp[10], n[1];
+    CHECK(!decode(k, 3, 10, hyp, n, &e));
+    CHECK_EQ_INT(n[0], 6);
+    const int want[6] = {1, 0, 0, 0, 1, 0};
+    for (int i = 0; i < 6 && i < n[0]; i++) CHECK_EQ_INT(hyp[i], want[i]);
+    CHECK(!decode(k, 3, 4, hyp, n, &e));
+    CHECK_EQ_INT(n[0], 4);
+    for (int i = 0; i < 4 && i < n[0]; i++) CHECK_EQ_INT(hyp[i], want[i]);
+    CHECK(!decode(k, 2, 10, hyp, n, &e));
+    CHECK_EQ_INT(n[0], 4);
+    for (int i = 0; i < 4 && i < n[0]; i++) CHECK_EQ_INT(hyp[i], want[i]);
     rc_free(k);
 }
 

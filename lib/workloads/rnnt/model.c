@@ -63,17 +63,17 @@ static int add_lstm(tk_params *P, const char *prefix, int L, int I, int H, int *
     return 0;
 }
 
-static const void *wt(const rnnt_model *m, int idx) { return tk_params_copy_of(m->P, (const float *)m->P->p[idx].w); }
-static float *wf(const rnnt_model *m, int idx) { return (float *)m->P->p[idx].w; }
+const void *rnnt_wt(const rnnt_model *m, int idx) { return tk_params_copy_of(m->P, (const float *)m->P->p[idx].w); }
+float *rnnt_wf(const rnnt_model *m, int idx) { return (float *)m->P->p[idx].w; }
 static float *gf(const rnnt_model *m, int idx) { return m->P->p[idx].g; }
 
 // An LSTM's weights (in t: the compute copy) and their gradients, layers from tensor first on.
-static void lstm_of(const rnnt_model *m, int first, int L, tk_lstm_w *w, tk_lstm_dw *dw) {
+void rnnt_lstm_of(const rnnt_model *m, int first, int L, tk_lstm_w *w, tk_lstm_dw *dw) {
     memset(w, 0, sizeof *w);
     memset(dw, 0, sizeof *dw);
     for (int k = 0; k < L; k++) {
         const int p = first + 4 * k;
-        w->w_ih[k] = wt(m, p), w->w_hh[k] = wt(m, p + 1), w->b_ih[k] = wf(m, p + 2), w->b_hh[k] = wf(m, p + 3);
+        w->w_ih[k] = rnnt_wt(m, p), w->w_hh[k] = rnnt_wt(m, p + 1), w->b_ih[k] = rnnt_wf(m, p + 2), w->b_hh[k] = rnnt_wf(m, p + 3);
         dw->w_ih[k] = gf(m, p), dw->w_hh[k] = gf(m, p + 1), dw->b_ih[k] = gf(m, p + 2), dw->b_hh[k] = gf(m, p + 3);
     }
 }
@@ -233,7 +233,7 @@ int rnnt_model_init(rnnt_model *m, uint64_t seed, tk_err *e) {
 // ---- the step ----
 
 // D (M, N) in cd = op(A) op(B) (+ bias), A and B in the model's type.
-static int mm(rnnt_model *m, int M, int N, int K, int ta, int tb, const void *A, const void *B, void *D, tk_dtype cd,
+int rnnt_mm(rnnt_model *m, int M, int N, int K, int ta, int tb, const void *A, const void *B, void *D, tk_dtype cd,
               tk_epilogue epi, const void *bias, float *bgrad, tk_err *e) {
     tk_gemm_args g;
     memset(&g, 0, sizeof g);
@@ -288,8 +288,8 @@ int rnnt_model_encode(rnnt_model *m, int T, int *T2p, tk_err *e) {
                   spost = shape_of(c->enc_post_rnn_layers, T2, B, 2 * E, E);
     tk_lstm_w wpre, wpost;
     tk_lstm_dw gpre, gpost;
-    lstm_of(m, m->p_pre, c->enc_pre_rnn_layers, &wpre, &gpre);
-    lstm_of(m, m->p_post, c->enc_post_rnn_layers, &wpost, &gpost);
+    rnnt_lstm_of(m, m->p_pre, c->enc_pre_rnn_layers, &wpre, &gpre);
+    rnnt_lstm_of(m, m->p_post, c->enc_post_rnn_layers, &wpost, &gpost);
     const void *x = m->feat;
     if (m->t != TK_F32) {
         if (tk_rows_copy(m->c, m->feat, TK_F32, NULL, m->x0, m->t, NULL, (int64_t)T * B, NULL, m->I, e)) return e->code;
@@ -298,7 +298,7 @@ int rnnt_model_encode(rnnt_model *m, int T, int *T2p, tk_err *e) {
     if (tk_lstm_fwd(m->c, m->t, &spre, &wpre, NULL, x, NULL, NULL, NULL, m->y1, NULL, NULL, m->ws_pre, e) ||
         gather(m, m->y1, m->t, off[R_STACK], (int64_t)T2 * B * 2, m->x2, E, e) ||
         tk_lstm_fwd(m->c, m->t, &spost, &wpost, NULL, m->x2, NULL, NULL, NULL, m->y2, NULL, NULL, m->ws_post, e) ||
-        mm(m, T2 * B, J, E, 0, 1, m->y2, wt(m, m->p_je_w), m->fe_tm, m->t, TK_EPI_BIAS, wt(m, m->p_je_b), NULL, e) ||
+        rnnt_mm(m, T2 * B, J, E, 0, 1, m->y2, rnnt_wt(m, m->p_je_w), m->fe_tm, m->t, TK_EPI_BIAS, rnnt_wt(m, m->p_je_b), NULL, e) ||
         gather(m, m->fe_tm, m->t, off[R_FT], (int64_t)B * T2, m->f, J, e))
         return e->code ? e->code : TK_EINTERNAL;
     return 0;
@@ -369,9 +369,9 @@ int rnnt_model_step(rnnt_model *m, const rnnt_batch *bt, float scale, int train,
                   sdec = shape_of(c->pred_rnn_layers, U1, B, Pn, Pn);
     tk_lstm_w wpre, wpost, wdec;
     tk_lstm_dw gpre, gpost, gdec;
-    lstm_of(m, m->p_pre, c->enc_pre_rnn_layers, &wpre, &gpre);
-    lstm_of(m, m->p_post, c->enc_post_rnn_layers, &wpost, &gpost);
-    lstm_of(m, m->p_dec, c->pred_rnn_layers, &wdec, &gdec);
+    rnnt_lstm_of(m, m->p_pre, c->enc_pre_rnn_layers, &wpre, &gpre);
+    rnnt_lstm_of(m, m->p_post, c->enc_post_rnn_layers, &wpost, &gpost);
+    rnnt_lstm_of(m, m->p_dec, c->pred_rnn_layers, &wdec, &gdec);
     tk_dropout dpre = drop_of(m, c->enc_dropout, m->site_pre), dpost = drop_of(m, c->enc_dropout, m->site_post),
                ddec = drop_of(m, c->pred_dropout, m->site_dec), djoint = drop_of(m, c->joint_dropout, m->site_joint);
     const tk_dropout *Dpre = train ? &dpre : NULL, *Dpost = train ? &dpost : NULL, *Ddec = train ? &ddec : NULL,
@@ -386,35 +386,35 @@ int rnnt_model_step(rnnt_model *m, const rnnt_batch *bt, float scale, int train,
     if (tk_lstm_fwd(m->c, t, &spre, &wpre, NULL, x, NULL, NULL, Dpre, m->y1, NULL, NULL, m->ws_pre, e) ||
         gather(m, m->y1, t, off[R_STACK], (int64_t)T2 * B * 2, m->x2, E, e) ||
         tk_lstm_fwd(m->c, t, &spost, &wpost, NULL, m->x2, NULL, NULL, Dpost, m->y2, NULL, NULL, m->ws_post, e) ||
-        mm(m, T2 * B, J, E, 0, 1, m->y2, wt(m, m->p_je_w), m->fe_tm, t, TK_EPI_BIAS, wt(m, m->p_je_b), NULL, e) ||
+        rnnt_mm(m, T2 * B, J, E, 0, 1, m->y2, rnnt_wt(m, m->p_je_w), m->fe_tm, t, TK_EPI_BIAS, rnnt_wt(m, m->p_je_b), NULL, e) ||
         gather(m, m->fe_tm, t, off[R_FT], (int64_t)B * T2, m->f, J, e) ||
-        gather(m, wf(m, m->p_embed), TK_F32, off[R_EMB], (int64_t)U1 * B, m->emb, Pn, e) ||
+        gather(m, rnnt_wf(m, m->p_embed), TK_F32, off[R_EMB], (int64_t)U1 * B, m->emb, Pn, e) ||
         tk_lstm_fwd(m->c, t, &sdec, &wdec, NULL, m->emb, NULL, NULL, Ddec, m->gp, NULL, NULL, m->ws_dec, e) ||
-        mm(m, U1 * B, J, Pn, 0, 1, m->gp, wt(m, m->p_jp_w), m->gj_tm, t, TK_EPI_BIAS, wt(m, m->p_jp_b), NULL, e) ||
+        rnnt_mm(m, U1 * B, J, Pn, 0, 1, m->gp, rnnt_wt(m, m->p_jp_w), m->gj_tm, t, TK_EPI_BIAS, rnnt_wt(m, m->p_jp_b), NULL, e) ||
         gather(m, m->gj_tm, t, off[R_GT], (int64_t)B * U1, m->g, J, e) ||
         tk_rnnt_joint_fwd(m->c, t, &L, J, m->f, m->g, Djoint, m->h, e) ||
-        mm(m, (int)m->rows, V, J, 0, 1, m->h, wt(m, m->p_out_w), m->z, t, TK_EPI_BIAS, wt(m, m->p_out_b), NULL, e) ||
+        rnnt_mm(m, (int)m->rows, V, J, 0, 1, m->h, rnnt_wt(m, m->p_out_w), m->z, t, TK_EPI_BIAS, rnnt_wt(m, m->p_out_b), NULL, e) ||
         tk_rnnt_loss(m->c, t, &L, V, V - 1, m->d_lab, m->z, scale, m->loss_acc, m->loss, m->costs, m->z, m->ws_loss, e))
         return e->code ? e->code : TK_EINTERNAL;
     // backward (the LSTMs add into their gradients: all zeroed first)
     if (tk_memset0(m->c, m->P->dense_g, m->P->dense_n * 4, 0, e) ||
-        mm(m, V, J, (int)m->rows, 1, 0, m->z, m->h, gf(m, m->p_out_w), TK_F32, TK_EPI_BGRADB, NULL,
+        rnnt_mm(m, V, J, (int)m->rows, 1, 0, m->z, m->h, gf(m, m->p_out_w), TK_F32, TK_EPI_BGRADB, NULL,
            gf(m, m->p_out_b), e) ||
-        mm(m, (int)m->rows, J, V, 0, 0, m->z, wt(m, m->p_out_w), m->h, t, TK_EPI_NONE, NULL, NULL, e) ||
+        rnnt_mm(m, (int)m->rows, J, V, 0, 0, m->z, rnnt_wt(m, m->p_out_w), m->h, t, TK_EPI_NONE, NULL, NULL, e) ||
         tk_rnnt_joint_bwd(m->c, t, &L, J, m->f, m->g, Djoint, m->h, m->df, m->dg, e) ||
         // encoder side
         gather(m, m->df, t, off[R_FTB], (int64_t)T2 * B, m->fe_tm, J, e) ||
-        mm(m, J, E, T2 * B, 1, 0, m->fe_tm, m->y2, gf(m, m->p_je_w), TK_F32, TK_EPI_BGRADB, NULL, gf(m, m->p_je_b), e) ||
-        mm(m, T2 * B, E, J, 0, 0, m->fe_tm, wt(m, m->p_je_w), m->d1, t, TK_EPI_NONE, NULL, NULL, e) ||
+        rnnt_mm(m, J, E, T2 * B, 1, 0, m->fe_tm, m->y2, gf(m, m->p_je_w), TK_F32, TK_EPI_BGRADB, NULL, gf(m, m->p_je_b), e) ||
+        rnnt_mm(m, T2 * B, E, J, 0, 0, m->fe_tm, rnnt_wt(m, m->p_je_w), m->d1, t, TK_EPI_NONE, NULL, NULL, e) ||
         tk_lstm_bwd(m->c, t, &spost, &wpost, NULL, m->x2, Dpost, m->d1, NULL, NULL, m->d2, NULL, NULL, &gpost,
                     m->ws_post, e) ||
         gather(m, m->d2, t, off[R_UNSTACK], (int64_t)T * B, m->d1, E, e) ||
         tk_lstm_bwd(m->c, t, &spre, &wpre, NULL, x, Dpre, m->d1, NULL, NULL, NULL, NULL, NULL, &gpre, m->ws_pre, e) ||
         // prediction side
         gather(m, m->dg, t, off[R_GTB], (int64_t)U1 * B, m->gj_tm, J, e) ||
-        mm(m, J, Pn, U1 * B, 1, 0, m->gj_tm, m->gp, gf(m, m->p_jp_w), TK_F32, TK_EPI_BGRADB, NULL, gf(m, m->p_jp_b),
+        rnnt_mm(m, J, Pn, U1 * B, 1, 0, m->gj_tm, m->gp, gf(m, m->p_jp_w), TK_F32, TK_EPI_BGRADB, NULL, gf(m, m->p_jp_b),
            e) ||
-        mm(m, U1 * B, Pn, J, 0, 0, m->gj_tm, wt(m, m->p_jp_w), m->d2, t, TK_EPI_NONE, NULL, NULL, e) ||
+        rnnt_mm(m, U1 * B, Pn, J, 0, 0, m->gj_tm, rnnt_wt(m, m->p_jp_w), m->d2, t, TK_EPI_NONE, NULL, NULL, e) ||
         tk_lstm_bwd(m->c, t, &sdec, &wdec, NULL, m->emb, Ddec, m->d2, NULL, NULL, m->d1, NULL, NULL, &gdec,
                     m->ws_dec, e))
         return e->code ? e->code : TK_EINTERNAL;

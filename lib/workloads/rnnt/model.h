@@ -146,6 +146,14 @@ int rnnt_model_step(rnnt_model *m, const rnnt_batch *bt, float scale, int train,
 // The encoder alone (evaluation: no dropout) on m->feat of T frames: m->f (B, T2, J) in t, the
 // joint_enc projections the decoder reads; *T2 = ceil(T / 2).
 int rnnt_model_encode(rnnt_model *m, int T, int *T2, tk_err *e);
+// The helpers decode.c shares: a tensor's values in t (the compute copy) and fp32 (the master); an
+// LSTM's weight and gradient pointers from its first tensor; D (M, N) in cd = op(A) op(B) (+ bias
+// with TK_EPI_BIAS; bgrad with TK_EPI_BGRADB), A and B in the model's type.
+const void *rnnt_wt(const rnnt_model *m, int idx);
+float *rnnt_wf(const rnnt_model *m, int idx);
+void rnnt_lstm_of(const rnnt_model *m, int first, int L, tk_lstm_w *w, tk_lstm_dw *dw);
+int rnnt_mm(rnnt_model *m, int M, int N, int K, int ta, int tb, const void *A, const void *B, void *D, tk_dtype cd,
+            tk_epilogue epi, const void *bias, float *bgrad, tk_err *e);
 // StackTime's output length of an utterance of n frames ((n + 3) / 2 - 1, model.py).
 static inline int rnnt_stacked_len(int n) { return (n + 3) / 2 - 1; }
 
