@@ -100,4 +100,30 @@ static inline double rc_step(rnnt_case *k, int64_t step, int train, tk_err *e) {
     return acc[0];
 }
 
+// The dense span (weights or gradients, alignment gaps included: P.dense_n floats) to the host.
+static inline int rc_get(const rnnt_case *k, int grads, float *host, tk_err *e) {
+    return tk_ctx_sync(k->c, e) ||
+                   tk_memcpy_d2h(k->c, host, grads ? k->P.dense_g : k->P.dense_w, k->P.dense_n * 4, 0, e)
+               ? e->code
+               : 0;
+}
+
+// The decoding tests' model: every tensor redrawn N(0, 1) (key), the blank's output bias + 4. The
+// init's small weights give a joint whose argmax hardly moves; these give hypotheses that change
+// with the frame and the last label, with wide margins, and frames ended by the blank.
+static inline int rc_decode_weights(rnnt_case *k, uint64_t key, tk_err *e) {
+    float *w = malloc(k->P.dense_n * 4);
+    if (!w) return tk_err_set(e, TK_EINTERNAL, "out of memory");
+    memset(w, 0, k->P.dense_n * 4);
+    for (int q = 0; q < k->P.ndense; q++) {
+        const tk_param *p = &k->P.p[q];
+        const size_t o = (size_t)p->off / 4 - (size_t)k->P.p[0].off / 4;
+        for (int64_t j = 0; j < tk_param_numel(p); j++) w[o + (size_t)j] = (float)tk_philox_normal(key, (uint32_t)q, (uint64_t)j);
+        if (q == k->m->p_out_b) w[o + (size_t)k->m->V - 1] += 4;
+    }
+    int rc = tk_memcpy_h2d(k->c, k->P.dense_w, w, k->P.dense_n * 4, 0, e) || tk_params_refresh_copy(&k->P, e) ? e->code : 0;
+    free(w);
+    return rc;
+}
+
 #endif
