@@ -35,7 +35,8 @@ __global__ void greedy_step(tk_rnnt_greedy s, const T *logits, const float *hn, 
         for (int w = kT / 2; w > 0; w >>= 1) {
             if (threadIdx.x < w) {
                 const int o = threadIdx.x + w;
-                if (si[o] != 0x7fffffff && (si[threadIdx.x] == 0x7fffffff || better(sv[o], si[o], sv[threadIdx.x], si[threadIdx.x])))
+                const int i = threadIdx.x;
+                if (si[o] != 0x7fffffff && (si[i] == 0x7fffffff || better(sv[o], si[o], sv[i], si[i])))
                     sv[threadIdx.x] = sv[o], si[threadIdx.x] = si[o];
             }
             __syncthreads();

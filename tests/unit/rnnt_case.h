@@ -118,10 +118,12 @@ static inline int rc_decode_weights(rnnt_case *k, uint64_t key, tk_err *e) {
     for (int q = 0; q < k->P.ndense; q++) {
         const tk_param *p = &k->P.p[q];
         const size_t o = (size_t)p->off / 4 - (size_t)k->P.p[0].off / 4;
-        for (int64_t j = 0; j < tk_param_numel(p); j++) w[o + (size_t)j] = (float)tk_philox_normal(key, (uint32_t)q, (uint64_t)j);
+        for (int64_t j = 0; j < tk_param_numel(p); j++)
+            w[o + (size_t)j] = (float)tk_philox_normal(key, (uint32_t)q, (uint64_t)j);
         if (q == k->m->p_out_b) w[o + (size_t)k->m->V - 1] += 4;
     }
-    int rc = tk_memcpy_h2d(k->c, k->P.dense_w, w, k->P.dense_n * 4, 0, e) || tk_params_refresh_copy(&k->P, e) ? e->code : 0;
+    int rc =
+        tk_memcpy_h2d(k->c, k->P.dense_w, w, k->P.dense_n * 4, 0, e) || tk_params_refresh_copy(&k->P, e) ? e->code : 0;
     free(w);
     return rc;
 }

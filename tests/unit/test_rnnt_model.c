@@ -74,7 +74,8 @@ TK_TEST(init_as_the_reference) {
     CHECK(k);
     if (!k) return;
     const int H = 64;
-    const float *bi = find(k, "encoder.post_rnn.lstm.bias_ih_l1")->w, *bh = find(k, "encoder.post_rnn.lstm.bias_hh_l1")->w;
+    const float *bi = find(k, "encoder.post_rnn.lstm.bias_ih_l1")->w;
+    const float *bh = find(k, "encoder.post_rnn.lstm.bias_hh_l1")->w;
     const float *wi = find(k, "encoder.post_rnn.lstm.weight_ih_l0")->w;
     int forget_ok = 1, hh_ok = 1;
     for (int j = H; j < 2 * H; j++) forget_ok &= bi[j] == 0.5f, hh_ok &= bh[j] == 0.0f;
@@ -118,7 +119,8 @@ static void fd_case(int *tk_failed_, int train) {
         const size_t o = (size_t)((float *)p->w - k->P.dense_w), cnt = (size_t)tk_param_numel(p);
         double dot = 0;
         float *d = malloc(cnt * 4);
-        for (size_t j = 0; j < cnt; j++) d[j] = 2 * tk_philox_uniform(17, (uint32_t)i, j) - 1, dot += (double)g[o + j] * d[j];
+        for (size_t j = 0; j < cnt; j++)
+            d[j] = 2 * tk_philox_uniform(17, (uint32_t)i, j) - 1, dot += (double)g[o + j] * d[j];
         const double h = 1e-3;
         double lp, lm;
         for (size_t j = 0; j < cnt; j++) k->P.dense_w[o + j] = (float)(w0[o + j] + h * d[j]);
@@ -277,6 +279,10 @@ static void print_int(const char *name, const int *v, size_t n) {
     printf("%s %zu\n", name, n);
     for (size_t i = 0; i < n; i++) printf("%d\n", v[i]);
 }
+static void print_weights(const rnnt_case *k) {
+    for (int i = 0; i < k->P.ndense; i++)
+        print_arr(k->P.p[i].name, k->P.p[i].w, (size_t)tk_param_numel(&k->P.p[i]));
+}
 static void print_mask(const rnnt_model *m, float p, uint32_t site, size_t n) {
     tk_dropout d = {p, m->cfg.seed, site, m->step, 0};
     const uint32_t th = tk_dropout_thresh(p);
@@ -304,7 +310,7 @@ static int drive_decode(tk_err *e) {
         print_int("cfg", cfgv, sizeof cfgv / sizeof cfgv[0]);
         print_int("feat_len", k->feat_len, (size_t)B);
         print_arr("feat", k->feat, (size_t)k->T * B * c.in_feats);
-        for (int i = 0; i < k->P.ndense; i++) print_arr(k->P.p[i].name, k->P.p[i].w, (size_t)tk_param_numel(&k->P.p[i]));
+        print_weights(k);
         print_int("limits", lim, 2);
         print_int("n", n, (size_t)B);
         print_int("hyp", hyp, (size_t)B * cap);
@@ -333,7 +339,7 @@ static int drive(const char *mode, tk_err *e) {
         print_int("lab_len", k->lab_len, (size_t)B);
         print_int("labels", k->labels, (size_t)B * U);
         print_arr("feat", k->feat, (size_t)T * B * m->I);
-        for (int i = 0; i < k->P.ndense; i++) print_arr(k->P.p[i].name, k->P.p[i].w, (size_t)tk_param_numel(&k->P.p[i]));
+        print_weights(k);
         float lf = (float)loss;
         print_arr("loss", &lf, 1);
         for (int i = 0; i < k->P.ndense; i++) {

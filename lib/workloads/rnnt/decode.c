@@ -87,7 +87,8 @@ static int iterate(rnnt_decoder *d, tk_err *e) {
     tk_rnnt_lay L = {B, 1, 0, 1, B, d->d_one, d->d_zero, d->d_row0};
     if (tk_rows_copy(m->c, rnnt_wf(m, m->p_embed), TK_F32, d->st.label, d->emb, t, NULL, B, NULL, P, e) ||
         tk_lstm_fwd(m->c, t, &s, &w, NULL, d->emb, d->h, d->c, NULL, d->gp, d->hn, d->cn, d->ws, e) ||
-        rnnt_mm(m, B, J, P, 0, 1, d->gp, rnnt_wt(m, m->p_jp_w), d->gj, t, TK_EPI_BIAS, rnnt_wt(m, m->p_jp_b), NULL, e) ||
+        rnnt_mm(m, B, J, P, 0, 1, d->gp, rnnt_wt(m, m->p_jp_w), d->gj, t, TK_EPI_BIAS, rnnt_wt(m, m->p_jp_b), NULL,
+                e) ||
         tk_rows_copy(m->c, m->f, t, d->st.fidx, d->fcur, t, NULL, B, NULL, J, e) ||
         tk_rnnt_joint_fwd(m->c, t, &L, J, d->fcur, d->gj, NULL, d->hj, e) ||
         rnnt_mm(m, B, V, J, 0, 1, d->hj, rnnt_wt(m, m->p_out_w), d->logits, t, TK_EPI_BIAS, rnnt_wt(m, m->p_out_b),

@@ -73,7 +73,8 @@ void rnnt_lstm_of(const rnnt_model *m, int first, int L, tk_lstm_w *w, tk_lstm_d
     memset(dw, 0, sizeof *dw);
     for (int k = 0; k < L; k++) {
         const int p = first + 4 * k;
-        w->w_ih[k] = rnnt_wt(m, p), w->w_hh[k] = rnnt_wt(m, p + 1), w->b_ih[k] = rnnt_wf(m, p + 2), w->b_hh[k] = rnnt_wf(m, p + 3);
+        w->w_ih[k] = rnnt_wt(m, p), w->w_hh[k] = rnnt_wt(m, p + 1);
+        w->b_ih[k] = rnnt_wf(m, p + 2), w->b_hh[k] = rnnt_wf(m, p + 3);
         dw->w_ih[k] = gf(m, p), dw->w_hh[k] = gf(m, p + 1), dw->b_ih[k] = gf(m, p + 2), dw->b_hh[k] = gf(m, p + 3);
     }
 }
@@ -275,33 +276,44 @@ static void fill_shape_idx(rnnt_model *m, const size_t *off, int T, int T2, int 
         }
 }
 
-int rnnt_model_encode(rnnt_model *m, int T, int *T2p, tk_err *e) {
-    if (T < 1 || T > m->cfg.max_frames) return tk_err_set(e, TK_EINTERNAL, "rnnt: %d frames (1 .. %d)", T, m->cfg.max_frames);
-    const int T2 = (T + 1) / 2, B = m->B, E = m->E, J = m->J;
-    size_t off[R_N + 1];
-    regions(m, off);
-    fill_shape_idx(m, off, T, T2, 1);
-    if (tk_memcpy_h2d(m->c, m->idx, m->h_idx, off[R_N] * 4, 0, e)) return e->code;
-    *T2p = T2;
+// The encoder's forward on the uploaded index arrays: feat (in t: x0 on bf16) -> pre_rnn -> the
+// stacking -> post_rnn -> joint_enc -> f (B, T2, J); *x gets pre_rnn's input (the backward's).
+static int encoder_fwd(rnnt_model *m, const size_t *off, int T, const tk_dropout *Dpre, const tk_dropout *Dpost,
+                       const void **x, tk_err *e) {
     const rnnt_model_cfg *c = &m->cfg;
+    const int T2 = (T + 1) / 2, B = m->B, E = m->E, J = m->J;
+    const tk_dtype t = m->t;
     tk_lstm_shape spre = shape_of(c->enc_pre_rnn_layers, T, B, m->I, E),
                   spost = shape_of(c->enc_post_rnn_layers, T2, B, 2 * E, E);
     tk_lstm_w wpre, wpost;
     tk_lstm_dw gpre, gpost;
     rnnt_lstm_of(m, m->p_pre, c->enc_pre_rnn_layers, &wpre, &gpre);
     rnnt_lstm_of(m, m->p_post, c->enc_post_rnn_layers, &wpost, &gpost);
-    const void *x = m->feat;
-    if (m->t != TK_F32) {
-        if (tk_rows_copy(m->c, m->feat, TK_F32, NULL, m->x0, m->t, NULL, (int64_t)T * B, NULL, m->I, e)) return e->code;
-        x = m->x0;
+    *x = m->feat;
+    if (t != TK_F32) {
+        if (tk_rows_copy(m->c, m->feat, TK_F32, NULL, m->x0, t, NULL, (int64_t)T * B, NULL, m->I, e)) return e->code;
+        *x = m->x0;
     }
-    if (tk_lstm_fwd(m->c, m->t, &spre, &wpre, NULL, x, NULL, NULL, NULL, m->y1, NULL, NULL, m->ws_pre, e) ||
-        gather(m, m->y1, m->t, off[R_STACK], (int64_t)T2 * B * 2, m->x2, E, e) ||
-        tk_lstm_fwd(m->c, m->t, &spost, &wpost, NULL, m->x2, NULL, NULL, NULL, m->y2, NULL, NULL, m->ws_post, e) ||
-        rnnt_mm(m, T2 * B, J, E, 0, 1, m->y2, rnnt_wt(m, m->p_je_w), m->fe_tm, m->t, TK_EPI_BIAS, rnnt_wt(m, m->p_je_b), NULL, e) ||
-        gather(m, m->fe_tm, m->t, off[R_FT], (int64_t)B * T2, m->f, J, e))
+    if (tk_lstm_fwd(m->c, t, &spre, &wpre, NULL, *x, NULL, NULL, Dpre, m->y1, NULL, NULL, m->ws_pre, e) ||
+        gather(m, m->y1, t, off[R_STACK], (int64_t)T2 * B * 2, m->x2, E, e) ||
+        tk_lstm_fwd(m->c, t, &spost, &wpost, NULL, m->x2, NULL, NULL, Dpost, m->y2, NULL, NULL, m->ws_post, e) ||
+        rnnt_mm(m, T2 * B, J, E, 0, 1, m->y2, rnnt_wt(m, m->p_je_w), m->fe_tm, t, TK_EPI_BIAS, rnnt_wt(m, m->p_je_b),
+                NULL, e) ||
+        gather(m, m->fe_tm, t, off[R_FT], (int64_t)B * T2, m->f, J, e))
         return e->code ? e->code : TK_EINTERNAL;
     return 0;
+}
+
+int rnnt_model_encode(rnnt_model *m, int T, int *T2p, tk_err *e) {
+    if (T < 1 || T > m->cfg.max_frames)
+        return tk_err_set(e, TK_EINTERNAL, "rnnt: %d frames (1 .. %d)", T, m->cfg.max_frames);
+    size_t off[R_N + 1];
+    regions(m, off);
+    fill_shape_idx(m, off, T, (T + 1) / 2, 1);
+    if (tk_memcpy_h2d(m->c, m->idx, m->h_idx, off[R_N] * 4, 0, e)) return e->code;
+    *T2p = (T + 1) / 2;
+    const void *x;
+    return encoder_fwd(m, off, T, NULL, NULL, &x, e);
 }
 
 // The batch's host values checked, the index arrays, lengths, labels and row0 uploaded.
@@ -324,7 +336,8 @@ static int upload(rnnt_model *m, const rnnt_batch *bt, const size_t *off, tk_err
     int32_t *x = m->h_idx;
     for (int u = 0; u < U1; u++)
         for (int b = 0; b < B; b++)
-            x[off[R_EMB] + (size_t)u * B + b] = u == 0 || u - 1 >= bt->lab_len[b] ? -1 : bt->labels[(size_t)b * U + u - 1];
+            x[off[R_EMB] + (size_t)u * B + b] =
+                u == 0 || u - 1 >= bt->lab_len[b] ? -1 : bt->labels[(size_t)b * U + u - 1];
     // The embedding's gradient: the rows (u, b) of each label, labels in ascending order.
     int32_t *pos = x + off[R_POS], *so = x + off[R_OFF], *sr = x + off[R_ROW];
     int nseg = 0, k = 0;
@@ -377,34 +390,29 @@ int rnnt_model_step(rnnt_model *m, const rnnt_batch *bt, float scale, int train,
     const tk_dropout *Dpre = train ? &dpre : NULL, *Dpost = train ? &dpost : NULL, *Ddec = train ? &ddec : NULL,
                      *Djoint = train ? &djoint : NULL;
     tk_rnnt_lay L = {B, T2, m->U, 1, m->rows, m->d_T, m->d_U, m->d_row0};
-    const void *x = m->feat;
-    if (t != TK_F32) {
-        if (tk_rows_copy(m->c, m->feat, TK_F32, NULL, m->x0, t, NULL, (int64_t)T * B, NULL, m->I, e)) return e->code;
-        x = m->x0;
-    }
+    const void *x;
     // forward
-    if (tk_lstm_fwd(m->c, t, &spre, &wpre, NULL, x, NULL, NULL, Dpre, m->y1, NULL, NULL, m->ws_pre, e) ||
-        gather(m, m->y1, t, off[R_STACK], (int64_t)T2 * B * 2, m->x2, E, e) ||
-        tk_lstm_fwd(m->c, t, &spost, &wpost, NULL, m->x2, NULL, NULL, Dpost, m->y2, NULL, NULL, m->ws_post, e) ||
-        rnnt_mm(m, T2 * B, J, E, 0, 1, m->y2, rnnt_wt(m, m->p_je_w), m->fe_tm, t, TK_EPI_BIAS, rnnt_wt(m, m->p_je_b), NULL, e) ||
-        gather(m, m->fe_tm, t, off[R_FT], (int64_t)B * T2, m->f, J, e) ||
+    if (encoder_fwd(m, off, T, Dpre, Dpost, &x, e) ||
         gather(m, rnnt_wf(m, m->p_embed), TK_F32, off[R_EMB], (int64_t)U1 * B, m->emb, Pn, e) ||
         tk_lstm_fwd(m->c, t, &sdec, &wdec, NULL, m->emb, NULL, NULL, Ddec, m->gp, NULL, NULL, m->ws_dec, e) ||
-        rnnt_mm(m, U1 * B, J, Pn, 0, 1, m->gp, rnnt_wt(m, m->p_jp_w), m->gj_tm, t, TK_EPI_BIAS, rnnt_wt(m, m->p_jp_b), NULL, e) ||
+        rnnt_mm(m, U1 * B, J, Pn, 0, 1, m->gp, rnnt_wt(m, m->p_jp_w), m->gj_tm, t, TK_EPI_BIAS, rnnt_wt(m, m->p_jp_b),
+                NULL, e) ||
         gather(m, m->gj_tm, t, off[R_GT], (int64_t)B * U1, m->g, J, e) ||
         tk_rnnt_joint_fwd(m->c, t, &L, J, m->f, m->g, Djoint, m->h, e) ||
-        rnnt_mm(m, (int)m->rows, V, J, 0, 1, m->h, rnnt_wt(m, m->p_out_w), m->z, t, TK_EPI_BIAS, rnnt_wt(m, m->p_out_b), NULL, e) ||
+        rnnt_mm(m, (int)m->rows, V, J, 0, 1, m->h, rnnt_wt(m, m->p_out_w), m->z, t, TK_EPI_BIAS,
+                rnnt_wt(m, m->p_out_b), NULL, e) ||
         tk_rnnt_loss(m->c, t, &L, V, V - 1, m->d_lab, m->z, scale, m->loss_acc, m->loss, m->costs, m->z, m->ws_loss, e))
         return e->code ? e->code : TK_EINTERNAL;
     // backward (the LSTMs add into their gradients: all zeroed first)
     if (tk_memset0(m->c, m->P->dense_g, m->P->dense_n * 4, 0, e) ||
         rnnt_mm(m, V, J, (int)m->rows, 1, 0, m->z, m->h, gf(m, m->p_out_w), TK_F32, TK_EPI_BGRADB, NULL,
-           gf(m, m->p_out_b), e) ||
+                gf(m, m->p_out_b), e) ||
         rnnt_mm(m, (int)m->rows, J, V, 0, 0, m->z, rnnt_wt(m, m->p_out_w), m->h, t, TK_EPI_NONE, NULL, NULL, e) ||
         tk_rnnt_joint_bwd(m->c, t, &L, J, m->f, m->g, Djoint, m->h, m->df, m->dg, e) ||
         // encoder side
         gather(m, m->df, t, off[R_FTB], (int64_t)T2 * B, m->fe_tm, J, e) ||
-        rnnt_mm(m, J, E, T2 * B, 1, 0, m->fe_tm, m->y2, gf(m, m->p_je_w), TK_F32, TK_EPI_BGRADB, NULL, gf(m, m->p_je_b), e) ||
+        rnnt_mm(m, J, E, T2 * B, 1, 0, m->fe_tm, m->y2, gf(m, m->p_je_w), TK_F32, TK_EPI_BGRADB, NULL,
+                gf(m, m->p_je_b), e) ||
         rnnt_mm(m, T2 * B, E, J, 0, 0, m->fe_tm, rnnt_wt(m, m->p_je_w), m->d1, t, TK_EPI_NONE, NULL, NULL, e) ||
         tk_lstm_bwd(m->c, t, &spost, &wpost, NULL, m->x2, Dpost, m->d1, NULL, NULL, m->d2, NULL, NULL, &gpost,
                     m->ws_post, e) ||
@@ -412,8 +420,8 @@ int rnnt_model_step(rnnt_model *m, const rnnt_batch *bt, float scale, int train,
         tk_lstm_bwd(m->c, t, &spre, &wpre, NULL, x, Dpre, m->d1, NULL, NULL, NULL, NULL, NULL, &gpre, m->ws_pre, e) ||
         // prediction side
         gather(m, m->dg, t, off[R_GTB], (int64_t)U1 * B, m->gj_tm, J, e) ||
-        rnnt_mm(m, J, Pn, U1 * B, 1, 0, m->gj_tm, m->gp, gf(m, m->p_jp_w), TK_F32, TK_EPI_BGRADB, NULL, gf(m, m->p_jp_b),
-           e) ||
+        rnnt_mm(m, J, Pn, U1 * B, 1, 0, m->gj_tm, m->gp, gf(m, m->p_jp_w), TK_F32, TK_EPI_BGRADB, NULL,
+                gf(m, m->p_jp_b), e) ||
         rnnt_mm(m, U1 * B, Pn, J, 0, 0, m->gj_tm, rnnt_wt(m, m->p_jp_w), m->d2, t, TK_EPI_NONE, NULL, NULL, e) ||
         tk_lstm_bwd(m->c, t, &sdec, &wdec, NULL, m->emb, Ddec, m->d2, NULL, NULL, m->d1, NULL, NULL, &gdec,
                     m->ws_dec, e))
