@@ -10,6 +10,11 @@
 // waiting once at the end. The utterances decode independently, as the reference decodes them
 // one at a time (its prediction network batch of one; the ops' results do not depend on the
 // batch's other rows).
+// The cap: an utterance is done once its hypothesis holds cap symbols (cap kept). NVIDIA's batched
+// decoder (training_results v1.x rnnt/decoder.py, its CUDA-graph loop) does not advance its label
+// index on the symbol that reaches max_symbol_per_sample, which seems to keep cap - 1; not
+// checked against a run of it, and it matters only for utterances that reach the cap (an
+// untrained model's rambling).
 // The weights are the model's params as they are when called (the engine's EMA weights swapped in
 // by the caller for MLPerf's evaluation).
 #ifndef TK_WORKLOADS_RNNT_DECODE_H

@@ -142,6 +142,9 @@ int64_t rnnt_model_ref_count(const rnnt_model_cfg *cfg);
 // One training step's forward and backward: every dense gradient overwritten; the loss (scale
 // sum_b nll_b, scale = 1 / global batch in training) in m->loss (device), added to m->loss_acc
 // when set. train 0: no dropout (the evaluation's forward; the gradients still computed).
+// The batch's lengths, labels and the gathers' index arrays are built on the host and copied in
+// (synchronous copies): the step as it is cannot be captured into a CUDA graph; a caller that
+// wants one stages those arrays itself at fixed shapes.
 int rnnt_model_step(rnnt_model *m, const rnnt_batch *bt, float scale, int train, tk_err *e);
 // The encoder alone (evaluation: no dropout) on m->feat of T frames: m->f (B, T2, J) in t, the
 // joint_enc projections the decoder reads; *T2 = ceil(T / 2).
