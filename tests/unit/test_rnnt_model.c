@@ -208,6 +208,11 @@ TK_TEST(decode_limits_exact) {
     for (int b = 0; b < 3; b++)
         for (int i = 0; i < n[b]; i++) all2 &= hyp[b * 12 + i] == 2;
     CHECK(all2);
+    // 10 a frame, cap 100: 50 iterations, past the first look at the state (RNNT_DECODE_CHECK)
+    int32_t hyp100[3 * 100];
+    CHECK(!decode(k, 10, 100, hyp100, n, &e));
+    CHECK(n[0] == 50 && n[1] == 20 && n[2] == 10);
+    CHECK(hyp100[49] == 2 && hyp100[100 + 19] == 2 && hyp100[200 + 9] == 2);
     set_out_bias(k, blank);
     CHECK(!decode(k, 3, 12, hyp, n, &e));
     CHECK(n[0] == 0 && n[1] == 0 && n[2] == 0);

@@ -134,10 +134,25 @@ int rnnt_decode(rnnt_decoder *d, int T, const int *feat_len, int32_t *hyp, int32
             return e->code;
         }
         TRY(tk_graph_end(m->c, &d->graph, e));
-        for (int i = 0; i < iters; i++) TRY(tk_graph_launch(m->c, &d->graph, e));
-    } else {
-        for (int i = 0; i < iters; i++) TRY(iterate(d, e));
     }
+    // RNNT_DECODE_CHECK iterations at a time, then one look at the state (the host's only wait
+    // in the loop): done when every utterance is
+    int32_t *tn = malloc((size_t)B * 2 * 4);
+    if (!tn) return tk_err_errno(e, ENOMEM, "rnnt decode: out of memory");
+    for (int i = 0; i < iters && !rc;) {
+        for (int j = 0; j < RNNT_DECODE_CHECK && i < iters && !rc; j++, i++)
+            rc = d->use_graph ? tk_graph_launch(m->c, &d->graph, e) : iterate(d, e);
+        if (rc || i >= iters) break;
+        rc = tk_memcpy_d2h(m->c, tn, d->st.t, (size_t)B * 4, 0, e) ||
+                     tk_memcpy_d2h(m->c, tn + B, d->st.n, (size_t)B * 4, 0, e)
+                 ? e->code
+                 : 0;
+        int done = 1;
+        for (int b = 0; b < B && !rc; b++) done &= tn[b] >= rnnt_stacked_len(feat_len[b]) || tn[B + b] >= d->cap;
+        if (done) break;
+    }
+    free(tn);
+    if (rc) return e->code ? e->code : TK_EINTERNAL;
     TRY(tk_ctx_sync(m->c, e));
     TRY(tk_memcpy_d2h(m->c, n, d->st.n, (size_t)B * 4, 0, e));
     TRY(tk_memcpy_d2h(m->c, hyp, d->st.hyp, (size_t)B * d->cap * 4, 0, e));

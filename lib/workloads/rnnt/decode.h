@@ -6,8 +6,9 @@
 //   state, joint_pred, the f row of each utterance's frame, the joint's ReLU, joint_net.2, and
 //   tk_rnnt_greedy_step (argmax, hypotheses, state, next frame: all in the backend's memory).
 // T2 + cap iterations finish every utterance, so the loop needs no host decision: on cuda one
-// iteration is captured into a CUDA graph (use_graph) and replayed that many times, the host
-// waiting once at the end. The utterances decode independently, as the reference decodes them
+// iteration is captured into a CUDA graph (use_graph) and replayed; the host looks at the state
+// (lengths and frames, one copy) every RNNT_DECODE_CHECK iterations only, to stop once every
+// utterance is done (an iteration of done utterances changes nothing). The utterances decode independently, as the reference decodes them
 // one at a time (its prediction network batch of one; the ops' results do not depend on the
 // batch's other rows).
 // The cap: an utterance is done once its hypothesis holds cap symbols (cap kept). NVIDIA's batched
@@ -22,6 +23,8 @@
 
 #include "model.h"
 #include "rnnt_greedy.h"
+
+#define RNNT_DECODE_CHECK 32
 
 typedef struct rnnt_decoder {
     rnnt_model *m;
