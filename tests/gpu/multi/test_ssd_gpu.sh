@@ -5,8 +5,10 @@
 #   1. training: 1 GPU and 2 GPUs (share/launch), 4 steps at global batch 6, an evaluation after
 #      each: BN per rank over copies of one image normalizes as BN over the whole batch, so only
 #      the order of the sums differs (the cpu's tests/cli/ssd-multi.bats: 0 on 2 ranks); on the
-#      GPU cuDNN's engines for 3 images and for 6 round differently too: the losses within 1e-3
-#      relative, each evaluation's mAP within 1%.
+#      GPU cuDNN's engines for 3 images and for 6 round differently too, and the hard-negative
+#      mining's ranking and the ReLUs' signs pass such roundings on as different choices: the
+#      losses within 5e-3 relative (4x H200, ca0058c: 1.25e-3 at the 4th step; a missing or
+#      unscaled gradient reduction moves them by percents), each evaluation's mAP within 1%.
 #   2. the evaluation split: the 2-GPU run's last mAP (each GPU its share of the 5 images, BN
 #      statistics averaged, rank 0 scoring the gathered detections) against evaluate of its
 #      checkpoint on one GPU over every image (the same network, the same per-rank batch): within
@@ -43,10 +45,11 @@ if [ "$s1" -le 1 ] && [ "$s2" -le 1 ] && grep -q '"world_size":2' "$W/two.jsonl"
         metrics "$W/$k.jsonl" | grep '^loss' >"$W/$k.loss"
         metrics "$W/$k.jsonl" | grep '^map' >"$W/$k.map"
     done
-    sed 's/^/# 1 GPU: /' "$W/one.map"
+    sed 's/^/# 1 GPU: /' "$W/one.map" "$W/one.loss"
+    sed 's/^/# 2 GPUs: /' "$W/two.map" "$W/two.loss"
     if [ "$(wc -l <"$W/one.loss")" -eq 4 ] && ! grep -q ' 0\.0$' "$W/one.map" &&
-        r=$(agree "$W/one.loss" "$W/two.loss" 1e-3) && m=$(agree "$W/one.map" "$W/two.map" 1e-2); then
-        echo "ok 1 - SSD fp32 training, 2 GPUs vs 1 (repeated image): losses $r <= 1e-3; mAPs $m <= 1e-2"
+        r=$(agree "$W/one.loss" "$W/two.loss" 5e-3) && m=$(agree "$W/one.map" "$W/two.map" 1e-2); then
+        echo "ok 1 - SSD fp32 training, 2 GPUs vs 1 (repeated image): losses $r <= 5e-3; mAPs $m <= 1e-2"
     else
         echo "not ok 1 - SSD fp32 training, 2 GPUs vs 1: losses ${r:-?}, mAPs ${m:-?}"
     fi
