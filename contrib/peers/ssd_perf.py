@@ -45,6 +45,8 @@ steps (not timed), then --windows windows of --iters steps each between two CUDA
 synchronization inside a window; images_per_s = batch / median window ms per step.
 --explain adds dynamo's counters (graph breaks and their reasons, graphs, recompilations) to the
 line, as bert_perf.py does: where compile is slower than eager, look there first.
+--compile-backend eager traces with dynamo but runs the graphs eagerly: on a CPU, where
+inductor's compilation of the full model takes many minutes, it shows the graph breaks in seconds.
 
 --check-match compares the batched matcher with ssd_ops.py's per-image transcription of
 Encoder.encode (float32, CPU) on random ground truths (a repeated box under another label, a box
@@ -167,7 +169,7 @@ def train(a, dev):
         ploc, plabel = m(x)
         return ssd_ops.ssd_loss(ploc.float(), plabel.float(), gloc, glabel, xywh)[0]
 
-    fn = torch.compile(loss_fn, mode=a.compile_mode) if a.mode == "compile" else loss_fn
+    fn = torch.compile(loss_fn, mode=a.compile_mode, backend=a.compile_backend) if a.mode == "compile" else loss_fn
 
     def step():
         with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=a.amp == "bf16"):
@@ -197,6 +199,7 @@ def train(a, dev):
         windows.append(tm.ms(s, tm.mark()) / a.iters)
     med = statistics.median(windows)
     out = {"type": "bench", "impl": "torch-" + a.mode, "compile_mode": a.compile_mode if a.mode == "compile" else None,
+           "compile_backend": a.compile_backend if a.mode == "compile" else None,
            "batch": a.batch, "images_per_s": a.batch / (med / 1e3), "ms_per_step": med,
            "ms_per_step_windows": [round(v, 4) for v in windows],
            "compile_s": round(first_s, 3) if a.mode == "compile" else None,
@@ -221,6 +224,8 @@ def main():
     p.add_argument("--batch", type=positive, default=NVIDIA_V11_PER_GPU_BATCH)
     p.add_argument("--mode", choices=["eager", "compile"], default="eager")
     p.add_argument("--compile-mode", help="torch.compile's mode (max-autotune-no-cudagraphs, ...)")
+    p.add_argument("--compile-backend", default="inductor",
+                   help="torch.compile's backend (eager: dynamo's tracing alone, for --explain on a CPU)")
     p.add_argument("--warmup", type=positive, default=10)
     p.add_argument("--iters", type=positive, default=20)
     p.add_argument("--windows", type=positive, default=3)

@@ -1,0 +1,85 @@
+#!/usr/bin/env bats
+# issue 30's SSD speed set-up on the CPU: contrib/peers/ssd_perf.py (the training step's peer),
+# its batched box matching against ssd_ops.py's per-image transcription of the reference's
+# Encoder.encode; ssd_eval.py's batched post-processing (check-batched) against the reference's
+# decode_single and torchvision image by image, and its time mode; contrib/bench/ssd.sh's TINY=1
+# dry run (training and evaluation rows) and its exit 5 without a GPU. Skips when torch is not
+# importable.
+
+bats_require_minimum_version 1.5.0
+
+load torch
+
+setup() {
+    PERF="$TK_ROOT/contrib/peers/ssd_perf.py" EVAL="$TK_ROOT/contrib/peers/ssd_eval.py"
+}
+
+# one JSON field of a line
+field() { python3 -c 'import json, sys; print(json.dumps(json.loads(sys.argv[1])[sys.argv[2]]))' "$1" "$2"; }
+
+@test "ssd_perf.py --check-match: the batched matcher gives ssd_ops.encode's boxes bit for bit and its labels" {
+    need_torch
+    run --separate-stderr python3 "$PERF" --check-match
+    [ "$status" -eq 0 ] || { echo "exit $status: $output $stderr"; return 1; }
+    [ "$output" = '{"type": "ssd_check_match", "images": 6, "differences": 0}' ]
+    # six images, each with its positives counted (the reference's forced matches at least one each)
+    [ "$(grep -c 'boxes diff 0, labels diff 0$' <<<"$stderr")" -eq 6 ]
+}
+
+@test "ssd_eval.py check-batched: one batched_nms over the batch gives decode_single's and torchvision's detections" {
+    need_torch
+    run --separate-stderr python3 "$EVAL" check-batched
+    [ "$status" -eq 0 ] || { echo "exit $status: $output $stderr"; return 1; }
+    [ "${#lines[@]}" -eq 6 ]
+    for l in "${lines[@]}"; do [[ "$l" == *"  ok" ]] || { echo "$l"; return 1; }; done
+    # the saturated images keep max_output 200; the third has fewer (its 40 boxes of class 5 after NMS)
+    [[ "${lines[0]}" == "batched/reference image 0  200 detections of 200  ok" ]]
+    [[ "${lines[4]}" =~ ^batched/reference\ image\ 2\ \ ([0-9]+)\ detections ]] && [ "${BASH_REMATCH[1]}" -lt 40 ]
+}
+
+@test "contrib/bench/ssd.sh TINY=1 EVAL=1 dry-runs both peers on the CPU (no row of ours) and keeps their lines" {
+    need_torch
+    python3 -c "import importlib.util as u, sys; sys.exit(u.find_spec('torchvision') is None)" 2>/dev/null || skip "torchvision is not importable"
+    [ -x "$TK_BIN/prep" ] || skip "prep is not built"
+    run --separate-stderr env TINY=1 EVAL=1 BUILD="${TK_BIN%/bin}" LOGDIR="$BATS_TEST_TMPDIR/logs" "$TK_ROOT/contrib/bench/ssd.sh"
+    [ "$status" -eq 0 ] || { echo "exit $status: $output $stderr"; return 1; }
+    [ "${lines[0]}" = "SSD300-ResNet34 training step: batch 2 of 300x300, width 8, cpu none, data in device memory" ]
+    [[ "${lines[2]}" =~ ^torch-eager\ +[0-9]+\.[0-9]\ +[0-9]+\.[0-9]+\ +-\ +1\.00x$ ]]
+    ! grep -q trainkit <<<"$output"
+    [[ "$output" == *"evaluation (cpu none)"* ]]
+    [[ "${lines[-1]}" =~ ^torch-eager\ +4\  ]]
+    res="$BATS_TEST_TMPDIR/logs/results.jsonl"
+    [ "$(wc -l <"$res")" -eq 2 ]
+    t=$(sed -n 1p "$res") e=$(sed -n 2p "$res")
+    [ "$(field "$t" batch)" = 2 ] && [ "$(field "$t" impl)" = '"torch-eager"' ]
+    [ "$(field "$t" layout)" = '"channels_last"' ]
+    python3 -c 'import json, math, sys; r = json.loads(sys.argv[1]); sys.exit(not (r["positives"] > 0 and math.isfinite(r["loss"])
+        and abs(r["images_per_s"] * r["ms_per_step"] - 2000) < 1e-6 * 2000))' "$t"
+    [ "$(field "$e" images)" = 4 ]
+    # at most max_output 200 an image, from at least as many candidates; COCOeval ran when pycocotools is there
+    python3 -c 'import json, sys; r = json.loads(sys.argv[1]); sys.exit(not 0 < r["detections"] <= min(800, r["candidates"]))' "$e"
+    if python3 -c "import pycocotools" 2>/dev/null; then
+        [ "$(field "$e" cocoeval_s)" != null ] && [ "$(field "$e" map)" != null ]
+    fi
+}
+
+@test "ssd_eval.py time: a directory without the annotations is an I/O error naming the file (exit 4)" {
+    need_torch
+    run --separate-stderr python3 "$EVAL" time --coco "$BATS_TEST_TMPDIR/none" --device cpu
+    [ "$status" -eq 4 ]
+    [ -z "$output" ]
+    [ "$stderr" = "ssd_eval.py: error: $BATS_TEST_TMPDIR/none/annotations/instances_val2017.json: No such file or directory" ]
+}
+
+@test "contrib/bench/ssd.sh and ssd_perf.py without a GPU exit 5 and say so" {
+    ! command -v nvidia-smi >/dev/null || skip "nvidia-smi is present: this machine may have a GPU"
+    run --separate-stderr "$TK_ROOT/contrib/bench/ssd.sh"
+    [ "$status" -eq 5 ]
+    [ -z "$output" ]
+    [[ "$stderr" == "ssd.sh: error: no NVIDIA GPU on this machine"* ]]
+    python3 -c "import importlib.util as u, sys; sys.exit(u.find_spec('torch') is None)" 2>/dev/null || return 0
+    run --separate-stderr python3 "$PERF" --device cuda
+    [ "$status" -eq 5 ]
+    [ -z "$output" ]
+    [[ "$stderr" == "ssd_perf.py: error: no CUDA device"* ]]
+}
