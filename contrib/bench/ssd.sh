@@ -58,36 +58,17 @@ EVAL=${EVAL:-0} EVAL_IMAGES=${EVAL_IMAGES:-5000} EVAL_BATCH=${EVAL_BATCH:-64} EV
 COCO=${COCO:-} CKPT=${CKPT:-} LOGIT_SCALE=${LOGIT_SCALE:-1} WHEELS=${WHEELS:-}
 DEV=cuda AMP=bf16 WIDTH=64 EXTRA=()
 if [ "$TINY" = 1 ]; then
-    BATCH=2 WARMUP=1 ITERS=1 WINDOWS=1 MODES=eager COMPILE_MODE= OURS=0
+    BATCH=2 WARMUP=1 ITERS=1 WINDOWS=1 MODES=eager COMPILE_MODE="" OURS=0
     EVAL_IMAGES=4 EVAL_BATCH=2 EVAL_MODES=eager
     DEV=cpu AMP=none WIDTH=8 EXTRA=(--threads 1)
 fi
-die() { echo "ssd.sh: error: $2" >&2; exit "$1"; }
-if [ "$TINY" != 1 ] && ! { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; }; then
-    die 5 "no NVIDIA GPU on this machine (nvidia-smi is missing or lists no device): this benchmark needs one; TINY=1 dry-runs the peers on the CPU"
-fi
-[ -z "$COCO" ] || [ -r "$COCO/annotations/instances_val2017.json" ] || die 2 "COCO=$COCO has no annotations/instances_val2017.json"
-[ -z "$CKPT" ] || [ -r "$CKPT" ] || die 2 "CKPT=$CKPT is not readable"
-KEEP=${LOGDIR:+1}
-LOGDIR=${LOGDIR:-$(mktemp -d)}
-mkdir -p "$LOGDIR" || die 4 "cannot make $LOGDIR"
-RES=$LOGDIR/results.jsonl
-: >"$RES" || die 4 "cannot write $RES"
-rc=0
-[ "$TINY" = 1 ] || nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+BENCH=ssd.sh
 common=(--device "$DEV" --amp "$AMP" --width "$WIDTH" "${EXTRA[@]}")
-# one peer run: a name, the script, its options; its JSON line goes to $RES
-peer() {
-    local name=$1 script=$2
-    shift 2
-    echo "== torch $name" >&2
-    if "$PY" "$ROOT/contrib/peers/$script" "$@" "${common[@]}" >"$LOGDIR/$name.out" 2>"$LOGDIR/$name.err"; then
-        cat "$LOGDIR/$name.out" >>"$RES"
-    else
-        echo "ssd.sh: the peer's $name run failed (log: $LOGDIR/$name.err): $(tail -3 "$LOGDIR/$name.err")" >&2
-        rc=1
-    fi
-}
+. "$ROOT/contrib/bench/peer-common.sh"
+bench_need_gpu "dry-runs the peers on the CPU"
+[ -z "$COCO" ] || [ -r "$COCO/annotations/instances_val2017.json" ] || bench_die 2 "COCO=$COCO has no annotations/instances_val2017.json"
+[ -z "$CKPT" ] || [ -r "$CKPT" ] || bench_die 2 "CKPT=$CKPT is not readable"
+bench_logdir
 
 # ---- the training step ----
 if [ "$OURS" = 1 ]; then
@@ -121,9 +102,9 @@ if [ "$PEERS" = 1 ]; then
     train=(--batch "$BATCH" --warmup "$WARMUP" --iters "$ITERS" --windows "$WINDOWS")
     [ "$EXPLAIN" = 1 ] && train+=(--explain)
     for mode in $MODES; do
-        peer "train-$mode" ssd_perf.py --mode "$mode" "${train[@]}"
+        bench_peer "train-$mode" ssd_perf.py --mode "$mode" "${train[@]}"
     done
-    [ -n "$COMPILE_MODE" ] && peer "train-compile-$COMPILE_MODE" ssd_perf.py --mode compile --compile-mode "$COMPILE_MODE" "${train[@]}"
+    [ -n "$COMPILE_MODE" ] && bench_peer "train-compile-$COMPILE_MODE" ssd_perf.py --mode compile --compile-mode "$COMPILE_MODE" "${train[@]}"
 fi
 
 # ---- the evaluation ----
@@ -151,7 +132,8 @@ if [ "$EVAL" = 1 ]; then
                 "$BUILD/bin/prep" coco -a "$COCO/annotations/instances_train2017.json" -o "$d" "$COCO/train2017" >"$LOGDIR/prep-train.out" 2>&1 &&
                     "$BUILD/bin/train-step" -c share/workloads/ssd/config.json -t "$d/train.tks" --no-eval --max-steps 2 \
                         --set train.global_batch_size="$BATCH" --ckpt-dir "$LOGDIR/ckpt" --backend cuda \
-                        >"$LOGDIR/train-step.out" 2>&1 && CKPT=$(ls "$LOGDIR"/ckpt/*.safetensors 2>/dev/null | tail -1)
+                        >"$LOGDIR/train-step.out" 2>&1 && CKPT=$LOGDIR/ckpt/step-2.safetensors
+                [ -r "$CKPT" ] || CKPT=
                 [ -n "$CKPT" ] || { echo "ssd.sh: no checkpoint to evaluate (logs: $LOGDIR/prep-train.out, $LOGDIR/train-step.out)" >&2; rc=1; }
             fi
             if [ -n "$CKPT" ]; then
@@ -175,7 +157,7 @@ print(json.dumps({"type": "bench_eval", "impl": "trainkit evaluate", "images": r
         ev=(time --coco "$COCO" --images "$EVAL_IMAGES" --batch "$EVAL_BATCH" --logit-scale "$LOGIT_SCALE")
         [ -n "$CKPT" ] && ev+=(--checkpoint "$CKPT")
         for mode in $EVAL_MODES; do
-            peer "eval-$mode" ssd_eval.py "${ev[@]}" --mode "$mode"
+            bench_peer "eval-$mode" ssd_eval.py "${ev[@]}" --mode "$mode"
         done
     fi
 fi
@@ -211,5 +193,4 @@ if ev:
               f" {r['images'] / r['total_s'] if r.get('images') else 0:>9.1f} {fmt(r.get('detections'), 'd'):>8}"
               f" {fmt(r.get('map'), '.4f'):>7}")
 PY
-if [ "$rc" = 0 ] && [ -z "$KEEP" ]; then rm -rf "$LOGDIR"; else echo "ssd.sh: logs in $LOGDIR" >&2; fi
-exit "$rc"
+bench_end
