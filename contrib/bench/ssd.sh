@@ -16,12 +16,14 @@
 #
 # The device needs an NVIDIA GPU, $BUILD/tests/gpu/test_ssd_step built with CUDA (carry the build
 # folder), python3 with a CUDA torch, torchvision and safetensors (the device image has them) and,
-# for EVAL=1, pycocotools, which the device image may lack: download its wheel here and carry it,
+# for EVAL=1, pycocotools, which the device image lacks (KINDS.md's package list): download its
+# wheel here (2.0.11: a 412 kB cp312 abi3 manylinux wheel; it needs numpy alone, on the image),
+#   echo /.whl/ >>.git/info/exclude
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
-#       --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .whl pycocotools
-# and run with WHEELS=.whl: when `import pycocotools` fails, this script pip-installs the wheels
-# of WHEELS (--no-index --no-deps) into LOGDIR/site and puts it on PYTHONPATH (numpy is on the
-# image). Without pycocotools the peer's evaluation runs without COCOeval (its column is "-").
+#       --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .whl pycocotools==2.0.11
+# carry .whl and run with WHEELS=.whl: when `import pycocotools` fails, this script pip-installs
+# the wheels of WHEELS (--no-index --no-deps) into LOGDIR/site and puts it on PYTHONPATH.
+# Without pycocotools the peer's evaluation runs without COCOeval (its column is "-").
 # EVAL=1 also needs $BUILD/bin/prep, train-step and evaluate (built here, carried), and makes its
 # data with prep synth coco (or COCO=DIR, a directory in that layout).
 # Environment knobs:
@@ -30,8 +32,10 @@
 #   MODES="eager compile"         the peer's training runs (torch.compile's default mode)
 #   COMPILE_MODE=MODE             also torch.compile with MODE (max-autotune-no-cudagraphs: compiles
 #                                 for many minutes: run it in a call of its own, MODES= OURS=0)
-#   EXPLAIN=1                     the compiled runs add dynamo's counters (graph breaks, reasons)
-#                                 to their JSON lines in LOGDIR/results.jsonl (printed below the table)
+#   EXPLAIN=1                     print dynamo's counters (graph breaks and their reasons, graphs,
+#                                 recompilations) of every compiled run below the table; without it
+#                                 they are printed for a compiled run slower than eager (they are
+#                                 always in its JSON line, LOGDIR/results.jsonl)
 #   OURS=0 (not ours)  PEERS=0 (no PyTorch runs)  OURS_BIN=FILE  LOGDIR=DIR (keep the outputs)
 #   EVAL=1                        the evaluation part (default 0)
 #   EVAL_IMAGES=5000              val images (COCO val2017's count), prep synth coco's 480-640 pixels
@@ -99,8 +103,7 @@ print(json.dumps({"type": "bench", "impl": "trainkit", "batch": int(kv["batch"])
     fi
 fi
 if [ "$PEERS" = 1 ]; then
-    train=(--batch "$BATCH" --warmup "$WARMUP" --iters "$ITERS" --windows "$WINDOWS")
-    [ "$EXPLAIN" = 1 ] && train+=(--explain)
+    train=(--batch "$BATCH" --warmup "$WARMUP" --iters "$ITERS" --windows "$WINDOWS" --explain)
     for mode in $MODES; do
         bench_peer "train-$mode" ssd_perf.py --mode "$mode" "${train[@]}"
     done
@@ -162,9 +165,9 @@ print(json.dumps({"type": "bench_eval", "impl": "trainkit evaluate", "images": r
     fi
 fi
 
-"$PY" - "$RES" "$BATCH" "$DEV" "$AMP" "$WIDTH" <<'PY' || rc=1
+"$PY" - "$RES" "$BATCH" "$DEV" "$AMP" "$WIDTH" "$EXPLAIN" <<'PY' || rc=1
 import json, sys
-res, batch, dev, amp, width = sys.argv[1:]
+res, batch, dev, amp, width, explain = sys.argv[1:]
 rows = [json.loads(l) for l in open(res) if l.strip()]
 train = [r for r in rows if r["type"] == "bench"]
 ev = [r for r in rows if r["type"] == "bench_eval"]
@@ -179,9 +182,10 @@ for r in train:
     print(f"{name(r):<44} {r['images_per_s']:>10.1f} {r['ms_per_step']:>9.2f} {fmt(r.get('compile_s'), '.1f'):>10} {ratio:>14}")
 if best:
     print(f"(best PyTorch: {name(best)}; issue 30 asks ours >= 1.3x torch.compile)")
+eager = next((r["images_per_s"] for r in train if r["impl"] == "torch-eager"), None)
 for r in train:
-    if r.get("dynamo"):
-        print(f"{name(r)}: dynamo {json.dumps(r['dynamo'])}")
+    if r.get("dynamo") and (explain == "1" or (eager and r["images_per_s"] < eager)):
+        print(f"{name(r)}{' (slower than eager)' if eager and r['images_per_s'] < eager else ''}: dynamo {json.dumps(r['dynamo'])}")
 if ev:
     print(f"\nevaluation ({dev} {amp}); the peer's seconds exclude its image loading (load s, not timed),"
           " ours are evaluate's whole eval_s")

@@ -37,7 +37,8 @@ when all match, 1 not.
 The SPEED peer of trainkit's SSD evaluation (issue 30; contrib/bench/ssd.sh runs it): the
 reference's coco_eval (train.py before v2.0) done the fast PyTorch way on DIR, a COCO 2017 layout
 (DIR/val2017/*.jpg, DIR/annotations/instances_val2017.json: what `prep synth coco -o DIR`
-writes). The first --images images (by id; 0: all) are decoded (torchvision.io.decode_jpeg),
+writes). The first --images images (by id; 0: all) are decoded (torchvision.io.decode_jpeg, on
+the GPU (nvJPEG) when the device is one),
 resized to 300x300 (bilinear, antialiased: the reference's Resize), normalized with ImageNet's
 mean and std and kept on the device, channels_last: that load is reported (load_s), not timed.
 Timed, batch by batch of --batch images: the model of ssd.py in eval mode (BatchNorm's running
@@ -293,17 +294,35 @@ def load_images(d, images, dev):
         die(3, f"{ann}: no images")
     mean = torch.tensor([0.485, 0.456, 0.406]).view(3, 1, 1)
     std = torch.tensor([0.229, 0.224, 0.225]).view(3, 1, 1)
+    mean, std = mean.to(dev), std.to(dev)
     out = torch.empty(len(recs), 3, 300, 300, device=dev).contiguous(memory_format=torch.channels_last)
-    meta = []
-    for i, r in enumerate(recs):
-        path = os.path.join(d, "val2017", r["file_name"])
-        try:
-            img = tio.decode_jpeg(tio.read_file(path), mode=tio.ImageReadMode.RGB)
-        except RuntimeError as e:
-            die(3 if os.path.exists(path) else 4, f"{path}: {e}")
-        img = TF.resize(img, [300, 300], antialias=True).float() / 255
-        out[i] = ((img - mean) / std).to(dev)
-        meta.append((r["id"], r["width"], r["height"]))
+    meta = [(r["id"], r["width"], r["height"]) for r in recs]
+    gpu = dev.type == "cuda"  # nvJPEG through torchvision, 64 files a call; the CPU where it fails
+    for lo in range(0, len(recs), 64):
+        paths = [os.path.join(d, "val2017", r["file_name"]) for r in recs[lo:lo + 64]]
+        data = []
+        for path in paths:
+            try:
+                data.append(tio.read_file(path))
+            except RuntimeError as e:
+                die(4, f"{path}: {e}")
+        imgs = None
+        if gpu:
+            try:
+                imgs = tio.decode_jpeg(data, mode=tio.ImageReadMode.RGB, device=dev)
+            except RuntimeError as e:
+                sys.stderr.write(f"ssd_eval.py: decoding on the GPU failed ({e}): decoding on the CPU\n")
+                gpu = False
+        if imgs is None:
+            imgs = []
+            for path, x in zip(paths, data):
+                try:
+                    imgs.append(tio.decode_jpeg(x, mode=tio.ImageReadMode.RGB))
+                except RuntimeError as e:
+                    die(3, f"{path}: {e}")
+        for i, img in enumerate(imgs):
+            img = TF.resize(img.to(dev), [300, 300], antialias=True).float() / 255
+            out[lo + i] = (img - mean) / std
     cats = sorted(c["id"] for c in gt.get("categories", []))
     return ann, out, meta, cats
 
