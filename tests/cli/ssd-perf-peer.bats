@@ -2,7 +2,8 @@
 # issue 30's SSD speed set-up on the CPU: contrib/peers/ssd_perf.py (the training step's peer),
 # its batched box matching against ssd_ops.py's per-image transcription of the reference's
 # Encoder.encode; ssd_eval.py's batched post-processing (check-batched) against the reference's
-# decode_single and torchvision image by image, and its time mode; contrib/bench/ssd.sh's TINY=1
+# decode_single and torchvision image by image, and its time mode (also on a train-step
+# checkpoint of tiny.json, which the peer loads by the reference's names); contrib/bench/ssd.sh's TINY=1
 # dry run (training and evaluation rows) and its exit 5 without a GPU. Skips when torch is not
 # importable.
 
@@ -61,6 +62,29 @@ field() { python3 -c 'import json, sys; print(json.dumps(json.loads(sys.argv[1])
     if python3 -c "import pycocotools" 2>/dev/null; then
         [ "$(field "$e" cocoeval_s)" != null ] && [ "$(field "$e" map)" != null ]
     fi
+}
+
+@test "ssd_eval.py time --checkpoint: a train-step checkpoint loads (every tensor found, KRSC weights); another width is bad input (3)" {
+    need_torch
+    for b in prep train-step; do [ -x "$TK_BIN/$b" ] || skip "$b is not built"; done
+    d="$BATS_TEST_TMPDIR"
+    "$TK_BIN/prep" synth coco -o "$d/coco" --train-images 2 --val-images 2 --size 300-320 --seed 2 >/dev/null
+    "$TK_BIN/prep" coco -a "$d/coco/annotations/instances_train2017.json" -o "$d" "$d/coco/train2017" >/dev/null
+    "$TK_BIN/train-step" -c "$TK_ROOT/share/workloads/ssd/tiny.json" -t "$d/train.tks" --no-eval --max-steps 1 \
+        --set train.global_batch_size=2 --ckpt-dir "$d/ckpt" --backend cpu >/dev/null 2>&1
+    ck="$d/ckpt/step-1.safetensors"
+    [ -s "$ck" ]
+    run --separate-stderr python3 "$EVAL" time --coco "$d/coco" --device cpu --amp none --width 8 --batch 2 --threads 1 \
+        --checkpoint "$ck" --no-cocoeval
+    [ "$status" -eq 0 ] || { echo "exit $status: $output $stderr"; return 1; }
+    [ "$(field "$output" images)" = 2 ]
+    [ "$(field "$output" cocoeval_s)" = null ]
+    # exit 0: every tensor of the model was in the file at its shape or as (K, R, S, C)
+    [ "$(field "$output" checkpoint)" = "\"$ck\"" ]
+    run --separate-stderr python3 "$EVAL" time --coco "$d/coco" --device cpu --amp none --width 16 --checkpoint "$ck"
+    [ "$status" -eq 3 ]
+    [ -z "$output" ]
+    [[ "$stderr" == "ssd_eval.py: error: $ck: model.layer1.0.weight is [8, 7, 7, 3], the model's [16, 3, 7, 7]" ]]
 }
 
 @test "ssd_eval.py time: a directory without the annotations is an I/O error naming the file (exit 4)" {
