@@ -4,7 +4,7 @@
 # the reference model of contrib/peers/ssd.py, the reference's matching and hard-negative-mined
 # loss on the device inside the step, SGD momentum 0.9 wd 5e-4, bf16 autocast, channels_last,
 # eager and torch.compile), both on one synthetic batch resident in GPU memory (random 300x300
-# images, 1-8 random boxes each); optionally (EVAL=1) the evaluation of a val set against the
+# images, 1-4 random boxes each); optionally (EVAL=1) the evaluation of a val set against the
 # peer's (contrib/peers/ssd_eval.py time: forward, batched decode + torchvision batched_nms,
 # pycocotools COCOeval).
 # Ours: $BUILD/tests/gpu/test_ssd_step (or test_ssd_workload, or OURS_BIN) with TK_BENCH=1
@@ -89,6 +89,7 @@ if [ "$OURS" = 1 ]; then
         echo "== trainkit ($bin, TK_BENCH=1 TK_BENCH_BATCH=$BATCH)" >&2
         TK_BENCH=1 TK_BENCH_BATCH=$BATCH "$bin" >"$LOGDIR/trainkit.out" 2>"$LOGDIR/trainkit.err"
         brc=$?
+        grep '^# table ssd bench' "$LOGDIR/trainkit.out" >&2  # its eager time and memory
         line=$(grep -m1 '^ssd-bench ' "$LOGDIR/trainkit.out")
         if [ -n "$line" ]; then
             # ssd-bench batch=N images_per_s=X ms_per_step=Y -> a JSON line of $RES
