@@ -7,7 +7,7 @@
 # images, 1-4 random boxes each); optionally (EVAL=1) the evaluation of a val set against the
 # peer's (contrib/peers/ssd_eval.py time: forward, batched decode + torchvision batched_nms,
 # pycocotools COCOeval).
-# Ours: $BUILD/tests/gpu/test_ssd_step (or test_ssd_workload, or OURS_BIN) with TK_BENCH=1
+# Ours: $BUILD/tests/gpu/test_ssd_step (or OURS_BIN) with TK_BENCH=1
 # TK_BENCH_BATCH=N, which prints one line `ssd-bench batch=N images_per_s=X ms_per_step=Y` (the
 # step as graph replays, config.json's full SSD300 in bf16); a missing binary is reported and the
 # peers run on.
@@ -76,14 +76,9 @@ bench_logdir
 
 # ---- the training step ----
 if [ "$OURS" = 1 ]; then
-    bin=$OURS_BIN
-    if [ -z "$bin" ]; then
-        for b in "$BUILD/tests/gpu/test_ssd_step" "$BUILD/tests/gpu/test_ssd_workload"; do
-            [ -x "$b" ] && { bin=$b; break; }
-        done
-    fi
-    if [ -z "$bin" ] || [ ! -x "$bin" ]; then
-        echo "ssd.sh: our step's benchmark is not built (${bin:-$BUILD/tests/gpu/test_ssd_step}: make all with CUDA, or OURS_BIN=FILE); the peers run on" >&2
+    bin=${OURS_BIN:-$BUILD/tests/gpu/test_ssd_step}
+    if [ ! -x "$bin" ]; then
+        echo "ssd.sh: our step's benchmark is not built ($bin: make all with CUDA, or OURS_BIN=FILE); the peers run on" >&2
         rc=1
     else
         echo "== trainkit ($bin, TK_BENCH=1 TK_BENCH_BATCH=$BATCH)" >&2

@@ -4,8 +4,9 @@
 # Encoder.encode; ssd_eval.py's batched post-processing (check-batched) against the reference's
 # decode_single and torchvision image by image, and its time mode (also on a train-step
 # checkpoint of tiny.json, which the peer loads by the reference's names); contrib/bench/ssd.sh's TINY=1
-# dry run (training and evaluation rows) and its exit 5 without a GPU. Skips when torch is not
-# importable.
+# dry run (training and evaluation rows), its exit 5 without a GPU, and (with stand-ins for
+# nvidia-smi and test_ssd_step) our ssd-bench line in its table, a missing binary of ours.
+# Skips when torch is not importable.
 
 bats_require_minimum_version 1.5.0
 
@@ -106,4 +107,21 @@ field() { python3 -c 'import json, sys; print(json.dumps(json.loads(sys.argv[1])
     [ "$status" -eq 5 ]
     [ -z "$output" ]
     [[ "$stderr" == "ssd_perf.py: error: no CUDA device"* ]]
+}
+
+@test "contrib/bench/ssd.sh: our binary's ssd-bench line becomes the trainkit row; a missing binary is said and fails the run (1)" {
+    # a stand-in nvidia-smi (the script's GPU check) and a stand-in for test_ssd_step's benchmark
+    mkdir -p "$BATS_TEST_TMPDIR/bin"
+    printf '#!/bin/sh\n[ "$1" = -L ] && echo "GPU 0: stand-in" || echo "stand-in, 0 MiB, 0"\n' >"$BATS_TEST_TMPDIR/bin/nvidia-smi"
+    printf '#!/bin/sh\necho "# table ssd bench: stand-in"\necho "ssd-bench batch=$TK_BENCH_BATCH images_per_s=1234.50 ms_per_step=92.345"\n' >"$BATS_TEST_TMPDIR/bin/step"
+    chmod +x "$BATS_TEST_TMPDIR/bin/nvidia-smi" "$BATS_TEST_TMPDIR/bin/step"
+    run --separate-stderr env PATH="$BATS_TEST_TMPDIR/bin:$PATH" PEERS=0 BATCH=7 OURS_BIN="$BATS_TEST_TMPDIR/bin/step" "$TK_ROOT/contrib/bench/ssd.sh"
+    [ "$status" -eq 0 ] || { echo "exit $status: $output $stderr"; return 1; }
+    [ "${lines[1]}" = "SSD300-ResNet34 training step: batch 7 of 300x300, width 64, cuda bf16, data in device memory" ]
+    [[ "${lines[3]}" =~ ^trainkit\ +1234\.5\ +92\.34\ +-\ +-$ ]]
+    [[ "$stderr" == *"# table ssd bench: stand-in"* ]]
+    run --separate-stderr env PATH="$BATS_TEST_TMPDIR/bin:$PATH" PEERS=0 BUILD="$BATS_TEST_TMPDIR/none" "$TK_ROOT/contrib/bench/ssd.sh"
+    [ "$status" -eq 1 ]
+    [[ "$stderr" == *"ssd.sh: our step's benchmark is not built ($BATS_TEST_TMPDIR/none/tests/gpu/test_ssd_step: make all with CUDA, or OURS_BIN=FILE)"* ]]
+    [ "${#lines[@]}" -eq 3 ]  # the GPU line, the title and the header: no row
 }
