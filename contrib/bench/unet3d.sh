@@ -45,32 +45,12 @@ if [ "$TINY" = 1 ]; then
     CASES=2 CASE_SHAPE=96,80,64 SHAPES= ROI=64 SW_BATCH=2 EVAL_MODES=eager
     DEV=cpu AMP=none EXTRA=(--threads 1)
 fi
-die() { echo "unet3d.sh: error: $2" >&2; exit "$1"; }
-if [ "$TINY" != 1 ] && ! { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; }; then
-    die 5 "no NVIDIA GPU on this machine (nvidia-smi is missing or lists no device): this benchmark needs one; TINY=1 dry-runs it on the CPU"
-fi
-[ -z "$SHAPES" ] || [ -r "$SHAPES" ] || die 2 "SHAPES=$SHAPES is not readable"
-KEEP=${LOGDIR:+1}
-LOGDIR=${LOGDIR:-$(mktemp -d)}
-mkdir -p "$LOGDIR" || die 4 "cannot make $LOGDIR"
-RES=$LOGDIR/results.jsonl
-: >"$RES" || die 4 "cannot write $RES"
-rc=0
-[ "$TINY" = 1 ] || nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-PEER="$ROOT/contrib/peers/unet3d_perf.py"
+BENCH=unet3d.sh
 common=(--device "$DEV" --amp "$AMP" --width "$WIDTH" "${EXTRA[@]}")
-# one peer run: name, then its options; its JSON line goes to $RES
-peer() {
-    local name=$1
-    shift
-    echo "== torch $name" >&2
-    if "$PY" "$PEER" "$@" "${common[@]}" >"$LOGDIR/$name.out" 2>"$LOGDIR/$name.err"; then
-        cat "$LOGDIR/$name.out" >>"$RES"
-    else
-        echo "unet3d.sh: the peer's $name run failed (log: $LOGDIR/$name.err): $(tail -3 "$LOGDIR/$name.err")" >&2
-        rc=1
-    fi
-}
+. "$ROOT/contrib/bench/peer-common.sh"
+bench_need_gpu "dry-runs it on the CPU"
+[ -z "$SHAPES" ] || [ -r "$SHAPES" ] || bench_die 2 "SHAPES=$SHAPES is not readable"
+bench_logdir
 # ours: the step's benchmark in the GPU test (no CPU run of it: TINY=1 leaves ours out)
 if [ "$OURS" = 1 ] && [ "$TINY" != 1 ]; then
     echo "== trainkit (test_unet3d_step step_throughput_bench)" >&2
@@ -90,16 +70,16 @@ fi
 if [ "$PEERS" = 1 ]; then
     train=(--batch "$BATCH" --crop "$CROP" --warmup "$WARMUP" --iters "$ITERS" --windows "$WINDOWS")
     for mode in $MODES; do
-        peer "train-$mode" --mode "$mode" "${train[@]}"
+        bench_peer "train-$mode" unet3d_perf.py --mode "$mode" "${train[@]}"
     done
-    [ -n "$COMPILE_MODE" ] && peer "train-compile-$COMPILE_MODE" --mode compile --compile-mode "$COMPILE_MODE" "${train[@]}"
+    [ -n "$COMPILE_MODE" ] && bench_peer "train-compile-$COMPILE_MODE" unet3d_perf.py --mode compile --compile-mode "$COMPILE_MODE" "${train[@]}"
 fi
 if [ "$EVAL" = 1 ]; then
     if [ "$PEERS" = 1 ]; then
         ev=(--eval --roi "$ROI" --overlap "$OVERLAP" --sw-batch "$SW_BATCH")
         if [ -n "$SHAPES" ]; then ev+=(--shapes-file "$SHAPES"); else ev+=(--cases "$CASES" --case-shape "$CASE_SHAPE"); fi
         for mode in $EVAL_MODES; do
-            peer "eval-$mode" --mode "$mode" "${ev[@]}"
+            bench_peer "eval-$mode" unet3d_perf.py --mode "$mode" "${ev[@]}"
         done
     fi
 fi
@@ -130,5 +110,4 @@ if ev:
         print(f"{name(r):<28} {r['eval_s']:>10.2f} {r['cases_per_s']:>9.3f} {r['windows']:>8} "
               f"{r['ms_per_case_median']:>9.1f} {gib(r):>9}")
 PY
-if [ "$rc" = 0 ] && [ -z "$KEEP" ]; then rm -rf "$LOGDIR"; else echo "unet3d.sh: logs in $LOGDIR" >&2; fi
-exit "$rc"
+bench_end

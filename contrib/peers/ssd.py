@@ -157,8 +157,10 @@ class SSD300(nn.Module):
             f = blk(f)
             src.append(f)
         n = x.shape[0]
-        locs = [l(s).view(n, 4, -1) for s, l in zip(src, self.loc)]
-        confs = [c(s).view(n, self.label_num, -1) for s, c in zip(src, self.conf)]
+        # reshape, where the reference views: the same tensors (a view) for contiguous maps, and a
+        # copy into the reference's (N, 4 x nd, H, W) order for channels_last ones (ssd_perf.py)
+        locs = [l(s).reshape(n, 4, -1) for s, l in zip(src, self.loc)]
+        confs = [c(s).reshape(n, self.label_num, -1) for s, c in zip(src, self.conf)]
         return torch.cat(locs, 2).contiguous(), torch.cat(confs, 2).contiguous()
 
 

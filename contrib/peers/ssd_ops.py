@@ -105,16 +105,18 @@ def encode(gt, labels, dbox_ltrb, criteria=0.5):
 # ---- base_model.py: Loss.forward (float64, scale_xy 0.1, scale_wh 0.2) ----
 
 def ssd_loss(ploc, plabel, gloc, glabel, dbox_xywh):
-    """ploc (N, 4, D), plabel (N, C, D), gloc (N, 4, D) xywh, glabel (N, D); returns loss, weights."""
+    """ploc (N, 4, D), plabel (N, C, D), gloc (N, 4, D) xywh, glabel (N, D); returns loss, weights.
+    In ploc's dtype (float64 here; contrib/peers/ssd_perf.py runs it in float32 on the GPU, where
+    it also goes through torch.compile: no boolean-index assignment, no host reads)."""
+    dt = ploc.dtype
     d = dbox_xywh.t().unsqueeze(0)
     target = torch.cat(((1.0 / 0.1) * (gloc[:, :2, :] - d[:, :2, :]) / d[:, 2:, :],
                         (1.0 / 0.2) * (gloc[:, 2:, :] / d[:, 2:, :]).log()), dim=1)
     pos = glabel > 0
     npos = pos.sum(dim=1)
-    sl1 = (pos.double() * F.smooth_l1_loss(ploc, target, reduction="none").sum(dim=1)).sum(dim=1)
+    sl1 = (pos.to(dt) * F.smooth_l1_loss(ploc, target, reduction="none").sum(dim=1)).sum(dim=1)
     con = F.cross_entropy(plabel, glabel, reduction="none")
-    key = con.detach().clone()
-    key[pos] = 0
+    key = con.detach().masked_fill(pos, 0)
     if PERTURB:  # equal keys by index descending: a wrong tie order
         _, order = key.flip(1).sort(dim=1, descending=True, stable=True)
         order = key.size(1) - 1 - order
@@ -122,9 +124,9 @@ def ssd_loss(ploc, plabel, gloc, glabel, dbox_xywh):
         _, order = key.sort(dim=1, descending=True, stable=True)
     _, rank = order.sort(dim=1, stable=True)
     neg = rank < torch.clamp(3 * npos, max=pos.size(1)).unsqueeze(-1)
-    w = pos.double() + neg.double()
+    w = pos.to(dt) + neg.to(dt)
     total = sl1 + (con * w).sum(dim=1)
-    loss = (total * (npos > 0).double() / npos.double().clamp(min=1e-6)).mean(dim=0)
+    loss = (total * (npos > 0).to(dt) / npos.to(dt).clamp(min=1e-6)).mean(dim=0)
     return loss, w
 
 
