@@ -716,14 +716,16 @@ static const struct {
     double map;
     const char *how;
 } calibrated[] = {
-    {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, NULL},
+    {64, 16, 1, 300, 340, 1, 2, 3, 1, 90, 0.01,
+     "share/workloads/ssd/tiny.json (run.sh --size tiny, the cpu): the tiny SSD (width 8, 260x260, batch 4, "
+     "lr 0.01) passed it with train seeds 1 to 3 within its 5 epochs; the untrained net scores 0.0"},
 };
 
 static int calibrated_set(const coco_synth_opts *o) {
     const int omin = o->min_objects > 0 ? o->min_objects : 1, omax = o->max_objects > 0 ? o->max_objects : MAX_OBJ;
     const int ncls = o->classes > 0 ? o->classes : COCO_SYNTH_CLASSES;
     for (int i = 0; i < (int)(sizeof calibrated / sizeof calibrated[0]); i++)
-        if (calibrated[i].how && calibrated[i].train == o->train_images && calibrated[i].val == o->val_images &&
+        if (calibrated[i].train == o->train_images && calibrated[i].val == o->val_images &&
             calibrated[i].seed == o->seed && o->width <= 0 && calibrated[i].min_side == o->min_side &&
             calibrated[i].max_side == o->max_side && calibrated[i].min_objects == omin &&
             calibrated[i].max_objects == omax && calibrated[i].classes == ncls &&

@@ -209,6 +209,22 @@ print(e.stats[0])' $gt dt.json
     [ "$(jq '[.splits[].areas.large] | add' e/manifest.json)" -gt 0 ]
 }
 
+@test "prep synth coco: the set tiny.json was calibrated on carries its target; others null" {
+    # the options share/workloads/ssd/run.sh --size tiny gives (tiny.json's "synthetic" section)
+    prep synth coco -o ds --train-images 64 --val-images 16 --size 300-340 --seed 1 --objects 1-2 --classes 3 \
+        --large >/dev/null
+    [ "$(jq .target_map ds/manifest.json)" = "$(jq .target.map "$TK_ROOT/share/workloads/ssd/tiny.json")" ]
+    [[ "$(jq -r .target_how ds/manifest.json)" == "share/workloads/ssd/tiny.json "* ]]
+    [[ "$(jq -r .synthetic.generator "$TK_ROOT/share/workloads/ssd/tiny.json")" == *"prep synth coco --train-images 64 --val-images 16 --size 300-340 --seed 1 --objects 1-2 --classes 3 --large "* ]]
+    # any option otherwise: null, no how
+    prep synth coco -o other --train-images 64 --val-images 16 --size 300-340 --seed 2 --objects 1-2 --classes 3 \
+        --large >/dev/null
+    [ "$(jq -c '[.target_map, has("target_how")]' other/manifest.json)" = '[null,false]' ]
+    prep synth coco -o other2 --train-images 64 --val-images 16 --size 300-340 --seed 1 --objects 1-2 \
+        --classes 3 >/dev/null
+    [ "$(jq .target_map other2/manifest.json)" = null ]
+}
+
 @test "prep synth coco: usage errors exit 2 and write nothing" {
     for bad in 0-2 3-2 1-9 2 x-3; do
         run --separate-stderr prep synth coco -o ds --objects "$bad"
