@@ -15,7 +15,8 @@
 
 static const char *synth_coco_usage =
     "Usage: prep synth coco -o DIR [--train-images N] [--val-images N] [--seed S]\n"
-    "                       [--size MIN-MAX | --size WxH] [--quality Q] [--threads N] [--progress]\n";
+    "                       [--size MIN-MAX | --size WxH] [--objects MIN-MAX] [--classes N] [--large]\n"
+    "                       [--quality Q] [--threads N] [--progress]\n";
 
 static void synth_coco_help(void) {
     printf("%s\n"
@@ -29,6 +30,9 @@ static void synth_coco_help(void) {
            "      --seed S             Philox seed (default 1): the same seed writes the same bytes\n"
            "      --size MIN-MAX       each side uniform in MIN..MAX pixels (default 480-640)\n"
            "      --size WxH           every image W x H\n"
+           "      --objects MIN-MAX    objects an image, uniform in MIN..MAX (default 1-8; at most 8)\n"
+           "      --classes N          only the first N of the 12 planted classes (default 12)\n"
+           "      --large              every object (crowds aside) of the large size\n"
            "      --quality Q          JPEG quality (default 90)\n"
            "      --threads N          worker threads (default: the online CPUs; the output is the same)\n"
            "      --progress           show progress on stderr even when it is not a terminal\n"
@@ -56,12 +60,14 @@ static int parse_size(const char *s, coco_synth_opts *o) {
 }
 
 int prep_synth_coco_main(int argc, char **argv) {
-    enum { O_TRAIN = 256, O_VAL, O_SEED, O_SIZE, O_QUALITY, O_THREADS, O_PROGRESS };
+    enum { O_TRAIN = 256, O_VAL, O_SEED, O_SIZE, O_QUALITY, O_THREADS, O_PROGRESS, O_OBJECTS, O_CLASSES, O_LARGE };
     static const struct option longopts[] = {
         {"output", required_argument, 0, 'o'},         {"train-images", required_argument, 0, O_TRAIN},
         {"val-images", required_argument, 0, O_VAL},   {"seed", required_argument, 0, O_SEED},
         {"size", required_argument, 0, O_SIZE},        {"quality", required_argument, 0, O_QUALITY},
         {"threads", required_argument, 0, O_THREADS},  {"progress", no_argument, 0, O_PROGRESS},
+        {"objects", required_argument, 0, O_OBJECTS},  {"classes", required_argument, 0, O_CLASSES},
+        {"large", no_argument, 0, O_LARGE},
         {"help", no_argument, 0, 'h'},                 {"version", no_argument, 0, 'V'},
         {0, 0, 0, 0}};
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -86,6 +92,16 @@ int prep_synth_coco_main(int argc, char **argv) {
                 return tk_cli_usage_error(prog, synth_coco_usage, "--size: expected MIN-MAX or WxH with sides "
                                           "%d..%d (MIN <= MAX), got '%s'", COCO_SYNTH_MIN_SIDE, COCO_SYNTH_MAX_SIDE, optarg);
             break;
+        case O_OBJECTS: {
+            int a = 0, b = 0, n = 0;
+            if (sscanf(optarg, "%d-%d%n", &a, &b, &n) != 2 || optarg[n] || a < 1 || a > b || b > COCO_SYNTH_MAX_OBJECTS)
+                return tk_cli_usage_error(prog, synth_coco_usage, "--objects: expected MIN-MAX with 1 <= MIN <= MAX "
+                                          "<= %d, got '%s'", COCO_SYNTH_MAX_OBJECTS, optarg);
+            o.min_objects = a, o.max_objects = b;
+            break;
+        }
+        case O_CLASSES: rc = tk_parse_i64(optarg, 1, COCO_SYNTH_CLASSES, "--classes", &v, &e), o.classes = (int)v; break;
+        case O_LARGE: o.large_only = 1; break;
         case O_QUALITY: rc = tk_parse_i64(optarg, 1, 100, "--quality", &v, &e), o.quality = (int)v; break;
         case O_THREADS: rc = tk_parse_i64(optarg, 1, 1024, "--threads", &v, &e), o.threads = (int)v; break;
         case O_PROGRESS: progress = 1; break;

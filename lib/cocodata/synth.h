@@ -26,6 +26,7 @@
 #include "core/err.h"
 
 #define COCO_SYNTH_CLASSES 12
+#define COCO_SYNTH_MAX_OBJECTS 8
 // Image sides (the generator keeps a mask of the image per object and thread: 2048^2 bytes each).
 #define COCO_SYNTH_MIN_SIDE 64
 #define COCO_SYNTH_MAX_SIDE 2048
@@ -37,6 +38,13 @@ typedef struct {
     int quality;                 // JPEG quality (90)
     uint64_t seed;
     int threads;
+    // Easier sets (for a detector that must learn in minutes; 0: the default). Objects an image
+    // uniform in [min_objects, max_objects] (1, COCO_SYNTH_MAX_OBJECTS), of the first `classes`
+    // planted classes (COCO_SYNTH_CLASSES), every non-crowd object of the large size when
+    // large_only. The defaults draw the same numbers as without these fields: the same bytes.
+    int min_objects, max_objects;
+    int classes;
+    int large_only;
 } coco_synth_opts;
 
 typedef struct {

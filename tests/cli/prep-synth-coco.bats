@@ -59,8 +59,10 @@ COCO_IDS='[1,2,3,4,5,6,7,8,9,10,11,13,14,15,16,17,18,19,20,21,22,23,24,25,27,28,
     [ "$(jq '[.annotations[] | select(.iscrowd == 0 and (.segmentation | type) != "array")] | length' $j)" -eq 0 ]
     [ "$(jq -c '[.annotations[] | select(.iscrowd == 1) | .segmentation.counts | type] | unique' $j)" = '["array"]' ] ||
         [ "$(jq '[.annotations[] | select(.iscrowd == 1)] | length' $j)" -eq 0 ]
-    [ "$(jq -c '[.target_map, .generator, .seed, .categories]' ds/manifest.json)" = '[null,"trainkit prep synth coco",3,80]' ]
-    [[ "$(jq -r .target_note ds/manifest.json)" == "calibrated by training the SSD recipe"* ]]
+    [ "$(jq -c '[.target_map, .generator, .seed, .categories, .object_options]' ds/manifest.json)" = \
+      '[null,"trainkit prep synth coco",3,80,{"min":1,"max":8,"classes":12,"large_only":false}]' ]
+    [[ "$(jq -r .target_note ds/manifest.json)" == "a target is calibrated by training on a set"* ]]
+    [ "$(jq 'has("target_how")' ds/manifest.json)" = false ]
     # the summary line
     [ "$(jq -c '[.type, .dataset, .train, .val, .train_annotations, .val_annotations]' <<<"$output")" = \
       "[\"synth\",\"coco\",24,8,$(jq '.annotations | length' $j),$(jq '.annotations | length' ds/annotations/instances_val2017.json)]" ]
@@ -184,7 +186,54 @@ print(e.stats[0])' $gt dt.json
     [ "$(jq -c '[.images[] | [.width, .height]] | unique' d/annotations/instances_train2017.json)" = '[[200,150]]' ]
 }
 
+@test "prep synth coco: --objects, --classes, --large make easier sets; their defaults the same bytes" {
+    prep synth coco -o a --train-images 6 --val-images 3 --seed 4 >/dev/null
+    prep synth coco -o b --train-images 6 --val-images 3 --seed 4 --objects 1-8 --classes 12 >/dev/null
+    diff -r a b
+    run --separate-stderr prep synth coco -o e --train-images 40 --val-images 10 --seed 2 --size 300-340 \
+        --objects 2-3 --classes 2 --large
+    [ "$status" -eq 0 ]
+    [ "$(jq -c .object_options e/manifest.json)" = '{"min":2,"max":3,"classes":2,"large_only":true}' ]
+    for sp in train val; do
+        j=e/annotations/instances_${sp}2017.json
+        # at most 3 an image (a placement that fails 12 times leaves one out), most images 2 or 3
+        [ "$(jq '[.annotations | group_by(.image_id)[] | length | select(. > 3)] | length' $j)" -eq 0 ]
+        [ "$(jq '[.annotations | group_by(.image_id)[] | length | select(. >= 2)] | length' $j)" -ge \
+          "$(jq '.images | length / 2' $j)" ]
+        # the first two planted classes only: the discs (37) and the squares (72)
+        [ "$(jq -c '[.annotations[].category_id] | unique' $j)" = '[37,72]' ]
+        # large objects: even 60% covered, none of COCO's small area (crowds aside)
+        [ "$(jq '[.annotations[] | select(.iscrowd == 0 and .area < 1024)] | length' $j)" -eq 0 ]
+    done
+    [ "$(jq '[.splits[].areas.small] | add' e/manifest.json)" -eq 0 ]
+    [ "$(jq '[.splits[].areas.large] | add' e/manifest.json)" -gt 0 ]
+}
+
+@test "prep synth coco: the set tiny.json was calibrated on carries its target; others null" {
+    # the options share/workloads/ssd/run.sh --size tiny gives (tiny.json's "synthetic" section)
+    prep synth coco -o ds --train-images 64 --val-images 16 --size 300-340 --seed 1 --objects 1-2 --classes 3 \
+        --large >/dev/null
+    [ "$(jq .target_map ds/manifest.json)" = "$(jq .target.map "$TK_ROOT/share/workloads/ssd/tiny.json")" ]
+    [[ "$(jq -r .target_how ds/manifest.json)" == "share/workloads/ssd/tiny.json "* ]]
+    [[ "$(jq -r .synthetic.generator "$TK_ROOT/share/workloads/ssd/tiny.json")" == *"prep synth coco --train-images 64 --val-images 16 --size 300-340 --seed 1 --objects 1-2 --classes 3 --large "* ]]
+    # any option otherwise: null, no how
+    prep synth coco -o other --train-images 64 --val-images 16 --size 300-340 --seed 2 --objects 1-2 --classes 3 \
+        --large >/dev/null
+    [ "$(jq -c '[.target_map, has("target_how")]' other/manifest.json)" = '[null,false]' ]
+    prep synth coco -o other2 --train-images 64 --val-images 16 --size 300-340 --seed 1 --objects 1-2 \
+        --classes 3 >/dev/null
+    [ "$(jq .target_map other2/manifest.json)" = null ]
+}
+
 @test "prep synth coco: usage errors exit 2 and write nothing" {
+    for bad in 0-2 3-2 1-9 2 x-3; do
+        run --separate-stderr prep synth coco -o ds --objects "$bad"
+        [ "$status" -eq 2 ]
+        [[ "$stderr" == *"--objects: expected MIN-MAX with 1 <= MIN <= MAX <= 8, got '$bad'"* ]]
+    done
+    run --separate-stderr prep synth coco -o ds --classes 13
+    [ "$status" -eq 2 ]
+    [[ "$stderr" == *"--classes"* ]]
     run --separate-stderr prep synth coco --train-images 2
     [ "$status" -eq 2 ]
     [[ "$stderr" == *"synth coco: -o DIR is required"* ]]

@@ -40,7 +40,7 @@ setup() {
 }
 
 @test "ssd: on a fixed batch (2 images, no augmentation) the loss is finite and falls over 12 cpu steps" {
-    run train-step -c "$TINY" -t "$D/data/train.tks" --no-eval -b cpu --max-steps 12 --log-every 1 \
+    run train-step -c "$TINY" -t "$D/data/train.tks" --no-eval -b cpu --max-steps 12 --max-epochs 40 --log-every 1 \
         --set train.global_batch_size=2 --set data.crop=false --set data.flip=false --set data.jitter=false \
         --set optimizer.base_lr=0.001 --set optimizer.warmup_steps=2
     [ "$status" -eq 0 ]
@@ -71,7 +71,7 @@ setup() {
     rm "$D/data/instances_val2017.json"
     # the MLLOG: closed_ssd's keys with NVIDIA's names and values, the rules' 119 tensor names;
     # log-check --strict fails only the target (an untrained net)
-    for k in opt_base_learning_rate:0.01 opt_weight_decay:0.0005 opt_learning_rate_warmup_steps:4 \
+    for k in opt_base_learning_rate:0.02 opt_weight_decay:0.0005 opt_learning_rate_warmup_steps:16 \
         opt_learning_rate_warmup_factor:0 opt_learning_rate_decay_boundary_epochs:[30,35] model_bn_span:2 max_samples:1; do
         [ "$(grep -F "\"key\": \"${k%%:*}\"" ml.log | sed 's/^:::MLLOG //' | jq -c .value)" = "${k#*:}" ]
     done

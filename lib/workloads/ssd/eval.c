@@ -26,6 +26,8 @@
 // rank 0), the result broadcast.
 // (The reference's coco_eval runs on rank 0 alone over every image, the others waiting for its
 // verdict; the split gives that verdict on the same detections, W times sooner.)
+#include <float.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -250,6 +252,21 @@ static int average_bn_stats(const ssd_wl *w, tk_dist *d, tk_err *e) {
     return 0;
 }
 
+// A default box that matched nothing in training has an untrained loc output, and its decoded
+// width or height (exp of it, kernels/ssd_nms.h) overflows to infinity in fp32 early in a run (an
+// SSD at base_lr 0.05 on the cpu: "ssd detections[2].bbox: box value -inf is out of range" at its
+// first evaluation, exit 3). The reference hands such a row to pycocotools as it is, and
+// pycocotools scores it: maskApi's bbIou gives it IoU 0 with every ground truth (fmin drops the
+// NaN of -inf + inf; an infinite area makes the union infinite) and its area, beyond every area
+// range, makes it an ignored detection when unmatched. An infinity taken as +-FLT_MAX (in double:
+// sums and the area stay finite) gives those same outcomes (IoU 0 or below 1e-30, an area beyond
+// 1e10), and coco_dt_from_arrays takes any finite box. NaN (a diverged network) stays an error.
+void ssd_eval_coco_box(const float ltrb[4], double W, double H, double xywh[4]) {
+    tk_ssd_nms_coco_box(ltrb, W, H, xywh);
+    for (int k = 0; k < 4; k++)
+        if (isinf(xywh[k])) xywh[k] = xywh[k] > 0 ? FLT_MAX : -FLT_MAX;
+}
+
 int ssd_evaluate(void *model, void *esp, double *map, tk_err *e) {
     ssd_wl *w = model;
     ssd_evalset *es = esp;
@@ -304,7 +321,7 @@ int ssd_evaluate(void *model, void *esp, double *map, tk_err *e) {
                     break;
                 }
                 dt.img[dt.n] = hb.image_id[i], dt.cat[dt.n] = es->cat[lab - 1], dt.score[dt.n] = hscore[s];
-                tk_ssd_nms_coco_box(hbox + s * 4, W, H, dt.bbox + dt.n * 4);
+                ssd_eval_coco_box(hbox + s * 4, W, H, dt.bbox + dt.n * 4);
                 dt.n++;
             }
         }

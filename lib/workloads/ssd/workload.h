@@ -63,5 +63,8 @@ int ssd_evalset_load(void *model, char *const *paths, int npaths, void **es, tk_
 int64_t ssd_evalset_count(const void *es);
 void ssd_evalset_free(void *model, void *es);
 int ssd_evaluate(void *model, void *es, double *map, tk_err *e);
+// A detection's ltrb in [0, 1] as COCO's x y w h in the image's W x H pixels (tk_ssd_nms_coco_box),
+// an infinite value (a decoded width that overflowed) as +-FLT_MAX: pycocotools' outcome for it.
+void ssd_eval_coco_box(const float ltrb[4], double W, double H, double xywh[4]);
 
 #endif

@@ -5,16 +5,19 @@
 # COCO bbox AP against instances_val2017.json, kept beside eval.tks) -> evaluate the final
 # checkpoint -> MLLOG checked by log-check and MLCommons' checker -> time-to-train.
 #
-#   share/workloads/ssd/run.sh [-o DIR] [--size tiny|ssd] [--images N] [--seed S]
+#   share/workloads/ssd/run.sh [-o DIR] [--size tiny|ssd|synth] [--images N] [--seed S]
 #                              [--config FILE] [--backend cpu|cuda|auto] [--gpus N]
 #                              [--reuse-data] [-- TRAIN-STEP OPTIONS]
 #
 # The backend: cuda when a GPU is present, else cpu (--backend). --size tiny (the default on cpu):
-# tiny.json (width 8, 260x260) on --images N training images (default 16) and N / 2 evaluation
-# images of 300-340 pixels, 4 epochs, evaluated after each: a check that the pipeline runs end to
-# end (its target is not reached). --size ssd (the default on cuda): config.json (the reference
-# network, bf16, NVIDIA's v1.1 hyperparameters) at batch 32 on one GPU with the reference's rate
-# for it (2.5e-3 x 32 / 32, 300 warm-up steps), on N images (default 2048) of 480-640 pixels.
+# tiny.json (width 8, 260x260) on --images N training images (default 64) and N / 4 evaluation
+# images of 300-340 pixels holding 1-2 large objects of 3 classes (prep synth coco --objects 1-2
+# --classes 3 --large): it reaches tiny.json's calibrated target in a few epochs (that file's
+# "synthetic" section). --size ssd (the default on cuda): config.json (the reference network,
+# bf16, NVIDIA's v1.1 hyperparameters) at batch 32 on one GPU with the reference's rate for it
+# (2.5e-3 x 32 / 32, 300 warm-up steps), on N images (default 2048) of 480-640 pixels. --size
+# synth: synth.json (the reference network from scratch on one GPU, bf16) on N images (default
+# 4096) and 256 evaluation images of 300-340 pixels, 1-4 large objects of 6 classes.
 # --reuse-data keeps the converted data of an earlier run with the same generator settings in
 # DIR. --gpus N trains on N ranks (share/launch; one GPU each on cuda) at the same global batch,
 # split over them (N must divide it: 4 for tiny, 32 for ssd), the evaluation's images too. Exit
@@ -32,7 +35,7 @@ backend=auto
 reuse=0
 extra=()
 
-usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; }
 . "$root/share/workloads/run-common.sh" # run_opt, run_begin, run_backend, step, run_workload
 while [ $# -gt 0 ]; do
     case $1 in
@@ -44,33 +47,41 @@ run_begin
 
 run_backend ssd
 sets=()
+synth=()
 case $size in
 tiny)
-    : "${images:=16}" "${config:=$here/tiny.json}"
-    px=300-340
-    sets=(--set train.max_epochs=4)
+    # tiny.json's calibrated set (its "synthetic" section): easy objects, 1 evaluation image in 4
+    : "${images:=64}" "${config:=$here/tiny.json}"
+    px=300-340 val=$((images / 4))
+    synth=(--objects 1-2 --classes 3 --large)
     ;;
 ssd)
     : "${images:=2048}" "${config:=$here/config.json}"
-    px=480-640
+    px=480-640 val=$((images / 2))
     # one GPU: batch 32 (NVIDIA's 912 over 8 GPUs does not fit one), the reference's rate for it
     sets=(--set train.global_batch_size=32 --set optimizer.base_lr=0.0025 --set optimizer.warmup_steps=300
           --set train.eval_offset_samples="$images" --set train.eval_every_samples="$images")
     ;;
-*) echo "run.sh: --size must be tiny or ssd" >&2; exit 2 ;;
+synth)
+    # synth.json: the full network from scratch on one GPU (its "synthetic" section)
+    : "${images:=4096}" "${config:=$here/synth.json}"
+    px=300-340 val=256
+    synth=(--objects 1-4 --classes 6 --large)
+    ;;
+*) echo "run.sh: --size must be tiny, ssd or synth" >&2; exit 2 ;;
 esac
 [[ "$images" =~ ^[1-9][0-9]*$ ]] && [ "$images" -ge 4 ] && [ "$images" -le 200000 ] ||
     { echo "run.sh: --images must be a number in [4, 200000]" >&2; exit 2; }
 
 rm -rf "$out/ckpt"
-stamp="synth coco images=$images size=$px seed=$seed"
+stamp="synth coco images=$images val=$val size=$px seed=$seed ${synth[*]}"
 if [ "$reuse" = 1 ] && [ "$(cat "$out/data.stamp" 2>/dev/null)" = "$stamp" ]; then
     step prep "reusing $out ($stamp)"
 else
-    step prep "synthetic COCO: $images training and $((images / 2)) evaluation images of $px pixels (seed $seed)"
-    rm -rf "$out/raw" "$out/shards" "$out/eval.tks" "$out/instances_val2017.json" "$out/data.stamp" "$out/tks"
-    "$bin/prep" synth coco -o "$out/raw" --train-images "$images" --val-images $((images / 2)) --size "$px" \
-        --seed "$seed" >/dev/null
+    step prep "synthetic COCO: $images training and $val evaluation images of $px pixels (seed $seed${synth:+, ${synth[*]}})"
+    rm -rf "$out/raw" "$out/shards" "$out/eval.tks" "$out/instances_val2017.json" "$out/manifest.json" "$out/data.stamp" "$out/tks"
+    "$bin/prep" synth coco -o "$out/raw" --train-images "$images" --val-images "$val" --size "$px" \
+        --seed "$seed" "${synth[@]}" >/dev/null
     step prep "prep coco: train.tks and val.tks"
     "$bin/prep" coco -a "$out/raw/annotations/instances_train2017.json" -o "$out/tks" "$out/raw/train2017" >/dev/null
     "$bin/prep" coco --eval -a "$out/raw/annotations/instances_val2017.json" -o "$out/tks" "$out/raw/val2017" >/dev/null
@@ -79,6 +90,7 @@ else
     mv "$out/tks/val.tks" "$out/eval.tks"
     # the ground truth of the evaluation, where train-step and evaluate look for it (beside eval.tks)
     cp "$out/raw/annotations/instances_val2017.json" "$out/instances_val2017.json"
+    cp "$out/raw/manifest.json" "$out/manifest.json"
     rm -rf "$out/raw" "$out/tks"
     echo "$stamp" >"$out/data.stamp"
 fi
