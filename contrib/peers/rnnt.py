@@ -83,7 +83,7 @@ def stack_time(x, lens, perturb):
     """model.py StackTime(2): (T, B, H) -> (ceil(T/2), B, 2H), lengths (len + 3) // 2 - 1."""
     T, B, H = x.shape
     r = x.transpose(0, 1)
-    r = torch.cat([r, torch.zeros(B, (-T) % 2, H, dtype=x.dtype)], 1)
+    r = torch.cat([r, torch.zeros(B, (-T) % 2, H, dtype=x.dtype, device=x.device)], 1)
     if perturb:
         r = r.reshape(B, -1, 2, H).flip(2)
     r = r.reshape(B, -1, 2 * H).transpose(0, 1)
