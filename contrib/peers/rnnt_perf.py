@@ -59,8 +59,12 @@ check: the training loss of this module in float64 on the CPU (tiny sizes, ragge
 torch lattice loss and torchaudio's (when importable), against rnnt_ops.py's nll (the reference's
 recursion, utterance by utterance, differentiated by autograd) on the module's own logits: the loss
 (relative) and its gradient with respect to the logits (norm-wise); one line each "NAME WHAT  ERROR
-ok" (or FAIL), within 1e-9 (torchaudio's, in fp32: 1e-5); exit 0 when all pass, 1 when not. --perturb drops the last
-lattice column's blank term in the torch loss: a wrong loss the check must catch.
+ok" (or FAIL), within 1e-9 (torchaudio's, in fp32: 1e-5); then the batched greedy decoder (3
+symbols a frame, 10 an utterance, N(0, 1) weights, zero biases: hypotheses that vary, one cut
+by the cap, others ended by blanks, two empty) against the reference's
+loop utterance by utterance, "greedy utterance B  N symbols  ok" when the lists are equal; exit 0 when all pass, 1 when not. --perturb drops the last
+lattice column's blank term in the torch loss and the last symbol of each batched hypothesis:
+wrong results the check must catch.
 
 --device cpu --amp none with tiny SIZES (--feats 8 --enc 16 --pred 8 --joint 8 --vocab 12
 --batch 2 --frames 9 --labels 3 --iters 1 --warmup 1 --windows 1) runs anywhere in seconds: it
@@ -79,7 +83,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from rnnt import stack_time  # noqa: E402  (model.py StackTime)
 from rnnt_ops import nll  # noqa: E402  (the lattice recursion of one utterance, the oracle)
 from dlrm_perf import positive  # noqa: E402
-from unet3d_perf import Timer  # noqa: E402
+from ssd_perf import explain_counters, timed_steps  # noqa: E402
 
 NVIDIA_V11_PER_GPU_BATCH = 256  # 2048 utterances over 8 A100s (test_rnnt_model.c's bench says where)
 MAX_SYMBOLS_PER_STEP, MAX_SYMBOLS = 30, 300
@@ -183,11 +187,6 @@ def loss_impl(choice):
     return "torch lattice (logcumsumexp rows; slower than torchaudio's)", torch_rnnt_loss
 
 
-def explain_counters():
-    from ssd_perf import explain_counters as ec
-    return ec()
-
-
 def synth(a, dev, frames):
     gen = torch.Generator(device=dev).manual_seed(a.seed)
     x = torch.randn(frames, a.batch, a.feats, generator=gen, device=dev)
@@ -234,23 +233,7 @@ def train(a, dev):
                 p.grad = None
         return loss
 
-    tm = Timer(dev)
-    t0 = time.time()
-    loss = step()
-    if cuda:
-        torch.cuda.synchronize()
-    first_s = time.time() - t0
-    for _ in range(1, a.warmup):
-        loss = step()
-    if cuda:
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats(dev)
-    windows = []
-    for _ in range(a.windows):
-        s = tm.mark()
-        for _ in range(a.iters):
-            loss = step()
-        windows.append(tm.ms(s, tm.mark()) / a.iters)
+    loss, first_s, _, windows = timed_steps(step, dev, a.warmup, a.windows, a.iters)
     med = statistics.median(windows)
     out = {"type": "bench", "impl": "torch-" + a.mode, "compile_mode": a.compile_mode if a.mode == "compile" else None,
            "compile_backend": a.compile_backend if a.mode == "compile" else None,
@@ -365,7 +348,54 @@ def check(perturb):
             good = err <= bound
             ok &= good
             print(f"{nm} {what}  {err:.2e}  {'ok' if good else 'FAIL'}")
-    return 0 if ok else 1
+    good = check_greedy(perturb)
+    return 0 if ok and good else 1
+
+
+def check_greedy(perturb, per_step=3, cap=10):
+    """greedy() against the reference's loop, one utterance at a time (rnnt/decoder.py
+    _greedy_decode with the cap), float64, every tensor N(0, 1): hypotheses equal."""
+    torch.manual_seed(7)
+    V, B, T = 9, 5, 14
+    m = RNNT(5, 6, 4, 16, V).double().eval()
+    with torch.no_grad():  # weights N(0, 1), biases 0, features x 3: hypotheses that vary
+        for nm, q in m.named_parameters():
+            q.normal_() if "weight" in nm else q.zero_()
+        m.joint_net[2].bias[V - 1] = 0.5
+    x = 3 * torch.randn(T, B, 5, dtype=torch.float64)
+    x_lens = [14, 9, 4, 1, 12]
+    hyp, n = greedy(m, x, x_lens, V - 1, per_step, cap)
+    ok = True
+    with torch.no_grad():
+        f, lens = m.encode(x, x_lens)
+        fj = m.joint_enc(f)
+        dec, P = m.prediction["dec_rnn"], m.P
+        for b in range(B):
+            hidden, label = None, []
+            for t in range(lens[b]):
+                if len(label) >= cap:
+                    break
+                not_blank, added = True, 0
+                while not_blank and added < per_step and len(label) < cap:
+                    y = torch.zeros(1, 1, P, dtype=torch.float64) if not label else \
+                        m.prediction["embed"](torch.tensor([[label[-1]]]))
+                    g, hid = dec(y, hidden)
+                    k = int(m.joint_net(fj[b, t] + m.joint_pred(g[0, 0])).argmax())
+                    if k == V - 1:
+                        not_blank = False
+                    else:
+                        label.append(k)
+                        hidden = hid
+                    added += 1
+            ours = hyp[b, :int(n[b])].tolist()
+            if perturb:  # a wrong decoder: the last symbol of each hypothesis dropped
+                ours = ours[:-1]
+            good = ours == label
+            ok &= good
+            print(f"greedy utterance {b}  {len(label)} symbols  {'ok' if good else 'FAIL'}")
+            if not good:
+                print(f"  reference {label}\n  batched   {ours}")
+    return ok
 
 
 def main():
