@@ -80,7 +80,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from rnnt import stack_time  # noqa: E402  (model.py StackTime)
+from rnnt import greedy_utterance, stack_time  # noqa: E402  (the reference's greedy loop, StackTime)
 from rnnt_ops import nll  # noqa: E402  (the lattice recursion of one utterance, the oracle)
 from dlrm_perf import positive  # noqa: E402
 from ssd_perf import explain_counters, timed_steps  # noqa: E402
@@ -370,23 +370,16 @@ def check_greedy(perturb, per_step=3, cap=10):
         f, lens = m.encode(x, x_lens)
         fj = m.joint_enc(f)
         dec, P = m.prediction["dec_rnn"], m.P
+
+        def pred_step(label, hidden):  # model.py predict(add_sos=False) of one symbol
+            y = torch.zeros(1, 1, P, dtype=torch.float64) if label is None else \
+                m.prediction["embed"](torch.tensor([[label]]))
+            g, hid = dec(y, hidden)
+            return g[0, 0], hid
+
         for b in range(B):
-            hidden, label = None, []
-            for t in range(lens[b]):
-                if len(label) >= cap:
-                    break
-                not_blank, added = True, 0
-                while not_blank and added < per_step and len(label) < cap:
-                    y = torch.zeros(1, 1, P, dtype=torch.float64) if not label else \
-                        m.prediction["embed"](torch.tensor([[label[-1]]]))
-                    g, hid = dec(y, hidden)
-                    k = int(m.joint_net(fj[b, t] + m.joint_pred(g[0, 0])).argmax())
-                    if k == V - 1:
-                        not_blank = False
-                    else:
-                        label.append(k)
-                        hidden = hid
-                    added += 1
+            label = greedy_utterance(lens[b], pred_step, lambda t, g: m.joint_net(fj[b, t] + m.joint_pred(g)), V - 1,
+                                     per_step, cap)
             ours = hyp[b, :int(n[b])].tolist()
             if perturb:  # a wrong decoder: the last symbol of each hypothesis dropped
                 ours = ours[:-1]
