@@ -60,13 +60,13 @@ included.
 check: the training loss of this module in float64 on the CPU (tiny sizes, ragged lengths), the
 torch lattice loss and torchaudio's (when importable), against rnnt_ops.py's nll (the reference's
 recursion, utterance by utterance, differentiated by autograd) on the module's own logits: the loss
-(relative) and its gradient with respect to the logits (norm-wise); one line each "NAME WHAT  ERROR
-ok" (or FAIL), within 1e-9 (torchaudio's, in fp32: 1e-5); then the batched greedy decoder (3
-symbols a frame, 10 an utterance, N(0, 1) weights, zero biases: hypotheses that vary, one cut
-by the cap, others ended by blanks, two empty) against the reference's
-loop utterance by utterance, "greedy utterance B  N symbols  ok" when the lists are equal; exit 0 when all pass, 1 when not. --perturb drops the last
-lattice column's blank term in the torch loss and the last symbol of each batched hypothesis:
-wrong results the check must catch.
+(relative) and its gradient with respect to the logits (norm-wise); one line each "NAME WHAT
+ERROR  ok" (or FAIL), within 1e-9 (torchaudio's, in fp32: 1e-5). Then the batched greedy decoder
+(3 symbols a frame, 10 an utterance, N(0, 1) weights, zero biases: hypotheses that vary, one cut
+by the cap, others ended by blanks, two empty) against the reference's loop utterance by
+utterance (rnnt.py's greedy_utterance): "greedy utterance B  N symbols  ok" when the lists are
+equal. Exit 0 when all pass, 1 when not. --perturb drops the last lattice column's blank term in
+the torch loss and the last symbol of each batched hypothesis: wrong results the check must catch.
 
 --device cpu --amp none with tiny SIZES (--feats 8 --enc 16 --pred 8 --joint 8 --vocab 12
 --batch 2 --frames 9 --labels 3 --iters 1 --warmup 1 --windows 1) runs anywhere in seconds: it

@@ -296,8 +296,8 @@ TK_TEST(rnnt_bench) {
             }
         long sym = 0;
         for (int i = 0; i < b; i++) sym += n[i];
-        printf("# table rnnt decode bench: batch %d T %d (%d after StackTime), graph %s, median of %d: %.3f ms\n", b, dT,
-               (dT + 1) / 2, graph ? "on" : "off", nr, dms[nr / 2]);
+        printf("# table rnnt decode bench: batch %d T %d (%d after StackTime), graph %s, median of %d: %.3f ms\n", b,
+               dT, (dT + 1) / 2, graph ? "on" : "off", nr, dms[nr / 2]);
         printf("rnnt-decode-bench batch=%d T=%d utts_per_s=%.2f ms_per_batch=%.3f symbols=%ld\n", b, dT,
                b * 1e3 / dms[nr / 2], dms[nr / 2], sym);
     } else
