@@ -83,7 +83,7 @@ def stack_time(x, lens, perturb):
     """model.py StackTime(2): (T, B, H) -> (ceil(T/2), B, 2H), lengths (len + 3) // 2 - 1."""
     T, B, H = x.shape
     r = x.transpose(0, 1)
-    r = torch.cat([r, torch.zeros(B, (-T) % 2, H, dtype=x.dtype)], 1)
+    r = torch.cat([r, torch.zeros(B, (-T) % 2, H, dtype=x.dtype, device=x.device)], 1)
     if perturb:
         r = r.reshape(B, -1, 2, H).flip(2)
     r = r.reshape(B, -1, 2 * H).transpose(0, 1)
@@ -172,6 +172,27 @@ def compare(driver, dropout, perturb):
     return ok
 
 
+def greedy_utterance(T, pred_step, joint_at, blank, per_step, cap):
+    """RNNTGreedyDecoder._greedy_decode of one utterance of T encoder frames with MLPerf's cap:
+    pred_step(label or None at the start, hidden) -> (g, hidden'), joint_at(t, g) -> logits; the
+    hypothesis (a list)."""
+    hidden, label = None, []
+    for t in range(T):
+        if len(label) >= cap:  # MLPerf's max_symbol_per_sample
+            break
+        not_blank, added = True, 0
+        while not_blank and added < per_step and len(label) < cap:
+            g, hidden_prime = pred_step(label[-1] if label else None, hidden)
+            k = int(torch.argmax(joint_at(t, g)))  # the first of equal maxima
+            if k == blank:
+                not_blank = False
+            else:
+                label.append(k)
+                hidden = hidden_prime
+            added += 1
+    return label
+
+
 def decode(driver, perturb):
     """The reference's RNNTGreedyDecoder._greedy_decode, one utterance at a time, on the driver's
     model (eval: no dropout) and batch; its hypotheses against trainkit's (exactly)."""
@@ -200,20 +221,7 @@ def decode(driver, perturb):
             return h @ W["joint_net.2.weight"].T + W["joint_net.2.bias"]
 
         for b in range(B):
-            hidden, label = None, []
-            for t in range(enc_len[b]):
-                if len(label) >= cap:  # MLPerf's max_symbol_per_sample
-                    break
-                not_blank, added = True, 0
-                while not_blank and added < per_step and len(label) < cap:
-                    g, hidden_prime = pred_step(label[-1] if label else None, hidden)
-                    k = int(torch.argmax(joint(f[b, t], g)))  # the first of equal maxima
-                    if k == blank:
-                        not_blank = False
-                    else:
-                        label.append(k)
-                        hidden = hidden_prime
-                    added += 1
+            label = greedy_utterance(enc_len[b], pred_step, lambda t, g: joint(f[b, t], g), blank, per_step, cap)
             n = int(got["n"][b])
             ours = [int(v) for v in got["hyp"][b * cap:b * cap + n]]
             good = ours == label

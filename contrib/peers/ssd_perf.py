@@ -152,6 +152,32 @@ def explain_counters():
             if k in ("graph_break", "stats", "recompiles", "unimplemented")}
 
 
+def timed_steps(step, dev, warmup, windows, iters):
+    """step() warmup times (the first timed alone: compilation), then windows windows of iters
+    steps between two CUDA events: the last loss, the first step's and the warm-up's seconds, and
+    each window's ms a step (the peak memory statistics reset after the warm-up)."""
+    cuda = dev.type == "cuda"
+    tm = Timer(dev)
+    t0 = time.time()
+    loss = step()
+    if cuda:
+        torch.cuda.synchronize()
+    first_s = time.time() - t0
+    for _ in range(1, warmup):
+        loss = step()
+    if cuda:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats(dev)
+    warm_s = time.time() - t0
+    ms = []
+    for _ in range(windows):
+        s = tm.mark()
+        for _ in range(iters):
+            loss = step()
+        ms.append(tm.ms(s, tm.mark()) / iters)
+    return loss, first_s, warm_s, ms
+
+
 def train(a, dev):
     cuda = dev.type == "cuda"
     torch.backends.cudnn.benchmark = True
@@ -180,24 +206,7 @@ def train(a, dev):
         opt.zero_grad(set_to_none=True)
         return loss
 
-    tm = Timer(dev)
-    t0 = time.time()
-    loss = step()
-    if cuda:
-        torch.cuda.synchronize()
-    first_s = time.time() - t0
-    for _ in range(1, a.warmup):
-        loss = step()
-    if cuda:
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats(dev)
-    warm_s = time.time() - t0
-    windows = []
-    for _ in range(a.windows):
-        s = tm.mark()
-        for _ in range(a.iters):
-            loss = step()
-        windows.append(tm.ms(s, tm.mark()) / a.iters)
+    loss, first_s, warm_s, windows = timed_steps(step, dev, a.warmup, a.windows, a.iters)
     med = statistics.median(windows)
     out = {"type": "bench", "impl": "torch-" + a.mode, "compile_mode": a.compile_mode if a.mode == "compile" else None,
            "compile_backend": a.compile_backend if a.mode == "compile" else None,
