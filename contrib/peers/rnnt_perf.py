@@ -184,7 +184,19 @@ def loss_impl(choice):
             import torchaudio
 
             def ta(logits, y, t_len, u_len, blank):
-                return rnnt_loss(logits.float(), y.int(), t_len.int(), u_len.int(), blank=blank, reduction="mean")
+                # torchaudio's CUDA kernel indexes the (B, T, U + 1, V) logits with 32-bit offsets: at
+                # NVIDIA's batch 256 x 205 x 71 x 1024 (3.8 G elements) it faults with an illegal
+                # memory access (H200, torchaudio 2.11.0+cu130). So it runs on slices of the batch
+                # under 2^31 elements each, the costs summed and divided by B ("mean"), as the
+                # reference's --batch_split_factor splits the joint and the loss.
+                B = logits.shape[0]
+                per = max(1, (2**31 - 1) // max(1, logits[0].numel()))
+                total = 0
+                for i in range(0, B, per):
+                    j = min(B, i + per)
+                    total = total + rnnt_loss(logits[i:j].float(), y[i:j].int(), t_len[i:j].int(), u_len[i:j].int(),
+                                              blank=blank, reduction="sum")
+                return total / B
             return f"torchaudio {torchaudio.__version__} rnnt_loss", ta
     return "torch lattice (logcumsumexp rows; slower than torchaudio's)", torch_rnnt_loss
 
