@@ -106,7 +106,7 @@ PY
 }
 
 @test "ssd-multi: run.sh --gpus 2 trains on 2 ranks at the same global batch; --gpus 3 does not divide tiny's 4 (exit 2)" {
-    run "$TK_ROOT/share/workloads/ssd/run.sh" -o "$BATS_TEST_TMPDIR/o" --images 4 --backend cpu --gpus 2 -- --max-steps 2
+    run "$TK_ROOT/share/workloads/ssd/run.sh" -o "$BATS_TEST_TMPDIR/o" --images 8 --backend cpu --gpus 2 -- --max-steps 2
     echo "$output"
     [ "$status" -eq 1 ] # (the target not reached in 2 steps)
     [[ "$output" == *"train-step tiny.json on cpu, 2 ranks (share/launch)"* ]]
@@ -114,7 +114,7 @@ PY
     grep '"type":"config"' "$BATS_TEST_TMPDIR/o/train.jsonl" | grep '"global_batch_size":4,' | grep -q '"world_size":2,'
 
     [ "$(jq -r 'select(.type == "eval") | .eval_samples' "$BATS_TEST_TMPDIR/o/evaluate.jsonl")" = 2 ]
-    run "$TK_ROOT/share/workloads/ssd/run.sh" -o "$BATS_TEST_TMPDIR/o" --images 4 --backend cpu --gpus 3 --reuse-data
+    run "$TK_ROOT/share/workloads/ssd/run.sh" -o "$BATS_TEST_TMPDIR/o" --images 8 --backend cpu --gpus 3 --reuse-data
     [ "$status" -eq 2 ]
     [[ "$output" == *"error: ssd: a global batch of 4 over 3 ranks: must divide evenly"* ]]
     [[ "$output" == *"run.sh: train-step failed (exit 2)"* ]]
