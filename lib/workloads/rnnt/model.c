@@ -317,7 +317,7 @@ int rnnt_model_encode(rnnt_model *m, int T, int *T2p, tk_err *e) {
 }
 
 // The batch's host values checked, the index arrays, lengths, labels and row0 uploaded.
-static int upload(rnnt_model *m, const rnnt_batch *bt, const size_t *off, tk_err *e) {
+static int upload(rnnt_model *m, const rnnt_step_batch *bt, const size_t *off, tk_err *e) {
     const int B = m->B, T = bt->T, U = bt->U, T2 = (T + 1) / 2, U1 = U + 1, V = m->V;
     if (T < 1 || T > m->cfg.max_frames || U < 0 || U > m->cfg.max_labels)
         return tk_err_set(e, TK_EINTERNAL, "rnnt: batch of %d frames, %d labels (at most %d, %d)", T, U,
@@ -370,7 +370,7 @@ static int upload(rnnt_model *m, const rnnt_batch *bt, const size_t *off, tk_err
     return 0;
 }
 
-int rnnt_model_step(rnnt_model *m, const rnnt_batch *bt, float scale, int train, tk_err *e) {
+int rnnt_model_step(rnnt_model *m, const rnnt_step_batch *bt, float scale, int train, tk_err *e) {
     size_t off[R_N + 1];
     regions(m, off);
     if (upload(m, bt, off, e)) return e->code;
