@@ -131,7 +131,7 @@ static int config_parse(json_t *root, const char *path, const tk_run_cfg *run, c
     json_t *vs = meta ? json_object_get(meta, "vocab_size") : NULL;
     if (json_is_integer(vs) && json_integer_value(vs) >= n->n_classes) {
         char what[160];
-        snprintf(what, sizeof what, "%d classes for the data's %lld sentence pieces and the blank (want %lld)",
+        snprintf(what, sizeof what, "%d classes for the data's %lld sentence pieces and the blank (want at least %lld)",
                  n->n_classes, (long long)json_integer_value(vs), (long long)json_integer_value(vs) + 1);
         rc = tk_cfg_bad(e, path, "model.vocab", what);
         goto out;
