@@ -62,7 +62,7 @@ static int config_parse(json_t *root, const char *path, const tk_run_cfg *run, c
     static const char *const model_keys[] = {"enc_hidden",   "enc_pre_layers",   "enc_post_layers",    "stack_time_factor",
                                              "pred_hidden",  "pred_layers",      "joint_hidden",       "vocab",
                                              "forget_gate_bias", "weights_init_scale", "dropouts", "precision", NULL};
-    static const char *const drop_keys[] = {"enc", "pred", "joint", NULL};
+    static const char *const dropouts_keys[] = {"enc", "pred", "joint", NULL};
     *out = NULL;
     rnnt_wl_cfg *cfg = calloc(1, sizeof *cfg);
     if (!cfg) return tk_err_set(e, TK_EIO, "out of host memory");
@@ -73,7 +73,7 @@ static int config_parse(json_t *root, const char *path, const tk_run_cfg *run, c
         if ((rc = (x))) goto out;                                                                                      \
     } while (0)
     TRYC(tk_cfg_keys(root, path, "model", model_keys, e));
-    TRYC(tk_cfg_keys(root, path, "model.dropouts", drop_keys, e));
+    TRYC(tk_cfg_keys(root, path, "model.dropouts", dropouts_keys, e));
     // "data": the reader's keys (data.c) and data.spm, the workload's
     json_t *data = json_object_get(root, "data");
     json_t *spm = data ? json_object_get(data, "spm") : NULL;
