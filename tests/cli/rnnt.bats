@@ -115,3 +115,17 @@ setup() {
     [ "$status" -eq 3 ]
     echo "$output" | grep -qF "longer than eval.max_duration 0.5 s"
 }
+
+@test "rnnt: --resume from a checkpoint repeats the run's losses bit for bit" {
+    run train-step -c "$TINY" -t "$TRAIN" --no-eval -b cpu --threads 1 --max-steps 4 --log-every 1 \
+        --set model.vocab=41 --ckpt-dir a --ckpt-every 2
+    [ "$status" -eq 0 ]
+    echo "$output" | jq -c 'select(.type == "progress" and .step > 2) | [.step, .loss]' >whole.txt
+    run train-step -c "$TINY" -t "$TRAIN" --no-eval -b cpu --threads 1 --max-steps 4 --log-every 1 \
+        --set model.vocab=41 --resume a/step-2.safetensors
+    [ "$status" -eq 0 ]
+    echo "$output" | jq -c 'select(.type == "progress") | [.step, .loss]' >resumed.txt
+    cat whole.txt resumed.txt
+    [ "$(wc -l <whole.txt)" -eq 2 ]
+    cmp whole.txt resumed.txt
+}
