@@ -75,6 +75,10 @@ typedef struct rnnt_model_cfg {
     int b;                        // utterances a step
     int max_frames;               // Tmax: input frames a step at most
     int max_labels;               // Umax: labels an utterance at most
+    int64_t max_rows;             // the joint's lattice cells (sum of T2_b (U_b + 1)) a step at most;
+                                  // 0: B ceil(Tmax / 2) (Umax + 1). A workload whose evaluation
+                                  // encodes longer utterances than it trains on bounds it by the
+                                  // training batches (the joint's buffers are the largest)
     int bf16;                     // cuda: bf16 activations
     uint64_t seed;                // dropout masks
 } rnnt_model_cfg;

@@ -205,6 +205,12 @@ static int wl_create(const void *cfgp, const tk_wl_env *env, void **model, tk_er
     w->Tmax = rnnt_feat_max_out(w->feat);
     rnnt_model_cfg n = cfg->net;
     n.b = w->B, n.max_frames = (int)w->Tmax;
+    // the joint's cells: the training batches' bound (the evaluation's longer utterances only
+    // encode and decode): frames of max_duration at the fastest speed (10 ms hops, subsampled,
+    // stacked by 2; a few frames of margin), times the labels + 1
+    const double rmax = cfg->data.speed && cfg->data.speed_max > 1 ? cfg->data.speed_max : 1;
+    const int64_t Ttr = (int64_t)ceil((double)cfg->Lmax * rmax / 160.0 / cfg->data.sub) + 4;
+    n.max_rows = (int64_t)w->B * ((Ttr + 1) / 2) * (cfg->data.max_tokens + 1);
     TRY(rnnt_model_create(&n, env, &w->m, e));
     TRY(rnnt_decoder_create(w->m, RNNT_MAX_PER_STEP, cfg->ev.max_symbols, w->c->backend == TK_BACKEND_CUDA, &w->dec,
                             e));
