@@ -12,6 +12,7 @@
     WL(resnet)    \
     WL(unet3d)    \
     WL(ssd)       \
+    WL(rnnt)      \
     WL(mlp)
 
 #define WL(name) extern const tk_workload tk_workload_##name;

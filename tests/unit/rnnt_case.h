@@ -84,15 +84,15 @@ static inline int rc_batch(rnnt_case *k, int T, int U, uint64_t key, tk_err *e) 
     return tk_memcpy_h2d(k->c, m->feat, k->feat, (size_t)T * B * I * 4, 0, e);
 }
 
-static inline rnnt_batch rc_bt(const rnnt_case *k) {
-    rnnt_batch bt = {k->T, k->U, k->feat_len, k->lab_len, k->labels};
+static inline rnnt_step_batch rc_bt(const rnnt_case *k) {
+    rnnt_step_batch bt = {k->T, k->U, k->feat_len, k->lab_len, k->labels};
     return bt;
 }
 
 // One step at update counter step; the loss (fp64, the accumulator's) or NAN.
 static inline double rc_step(rnnt_case *k, int64_t step, int train, tk_err *e) {
     double acc[2] = {0, 0};
-    rnnt_batch bt = rc_bt(k);
+    rnnt_step_batch bt = rc_bt(k);
     if (tk_memcpy_h2d(k->c, k->step, &step, 8, 0, e) || tk_memcpy_h2d(k->c, k->acc, acc, 16, 0, e) ||
         rnnt_model_step(k->m, &bt, 1.0f / (float)k->m->B, train, e) || tk_ctx_sync(k->c, e) ||
         tk_memcpy_d2h(k->c, acc, k->acc, 16, 0, e))

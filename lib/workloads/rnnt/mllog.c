@@ -51,11 +51,12 @@ const char *const rnnt_mllog_tensors[] = {"pre_rnn",  "post_rnn",  "pred_embed",
                                           "joint_pred", "joint_enc", "joint_net", NULL};
 
 int rnnt_eval_cfg_parse(json_t *root, const char *path, rnnt_eval_cfg *c, tk_err *e) {
-    static const char *const eval_keys[] = {"max_symbols", NULL};
+    static const char *const eval_keys[] = {"max_symbols", "max_duration", NULL};
     c->max_symbols = 300; // the reference's RNNTGreedyDecoder max_symbol_per_sample
     TRY(tk_cfg_keys(root, path, "eval", eval_keys, e));
     int64_t v = c->max_symbols;
     TRY(tk_cfg_int_opt(root, path, "eval.max_symbols", 1, 100000, &v, e));
     c->max_symbols = (int)v;
-    return 0;
+    c->max_duration = 35.0;
+    return tk_cfg_num_opt(root, path, "eval.max_duration", 0.1, 100000, &c->max_duration, e);
 }

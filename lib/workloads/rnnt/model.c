@@ -133,6 +133,7 @@ int rnnt_model_create(const rnnt_model_cfg *cfg, const tk_wl_env *env, rnnt_mode
     const size_t es = m->t == TK_BF16 ? 2 : 4, B = (size_t)m->B, Tm = (size_t)cfg->max_frames,
                  T2 = (size_t)m->T2max, U1 = (size_t)cfg->max_labels + 1;
     m->rows_max = (int64_t)B * (int64_t)T2 * (int64_t)U1;
+    if (cfg->max_rows > 0 && cfg->max_rows < m->rows_max) m->rows_max = cfg->max_rows;
     size_t dmax = T2 * B * 2 * E;
     if (Tm * B * E > dmax) dmax = Tm * B * E;
     if (U1 * B * Pn > dmax) dmax = U1 * B * Pn;
@@ -317,7 +318,7 @@ int rnnt_model_encode(rnnt_model *m, int T, int *T2p, tk_err *e) {
 }
 
 // The batch's host values checked, the index arrays, lengths, labels and row0 uploaded.
-static int upload(rnnt_model *m, const rnnt_batch *bt, const size_t *off, tk_err *e) {
+static int upload(rnnt_model *m, const rnnt_step_batch *bt, const size_t *off, tk_err *e) {
     const int B = m->B, T = bt->T, U = bt->U, T2 = (T + 1) / 2, U1 = U + 1, V = m->V;
     if (T < 1 || T > m->cfg.max_frames || U < 0 || U > m->cfg.max_labels)
         return tk_err_set(e, TK_EINTERNAL, "rnnt: batch of %d frames, %d labels (at most %d, %d)", T, U,
@@ -359,6 +360,9 @@ static int upload(rnnt_model *m, const rnnt_batch *bt, const size_t *off, tk_err
     free(cnt);
     const int64_t rows = tk_rnnt_layout(B, T2, U, m->h_T2, bt->lab_len, 1, m->h_row0, e);
     if (rows < 0) return e->code;
+    if (rows > m->rows_max)
+        return tk_err_set(e, TK_EDATA, "rnnt: a batch of %lld lattice cells, more than the model's %lld", (long long)rows,
+                          (long long)m->rows_max);
     m->T = T, m->U = U, m->T2 = T2, m->rows = rows;
     m->nseg_ = nseg, m->nitems_ = k;
     if (tk_memcpy_h2d(m->c, m->idx, m->h_idx, off[R_N] * 4, 0, e) ||
@@ -370,7 +374,7 @@ static int upload(rnnt_model *m, const rnnt_batch *bt, const size_t *off, tk_err
     return 0;
 }
 
-int rnnt_model_step(rnnt_model *m, const rnnt_batch *bt, float scale, int train, tk_err *e) {
+int rnnt_model_step(rnnt_model *m, const rnnt_step_batch *bt, float scale, int train, tk_err *e) {
     size_t off[R_N + 1];
     regions(m, off);
     if (upload(m, bt, off, e)) return e->code;

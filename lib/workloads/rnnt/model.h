@@ -75,6 +75,10 @@ typedef struct rnnt_model_cfg {
     int b;                        // utterances a step
     int max_frames;               // Tmax: input frames a step at most
     int max_labels;               // Umax: labels an utterance at most
+    int64_t max_rows;             // the joint's lattice cells (sum of T2_b (U_b + 1)) a step at most;
+                                  // 0: B ceil(Tmax / 2) (Umax + 1). A workload whose evaluation
+                                  // encodes longer utterances than it trains on bounds it by the
+                                  // training batches (the joint's buffers are the largest)
     int bf16;                     // cuda: bf16 activations
     uint64_t seed;                // dropout masks
 } rnnt_model_cfg;
@@ -122,10 +126,10 @@ typedef struct rnnt_model {
 // One step's batch: padded extents T <= Tmax frames (feat's first T rows used), U <= Umax labels;
 // host arrays: feat_len (B) frames, lab_len (B) labels, labels (B, U) row-major (values in
 // [0, V - 1), the blank never). The features are in m->feat.
-typedef struct rnnt_batch {
+typedef struct rnnt_step_batch {
     int T, U;
     const int *feat_len, *lab_len, *labels;
-} rnnt_batch;
+} rnnt_step_batch;
 
 // The reference's sizes (above) at b utterances of at most max_frames frames and max_labels labels.
 rnnt_model_cfg rnnt_model_cfg_default(int b, int max_frames, int max_labels);
@@ -145,7 +149,7 @@ int64_t rnnt_model_ref_count(const rnnt_model_cfg *cfg);
 // The batch's lengths, labels and the gathers' index arrays are built on the host and copied in
 // (synchronous copies): the step as it is cannot be captured into a CUDA graph; a caller that
 // wants one stages those arrays itself at fixed shapes.
-int rnnt_model_step(rnnt_model *m, const rnnt_batch *bt, float scale, int train, tk_err *e);
+int rnnt_model_step(rnnt_model *m, const rnnt_step_batch *bt, float scale, int train, tk_err *e);
 // The encoder alone (evaluation: no dropout) on m->feat of T frames: m->f (B, T2, J) in t, the
 // joint_enc projections the decoder reads; *T2 = ceil(T / 2).
 int rnnt_model_encode(rnnt_model *m, int T, int *T2, tk_err *e);
