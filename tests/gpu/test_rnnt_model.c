@@ -243,7 +243,7 @@ TK_TEST(rnnt_bench) {
     CHECK_EQ_INT(tk_optimizer_ema_reset(&o, &k->P, &e), 0);
     cudaMemGetInfo(&f1, &tot);
     bench_batch(k, T, U);
-    rnnt_batch bt = rc_bt(k);
+    rnnt_step_batch bt = rc_bt(k);
     cudaStream_t s = (cudaStream_t)gt_ctx_->stream[TK_STREAM_COMPUTE];
     cudaEvent_t t0, t1;
     cudaEventCreate(&t0), cudaEventCreate(&t1);
