@@ -17,8 +17,8 @@ struct tk_bert_data {
     tk_records *r;
     int L, P, vocab, types;
     int B;           // the global batch (read_batch)
-    int balance;     // model.unpad: read_batch puts the batch in balance_order's order
-    int *order;      // B positions, then B scratch (balance_order)
+    int *order;      // model.unpad (B > 1): B positions, then B scratch; read_batch puts the batch
+                     // in tk_bert_balance_order's order
     void *tmp;       // one field of the global batch (reordering)
 };
 
@@ -29,9 +29,9 @@ int tk_bert_data_open(const void *config, int rank, int world, char *const *path
     *out = NULL;
     tk_bert_data *d = calloc(1, sizeof *d);
     if (!d) return tk_err_set(e, TK_EIO, "out of host memory");
-    d->L = c->L, d->P = c->P, d->vocab = c->vocab, d->types = c->types, d->B = c->batch, d->balance = c->unpad;
+    d->L = c->L, d->P = c->P, d->vocab = c->vocab, d->types = c->types, d->B = c->batch;
     const int wide = d->L > d->P ? d->L : d->P;
-    if (d->balance && d->B > 1 &&
+    if (c->unpad && d->B > 1 &&
         (!(d->order = malloc((size_t)d->B * 2 * sizeof *d->order)) || !(d->tmp = malloc((size_t)d->B * wide * 4)))) {
         free(d->order), free(d);
         return tk_err_set(e, TK_EIO, "out of host memory");
