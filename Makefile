@@ -119,7 +119,7 @@ endif
 ALL_LIBS := $(LIBTK) $(LIBCU) $(LIBTK)
 LINK     = $(CC) $(LDFLAGS) -o $@ $^ $(ALL_LIBS) $(LDLIBS) $(CUDA_LIBS)
 
-.PHONY: all check check-gpu bench install clean unit-tests gpu-tests fuzz san-replay
+.PHONY: trace-preload all check check-gpu bench install clean unit-tests gpu-tests fuzz san-replay
 .DELETE_ON_ERROR:
 .SECONDARY:
 
@@ -210,6 +210,12 @@ $(BUILD)/tests/gpu/%: $(BUILD)/obj/tests/gpu/%.o $(LIBTK) $(LIBCU)
 check: all
 	+@$(MAKE) --no-print-directory san-replay
 	@BUILD=$(BUILD) tests/run
+
+# A CUPTI trace of any program, ranks included (tests/gpu/trace_preload.c; for the device only).
+trace-preload: $(BUILD)/tests/gpu/trace_preload.so
+$(BUILD)/tests/gpu/trace_preload.so: tests/gpu/trace_preload.c tests/gpu/cupti_trace.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -fPIC -shared -o $@ $< -ldl -lpthread
 
 check-gpu: all $(GPUS)
 	@BUILD=$(BUILD) tests/gpu/run

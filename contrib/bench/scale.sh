@@ -12,7 +12,7 @@
 # JSON line is appended to $RES (default $DATA/scale.jsonl), train-step's output kept in $DATA/logs;
 # the last lines are a table: workload, GPUs, global batch, samples/s, x of 1 GPU, efficiency,
 # start-up s. Knobs: DLRM_B=65536 BERT_B=32 RESNET_B=256 (per GPU), DLRM_STEPS=300 BERT_STEPS=60
-# RESNET_STEPS=60, RESNET_ARGS="--set data.decoder=nvjpeg" (more train-step options for ResNet), TRAIN_STEP=PATH (another build's train-step; TAG=-old then names its lines), PRECISION=bf16 (fp32 and a fake nvidia-smi dry-run the plumbing on the CPU). Exit 0 when every run gave a result, 1 otherwise, 2 when not built, 5 without a GPU.
+# RESNET_STEPS=60, RESNET_ARGS="--set data.decoder=nvjpeg" (more train-step options for ResNet; BERT_ARGS, DLRM_ARGS likewise, e.g. BERT_ARGS="--set train.grad_allreduce=bf16"), TRAIN_STEP=PATH (another build's train-step; TAG=-old then names its lines), PRECISION=bf16 (fp32 and a fake nvidia-smi dry-run the plumbing on the CPU). Exit 0 when every run gave a result, 1 otherwise, 2 when not built, 5 without a GPU.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 4
 ROOT=$PWD
@@ -57,7 +57,7 @@ for w in $WORKLOADS; do
                 rm -rf "$DATA/criteo/raw" || { say "criteo data failed"; rc=1; continue; }
         fi
         args=(--set model.table_dtype=$([ "${PRECISION:-bf16}" = bf16 ] && echo bf16 || echo f32) --set model.interaction_width=480
-              --set model.max_table_rows=4000000 --log-every 30 -t "$DATA/criteo/day_0.tks")
+              --set model.max_table_rows=4000000 --log-every 30 ${DLRM_ARGS:-} -t "$DATA/criteo/day_0.tks")
         [ "$w" = dlrm-plain ] && args+=(--no-hybrid-embedding)
         scale "$w" share/workloads/dlrm/config.json "${DLRM_B:-65536}" "${DLRM_STEPS:-300}" "${args[@]}"
         ;;
@@ -73,7 +73,7 @@ for w in $WORKLOADS; do
                 { say "bert data failed"; rc=1; continue; }
         fi
         scale bert share/workloads/bert/config.json "${BERT_B:-32}" "${BERT_STEPS:-60}" \
-            --log-every 10 -t "$DATA/bert/train.tks"
+            --log-every 10 ${BERT_ARGS:-} -t "$DATA/bert/train.tks"
         ;;
     resnet)
         if [ ! -s "$DATA/imagenet/eval.tks" ]; then

@@ -39,8 +39,16 @@ static size_t bucket_floats(void) {
     return s && *s && !*end && v > 0 ? (size_t)v : BUCKET;
 }
 
+// TK_GEMM_SM_MARGIN=N: from a step's first bucket on, the GEMMs leave N SMs to the all-reduce's
+// kernel (tk_ctx.gemm_sm_margin; an experiment, 0 = off).
+static int sm_margin(void) {
+    const char *s = getenv("TK_GEMM_SM_MARGIN");
+    return s && *s ? atoi(s) : 0;
+}
+
 static int reduce_span(tk_instance *I, size_t from, size_t to, tk_err *e) {
     tk_comm *m = I->dist.comm;
+    I->c->gemm_sm_margin = I->sm_margin; // (the backward's GEMMs from here on run beside it)
     float *g = I->P.dense_g;
     TRY(tk_comm_stream_wait(m, TK_STREAM_COMM, TK_STREAM_COMPUTE, e));
     return tk_allreduce_sum(m, g + from, g + from, to - from, TK_F32, 1.0f, TK_STREAM_COMM, e);
@@ -110,7 +118,9 @@ static int precision_check(const tk_instance *I, tk_err *e) {
 static int warm_up(tk_instance *I, tk_err *e) {
     if (I->wl->version < TK_WORKLOAD_V6 || !I->wl->warmup || I->c->backend != TK_BACKEND_CUDA) return 0;
     I->reduced_from = I->P.dense_n;
-    TRY(I->wl->step(I->model, e));
+    int rc = I->wl->step(I->model, e);
+    I->c->gemm_sm_margin = 0;
+    TRY(rc);
     TRY(tk_memset0(I->c, I->loss_acc, 16, TK_STREAM_COMPUTE, e));
     return tk_ctx_sync(I->c, e);
 }
@@ -127,6 +137,7 @@ int tk_instance_create(tk_instance *I, tk_ctx *c, tk_comm *comm, double comm_tim
     tk_wl_env env = {.c = c, .dist = &I->dist, .params = &I->P, .lr = I->lr, .step = I->step, .loss_acc = I->loss_acc,
                      .prof = &I->prof, .acts = &I->acts};
     I->bucket = bucket_floats();
+    I->sm_margin = sm_margin();
     if (comm && I->dist.world > 1 && !I->wl->own_grad_reduce) {
         env.grads_ready = grads_ready;
         env.grads_arg = I;
@@ -191,7 +202,9 @@ int tk_instance_step(tk_instance *I, tk_err *e) {
     tk_ctx *c = I->c;
     TRY(tk_optimizer_schedule(&I->opt, I->step, I->lr, e));
     I->reduced_from = I->checked_from = I->P.dense_n;
-    TRY(I->wl->step(I->model, e));
+    int src = I->wl->step(I->model, e);
+    c->gemm_sm_margin = 0; // (the optimizer and the next forward have every SM)
+    TRY(src);
     TRY(check_same(I, I->checked_from, I->P.dense_n, e));
     if (!I->wl->own_grad_reduce && I->dist.comm && I->dist.world > 1 && I->P.dense_n > 0) {
         // The dense gradients summed over the ranks (the loss is normalized by the global batch):

@@ -44,7 +44,8 @@ constexpr size_t kWsPerStream = (size_t)32 << 20;
 
 struct Key {
     int M, N, K, ta, tb, ab, cd, epi, has_c, align, align_epi, det, unfused, tf32;
-    int batch, pad_; // (pad_: no padding bytes before the strides, which memcmp would read)
+    int batch, sm_target; // (an even count of ints: no padding bytes before the strides, which memcmp
+                          // would read); sm_target: cuBLASLt's SM count target, 0 = the device's
     int64_t sa, sb, sc;
 };
 
@@ -61,6 +62,7 @@ struct Cache {
     Plan *p;
     int n, cap;
     int unfused;     // tests: force the unfused path
+    int sms;         // the device's multiprocessors (tk_ctx.gemm_sm_margin is taken from these)
 };
 
 int lt_fail(tk_err *e, cublasStatus_t st, const char *what, const tk_gemm_args *g) {
@@ -440,6 +442,13 @@ int plan_build(tk_ctx *c, Plan *p, const tk_gemm_args *g, tk_epilogue lt, int *f
         }
         TRY(set_epilogue_ptrs(p, g, e)); // the heuristic reads their alignment
     }
+    if (p->key.sm_target > 0) {
+        // Fewer SMs than the device has: a collective's kernel holds the others while this GEMM
+        // runs, and a kernel sized for every SM would run a second, mostly idle wave.
+        int32_t sms = p->key.sm_target;
+        LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &sms, sizeof sms),
+               "cannot set the SM count target");
+    }
     cublasLtMatmulPreference_t pref;
     LT_TRY(cublasLtMatmulPreferenceCreate(&pref), "cannot create a matmul preference");
     uint64_t ws = c->gemm_ws_bytes / TK_NSTREAMS;
@@ -469,6 +478,11 @@ int plan_build(tk_ctx *c, Plan *p, const tk_gemm_args *g, tk_epilogue lt, int *f
     return 0;
 }
 
+int sm_target(const tk_ctx *c, const Cache *cache) {
+    if (c->gemm_sm_margin <= 0 || cache->sms <= 0) return 0;
+    return c->gemm_sm_margin < cache->sms ? cache->sms - c->gemm_sm_margin : 1;
+}
+
 int plan_get(tk_ctx *c, const tk_gemm_args *g, Plan **out, tk_err *e) {
     Cache *cache = (Cache *)c->gemm_cache;
     unsigned align = ptr_align(g->A);
@@ -481,7 +495,7 @@ int plan_get(tk_ctx *c, const tk_gemm_args *g, Plan **out, tk_err *e) {
     int batched = g->batch > 1;
     Key k = {g->M, g->N, g->K, g->transa, g->transb, (int)g->ab_type, (int)g->cd_type, (int)g->epi,
              g->beta != 0.0f, (int)align, (int)align_epi, c->deterministic, cache->unfused, g->tf32 && g->ab_type == TK_F32,
-             batched ? g->batch : 1, 0, batched ? g->stride_a : 0, batched ? g->stride_b : 0, batched ? g->stride_c : 0};
+             batched ? g->batch : 1, sm_target(c, cache), batched ? g->stride_a : 0, batched ? g->stride_b : 0, batched ? g->stride_c : 0};
     for (int i = 0; i < cache->n; i++)
         if (memcmp(&cache->p[i].key, &k, sizeof k) == 0) {
             *out = &cache->p[i];
@@ -546,6 +560,9 @@ extern "C" int tk_gemm_cuda_init(tk_ctx *c, tk_err *e) {
     }
     c->gemm_cache = calloc(1, sizeof(Cache));
     if (!c->gemm_cache) return tk_err_set(e, TK_EIO, "out of host memory creating the GEMM cache");
+    int sms = 0;
+    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, c->device) == cudaSuccess)
+        ((Cache *)c->gemm_cache)->sms = sms;
     return 0;
 }
 

@@ -38,6 +38,8 @@ typedef struct tk_ctx {
     void *gemm_cache;            // per-shape algorithm cache (opaque, owned by the cuda side)
     int capturing;               // inside tk_graph_begin/end: no sync, no allocation allowed
     int deterministic;           // pick deterministic algorithms (no atomics in reductions)
+    int gemm_sm_margin;          // cuda: SMs the GEMMs planned from now on leave to a collective
+                                 // running beside them (cuBLASLt's SM count target; 0: all)
 } tk_ctx;
 
 // "cpu", "cuda" or "auto" (cuda when a device is present, else cpu).

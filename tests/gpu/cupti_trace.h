@@ -26,6 +26,10 @@
 #ifndef TK_CUPTI_TRACE_H
 #define TK_CUPTI_TRACE_H
 
+#ifndef GT_TRACE_SAY // where the tracer's own notes go (trace_preload.c: stderr)
+#define GT_TRACE_SAY printf
+#endif
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,6 +154,7 @@ static void CUPTIAPI gt_tr_cb_(void *ud, CUpti_CallbackDomain dom, CUpti_Callbac
         Dl_info di;
         lib = dladdr(fr[i], &di) && di.dli_fname && strstr(di.dli_fname, "libnvjpeg");
     }
+#ifndef GT_TRACE_NO_CUDART
     if (lib && gt_tr_.raise) {
         cudaLaunchAttributeValue v;
         memset(&v, 0, sizeof v);
@@ -158,6 +163,7 @@ static void CUPTIAPI gt_tr_cb_(void *ud, CUpti_CallbackDomain dom, CUpti_Callbac
         int now = 0;
         if (raised && cudaStreamGetPriority((cudaStream_t)s, &now) == cudaSuccess) raised = now == gt_tr_.greatest ? 1 : 2;
     }
+#endif
     pthread_mutex_lock(&gt_tr_.mu);
     if (gt_tr_.f) fprintf(gt_tr_.f, "P %u %d %u %d %d\n", id, prio, flags, lib, raised);
     pthread_mutex_unlock(&gt_tr_.mu);
@@ -173,7 +179,7 @@ static int gt_trace_start(void) {
     for (size_t i = 0; i < sizeof names / sizeof *names && !l; i++)
         if (names[i] && *names[i]) l = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
     if (!l) {
-        printf("# trace: no libcupti (%s); TK_CUPTI_LIB=PATH names one\n", dlerror());
+        GT_TRACE_SAY("# trace: no libcupti (%s); TK_CUPTI_LIB=PATH names one\n", dlerror());
         return 0;
     }
     CUptiResult (*Register)(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc);
@@ -192,12 +198,12 @@ static int gt_trace_start(void) {
         {&Version, "cuptiGetVersion"}};
     for (size_t i = 0; i < sizeof syms / sizeof *syms; i++)
         if (!(*(void **)syms[i].p = dlsym(l, syms[i].n))) {
-            printf("# trace: libcupti lacks %s\n", syms[i].n);
+            GT_TRACE_SAY("# trace: libcupti lacks %s\n", syms[i].n);
             return 0;
         }
     FILE *f = fopen(path, "w");
     if (!f) {
-        printf("# trace: cannot write %s\n", path);
+        GT_TRACE_SAY("# trace: cannot write %s\n", path);
         return 0;
     }
     pthread_mutex_init(&gt_tr_.mu, NULL);
@@ -206,7 +212,9 @@ static int gt_trace_start(void) {
     gt_tr_.GetTimestamp(&gt_tr_.t0);
     fprintf(f, "# cupti api %u (built against %d)\n", ver, CUPTI_API_VERSION);
     int lo = 0, hi = 0;
+#ifndef GT_TRACE_NO_CUDART // (trace_preload.c: no CUDA call of its own before the program picks its GPU)
     cudaDeviceGetStreamPriorityRange(&lo, &hi);
+#endif
     fprintf(f, "# stream priorities: least %d, greatest %d\n", lo, hi);
     const char *ra = getenv("TK_TRACE_RAISE");
     gt_tr_.raise = ra && strcmp(ra, "1") == 0, gt_tr_.greatest = hi;
@@ -225,12 +233,12 @@ static int gt_trace_start(void) {
     } else
         gt_tr_.sub = NULL;
     if (rc) {
-        printf("# trace: cuptiActivityRegisterCallbacks failed\n");
+        GT_TRACE_SAY("# trace: cuptiActivityRegisterCallbacks failed\n");
         gt_tr_.f = NULL;
         fclose(f);
         return 0;
     }
-    printf("# trace: CUPTI %u, writing %s\n", ver, path);
+    GT_TRACE_SAY("# trace: CUPTI %u, writing %s\n", ver, path);
     return 1;
 }
 
@@ -265,7 +273,7 @@ static void gt_trace_stop(void) {
 
 static int gt_trace_start(void) {
     const char *path = getenv("TK_TRACE");
-    if (path && *path) printf("# trace: built without the CUPTI headers\n");
+    if (path && *path) GT_TRACE_SAY("# trace: built without the CUPTI headers\n");
     return 0;
 }
 static void gt_trace_mark(const char *label) { (void)label; }

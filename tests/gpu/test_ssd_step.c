@@ -17,12 +17,14 @@
 //     images, 1 to 4 random boxes an image), the iteration as one CUDA graph replayed
 //     TK_BENCH_STEPS (50) times back to back after 5 warm-up replays; prints one line
 //     `ssd-bench batch=N images_per_s=X ms_per_step=Y` (contrib/bench/ssd.sh parses it) and, as
-//     "#" lines, the eager iteration's time and the model's memory.
+//     "#" lines, the eager iteration's time and the model's memory. TK_TRACE=FILE then writes a
+//     CUPTI trace of three more replays (contrib/bench/step_kernels.py lists their kernels).
 #include <cuda_runtime_api.h>
 #include <jansson.h>
 #include <math.h>
 
 #include "core/philox.h"
+#include "cupti_trace.h"
 #include "gpu_test.h"
 #include "step_check.h"
 #include "workloads/ssd/workload.h"
@@ -200,6 +202,7 @@ TK_TEST(step_throughput_bench) {
            "mean loss %.4g\n", cpath, b, steps, ms, eager, (double)(f0 - f1) / (1 << 30), loss);
     CHECK(isfinite(loss));
     printf("ssd-bench batch=%d images_per_s=%.2f ms_per_step=%.3f\n", b, b * 1e3 / ms, ms);
+    CHECK_EQ_INT(gt_trace_graph_steps(gt_ctx_, &g, 3, &e), 0); // TK_TRACE=FILE: three replays traced
     tk_graph_destroy(&g);
     tk_case_free(I);
 }
