@@ -9,16 +9,10 @@
 load rnnt_small
 load eval_follow
 
-setup_file() {
-    export OMP_WAIT_POLICY=passive OMP_NUM_THREADS=1
-    rnnt_small_data "$BATS_FILE_TMPDIR" || true
-}
+setup_file() { rnnt_small_setup_file; }
 
 setup() {
-    D=$BATS_FILE_TMPDIR
-    [ -f "$D/data/dev-clean.tks" ] || skip "espeak-ng, sox, sentencepiece or libFLAC missing"
-    cd "$BATS_TEST_TMPDIR"
-    export OMP_WAIT_POLICY=passive OMP_NUM_THREADS=1
+    rnnt_small_setup
     rnnt_small_cfg ema.json '.optimizer.ema = 0.9'
     # 2 updates of 8 utterances, an evaluation after each (every 8 samples); the target unreachable
     A=(-c ema.json -t "$D/data/train-clean-100.tks" -b cpu --threads 1 --max-steps 2 --log-every 0

@@ -27,3 +27,16 @@ rnnt_small_cfg() {
     jq '.model.vocab = 41 | .model.weights_init_scale = 2 | .model.dropouts = {"enc": 0, "pred": 0, "joint": 0}
         | .data.time_masks = 0 | .data.buckets = 2'"${2:+ | $2}" "$TK_ROOT/share/workloads/rnnt/tiny.json" >"$1"
 }
+
+# The bats files' setup_file and setup (their `setup_file() { rnnt_small_setup_file; }`): the data
+# once in $BATS_FILE_TMPDIR; each test in its own directory with D set, skipped without the data.
+rnnt_small_setup_file() {
+    export OMP_WAIT_POLICY=passive OMP_NUM_THREADS=1
+    rnnt_small_data "$BATS_FILE_TMPDIR" || true
+}
+rnnt_small_setup() {
+    D=$BATS_FILE_TMPDIR
+    [ -f "$D/data/dev-clean.tks" ] || skip "espeak-ng, sox, sentencepiece or libFLAC missing"
+    cd "$BATS_TEST_TMPDIR" || return 1
+    export OMP_WAIT_POLICY=passive OMP_NUM_THREADS=1
+}
