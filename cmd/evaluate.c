@@ -14,8 +14,8 @@
 
 static const char *prog = "evaluate";
 static const char *usage =
-    "usage: evaluate --checkpoint CKPT --eval PATH... [--target V] [--backend B]\n"
-    "       evaluate --follow DIR --eval PATH... [--target V] [--poll SEC] [--timeout SEC]\n";
+    "usage: evaluate --checkpoint CKPT --eval PATH... [--weights W] [--target V] [--backend B]\n"
+    "       evaluate --follow DIR --eval PATH... [--weights W] [--target V] [--poll SEC] [--timeout SEC]\n";
 
 #define MAX_PATHS 256
 
@@ -30,6 +30,9 @@ static void help(void) {
            "  -f, --follow DIR        evaluate each new DIR/*.safetensors, write DIR/NAME.eval.json;\n"
            "                          end when DIR/STOP exists and nothing is left to evaluate\n"
            "  -e, --eval PATH         evaluation shards (files or directories; repeatable)\n"
+           "  -w, --weights W         auto (default: what training evaluated, the moving average when\n"
+           "                          the config has optimizer.ema > 0), ema (the ema.NAME tensors)\n"
+           "                          or raw (the trained weights)\n"
            "      --target V          report \"reached\"; --checkpoint exits 1 short of the target\n"
            "  -b, --backend B         cpu, cuda or auto (default auto)\n"
            "      --poll SEC          --follow: directory poll interval (default 0.2)\n"
@@ -38,7 +41,8 @@ static void help(void) {
            "  -h, --help              this help\n"
            "  -V, --version           versions of trainkit, CUDA, cuDNN, NCCL\n"
            "\nExit status: 0 ok (target reached, when given), 1 not reached or timed out, 2 usage,\n"
-           "3 bad checkpoint or data, 4 I/O error, 5 device error, 70 internal error.\n");
+           "3 bad checkpoint (or --weights ema of one without a moving average) or data, 4 I/O error,\n"
+           "5 device error, 70 internal error.\n");
 }
 
 static void note(void *arg, const char *msg) {
@@ -48,11 +52,13 @@ static void note(void *arg, const char *msg) {
 
 int main(int argc, char **argv) {
     enum { O_TARGET = 256, O_POLL, O_TIMEOUT };
+    static const char *const weights[] = {"auto", "raw", "ema"}; // (tk_eval_weights' order)
     static const struct option longopts[] = {
         {"checkpoint", required_argument, 0, 'k'}, {"follow", required_argument, 0, 'f'},
         {"eval", required_argument, 0, 'e'},       {"backend", required_argument, 0, 'b'},
         {"target", required_argument, 0, O_TARGET}, {"poll", required_argument, 0, O_POLL},
-        {"timeout", required_argument, 0, O_TIMEOUT}, {"help", no_argument, 0, 'h'},
+        {"timeout", required_argument, 0, O_TIMEOUT}, {"weights", required_argument, 0, 'w'},
+        {"help", no_argument, 0, 'h'},
         {"version", no_argument, 0, 'V'},          {0, 0, 0, 0}};
     static char *eval[MAX_PATHS];
     tk_eval_opts eo = {.eval = eval, .note = note};
@@ -61,7 +67,7 @@ int main(int argc, char **argv) {
     tk_err e;
     tk_err_clear(&e);
     int c, rc = 0;
-    while ((c = getopt_long(argc, argv, ":k:f:e:b:hV", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":k:f:e:b:w:hV", longopts, NULL)) != -1) {
         switch (c) {
         case 'k': ckpt = optarg; break;
         case 'f': dir = optarg; break;
@@ -70,6 +76,13 @@ int main(int argc, char **argv) {
             eval[eo.neval++] = optarg;
             break;
         case 'b': backend = optarg; break;
+        case 'w': {
+            int k = 0;
+            while (k < 3 && strcmp(optarg, weights[k]) != 0) k++;
+            if (k == 3) return tk_cli_usage_error(prog, usage, "--weights: expected auto, raw or ema, got '%s'", optarg);
+            eo.weights = (tk_eval_weights)k;
+            break;
+        }
         case O_TARGET:
             rc = tk_parse_f64(optarg, 0, 1, "--target", &eo.target, &e); // every metric is a fraction
             eo.has_target = 1;

@@ -185,6 +185,13 @@ int tk_ckpt_verify(const tk_st_file *f, const unsigned char *done, int *unchecke
     return rc;
 }
 
+const tk_st_tensor *tk_ckpt_source(const tk_st_file *f, const tk_param *p, int flags) {
+    if (!(flags & TK_CKPT_EMA) || !(p->flags & TK_PARAM_DENSE)) return tk_st_find(f, p->name);
+    char name[TK_PARAM_NAME + 8];
+    snprintf(name, sizeof name, "ema.%s", p->name);
+    return tk_st_find(f, name);
+}
+
 int tk_ckpt_load(const tk_params *P, const char *path, int flags, json_t **meta, int *verified, tk_err *e) {
     if (meta) *meta = NULL;
     tk_st_file *f;
@@ -196,13 +203,14 @@ int tk_ckpt_load(const tk_params *P, const char *path, int flags, json_t **meta,
     for (int i = 0; !rc && i < P->n; i++) {
         const tk_param *p = &P->p[i];
         if ((flags & TK_CKPT_MODEL_ONLY) && (p->flags & TK_PARAM_EXTERN)) continue;
-        const tk_st_tensor *t = tk_st_find(f, p->name);
+        const tk_st_tensor *t = tk_ckpt_source(f, p, flags);
         if (t) done[t - f->t] = 1;
         if (!tk_param_held(P, p)) continue; // (its rank checks it)
         char want[96], got[96];
         shape_str(p->dtype, p->ndim, p->shape, want, sizeof want);
         if (!t) {
-            rc = tk_err_set(e, TK_EDATA, "%s: tensor '%s' (%s) is missing", path, p->name, want);
+            const char *pfx = (flags & TK_CKPT_EMA) && (p->flags & TK_PARAM_DENSE) ? "ema." : "";
+            rc = tk_err_set(e, TK_EDATA, "%s: tensor '%s%s' (%s) is missing", path, pfx, p->name, want);
             break;
         }
         shape_str(t->dtype, t->ndim, t->shape, got, sizeof got);
@@ -222,7 +230,7 @@ int tk_ckpt_load(const tk_params *P, const char *path, int flags, json_t **meta,
     for (int i = 0; !rc && i < P->n; i++) {
         const tk_param *p = &P->p[i];
         if (!tk_param_held(P, p) || ((flags & TK_CKPT_MODEL_ONLY) && (p->flags & TK_PARAM_EXTERN))) continue;
-        const tk_st_tensor *t = tk_st_find(f, p->name);
+        const tk_st_tensor *t = tk_ckpt_source(f, p, flags);
         all_crc &= t->has_crc;
         load_arg a = {.c = P->c, .dst = p->w};
         rc = tk_st_read_verified(f, t, to_device, &a, stage, STAGE_BYTES, e);

@@ -50,7 +50,14 @@ json_t *tk_ckpt_meta_json(const tk_ckpt_meta *m);
 // of strings, borrowed) to path. Collective: every rank calls it and gets the same status.
 int tk_ckpt_save(tk_dist *d, const tk_params *P, const char *path, const json_t *meta, tk_err *e);
 
-enum { TK_CKPT_MODEL_ONLY = 1 }; // load: leave the extern tensors (optimizer state) alone
+enum {
+    TK_CKPT_MODEL_ONLY = 1, // load: leave the extern tensors (optimizer state) alone
+    TK_CKPT_EMA = 2,        // load: each dense tensor NAME from the file's ema.NAME (the weights'
+                            // moving average, optimizer.h), the others as they are: the model the
+                            // in-process evaluation of optimizer.ema runs on (evaluate's default)
+};
+// The file's tensor that loads p under flags (its own name, or ema.NAME under TK_CKPT_EMA).
+const tk_st_tensor *tk_ckpt_source(const tk_st_file *f, const tk_param *p, int flags);
 // Loads every tensor this rank holds (TK_EDATA naming the file and tensor when one is missing,
 // has another dtype or shape, or fails its checksum). The file's other tensors, those no rank
 // loads (the optimizer's state under TK_CKPT_MODEL_ONLY, tensors the model does not have), are

@@ -25,6 +25,7 @@ struct tk_evaluator {
     int made;
     void *es;
     char key[48];           // the model's: the configuration's hash and the training's ranks
+    int cfg_ema;            // the model's configuration has optimizer.ema > 0
 };
 
 int tk_evaluator_create(tk_evaluator **out, tk_ctx *c, const tk_eval_opts *o, tk_err *e) {
@@ -65,9 +66,24 @@ static int rank_batch(json_t *root, const tk_ckpt_meta *m, const char *path, cha
     return 0;
 }
 
-// Makes (or keeps) the model for the checkpoint's configuration and loads its weights; *m gets
-// its metadata's counts (its strings die with the file).
-static int load(tk_evaluator *ev, const char *path, tk_ckpt_meta *m, tk_err *e) {
+// Whether the weights to load are f's moving average (follow.h tk_eval_weights): auto follows the
+// configuration, as the in-process evaluation did (engine.c swaps the average in around it when
+// optimizer.ema > 0). Asked for, the average must be there: TK_EDATA naming the file.
+static int pick_ema(const tk_evaluator *ev, const tk_st_file *f, const char *path, int *ema, tk_err *e) {
+    *ema = ev->o.weights == TK_EVAL_WEIGHTS_EMA || (ev->o.weights == TK_EVAL_WEIGHTS_AUTO && ev->cfg_ema);
+    if (!*ema) return 0;
+    for (int i = 0; i < f->n; i++)
+        if (strncmp(f->t[i].name, "ema.", 4) == 0) return 0;
+    tk_err_set(e, TK_EDATA, "the checkpoint has no moving average of the weights (no ema.NAME tensors)%s",
+               ev->cfg_ema ? "" : ": it was trained with optimizer.ema 0");
+    tk_err_where(e, "%s", path);
+    return tk_err_hint(e, "--weights raw evaluates the trained weights");
+}
+
+// Makes (or keeps) the model for the checkpoint's configuration and loads its weights (*ema: the
+// moving average was loaded in their place); *m gets its metadata's counts (its strings die with
+// the file).
+static int load(tk_evaluator *ev, const char *path, tk_ckpt_meta *m, int *ema, tk_err *e) {
     tk_st_file *f;
     TRY(tk_st_open(&f, path, e));
     if (tk_ckpt_meta_parse(f->meta, path, m, e)) {
@@ -93,6 +109,7 @@ static int load(tk_evaluator *ev, const char *path, tk_ckpt_meta *m, tk_err *e) 
             rc = tk_err_set(e, TK_EDATA, "metadata 'config': %s", je.text);
             tk_err_where(e, "%s", path);
         } else if (!(rc = rank_batch(root, m, path, set, sizeof set, e))) {
+            ev->cfg_ema = json_number_value(tk_cfg_get(root, "optimizer.ema")) > 0;
             rc = tk_instance_config(&ev->I, root, path, sets, *set ? 1 : 0, NULL, e);
             ev->made = 1; // (destroyed as a whole, whatever failed)
         }
@@ -102,10 +119,11 @@ static int load(tk_evaluator *ev, const char *path, tk_ckpt_meta *m, tk_err *e) 
         if (!rc) snprintf(ev->key, sizeof ev->key, "%s", key);
         if (rc) drop_model(ev);
     }
+    if (!rc) rc = pick_ema(ev, f, path, ema, e);
     tk_st_close(f);
     m->format = m->workload = m->config_hash = m->rng = m->config = NULL; // (the file's)
-    int verified = 1;
-    if (!rc) rc = tk_instance_load(&ev->I, path, TK_CKPT_MODEL_ONLY, NULL, &verified, e);
+    int verified = 1, flags = TK_CKPT_MODEL_ONLY | (*ema ? TK_CKPT_EMA : 0);
+    if (!rc) rc = tk_instance_load(&ev->I, path, flags, NULL, &verified, e);
     if (!rc && !verified && ev->o.note) {
         char msg[4400];
         snprintf(msg, sizeof msg, "%s: no tensor checksums (a file of another writer): loaded unverified", path);
@@ -117,7 +135,8 @@ static int load(tk_evaluator *ev, const char *path, tk_ckpt_meta *m, tk_err *e) 
 int tk_evaluator_run(tk_evaluator *ev, const char *path, const char *name, json_t **res, tk_err *e) {
     tk_ckpt_meta m;
     double t0 = tk_now(), v;
-    TRY(load(ev, path, &m, e));
+    int ema = 0;
+    TRY(load(ev, path, &m, &ema, e));
     const char *metric = ev->I.wl->metric;
     TRY(ev->I.wl->evaluate(ev->I.model, ev->es, &v, e));
     // JSON has no NaN: an undefined metric (the AUC of a one-class eval set) is null.
@@ -126,6 +145,7 @@ int tk_evaluator_run(tk_evaluator *ev, const char *path, const char *name, json_
     json_object_set_new(*res, metric, isfinite(v) ? json_real(v) : json_null());
     json_object_set_new(*res, "eval_samples", json_integer(ev->I.wl->evalset_count(ev->es)));
     json_object_set_new(*res, "batch", json_integer(ev->I.run.batch));
+    json_object_set_new(*res, "weights", json_string(ema ? "ema" : "raw"));
     json_object_set_new(*res, "eval_s", json_real(tk_now() - t0));
     if (ev->o.has_target) {
         int reached = tk_wl_reaches(ev->I.wl, v, ev->o.target);

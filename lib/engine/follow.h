@@ -20,11 +20,21 @@ extern "C" {
 
 typedef struct tk_evaluator tk_evaluator;
 
+// Which weights a checkpoint is evaluated with.
+typedef enum tk_eval_weights {
+    TK_EVAL_WEIGHTS_AUTO, // what training evaluated in process: the moving average (the ema.NAME
+                          // tensors) when the checkpoint's configuration has optimizer.ema > 0,
+                          // else the trained weights
+    TK_EVAL_WEIGHTS_RAW,  // the trained weights
+    TK_EVAL_WEIGHTS_EMA,  // the moving average (TK_EDATA for a checkpoint without one)
+} tk_eval_weights;
+
 typedef struct tk_eval_opts {
     char *const *eval;      // the evaluation data (files or directories)
     int neval;
     int has_target;         // report "target" and "reached" against target
     double target;
+    tk_eval_weights weights;
     void (*note)(void *arg, const char *msg); // a message for people (stderr), or NULL
     void *note_arg;
 } tk_eval_opts;
@@ -33,7 +43,8 @@ int tk_evaluator_create(tk_evaluator **ev, tk_ctx *c, const tk_eval_opts *o, tk_
 void tk_evaluator_destroy(tk_evaluator *ev);
 // Evaluates the checkpoint at path (name: how the result line names it): *res gets
 // {"type":"eval","metric":M,"checkpoint":name,"step":S,"samples":N,M:value,"eval_samples":K,"batch":B,
-// "eval_s":T} plus "target" and "reached" when o->has_target. The model is one rank holding one
+// "weights":W,"eval_s":T} (W "ema" or "raw": which weights o->weights chose) plus "target" and
+// "reached" when o->has_target. The model is one rank holding one
 // training rank's batch B (the global batch / the metadata's world_size; the global batch without
 // one). It is made again only when the checkpoint's configuration or world_size differs from the
 // previous one's.

@@ -91,10 +91,6 @@ int tk_run_init(tk_run *r, tk_backend be, tk_err *e) {
                              : r->eval_every_steps;
     rc = tk_instance_create(&r->I, r->c, r->comm, o->comm_timeout, e);
     if (!rc) rc = tk_instance_optimizer(&r->I, r->steps_per_epoch, e);
-    if (!rc && o->eval_dir && r->I.opt.ema) { // (the evaluator would read the trained weights, not the average)
-        tk_err_set(e, TK_EUSAGE, "--eval-dir: optimizer.ema evaluates in process only");
-        rc = tk_err_hint(e, "use --eval, or drop optimizer.ema");
-    }
     if (!rc) rc = batch_fields(r, e);
     if (!rc && o->profile) rc = tk_instance_profile(&r->I, e);
     if (!rc && !o->resume) rc = tk_instance_init_weights(&r->I, rcfg->seed, e);

@@ -2,10 +2,13 @@
 # The optimizer's "ema" (kernels/ema.h, lib/engine/optimizer.c): the engine keeps a moving average
 # of the weights, evaluates on it, and checkpoints it as the "ema.NAME" tensors. Checked on the
 # mlp workload on the cpu: the evaluation differs from one on the trained weights, equals
-# `evaluate` of the checkpoint's average (its tensors put in the weights' place by Python, the
-# independent reading), and --resume carries the average bit for bit.
+# `evaluate` of the checkpoint (which loads the average by default, like the MLPerf RNN-T
+# reference's evaluation of its EMA model) and `evaluate --weights raw` of the checkpoint with its
+# average put in the weights' place by Python (the independent reading), and --resume carries the
+# average bit for bit.
 
 load criteo_small
+load eval_follow
 
 setup_file() {
     cd "$BATS_FILE_TMPDIR"
@@ -29,7 +32,7 @@ swap_ema() { [ "$(python3 "$BATS_TEST_DIRNAME/ema_swap.py" "$@")" = 6 ]; }
 
 auc_of() { jq -r 'select(.type == "eval") | .auc' <<<"$1"; }
 
-@test "ema: the evaluation runs on the moving average (evaluate of the checkpoint's ema tensors gives it), not the weights" {
+@test "ema: the evaluation runs on the moving average (evaluate of the checkpoint gives it; --weights raw the weights')" {
     run train-step -c ema.json "${A[@]}" --ckpt-dir ck
     [ "$status" -eq 1 ] # (target not reached)
     ema=$(auc_of "$output")
@@ -38,13 +41,40 @@ auc_of() { jq -r 'select(.type == "eval") | .auc' <<<"$1"; }
     [ "$status" -eq 1 ]
     plain=$(auc_of "$output")
     [ -n "$plain" ] && [ "$ema" != "$plain" ]
-    # the trained weights are the same with and without the average (it only reads them)
+    # evaluate's default is what training evaluated: the average (the config has optimizer.ema 0.9)
     run evaluate --checkpoint ck/step-40.safetensors --eval "$D/eval.tks" -b cpu
-    [[ "$output" == *'"auc":'$plain','* ]]
-    # the checkpoint's average, evaluated on its own, is what training evaluated
+    [ "$status" -eq 0 ]
+    [[ "$output" == *'"auc":'$ema',"eval_samples":40000,"batch":256,"weights":"ema",'* ]]
+    run evaluate --checkpoint ck/step-40.safetensors --eval "$D/eval.tks" -b cpu --weights ema
+    [[ "$output" == *'"auc":'$ema','*'"weights":"ema"'* ]]
+    # the trained weights are the same with and without the average (it only reads them)
+    run evaluate --checkpoint ck/step-40.safetensors --eval "$D/eval.tks" -b cpu --weights raw
+    [ "$status" -eq 0 ]
+    [[ "$output" == *'"auc":'$plain','*'"weights":"raw"'* ]]
+    # the checkpoint's average put in the weights' place by Python, evaluated as weights, is what
+    # training evaluated; the default then reads the swapped ema tensors, the trained weights
     swap_ema ck/step-40.safetensors avg.safetensors
-    run evaluate --checkpoint avg.safetensors --eval "$D/eval.tks" -b cpu
+    run evaluate --checkpoint avg.safetensors --eval "$D/eval.tks" -b cpu --weights raw
     [[ "$output" == *'"auc":'$ema','* ]]
+    run evaluate --checkpoint avg.safetensors --eval "$D/eval.tks" -b cpu
+    [[ "$output" == *'"auc":'$plain','*'"weights":"ema"'* ]]
+    # without the average (optimizer.ema 0): the weights; --weights ema is exit 3 naming the file
+    run evaluate --checkpoint ck0/step-40.safetensors --eval "$D/eval.tks" -b cpu
+    [ "$status" -eq 0 ]
+    [[ "$output" == *'"auc":'$plain','*'"weights":"raw"'* ]]
+    run evaluate --checkpoint ck0/step-40.safetensors --eval "$D/eval.tks" -b cpu --weights ema
+    [ "$status" -eq 3 ]
+    [ "$output" = "evaluate: error: ck0/step-40.safetensors: the checkpoint has no moving average of the weights (no ema.NAME tensors): it was trained with optimizer.ema 0 (hint: --weights raw evaluates the trained weights)" ]
+    run evaluate --checkpoint ck0/step-40.safetensors --eval "$D/eval.tks" -b cpu --weights average
+    [ "$status" -eq 2 ]
+    [ "${lines[0]}" = "evaluate: --weights: expected auto, raw or ema, got 'average'" ]
+}
+
+@test "ema: --eval-dir with evaluate --follow reads the average, the same as in process" {
+    run same_out_of_process auc "$D/eval.tks" -c ema.json -t "$D/train.tks" -b cpu --max-steps 40 --log-every 0 \
+        --eval-every 5120 --set target.auc=0.99
+    echo "$output"
+    [ "$status" -eq 0 ]
 }
 
 @test "ema: each update is the reference's apply_ema from the loaded weights (--init-checkpoint); --resume continues it bit for bit" {
@@ -79,13 +109,9 @@ for s in (1, 2, 3):
 '
 }
 
-@test "ema: out of range, and with --eval-dir (whose evaluator reads the weights), refused" {
+@test "ema: out of range refused" {
     jq '.optimizer.ema = 1' "$T" >bad.json
     run train-step -c bad.json "${A[@]}"
     [ "$status" -eq 3 ]
     [[ "$output" == *'bad.json: $.optimizer.ema: expected a number in [0, 1)'* ]]
-    run train-step -c ema.json -t "$D/train.tks" --eval-dir ed -b cpu --max-steps 4
-    [ "$status" -eq 2 ]
-    [[ "$output" == *'--eval-dir: optimizer.ema evaluates in process only'* ]]
-    [ ! -e ed ]
 }

@@ -65,7 +65,7 @@ setup() {
 }
 
 @test "rnnt: evaluation in the loop gives wer, evaluate of the checkpoint the same, the MLLOG its keys" {
-    # (without the moving average: evaluate reads the checkpoint's trained weights)
+    # (without the moving average; tests/cli/rnnt-ema.bats compares the two with it)
     run train-step -c "$TINY" -t "$TRAIN" -e "$EVAL" -b cpu --threads 1 --max-steps 4 --log-every 0 \
         --set model.vocab=41 --set optimizer.ema=0 --ckpt-dir ck --mllog ml.log
     echo "$output" | grep -v '"config"'

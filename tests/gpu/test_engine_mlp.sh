@@ -9,8 +9,9 @@
 #      average, the step-60 checkpoint with its ema tensors);
 #   5. the same cuda (fp32) against the cpu reference over 24 steps: losses and the AUC on the
 #      average within 1e-4;
-#   6. evaluate of the checkpoint with its ema tensors in the weights' place
-#      (tests/cli/ema_swap.py) gives the AUC training evaluated in process.
+#   6. evaluate of the checkpoint (by default its ema tensors, evaluate(1) Which weights), and
+#      --weights raw of it with its ema tensors in the weights' place (tests/cli/ema_swap.py),
+#      give the AUC training evaluated in process.
 # Run by tests/gpu/run with BUILD set; skips without a GPU.
 set -u
 cd "$(dirname "$0")/../.." || exit 4
@@ -87,8 +88,10 @@ else
 fi
 want=$(jq -r 'select(.type == "eval") | .auc' "$W/g.jsonl" | tail -1)
 if python3 tests/cli/ema_swap.py "$W/cg/step-60.safetensors" "$W/avg.safetensors" >/dev/null &&
-    got=$("$BIN/evaluate" --checkpoint "$W/avg.safetensors" --eval "$W/eval.tks" --backend "$GPU" 2>"$W/ev.err" |
-        jq -r 'select(.type == "eval") | .auc') && [ -n "$want" ] && [ "$got" = "$want" ]; then
+    got=$("$BIN/evaluate" --checkpoint "$W/avg.safetensors" --weights raw --eval "$W/eval.tks" --backend "$GPU" \
+        2>"$W/ev.err" | jq -r 'select(.type == "eval") | .auc') && [ -n "$want" ] && [ "$got" = "$want" ] &&
+    got=$("$BIN/evaluate" --checkpoint "$W/cg/step-60.safetensors" --eval "$W/eval.tks" --backend "$GPU" \
+        2>"$W/ev.err" | jq -r 'select(.type == "eval") | .auc') && [ "$got" = "$want" ]; then
     echo "ok 6 - evaluate of the checkpoint's average = the in-process evaluation ($got)"
 else
     echo "not ok 6 - evaluate of the checkpoint's average ${got:-failed} != in process $want"

@@ -14,6 +14,8 @@
 #      backward too (tests/gpu/multi/test_ranks_gpu.sh)
 #   9. SSD on 2 GPUs against 1, and its evaluation split against evaluate on one GPU
 #      (tests/gpu/multi/test_ssd_gpu.sh)
+#  10. RNN-T on 2 GPUs against 1, its evaluation split and evaluate of the moving average
+#      (tests/gpu/multi/test_rnnt_gpu.sh)
 # and prints a results table last. Exit 0 when every step passed. NRANKS=N (default 2),
 # COMM_TIMEOUT=S (the survivors' wait bound, default 20). NCCL_NVLS_ENABLE=0 (NVLink multicast
 # off) is set here, whatever the caller had.
@@ -157,6 +159,12 @@ fi
 if [ -x "$BUILD/bin/train-step" ] && [ -x "$BUILD/bin/evaluate" ]; then
     echo "== SSD, 2 GPUs vs 1: tests/gpu/multi/test_ssd_gpu.sh"
     tap_step "SSD 2 GPUs vs 1" tests/gpu/multi/test_ssd_gpu.sh 900
+fi
+
+# 10. RNN-T on 2 GPUs against 1: training, the evaluation split and the moving average's evaluate
+if [ -x "$BUILD/bin/train-step" ] && [ -x "$BUILD/bin/evaluate" ]; then
+    echo "== RNN-T, 2 GPUs vs 1: tests/gpu/multi/test_rnnt_gpu.sh"
+    tap_step "RNN-T 2 GPUs vs 1" tests/gpu/multi/test_rnnt_gpu.sh 600
 fi
 
 echo
