@@ -48,8 +48,8 @@ static void batch_make(batch *s, int B, const int64_t *len, int hop) {
     }
     s->d_off = gt_dev(sizeof s->off), s->d_F = gt_dev(sizeof s->F), s->d_utt = gt_dev(sizeof s->utt);
     gt_up(s->d_off, s->off, sizeof s->off), gt_up(s->d_F, s->F, sizeof s->F), gt_up(s->d_utt, s->utt, sizeof s->utt);
-    s->host = (tk_melfeat_batch){B, s->Fmax, s->off, s->F, s->utt};
-    s->dev = (tk_melfeat_batch){B, s->Fmax, s->d_off, s->d_F, s->d_utt};
+    s->host = (tk_melfeat_batch){B, s->Fmax, s->off, s->F, s->utt, NULL, NULL};
+    s->dev = (tk_melfeat_batch){B, s->Fmax, s->d_off, s->d_F, s->d_utt, NULL, NULL};
 }
 static void batch_free(batch *s) { tk_free(gt_ctx_, s->d_off), tk_free(gt_ctx_, s->d_F), tk_free(gt_ctx_, s->d_utt); }
 
