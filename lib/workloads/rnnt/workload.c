@@ -49,15 +49,12 @@
 #include "workloads/rnnt/decode.h"
 #include "workloads/rnnt/mllog.h"
 #include "workloads/rnnt/model.h"
+#include "workloads/rnnt/workload.h"
 
 static const char *const rnnt_precisions[] = {"fp32", "bf16", NULL};
 static const char *const rnnt_sections[] = {"eval", NULL};
 
 #define RNNT_MAX_PER_STEP 30 // the reference's max_symbols_per_step (MLPerf's decoder)
-// The captured step's padding (above): output frames (30 ms each), labels, the joint's row levels.
-#define RNNT_PAD_FRAMES 16
-#define RNNT_PAD_LABELS 8
-#define RNNT_ROW_LEVELS 16
 #define RNNT_F_PLAN RNNT_NFIELDS // the batch's extra field
 
 typedef struct rnnt_wl_cfg {
@@ -377,6 +374,29 @@ static int wl_step(void *model, tk_err *e) {
 
 // One graph per plan key: the padded frames, labels and row level.
 static int64_t wl_graph_key(void *model) { return ((rnnt_wl *)model)->cur.key; }
+
+int rnnt_wl_input(void *model, void *const *fields, tk_err *e) {
+    rnnt_wl *w = model;
+    const rnnt_model_cfg n = net_cfg(&w->cfg, w->B);
+    char *plan = malloc(w->lay.bytes);
+    int32_t *lab = malloc((size_t)w->B * (size_t)(w->cfg.data.max_tokens + 1) * 4);
+    const rnnt_batch hb = rnnt_batch_from_fields(fields);
+    int rc = plan && lab ? 0 : tk_err_set(e, TK_EIO, "out of host memory");
+    if (!rc) rc = plan_fill(&w->cfg, &n, &hb, lab, plan, e);
+    for (int k = 0; k < RNNT_NFIELDS && !rc; k++)
+        rc = tk_memcpy_h2d(w->c, w->in[k], fields[k], (size_t)w->f[k].count * tk_dtype_size(w->f[k].dtype),
+                           TK_STREAM_COMPUTE, e);
+    if (!rc) rc = tk_memcpy_h2d(w->c, w->in[RNNT_F_PLAN], plan, w->lay.bytes, TK_STREAM_COMPUTE, e);
+    if (!rc) {
+        void *f[RNNT_NFIELDS + 1];
+        memcpy(f, fields, RNNT_NFIELDS * sizeof *f);
+        f[RNNT_F_PLAN] = plan;
+        wl_host_batch(w, 0, f);
+        rc = wl_use(w, 0, e);
+    }
+    free(plan), free(lab);
+    return rc;
+}
 
 // ---- the training reader ----
 
