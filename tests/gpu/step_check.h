@@ -1,6 +1,7 @@
 // The graph-vs-eager run of the whole-step tests (test_resnet_step.c, test_unet3d_step.c,
-// test_ssd_step.c; gt_tensors_differ also test_rnnt_step.c): two models made alike (same weights; the caller turns on deterministic
-// algorithms before making them), `steps` training iterations each on the same batches
+// test_ssd_step.c; gt_tensors_differ also test_rnnt_step.c): two models made alike (same
+// weights; the caller turns on deterministic algorithms before making them), `steps` training
+// iterations each on the same batches
 // k0, k0 + 1, ...: model a's eagerly, model b's captured once in a CUDA graph (at its first
 // iteration) and replayed for every one. The caller then compares what the iterations left
 // (weights, losses): bit for bit, as a replay must do what the eager calls did.
