@@ -57,8 +57,9 @@ __device__ __forceinline__ double emph(const float *a, int64_t i, const tk_melfe
 }
 
 __global__ void __launch_bounds__(kT) window_frames(tk_melfeat_cfg c, int Fmax, int64_t g0, int64_t G,
-                                                    const int64_t *off, const uint32_t *utt, const float *audio,
-                                                    float *frames) {
+                                                    const int64_t *off, const uint32_t *utt, const uint32_t *epoch,
+                                                    const float *audio, float *frames) {
+    if (epoch) c.epoch = *epoch;
     const int64_t g = g0 + blockIdx.x;
     float *fr = frames + (size_t)blockIdx.x * c.n_fft;
     const int pad = (c.n_fft - c.win) / 2;
@@ -145,10 +146,11 @@ __global__ void __launch_bounds__(kT) resample(const int64_t *in_off, const int6
 }
 
 __global__ void __launch_bounds__(kT) specaug(tk_specaug_cfg s, int Fmax, int M, const int *F, const uint32_t *utt,
-                                              float *x) {
+                                              const int *Fmask, const uint32_t *epoch, float *x) {
     __shared__ int lo[kMaxMasks], hi[kMaxMasks];
-    const int b = blockIdx.x, K = s.freq_masks + s.time_masks;
-    for (int k = threadIdx.x; k < K; k += kT) tk_specaug_mask(&s, utt[b], k, F[b], Fmax, M, &lo[k], &hi[k]);
+    const int b = blockIdx.x, K = s.freq_masks + s.time_masks, Fm = Fmask ? *Fmask : Fmax;
+    if (epoch) s.epoch = *epoch;
+    for (int k = threadIdx.x; k < K; k += kT) tk_specaug_mask(&s, utt[b], k, F[b], Fm, M, &lo[k], &hi[k]);
     __syncthreads();
     float *xb = x + (size_t)b * Fmax * M;
     for (int64_t i = threadIdx.x; i < (int64_t)Fmax * M; i += kT) {
@@ -196,7 +198,7 @@ int tk_melfeat_logmel_cuda(tk_ctx *c, const tk_melfeat_cfg *cfg, const tk_melfea
     rc = plan_get(c->device, nf, &h, e);
     if (!rc && cufftSetStream(h, st) != CUFFT_SUCCESS) rc = tk_err_set(e, TK_EDEVICE, "melfeat: cufftSetStream failed");
     for (int64_t g0 = 0; g0 < G && !rc; g0 += kChunk) {
-        window_frames<<<kChunk, kT, 0, st>>>(*cfg, bt->Fmax, g0, G, bt->off, bt->utt, audio, frames);
+        window_frames<<<kChunk, kT, 0, st>>>(*cfg, bt->Fmax, g0, G, bt->off, bt->utt, bt->epoch, audio, frames);
         cufftResult r = cufftExecR2C(h, frames, spec);
         if (r != CUFFT_SUCCESS) {
             tk_err_set(e, TK_EDEVICE, "melfeat: cufftExecR2C failed");
@@ -225,7 +227,7 @@ int tk_specaug_cuda(tk_ctx *c, const tk_specaug_cfg *s, const tk_melfeat_batch *
     if (!bt || bt->B < 1 || bt->Fmax < 1 || n_mels < 1 || s->freq_masks < 0 || s->time_masks < 0 ||
         s->freq_masks + s->time_masks > kMaxMasks)
         return tk_err_set(e, TK_EINTERNAL, "specaug: bad arguments (at most %d masks)", kMaxMasks);
-    specaug<<<bt->B, kT, 0, tk_cu_stream(c)>>>(*s, bt->Fmax, n_mels, bt->F, bt->utt, x);
+    specaug<<<bt->B, kT, 0, tk_cu_stream(c)>>>(*s, bt->Fmax, n_mels, bt->F, bt->utt, bt->Fmask, bt->epoch, x);
     return tk_cu_check(e, "specaug");
 }
 

@@ -111,12 +111,19 @@ typedef struct tk_specaug_cfg {
 // The batch: B utterances; off (B + 1) sample offsets (read by tk_melfeat_logmel), F (B) frame
 // counts (tk_melfeat_frames of the lengths; read by tk_specaug and tk_melfeat_splice) and utt (B)
 // ids in the backend's memory; Fmax the padded frame count of x (>= every utterance's F; the
-// reference's Tmax for the time masks).
+// reference's Tmax for the time masks). For a call whose shapes are fixed ahead of the batch (a
+// CUDA graph's step, Fmax a bound), two values may be read when the op runs instead, each one
+// entry in the backend's memory (NULL: the host value): Fmask, the frame count the time masks'
+// starts spread over (the batch's largest F, the reference's Tmax; Fmax when NULL), and epoch, the
+// Philox key's epoch of the dither (tk_melfeat_logmel) and of the masks (tk_specaug), in place of
+// the cfg's epoch.
 typedef struct tk_melfeat_batch {
     int B, Fmax;
     const int64_t *off;
     const int *F;
     const uint32_t *utt;
+    const int *Fmask;       // NULL: Fmax
+    const uint32_t *epoch;  // NULL: the cfg's
 } tk_melfeat_batch;
 
 void tk_melfeat_default(tk_melfeat_cfg *c);

@@ -131,6 +131,7 @@ int tk_melfeat_logmel_ref(const tk_melfeat_cfg *cfg, const tk_melfeat_batch *bt,
     if (!win) return tk_err_errno(e, ENOMEM, "out of memory");
     for (int n = 0; n < cfg->win; n++) win[n] = tk_melfeat_window(cfg->window, n, cfg->win);
     memset(x, 0, (size_t)bt->B * bt->Fmax * M * sizeof *x);
+    const uint32_t epoch = bt->epoch ? *bt->epoch : cfg->epoch;
     double *y = NULL, *v = NULL;
     for (int b = 0; b < bt->B && !rc; b++) {
         const int64_t L = bt->off[b + 1] - bt->off[b], F = L > 0 ? tk_melfeat_frames(L, cfg->hop) : 0;
@@ -150,7 +151,7 @@ int tk_melfeat_logmel_ref(const tk_melfeat_cfg *cfg, const tk_melfeat_batch *bt,
         double prev = 0;
         for (int64_t i = 0; i < L; i++) {
             double d = a[i];
-            if (cfg->dither > 0) d += (double)cfg->dither * tk_melfeat_noise(cfg->seed, cfg->epoch, bt->utt[b], i);
+            if (cfg->dither > 0) d += (double)cfg->dither * tk_melfeat_noise(cfg->seed, epoch, bt->utt[b], i);
             y[i] = i == 0 ? d : d - (double)cfg->preemph * prev;
             prev = d;
         }
@@ -194,13 +195,18 @@ int tk_specaug_ref(const tk_specaug_cfg *s, const tk_melfeat_batch *bt, int n_me
     if (!bt || bt->B < 1 || bt->Fmax < 1 || n_mels < 1 || s->freq_masks < 0 || s->time_masks < 0 ||
         s->max_freq < 0 || s->max_time < 0)
         return tk_err_set(e, TK_EINTERNAL, "specaug: bad arguments");
+    const int Fmask = bt->Fmask ? *bt->Fmask : bt->Fmax;
+    if (Fmask < 1 || Fmask > bt->Fmax)
+        return tk_err_set(e, TK_EINTERNAL, "specaug: masks over %d frames (1 .. Fmax %d)", Fmask, bt->Fmax);
+    tk_specaug_cfg sc = *s;
+    if (bt->epoch) sc.epoch = *bt->epoch;
     for (int b = 0; b < bt->B; b++) {
         int rc = frames_check(bt, b, e);
         if (rc) return rc;
         float *xb = x + (size_t)b * bt->Fmax * n_mels;
         for (int k = 0; k < s->freq_masks + s->time_masks; k++) {
             int lo, hi;
-            tk_specaug_mask(s, bt->utt[b], k, bt->F[b], bt->Fmax, n_mels, &lo, &hi);
+            tk_specaug_mask(&sc, bt->utt[b], k, bt->F[b], Fmask, n_mels, &lo, &hi);
             if (k < s->freq_masks) {
                 for (int t = 0; t < bt->Fmax; t++)
                     for (int m = lo; m < hi && m < n_mels; m++) xb[(size_t)t * n_mels + m] = 0;

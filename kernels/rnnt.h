@@ -11,7 +11,9 @@
 // Rows: row(b, t, u) = row0[b] + t ld_b + u, with ld_b = U_b + 1 when packed (apex's packed_output:
 // no padding rows; row0 the running sum of T_b (U_b + 1)) or Umax + 1 when padded (row0[b] =
 // b Tmax (Umax + 1), the reference's (B, Tmax, Umax + 1, V) tensor; padding rows, t >= T_b or
-// u > U_b, are written 0 by both ops). tk_rnnt_layout fills row0 from the lengths.
+// u > U_b, are written 0 by both ops). tk_rnnt_layout fills row0 from the lengths. Packed, rows
+// may exceed row0[B] (a capacity: a step captured in a CUDA graph runs at fixed rows while the
+// batch's lengths, in device memory, vary): the rows past row0[B] are padding rows too.
 //
 // Joint (model.py joint: joint_enc(f) + joint_pred(g) broadcast, joint_net's ReLU then Dropout):
 //   h[row(b,t,u), j] = relu(f[b,t,j] + g[b,u,j]) * m[row H + j]           f (B, Tmax, H), g (B, Umax+1, H)
@@ -59,7 +61,7 @@ extern "C" {
 typedef struct tk_rnnt_lay {
     int B, Tmax, Umax;   // padded extents: f (B, Tmax, H), g (B, Umax + 1, H), labels (B, Umax)
     int packed;          // 1: rows packed (no padding), 0: padded (B, Tmax, Umax + 1)
-    int64_t rows;        // rows of h and of the logits (row0[B]), a host value
+    int64_t rows;        // rows of h and of the logits (row0[B]; packed: >= row0[B]), a host value
     const int *T, *U;    // (B) frames and labels of each utterance
     const int64_t *row0; // (B + 1) first row of each utterance; row0[B] = rows
 } tk_rnnt_lay;

@@ -37,7 +37,7 @@ static int check_rows(const tk_rnnt_lay *L, tk_err *e) {
         if (L->row0[b] < 0 || L->row0[b + 1] - L->row0[b] != n)
             return tk_err_set(e, TK_EINTERNAL, "rnnt: utterance %d: row0 does not match its lengths", b);
     }
-    if (L->row0[0] != 0 || L->row0[L->B] != L->rows)
+    if (L->row0[0] != 0 || (L->packed ? L->row0[L->B] > L->rows : L->row0[L->B] != L->rows))
         return tk_err_set(e, TK_EINTERNAL, "rnnt: row0 does not end at the %lld rows", (long long)L->rows);
     return 0;
 }
@@ -55,8 +55,8 @@ int tk_rnnt_joint_fwd_ref(tk_dtype t, const tk_rnnt_lay *L, int H, const void *f
     TRY(check_rows(L, e));
     const uint32_t th = drop ? tk_dropout_thresh(drop->p) : 0;
     const int64_t step = drop && drop->p > 0 ? *drop->step : 0;
-    if (!L->packed)
-        for (size_t i = 0; i < (size_t)L->rows * H; i++) tk_act_st(h, t, i, 0);
+    // padding rows (the padded layout's; the packed one's past row0[B]) are zeros
+    for (size_t i = L->packed ? (size_t)L->row0[L->B] * H : 0; i < (size_t)L->rows * H; i++) tk_act_st(h, t, i, 0);
     for (int b = 0; b < L->B; b++)
         for (int ti = 0; ti < L->T[b]; ti++)
             for (int u = 0; u <= L->U[b]; u++) {
@@ -168,6 +168,8 @@ int tk_rnnt_loss_ref(tk_dtype t, const tk_rnnt_lay *L, int V, int blank, const i
                     if (ti >= L->T[b] || u > L->U[b])
                         for (int v = 0; v < V; v++)
                             tk_act_st(dz, t, (size_t)(L->row0[b] + ti * ld_of(L, b) + u) * V + v, 0);
+    if (dz && L->packed)
+        for (size_t i = (size_t)L->row0[L->B] * V; i < (size_t)L->rows * V; i++) tk_act_st(dz, t, i, 0);
     double sum = 0;
     for (int b = 0; b < L->B; b++) {
         const int *y = labels + (size_t)b * L->Umax;

@@ -5,9 +5,13 @@
 # plain-torch lattice loss when torchaudio lacks it), bf16 autocast, AdamW fused as the stand-in
 # for LAMB + clip + EMA, eager and torch.compile; the reference's greedy rules batched), both on
 # one synthetic batch resident in GPU memory.
-# Ours: $BUILD/tests/gpu/test_rnnt_model (or OURS_BIN) with TK_BENCH=1, which prints
+# Ours, with TK_BENCH=1: $BUILD/tests/gpu/test_rnnt_step (or OURS_STEP_BIN), the training step as
+# train-step runs it, one CUDA graph (the schedule, the step from its plan padded as train-step pads
+# it, the optimizer), which prints
 #   rnnt-bench batch=N T=.. U=.. utts_per_s=X ms_per_step=Y
+# and $BUILD/tests/gpu/test_rnnt_model (or OURS_BIN), which prints the decoder's line
 #   rnnt-decode-bench batch=N T=.. utts_per_s=X ms_per_batch=Y symbols=S
+# and an eager step's rnnt-bench line (the one used with GRAPH=0: the step before it was captured)
 # (the full model in bf16, the engine's LAMB of share/workloads/rnnt/config.json; the decoder with
 # its CUDA graph); a missing binary is reported and the peers run on. The shapes, both sides:
 # NVIDIA v1.1's per-GPU batch (256), 410 input frames (train's mean 12.3 s), 70 labels; the
@@ -39,7 +43,9 @@
 #   DECODE=1                         the decode rows (0: training only)
 #   EXPLAIN=1                        print dynamo's counters of every compiled run below the table;
 #                                    without it they are printed for a compiled run slower than eager
-#   OURS=0 (not ours)  PEERS=0 (no PyTorch runs)  OURS_BIN=FILE  LOGDIR=DIR (keep the outputs)
+#   GRAPH=1                          our training line from test_rnnt_step's graph (0: test_rnnt_model's
+#                                    eager step)
+#   OURS=0 (not ours)  PEERS=0 (no PyTorch runs)  OURS_BIN=FILE  OURS_STEP_BIN=FILE  LOGDIR=DIR (keep the outputs)
 #   WHEELS=DIR                       wheels to install when torchaudio's rnnt_loss is missing
 #   TINY=1                           dry-run the peers' plumbing on the CPU (tiny sizes, batch 2,
 #                                    fp32, one step); ours is left out
@@ -56,6 +62,7 @@ WARMUP=${WARMUP:-5} ITERS=${ITERS:-10} WINDOWS=${WINDOWS:-3}
 MODES=${MODES-eager compile} COMPILE_MODE=${COMPILE_MODE:-} EXPLAIN=${EXPLAIN:-0}
 LOSS=${LOSS:-auto} OPTIMIZER=${OPTIMIZER:-adamw} DECODE=${DECODE:-1}
 OURS=${OURS:-1} PEERS=${PEERS:-1} TINY=${TINY:-0} BUILD=${BUILD:-build} OURS_BIN=${OURS_BIN:-} WHEELS=${WHEELS:-}
+OURS_STEP_BIN=${OURS_STEP_BIN:-} GRAPH=${GRAPH:-1}
 DEV=cuda AMP=bf16 SIZES=()
 if [ "$TINY" = 1 ]; then
     BATCH=2 FRAMES=9 LABELS=3 DECODE_FRAMES=9 WARMUP=1 ITERS=1 WINDOWS=1 MODES=eager COMPILE_MODE="" OURS=0
@@ -73,37 +80,46 @@ if [ "$PEERS" = 1 ] && ! "$PY" -c 'from torchaudio.functional import rnnt_loss' 
         echo "rnnt.sh: installing the wheels of $WHEELS failed: the peer's loss is its torch lattice" >&2
 fi
 
-# ---- ours: one run prints both lines ----
+# ---- ours: the step's graph run (GRAPH=1) prints the training line, the model's run the decode's ----
+ours_run() { # BIN OUT: TK_BENCH=1 at the shapes; its exit status in $brc
+    echo "== trainkit ($1, TK_BENCH=1 TK_BENCH_BATCH=$BATCH TK_BENCH_T=$FRAMES TK_BENCH_U=$LABELS TK_BENCH_DECODE_T=$DECODE_FRAMES)" >&2
+    TK_BENCH=1 TK_BENCH_BATCH=$BATCH TK_BENCH_T=$FRAMES TK_BENCH_U=$LABELS TK_BENCH_DECODE_T=$DECODE_FRAMES \
+        "$1" >"$LOGDIR/$2.out" 2>"$LOGDIR/$2.err"
+    brc=$?
+    grep '^# table rnnt' "$LOGDIR/$2.out" >&2  # its memory, loss and settings
+    [ "$brc" = 0 ] || { echo "rnnt.sh: our run $1 exited $brc (log: $LOGDIR/$2.out)" >&2; rc=1; }
+}
 if [ "$OURS" = 1 ]; then
-    bin=${OURS_BIN:-$BUILD/tests/gpu/test_rnnt_model}
-    if [ ! -x "$bin" ]; then
-        echo "rnnt.sh: our benchmark is not built ($bin: make all with CUDA, or OURS_BIN=FILE); the peers run on" >&2
-        rc=1
-    else
-        echo "== trainkit ($bin, TK_BENCH=1 TK_BENCH_BATCH=$BATCH TK_BENCH_T=$FRAMES TK_BENCH_U=$LABELS TK_BENCH_DECODE_T=$DECODE_FRAMES)" >&2
-        TK_BENCH=1 TK_BENCH_BATCH=$BATCH TK_BENCH_T=$FRAMES TK_BENCH_U=$LABELS TK_BENCH_DECODE_T=$DECODE_FRAMES \
-            "$bin" >"$LOGDIR/trainkit.out" 2>"$LOGDIR/trainkit.err"
-        brc=$?
-        grep '^# table rnnt' "$LOGDIR/trainkit.out" >&2  # its memory, loss and settings
-        for kind in rnnt-bench rnnt-decode-bench; do
-            line=$(grep -m1 "^$kind " "$LOGDIR/trainkit.out")
-            if [ -z "$line" ]; then
-                [ "$kind" = rnnt-decode-bench ] && [ "$DECODE" != 1 ] && continue
-                echo "rnnt.sh: our run printed no $kind line (exit $brc; log: $LOGDIR/trainkit.out): $(tail -3 "$LOGDIR/trainkit.out" "$LOGDIR/trainkit.err")" >&2
-                rc=1
-                continue
-            fi
-            # KIND batch=N T=.. ... -> a JSON line of $RES
-            "$PY" -c 'import json, sys; kv = dict(f.split("=", 1) for f in sys.argv[1].split()[1:])
+    bin=${OURS_BIN:-$BUILD/tests/gpu/test_rnnt_model} sbin=${OURS_STEP_BIN:-$BUILD/tests/gpu/test_rnnt_step}
+    declare -A src=([rnnt-bench]=trainkit [rnnt-decode-bench]=trainkit)
+    [ "$GRAPH" = 1 ] && src[rnnt-bench]=trainkit-step
+    for b in "$bin" $([ "$GRAPH" = 1 ] && echo "$sbin"); do
+        if [ ! -x "$b" ]; then
+            echo "rnnt.sh: our benchmark is not built ($b: make all with CUDA, or OURS_BIN / OURS_STEP_BIN=FILE); the peers run on" >&2
+            rc=1
+        elif [ "$b" = "$sbin" ]; then ours_run "$b" trainkit-step
+        else ours_run "$b" trainkit
+        fi
+    done
+    for kind in rnnt-bench rnnt-decode-bench; do
+        out=$LOGDIR/${src[$kind]}.out
+        [ -f "$out" ] || continue
+        line=$(grep -m1 "^$kind " "$out")
+        if [ -z "$line" ]; then
+            [ "$kind" = rnnt-decode-bench ] && [ "$DECODE" != 1 ] && continue
+            echo "rnnt.sh: our run printed no $kind line (log: $out): $(tail -3 "$out" "${out%.out}.err")" >&2
+            rc=1
+            continue
+        fi
+        # KIND batch=N T=.. ... -> a JSON line of $RES
+        "$PY" -c 'import json, sys; kv = dict(f.split("=", 1) for f in sys.argv[1].split()[1:])
 train = sys.argv[1].startswith("rnnt-bench ")
 r = {"type": "bench" if train else "bench_decode", "impl": "trainkit", "batch": int(kv["batch"]), "frames": int(kv["T"]),
      "utts_per_s": float(kv["utts_per_s"])}
 r.update({"labels": int(kv["U"]), "ms_per_step": float(kv["ms_per_step"]), "compile_s": None} if train else
          {"ms_per_batch": float(kv["ms_per_batch"]), "symbols": int(kv["symbols"])})
 print(json.dumps(r))' "$line" >>"$RES" || rc=1
-        done
-        [ "$brc" = 0 ] || { echo "rnnt.sh: our run exited $brc (log: $LOGDIR/trainkit.out)" >&2; rc=1; }
-    fi
+    done
 fi
 # ---- the peers ----
 if [ "$PEERS" = 1 ]; then

@@ -48,8 +48,8 @@ static void batch_make(batch *s, int B, const int64_t *len, int hop) {
     }
     s->d_off = gt_dev(sizeof s->off), s->d_F = gt_dev(sizeof s->F), s->d_utt = gt_dev(sizeof s->utt);
     gt_up(s->d_off, s->off, sizeof s->off), gt_up(s->d_F, s->F, sizeof s->F), gt_up(s->d_utt, s->utt, sizeof s->utt);
-    s->host = (tk_melfeat_batch){B, s->Fmax, s->off, s->F, s->utt};
-    s->dev = (tk_melfeat_batch){B, s->Fmax, s->d_off, s->d_F, s->d_utt};
+    s->host = (tk_melfeat_batch){B, s->Fmax, s->off, s->F, s->utt, NULL, NULL};
+    s->dev = (tk_melfeat_batch){B, s->Fmax, s->d_off, s->d_F, s->d_utt, NULL, NULL};
 }
 static void batch_free(batch *s) { tk_free(gt_ctx_, s->d_off), tk_free(gt_ctx_, s->d_F), tk_free(gt_ctx_, s->d_utt); }
 
@@ -106,6 +106,54 @@ TK_TEST(melfeat_chain_matches_reference) {
     }
     tk_free(gt_ctx_, d_a), tk_free(gt_ctx_, d_fb), tk_free(gt_ctx_, d_x), tk_free(gt_ctx_, d_y);
     free(a), free(fb), free(x), free(y), free(gx), free(gx2), free(gy);
+    batch_free(&s);
+}
+
+// A call padded to fixed shapes (the captured RNN-T step's): x padded 40 frames past the batch's
+// Fmax, the time masks' extent (Fmask, the batch's Fmax) and the epoch read from device memory,
+// the cfg's epoch another: the cuda side's log-mel and SpecAugment match the reference's padded
+// call (within the log-mel bounds; the masks bit for bit on the same input), whose values the
+// unit test melfeat_padded_call shows equal the unpadded call's.
+TK_TEST(melfeat_padded_call_matches_reference) {
+    tk_err e = {0};
+    const int64_t len[4] = {16000, 1 + gt_u32(120) % 12000, 4800, 161 + gt_u32(121) % 3000};
+    batch s;
+    batch_make(&s, 4, len, 160);
+    const int64_t total = s.off[4];
+    const int M = 80, nb = 257, Fp = s.Fmax + 40;
+    float *a = gt_host(total * 4), *fb = gt_host(M * nb * 4);
+    gt_fill(a, total, -0.5f, 0.5f, 0);
+    CHECK_EQ_INT(tk_mel_filterbank(16000, 512, M, fb, &e), 0);
+    float *d_a = gt_dev_from(a, total, TK_F32), *d_fb = gt_dev_from(fb, M * nb, TK_F32);
+    const uint32_t epoch = 1 + gt_u32(122) % 100;
+    int *d_fmask = gt_dev(4);
+    uint32_t *d_epoch = gt_dev(4);
+    gt_up(d_fmask, &s.Fmax, 4), gt_up(d_epoch, &epoch, 4);
+    tk_melfeat_batch hp = s.host, dp = s.dev;
+    hp.Fmax = dp.Fmax = Fp;
+    hp.Fmask = &s.Fmax, hp.epoch = &epoch, dp.Fmask = d_fmask, dp.epoch = d_epoch;
+    const size_t nx = (size_t)4 * Fp * M;
+    float *d_x = gt_dev(nx * 4), *x = gt_host(nx * 4), *gx = gt_host(nx * 4);
+    tk_melfeat_cfg c;
+    tk_melfeat_default(&c);
+    c.seed = gt_u32(123), c.epoch = 0; // (the device's epoch wins)
+    void *ws = gt_dev(tk_melfeat_ws_bytes(TK_BACKEND_CUDA, &c, 4, Fp));
+    gt_poison(d_x, nx * 4, 0xff);
+    CHECK_EQ_INT(tk_melfeat_logmel(gt_ctx_, &c, &dp, d_a, d_fb, d_x, ws, &e), 0);
+    gt_down(gx, d_x, nx * 4);
+    CHECK_EQ_INT(tk_melfeat_logmel_ref(&c, &hp, a, fb, x, &e), 0);
+    CHECK(within("log-mel padded, epoch from memory", gx, x, nx, 1e-5, 1e-3));
+    memcpy(x, gx, nx * 4);
+    tk_specaug_cfg sa;
+    tk_specaug_default(&sa);
+    sa.seed = c.seed, sa.epoch = 0;
+    CHECK_EQ_INT(tk_specaug(gt_ctx_, &sa, &dp, M, d_x, &e), 0);
+    CHECK_EQ_INT(tk_specaug_ref(&sa, &hp, M, x, &e), 0);
+    gt_down(gx, d_x, nx * 4);
+    CHECK(within("specaug padded, Fmask and epoch from memory", gx, x, nx, 0, 0));
+    tk_free(gt_ctx_, d_a), tk_free(gt_ctx_, d_fb), tk_free(gt_ctx_, d_x), tk_free(gt_ctx_, ws);
+    tk_free(gt_ctx_, d_fmask), tk_free(gt_ctx_, d_epoch);
+    free(a), free(fb), free(x), free(gx);
     batch_free(&s);
 }
 

@@ -24,6 +24,9 @@ typedef struct {
     tk_rnnt_lay host, dev;
     void *dT, *dU, *drow0;
 } batch;
+// Packed rows past row0[B] (a capacity, as a captured step's), set by rnnt_row_capacity.
+static int64_t extra_rows;
+
 // In place: the layouts point at the struct's own arrays (a struct returned by value would leave
 // them pointing into this function's frame).
 static void batch_init(batch *s, int B, int Tmax, int Umax, int packed) {
@@ -33,8 +36,9 @@ static void batch_init(batch *s, int B, int Tmax, int Umax, int packed) {
         s->U[b] = b == 0 ? Umax : (int)(gt_u32(2 * b + 1) % (uint32_t)(Umax + 1));
     }
     tk_err e = {0};
-    const int64_t rows = tk_rnnt_layout(B, Tmax, Umax, s->T, s->U, packed, s->row0, &e);
+    int64_t rows = tk_rnnt_layout(B, Tmax, Umax, s->T, s->U, packed, s->row0, &e);
     if (rows < 1) gt_die_("tk_rnnt_layout", &e);
+    if (packed) rows += extra_rows;
     s->dT = gt_dev(B * sizeof(int)), s->dU = gt_dev(B * sizeof(int)), s->drow0 = gt_dev((B + 1) * sizeof(int64_t));
     gt_up(s->dT, s->T, B * sizeof(int)), gt_up(s->dU, s->U, B * sizeof(int)), gt_up(s->drow0, s->row0, (B + 1) * 8);
     s->host = (tk_rnnt_lay){B, Tmax, Umax, packed, rows, s->T, s->U, s->row0};
@@ -185,6 +189,19 @@ static void joint_case(int B, int Tmax, int Umax, int H, int packed, tk_dtype t,
     batch_free(&s);
     free(f), free(g), free(dh), free(fh), free(gh), free(dhh), free(rh), free(rf), free(rg);
     free(a), free(ra), free(b), free(rb), free(c), free(rc);
+}
+
+// Packed rows with a capacity 13 rows past the lattice's (the captured RNN-T step runs its joint
+// at fixed rows): loss, dz (0 on the extra rows, poisoned before) and the joint (h 0 there) as the
+// reference's, fp32 and bf16, dropout on.
+TK_TEST(rnnt_row_capacity) {
+    extra_rows = 13;
+    for (int t = 0; t < 2; t++) {
+        loss_case(3, 9, 4, 29, 1, t ? TK_BF16 : TK_F32, 0, 0, 0, tk_failed_);
+        loss_case(3, 9, 4, 29, 1, t ? TK_BF16 : TK_F32, 0, 0, 1, tk_failed_);
+        joint_case(3, 9, 4, 24, 1, t ? TK_BF16 : TK_F32, 0.3f, 0, tk_failed_);
+    }
+    extra_rows = 0;
 }
 
 TK_TEST(rnnt_joint_vs_reference) {

@@ -171,8 +171,9 @@ TK_TEST(greedy_step_matches_reference) {
 //   A step: the learning-rate schedule, rnnt_model_step (forward and backward), and the engine's
 //   optimizer of share/workloads/rnnt/config.json's "optimizer" section (TK_BENCH_CONFIG: another
 //   file's): LAMB with clipping at norm 1 and the EMA 0.995 update, as NVIDIA's step
-//   (apex FusedLAMB, apply_ema). Not a CUDA graph (rnnt_model_step copies the batch's index arrays
-//   from the host: model.h), so the time includes the host's part. TK_BENCH_WARMUP (3) steps, then
+//   (apex FusedLAMB, apply_ema). Not a CUDA graph (rnnt_model_step builds and copies the batch's
+//   plan from the host: model.h), so the time includes the host's part; test_rnnt_step.c times
+//   the step as train-step runs it, one CUDA graph. TK_BENCH_WARMUP (3) steps, then
 //   TK_BENCH_STEPS (10) between two events: one line
 //     rnnt-bench batch=N T=.. U=.. utts_per_s=X ms_per_step=Y
 // - evaluation: the greedy decoder (decode.h, the CUDA graph on: TK_BENCH_GRAPH=0 turns it off) on

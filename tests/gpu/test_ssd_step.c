@@ -78,22 +78,6 @@ static void set_batch(void *p, uint64_t k) {
 
 static int iteration(void *p, tk_err *e) { return tk_instance_step(p, e); }
 
-// How many of the model's tensors (all of them: weights, running statistics, the optimizer's
-// state) differ between a and b, bit for bit.
-static int tensors_differ(const tk_instance *a, const tk_instance *b) {
-    int bad = 0;
-    for (int i = 0; i < a->P.n; i++) {
-        const tk_param *pa = &a->P.p[i], *pb = &b->P.p[i];
-        if (!pa->w || !pb->w) continue;
-        const size_t n = tk_param_bytes(pa);
-        void *ha = gt_host(n), *hb = gt_host(n);
-        gt_down(ha, pa->w, n), gt_down(hb, pb->w, n);
-        if (memcmp(ha, hb, n) && bad++ < 3) printf("#   %s differs\n", pa->name);
-        free(ha), free(hb);
-    }
-    return bad;
-}
-
 static const char *const small_text =
     "{\"model\": {\"width\": 8, \"image_size\": 257, \"precision\": \"%s\"}, \"data\": {\"max_boxes\": 8},"
     " \"optimizer\": {\"name\": \"sgd\", \"base_lr\": 0.05, \"momentum\": 0.9, \"weight_decay\": 0.0005,"
@@ -112,7 +96,7 @@ TK_TEST(graph_vs_eager_bitwise) {
         double la = -1, lb = -2;
         CHECK_EQ_INT(tk_instance_read_loss(a, &la, 0, &e), 0);
         CHECK_EQ_INT(tk_instance_read_loss(b, &lb, 0, &e), 0);
-        const int nd = tensors_differ(a, b);
+        const int nd = gt_tensors_differ(a, b);
         printf("# table ssd graph vs eager, 3 %s steps: %d of %d tensors differ, loss %.17g vs %.17g\n",
                bf16 ? "bf16" : "fp32", nd, a->P.n, la, lb);
         CHECK_EQ_INT(nd, 0);

@@ -100,6 +100,25 @@ static inline double rc_step(rnnt_case *k, int64_t step, int train, tk_err *e) {
     return acc[0];
 }
 
+// One step of the batch padded by pad (rnnt_plan_fill; pad NULL: its own extents) through its plan
+// in the backend's memory (rnnt_model_step_plan), the plan's extents into *s; the loss as rc_step.
+static inline double rc_step_plan(rnnt_case *k, int64_t step, int train, const rnnt_plan_pad *pad, rnnt_plan_shape *s,
+                                  tk_err *e) {
+    double acc[2] = {0, 0}, out = NAN;
+    rnnt_step_batch bt = rc_bt(k);
+    const size_t n = rnnt_plan_bytes(&k->m->pd);
+    void *h = malloc(n), *d = NULL;
+    if (h && !rnnt_plan_fill(&k->m->pd, &bt, pad, h, s, e) && !tk_malloc(k->c, &d, n, e) &&
+        !tk_memcpy_h2d(k->c, d, h, n, 0, e) && !tk_memcpy_h2d(k->c, k->step, &step, 8, 0, e) &&
+        !tk_memcpy_h2d(k->c, k->acc, acc, 16, 0, e) &&
+        !rnnt_model_step_plan(k->m, d, s, 1.0f / (float)k->m->B, train, e) && !tk_ctx_sync(k->c, e) &&
+        !tk_memcpy_d2h(k->c, acc, k->acc, 16, 0, e))
+        out = acc[0];
+    if (d) tk_free(k->c, d);
+    free(h);
+    return out;
+}
+
 // The dense span (weights or gradients, alignment gaps included: P.dense_n floats) to the host.
 static inline int rc_get(const rnnt_case *k, int grads, float *host, tk_err *e) {
     return tk_ctx_sync(k->c, e) ||

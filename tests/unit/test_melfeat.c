@@ -101,7 +101,7 @@ TK_TEST(melfeat_logmel_frames_norm) {
     tk_test_fill(a, 4250, 11, 1, -0.5f, 0.5f);
     for (int ddof = 0; ddof <= 1; ddof++) {
         c.norm_ddof = ddof, c.norm_eps = ddof ? 1e-5f : 0.0f, c.window = ddof ? TK_MELWIN_TORCH : TK_MELWIN_DALI;
-        tk_melfeat_batch bt = {3, Fmax, off, F, utt};
+        tk_melfeat_batch bt = {3, Fmax, off, F, utt, NULL, NULL};
         CHECK_EQ_INT(tk_melfeat_logmel_ref(&c, &bt, a, fb, x, &e), 0);
         for (int b = 0; b < 3; b++) {
             for (int t = F[b]; t < Fmax; t++)
@@ -117,7 +117,7 @@ TK_TEST(melfeat_logmel_frames_norm) {
         }
     }
     // Fmax too small for an utterance: refused.
-    tk_melfeat_batch bad = {3, 20, off, F, utt};
+    tk_melfeat_batch bad = {3, 20, off, F, utt, NULL, NULL};
     CHECK_EQ_INT(tk_melfeat_logmel_ref(&c, &bad, a, fb, x, &e), TK_EINTERNAL);
     free(a), free(x), free(fb);
 }
@@ -140,7 +140,7 @@ TK_TEST(melfeat_logmel_tone) {
     const int64_t off[2] = {0, 4000};
     const int F[1] = {26};
     uint32_t utt[1] = {0};
-    tk_melfeat_batch bt = {1, 26, off, F, utt};
+    tk_melfeat_batch bt = {1, 26, off, F, utt, NULL, NULL};
     CHECK_EQ_INT(tk_melfeat_logmel_ref(&c, &bt, a, fb, x, &e), 0);
     for (int m = 0; m < 80; m++) CHECK(x[5 * 80 + m] == x[0 * 80 + m]); // frames 0 .. 11 are silent
     for (int t = 14; t < 24; t++) { // frames 14 .. 23 lie inside the tone
@@ -195,7 +195,7 @@ TK_TEST(melfeat_specaug_ranges) {
     // Applied: zeroed features and frames are exactly the masks' union.
     const int F[1] = {250};
     uint32_t utt[1] = {17};
-    tk_melfeat_batch bt = {1, Tmax, NULL, F, utt};
+    tk_melfeat_batch bt = {1, Tmax, NULL, F, utt, NULL, NULL};
     for (size_t i = 0; i < (size_t)Tmax * M; i++) x[i] = 1;
     CHECK_EQ_INT(tk_specaug_ref(&s, &bt, M, x, &e), 0);
     for (int t = 0; t < Tmax; t++)
@@ -220,6 +220,64 @@ TK_TEST(melfeat_specaug_ranges) {
     free(x);
 }
 
+// A call padded to fixed shapes (a CUDA graph's step): x padded to Fp > the batch's Fmax frames,
+// the time masks' extent (Fmask) and the epoch read from memory, gives the features of the call at
+// the batch's own Fmax with the cfg's epoch, frame for frame, and zeros past each utterance's F.
+TK_TEST(melfeat_padded_call) {
+    tk_err e = {0};
+    tk_melfeat_cfg c;
+    tk_melfeat_default(&c);
+    c.seed = 5, c.epoch = 3; // (dithered: the epoch matters)
+    tk_specaug_cfg s;
+    tk_specaug_default(&s);
+    s.seed = 5, s.epoch = 3;
+    const int M = c.n_mels, B = 2;
+    const int64_t off[3] = {0, 4000, 4000 + 2500};
+    int F[2];
+    uint32_t utt[2] = {4, 9};
+    for (int b = 0; b < B; b++) F[b] = (int)tk_melfeat_frames(off[b + 1] - off[b], c.hop);
+    const int Fmax = F[0] > F[1] ? F[0] : F[1], Fp = Fmax + 17;
+    float *a = malloc((size_t)off[B] * sizeof *a), *fb = malloc((size_t)M * (c.n_fft / 2 + 1) * sizeof *fb);
+    float *x = malloc((size_t)B * Fmax * M * sizeof *x), *xp = malloc((size_t)B * Fp * M * sizeof *xp);
+    for (int64_t i = 0; i < off[B]; i++) a[i] = (float)sin(0.01 * (double)i * (1 + i % 7)) * 0.5f;
+    CHECK_EQ_INT(tk_mel_filterbank(c.sample_rate, c.n_fft, M, fb, &e), 0);
+    tk_melfeat_batch bt = {B, Fmax, off, F, utt, NULL, NULL};
+    CHECK_EQ_INT(tk_melfeat_logmel_ref(&c, &bt, a, fb, x, &e), 0);
+    CHECK_EQ_INT(tk_specaug_ref(&s, &bt, M, x, &e), 0);
+    const uint32_t epoch = 3;
+    tk_melfeat_cfg c0 = c;
+    tk_specaug_cfg s0 = s;
+    c0.epoch = 0, s0.epoch = 0; // (the memory's epoch wins)
+    tk_melfeat_batch bp = {B, Fp, off, F, utt, &Fmax, &epoch};
+    CHECK_EQ_INT(tk_melfeat_logmel_ref(&c0, &bp, a, fb, xp, &e), 0);
+    CHECK_EQ_INT(tk_specaug_ref(&s0, &bp, M, xp, &e), 0);
+    int same = 1, zeros = 1, masked = 0;
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < Fp; t++)
+            for (int m = 0; m < M; m++) {
+                const float v = xp[((size_t)b * Fp + t) * M + m];
+                if (t < Fmax) same &= memcmp(&v, &x[((size_t)b * Fmax + t) * M + m], sizeof v) == 0;
+                if (t >= F[b]) zeros &= v == 0.0f;
+                else masked += v == 0.0f;
+            }
+    CHECK(same);
+    CHECK(zeros);
+    CHECK(masked > 0); // (the masks did zero something)
+    // without the pointers, the padded call's masks spread over Fp frames: other features
+    tk_melfeat_batch bq = {B, Fp, off, F, utt, NULL, NULL};
+    CHECK_EQ_INT(tk_melfeat_logmel_ref(&c, &bq, a, fb, xp, &e), 0);
+    CHECK_EQ_INT(tk_specaug_ref(&s, &bq, M, xp, &e), 0);
+    int differ = 0;
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < Fmax; t++)
+            differ |= memcmp(&xp[((size_t)b * Fp + t) * M], &x[((size_t)b * Fmax + t) * M], (size_t)M * 4) != 0;
+    CHECK(differ);
+    const int bad = Fp + 1;
+    bp.Fmask = &bad;
+    CHECK_EQ_INT(tk_specaug_ref(&s0, &bp, M, xp, &e), TK_EINTERNAL);
+    free(a), free(fb), free(x), free(xp);
+}
+
 // ---- splicing ----
 
 // x[b, t, m] = 1000 t + m + 1: y[b, j, s 80 + m] = x[b, 3 j + s, m] while 3 j + s < F_b, else 0;
@@ -231,7 +289,7 @@ TK_TEST(melfeat_splice_layout) {
     for (int b = 0; b < 2; b++)
         for (int t = 0; t < Fmax; t++)
             for (int m = 0; m < M; m++) x[(b * Fmax + t) * M + m] = t < F[b] ? 1000.0f * t + m + 1 : 0.0f;
-    tk_melfeat_batch bt = {2, Fmax, NULL, F, NULL};
+    tk_melfeat_batch bt = {2, Fmax, NULL, F, NULL, NULL, NULL};
     CHECK_EQ_INT(tk_melfeat_splice_ref(&bt, M, 3, 3, Tout, x, y, &e), 0);
     CHECK(y[0] == 1 && y[80] == 1001 && y[160] == 2001 && y[240] == 3001);              // b 0, j 0 and j 1
     CHECK(y[3 * 240 + 0] == 9001 && y[3 * 240 + 80] == 0 && y[3 * 240 + 239] == 0);     // b 0, j 3: frame 9 only
@@ -321,7 +379,7 @@ static int drive(const char *mode, tk_err *e) {
     float *x = rc ? NULL : malloc((size_t)B * Fmax * c.n_mels * sizeof *x);
     if (!rc && (!fb || !x)) rc = tk_err_errno(e, ENOMEM, "out of memory");
     if (!rc) rc = tk_mel_filterbank(c.sample_rate, c.n_fft, c.n_mels, fb, e);
-    tk_melfeat_batch bt = {B, Fmax, off, F, utt};
+    tk_melfeat_batch bt = {B, Fmax, off, F, utt, NULL, NULL};
     if (!rc) rc = tk_melfeat_logmel_ref(&c, &bt, a, fb, x, e);
     for (int b = 0; b < B && !rc; b++) {
         printf("utt %d %d\n", b, F[b]);

@@ -238,6 +238,49 @@ TK_TEST(rnnt_value_only_and_dispatch) {
     CHECK_EQ_INT(tk_rnnt_loss_ws_bytes(TK_BACKEND_CPU, 1, 9), 0);
 }
 
+// Packed rows with a capacity past row0[B] (a captured step's fixed rows): the loss, the costs and
+// the lattice rows' gradient equal those at the exact rows bit for bit; the joint's rows and the
+// gradient's rows past row0[B] are written 0 (filled with garbage first); the joint's backward
+// ignores them. row0[B] past the capacity is refused.
+TK_TEST(rnnt_packed_row_capacity) {
+    const int B = 2, V = 5, H = 6, T[2] = {3, 2}, U[2] = {1, 2}, y[2 * 2] = {2, 0, 1, 3};
+    batch s;
+    batch_init(&s, B, T, U, 1);
+    const int64_t rows = s.L.rows, cap = rows + 7;
+    batch c = s;
+    c.L.T = c.T, c.L.U = c.U, c.L.row0 = c.row0, c.L.rows = cap;
+    float z[(3 * 2 + 2 * 3 + 7) * 5], zc[(3 * 2 + 2 * 3 + 7) * 5], l1, l2, c1[2], c2[2];
+    tk_test_fill(z, (size_t)rows * V, 0x721b, 0, -3, 3);
+    memcpy(zc, z, sizeof z);
+    for (size_t i = (size_t)rows * V; i < (size_t)cap * V; i++) zc[i] = 1e30f;
+    tk_err e = {0};
+    CHECK_EQ_INT(tk_rnnt_loss_ref(TK_F32, &s.L, V, V - 1, y, z, 0.5f, NULL, &l1, c1, z, &e), 0);
+    CHECK_EQ_INT(tk_rnnt_loss_ref(TK_F32, &c.L, V, V - 1, y, zc, 0.5f, NULL, &l2, c2, zc, &e), 0);
+    CHECK(l1 == l2 && c1[0] == c2[0] && c1[1] == c2[1] && isfinite(l1));
+    CHECK(memcmp(z, zc, (size_t)rows * V * 4) == 0);
+    int nonzero = 0;
+    for (size_t i = (size_t)rows * V; i < (size_t)cap * V; i++) nonzero += zc[i] != 0;
+    CHECK_EQ_INT(nonzero, 0);
+    float f[2 * 3 * 6], g[2 * 3 * 6], h[19 * 6], hc[19 * 6], df[2 * 3 * 6], dfc[2 * 3 * 6], dg[2 * 3 * 6],
+        dgc[2 * 3 * 6];
+    tk_test_fill(f, sizeof f / 4, 0x721c, 0, -1, 1);
+    tk_test_fill(g, sizeof g / 4, 0x721c, 1, -1, 1);
+    for (size_t i = 0; i < sizeof hc / 4; i++) hc[i] = 7;
+    int64_t step = 2;
+    tk_dropout d = {0.3f, 4, 1, &step, 0};
+    CHECK_EQ_INT(tk_rnnt_joint_fwd_ref(TK_F32, &s.L, H, f, g, &d, h, &e), 0);
+    CHECK_EQ_INT(tk_rnnt_joint_fwd_ref(TK_F32, &c.L, H, f, g, &d, hc, &e), 0);
+    CHECK(memcmp(h, hc, (size_t)rows * H * 4) == 0);
+    nonzero = 0;
+    for (size_t i = (size_t)rows * H; i < (size_t)cap * H; i++) nonzero += hc[i] != 0, hc[i] = 1e30f;
+    CHECK_EQ_INT(nonzero, 0);
+    CHECK_EQ_INT(tk_rnnt_joint_bwd_ref(TK_F32, &s.L, H, f, g, &d, h, df, dg, &e), 0);
+    CHECK_EQ_INT(tk_rnnt_joint_bwd_ref(TK_F32, &c.L, H, f, g, &d, hc, dfc, dgc, &e), 0);
+    CHECK(memcmp(df, dfc, sizeof df) == 0 && memcmp(dg, dgc, sizeof dg) == 0);
+    c.L.rows = rows - 1;
+    CHECK_EQ_INT(tk_rnnt_loss_ref(TK_F32, &c.L, V, V - 1, y, zc, 0.5f, NULL, &l2, NULL, NULL, &e), TK_EINTERNAL);
+}
+
 // Labels equal to the blank or outside 0..V-1, lengths outside their extents, a padded layout
 // of the wrong row count, row0 that does not match the lengths: refused, naming the utterance.
 TK_TEST(rnnt_bad_input_refused) {

@@ -157,6 +157,49 @@ TK_TEST(dropout_masks_follow_the_counter) {
     rc_free(k);
 }
 
+// A step padded to fixed extents (the captured step's plan: frames, labels and the joint's rows
+// rounded up, garbage in the padded frames' features) gives the unpadded step's loss and every
+// gradient bit for bit, with and without dropout, for an odd and an even frame count.
+static void padded_case(int *tk_failed_, int T, int train) {
+    tk_err e = {0};
+    rnnt_model_cfg c = rc_tiny(3, 12, 6);
+    rnnt_case *k = make(&c, &e);
+    CHECK(k);
+    if (!k) return;
+    CHECK(!rc_batch(k, T, 3, 41, &e));
+    const double l0 = rc_step(k, 2, train, &e);
+    const size_t n = k->P.dense_n;
+    float *g0 = malloc(n * 4), *g1 = malloc(n * 4);
+    CHECK(!rc_get(k, 1, g0, &e));
+    // the padded frames of the features: anything finite (the LSTMs are causal, and cut off at T)
+    float *junk = malloc((size_t)(12 - T) * 3 * 6 * 4);
+    for (int i = 0; i < (12 - T) * 3 * 6; i++) junk[i] = 3.0f - (float)(i % 7);
+    CHECK(!tk_memcpy_h2d(k->c, k->m->feat + (size_t)T * 3 * 6, junk, (size_t)(12 - T) * 3 * 6 * 4, 0, &e));
+    const rnnt_plan_pad pad = {4, 4, 3};
+    rnnt_plan_shape s;
+    const double l1 = rc_step_plan(k, 2, train, &pad, &s, &e);
+    CHECK(!rc_get(k, 1, g1, &e));
+    CHECK_EQ_INT(s.T, T);
+    CHECK_EQ_INT(s.Tp, (T + 3) / 4 * 4);
+    CHECK_EQ_INT(s.U, 3);
+    CHECK_EQ_INT(s.Up, 4);
+    CHECK(s.rows_cap > s.rows && s.key >= 0);
+    CHECK(isfinite(l0) && l0 > 0);
+    CHECK(l0 == l1);
+    size_t diff = 0;
+    for (size_t i = 0; i < n; i++) diff += memcmp(&g0[i], &g1[i], 4) != 0;
+    if (diff) printf("# T %d train %d: %zu gradient values differ\n", T, train, diff);
+    CHECK_EQ_INT((long long)diff, 0);
+    free(g0), free(g1), free(junk);
+    rc_free(k);
+}
+
+TK_TEST(padded_step_is_the_step) {
+    padded_case(tk_failed_, 7, 0);
+    padded_case(tk_failed_, 7, 1);
+    padded_case(tk_failed_, 6, 1);
+}
+
 TK_TEST(bad_batch_is_an_error) {
     tk_err e = {0};
     rnnt_model_cfg c = rc_tiny(2, 5, 3);

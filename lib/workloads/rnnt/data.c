@@ -385,21 +385,69 @@ int rnnt_eval_batch(const rnnt_dataset *d, const rnnt_data_cfg *c, int64_t first
 
 // ---- features on the device ----
 
+// The plan's arrays in one buffer (the 64-bit ones first).
+size_t rnnt_feat_plan_bytes(int B) {
+    const size_t b = (size_t)B;
+    return (2 * (b + 1) + b) * 8 + ((3 * b + 3) * 4 + 7) / 8 * 8;
+}
+
+rnnt_feat_plan rnnt_feat_plan_at(void *base, int B) {
+    rnnt_feat_plan p;
+    p.in_off = base, p.out_off = p.in_off + B + 1;
+    p.rate = (double *)(p.out_off + B + 1);
+    p.F = (int32_t *)(p.rate + B), p.utt = (uint32_t *)(p.F + B), p.ylen = (int32_t *)(p.utt + B);
+    p.Fmax = p.ylen + B, p.epoch = (uint32_t *)(p.Fmax + 1), p.T = (int32_t *)(p.epoch + 1);
+    return p;
+}
+
+// The longest resampled utterance of at most Lmax samples: ceil(Lmax r) for the largest r an fp32
+// draw can give.
+static int64_t speed_cap(const rnnt_data_cfg *c, int64_t Lmax) {
+    double rmax = c->speed ? (double)nextafterf((float)c->speed_max, INFINITY) : 1.0;
+    return tk_speed_len(Lmax, rmax > 1.0 ? rmax : 1.0);
+}
+
+int64_t rnnt_feat_frames_cap(const rnnt_data_cfg *c, int64_t Lmax) {
+    tk_melfeat_cfg m;
+    rnnt_melfeat_cfg(c, 1, 0, &m);
+    return tk_melfeat_frames(speed_cap(c, Lmax), m.hop);
+}
+
+int rnnt_feat_plan_fill(const rnnt_data_cfg *c, int train, int B, const rnnt_batch *hb, int64_t Lmax, void *plan,
+                        tk_err *e) {
+    const rnnt_feat_plan p = rnnt_feat_plan_at(plan, B);
+    tk_melfeat_cfg m;
+    rnnt_melfeat_cfg(c, train, 0, &m);
+    const int speed = train && c->speed;
+    const int64_t Lspeed = speed_cap(c, Lmax);
+    p.in_off[0] = p.out_off[0] = 0;
+    int Fmax = 1;
+    for (int b = 0; b < B; b++) {
+        if (hb->len[b] < 1 || hb->len[b] > Lmax)
+            return tk_err_set(e, TK_EINTERNAL, "rnnt: utterance %d of the batch has %d samples (1 .. %lld)", b,
+                              hb->len[b], (long long)Lmax);
+        p.rate[b] = speed ? (double)hb->rate[b] : 1.0;
+        p.utt[b] = (uint32_t)hb->utt[b];
+        p.in_off[b + 1] = p.in_off[b] + hb->len[b];
+        const int64_t n = speed ? tk_speed_len(hb->len[b], p.rate[b]) : hb->len[b];
+        if (n > Lspeed)
+            return tk_err_set(e, TK_EINTERNAL, "rnnt: speed %g makes %lld samples (room for %lld)", p.rate[b],
+                              (long long)n, (long long)Lspeed);
+        p.out_off[b + 1] = p.out_off[b] + n;
+        p.F[b] = (int)tk_melfeat_frames(n, m.hop);
+        if (p.F[b] > Fmax) Fmax = p.F[b];
+        p.ylen[b] = (p.F[b] + c->sub - 1) / c->sub;
+    }
+    *p.Fmax = Fmax, *p.epoch = train ? (uint32_t)hb->epoch[0] : 0, *p.T = (Fmax + c->sub - 1) / c->sub;
+    return 0;
+}
+
 struct rnnt_feat {
     tk_ctx *ctx;
     rnnt_data_cfg c;
     int B;
     int64_t Lmax, Lspeed, Fcap;  // samples in, after speed perturbation, frames
-    // host
-    int64_t *in_off, *out_off;
-    double *rate;
-    int *F;
-    uint32_t *utt;
-    // backend's memory
-    int64_t *d_in_off, *d_out_off;
-    double *d_rate;
-    int *d_F;
-    uint32_t *d_utt;
+    void *hplan, *dplan;         // rnnt_features' plan (host; the backend's memory)
     float *fb, *audio, *x;
     void *ws;
     size_t ws_bytes;
@@ -407,10 +455,10 @@ struct rnnt_feat {
 
 void rnnt_feat_destroy(rnnt_feat *f) {
     if (!f) return;
-    void *dev[] = {f->d_in_off, f->d_out_off, f->d_rate, f->d_F, f->d_utt, f->fb, f->audio, f->x, f->ws};
+    void *dev[] = {f->dplan, f->fb, f->audio, f->x, f->ws};
     for (size_t k = 0; k < sizeof dev / sizeof *dev; k++)
         if (dev[k]) tk_free(f->ctx, dev[k]);
-    free(f->in_off), free(f->out_off), free(f->rate), free(f->F), free(f->utt), free(f);
+    free(f->hplan), free(f);
 }
 
 int64_t rnnt_feat_max_out(const rnnt_feat *f) { return (f->Fcap + f->c.sub - 1) / f->c.sub; }
@@ -421,26 +469,18 @@ int rnnt_feat_create(tk_ctx *ctx, const rnnt_data_cfg *c, int B, int64_t Lmax, r
     rnnt_feat *f = calloc(1, sizeof *f);
     if (!f) return tk_err_errno(e, ENOMEM, "out of host memory");
     *f = (rnnt_feat){.ctx = ctx, .c = *c, .B = B, .Lmax = Lmax};
-    // the longest resampled utterance: ceil(Lmax r) for the largest r an fp32 draw can give
-    double rmax = c->speed ? (double)nextafterf((float)c->speed_max, INFINITY) : 1.0;
-    f->Lspeed = tk_speed_len(Lmax, rmax > 1.0 ? rmax : 1.0);
+    f->Lspeed = speed_cap(c, Lmax);
     tk_melfeat_cfg m;
     rnnt_melfeat_cfg(c, 1, 0, &m);
     f->Fcap = tk_melfeat_frames(f->Lspeed, m.hop);
     const int nbin = m.n_fft / 2 + 1;
     f->ws_bytes = tk_melfeat_ws_bytes(ctx->backend, &m, B, (int)f->Fcap);
-    f->in_off = malloc((size_t)(B + 1) * sizeof *f->in_off);
-    f->out_off = malloc((size_t)(B + 1) * sizeof *f->out_off);
-    f->rate = malloc((size_t)B * sizeof *f->rate);
-    f->F = malloc((size_t)B * sizeof *f->F);
-    f->utt = malloc((size_t)B * sizeof *f->utt);
+    f->hplan = malloc(rnnt_feat_plan_bytes(B));
     float *fb = malloc((size_t)m.n_mels * nbin * sizeof *fb);
-    int rc = f->in_off && f->out_off && f->rate && f->F && f->utt && fb ? 0 : tk_err_errno(e, ENOMEM, "out of host memory");
+    int rc = f->hplan && fb ? 0 : tk_err_errno(e, ENOMEM, "out of host memory");
     if (!rc) rc = tk_mel_filterbank(m.sample_rate, m.n_fft, m.n_mels, fb, e);
     const struct { void **p; size_t bytes; } want[] = {
-        {(void **)&f->d_in_off, (size_t)(B + 1) * 8}, {(void **)&f->d_out_off, (size_t)(B + 1) * 8},
-        {(void **)&f->d_rate, (size_t)B * 8},         {(void **)&f->d_F, (size_t)B * sizeof(int)},
-        {(void **)&f->d_utt, (size_t)B * 4},          {(void **)&f->fb, (size_t)m.n_mels * nbin * 4},
+        {&f->dplan, rnnt_feat_plan_bytes(B)},           {(void **)&f->fb, (size_t)m.n_mels * nbin * 4},
         {(void **)&f->audio, (size_t)B * f->Lspeed * 4}, {(void **)&f->x, (size_t)B * f->Fcap * m.n_mels * 4},
         {&f->ws, f->ws_bytes ? f->ws_bytes : 1}};
     for (size_t k = 0; !rc && k < sizeof want / sizeof *want; k++) rc = tk_malloc(ctx, want[k].p, want[k].bytes, e);
@@ -454,54 +494,42 @@ int rnnt_feat_create(tk_ctx *ctx, const rnnt_data_cfg *c, int B, int64_t Lmax, r
     return 0;
 }
 
-int rnnt_features(rnnt_feat *f, int train, int B, const rnnt_batch *hb, const float *pcm, float *y, int32_t *ylen,
-                  int32_t *ylen_dev, int64_t *T, tk_err *e) {
+int rnnt_features_plan(rnnt_feat *f, int train, int B, const void *plan, const float *pcm, int Fp, int Tout, float *y,
+                       tk_err *e) {
     tk_ctx *ctx = f->ctx;
     const rnnt_data_cfg *c = &f->c;
-    if (B < 1 || B > f->B) return tk_err_set(e, TK_EINTERNAL, "rnnt: a feature batch of %d (room for %d)", B, f->B);
-    const uint32_t epoch = train ? (uint32_t)hb->epoch[0] : 0;
+    if (B < 1 || B > f->B || Fp < 1 || Fp > f->Fcap || Tout < (Fp + c->sub - 1) / c->sub)
+        return tk_err_set(e, TK_EINTERNAL, "rnnt: a feature batch of %d, %d frames, %d out (room for %d, %lld)", B, Fp,
+                          Tout, f->B, (long long)f->Fcap);
+    const rnnt_feat_plan p = rnnt_feat_plan_at((void *)plan, B);
     tk_melfeat_cfg m;
-    rnnt_melfeat_cfg(c, train, epoch, &m);
+    rnnt_melfeat_cfg(c, train, 0, &m); // (the epoch: the plan's, read when the ops run)
     const int speed = train && c->speed;
-    f->in_off[0] = f->out_off[0] = 0;
-    int Fmax = 1;
-    for (int b = 0; b < B; b++) {
-        if (hb->len[b] < 1 || hb->len[b] > f->Lmax)
-            return tk_err_set(e, TK_EINTERNAL, "rnnt: utterance %d of the batch has %d samples (1 .. %lld)", b,
-                              hb->len[b], (long long)f->Lmax);
-        f->rate[b] = speed ? (double)hb->rate[b] : 1.0;
-        f->utt[b] = (uint32_t)hb->utt[b];
-        f->in_off[b + 1] = f->in_off[b] + hb->len[b];
-        const int64_t n = speed ? tk_speed_len(hb->len[b], f->rate[b]) : hb->len[b];
-        if (n > f->Lspeed)
-            return tk_err_set(e, TK_EINTERNAL, "rnnt: speed %g makes %lld samples (room for %lld)", f->rate[b],
-                              (long long)n, (long long)f->Lspeed);
-        f->out_off[b + 1] = f->out_off[b] + n;
-        f->F[b] = (int)tk_melfeat_frames(n, m.hop);
-        if (f->F[b] > Fmax) Fmax = f->F[b];
-    }
+    const tk_melfeat_batch bt = {.B = B, .Fmax = Fp, .off = speed ? p.out_off : p.in_off, .F = p.F, .utt = p.utt,
+                                 .Fmask = p.Fmax, .epoch = p.epoch};
     const float *audio = pcm;
-    TRY(tk_memcpy_h2d(ctx, f->d_in_off, f->in_off, (size_t)(B + 1) * 8, TK_STREAM_COMPUTE, e));
-    TRY(tk_memcpy_h2d(ctx, f->d_F, f->F, (size_t)B * sizeof(int), TK_STREAM_COMPUTE, e));
-    TRY(tk_memcpy_h2d(ctx, f->d_utt, f->utt, (size_t)B * 4, TK_STREAM_COMPUTE, e));
-    const int64_t *off = f->d_in_off;
     if (speed) {
-        TRY(tk_memcpy_h2d(ctx, f->d_out_off, f->out_off, (size_t)(B + 1) * 8, TK_STREAM_COMPUTE, e));
-        TRY(tk_memcpy_h2d(ctx, f->d_rate, f->rate, (size_t)B * 8, TK_STREAM_COMPUTE, e));
-        TRY(tk_speed_resample(ctx, B, f->d_in_off, f->d_out_off, f->d_rate, pcm, f->audio, e));
-        audio = f->audio, off = f->d_out_off;
+        TRY(tk_speed_resample(ctx, B, p.in_off, p.out_off, p.rate, pcm, f->audio, e));
+        audio = f->audio;
     }
-    const tk_melfeat_batch bt = {.B = B, .Fmax = Fmax, .off = off, .F = f->d_F, .utt = f->d_utt};
     TRY(tk_melfeat_logmel(ctx, &m, &bt, audio, f->fb, f->x, f->ws, e));
     if (train && c->specaug) {
         tk_specaug_cfg s;
-        rnnt_specaug_cfg(c, epoch, &s);
+        rnnt_specaug_cfg(c, 0, &s);
         TRY(tk_specaug(ctx, &s, &bt, c->n_mels, f->x, e));
     }
-    const int Tout = (Fmax + c->sub - 1) / c->sub;
-    TRY(tk_melfeat_splice(ctx, &bt, c->n_mels, c->stack, c->sub, Tout, f->x, y, e));
-    for (int b = 0; b < B; b++) ylen[b] = (f->F[b] + c->sub - 1) / c->sub;
-    if (ylen_dev) TRY(tk_memcpy_h2d(ctx, ylen_dev, ylen, (size_t)B * 4, TK_STREAM_COMPUTE, e));
-    *T = Tout;
+    return tk_melfeat_splice(ctx, &bt, c->n_mels, c->stack, c->sub, Tout, f->x, y, e);
+}
+
+int rnnt_features(rnnt_feat *f, int train, int B, const rnnt_batch *hb, const float *pcm, float *y, int32_t *ylen,
+                  int32_t *ylen_dev, int64_t *T, tk_err *e) {
+    if (B < 1 || B > f->B) return tk_err_set(e, TK_EINTERNAL, "rnnt: a feature batch of %d (room for %d)", B, f->B);
+    TRY(rnnt_feat_plan_fill(&f->c, train, B, hb, f->Lmax, f->hplan, e));
+    const rnnt_feat_plan p = rnnt_feat_plan_at(f->hplan, B);
+    TRY(tk_memcpy_h2d(f->ctx, f->dplan, f->hplan, rnnt_feat_plan_bytes(B), TK_STREAM_COMPUTE, e));
+    TRY(rnnt_features_plan(f, train, B, f->dplan, pcm, *p.Fmax, *p.T, y, e));
+    memcpy(ylen, p.ylen, (size_t)B * sizeof *ylen);
+    if (ylen_dev) TRY(tk_memcpy_h2d(f->ctx, ylen_dev, ylen, (size_t)B * 4, TK_STREAM_COMPUTE, e));
+    *T = *p.T;
     return 0;
 }

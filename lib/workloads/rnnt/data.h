@@ -187,13 +187,45 @@ int64_t rnnt_feat_max_out(const rnnt_feat *f);
 // memory, written for T = ceil(Fmax / sub) frames (Fmax the batch's largest frame count), frames
 // past an utterance's own zero; ylen (B) host: ceil(F_b / sub); ylen_dev (may be NULL) the same
 // i32 in the backend's memory. train: speed perturbation (hb->rate), dither, SpecAugment; eval:
-// dither when eval_dither. Not capturable: it copies the batch's offsets to the device and its
-// shapes follow the lengths (an eager step before the captured one). SpecAugment's time masks
-// start anywhere in the call's Fmax frames, as the reference's in its per-GPU DALI batch's padded
-// length: call it on a rank's share (the masks then depend on which utterances share the call;
-// the dither and the speed factors do not).
+// dither when eval_dither. It builds the batch's plan (below) on the host and copies it to the
+// device (synchronous; the evaluation's features), then runs rnnt_features_plan at the batch's
+// own extents. SpecAugment's time masks start anywhere in the call's Fmax frames, as the
+// reference's in its per-GPU DALI batch's padded length: call it on a rank's share (the masks
+// then depend on which utterances share the call; the dither and the speed factors do not).
 int rnnt_features(rnnt_feat *f, int train, int B, const rnnt_batch *hb, const float *pcm, float *y, int32_t *ylen,
                   int32_t *ylen_dev, int64_t *T, tk_err *e);
+
+// ---- the features' plan (the training step in a CUDA graph) ----
+// What the features compute on the host from a batch, in one buffer of rnnt_feat_plan_bytes(B)
+// bytes (a loader thread builds it beside the batch; the engine copies it to the device with the
+// batch's fields), so that rnnt_features_plan reads only the backend's memory and its launches
+// depend only on the extents it is given: the captured step of workload.c.
+typedef struct rnnt_feat_plan {
+    int64_t *in_off, *out_off;   // (B + 1) the audio's sample offsets, before and after resampling
+    double *rate;                // (B) speed factors (1 without speed perturbation)
+    int32_t *F;                  // (B) STFT frames
+    uint32_t *utt;               // (B) the utterances' ids (the random streams')
+    int32_t *ylen;               // (B) output frames, ceil(F_b / sub)
+    int32_t *Fmax;               // (1) the largest F: the time masks' extent (the reference's Tmax)
+    uint32_t *epoch;             // (1) the dither's and the masks' epoch
+    int32_t *T;                  // (1) the batch's output frames, ceil(Fmax / sub)
+} rnnt_feat_plan;
+size_t rnnt_feat_plan_bytes(int B);
+// The arrays in a plan buffer of B utterances (host or the backend's memory; 8-byte aligned).
+rnnt_feat_plan rnnt_feat_plan_at(void *base, int B);
+// Fills the plan (host memory) of hb's B utterances of at most Lmax samples each (the rnnt_feat's
+// Lmax); TK_EINTERNAL for a length outside it.
+int rnnt_feat_plan_fill(const rnnt_data_cfg *c, int train, int B, const rnnt_batch *hb, int64_t Lmax, void *plan,
+                        tk_err *e);
+// STFT frames a feature batch of utterances of at most Lmax samples has at most (after the
+// fastest speed factor): rnnt_feat_create's bound.
+int64_t rnnt_feat_frames_cap(const rnnt_data_cfg *c, int64_t Lmax);
+// The features of a planned batch: plan in the backend's memory, pcm the audio; x padded to Fp
+// STFT frames (the plan's Fmax <= Fp <= rnnt_feat_frames_cap), y (B, Tout, stack n_mels) with
+// Tout >= ceil(Fp / sub). The values are those of rnnt_features at the batch's own extents (the
+// time masks over the plan's Fmax, not Fp; frames past an utterance's own zero). Capturable.
+int rnnt_features_plan(rnnt_feat *f, int train, int B, const void *plan, const float *pcm, int Fp, int Tout, float *y,
+                       tk_err *e);
 
 #ifdef __cplusplus
 }

@@ -84,16 +84,51 @@ static tk_lstm_shape shape_of(int L, int T, int B, int I, int H) {
     return s;
 }
 
-// The index arrays' regions (int32 offsets into m->idx), each sized for the largest step.
+// The index arrays' regions (int32 offsets into the plan's idx), each sized for the largest step.
 enum { R_STACK, R_UNSTACK, R_FT, R_FTB, R_GT, R_GTB, R_EMB, R_POS, R_OFF, R_ROW, R_N };
-static void regions(const rnnt_model *m, size_t *off) {
-    const size_t B = (size_t)m->B, Tm = (size_t)m->cfg.max_frames, T2 = (size_t)m->T2max,
-                 U1 = (size_t)m->cfg.max_labels + 1, Um = (size_t)m->cfg.max_labels;
+static void regions(const rnnt_plan_dims *d, size_t *off) {
+    const size_t B = (size_t)d->B, Tm = (size_t)d->Tmax, T2 = (size_t)(d->Tmax + 1) / 2, U1 = (size_t)d->Umax + 1,
+                 Um = (size_t)d->Umax;
     const size_t n[R_N] = {2 * T2 * B, Tm * B, T2 * B, T2 * B, U1 * B, U1 * B, U1 * B, Um * B + 1, Um * B + 2,
                            Um * B + 1};
     size_t o = 0;
     for (int r = 0; r < R_N; r++) off[r] = o, o += n[r];
     off[R_N] = o;
+}
+
+// The plan's arrays: a header of 8 int64 (T, U, Tp, Up, rows, rows_cap, nseg, key), row0 (B + 1)
+// int64, the index regions, T2 (B), U (B), labels (B, Up) int32.
+enum { H_T, H_U, H_TP, H_UP, H_ROWS, H_CAP, H_NSEG, H_KEY, H_N };
+typedef struct {
+    int64_t *hdr, *row0;
+    int32_t *idx, *T2, *U, *lab;
+} plan_ptrs;
+static plan_ptrs plan_at(const rnnt_plan_dims *d, const void *base) {
+    size_t off[R_N + 1];
+    regions(d, off);
+    plan_ptrs p;
+    p.hdr = (int64_t *)base, p.row0 = p.hdr + H_N;
+    p.idx = (int32_t *)(p.row0 + d->B + 1), p.T2 = p.idx + off[R_N], p.U = p.T2 + d->B, p.lab = p.U + d->B;
+    return p;
+}
+
+rnnt_plan_dims rnnt_model_plan_dims(const rnnt_model_cfg *cfg) {
+    rnnt_plan_dims d = {cfg->b, cfg->max_frames, cfg->max_labels, cfg->n_classes, 0};
+    d.rows_max = (int64_t)cfg->b * (int64_t)((cfg->max_frames + 1) / 2) * (int64_t)(cfg->max_labels + 1);
+    if (cfg->max_rows > 0 && cfg->max_rows < d.rows_max) d.rows_max = cfg->max_rows;
+    return d;
+}
+
+size_t rnnt_plan_bytes(const rnnt_plan_dims *d) {
+    size_t off[R_N + 1];
+    regions(d, off);
+    const size_t B = (size_t)d->B;
+    return (H_N + B + 1) * 8 + (off[R_N] + 2 * B + B * (size_t)(d->Umax ? d->Umax : 1)) * 4;
+}
+
+void rnnt_plan_shape_of(const void *plan, rnnt_plan_shape *s) {
+    const int64_t *h = plan;
+    *s = (rnnt_plan_shape){(int)h[H_T], (int)h[H_U], (int)h[H_TP], (int)h[H_UP], h[H_ROWS], h[H_CAP], h[H_KEY]};
 }
 
 int rnnt_model_create(const rnnt_model_cfg *cfg, const tk_wl_env *env, rnnt_model **out, tk_err *e) {
@@ -114,6 +149,7 @@ int rnnt_model_create(const rnnt_model_cfg *cfg, const tk_wl_env *env, rnnt_mode
     m->step = env->step, m->loss_acc = env->loss_acc;
     m->V = cfg->n_classes, m->E = cfg->enc_n_hid, m->P_ = cfg->pred_n_hid, m->J = cfg->joint_n_hid;
     m->I = cfg->in_feats, m->B = cfg->b, m->T2max = (cfg->max_frames + 1) / 2;
+    m->pd = rnnt_model_plan_dims(cfg);
     m->site_pre = 0, m->site_post = (uint32_t)cfg->enc_pre_rnn_layers;
     m->site_dec = m->site_post + (uint32_t)cfg->enc_post_rnn_layers;
     m->site_joint = m->site_dec + (uint32_t)cfg->pred_rnn_layers;
@@ -132,8 +168,7 @@ int rnnt_model_create(const rnnt_model_cfg *cfg, const tk_wl_env *env, rnnt_mode
 
     const size_t es = m->t == TK_BF16 ? 2 : 4, B = (size_t)m->B, Tm = (size_t)cfg->max_frames,
                  T2 = (size_t)m->T2max, U1 = (size_t)cfg->max_labels + 1;
-    m->rows_max = (int64_t)B * (int64_t)T2 * (int64_t)U1;
-    if (cfg->max_rows > 0 && cfg->max_rows < m->rows_max) m->rows_max = cfg->max_rows;
+    m->rows_max = m->pd.rows_max;
     size_t dmax = T2 * B * 2 * E;
     if (Tm * B * E > dmax) dmax = Tm * B * E;
     if (U1 * B * Pn > dmax) dmax = U1 * B * Pn;
@@ -143,26 +178,19 @@ int rnnt_model_create(const rnnt_model_cfg *cfg, const tk_wl_env *env, rnnt_mode
     if (tk_lstm_check(m->t, &spre, e) || tk_lstm_check(m->t, &spost, e) || tk_lstm_check(m->t, &sdec, e)) goto fail;
     m->ws_loss_bytes = tk_rnnt_loss_ws_bytes(m->c->backend, m->B, m->rows_max);
     m->ws_seg_bytes = tk_rows_segsum_ws_bytes(m->c->backend, (int64_t)cfg->max_labels * m->B + 1, Pn);
-    size_t off[R_N + 1];
-    regions(m, off);
-    m->idx_n = off[R_N];
+    m->plan_bytes = rnnt_plan_bytes(&m->pd);
     const size_t sz[] = {Tm * B * m->I * 4, m->t == TK_F32 ? 0 : Tm * B * m->I * es, Tm * B * E * es,
                          T2 * B * 2 * E * es, T2 * B * E * es, U1 * B * Pn * es, U1 * B * Pn * es, T2 * B * J * es,
                          U1 * B * J * es, T2 * B * J * es, U1 * B * J * es, (size_t)m->rows_max * J * es,
                          (size_t)m->rows_max * V * es, T2 * B * J * es, U1 * B * J * es, dmax * es, dmax * es,
                          tk_lstm_ws_bytes(m->t, &spre), tk_lstm_ws_bytes(m->t, &spost), tk_lstm_ws_bytes(m->t, &sdec),
-                         m->ws_loss_bytes, m->ws_seg_bytes, m->idx_n * 4, B * 4, B * 4,
-                         B * (size_t)(cfg->max_labels ? cfg->max_labels : 1) * 4, (B + 1) * 8, 4, B * 4};
+                         m->ws_loss_bytes, m->ws_seg_bytes, m->plan_bytes, 4, B * 4};
     void **const dst[] = {(void **)&m->feat, &m->x0, &m->y1, &m->x2, &m->y2, &m->emb, &m->gp, &m->fe_tm,
                           &m->gj_tm, &m->f, &m->g, &m->h, &m->z, &m->df, &m->dg, &m->d1, &m->d2, &m->ws_pre,
-                          &m->ws_post, &m->ws_dec, &m->ws_loss, &m->ws_seg, (void **)&m->idx, (void **)&m->d_T,
-                          (void **)&m->d_U, (void **)&m->d_lab, (void **)&m->d_row0, (void **)&m->loss,
+                          &m->ws_post, &m->ws_dec, &m->ws_loss, &m->ws_seg, &m->plan, (void **)&m->loss,
                           (void **)&m->costs};
     if (tk_wl_acts(env, sz, dst, (int)(sizeof sz / sizeof sz[0]), e)) goto fail;
-    m->h_idx = malloc(m->idx_n * 4);
-    m->h_row0 = malloc((B + 1) * 8);
-    m->h_T2 = malloc(B * sizeof(int));
-    if (!m->h_idx || !m->h_row0 || !m->h_T2) {
+    if (!(m->h_plan = malloc(m->plan_bytes))) {
         tk_err_errno(e, ENOMEM, "rnnt: out of memory");
         goto fail;
     }
@@ -175,7 +203,7 @@ fail:
 
 void rnnt_model_destroy(rnnt_model *m) {
     if (!m) return;
-    free(m->h_idx), free(m->h_row0), free(m->h_T2);
+    free(m->h_plan);
     free(m);
 }
 
@@ -250,21 +278,26 @@ static tk_dropout drop_of(const rnnt_model *m, float p, uint32_t site) {
     return d;
 }
 
-// A gather of n rows of D elements through the index region r (uploaded); t -> t unless noted.
-static int gather(rnnt_model *m, const void *src, tk_dtype st, size_t r, int64_t n, void *dst, int D, tk_err *e) {
-    return tk_rows_copy(m->c, src, st, m->idx + r, dst, m->t, NULL, n, NULL, D, e);
+// A gather of n rows of D elements through the index array idx (a region of the plan's, in the
+// backend's memory); t -> t unless noted.
+static int gather(rnnt_model *m, const void *src, tk_dtype st, const int32_t *idx, int64_t n, void *dst, int D,
+                  tk_err *e) {
+    return tk_rows_copy(m->c, src, st, idx, dst, m->t, NULL, n, NULL, D, e);
 }
 
-// The host index arrays of the step's shapes (all but the embedding's), into h_idx.
-static void fill_shape_idx(rnnt_model *m, const size_t *off, int T, int T2, int U1) {
-    const int B = m->B;
-    int32_t *x = m->h_idx;
+// The host index arrays of the step's extents (all but the embedding's) into x: T padded frames
+// (T2 = ceil(T / 2) stacked), U1 label positions. Frames at or past Tb (the batch's own frames)
+// are cut off both ways: StackTime reads zeros for them (the reference pads to an even count with
+// zeros there), and the stacked input's gradient does not flow back into them (the reference has
+// no such frames; a padded step's later frames must not reach the earlier ones' gradients).
+static void fill_shape_idx(const rnnt_plan_dims *d, const size_t *off, int32_t *x, int Tb, int T, int T2, int U1) {
+    const int B = d->B;
     for (int t2 = 0; t2 < T2; t2++)
         for (int b = 0; b < B; b++)
             for (int h = 0; h < 2; h++)
-                x[off[R_STACK] + ((size_t)t2 * B + b) * 2 + h] = 2 * t2 + h < T ? (2 * t2 + h) * B + b : -1;
+                x[off[R_STACK] + ((size_t)t2 * B + b) * 2 + h] = 2 * t2 + h < Tb ? (2 * t2 + h) * B + b : -1;
     for (int t = 0; t < T; t++)
-        for (int b = 0; b < B; b++) x[off[R_UNSTACK] + (size_t)t * B + b] = ((t / 2) * B + b) * 2 + t % 2;
+        for (int b = 0; b < B; b++) x[off[R_UNSTACK] + (size_t)t * B + b] = t < Tb ? ((t / 2) * B + b) * 2 + t % 2 : -1;
     for (int t = 0; t < T2; t++)
         for (int b = 0; b < B; b++) {
             x[off[R_FT] + (size_t)b * T2 + t] = t * B + b;
@@ -279,8 +312,8 @@ static void fill_shape_idx(rnnt_model *m, const size_t *off, int T, int T2, int 
 
 // The encoder's forward on the uploaded index arrays: feat (in t: x0 on bf16) -> pre_rnn -> the
 // stacking -> post_rnn -> joint_enc -> f (B, T2, J); *x gets pre_rnn's input (the backward's).
-static int encoder_fwd(rnnt_model *m, const size_t *off, int T, const tk_dropout *Dpre, const tk_dropout *Dpost,
-                       const void **x, tk_err *e) {
+static int encoder_fwd(rnnt_model *m, const int32_t *idx, const size_t *off, int T, const tk_dropout *Dpre,
+                       const tk_dropout *Dpost, const void **x, tk_err *e) {
     const rnnt_model_cfg *c = &m->cfg;
     const int T2 = (T + 1) / 2, B = m->B, E = m->E, J = m->J;
     const tk_dtype t = m->t;
@@ -296,11 +329,11 @@ static int encoder_fwd(rnnt_model *m, const size_t *off, int T, const tk_dropout
         *x = m->x0;
     }
     if (tk_lstm_fwd(m->c, t, &spre, &wpre, NULL, *x, NULL, NULL, Dpre, m->y1, NULL, NULL, m->ws_pre, e) ||
-        gather(m, m->y1, t, off[R_STACK], (int64_t)T2 * B * 2, m->x2, E, e) ||
+        gather(m, m->y1, t, idx + off[R_STACK], (int64_t)T2 * B * 2, m->x2, E, e) ||
         tk_lstm_fwd(m->c, t, &spost, &wpost, NULL, m->x2, NULL, NULL, Dpost, m->y2, NULL, NULL, m->ws_post, e) ||
         rnnt_mm(m, T2 * B, J, E, 0, 1, m->y2, rnnt_wt(m, m->p_je_w), m->fe_tm, t, TK_EPI_BIAS, rnnt_wt(m, m->p_je_b),
                 NULL, e) ||
-        gather(m, m->fe_tm, t, off[R_FT], (int64_t)B * T2, m->f, J, e))
+        gather(m, m->fe_tm, t, idx + off[R_FT], (int64_t)B * T2, m->f, J, e))
         return e->code ? e->code : TK_EINTERNAL;
     return 0;
 }
@@ -309,20 +342,24 @@ int rnnt_model_encode(rnnt_model *m, int T, int *T2p, tk_err *e) {
     if (T < 1 || T > m->cfg.max_frames)
         return tk_err_set(e, TK_EINTERNAL, "rnnt: %d frames (1 .. %d)", T, m->cfg.max_frames);
     size_t off[R_N + 1];
-    regions(m, off);
-    fill_shape_idx(m, off, T, (T + 1) / 2, 1);
-    if (tk_memcpy_h2d(m->c, m->idx, m->h_idx, off[R_N] * 4, 0, e)) return e->code;
+    regions(&m->pd, off);
+    const plan_ptrs h = plan_at(&m->pd, m->h_plan), d = plan_at(&m->pd, m->plan);
+    fill_shape_idx(&m->pd, off, h.idx, T, T, (T + 1) / 2, 1);
+    if (tk_memcpy_h2d(m->c, d.idx, h.idx, off[R_N] * 4, 0, e)) return e->code;
     *T2p = (T + 1) / 2;
     const void *x;
-    return encoder_fwd(m, off, T, NULL, NULL, &x, e);
+    return encoder_fwd(m, d.idx, off, T, NULL, NULL, &x, e);
 }
 
-// The batch's host values checked, the index arrays, lengths, labels and row0 uploaded.
-static int upload(rnnt_model *m, const rnnt_step_batch *bt, const size_t *off, tk_err *e) {
-    const int B = m->B, T = bt->T, U = bt->U, T2 = (T + 1) / 2, U1 = U + 1, V = m->V;
-    if (T < 1 || T > m->cfg.max_frames || U < 0 || U > m->cfg.max_labels)
-        return tk_err_set(e, TK_EINTERNAL, "rnnt: batch of %d frames, %d labels (at most %d, %d)", T, U,
-                          m->cfg.max_frames, m->cfg.max_labels);
+static int64_t round_up(int64_t v, int64_t q) { return q > 1 ? (v + q - 1) / q * q : v; }
+
+int rnnt_plan_fill(const rnnt_plan_dims *d, const rnnt_step_batch *bt, const rnnt_plan_pad *pad, void *plan,
+                   rnnt_plan_shape *shape, tk_err *e) {
+    const int B = d->B, T = bt->T, U = bt->U, V = d->V;
+    if (T < 1 || T > d->Tmax || U < 0 || U > d->Umax)
+        return tk_err_set(e, TK_EINTERNAL, "rnnt: batch of %d frames, %d labels (at most %d, %d)", T, U, d->Tmax,
+                          d->Umax);
+    const plan_ptrs p = plan_at(d, plan);
     for (int b = 0; b < B; b++) {
         if (bt->feat_len[b] < 1 || bt->feat_len[b] > T || bt->lab_len[b] < 0 || bt->lab_len[b] > U)
             return tk_err_set(e, TK_EINTERNAL, "rnnt: utterance %d: %d frames, %d labels (at most %d, %d)", b,
@@ -331,14 +368,23 @@ static int upload(rnnt_model *m, const rnnt_step_batch *bt, const size_t *off, t
             if (bt->labels[(size_t)b * U + u] < 0 || bt->labels[(size_t)b * U + u] >= V - 1)
                 return tk_err_set(e, TK_EINTERNAL, "rnnt: utterance %d: label %d at %d (want 0 .. %d)", b,
                                   bt->labels[(size_t)b * U + u], u, V - 2);
-        m->h_T2[b] = rnnt_stacked_len(bt->feat_len[b]);
+        p.T2[b] = rnnt_stacked_len(bt->feat_len[b]);
+        p.U[b] = bt->lab_len[b];
     }
-    fill_shape_idx(m, off, T, T2, U1);
-    int32_t *x = m->h_idx;
+    // the padded extents (at most the model's)
+    const int Tp = pad ? (int)(round_up(T, pad->T) < d->Tmax ? round_up(T, pad->T) : d->Tmax) : T;
+    const int Up = pad ? (int)(round_up(U, pad->U) < d->Umax ? round_up(U, pad->U) : d->Umax) : U;
+    const int T2p = (Tp + 1) / 2, U1 = Up + 1;
+    size_t off[R_N + 1];
+    regions(d, off);
+    fill_shape_idx(d, off, p.idx, T, Tp, T2p, U1);
+    int32_t *x = p.idx;
     for (int u = 0; u < U1; u++)
         for (int b = 0; b < B; b++)
             x[off[R_EMB] + (size_t)u * B + b] =
                 u == 0 || u - 1 >= bt->lab_len[b] ? -1 : bt->labels[(size_t)b * U + u - 1];
+    for (int b = 0; b < B; b++)
+        for (int u = 0; u < Up; u++) p.lab[(size_t)b * Up + u] = u < U ? bt->labels[(size_t)b * U + u] : 0;
     // The embedding's gradient: the rows (u, b) of each label, labels in ascending order.
     int32_t *pos = x + off[R_POS], *so = x + off[R_OFF], *sr = x + off[R_ROW];
     int nseg = 0, k = 0;
@@ -354,30 +400,49 @@ static int upload(rnnt_model *m, const rnnt_step_batch *bt, const size_t *off, t
             k += n;
         }
     so[nseg] = k;
-    for (int u = 1; u < U1; u++)
+    for (int u = 1; u <= U; u++)
         for (int b = 0; b < B; b++)
             if (u - 1 < bt->lab_len[b]) pos[cnt[bt->labels[(size_t)b * U + u - 1]]++] = u * B + b;
     free(cnt);
-    const int64_t rows = tk_rnnt_layout(B, T2, U, m->h_T2, bt->lab_len, 1, m->h_row0, e);
+    const int64_t rows = tk_rnnt_layout(B, T2p, Up, p.T2, p.U, 1, p.row0, e);
     if (rows < 0) return e->code;
-    if (rows > m->rows_max)
+    if (rows > d->rows_max)
         return tk_err_set(e, TK_EDATA, "rnnt: a batch of %lld lattice cells, more than the model's %lld", (long long)rows,
-                          (long long)m->rows_max);
-    m->T = T, m->U = U, m->T2 = T2, m->rows = rows;
-    m->nseg_ = nseg, m->nitems_ = k;
-    if (tk_memcpy_h2d(m->c, m->idx, m->h_idx, off[R_N] * 4, 0, e) ||
-        tk_memcpy_h2d(m->c, m->d_T, m->h_T2, (size_t)B * 4, 0, e) ||
-        tk_memcpy_h2d(m->c, m->d_U, bt->lab_len, (size_t)B * 4, 0, e) ||
-        (U && tk_memcpy_h2d(m->c, m->d_lab, bt->labels, (size_t)B * U * 4, 0, e)) ||
-        tk_memcpy_h2d(m->c, m->d_row0, m->h_row0, (size_t)(B + 1) * 8, 0, e))
-        return e->code;
+                          (long long)d->rows_max);
+    // the joint's rows: the lattice's; with pad->levels, the next of `levels` even steps up to the
+    // padded extents' whole lattice B T2p (Up + 1), at most rows_max
+    int64_t cap = rows, key = -1;
+    if (pad && pad->levels > 0) {
+        const int64_t full = (int64_t)B * T2p * U1, q = (full + pad->levels - 1) / pad->levels, lev = (rows + q - 1) / q;
+        cap = lev * q < d->rows_max ? lev * q : d->rows_max;
+        key = ((int64_t)Tp * (d->Umax + 1) + Up) * (pad->levels + 1) + lev;
+    }
+    const int64_t hdr[H_N] = {T, U, Tp, Up, rows, cap, nseg, key};
+    memcpy(p.hdr, hdr, sizeof hdr);
+    rnnt_plan_shape_of(plan, shape);
     return 0;
 }
 
 int rnnt_model_step(rnnt_model *m, const rnnt_step_batch *bt, float scale, int train, tk_err *e) {
+    rnnt_plan_shape s;
+    if (rnnt_plan_fill(&m->pd, bt, NULL, m->h_plan, &s, e) ||
+        tk_memcpy_h2d(m->c, m->plan, m->h_plan, m->plan_bytes, 0, e))
+        return e->code ? e->code : TK_EINTERNAL;
+    return rnnt_model_step_plan(m, m->plan, &s, scale, train, e);
+}
+
+int rnnt_model_step_plan(rnnt_model *m, const void *plan, const rnnt_plan_shape *s, float scale, int train,
+                         tk_err *e) {
+    if (s->Tp < 1 || s->Tp > m->cfg.max_frames || s->Up < 0 || s->Up > m->cfg.max_labels || s->rows_cap < 1 ||
+        s->rows_cap > m->rows_max)
+        return tk_err_set(e, TK_EINTERNAL, "rnnt: a step of %d frames, %d labels, %lld rows (at most %d, %d, %lld)",
+                          s->Tp, s->Up, (long long)s->rows_cap, m->cfg.max_frames, m->cfg.max_labels,
+                          (long long)m->rows_max);
     size_t off[R_N + 1];
-    regions(m, off);
-    if (upload(m, bt, off, e)) return e->code;
+    regions(&m->pd, off);
+    const plan_ptrs p = plan_at(&m->pd, plan);
+    const int32_t *idx = p.idx;
+    m->T = s->Tp, m->U = s->Up, m->T2 = (s->Tp + 1) / 2, m->rows = s->rows_cap;
     const rnnt_model_cfg *c = &m->cfg;
     const int B = m->B, E = m->E, Pn = m->P_, J = m->J, V = m->V, T = m->T, T2 = m->T2, U1 = m->U + 1;
     const tk_dtype t = m->t;
@@ -393,19 +458,19 @@ int rnnt_model_step(rnnt_model *m, const rnnt_step_batch *bt, float scale, int t
                ddec = drop_of(m, c->pred_dropout, m->site_dec), djoint = drop_of(m, c->joint_dropout, m->site_joint);
     const tk_dropout *Dpre = train ? &dpre : NULL, *Dpost = train ? &dpost : NULL, *Ddec = train ? &ddec : NULL,
                      *Djoint = train ? &djoint : NULL;
-    tk_rnnt_lay L = {B, T2, m->U, 1, m->rows, m->d_T, m->d_U, m->d_row0};
+    tk_rnnt_lay L = {B, T2, m->U, 1, m->rows, p.T2, p.U, p.row0};
     const void *x;
     // forward
-    if (encoder_fwd(m, off, T, Dpre, Dpost, &x, e) ||
-        gather(m, rnnt_wf(m, m->p_embed), TK_F32, off[R_EMB], (int64_t)U1 * B, m->emb, Pn, e) ||
+    if (encoder_fwd(m, idx, off, T, Dpre, Dpost, &x, e) ||
+        gather(m, rnnt_wf(m, m->p_embed), TK_F32, idx + off[R_EMB], (int64_t)U1 * B, m->emb, Pn, e) ||
         tk_lstm_fwd(m->c, t, &sdec, &wdec, NULL, m->emb, NULL, NULL, Ddec, m->gp, NULL, NULL, m->ws_dec, e) ||
         rnnt_mm(m, U1 * B, J, Pn, 0, 1, m->gp, rnnt_wt(m, m->p_jp_w), m->gj_tm, t, TK_EPI_BIAS, rnnt_wt(m, m->p_jp_b),
                 NULL, e) ||
-        gather(m, m->gj_tm, t, off[R_GT], (int64_t)B * U1, m->g, J, e) ||
+        gather(m, m->gj_tm, t, idx + off[R_GT], (int64_t)B * U1, m->g, J, e) ||
         tk_rnnt_joint_fwd(m->c, t, &L, J, m->f, m->g, Djoint, m->h, e) ||
         rnnt_mm(m, (int)m->rows, V, J, 0, 1, m->h, rnnt_wt(m, m->p_out_w), m->z, t, TK_EPI_BIAS,
                 rnnt_wt(m, m->p_out_b), NULL, e) ||
-        tk_rnnt_loss(m->c, t, &L, V, V - 1, m->d_lab, m->z, scale, m->loss_acc, m->loss, m->costs, m->z, m->ws_loss, e))
+        tk_rnnt_loss(m->c, t, &L, V, V - 1, p.lab, m->z, scale, m->loss_acc, m->loss, m->costs, m->z, m->ws_loss, e))
         return e->code ? e->code : TK_EINTERNAL;
     // backward (the LSTMs add into their gradients: all zeroed first)
     if (tk_memset0(m->c, m->P->dense_g, m->P->dense_n * 4, 0, e) ||
@@ -414,25 +479,29 @@ int rnnt_model_step(rnnt_model *m, const rnnt_step_batch *bt, float scale, int t
         rnnt_mm(m, (int)m->rows, J, V, 0, 0, m->z, rnnt_wt(m, m->p_out_w), m->h, t, TK_EPI_NONE, NULL, NULL, e) ||
         tk_rnnt_joint_bwd(m->c, t, &L, J, m->f, m->g, Djoint, m->h, m->df, m->dg, e) ||
         // encoder side
-        gather(m, m->df, t, off[R_FTB], (int64_t)T2 * B, m->fe_tm, J, e) ||
+        gather(m, m->df, t, idx + off[R_FTB], (int64_t)T2 * B, m->fe_tm, J, e) ||
         rnnt_mm(m, J, E, T2 * B, 1, 0, m->fe_tm, m->y2, gf(m, m->p_je_w), TK_F32, TK_EPI_BGRADB, NULL,
                 gf(m, m->p_je_b), e) ||
         rnnt_mm(m, T2 * B, E, J, 0, 0, m->fe_tm, rnnt_wt(m, m->p_je_w), m->d1, t, TK_EPI_NONE, NULL, NULL, e) ||
         tk_lstm_bwd(m->c, t, &spost, &wpost, NULL, m->x2, Dpost, m->d1, NULL, NULL, m->d2, NULL, NULL, &gpost,
                     m->ws_post, e) ||
-        gather(m, m->d2, t, off[R_UNSTACK], (int64_t)T * B, m->d1, E, e) ||
+        gather(m, m->d2, t, idx + off[R_UNSTACK], (int64_t)T * B, m->d1, E, e) ||
         tk_lstm_bwd(m->c, t, &spre, &wpre, NULL, x, Dpre, m->d1, NULL, NULL, NULL, NULL, NULL, &gpre, m->ws_pre, e) ||
         // prediction side
-        gather(m, m->dg, t, off[R_GTB], (int64_t)U1 * B, m->gj_tm, J, e) ||
+        gather(m, m->dg, t, idx + off[R_GTB], (int64_t)U1 * B, m->gj_tm, J, e) ||
         rnnt_mm(m, J, Pn, U1 * B, 1, 0, m->gj_tm, m->gp, gf(m, m->p_jp_w), TK_F32, TK_EPI_BGRADB, NULL,
                 gf(m, m->p_jp_b), e) ||
         rnnt_mm(m, U1 * B, Pn, J, 0, 0, m->gj_tm, rnnt_wt(m, m->p_jp_w), m->d2, t, TK_EPI_NONE, NULL, NULL, e) ||
         tk_lstm_bwd(m->c, t, &sdec, &wdec, NULL, m->emb, Ddec, m->d2, NULL, NULL, m->d1, NULL, NULL, &gdec,
                     m->ws_dec, e))
         return e->code ? e->code : TK_EINTERNAL;
-    if (m->nseg_ &&
-        tk_rows_segsum(m->c, m->d1, t, m->idx + off[R_POS], m->idx + off[R_OFF], m->idx + off[R_ROW], m->nseg_, NULL,
-                       m->nitems_, Pn, gf(m, m->p_embed), m->ws_seg, e))
+    // the embedding's rows: the plan's segments, their count read when the op runs (at most one a
+    // label position, at most the V - 1 embedded labels)
+    const int64_t items = (int64_t)m->U * B;
+    const int nseg = (int)(items < V - 1 ? items : V - 1);
+    if (nseg > 0 &&
+        tk_rows_segsum(m->c, m->d1, t, idx + off[R_POS], idx + off[R_OFF], idx + off[R_ROW], nseg, p.hdr + H_NSEG,
+                       items, Pn, gf(m, m->p_embed), m->ws_seg, e))
         return e->code;
     return 0;
 }

@@ -83,8 +83,53 @@ typedef struct rnnt_model_cfg {
     uint64_t seed;                // dropout masks
 } rnnt_model_cfg;
 
+// One step's batch: padded extents T <= Tmax frames (feat's first T rows used), U <= Umax labels;
+// host arrays: feat_len (B) frames, lab_len (B) labels, labels (B, U) row-major (values in
+// [0, V - 1), the blank never). The features are in m->feat.
+typedef struct rnnt_step_batch {
+    int T, U;
+    const int *feat_len, *lab_len, *labels;
+} rnnt_step_batch;
+
+// ---- the step's plan ----
+// What a step computes on the host from its batch (the gathers' index arrays, the lengths, the
+// labels, the lattice's row0, the embedding gradient's segments), in one buffer of rnnt_plan_bytes
+// bytes: rnnt_plan_fill builds it (a loader thread can, beside the batch), rnnt_model_step_plan
+// reads it in the backend's memory and nothing else of the batch, so that the step can be
+// captured in a CUDA graph whose launches depend only on the plan's padded extents (its key).
+// The extents of the model a plan is for (rnnt_model_plan_dims of its cfg):
+typedef struct rnnt_plan_dims {
+    int B, Tmax, Umax, V;         // cfg's b, max_frames, max_labels, n_classes
+    int64_t rows_max;             // the joint's rows at most (cfg.max_rows, else B ceil(Tmax / 2) (Umax + 1))
+} rnnt_plan_dims;
+// How a plan pads the batch's extents: frames T up to a multiple of T, labels U up to a multiple of
+// U (both at most the model's); levels > 0: the joint's rows up to the next of `levels` even steps
+// of the padded extents' whole lattice (B ceil(Tp / 2) (Up + 1)), at most rows_max. A padded
+// step computes the same loss and gradients as the unpadded one (the LSTMs are causal and every
+// padded frame, label position and row is zero or masked: model.c), bit for bit on the cpu.
+typedef struct rnnt_plan_pad {
+    int T, U, levels;
+} rnnt_plan_pad;
+// A plan's extents (its header, host-readable with rnnt_plan_shape_of).
+typedef struct rnnt_plan_shape {
+    int T, U;                     // the batch's frames and labels (its longest utterance's)
+    int Tp, Up;                   // the step's (padded) extents
+    int64_t rows, rows_cap;       // the lattice's cells, the joint's rows the step runs at
+    int64_t key;                  // the step's CUDA graph key: one for each (Tp, Up, rows_cap); -1
+                                  // for a plan without row levels (rows_cap = rows)
+} rnnt_plan_shape;
+rnnt_plan_dims rnnt_model_plan_dims(const rnnt_model_cfg *cfg);
+size_t rnnt_plan_bytes(const rnnt_plan_dims *d);
+// The plan (host memory, rnnt_plan_bytes, 8-byte aligned) of batch bt (host arrays) padded by pad
+// (NULL: the batch's own extents); *s its extents. TK_EINTERNAL for lengths or labels out of range,
+// TK_EDATA for a batch of more lattice cells than rows_max.
+int rnnt_plan_fill(const rnnt_plan_dims *d, const rnnt_step_batch *bt, const rnnt_plan_pad *pad, void *plan,
+                   rnnt_plan_shape *s, tk_err *e);
+void rnnt_plan_shape_of(const void *plan, rnnt_plan_shape *s);
+
 typedef struct rnnt_model {
     rnnt_model_cfg cfg;
+    rnnt_plan_dims pd;
     tk_ctx *c;
     tk_params *P;
     tk_dtype t;
@@ -106,30 +151,14 @@ typedef struct rnnt_model {
     void *df, *dg;                // gradients of f, g
     void *d1, *d2;                // scratch gradients: the largest of (T2 B, 2E), (T B, E), ((U+1) B, P)
     void *ws_pre, *ws_post, *ws_dec, *ws_loss, *ws_seg;
-    int32_t *idx;                 // index arrays of the gathers (device)
-    int *d_T, *d_U, *d_lab;       // lengths (B), labels (B, Umax) (device)
-    int64_t *d_row0;              // (B + 1)
+    void *plan, *h_plan;          // rnnt_model_step's and rnnt_model_encode's plan (device; host)
     float *loss, *costs;          // (1), (B)
-    // host scratch
-    int32_t *h_idx;
-    int64_t *h_row0;
-    int *h_T2;
-    size_t idx_n, ws_loss_bytes, ws_seg_bytes;
+    size_t plan_bytes, ws_loss_bytes, ws_seg_bytes;
     int64_t rows_max;
-    // the last step's shapes
+    // the last step's extents (padded) and joint rows
     int T, U, T2;
     int64_t rows;
-    int nseg_;                    // the embedding gradient's segments (distinct labels) and items
-    int64_t nitems_;
 } rnnt_model;
-
-// One step's batch: padded extents T <= Tmax frames (feat's first T rows used), U <= Umax labels;
-// host arrays: feat_len (B) frames, lab_len (B) labels, labels (B, U) row-major (values in
-// [0, V - 1), the blank never). The features are in m->feat.
-typedef struct rnnt_step_batch {
-    int T, U;
-    const int *feat_len, *lab_len, *labels;
-} rnnt_step_batch;
 
 // The reference's sizes (above) at b utterances of at most max_frames frames and max_labels labels.
 rnnt_model_cfg rnnt_model_cfg_default(int b, int max_frames, int max_labels);
@@ -146,10 +175,14 @@ int64_t rnnt_model_ref_count(const rnnt_model_cfg *cfg);
 // One training step's forward and backward: every dense gradient overwritten; the loss (scale
 // sum_b nll_b, scale = 1 / global batch in training) in m->loss (device), added to m->loss_acc
 // when set. train 0: no dropout (the evaluation's forward; the gradients still computed).
-// The batch's lengths, labels and the gathers' index arrays are built on the host and copied in
-// (synchronous copies): the step as it is cannot be captured into a CUDA graph; a caller that
-// wants one stages those arrays itself at fixed shapes.
+// The batch's plan (its own extents) is built on the host and copied in (a synchronous copy), then
+// rnnt_model_step_plan runs: not capturable.
 int rnnt_model_step(rnnt_model *m, const rnnt_step_batch *bt, float scale, int train, tk_err *e);
+// The same step from a plan already in the backend's memory (plan; s its extents, as filled):
+// reads nothing else of the batch and queues launches that depend only on s's Tp, Up and rows_cap
+// (capturable: a CUDA graph of the step replays for every plan of the same key).
+int rnnt_model_step_plan(rnnt_model *m, const void *plan, const rnnt_plan_shape *s, float scale, int train,
+                         tk_err *e);
 // The encoder alone (evaluation: no dropout) on m->feat of T frames: m->f (B, T2, J) in t, the
 // joint_enc projections the decoder reads; *T2 = ceil(T / 2).
 int rnnt_model_encode(rnnt_model *m, int T, int *T2, tk_err *e);

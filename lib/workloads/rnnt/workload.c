@@ -21,8 +21,19 @@
 //    meta names (spm_model: prep librispeech trains it and writes it beside the records, as
 //    librispeechN.model), looked up in the folder of the first evaluation file.
 //
-// The step is not captured in a CUDA graph (graph_key -1): the features' and the model's shapes
-// follow each batch's lengths, and both copy per-batch host arrays (offsets, lengths, labels).
+// The training step is one CUDA graph per key (graph_key): each batch's loader thread builds, beside
+// the batch, its plan (an extra field "batch.plan": the features' offsets, rates, frame counts and
+// epoch, data.h rnnt_feat_plan; the model's index arrays, lengths, labels, lattice rows and
+// embedding segments, model.h rnnt_plan_fill; the transpose's rows), padded to extents that are
+// multiples of RNNT_PAD_FRAMES output frames and RNNT_PAD_LABELS labels, the joint's rows rounded
+// up to one of RNNT_ROW_LEVELS steps of the padded lattice. The engine copies it to the device with
+// the batch; the step (features, then the model's forward and backward) reads only device memory,
+// its launches depending only on the padded extents: the key is (Tp, Up, rows level), a bounded
+// number of graphs (the engine keeps 64). The padded step computes the unpadded one's values (the
+// time masks over the batch's own frames, StackTime's zeros past them, the LSTMs causal, padded
+// rows and label positions zero; test_rnnt_model padded_step_is_the_step, test_melfeat
+// melfeat_padded_call); the cost is the padding's work. The evaluation's features and decoding
+// stay eager (decode.c captures its own loop).
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -38,11 +49,13 @@
 #include "workloads/rnnt/decode.h"
 #include "workloads/rnnt/mllog.h"
 #include "workloads/rnnt/model.h"
+#include "workloads/rnnt/workload.h"
 
 static const char *const rnnt_precisions[] = {"fp32", "bf16", NULL};
 static const char *const rnnt_sections[] = {"eval", NULL};
 
 #define RNNT_MAX_PER_STEP 30 // the reference's max_symbols_per_step (MLPerf's decoder)
+#define RNNT_F_PLAN RNNT_NFIELDS // the batch's extra field
 
 typedef struct rnnt_wl_cfg {
     rnnt_model_cfg net;          // b, max_frames set by create
@@ -154,6 +167,60 @@ out:
 
 static void config_free(void *cfg) { free(cfg); }
 
+// The model's configuration at B utterances a step (create and the readers' plans agree on it):
+// frames the features of the longest utterance have, training (speed perturbed) or evaluation;
+// the joint's cells bounded by the training batches (the evaluation's longer utterances only
+// encode and decode): frames of max_duration at the fastest speed (10 ms hops, subsampled, stacked
+// by 2; a few frames of margin), times the labels + 1.
+static rnnt_model_cfg net_cfg(const rnnt_wl_cfg *cfg, int B) {
+    rnnt_model_cfg n = cfg->net;
+    const int64_t L = cfg->Lmax > cfg->Leval ? cfg->Lmax : cfg->Leval;
+    n.b = B, n.max_frames = (int)((rnnt_feat_frames_cap(&cfg->data, L) + cfg->data.sub - 1) / cfg->data.sub);
+    const double rmax = cfg->data.speed && cfg->data.speed_max > 1 ? cfg->data.speed_max : 1;
+    const int64_t Ttr = (int64_t)ceil((double)cfg->Lmax * rmax / 160.0 / cfg->data.sub) + 4;
+    n.max_rows = (int64_t)B * ((Ttr + 1) / 2) * (cfg->data.max_tokens + 1);
+    return n;
+}
+
+// The plan field: the features' plan, the model's, the transpose's rows (Tmax B int32).
+typedef struct plan_layout {
+    size_t model, spos, bytes;   // offsets (the features' at 0), the total
+} plan_layout;
+static plan_layout layout_of(const rnnt_model_cfg *n) {
+    const rnnt_plan_dims d = rnnt_model_plan_dims(n);
+    plan_layout l;
+    l.model = (rnnt_feat_plan_bytes(n->b) + 7) / 8 * 8;
+    l.spos = (l.model + rnnt_plan_bytes(&d) + 7) / 8 * 8;
+    l.bytes = l.spos + (size_t)n->max_frames * (size_t)n->b * 4;
+    return l;
+}
+
+// The plan of batch hb (host fields) into plan (plan_layout, host memory): lab scratch (B K).
+static int plan_fill(const rnnt_wl_cfg *cfg, const rnnt_model_cfg *n, const rnnt_batch *hb, int32_t *lab,
+                     char *plan, tk_err *e) {
+    const int B = n->b, K = cfg->data.max_tokens;
+    const plan_layout l = layout_of(n);
+    const int64_t Lfeat = cfg->Lmax > cfg->Leval ? cfg->Lmax : cfg->Leval;
+    TRY(rnnt_feat_plan_fill(&cfg->data, 1, B, hb, Lfeat, plan, e));
+    const rnnt_feat_plan fp = rnnt_feat_plan_at(plan, B);
+    // the labels (B, U) at the batch's longest transcript
+    int U = 0;
+    for (int b = 0; b < B; b++)
+        if (hb->ntok[b] > U) U = hb->ntok[b];
+    for (int b = 0; b < B; b++)
+        for (int u = 0; u < U; u++) lab[(size_t)b * U + u] = hb->tokens[(size_t)b * K + u];
+    const rnnt_step_batch bt = {*fp.T, U, fp.ylen, hb->ntok, lab};
+    const rnnt_plan_pad pad = {RNNT_PAD_FRAMES, RNNT_PAD_LABELS, RNNT_ROW_LEVELS};
+    const rnnt_plan_dims d = rnnt_model_plan_dims(n);
+    rnnt_plan_shape s;
+    TRY(rnnt_plan_fill(&d, &bt, &pad, plan + l.model, &s, e));
+    // the features (B, Tp, I) to time major (Tp, B, I): row t B + b from row b Tp + t
+    int32_t *spos = (int32_t *)(plan + l.spos);
+    for (int t = 0; t < s.Tp; t++)
+        for (int b = 0; b < B; b++) spos[(size_t)t * B + b] = b * s.Tp + t;
+    return 0;
+}
+
 // ---- the model ----
 
 typedef struct rnnt_wl {
@@ -166,15 +233,15 @@ typedef struct rnnt_wl {
     rnnt_decoder *dec;
     int64_t Tmax;                // feature frames at most (the model's max_frames)
     rnnt_field f[RNNT_NFIELDS];  // the batch's fields (K = cfg.data.max_tokens)
+    plan_layout lay;             // the plan field's
     tk_arena ar;                 // the workload's device buffers:
-    void *in[RNNT_NFIELDS];      // the batch's input fields
+    void *in[RNNT_NFIELDS + 1];  // the batch's input fields, the plan last
     float *y;                    // (B, Tmax, I) the features, batch major
-    int32_t *spos;               // (Tmax B) the transpose's rows
+    int32_t *spos;               // (Tmax B) the transpose's rows (evaluation)
     // host
-    rnnt_batch hs[2];            // the staging slots' batches (host copies; pcm unused)
-    void *hmem[2][RNNT_NFIELDS];
-    int slot;
-    int32_t *ylen, *h_spos, *lab;
+    rnnt_plan_shape shape[2];    // the staging slots' plans' extents
+    rnnt_plan_shape cur;         // the input's
+    int32_t *ylen, *h_spos;
 } rnnt_wl;
 
 static void wl_destroy(void *model) {
@@ -184,9 +251,7 @@ static void wl_destroy(void *model) {
     rnnt_model_destroy(w->m);
     rnnt_feat_destroy(w->feat);
     if (w->ar.base) tk_arena_release(w->c, &w->ar);
-    for (int s = 0; s < 2; s++)
-        for (int k = 0; k < RNNT_NFIELDS; k++) free(w->hmem[s][k]);
-    free(w->ylen), free(w->h_spos), free(w->lab);
+    free(w->ylen), free(w->h_spos);
     free(w);
 }
 
@@ -203,41 +268,43 @@ static int wl_create(const void *cfgp, const tk_wl_env *env, void **model, tk_er
     const int64_t L = cfg->Lmax > cfg->Leval ? cfg->Lmax : cfg->Leval;
     TRY(rnnt_feat_create(w->c, &cfg->data, w->B, L, &w->feat, e));
     w->Tmax = rnnt_feat_max_out(w->feat);
-    rnnt_model_cfg n = cfg->net;
-    n.b = w->B, n.max_frames = (int)w->Tmax;
-    // the joint's cells: the training batches' bound (the evaluation's longer utterances only
-    // encode and decode): frames of max_duration at the fastest speed (10 ms hops, subsampled,
-    // stacked by 2; a few frames of margin), times the labels + 1
-    const double rmax = cfg->data.speed && cfg->data.speed_max > 1 ? cfg->data.speed_max : 1;
-    const int64_t Ttr = (int64_t)ceil((double)cfg->Lmax * rmax / 160.0 / cfg->data.sub) + 4;
-    n.max_rows = (int64_t)w->B * ((Ttr + 1) / 2) * (cfg->data.max_tokens + 1);
+    const rnnt_model_cfg n = net_cfg(cfg, w->B);
+    if (n.max_frames != w->Tmax)
+        return tk_err_set(e, TK_EINTERNAL, "rnnt: %d frames for the model, %lld for the features", n.max_frames,
+                          (long long)w->Tmax);
     TRY(rnnt_model_create(&n, env, &w->m, e));
     TRY(rnnt_decoder_create(w->m, RNNT_MAX_PER_STEP, cfg->ev.max_symbols, w->c->backend == TK_BACKEND_CUDA, &w->dec,
                             e));
     rnnt_batch_fields(w->B, cfg->Lmax, cfg->data.max_tokens, w->f);
     const int I = w->m->I;
-    void **slot[RNNT_NFIELDS + 2];
-    size_t size[RNNT_NFIELDS + 2];
-    for (int k = 0; k < RNNT_NFIELDS; k++) {
-        slot[k] = &w->in[k];
-        size[k] = (size_t)w->f[k].count * tk_dtype_size(w->f[k].dtype);
-        for (int s = 0; s < 2; s++)
-            if (!(w->hmem[s][k] = calloc(k == RNNT_F_PCM ? 1 : size[k], 1)))
-                return tk_err_set(e, TK_EIO, "out of host memory");
-    }
-    slot[RNNT_NFIELDS] = (void **)&w->y, size[RNNT_NFIELDS] = (size_t)w->B * (size_t)w->Tmax * (size_t)I * 4;
-    slot[RNNT_NFIELDS + 1] = (void **)&w->spos, size[RNNT_NFIELDS + 1] = (size_t)w->B * (size_t)w->Tmax * 4;
+    w->lay = layout_of(&n);
+    w->cur.key = -1;
+    enum { NB = RNNT_NFIELDS + 3 };
+    void **slot[NB];
+    size_t size[NB];
+    for (int k = 0; k < RNNT_NFIELDS; k++) slot[k] = &w->in[k], size[k] = (size_t)w->f[k].count * tk_dtype_size(w->f[k].dtype);
+    slot[RNNT_F_PLAN] = &w->in[RNNT_F_PLAN], size[RNNT_F_PLAN] = w->lay.bytes;
+    slot[NB - 2] = (void **)&w->y, size[NB - 2] = (size_t)w->B * (size_t)w->Tmax * (size_t)I * 4;
+    slot[NB - 1] = (void **)&w->spos, size[NB - 1] = (size_t)w->B * (size_t)w->Tmax * 4;
     size_t total = 256;
-    for (int k = 0; k < RNNT_NFIELDS + 2; k++) total += (size[k] + 255) & ~(size_t)255;
+    for (int k = 0; k < NB; k++) total += (size[k] + 255) & ~(size_t)255;
     TRY(tk_arena_init(w->c, &w->ar, total, "rnnt", e));
-    for (int k = 0; k < RNNT_NFIELDS + 2; k++) TRY(tk_arena_take(&w->ar, size[k] ? size[k] : 1, slot[k], e));
+    for (int k = 0; k < NB; k++) TRY(tk_arena_take(&w->ar, size[k] ? size[k] : 1, slot[k], e));
     TRY(tk_memset0(w->c, w->ar.base, w->ar.cap, TK_STREAM_COMPUTE, e));
-    for (int s = 0; s < 2; s++) w->hs[s] = rnnt_batch_from_fields(w->hmem[s]);
     w->ylen = calloc((size_t)w->B, 4);
     w->h_spos = calloc((size_t)w->B * (size_t)w->Tmax, 4);
-    w->lab = calloc((size_t)w->B * (size_t)(cfg->data.max_tokens + 1), 4);
-    if (!w->ylen || !w->h_spos || !w->lab) return tk_err_set(e, TK_EIO, "out of host memory");
-    return tk_ctx_sync(w->c, e);
+    if (!w->ylen || !w->h_spos) return tk_err_set(e, TK_EIO, "out of host memory");
+    // The features once, eagerly, on a batch of one silent sample an utterance: cuFFT makes its
+    // plan on the first call, which a CUDA graph's capture (the first training step) cannot do.
+    int32_t *len = malloc((size_t)w->B * 4), *zero = calloc((size_t)w->B, 4);
+    float *rate = malloc((size_t)w->B * 4);
+    int rc = len && zero && rate ? 0 : tk_err_set(e, TK_EIO, "out of host memory");
+    for (int b = 0; !rc && b < w->B; b++) len[b] = 1, rate[b] = 1;
+    const rnnt_batch hb = {.len = len, .utt = zero, .rate = rate, .ntok = zero, .epoch = zero};
+    int64_t T;
+    if (!rc) rc = rnnt_features(w->feat, 0, w->B, &hb, w->in[RNNT_F_PCM], w->y, w->ylen, NULL, &T, e);
+    free(len), free(zero), free(rate);
+    return rc ? rc : tk_ctx_sync(w->c, e);
 }
 
 static int wl_init_weights(void *model, uint64_t seed, tk_err *e) { return rnnt_model_init(((rnnt_wl *)model)->m, seed, e); }
@@ -246,26 +313,26 @@ static int wl_weights_loaded(void *model, tk_err *e) {
     return tk_params_refresh_copy(((rnnt_wl *)model)->m->P, e); // (the bf16 compute copy)
 }
 
-// The batch: the reader's fields as it writes them (data.h); the features are computed in the step.
+// The batch: the reader's fields as it writes them (data.h), then the step's plan (bytes); the
+// features are computed in the step.
 static int wl_batch(const void *model, tk_wl_field *f) {
     const rnnt_wl *w = model;
     for (int k = 0; k < RNNT_NFIELDS; k++)
         f[k] = (tk_wl_field){w->f[k].name, w->f[k].dtype, 1, {w->f[k].count}, w->in[k]};
-    return RNNT_NFIELDS;
+    f[RNNT_F_PLAN] = (tk_wl_field){"batch.plan", TK_U8, 1, {(int64_t)w->lay.bytes}, w->in[RNNT_F_PLAN]};
+    return RNNT_NFIELDS + 1;
 }
 
-// The host fields of a staged batch (every one but the audio) kept for its step: the features and
-// the model read lengths, rates and labels on the host.
+// A staged batch's plan extents (its step's shapes and graph key), read from the host plan.
 static void wl_host_batch(void *model, int slot, void *const *fields) {
     rnnt_wl *w = model;
-    for (int k = 0; k < RNNT_NFIELDS; k++)
-        if (k != RNNT_F_PCM)
-            memcpy(w->hmem[slot][k], fields[k], (size_t)w->f[k].count * tk_dtype_size(w->f[k].dtype));
+    rnnt_plan_shape_of((const char *)fields[RNNT_F_PLAN] + w->lay.model, &w->shape[slot & 1]);
 }
 
 static int wl_use(void *model, int slot, tk_err *e) {
     (void)e;
-    ((rnnt_wl *)model)->slot = slot;
+    rnnt_wl *w = model;
+    w->cur = w->shape[slot & 1];
     return 0;
 }
 
@@ -286,28 +353,49 @@ static int features(rnnt_wl *w, int train, const rnnt_batch *hb, const float *pc
 
 // ---- the training step ----
 
+// The step of the input batch from its plan (device memory only; shapes: the plan's padded
+// extents): the features at Tp output frames (Tp sub STFT frames, at most the buffers'), time
+// major, then the model's forward and backward.
 static int wl_step(void *model, tk_err *e) {
     rnnt_wl *w = model;
-    const rnnt_batch *hb = &w->hs[w->slot];
-    const int B = w->B, K = w->cfg.data.max_tokens;
-    int T;
-    TRY(features(w, 1, hb, w->in[RNNT_F_PCM], &T, e));
-    // the labels (B, U) at the batch's longest transcript
-    int U = 0;
-    for (int b = 0; b < B; b++)
-        if (hb->ntok[b] > U) U = hb->ntok[b];
-    for (int b = 0; b < B; b++)
-        for (int u = 0; u < U; u++) w->lab[(size_t)b * U + u] = hb->tokens[(size_t)b * K + u];
-    rnnt_step_batch bt = {T, U, w->ylen, hb->ntok, w->lab};
+    const rnnt_plan_shape *s = &w->cur;
+    const int B = w->B, sub = w->cfg.data.sub;
+    if (s->Tp < 1) return tk_err_set(e, TK_EINTERNAL, "rnnt: a step before any batch");
+    const char *plan = w->in[RNNT_F_PLAN];
+    const int64_t Fcap = rnnt_feat_frames_cap(&w->cfg.data, w->cfg.Lmax > w->cfg.Leval ? w->cfg.Lmax : w->cfg.Leval);
+    const int Fp = (int64_t)s->Tp * sub < Fcap ? s->Tp * sub : (int)Fcap;
+    TRY(rnnt_features_plan(w->feat, 1, B, plan, w->in[RNNT_F_PCM], Fp, s->Tp, w->y, e));
+    TRY(tk_rows_copy(w->c, w->y, TK_F32, (const int32_t *)(plan + w->lay.spos), w->m->feat, TK_F32, NULL,
+                     (int64_t)s->Tp * B, NULL, w->m->I, e));
     // this rank's share of the global batch's mean loss
     const float scale = (float)(1.0 / (double)(w->cfg.batch > 0 ? w->cfg.batch : B));
-    return rnnt_model_step(w->m, &bt, scale, 1, e);
+    return rnnt_model_step_plan(w->m, plan + w->lay.model, s, scale, 1, e);
 }
 
-// Eager: the features' and the model's shapes follow the batch, and both copy host arrays.
-static int64_t wl_graph_key(void *model) {
-    (void)model;
-    return -1;
+// One graph per plan key: the padded frames, labels and row level.
+static int64_t wl_graph_key(void *model) { return ((rnnt_wl *)model)->cur.key; }
+
+int rnnt_wl_input(void *model, void *const *fields, tk_err *e) {
+    rnnt_wl *w = model;
+    const rnnt_model_cfg n = net_cfg(&w->cfg, w->B);
+    char *plan = malloc(w->lay.bytes);
+    int32_t *lab = malloc((size_t)w->B * (size_t)(w->cfg.data.max_tokens + 1) * 4);
+    const rnnt_batch hb = rnnt_batch_from_fields(fields);
+    int rc = plan && lab ? 0 : tk_err_set(e, TK_EIO, "out of host memory");
+    if (!rc) rc = plan_fill(&w->cfg, &n, &hb, lab, plan, e);
+    for (int k = 0; k < RNNT_NFIELDS && !rc; k++)
+        rc = tk_memcpy_h2d(w->c, w->in[k], fields[k], (size_t)w->f[k].count * tk_dtype_size(w->f[k].dtype),
+                           TK_STREAM_COMPUTE, e);
+    if (!rc) rc = tk_memcpy_h2d(w->c, w->in[RNNT_F_PLAN], plan, w->lay.bytes, TK_STREAM_COMPUTE, e);
+    if (!rc) {
+        void *f[RNNT_NFIELDS + 1];
+        memcpy(f, fields, RNNT_NFIELDS * sizeof *f);
+        f[RNNT_F_PLAN] = plan;
+        wl_host_batch(w, 0, f);
+        rc = wl_use(w, 0, e);
+    }
+    free(plan), free(lab);
+    return rc;
 }
 
 // ---- the training reader ----
@@ -352,9 +440,12 @@ static void dataset_put(rnnt_dataset *d) {
 }
 
 typedef struct rnnt_rd {
+    const rnnt_wl_cfg *cfg;
     rnnt_dataset *d;
     rnnt_reader *r;
     int64_t room, Ld;            // the field's samples (B Lmax) and the batch's (B, the data's longest)
+    rnnt_model_cfg net;          // the model's (its plan's extents)
+    int32_t *lab;                // (B K) the plan's labels
 } rnnt_rd;
 
 static void rd_close(void *p) {
@@ -362,7 +453,7 @@ static void rd_close(void *p) {
     if (!r) return;
     rnnt_reader_close(r->r);
     if (r->d) dataset_put(r->d);
-    free(r);
+    free(r->lab), free(r);
 }
 
 static int rd_open(const void *cfgp, int rank, int world, char *const *paths, int npaths, void **out, tk_err *e) {
@@ -385,6 +476,9 @@ static int rd_open(const void *cfgp, int rank, int world, char *const *paths, in
     if (!rc) {
         const int b = rnnt_reader_per_rank(r->r);
         r->room = (int64_t)b * cfg->Lmax, r->Ld = (int64_t)b * Ld;
+        r->cfg = cfg, r->net = net_cfg(cfg, b);
+        if (!(r->lab = calloc((size_t)b * (size_t)(cfg->data.max_tokens + 1), 4)))
+            rc = tk_err_set(e, TK_EIO, "out of host memory");
     }
     if (rc) rd_close(r);
     else *out = r;
@@ -399,7 +493,7 @@ static int rd_batch(void *p, int64_t step, int64_t spe, void *const *fields, tk_
     TRY(rnnt_reader_batch(r->r, step, spe, &b, e));
     // the reader zeroes its B Lmax of the data; the field's rest (the config's bound) too
     memset(b.pcm + r->Ld, 0, (size_t)(r->room - r->Ld) * sizeof *b.pcm);
-    return 0;
+    return plan_fill(r->cfg, &r->net, &b, r->lab, fields[RNNT_F_PLAN], e);
 }
 
 // ---- evaluation ----
