@@ -111,16 +111,13 @@ static inline void hue_pixel(uint8_t *px, uint8_t shift, const hsv_terms *T) {
         return;
     }
     float fs = T->fs[sb], f = T->frac[hb], v = (float)maxc;
-    uint8_t P = (uint8_t)round_pos(v * (1.0 - fs)), Q = (uint8_t)round_pos(v * (1.0 - fs * f));
-    uint8_t Tt = (uint8_t)round_pos(v * (1.0 - fs * (1.0 - f))), V = (uint8_t)maxc;
-    switch (T->sector[hb]) {
-    case 0: px[0] = V, px[1] = Tt, px[2] = P; break;
-    case 1: px[0] = Q, px[1] = V, px[2] = P; break;
-    case 2: px[0] = P, px[1] = V, px[2] = Tt; break;
-    case 3: px[0] = P, px[1] = Q, px[2] = V; break;
-    case 4: px[0] = Tt, px[1] = P, px[2] = V; break;
-    default: px[0] = V, px[1] = P, px[2] = Q; break;
-    }
+    // (V, P, Q, T) of Pillow's six sectors, picked by index rather than a switch (the sector
+    // changes from pixel to pixel: a branch there mispredicts)
+    static const uint8_t pick[6][3] = {{0, 3, 1}, {2, 0, 1}, {1, 0, 3}, {1, 2, 0}, {3, 1, 0}, {0, 1, 2}};
+    uint8_t val[4] = {(uint8_t)maxc, (uint8_t)round_pos(v * (1.0 - fs)), (uint8_t)round_pos(v * (1.0 - fs * f)),
+                      (uint8_t)round_pos(v * (1.0 - fs * (1.0 - f)))};
+    const uint8_t *k = pick[T->sector[hb]];
+    px[0] = val[k[0]], px[1] = val[k[1]], px[2] = val[k[2]];
 }
 
 void tk_img_adjust_hue(uint8_t *px, size_t n, double h) {
