@@ -122,6 +122,51 @@ TK_TEST(normalize_layouts) {
     for (int c = 0; c < 3; c++) CHECK_NEAR(v[c], (g[c] / 255.0 - mean[c]) / std[c], 1e-6);
 }
 
+// ---- the decode's plan: full size, or a DCT scale where the crop allows it ----
+
+static int axes_equal(const tk_img_axis *a, const tk_img_axis *b) {
+    if (a->n != b->n || a->lo != b->lo || a->hi != b->hi || a->maxtaps != b->maxtaps) return 0;
+    for (int i = 0; i < a->n; i++) {
+        if (a->first[i] != b->first[i] || a->count[i] != b->count[i]) return 0;
+        for (int k = 0; k < a->count[i]; k++)
+            if (a->w[(size_t)i * a->maxtaps + k] != b->w[(size_t)i * b->maxtaps + k]) return 0;
+    }
+    return 1;
+}
+
+TK_TEST(decode_plan_dct_scale) {
+    ssd_data_opts o;
+    ssd_data_opts_default(&o);
+    CHECK_EQ_INT(o.dct, 0); // the reference decodes at full size
+    tk_err e = {0};
+    tk_img_box_plan p;
+    tk_img_axis ax, ay;
+    // dct off: the crop's own pixels, the axes of [x0, x1) -> 300 reading only them
+    ssd_crop c = {.option = 1, .x0 = 37, .y0 = 20, .x1 = 611, .y1 = 455};
+    CHECK_EQ_INT(ssd_decode_plan(&c, 640, 480, &o, &p, &e), 0);
+    CHECK_EQ_INT(p.num, 8);
+    CHECK_EQ_INT(tk_img_axis_plan(&ax, 37, 611, 300, 0, 300, 37, 611, &e), 0);
+    CHECK_EQ_INT(tk_img_axis_plan(&ay, 20, 455, 300, 0, 300, 20, 455, &e), 0);
+    CHECK(axes_equal(&p.ax, &ax) && axes_equal(&p.ay, &ay));
+    tk_img_axis_free(&ax), tk_img_axis_free(&ay), tk_img_box_plan_free(&p);
+    o.dct = 1;
+    // 574 x 435 stays >= 300 only at full size (x 1/2: 287 x 217.5)
+    CHECK_EQ_INT(ssd_decode_plan(&c, 640, 480, &o, &p, &e), 0);
+    CHECK_EQ_INT(p.num, 8);
+    tk_img_box_plan_free(&p);
+    // 640 x 640 of 1000 x 700: 1/2 (320 x 320), not 1/4 (160); the image decodes at 500 x 350 and
+    // the box [100, 740) x [30, 670) becomes [50, 370) x [15, 335): the taps stay inside it
+    ssd_crop big = {.option = 6, .x0 = 100, .y0 = 30, .x1 = 740, .y1 = 670};
+    CHECK_EQ_INT(ssd_decode_plan(&big, 1000, 700, &o, &p, &e), 0);
+    CHECK_EQ_INT(p.num, 4);
+    CHECK(p.ax.lo >= 50 && p.ax.hi <= 370 && p.ay.lo >= 15 && p.ay.hi <= 335);
+    CHECK_EQ_INT(p.ax.n, 300);
+    CHECK_EQ_INT(p.ay.n, 300);
+    CHECK_EQ_INT(tk_img_axis_plan(&ax, 50, 370, 300, 0, 300, 50, 370, &e), 0);
+    CHECK(axes_equal(&p.ax, &ax));
+    tk_img_axis_free(&ax), tk_img_box_plan_free(&p);
+}
+
 // ---- the colour jitter: Pillow's byte arithmetic ----
 
 TK_TEST(jitter_blend_bytes) {
