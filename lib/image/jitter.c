@@ -120,15 +120,20 @@ static inline void hue_pixel(uint8_t *px, uint8_t shift, const hsv_terms *T) {
     px[0] = val[k[0]], px[1] = val[k[1]], px[2] = val[k[2]];
 }
 
-void tk_img_adjust_hue(uint8_t *px, size_t n, double h) {
+uint8_t tk_img_hue_shift(double h) {
     // torchvision: np_h += np.array(hue_factor * 255).astype(np.uint8), a C cast of the double:
     // truncated toward zero, then taken modulo 256 (as uint8 wraps)
-    uint8_t shift = (uint8_t)(int)(h * 255.0);
+    return (uint8_t)(int)(h * 255.0);
+}
+
+void tk_img_adjust_hue_by(uint8_t *px, size_t n, uint8_t shift) {
     hsv_terms T;
     hsv_terms_make(&T);
     pthread_once(&quot_once, quot_make);
     for (size_t i = 0; i < n; i++) hue_pixel(px + 3 * i, shift, &T);
 }
+
+void tk_img_adjust_hue(uint8_t *px, size_t n, double h) { tk_img_adjust_hue_by(px, n, tk_img_hue_shift(h)); }
 
 void tk_img_jitter_apply(uint8_t *px, size_t n, const tk_img_jitter *j) {
     for (int k = 0; k < 4; k++) {

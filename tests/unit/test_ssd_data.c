@@ -29,6 +29,7 @@
 #include "cocodata/prep.h"
 #include "image/codec.h"
 #include "image/jitter.h"
+#include "img_jitter.h"
 #include "img_resize.h"
 #include "tk_drive.h"
 #include "tk_test.h"
@@ -219,6 +220,35 @@ TK_TEST(jitter_order_followed) {
     tk_img_jitter k = {{0, 1, 2, 3}, 1.1, 0.6, 1.4, -0.03};
     tk_img_jitter_apply(c, N, &k);
     CHECK(memcmp(a, c, sizeof a) != 0);
+}
+
+// The device op's reference (kernels/img_jitter.h) is the loader's jitter + normalisation: the
+// same floats from a draw's job as from tk_img_jitter_apply then ssd_normalize.
+TK_TEST(jitter_op_reference_is_the_loaders) {
+    ssd_data_opts o;
+    ssd_data_opts_default(&o);
+    const int S = 9;
+    uint8_t src[9 * 9 * 3], img[9 * 9 * 3];
+    float a[9 * 9 * 3], b[9 * 9 * 3];
+    tk_err e = {0};
+    for (int round = 0; round < 8; round++) {
+        for (int i = 0; i < S * S * 3; i++) src[i] = (uint8_t)(i * 53 + round * 101 + (i % 7) * 29);
+        ssd_rng r;
+        ssd_rng_init(&r, 5, 0, (uint32_t)round, 0);
+        tk_img_jitter d;
+        ssd_jitter_draw(&r, &o, &d);
+        memcpy(img, src, sizeof img);
+        tk_img_jitter_apply(img, (size_t)S * S, &d);
+        ssd_normalize(img, S, &o, a);
+        tk_img_jitter_job j = tk_img_jitter_job_of(&d);
+        CHECK_EQ_INT(tk_img_jitter_norm_ref(src, &j, 1, S, o.mean, o.std, b, &e), 0);
+        CHECK(memcmp(a, b, sizeof a) == 0);
+    }
+    // no jitter: the normalisation alone
+    tk_img_jitter_job none = TK_IMG_JITTER_NONE;
+    ssd_normalize(src, S, &o, a);
+    CHECK_EQ_INT(tk_img_jitter_norm_ref(src, &none, 1, S, o.mean, o.std, b, &e), 0);
+    CHECK(memcmp(a, b, sizeof a) == 0);
 }
 
 TK_TEST(jitter_draw_ranges_and_orders) {
