@@ -53,7 +53,10 @@
 #                                 ratio issue 30 asks (>= 0.9x), and the loader's wait a step; for
 #                                 each decoder of DECODERS="cpu" (data.decoder: only the host decoder
 #                                 exists for SSD so far; another name is passed on as --set
-#                                 data.decoder=NAME); JPEG_ARGS: more train-step options (e.g.
+#                                 data.decoder=NAME) and each place of the colour jitter of
+#                                 JITTERS="host device" (data.device_jitter false / true: the loader
+#                                 jitters and normalises, or hands bytes to the step's img_jitter
+#                                 op); JPEG_ARGS: more train-step options (e.g.
 #                                 "--loader-threads 14 --set data.threads=2"); needs $BUILD/bin/prep
 #                                 and train-step
 #   TINY=1                        dry-run the peers' plumbing on the CPU (width 8, batch 2, fp32,
@@ -74,7 +77,7 @@ OURS=${OURS:-1} PEERS=${PEERS:-1} TINY=${TINY:-0} BUILD=${BUILD:-build} OURS_BIN
 EVAL=${EVAL:-0} EVAL_IMAGES=${EVAL_IMAGES:-5000} EVAL_BATCH=${EVAL_BATCH:-64} EVAL_MODES=${EVAL_MODES-eager}
 COCO=${COCO:-} CKPT=${CKPT:-} LOGIT_SCALE=${LOGIT_SCALE:-1} WHEELS=${WHEELS:-}
 JPEG=${JPEG:-1} JPEG_IMAGES=${JPEG_IMAGES:-1024} JPEG_STEPS=${JPEG_STEPS:-60} JPEG_WINDOW=${JPEG_WINDOW:-10}
-DECODERS=${DECODERS-cpu} JPEG_ARGS=${JPEG_ARGS:-}
+DECODERS=${DECODERS-cpu} JITTERS=${JITTERS-host device} JPEG_ARGS=${JPEG_ARGS:-}
 DEV=cuda AMP=bf16 WIDTH=64 EXTRA=() JPEG_BACKEND=cuda
 if [ "$TINY" = 1 ]; then
     BATCH=2 WARMUP=1 ITERS=1 WINDOWS=1 MODES=eager COMPILE_MODE="" OURS=0
@@ -131,29 +134,34 @@ if [ "$JPEG" = 1 ]; then
         "$BUILD/bin/prep" coco -a "$d/coco/annotations/instances_train2017.json" -o "$d/tks" "$d/coco/train2017" >"$d/prep.out" 2>&1; then
         rm -rf "$d/coco"
         for dec in $DECODERS; do
-            echo "== trainkit train-step, JPEG records, data.decoder=$dec" >&2
-            args=(-c share/workloads/ssd/config.json -t "$d/tks/train.tks" --no-eval --max-steps "$JPEG_STEPS"
-                  --log-every "$JPEG_WINDOW" --backend "$JPEG_BACKEND" --set train.global_batch_size="$BATCH")
-            [ "$dec" = cpu ] || args+=(--set data.decoder="$dec")
-            [ "$TINY" = 1 ] && args+=(--set model.width="$WIDTH" --set model.precision=fp32 --threads 1)
-            # shellcheck disable=SC2206
-            [ -n "$JPEG_ARGS" ] && args+=($JPEG_ARGS)
-            if "$BUILD/bin/train-step" "${args[@]}" >"$d/train-$dec.out" 2>"$d/train-$dec.err"; then
-                # the steady state: the median of the progress windows after the first (share/scale's
-                # figure); the loader's wait a step over the same windows
-                "$PY" -c 'import json, statistics, sys
+            for jit in $JITTERS; do
+                tag=$dec-$jit
+                echo "== trainkit train-step, JPEG records, data.decoder=$dec, the jitter on the $jit" >&2
+                args=(-c share/workloads/ssd/config.json -t "$d/tks/train.tks" --no-eval --max-steps "$JPEG_STEPS"
+                      --log-every "$JPEG_WINDOW" --backend "$JPEG_BACKEND" --set train.global_batch_size="$BATCH"
+                      --set data.device_jitter="$([ "$jit" = device ] && echo true || echo false)")
+                [ "$dec" = cpu ] || args+=(--set data.decoder="$dec")
+                [ "$TINY" = 1 ] && args+=(--set model.width="$WIDTH" --set model.precision=fp32 --threads 1)
+                # shellcheck disable=SC2206
+                [ -n "$JPEG_ARGS" ] && args+=($JPEG_ARGS)
+                if "$BUILD/bin/train-step" "${args[@]}" >"$d/train-$tag.out" 2>"$d/train-$tag.err"; then
+                    # the steady state: the median of the progress windows after the first (share/scale's
+                    # figure); the loader's wait a step over the same windows
+                    "$PY" -c 'import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
 prog = [r for r in rows if r.get("type") == "progress"]
 w = prog[1:] or prog
 ips = statistics.median(r["samples_per_s"] for r in w)
-print(json.dumps({"type": "bench", "impl": "trainkit JPEG (%s decoder)" % sys.argv[2], "jpeg": True, "decoder": sys.argv[2],
-                  "batch": int(sys.argv[3]), "images_per_s": ips, "ms_per_step": 1e3 * int(sys.argv[3]) / ips, "compile_s": None,
-                  "windows": len(w), "loader_wait_ms": statistics.median(r.get("loader_wait_ms", 0) for r in w)}))' \
-                    "$d/train-$dec.out" "$dec" "$BATCH" >>"$RES" || rc=1
-            else
-                echo "ssd.sh: train-step on the JPEG records failed (decoder $dec; log: $d/train-$dec.err): $(tail -3 "$d/train-$dec.err")" >&2
-                rc=1
-            fi
+print(json.dumps({"type": "bench", "impl": "trainkit JPEG (%s decoder, %s jitter)" % (sys.argv[2], sys.argv[3]), "jpeg": True,
+                  "decoder": sys.argv[2], "jitter": sys.argv[3], "batch": int(sys.argv[4]), "images_per_s": ips,
+                  "ms_per_step": 1e3 * int(sys.argv[4]) / ips, "compile_s": None, "windows": len(w),
+                  "loader_wait_ms": statistics.median(r.get("loader_wait_ms", 0) for r in w)}))' \
+                        "$d/train-$tag.out" "$dec" "$jit" "$BATCH" >>"$RES" || rc=1
+                else
+                    echo "ssd.sh: train-step on the JPEG records failed (decoder $dec, jitter on the $jit; log: $d/train-$tag.err): $(tail -3 "$d/train-$tag.err")" >&2
+                    rc=1
+                fi
+            done
         done
     else
         echo "ssd.sh: making the JPEG records failed (logs: $d/synth.out, $d/prep.out)" >&2

@@ -421,7 +421,7 @@ typedef struct {
 } batch_buf;
 
 static void batch_alloc(batch_buf *bb, int n, int S, int M) {
-    bb->n = n, bb->S = S, bb->M = M;
+    *bb = (batch_buf){.n = n, .S = S, .M = M}; // image_u8 NULL: jittered, normalised floats
     bb->b.image = calloc((size_t)n * S * S * 3, sizeof(float));
     bb->b.boxes = calloc((size_t)n * M * 4, sizeof(float));
     bb->b.labels = calloc((size_t)n * M, sizeof(int32_t));
@@ -544,6 +544,44 @@ TK_TEST(sample_flip_mirrors) {
     CHECK_EQ_INT(bad, 0);
     ssd_scratch_free(&s);
     batch_free(&a), batch_free(&b);
+    ssd_dataset_free(d);
+}
+
+// data.device_jitter: the batch as resized bytes and jobs; the img_jitter op's reference on them
+// gives the host path's floats (the same crop, flip and jitter draws), bit for bit; the boxes are
+// the same.
+TK_TEST(device_jitter_batch_matches_host) {
+    if (!tk_img_have_jpeg()) return;
+    ssd_dataset *d = load(write_records("j.tks", 0, -1));
+    CHECK(d != NULL);
+    if (!d) return;
+    ssd_data_opts o;
+    ssd_data_opts_default(&o);
+    o.seed = 9, o.size = 40, o.max_boxes = 16, o.threads = 2;
+    enum { N = 6 };
+    const int S = 40;
+    int64_t rec[N];
+    for (int k = 0; k < N; k++) rec[k] = (k * 5 + 1) % NREC;
+    batch_buf host, dev;
+    batch_alloc(&host, N, S, 16), batch_alloc(&dev, N, S, 16);
+    dev.b.image_u8 = malloc((size_t)N * S * S * 3);
+    dev.b.jobs = malloc(N * sizeof *dev.b.jobs);
+    float *img = malloc((size_t)N * S * S * 3 * sizeof *img);
+    tk_err e = {0};
+    for (int jit = 0; jit < 2; jit++) {
+        o.jitter = jit;
+        CHECK_EQ_INT(ssd_samples(d, &o, 1, 2, rec, N, &host.b, &e), 0);
+        o.device_jitter = 1;
+        CHECK_EQ_INT(ssd_samples(d, &o, 1, 2, rec, N, &dev.b, &e), 0);
+        o.device_jitter = 0;
+        CHECK_EQ_INT(tk_img_jitter_norm_ref(dev.b.image_u8, dev.b.jobs, N, S, o.mean, o.std, img, &e), 0);
+        CHECK(memcmp(img, host.b.image, (size_t)N * S * S * 3 * sizeof *img) == 0);
+        CHECK(memcmp(dev.b.boxes, host.b.boxes, (size_t)N * 16 * 4 * sizeof(float)) == 0);
+        CHECK(memcmp(dev.b.nbox, host.b.nbox, N * sizeof(int32_t)) == 0);
+        CHECK_EQ_INT(dev.b.jobs[0].order[0] < 0, !jit); // no jitter: the no-op job
+    }
+    free(img), free(dev.b.image_u8), free(dev.b.jobs);
+    batch_free(&host), batch_free(&dev);
     ssd_dataset_free(d);
 }
 

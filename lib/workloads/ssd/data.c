@@ -408,8 +408,13 @@ int ssd_sample(const ssd_dataset *d, const ssd_data_opts *o, int train, uint32_t
     out->size[2 * k] = R.height, out->size[2 * k + 1] = R.width;
     int rc = decode_resize(&R, &si.crop, si.flip, o, s, e);
     if (rc) return tk_err_where(e, "record %lld (image %lld)", (long long)rec, (long long)R.image_id);
-    if (train && o->jitter) tk_img_jitter_apply(s->img, (size_t)S * S, &si.jitter);
-    ssd_normalize(s->img, S, o, out->image + (size_t)k * S * S * 3);
+    if (out->image_u8) { // the jitter and the normalisation left to kernels/img_jitter.h
+        memcpy(out->image_u8 + (size_t)k * S * S * 3, s->img, (size_t)S * S * 3);
+        out->jobs[k] = train && o->jitter ? tk_img_jitter_job_of(&si.jitter) : TK_IMG_JITTER_NONE;
+    } else {
+        if (train && o->jitter) tk_img_jitter_apply(s->img, (size_t)S * S, &si.jitter);
+        ssd_normalize(s->img, S, o, out->image + (size_t)k * S * S * 3);
+    }
     if (info) *info = si;
     return 0;
 }

@@ -71,6 +71,7 @@
 #include "core/err.h"
 #include "image/image.h"
 #include "image/jitter.h"
+#include "img_jitter.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -91,6 +92,9 @@ typedef struct {
     int threads;                 // threads decoding one batch (pthreads; 0 or 1: the caller's)
     int batch;                   // the global batch (training readers)
     int shuffle;                 // epoch order shuffled (1) or the records' order
+    int device_jitter;           // training batches as resized bytes + each image's jitter job
+                                 // (ssd_batch.image_u8, .jobs) for kernels/img_jitter.h on the
+                                 // device, instead of jittered, normalised floats
     int dct;                     // decode at a DCT scale 1/2, 1/4 or 1/8 where the crop stays at
                                  // least size x size there (0: always full size, the reference)
 } ssd_data_opts;
@@ -167,11 +171,13 @@ typedef struct {
 void ssd_dataset_record(const ssd_dataset *d, int64_t i, ssd_record *r);
 
 typedef struct {
-    float *image;
+    float *image;                // unused when image_u8 is given (data.device_jitter)
     float *boxes;
     int32_t *labels, *nbox;
     int64_t *image_id;
     int32_t *size;
+    uint8_t *image_u8;           // NULL, or (B, S, S, 3) resized bytes before the jitter (NHWC)
+    tk_img_jitter_job *jobs;     // with image_u8: (B) each one's jitter (TK_IMG_JITTER_NONE: none)
 } ssd_batch;
 
 // What a sample's augmentation did (for tests and statistics).
