@@ -2,7 +2,10 @@
 // reference's IoU crop, flip, resize to 300x300, colour jitter, normalisation; lib/workloads/ssd
 // data.h) -> batches in host memory, timed. Built and run by contrib/bench/ssd_pipeline.sh
 // against build/libtrainkit.a.
-//   ssd_pipeline [--batch B] [--threads T] [--batches N] [--seed S] [--dct 0|1] [--profile] TKS...
+//   ssd_pipeline [--batch B] [--threads T] [--batches N] [--seed S] [--dct 0|1] [--device-jitter]
+//                [--profile] TKS...
+// --device-jitter: the loader's share of data.device_jitter (resized bytes and jitter jobs out;
+// the jitter and the normalisation left to the device).
 // Prints one JSON line: images, seconds (after one untimed warm-up batch), images_per_s,
 // cpu_seconds (user + system of the process over the same batches: on a shared machine
 // images_per_cpu_s is the per-core rate), and a checksum of the batches (the same for every
@@ -126,6 +129,7 @@ int main(int argc, char **argv) {
     int batches = 8, prof = 0;
     static const struct option lo[] = {{"batch", 1, 0, 'b'},  {"threads", 1, 0, 't'}, {"batches", 1, 0, 'n'},
                                        {"seed", 1, 0, 's'},   {"dct", 1, 0, 'D'},  {"profile", 0, 0, 'p'},
+                                       {"device-jitter", 0, 0, 'J'},
                                        {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
@@ -136,6 +140,7 @@ int main(int argc, char **argv) {
         case 's': o.seed = strtoull(optarg, NULL, 10); break;
         case 'D': o.dct = atoi(optarg); break;
         case 'p': prof = 1; break;
+        case 'J': o.device_jitter = 1; break;
         default: fprintf(stderr, "usage: ssd_pipeline [--batch B] [--threads T] [--batches N] [--dct 0|1] [--profile] TKS...\n"); return 2;
         }
     }
@@ -160,19 +165,23 @@ int main(int argc, char **argv) {
                    .nbox = malloc((size_t)B * sizeof(int32_t)),
                    .image_id = malloc((size_t)B * sizeof(int64_t)),
                    .size = malloc((size_t)B * 2 * sizeof(int32_t))};
+    if (o.device_jitter) { // the loader's part of data.device_jitter: bytes and jobs, no jitter
+        b.image_u8 = malloc((size_t)B * S * S * 3);
+        b.jobs = malloc((size_t)B * sizeof *b.jobs);
+    }
     const int64_t spe = ssd_dataset_count(d) / B;
     if (ssd_reader_batch(r, 0, spe, &b, &e)) die("batch", &e); // warm-up (page cache, allocations)
     double sum = 0, w0 = wall_now(), c0 = cpu_now();
     for (int i = 1; i <= batches; i++) {
         if (ssd_reader_batch(r, i, spe, &b, &e)) die("batch", &e);
-        for (size_t k = 0; k < (size_t)B * S * S * 3; k += 997) sum += b.image[k];
+        for (size_t k = 0; k < (size_t)B * S * S * 3; k += 997) sum += o.device_jitter ? b.image_u8[k] : b.image[k];
     }
     double w = wall_now() - w0, cpu = cpu_now() - c0;
-    printf("{\"type\":\"ssd_pipeline\",\"batch\":%d,\"threads\":%d,\"dct\":%d,\"images\":%d,\"seconds\":%.3f,"
+    printf("{\"type\":\"ssd_pipeline\",\"device_jitter\":%d,\"batch\":%d,\"threads\":%d,\"dct\":%d,\"images\":%d,\"seconds\":%.3f,"
            "\"images_per_s\":%.1f,\"cpu_seconds\":%.3f,\"images_per_cpu_s\":%.1f,\"checksum\":%.6e}\n",
-           B, o.threads, o.dct, batches * B, w, batches * B / w, cpu, batches * B / cpu, sum);
+           o.device_jitter, B, o.threads, o.dct, batches * B, w, batches * B / w, cpu, batches * B / cpu, sum);
     ssd_reader_close(r);
     ssd_dataset_free(d);
-    free(b.image), free(b.boxes), free(b.labels), free(b.nbox), free(b.image_id), free(b.size);
+    free(b.image), free(b.image_u8), free(b.jobs), free(b.boxes), free(b.labels), free(b.nbox), free(b.image_id), free(b.size);
     return 0;
 }

@@ -5,7 +5,8 @@
 # then a per-stage profile of one thread (header + crop choice, decode, resize, jitter, normalize).
 #   contrib/bench/ssd_pipeline.sh [DIR]     (default /tmp/ssd-pipeline-bench; the data is made once)
 # Env: IMAGES (512), BATCH (114), BATCHES (4 timed, after one warm-up), THREADS (list, default
-# 1..nproc), DCT ("0 1": data.dct_scale off and on), PROFILE (1), NOBUILD=1 (use the prebuilt
+# 1..nproc), DCT ("0 1": ssd_data_opts.dct off and on; with 0 also the loader's part of
+# data.device_jitter: bytes and jitter jobs out, no jitter or normalisation), PROFILE (1), NOBUILD=1 (use the prebuilt
 # driver as it is). Prints the driver's JSON lines (contrib/bench/ssd_pipeline.c): images_per_cpu_s
 # is the rate per core (user + system time), what a shared machine can measure.
 set -euo pipefail
@@ -31,6 +32,9 @@ fi
 for dct in $DCT; do
     for t in $THREADS; do
         "$DRV" --batch "$BATCH" --batches "$BATCHES" --threads "$t" --dct "$dct" "$DIR/tks/train.tks"
+    done
+    [ "$dct" = 0 ] && for t in $THREADS; do
+        "$DRV" --batch "$BATCH" --batches "$BATCHES" --threads "$t" --dct 0 --device-jitter "$DIR/tks/train.tks"
     done
     [ "$PROFILE" = 1 ] && "$DRV" --profile --batch "$BATCH" --batches "$BATCHES" --dct "$dct" "$DIR/tks/train.tks"
 done
