@@ -1,6 +1,4 @@
-// CUDA side of kernels/img_jitter.h: one block an image, the four operations as passes over its
-// bytes in ws (a barrier between them: contrast needs the whole image's mean), then the
-// normalisation into out. Every float and double operation is an explicitly rounded intrinsic
+// CUDA side of kernels/img_jitter.h: one block an image, one or two passes over it (jitter_norm). Every float and double operation is an explicitly rounded intrinsic
 // (__fmul_rn, __dadd_rn, ...: never fused) in the host code's order and types, so the bytes are
 // lib/image/jitter.c's and the floats ssd_normalize's.
 #include "cuda_util.cuh"
@@ -8,7 +6,7 @@
 
 namespace {
 
-constexpr int kT = 512;
+constexpr int kT = 1024;
 
 struct Norm {
     float mean[3], std[3];
@@ -63,12 +61,37 @@ __device__ __forceinline__ void hue_pixel(uint8_t *px, int shift, const uint8_t 
     px[0] = val[k0], px[1] = val[k1], px[2] = val[k2];
 }
 
+// One operation (TK_JITTER_*; -1 or anything else: none) on one pixel; contrast against mean_l.
+__device__ __forceinline__ void apply_op(int op, uint8_t p[3], const tk_img_jitter_job &J, int mean_l,
+                                         const uint8_t *sector, const float *frac, const float *fst) {
+    switch (op) {
+    case TK_JITTER_BRIGHTNESS:
+        for (int c = 0; c < 3; c++) p[c] = blend(0, p[c], J.brightness);
+        break;
+    case TK_JITTER_CONTRAST:
+        for (int c = 0; c < 3; c++) p[c] = blend(mean_l, p[c], J.contrast);
+        break;
+    case TK_JITTER_SATURATION: {
+        const int l = luma(p[0], p[1], p[2]);
+        for (int c = 0; c < 3; c++) p[c] = blend(l, p[c], J.saturation);
+        break;
+    }
+    case TK_JITTER_HUE: hue_pixel(p, J.hue_shift, sector, frac, fst); break;
+    default: break;
+    }
+}
+
+// Two passes over an image at most: the operations are per pixel except contrast, which needs
+// the mean luma of the image as the operations before it left it. With a contrast at position
+// cpos: pass 1 applies the operations before it, stores the bytes in ws and sums their luma
+// (an exact integer reduction); pass 2 applies contrast and the rest and normalises. Without
+// one: a single pass from src to out.
 __global__ void __launch_bounds__(kT) jitter_norm(const uint8_t *src, const tk_img_jitter_job *jobs, int64_t npx,
                                                   Norm nm, uint8_t *ws, float *out) {
     __shared__ uint8_t sector[256];
     __shared__ float frac[256], fst[256];
     __shared__ unsigned long long part[kT / 32];
-    __shared__ int mean_l;
+    __shared__ int mean_sh;
     const int k = blockIdx.x, t = threadIdx.x;
     for (int x = t; x < 256; x += kT) { // jitter.c's hsv_terms_make
         double q = __ddiv_rn(__dmul_rn((double)(float)x, 6.0), 255.0);
@@ -80,53 +103,37 @@ __global__ void __launch_bounds__(kT) jitter_norm(const uint8_t *src, const tk_i
     const tk_img_jitter_job J = jobs[k];
     const uint8_t *s = src + (size_t)k * npx * 3;
     uint8_t *w = ws + (size_t)k * npx * 3;
+    int cpos = -1;
+    for (int q = 0; q < 4; q++)
+        if (J.order[q] == TK_JITTER_CONTRAST) cpos = q;
     __syncthreads();
-    for (int q = 0; q < 4; q++) {
-        const uint8_t *in = q == 0 ? s : w;
-        const int op = J.order[q];
-        if (op < 0 || op > 3) { // none (the reference refuses anything but -1 .. 3)
-            if (q == 0)
-                for (int64_t i = t; i < npx * 3; i += kT) w[i] = s[i];
-            __syncthreads();
-            continue;
-        }
-        if (op == TK_JITTER_CONTRAST) { // the rounded mean of the "L" image
-            unsigned long long sum = 0;
-            for (int64_t i = t; i < npx; i += kT) sum += (unsigned)luma(in[3 * i], in[3 * i + 1], in[3 * i + 2]);
-            for (int o = 16; o > 0; o >>= 1) sum += __shfl_down_sync(0xffffffffu, sum, o);
-            if ((t & 31) == 0) part[t >> 5] = sum;
-            __syncthreads();
-            if (t == 0) {
-                unsigned long long all = 0;
-                for (int i = 0; i < kT / 32; i++) all += part[i];
-                mean_l = (int)__dadd_rn(__ddiv_rn((double)all, (double)npx), 0.5);
-            }
-            __syncthreads();
-        }
+    int mean_l = 0;
+    if (cpos >= 0) {
+        unsigned long long sum = 0;
         for (int64_t i = t; i < npx; i += kT) {
-            uint8_t p[3] = {in[3 * i], in[3 * i + 1], in[3 * i + 2]};
-            switch (op) {
-            case TK_JITTER_BRIGHTNESS:
-                for (int c = 0; c < 3; c++) p[c] = blend(0, p[c], J.brightness);
-                break;
-            case TK_JITTER_CONTRAST:
-                for (int c = 0; c < 3; c++) p[c] = blend(mean_l, p[c], J.contrast);
-                break;
-            case TK_JITTER_SATURATION: {
-                const int l = luma(p[0], p[1], p[2]);
-                for (int c = 0; c < 3; c++) p[c] = blend(l, p[c], J.saturation);
-                break;
-            }
-            default: hue_pixel(p, J.hue_shift, sector, frac, fst); break;
-            }
+            uint8_t p[3] = {s[3 * i], s[3 * i + 1], s[3 * i + 2]};
+            for (int q = 0; q < cpos; q++) apply_op(J.order[q], p, J, 0, sector, frac, fst);
             w[3 * i] = p[0], w[3 * i + 1] = p[1], w[3 * i + 2] = p[2];
+            sum += (unsigned)luma(p[0], p[1], p[2]);
+        }
+        for (int o = 16; o > 0; o >>= 1) sum += __shfl_down_sync(0xffffffffu, sum, o);
+        if ((t & 31) == 0) part[t >> 5] = sum;
+        __syncthreads();
+        if (t == 0) { // ImageStat's mean of the "L" image, rounded: int(m + 0.5)
+            unsigned long long all = 0;
+            for (int i = 0; i < kT / 32; i++) all += part[i];
+            mean_sh = (int)__dadd_rn(__ddiv_rn((double)all, (double)npx), 0.5);
         }
         __syncthreads();
+        mean_l = mean_sh;
     }
+    const uint8_t *in = cpos >= 0 ? w : s;
     float *o = out + (size_t)k * npx * 3;
-    for (int64_t i = t; i < npx * 3; i += kT) {
-        const int c = (int)(i % 3);
-        o[i] = __fdiv_rn(__fsub_rn(__fdiv_rn((float)w[i], 255.0f), nm.mean[c]), nm.std[c]);
+    for (int64_t i = t; i < npx; i += kT) {
+        uint8_t p[3] = {in[3 * i], in[3 * i + 1], in[3 * i + 2]};
+        for (int q = cpos >= 0 ? cpos : 0; q < 4; q++) apply_op(J.order[q], p, J, mean_l, sector, frac, fst);
+        for (int c = 0; c < 3; c++) // ToTensor + Normalize
+            o[3 * i + c] = __fdiv_rn(__fsub_rn(__fdiv_rn((float)p[c], 255.0f), nm.mean[c]), nm.std[c]);
     }
 }
 

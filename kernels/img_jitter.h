@@ -7,12 +7,14 @@
 //   HSV) -> ToTensor + Normalize, ((p / 255) - mean[c]) / std[c] in float32 -> out + k S S 3
 //   floats (NHWC).
 // The reference (kernels/img_jitter_ref.c) is lib/image/jitter.c's code and ssd_normalize's
-// formula: the specification. The kernel (img_jitter.cu, one block an image) computes the same
-// bytes and floats: every float and double operation rounded as the host rounds it (no fused
-// multiply-adds, IEEE division), so the two agree bit for bit (tests/gpu/test_ssd_jitter.c).
+// formula: the specification. The kernel (img_jitter.cu, one block an image, two passes at most)
+// computes the same bytes and floats: every float and double operation rounded as the host
+// rounds it (no fused multiply-adds, IEEE division), so the two agree bit for bit
+// (tests/gpu/test_ssd_jitter.c).
 // A job: the four operations' order (TK_JITTER_*), the float factors (tk_img_jitter's doubles as
 // the host's blends use them, (float)f) and the hue's byte shift (tk_img_hue_shift).
-// ws: n S S 3 bytes of device memory (the jittered bytes), cuda only (tk_img_jitter_ws_bytes).
+// ws: n S S 3 bytes of device memory (the bytes before a contrast), cuda only
+// (tk_img_jitter_ws_bytes).
 #ifndef TK_KERNELS_IMG_JITTER_H
 #define TK_KERNELS_IMG_JITTER_H
 
