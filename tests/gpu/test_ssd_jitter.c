@@ -111,3 +111,37 @@ TK_TEST(jitter_job_of_draw) {
     CHECK(j.brightness == (float)1.1 && j.contrast == (float)0.7 && j.saturation == (float)1.3);
     CHECK_EQ_INT(j.hue_shift, 244);
 }
+
+// The op's time at NVIDIA's per-GPU batch (114 images of 300 x 300), printed (the step it joins
+// takes ~29 ms): nothing asserted.
+typedef struct {
+    uint8_t *src;
+    tk_img_jitter_job *jobs;
+    float *out;
+    void *ws;
+} timed;
+static void run_timed(void *p) {
+    timed *t = p;
+    tk_err e = {0};
+    tk_img_jitter_norm(gt_ctx_, t->src, t->jobs, 114, 300, kMean, kStd, t->out, t->ws, &e);
+}
+TK_TEST(jitter_time_batch_114) {
+    const int n = 114, S = 300;
+    const size_t px = (size_t)n * S * S * 3;
+    timed t = {gt_dev(px), gt_dev((size_t)n * sizeof(tk_img_jitter_job)), gt_dev(px * 4),
+               gt_dev(tk_img_jitter_ws_bytes(TK_BACKEND_CUDA, n, S))};
+    uint8_t *src = gt_host(px);
+    for (size_t i = 0; i < px; i++) src[i] = (uint8_t)gt_u32(i);
+    tk_img_jitter_job *jobs = gt_host((size_t)n * sizeof *jobs);
+    for (int k = 0; k < n; k++) // contrast second: both passes run
+        jobs[k] = (tk_img_jitter_job){{TK_JITTER_HUE, TK_JITTER_CONTRAST, TK_JITTER_SATURATION, TK_JITTER_BRIGHTNESS},
+                                      1.05f, 0.8f, 1.2f, k % 256};
+    gt_up(t.src, src, px);
+    gt_up(t.jobs, jobs, (size_t)n * sizeof *jobs);
+    tk_err e = {0};
+    CHECK_EQ_INT(gt_sync(&e), 0);
+    printf("# img_jitter: 114 x 300 x 300: %.3f ms\n", gt_time_ms(run_timed, &t, 9));
+    CHECK_EQ_INT(gt_sync(&e), 0);
+    tk_free(gt_ctx_, t.src), tk_free(gt_ctx_, t.jobs), tk_free(gt_ctx_, t.out), tk_free(gt_ctx_, t.ws);
+    free(src), free(jobs);
+}
