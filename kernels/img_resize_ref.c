@@ -61,13 +61,21 @@ int tk_img_axis_plan(tk_img_axis *a, double b0, double b1, int r, int o0, int n,
 
 void tk_img_resample(const uint8_t *src, int sx, int sy, size_t stride, const tk_img_axis *ax,
                      const tk_img_axis *ay, int flip, const tk_img_rs_out *ro, float *tmp, void *out) {
-    // Vertical pass first, over whole rows of the columns the horizontal pass reads: contiguous
-    // multiply-adds the compiler vectorizes (the filters are separable, so the order changes
-    // only the float rounding). tmp[j][(x - ax.lo) * 3 + c].
+    // Per output row: the vertical pass over the whole row of the columns the horizontal pass
+    // reads (contiguous multiply-adds the compiler vectorizes; the filters are separable, so the
+    // order changes only the float rounding), then the horizontal pass over that row. One row of
+    // tmp at a time stays in the cache (a whole image's vertical pass first, as before, wrote
+    // megabytes to read them back: the same sums in the same order, so the same bits).
     size_t len = (size_t)(ax->hi - ax->lo) * 3;
+    float scale[3], shift[3];
+    for (int c = 0; c < 3; c++) {
+        scale[c] = 1.0f / ro->std[c];
+        shift[c] = -ro->mean[c] / ro->std[c];
+    }
+    int nx = ax->n;
     for (int j = 0; j < ay->n; j++) {
         const float *w = ay->w + (size_t)j * ay->maxtaps;
-        float *restrict o = tmp + (size_t)j * len;
+        float *restrict o = tmp;
         const uint8_t *restrict p = src + (size_t)(ay->first[j] - sy) * stride + (size_t)(ax->lo - sx) * 3;
         float w0 = w[0];
 #pragma omp simd
@@ -78,39 +86,31 @@ void tk_img_resample(const uint8_t *src, int sx, int sy, size_t stride, const tk
 #pragma omp simd
             for (size_t i = 0; i < len; i++) o[i] += wk * q[i];
         }
-    }
-    // Horizontal pass, then normalization, the flip and the output type.
-    float scale[3], shift[3];
-    for (int c = 0; c < 3; c++) {
-        scale[c] = 1.0f / ro->std[c];
-        shift[c] = -ro->mean[c] / ro->std[c];
-    }
-    int nx = ax->n;
-    for (int j = 0; j < ay->n; j++) {
-        const float *row = tmp + (size_t)j * len;
+        // the horizontal pass, then normalization, the flip and the output type
+        const float *row = tmp;
         for (int i = 0; i < nx; i++) {
-            const float *w = ax->w + (size_t)i * ax->maxtaps;
-            const float *p = row + (size_t)(ax->first[i] - ax->lo) * 3;
+            const float *wx = ax->w + (size_t)i * ax->maxtaps;
+            const float *r = row + (size_t)(ax->first[i] - ax->lo) * 3;
             float v0 = 0, v1 = 0, v2 = 0;
-            for (int k = 0; k < ax->count[i]; k++, p += 3) {
-                v0 += w[k] * p[0];
-                v1 += w[k] * p[1];
-                v2 += w[k] * p[2];
+            for (int k = 0; k < ax->count[i]; k++, r += 3) {
+                v0 += wx[k] * r[0];
+                v1 += wx[k] * r[1];
+                v2 += wx[k] * r[2];
             }
-            size_t o = ((size_t)j * nx + (size_t)(flip ? nx - 1 - i : i)) * 3;
+            size_t oi = ((size_t)j * nx + (size_t)(flip ? nx - 1 - i : i)) * 3;
             float x0 = v0 * scale[0] + shift[0], x1 = v1 * scale[1] + shift[1], x2 = v2 * scale[2] + shift[2];
             if (ro->dtype == TK_IMG_BF16) {
-                uint16_t *d = (uint16_t *)out + o;
+                uint16_t *d = (uint16_t *)out + oi;
                 d[0] = tk_f32_to_bf16(x0);
                 d[1] = tk_f32_to_bf16(x1);
                 d[2] = tk_f32_to_bf16(x2);
             } else if (ro->dtype == TK_IMG_U8) {
-                uint8_t *d = (uint8_t *)out + o;
+                uint8_t *d = (uint8_t *)out + oi;
                 d[0] = tk_img_f32_to_u8(x0);
                 d[1] = tk_img_f32_to_u8(x1);
                 d[2] = tk_img_f32_to_u8(x2);
             } else {
-                float *d = (float *)out + o;
+                float *d = (float *)out + oi;
                 d[0] = x0;
                 d[1] = x1;
                 d[2] = x2;

@@ -9,12 +9,14 @@
 #   contrib/bench/resnet.sh     the ResNet-50 step vs PyTorch (eager, torch.compile) on one GPU
 #   contrib/bench/bert.sh       BERT-large's step vs PyTorch (transformers, eager, torch.compile) on one GPU
 #   contrib/bench/unet3d.sh     the 3D U-Net peer's step and sliding-window evaluation (ours: not yet)
-#   contrib/bench/ssd.sh        the SSD300 step vs PyTorch (eager, torch.compile) on one GPU
+#   contrib/bench/ssd.sh        the SSD300 step vs PyTorch (eager, torch.compile) on one GPU, and
+#                               train-step on JPEG records beside it
+#   contrib/bench/ssd_pipeline.sh  SSD's host input pipeline alone (CPU), images per core-second
 # BENCH=name runs one of them. Results and what was tried: contrib/bench/NOTES.md.
 set -u
 cd "$(dirname "$0")/../.."
 rc=0
-for b in logcheck coco dlrm imagenet_pipeline dlrm_input resnet bert unet3d ssd; do
+for b in logcheck coco dlrm imagenet_pipeline dlrm_input ssd_pipeline resnet bert unet3d ssd; do
     [ -z "${BENCH:-}" ] || [ "$BENCH" = "$b" ] || continue
     s=contrib/bench/$b.sh
     [ -x "$s" ] || continue

@@ -34,41 +34,53 @@ static int grow(void **p, size_t *cap, size_t need, tk_err *e) {
     return 0;
 }
 
+int tk_img_box_plan_make(int width, int height, const tk_img_geom *g, int out_w, int out_h, int dct,
+                         tk_img_box_plan *p, tk_err *e) {
+    int num = dct ? tk_img_dct_num(g->x1 - g->x0, g->y1 - g->y0, g->rw, g->rh) : 8;
+    // The box in the image as decoded at num/8 (whose size libjpeg rounds up): scaled exactly.
+    int W = tk_jpeg_scaled(width, num), H = tk_jpeg_scaled(height, num);
+    double sx = (double)W / width, sy = (double)H / height;
+    double bx0 = g->x0 * sx, bx1 = g->x1 * sx, by0 = g->y0 * sy, by1 = g->y1 * sy;
+    int cx0 = (int)floor(bx0), cx1 = (int)ceil(bx1), cy0 = (int)floor(by0), cy1 = (int)ceil(by1);
+    cx1 = cx1 > W ? W : cx1;
+    cy1 = cy1 > H ? H : cy1;
+    memset(p, 0, sizeof *p);
+    p->num = num;
+    TRY(tk_img_axis_plan(&p->ax, bx0, bx1, g->rw, g->wx, out_w, cx0, cx1, e));
+    int rc = tk_img_axis_plan(&p->ay, by0, by1, g->rh, g->wy, out_h, cy0, cy1, e);
+    if (rc) tk_img_axis_free(&p->ax);
+    return rc;
+}
+
+void tk_img_box_plan_free(tk_img_box_plan *p) {
+    tk_img_axis_free(&p->ax);
+    tk_img_axis_free(&p->ay);
+}
+
+int tk_img_decode_box(const uint8_t *data, size_t size, const tk_img_box_plan *p, int flip, const tk_img_rs_out *ro,
+                      tk_img_scratch *s, void *out, tk_err *e) {
+    int rw = p->ax.hi - p->ax.lo, rh = p->ay.hi - p->ay.lo;
+    size_t stride = (size_t)rw * 3;
+    TRY(grow((void **)&s->px, &s->pxcap, stride * (size_t)rh, e));
+    TRY(grow((void **)&s->tmp, &s->tmpcap, (size_t)p->ay.n * (size_t)rw * 3 * sizeof(float), e));
+    TRY(tk_jpeg_decode(data, size, p->num, p->ax.lo, p->ay.lo, rw, rh, s->px, stride, NULL, e));
+    tk_img_resample(s->px, p->ax.lo, p->ay.lo, stride, &p->ax, &p->ay, flip, ro, s->tmp, out);
+    return 0;
+}
+
 int tk_img_decode_one(const tk_img_transform *t, const uint8_t *data, size_t size, uint64_t sample,
                       tk_img_scratch *s, void *out, tk_img_geom *gout, int *numout, tk_err *e) {
     tk_jpeg_info info;
     TRY(tk_jpeg_info_read(data, size, &info, e));
     tk_img_geom g;
     tk_img_plan(t, info.width, info.height, sample, &g);
-    int bw = g.x1 - g.x0, bh = g.y1 - g.y0;
-    int num = t->dct_scale ? tk_img_dct_num(bw, bh, g.rw, g.rh) : 8;
-    // The box in the image as decoded at num/8 (whose size libjpeg rounds up): scaled exactly.
-    int W = tk_jpeg_scaled(info.width, num), H = tk_jpeg_scaled(info.height, num);
-    double sx = (double)W / info.width, sy = (double)H / info.height;
-    double bx0 = g.x0 * sx, bx1 = g.x1 * sx, by0 = g.y0 * sy, by1 = g.y1 * sy;
-    int cx0 = (int)floor(bx0), cx1 = (int)ceil(bx1), cy0 = (int)floor(by0), cy1 = (int)ceil(by1);
-    cx1 = cx1 > W ? W : cx1;
-    cy1 = cy1 > H ? H : cy1;
-    tk_img_axis ax, ay;
-    TRY(tk_img_axis_plan(&ax, bx0, bx1, g.rw, g.wx, t->out_w, cx0, cx1, e));
-    int rc = tk_img_axis_plan(&ay, by0, by1, g.rh, g.wy, t->out_h, cy0, cy1, e);
-    if (rc) {
-        tk_img_axis_free(&ax);
-        return rc;
-    }
-    int rw = ax.hi - ax.lo, rh = ay.hi - ay.lo;
-    size_t stride = (size_t)rw * 3;
-    rc = grow((void **)&s->px, &s->pxcap, stride * (size_t)rh, e);
-    if (!rc) rc = grow((void **)&s->tmp, &s->tmpcap, (size_t)t->out_h * (size_t)rw * 3 * sizeof(float), e);
-    if (!rc) rc = tk_jpeg_decode(data, size, num, ax.lo, ay.lo, rw, rh, s->px, stride, NULL, e);
-    if (!rc) {
-        tk_img_rs_out ro = tk_img_transform_out(t);
-        tk_img_resample(s->px, ax.lo, ay.lo, stride, &ax, &ay, g.flip, &ro, s->tmp, out);
-    }
-    tk_img_axis_free(&ax);
-    tk_img_axis_free(&ay);
+    tk_img_box_plan p;
+    TRY(tk_img_box_plan_make(info.width, info.height, &g, t->out_w, t->out_h, t->dct_scale, &p, e));
+    tk_img_rs_out ro = tk_img_transform_out(t);
+    int rc = tk_img_decode_box(data, size, &p, g.flip, &ro, s, out, e);
     if (gout) *gout = g;
-    if (numout) *numout = num;
+    if (numout) *numout = p.num;
+    tk_img_box_plan_free(&p);
     return rc;
 }
 

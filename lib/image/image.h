@@ -99,6 +99,24 @@ int tk_img_decode_one(const tk_img_transform *t, const uint8_t *data, size_t siz
                       tk_img_scratch *scratch, void *out, tk_img_geom *g, int *num, tk_err *e);
 void tk_img_scratch_free(tk_img_scratch *s);
 
+// The decode of one box, in steps (what tk_img_decode_one does after planning its geometry; SSD's
+// loader runs it with its own crop, lib/workloads/ssd/data.c): the box g->[x0, x1) x [y0, y1) of
+// a width x height JPEG, resized to g->rw x g->rh, the window at (g->wx, g->wy) of out_w x out_h
+// kept. The plan: the DCT scale num/8 (dct: tk_img_dct_num's, else 8) and both axes over the image
+// as decoded at that scale (the box scaled by the decoded size over the full size, taps only
+// from the pixels the box covers there). Free with tk_img_box_plan_free.
+typedef struct {
+    int num;
+    tk_img_axis ax, ay;
+} tk_img_box_plan;
+int tk_img_box_plan_make(int width, int height, const tk_img_geom *g, int out_w, int out_h, int dct,
+                         tk_img_box_plan *p, tk_err *e);
+void tk_img_box_plan_free(tk_img_box_plan *p);
+// Decodes the pixels p reads ([ax.lo, ax.hi) x [ay.lo, ay.hi) at scale p->num/8) and resamples
+// them into out (mirrored when flip, as ro says), with s's buffers.
+int tk_img_decode_box(const uint8_t *data, size_t size, const tk_img_box_plan *p, int flip, const tk_img_rs_out *ro,
+                      tk_img_scratch *s, void *out, tk_err *e);
+
 // The DCT scale num/8 for a box of bw x bh resized to rw x rh: the smallest num of 1, 2, 4, 8
 // with bw * num / 8 >= rw and bh * num / 8 >= rh (8 when none is smaller).
 int tk_img_dct_num(int bw, int bh, int rw, int rh);

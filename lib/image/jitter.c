@@ -2,6 +2,7 @@
 // (libImaging Blend.c, Convert.c rgb2hsv / hsv2rgb), operation by operation, with Pillow's mix of
 // float and double arithmetic kept, so that the bytes are Pillow's.
 #include <math.h>
+#include <pthread.h>
 
 #include "image/jitter.h"
 
@@ -39,75 +40,100 @@ void tk_img_adjust_contrast(uint8_t *px, size_t n, double f) {
 }
 
 void tk_img_adjust_saturation(uint8_t *px, size_t n, double f) {
-    float a = (float)f;
+    // blend(l, p, a) without its branches (the loop is the jitter's second costliest): clamping
+    // to 0..255 before the truncation changes nothing for a in [0, 1], where v stays between l
+    // and p, and is blend's clamp outside
+    const float a = (float)f;
     for (size_t i = 0; i < n; i++) {
         uint8_t *p = px + 3 * i;
-        int l = tk_img_luma(p);
-        for (int c = 0; c < 3; c++) p[c] = blend(l, p[c], a);
+        float l = (float)tk_img_luma(p);
+        for (int c = 0; c < 3; c++) {
+            float v = l + a * ((float)p[c] - l);
+            v = v < 0.0f ? 0.0f : v;
+            v = v > 255.0f ? 255.0f : v;
+            p[c] = (uint8_t)(int)v;
+        }
     }
 }
 
-static inline uint8_t clip8(int v) { return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v); }
+// C's round() of x >= 0 (half away from zero) without the library call: x - trunc(x) is exact.
+static inline int round_pos(double x) {
+    int k = (int)x;
+    return k + (x - (double)k >= 0.5);
+}
 
-// Pillow's rgb2hsv (after Python's colorsys), bytes in and out.
-static void rgb2hsv(const uint8_t *in, uint8_t *out) {
-    int r = in[0], g = in[1], b = in[2];
+// Pillow's hsv2rgb's terms that depend on the hue byte alone: the sector floor(h 6 / 255) mod 6
+// and the fraction h 6 / 255 - sector (in float, as Pillow), and on the saturation byte alone:
+// s / 255 in float.
+typedef struct {
+    uint8_t sector[256];
+    float frac[256], fs[256];
+} hsv_terms;
+
+static void hsv_terms_make(hsv_terms *t) {
+    for (int x = 0; x < 256; x++) {
+        int i = (int)floor((float)x * 6.0 / 255.0);
+        t->sector[x] = (uint8_t)(i % 6);
+        t->frac[x] = (float)((float)x * 6.0 / 255.0 - (float)i);
+        t->fs[x] = (float)((float)x / 255.0);
+    }
+}
+
+// The float quotients a / d (a 0..255, d 1..255) rgb2hsv divides by: exact (float division
+// rounds correctly), so a lookup gives its bytes; 256 KiB, made once.
+static float quot[256][256];
+static pthread_once_t quot_once = PTHREAD_ONCE_INIT;
+
+static void quot_make(void) {
+    for (int d = 1; d < 256; d++)
+        for (int a = 0; a < 256; a++) quot[d][a] = (float)a / (float)d;
+}
+
+// One pixel's hue shift: Pillow's rgb2hsv (after Python's colorsys), H += shift modulo 256, then
+// Pillow's hsv2rgb, bytes in and out, with Pillow's mix of float and double kept (only the two
+// quotients the pixel's case reads, looked up; round() as round_pos).
+static inline void hue_pixel(uint8_t *px, uint8_t shift, const hsv_terms *T) {
+    int r = px[0], g = px[1], b = px[2];
     int maxc = r > g ? (r > b ? r : b) : (g > b ? g : b);
     int minc = r < g ? (r < b ? r : b) : (g < b ? g : b);
-    out[2] = (uint8_t)maxc;
-    if (minc == maxc) {
-        out[0] = out[1] = 0;
-        return;
-    }
-    float cr = (float)(maxc - minc);
-    float s = cr / (float)maxc;
-    float rc = (float)(maxc - r) / cr, gc = (float)(maxc - g) / cr, bc = (float)(maxc - b) / cr;
-    float h;
-    if (r == maxc) h = bc - gc;
-    else if (g == maxc) h = (float)(2.0 + rc - bc);
-    else h = (float)(4.0 + gc - rc);
+    if (minc == maxc) return; // H = S = 0: hsv2rgb gives back (V, V, V), the pixel
+    const float *q = quot[maxc - minc]; // x / cr
+    float s = quot[maxc][maxc - minc], h;
+    if (r == maxc) h = q[maxc - b] - q[maxc - g];
+    else if (g == maxc) h = (float)(2.0 + q[maxc - r] - q[maxc - b]);
+    else h = (float)(4.0 + q[maxc - g] - q[maxc - r]);
     // fmod(h / 6 + 1, 1) (h in [-1, 5]: x in [5/6, 11/6), where x - 1 is exact)
     double x = h / 6.0 + 1.0;
     h = (float)(x >= 1.0 ? x - 1.0 : x);
-    out[0] = clip8((int)(h * 255.0));
-    out[1] = clip8((int)(s * 255.0));
-}
-
-// Pillow's hsv2rgb.
-static void hsv2rgb(const uint8_t *in, uint8_t *out) {
-    int h = in[0], s = in[1], v = in[2];
-    if (s == 0) {
-        out[0] = out[1] = out[2] = (uint8_t)v;
+    int hb = (uint8_t)((int)(h * 255.0) + shift), sb = (int)(s * 255.0); // both in 0..255 before the shift
+    if (sb == 0) {
+        px[0] = px[1] = px[2] = (uint8_t)maxc;
         return;
     }
-    int i = (int)floor((float)h * 6.0 / 255.0);
-    float f = (float)((float)h * 6.0 / 255.0 - (float)i);
-    float fs = (float)((float)s / 255.0);
-    uint8_t p = clip8((int)round((float)v * (1.0 - fs)));
-    uint8_t q = clip8((int)round((float)v * (1.0 - fs * f)));
-    uint8_t t = clip8((int)round((float)v * (1.0 - fs * (1.0 - f))));
-    uint8_t V = (uint8_t)v;
-    switch (i % 6) {
-    case 0: out[0] = V, out[1] = t, out[2] = p; break;
-    case 1: out[0] = q, out[1] = V, out[2] = p; break;
-    case 2: out[0] = p, out[1] = V, out[2] = t; break;
-    case 3: out[0] = p, out[1] = q, out[2] = V; break;
-    case 4: out[0] = t, out[1] = p, out[2] = V; break;
-    default: out[0] = V, out[1] = p, out[2] = q; break;
-    }
+    float fs = T->fs[sb], f = T->frac[hb], v = (float)maxc;
+    // (V, P, Q, T) of Pillow's six sectors, picked by index rather than a switch (the sector
+    // changes from pixel to pixel: a branch there mispredicts)
+    static const uint8_t pick[6][3] = {{0, 3, 1}, {2, 0, 1}, {1, 0, 3}, {1, 2, 0}, {3, 1, 0}, {0, 1, 2}};
+    uint8_t val[4] = {(uint8_t)maxc, (uint8_t)round_pos(v * (1.0 - fs)), (uint8_t)round_pos(v * (1.0 - fs * f)),
+                      (uint8_t)round_pos(v * (1.0 - fs * (1.0 - f)))};
+    const uint8_t *k = pick[T->sector[hb]];
+    px[0] = val[k[0]], px[1] = val[k[1]], px[2] = val[k[2]];
 }
 
-void tk_img_adjust_hue(uint8_t *px, size_t n, double h) {
+uint8_t tk_img_hue_shift(double h) {
     // torchvision: np_h += np.array(hue_factor * 255).astype(np.uint8), a C cast of the double:
     // truncated toward zero, then taken modulo 256 (as uint8 wraps)
-    uint8_t shift = (uint8_t)(int)(h * 255.0);
-    for (size_t i = 0; i < n; i++) {
-        uint8_t hsv[3];
-        rgb2hsv(px + 3 * i, hsv);
-        hsv[0] = (uint8_t)(hsv[0] + shift);
-        hsv2rgb(hsv, px + 3 * i);
-    }
+    return (uint8_t)(int)(h * 255.0);
 }
+
+void tk_img_adjust_hue_by(uint8_t *px, size_t n, uint8_t shift) {
+    hsv_terms T;
+    hsv_terms_make(&T);
+    pthread_once(&quot_once, quot_make);
+    for (size_t i = 0; i < n; i++) hue_pixel(px + 3 * i, shift, &T);
+}
+
+void tk_img_adjust_hue(uint8_t *px, size_t n, double h) { tk_img_adjust_hue_by(px, n, tk_img_hue_shift(h)); }
 
 void tk_img_jitter_apply(uint8_t *px, size_t n, const tk_img_jitter *j) {
     for (int k = 0; k < 4; k++) {

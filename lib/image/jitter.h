@@ -37,6 +37,10 @@ void tk_img_adjust_brightness(uint8_t *px, size_t n, double f);
 void tk_img_adjust_contrast(uint8_t *px, size_t n, double f);
 void tk_img_adjust_saturation(uint8_t *px, size_t n, double f);
 void tk_img_adjust_hue(uint8_t *px, size_t n, double h); // h in [-0.5, 0.5]
+// The hue's byte shift of h (torchvision's uint8 cast of h 255: truncated, modulo 256), and the
+// shift itself applied: tk_img_adjust_hue(px, n, h) is tk_img_adjust_hue_by(px, n, tk_img_hue_shift(h)).
+uint8_t tk_img_hue_shift(double h);
+void tk_img_adjust_hue_by(uint8_t *px, size_t n, uint8_t shift);
 // The four operations in j->order.
 void tk_img_jitter_apply(uint8_t *px, size_t n, const tk_img_jitter *j);
 

@@ -54,6 +54,19 @@ setup() {
                exit !(!bad && l < 0.95 * f && v[12] < v[1]) }' loss.txt
 }
 
+@test "ssd: data.device_jitter (bytes to the step, the jitter and normalisation there) trains to the same losses" {
+    jq '.data.device_jitter = true' "$TINY" >dj.json
+    for c in "$TINY" dj.json; do
+        run train-step -c "$c" -t "$D/data/train.tks" --no-eval -b cpu --max-steps 3 --log-every 1 \
+            --set train.global_batch_size=2
+        echo "$output" | grep -v '"config"'
+        [ "$status" -eq 0 ]
+        echo "$output" | jq -r 'select(.type == "progress") | .loss' >"loss-$(basename "$c")"
+    done
+    [ "$(wc -l <loss-dj.json)" -eq 3 ]
+    cmp "loss-$(basename "$TINY")" loss-dj.json
+}
+
 @test "ssd: evaluation in the loop gives map (COCO bbox AP), and evaluate of the checkpoint the same" {
     run train-step -c "$TINY" -t "$D/data/train.tks" -e "$D/data/val.tks" -b cpu --max-steps 2 --log-every 0 \
         --set train.global_batch_size=2 --set eval.annotations="$ANN" --ckpt-dir ck --mllog ml.log

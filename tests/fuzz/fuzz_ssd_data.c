@@ -23,7 +23,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         static float image[B * S * S * 3], boxes[B * M * 4];
         static int32_t labels[B * M], nbox[B], hw[B * 2];
         static int64_t ids[B];
-        ssd_batch out = {image, boxes, labels, nbox, ids, hw};
+        ssd_batch out = {image, boxes, labels, nbox, ids, hw, NULL, NULL};
         ssd_data_opts o;
         ssd_data_opts_default(&o);
         o.seed = 1, o.size = S, o.max_boxes = M, o.batch = B, o.threads = 2;

@@ -29,6 +29,7 @@
 #include "cocodata/prep.h"
 #include "image/codec.h"
 #include "image/jitter.h"
+#include "img_jitter.h"
 #include "img_resize.h"
 #include "tk_drive.h"
 #include "tk_test.h"
@@ -122,6 +123,51 @@ TK_TEST(normalize_layouts) {
     for (int c = 0; c < 3; c++) CHECK_NEAR(v[c], (g[c] / 255.0 - mean[c]) / std[c], 1e-6);
 }
 
+// ---- the decode's plan: full size, or a DCT scale where the crop allows it ----
+
+static int axes_equal(const tk_img_axis *a, const tk_img_axis *b) {
+    if (a->n != b->n || a->lo != b->lo || a->hi != b->hi || a->maxtaps != b->maxtaps) return 0;
+    for (int i = 0; i < a->n; i++) {
+        if (a->first[i] != b->first[i] || a->count[i] != b->count[i]) return 0;
+        for (int k = 0; k < a->count[i]; k++)
+            if (a->w[(size_t)i * a->maxtaps + k] != b->w[(size_t)i * b->maxtaps + k]) return 0;
+    }
+    return 1;
+}
+
+TK_TEST(decode_plan_dct_scale) {
+    ssd_data_opts o;
+    ssd_data_opts_default(&o);
+    CHECK_EQ_INT(o.dct, 0); // the reference decodes at full size
+    tk_err e = {0};
+    tk_img_box_plan p;
+    tk_img_axis ax, ay;
+    // dct off: the crop's own pixels, the axes of [x0, x1) -> 300 reading only them
+    ssd_crop c = {.option = 1, .x0 = 37, .y0 = 20, .x1 = 611, .y1 = 455};
+    CHECK_EQ_INT(ssd_decode_plan(&c, 640, 480, &o, &p, &e), 0);
+    CHECK_EQ_INT(p.num, 8);
+    CHECK_EQ_INT(tk_img_axis_plan(&ax, 37, 611, 300, 0, 300, 37, 611, &e), 0);
+    CHECK_EQ_INT(tk_img_axis_plan(&ay, 20, 455, 300, 0, 300, 20, 455, &e), 0);
+    CHECK(axes_equal(&p.ax, &ax) && axes_equal(&p.ay, &ay));
+    tk_img_axis_free(&ax), tk_img_axis_free(&ay), tk_img_box_plan_free(&p);
+    o.dct = 1;
+    // 574 x 435 stays >= 300 only at full size (x 1/2: 287 x 217.5)
+    CHECK_EQ_INT(ssd_decode_plan(&c, 640, 480, &o, &p, &e), 0);
+    CHECK_EQ_INT(p.num, 8);
+    tk_img_box_plan_free(&p);
+    // 640 x 640 of 1000 x 700: 1/2 (320 x 320), not 1/4 (160); the image decodes at 500 x 350 and
+    // the box [100, 740) x [30, 670) becomes [50, 370) x [15, 335): the taps stay inside it
+    ssd_crop big = {.option = 6, .x0 = 100, .y0 = 30, .x1 = 740, .y1 = 670};
+    CHECK_EQ_INT(ssd_decode_plan(&big, 1000, 700, &o, &p, &e), 0);
+    CHECK_EQ_INT(p.num, 4);
+    CHECK(p.ax.lo >= 50 && p.ax.hi <= 370 && p.ay.lo >= 15 && p.ay.hi <= 335);
+    CHECK_EQ_INT(p.ax.n, 300);
+    CHECK_EQ_INT(p.ay.n, 300);
+    CHECK_EQ_INT(tk_img_axis_plan(&ax, 50, 370, 300, 0, 300, 50, 370, &e), 0);
+    CHECK(axes_equal(&p.ax, &ax));
+    tk_img_axis_free(&ax), tk_img_box_plan_free(&p);
+}
+
 // ---- the colour jitter: Pillow's byte arithmetic ----
 
 TK_TEST(jitter_blend_bytes) {
@@ -174,6 +220,35 @@ TK_TEST(jitter_order_followed) {
     tk_img_jitter k = {{0, 1, 2, 3}, 1.1, 0.6, 1.4, -0.03};
     tk_img_jitter_apply(c, N, &k);
     CHECK(memcmp(a, c, sizeof a) != 0);
+}
+
+// The device op's reference (kernels/img_jitter.h) is the loader's jitter + normalisation: the
+// same floats from a draw's job as from tk_img_jitter_apply then ssd_normalize.
+TK_TEST(jitter_op_reference_is_the_loaders) {
+    ssd_data_opts o;
+    ssd_data_opts_default(&o);
+    const int S = 9;
+    uint8_t src[9 * 9 * 3], img[9 * 9 * 3];
+    float a[9 * 9 * 3], b[9 * 9 * 3];
+    tk_err e = {0};
+    for (int round = 0; round < 8; round++) {
+        for (int i = 0; i < S * S * 3; i++) src[i] = (uint8_t)(i * 53 + round * 101 + (i % 7) * 29);
+        ssd_rng r;
+        ssd_rng_init(&r, 5, 0, (uint32_t)round, 0);
+        tk_img_jitter d;
+        ssd_jitter_draw(&r, &o, &d);
+        memcpy(img, src, sizeof img);
+        tk_img_jitter_apply(img, (size_t)S * S, &d);
+        ssd_normalize(img, S, &o, a);
+        tk_img_jitter_job j = tk_img_jitter_job_of(&d);
+        CHECK_EQ_INT(tk_img_jitter_norm_ref(src, &j, 1, S, o.mean, o.std, b, &e), 0);
+        CHECK(memcmp(a, b, sizeof a) == 0);
+    }
+    // no jitter: the normalisation alone
+    tk_img_jitter_job none = TK_IMG_JITTER_NONE;
+    ssd_normalize(src, S, &o, a);
+    CHECK_EQ_INT(tk_img_jitter_norm_ref(src, &none, 1, S, o.mean, o.std, b, &e), 0);
+    CHECK(memcmp(a, b, sizeof a) == 0);
 }
 
 TK_TEST(jitter_draw_ranges_and_orders) {
@@ -346,7 +421,7 @@ typedef struct {
 } batch_buf;
 
 static void batch_alloc(batch_buf *bb, int n, int S, int M) {
-    bb->n = n, bb->S = S, bb->M = M;
+    *bb = (batch_buf){.n = n, .S = S, .M = M}; // image_u8 NULL: jittered, normalised floats
     bb->b.image = calloc((size_t)n * S * S * 3, sizeof(float));
     bb->b.boxes = calloc((size_t)n * M * 4, sizeof(float));
     bb->b.labels = calloc((size_t)n * M, sizeof(int32_t));
@@ -469,6 +544,44 @@ TK_TEST(sample_flip_mirrors) {
     CHECK_EQ_INT(bad, 0);
     ssd_scratch_free(&s);
     batch_free(&a), batch_free(&b);
+    ssd_dataset_free(d);
+}
+
+// data.device_jitter: the batch as resized bytes and jobs; the img_jitter op's reference on them
+// gives the host path's floats (the same crop, flip and jitter draws), bit for bit; the boxes are
+// the same.
+TK_TEST(device_jitter_batch_matches_host) {
+    if (!tk_img_have_jpeg()) return;
+    ssd_dataset *d = load(write_records("j.tks", 0, -1));
+    CHECK(d != NULL);
+    if (!d) return;
+    ssd_data_opts o;
+    ssd_data_opts_default(&o);
+    o.seed = 9, o.size = 40, o.max_boxes = 16, o.threads = 2;
+    enum { N = 6 };
+    const int S = 40;
+    int64_t rec[N];
+    for (int k = 0; k < N; k++) rec[k] = (k * 5 + 1) % NREC;
+    batch_buf host, dev;
+    batch_alloc(&host, N, S, 16), batch_alloc(&dev, N, S, 16);
+    dev.b.image_u8 = malloc((size_t)N * S * S * 3);
+    dev.b.jobs = malloc(N * sizeof *dev.b.jobs);
+    float *img = malloc((size_t)N * S * S * 3 * sizeof *img);
+    tk_err e = {0};
+    for (int jit = 0; jit < 2; jit++) {
+        o.jitter = jit;
+        CHECK_EQ_INT(ssd_samples(d, &o, 1, 2, rec, N, &host.b, &e), 0);
+        o.device_jitter = 1;
+        CHECK_EQ_INT(ssd_samples(d, &o, 1, 2, rec, N, &dev.b, &e), 0);
+        o.device_jitter = 0;
+        CHECK_EQ_INT(tk_img_jitter_norm_ref(dev.b.image_u8, dev.b.jobs, N, S, o.mean, o.std, img, &e), 0);
+        CHECK(memcmp(img, host.b.image, (size_t)N * S * S * 3 * sizeof *img) == 0);
+        CHECK(memcmp(dev.b.boxes, host.b.boxes, (size_t)N * 16 * 4 * sizeof(float)) == 0);
+        CHECK(memcmp(dev.b.nbox, host.b.nbox, N * sizeof(int32_t)) == 0);
+        CHECK_EQ_INT(dev.b.jobs[0].order[0] < 0, !jit); // no jitter: the no-op job
+    }
+    free(img), free(dev.b.image_u8), free(dev.b.jobs);
+    batch_free(&host), batch_free(&dev);
     ssd_dataset_free(d);
 }
 

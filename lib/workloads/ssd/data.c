@@ -9,6 +9,7 @@
 #include "core/philox.h"
 #include "engine/data.h"
 #include "image/codec.h"
+#include "image/image.h"
 #include "img_resize.h"
 #include "tks/tks.h"
 #include "workloads/ssd/data.h"
@@ -147,11 +148,18 @@ void ssd_jitter_draw(ssd_rng *r, const ssd_data_opts *o, tk_img_jitter *j) {
 
 void ssd_normalize(const uint8_t *px, int S, const ssd_data_opts *o, float *out) {
     const size_t n = (size_t)S * S;
-    for (size_t i = 0; i < n; i++)
-        for (int c = 0; c < 3; c++) {
-            // ToTensor: p / 255 in float32; Normalize: (x - mean) / std
-            float v = ((float)px[3 * i + c] / 255.0f - o->mean[c]) / o->std[c];
-            out[o->chw ? (size_t)c * n + i : 3 * i + (size_t)c] = v;
+    // ToTensor: p / 255 in float32; Normalize: (x - mean) / std: of a byte, so a table per channel
+    float t[3][256];
+    for (int c = 0; c < 3; c++)
+        for (int p = 0; p < 256; p++) t[c][p] = ((float)p / 255.0f - o->mean[c]) / o->std[c];
+    if (o->chw)
+        for (int c = 0; c < 3; c++)
+            for (size_t i = 0; i < n; i++) out[(size_t)c * n + i] = t[c][px[3 * i + c]];
+    else
+        for (size_t i = 0; i < n; i++) {
+            out[3 * i] = t[0][px[3 * i]];
+            out[3 * i + 1] = t[1][px[3 * i + 1]];
+            out[3 * i + 2] = t[2][px[3 * i + 2]];
         }
 }
 
@@ -316,7 +324,8 @@ int ssd_dataset_load(char *const *paths, int npaths, ssd_dataset **out, tk_err *
 // ---- one sample ----
 
 void ssd_scratch_free(ssd_scratch *s) {
-    free(s->px), free(s->img), free(s->tmp), free(s->nb), free(s->nl);
+    tk_img_scratch_free(&s->dec);
+    free(s->img), free(s->nb), free(s->nl);
     memset(s, 0, sizeof *s);
 }
 
@@ -330,33 +339,29 @@ static int room(void **p, size_t *cap, size_t need, tk_err *e) {
 }
 
 // The pixels [c->x0, c->x1) x [c->y0, c->y1) of the JPEG, resized to S x S bytes (Pillow's
-// bilinear: lib/image's resampling, rounded to bytes), mirrored when flip, into s->img.
-static int decode_resize(const ssd_record *R, const ssd_crop *c, int flip, int S, ssd_scratch *s, tk_err *e) {
+// bilinear: lib/image's resampling, rounded to bytes), mirrored when flip, into s->img; decoded at
+// the DCT scale o->dct allows (lib/image/image.h tk_img_box_plan_make, as ResNet's training).
+static int decode_resize(const ssd_record *R, const ssd_crop *c, int flip, const ssd_data_opts *o, ssd_scratch *s,
+                         tk_err *e) {
+    const int S = o->size;
     tk_jpeg_info info;
     TRY(tk_jpeg_info_read(R->jpeg, R->jpeg_size, &info, e));
     if (info.width != R->width || info.height != R->height)
         return tk_err_set(e, TK_EDATA, "the JPEG is %d x %d pixels, the record says %d x %d (width x height)",
                           info.width, info.height, R->width, R->height);
-    tk_img_axis ax, ay;
-    TRY(tk_img_axis_plan(&ax, c->x0, c->x1, S, 0, S, c->x0, c->x1, e));
-    int rc = tk_img_axis_plan(&ay, c->y0, c->y1, S, 0, S, c->y0, c->y1, e);
-    if (rc) {
-        tk_img_axis_free(&ax);
-        return rc;
-    }
-    int rw = ax.hi - ax.lo, rh = ay.hi - ay.lo;
-    size_t stride = (size_t)rw * 3, imgcap = s->img ? (size_t)S * S * 3 : 0;
-    rc = room((void **)&s->px, &s->pxcap, stride * (size_t)rh, e);
-    if (!rc) rc = room((void **)&s->tmp, &s->tmpcap, (size_t)S * (size_t)rw * 3 * sizeof(float), e);
-    if (!rc) rc = room((void **)&s->img, &imgcap, (size_t)S * S * 3, e);
-    if (!rc) rc = tk_jpeg_decode(R->jpeg, R->jpeg_size, 8, ax.lo, ay.lo, rw, rh, s->px, stride, NULL, e);
-    if (!rc) {
-        tk_img_rs_out ro = {.out_w = S, .out_h = S, .mean = {0, 0, 0}, .std = {1, 1, 1}, .dtype = TK_IMG_U8};
-        tk_img_resample(s->px, ax.lo, ay.lo, stride, &ax, &ay, flip, &ro, s->tmp, s->img);
-    }
-    tk_img_axis_free(&ax);
-    tk_img_axis_free(&ay);
+    tk_img_box_plan p;
+    TRY(ssd_decode_plan(c, info.width, info.height, o, &p, e));
+    size_t imgcap = s->img ? (size_t)S * S * 3 : 0;
+    int rc = room((void **)&s->img, &imgcap, (size_t)S * S * 3, e);
+    tk_img_rs_out ro = {.out_w = S, .out_h = S, .mean = {0, 0, 0}, .std = {1, 1, 1}, .dtype = TK_IMG_U8};
+    if (!rc) rc = tk_img_decode_box(R->jpeg, R->jpeg_size, &p, flip, &ro, &s->dec, s->img, e);
+    tk_img_box_plan_free(&p);
     return rc;
+}
+
+int ssd_decode_plan(const ssd_crop *c, int W, int H, const ssd_data_opts *o, tk_img_box_plan *p, tk_err *e) {
+    tk_img_geom g = {.x0 = c->x0, .y0 = c->y0, .x1 = c->x1, .y1 = c->y1, .rw = o->size, .rh = o->size};
+    return tk_img_box_plan_make(W, H, &g, o->size, o->size, o->dct, p, e);
 }
 
 int ssd_sample(const ssd_dataset *d, const ssd_data_opts *o, int train, uint32_t epoch, int64_t rec, ssd_scratch *s,
@@ -401,10 +406,15 @@ int ssd_sample(const ssd_dataset *d, const ssd_data_opts *o, int train, uint32_t
     out->nbox[k] = m;
     out->image_id[k] = R.image_id;
     out->size[2 * k] = R.height, out->size[2 * k + 1] = R.width;
-    int rc = decode_resize(&R, &si.crop, si.flip, S, s, e);
+    int rc = decode_resize(&R, &si.crop, si.flip, o, s, e);
     if (rc) return tk_err_where(e, "record %lld (image %lld)", (long long)rec, (long long)R.image_id);
-    if (train && o->jitter) tk_img_jitter_apply(s->img, (size_t)S * S, &si.jitter);
-    ssd_normalize(s->img, S, o, out->image + (size_t)k * S * S * 3);
+    if (out->image_u8) { // the jitter and the normalisation left to kernels/img_jitter.h
+        memcpy(out->image_u8 + (size_t)k * S * S * 3, s->img, (size_t)S * S * 3);
+        out->jobs[k] = train && o->jitter ? tk_img_jitter_job_of(&si.jitter) : TK_IMG_JITTER_NONE;
+    } else {
+        if (train && o->jitter) tk_img_jitter_apply(s->img, (size_t)S * S, &si.jitter);
+        ssd_normalize(s->img, S, o, out->image + (size_t)k * S * S * 3);
+    }
     if (info) *info = si;
     return 0;
 }

@@ -69,7 +69,9 @@
 #include <stdint.h>
 
 #include "core/err.h"
+#include "image/image.h"
 #include "image/jitter.h"
+#include "img_jitter.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -90,6 +92,11 @@ typedef struct {
     int threads;                 // threads decoding one batch (pthreads; 0 or 1: the caller's)
     int batch;                   // the global batch (training readers)
     int shuffle;                 // epoch order shuffled (1) or the records' order
+    int device_jitter;           // training batches as resized bytes + each image's jitter job
+                                 // (ssd_batch.image_u8, .jobs) for kernels/img_jitter.h on the
+                                 // device, instead of jittered, normalised floats
+    int dct;                     // decode at a DCT scale 1/2, 1/4 or 1/8 where the crop stays at
+                                 // least size x size there (0: always full size, the reference)
 } ssd_data_opts;
 
 void ssd_data_opts_default(ssd_data_opts *o);
@@ -139,6 +146,10 @@ void ssd_flip_boxes(float *boxes, int n);
 // factors U(max(0, 1 - b), 1 + b), U(max(0, 1 - c), 1 + c), U(max(0, 1 - s), 1 + s), U(-h, h).
 void ssd_jitter_draw(ssd_rng *r, const ssd_data_opts *o, tk_img_jitter *j);
 
+// The decode of crop c of a W x H JPEG into o->size x o->size: its DCT scale (o->dct) and the
+// resampling's axes over the image decoded at that scale (lib/image/image.h).
+int ssd_decode_plan(const ssd_crop *c, int W, int H, const ssd_data_opts *o, tk_img_box_plan *p, tk_err *e);
+
 // ToTensor + Normalize of S x S RGB bytes into one image of the batch (NHWC or CHW).
 void ssd_normalize(const uint8_t *px, int S, const ssd_data_opts *o, float *out);
 
@@ -160,11 +171,13 @@ typedef struct {
 void ssd_dataset_record(const ssd_dataset *d, int64_t i, ssd_record *r);
 
 typedef struct {
-    float *image;
+    float *image;                // unused when image_u8 is given (data.device_jitter)
     float *boxes;
     int32_t *labels, *nbox;
     int64_t *image_id;
     int32_t *size;
+    uint8_t *image_u8;           // NULL, or (B, S, S, 3) resized bytes before the jitter (NHWC)
+    tk_img_jitter_job *jobs;     // with image_u8: (B) each one's jitter (TK_IMG_JITTER_NONE: none)
 } ssd_batch;
 
 // What a sample's augmentation did (for tests and statistics).
@@ -176,10 +189,8 @@ typedef struct {
 
 // Per-thread buffers of the decoding (zero-initialize; free with ssd_scratch_free).
 typedef struct {
-    uint8_t *px, *img;
-    size_t pxcap;
-    float *tmp;
-    size_t tmpcap;
+    tk_img_scratch dec;          // the decode's and the resampling's (lib/image/image.h)
+    uint8_t *img;                // the S x S bytes
     float *nb;                   // normalised boxes
     int32_t *nl;
     int nbcap;

@@ -22,7 +22,7 @@ static const char *const ssd_sections[] = {"eval", NULL};
 static int config_parse(json_t *root, const char *path, const tk_run_cfg *run, const char *data_meta, void **out,
                         tk_err *e) {
     static const char *const model_keys[] = {"width", "image_size", "precision", NULL};
-    static const char *const data_keys[] = {"max_boxes", "threads", "shuffle", "crop", "flip", "jitter", NULL};
+    static const char *const data_keys[] = {"max_boxes", "threads", "shuffle", "crop", "flip", "jitter", "device_jitter", NULL};
     static const char *const eval_keys[] = {"annotations", "nms_iou", "score_threshold", "max_output", NULL};
     (void)data_meta;
     *out = NULL;
@@ -66,6 +66,7 @@ static int config_parse(json_t *root, const char *path, const tk_run_cfg *run, c
     TRYC(tk_cfg_bool_opt(root, path, "data.crop", &o->crop, e));
     TRYC(tk_cfg_bool_opt(root, path, "data.flip", &o->flip, e));
     TRYC(tk_cfg_bool_opt(root, path, "data.jitter", &o->jitter, e));
+    TRYC(tk_cfg_bool_opt(root, path, "data.device_jitter", &o->device_jitter, e));
     json_t *ann = tk_cfg_get(root, "eval.annotations");
     if (ann && !json_is_null(ann)) {
         if (!json_is_string(ann) || !json_string_length(ann) ||
@@ -139,10 +140,15 @@ static int wl_create(const void *cfgp, const tk_wl_env *env, void **model, tk_er
     const tk_backend be = w->c->backend;
     void **slot[] = {(void **)&w->gt,        (void **)&w->gt_label,  (void **)&w->gt_off, (void **)&w->gbox,
                      (void **)&w->label,     (void **)&w->dbox_xywh, (void **)&w->dbox_ltrb, (void **)&w->loss,
-                     &w->match_ws,           &w->loss_ws};
+                     &w->match_ws,           &w->loss_ws,            (void **)&w->img_u8,  (void **)&w->jobs,
+                     &w->jitter_ws};
+    const int dj = cfg->data.device_jitter;
+    const size_t img_bytes = (size_t)w->b * m->S * m->S * 3;
     const size_t size[] = {ngt * 16,         ngt * 4,           (size_t)(w->b + 1) * 4, bD * 16,
                            bD * 4,           (size_t)w->D * 16, (size_t)w->D * 16,      4,
-                           tk_ssd_match_ws_bytes(be, (int64_t)ngt), tk_ssd_loss_ws_bytes(be, w->b, w->D)};
+                           tk_ssd_match_ws_bytes(be, (int64_t)ngt), tk_ssd_loss_ws_bytes(be, w->b, w->D),
+                           dj ? img_bytes : 0, dj ? (size_t)w->b * sizeof(tk_img_jitter_job) : 0,
+                           dj ? tk_img_jitter_ws_bytes(be, w->b, m->S) : 0};
     const int n = (int)(sizeof size / sizeof *size);
     size_t total = 256;
     for (int k = 0; k < n; k++) total += ((size[k] ? size[k] : 1) + 255) & ~(size_t)255;
@@ -167,15 +173,21 @@ static int wl_import(void *model, const char *path, tk_err *e) {
     return ssd_import_torchvision(((ssd_wl *)model)->net, path, e);
 }
 
-// The batch: the images (the network's input buffer) and the compacted ground truth.
+// The batch: the images (the network's input buffer) and the compacted ground truth; with
+// data.device_jitter the images as resized bytes and each one's jitter (the step's first op
+// makes the network's input of them).
 static int wl_batch(const void *model, tk_wl_field *f) {
     const ssd_wl *w = model;
     const int S = w->net->S;
-    f[0] = (tk_wl_field){"batch.image", TK_F32, 4, {w->b, S, S, 3}, w->net->in_img};
+    if (w->cfg.data.device_jitter) f[0] = (tk_wl_field){"batch.image_u8", TK_U8, 4, {w->b, S, S, 3}, w->img_u8};
+    else f[0] = (tk_wl_field){"batch.image", TK_F32, 4, {w->b, S, S, 3}, w->net->in_img};
     f[1] = (tk_wl_field){"batch.gt_box", TK_F32, 2, {(int64_t)w->b * w->M, 4}, w->gt};
     f[2] = (tk_wl_field){"batch.gt_label", TK_I32, 1, {(int64_t)w->b * w->M}, w->gt_label};
     f[3] = (tk_wl_field){"batch.gt_off", TK_I32, 1, {w->b + 1}, w->gt_off};
-    return 4;
+    if (!w->cfg.data.device_jitter) return 4;
+    // tk_img_jitter_job: 8 words of 4 bytes (order[4] i32, three f32 factors, the i32 shift)
+    f[4] = (tk_wl_field){"batch.jitter", TK_I32, 2, {w->b, (int64_t)(sizeof(tk_img_jitter_job) / 4)}, w->jobs};
+    return 5;
 }
 
 // ---- the training step ----
@@ -183,6 +195,9 @@ static int wl_batch(const void *model, tk_wl_field *f) {
 static int wl_step(void *model, tk_err *e) {
     ssd_wl *w = model;
     ssd_model *m = w->net;
+    if (w->cfg.data.device_jitter) // the colour jitter and the normalisation the loader left
+        TRY(tk_img_jitter_norm(w->c, w->img_u8, w->jobs, w->b, m->S, w->cfg.data.mean, w->cfg.data.std, m->in_img,
+                               w->jitter_ws, e));
     TRY(ssd_forward(m, 1, e)); // (ploc, pconf: the network's loc, conf, box-major)
     // the boxes of the batch: the cpu reads the count from the batch (host memory); the cuda
     // kernels read only gt_off (device memory) and take the batch's room as ngt (no host read in
@@ -258,6 +273,7 @@ typedef struct ssd_rd {
     ssd_reader *r;
     ssd_batch tmp;               // the batch's boxes before the compaction (image: the field's)
     int b, M;
+    int device_jitter;           // the image field is bytes, a jitter field follows the boxes' fields
 } ssd_rd;
 
 static void rd_close(void *p) {
@@ -277,7 +293,7 @@ static int rd_open(const void *cfgp, int rank, int world, char *const *paths, in
     int rc = dataset_get(paths, npaths, &r->d, e);
     if (!rc) rc = ssd_reader_open(&cfg->data, r->d, rank, world, &r->r, e);
     if (!rc) {
-        r->b = ssd_reader_per_rank(r->r), r->M = cfg->data.max_boxes;
+        r->b = ssd_reader_per_rank(r->r), r->M = cfg->data.max_boxes, r->device_jitter = cfg->data.device_jitter;
         r->tmp.boxes = calloc((size_t)r->b * r->M * 4, sizeof(float));
         r->tmp.labels = calloc((size_t)r->b * r->M, sizeof(int32_t));
         r->tmp.nbox = calloc((size_t)r->b, sizeof(int32_t));
@@ -295,7 +311,8 @@ static uint64_t rd_count(void *p) { return (uint64_t)ssd_dataset_count(((ssd_rd 
 
 static int rd_batch(void *p, int64_t step, int64_t spe, void *const *fields, tk_err *e) {
     ssd_rd *r = p;
-    r->tmp.image = fields[0];
+    if (r->device_jitter) r->tmp.image = NULL, r->tmp.image_u8 = fields[0], r->tmp.jobs = fields[4];
+    else r->tmp.image = fields[0];
     TRY(ssd_reader_batch(r->r, step, spe, &r->tmp, e));
     float *gt = fields[1];
     int32_t *lab = fields[2], *off = fields[3];

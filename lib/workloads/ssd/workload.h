@@ -19,6 +19,7 @@
 
 #include "engine/config.h"
 #include "engine/workload.h"
+#include "img_jitter.h"
 #include "ssd_box.h"
 #include "workloads/ssd/data.h"
 #include "workloads/ssd/model.h"
@@ -50,6 +51,9 @@ typedef struct ssd_wl {
     float *dbox_xywh, *dbox_ltrb;// (D, 4) each
     float *loss;                 // the step's loss (1)
     void *match_ws, *loss_ws;
+    uint8_t *img_u8;             // data.device_jitter: the batch's resized bytes (b, S, S, 3) and
+    tk_img_jitter_job *jobs;     // each image's jitter (b), jittered and normalised into the
+    void *jitter_ws;             // network's input by the img_jitter op at the step's start
     float *host_dbox_xywh;       // (D, 4) on the host, for the eval's decoding
 } ssd_wl;
 
