@@ -7,6 +7,10 @@ int tk_stem_s2d_input(tk_ctx *c, const uint8_t *src, int N, int S, tk_img_norm n
     return TK_DISPATCH(c, tk_stem_s2d_input_ref(src, N, S, n, t, xs, e), tk_stem_s2d_input_cuda(c, src, N, S, n, t, xs, e));
 }
 
+int tk_stem_s2d_input_f32(tk_ctx *c, const float *x, int N, int S, tk_dtype t, void *xs, tk_err *e) {
+    return TK_DISPATCH(c, tk_stem_s2d_input_f32_ref(x, N, S, t, xs, e), tk_stem_s2d_input_f32_cuda(c, x, N, S, t, xs, e));
+}
+
 int tk_stem_s2d_weight(tk_ctx *c, const float *w, int K, tk_dtype t, void *ws, tk_err *e) {
     return TK_DISPATCH(c, tk_stem_s2d_weight_ref(w, K, t, ws, e), tk_stem_s2d_weight_cuda(c, w, K, t, ws, e));
 }

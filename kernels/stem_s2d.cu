@@ -1,11 +1,18 @@
-// CUDA side of kernels/stem_s2d.h: the input as one thread per space-to-depth pixel (12 bytes in,
-// 16 values out as 16-byte stores); the filter maps one thread per element.
+// CUDA side of kernels/stem_s2d.h: the input as one thread per space-to-depth pixel (12 bytes, or
+// 12 fp32 values, in; 16 values out as 16-byte stores); the filter maps one thread per element.
 #include "cuda_util.cuh"
 #include "core/vec.cuh"
 #include "stem_s2d.h"
 
-template <typename T>
-__global__ static void s2d_input(const uint8_t *__restrict__ src, int N, int S, tk_img_norm n, T *__restrict__ xs) {
+// One input value: an 8-bit pixel normalized (the same fp32 division as the reference), or an
+// already normalized fp32 value as it is.
+__device__ static inline float s2d_value(const uint8_t *px, int c, const tk_img_norm &n) {
+    return __fdiv_rn((float)px[c] - n.mean[c], n.std[c]);
+}
+__device__ static inline float s2d_value(const float *px, int c, const tk_img_norm &) { return px[c]; }
+
+template <typename T, typename Src>
+__global__ static void s2d_input(const Src *__restrict__ src, int N, int S, tk_img_norm n, T *__restrict__ xs) {
     const int Hs = tk_s2d_side(S);
     const int64_t total = (int64_t)N * Hs * Hs;
     constexpr int V = TkVec<T>::N; // values per 16-byte store
@@ -17,9 +24,9 @@ __global__ static void s2d_input(const uint8_t *__restrict__ src, int N, int S, 
         for (int blk = 0; blk < 4; blk++) {
             const int y = 2 * (i - 2) + blk / 2, x = 2 * (j - 2) + blk % 2;
             const bool in = y >= 0 && y < S && x >= 0 && x < S;
-            const uint8_t *px = src + ((img * S + (in ? y : 0)) * S + (in ? x : 0)) * 3;
+            const Src *px = src + ((img * S + (in ? y : 0)) * S + (in ? x : 0)) * 3;
 #pragma unroll
-            for (int c = 0; c < 3; c++) v[blk * 3 + c] = in ? __fdiv_rn((float)px[c] - n.mean[c], n.std[c]) : 0.0f;
+            for (int c = 0; c < 3; c++) v[blk * 3 + c] = in ? s2d_value(px, c, n) : 0.0f;
         }
 #pragma unroll
         for (int ch = 12; ch < TK_S2D_C; ch++) v[ch] = 0.0f;
@@ -45,8 +52,8 @@ template <typename T> __global__ static void s2d_wgrad(const T *__restrict__ dws
     }
 }
 
-int tk_stem_s2d_input_cuda(tk_ctx *c, const uint8_t *src, int N, int S, tk_img_norm n, tk_dtype t, void *xs,
-                           tk_err *e) {
+template <typename Src>
+static int input_cuda(tk_ctx *c, const Src *src, int N, int S, tk_img_norm n, tk_dtype t, void *xs, tk_err *e) {
     TRY(tk_stem_s2d_check(N, S, 1, t, e));
     const int64_t total = (int64_t)N * tk_s2d_side(S) * tk_s2d_side(S);
     if (total == 0) return 0;
@@ -54,6 +61,16 @@ int tk_stem_s2d_input_cuda(tk_ctx *c, const uint8_t *src, int N, int S, tk_img_n
     if (t == TK_BF16) s2d_input<<<nb, 256, 0, tk_cu_stream(c)>>>(src, N, S, n, (__nv_bfloat16 *)xs);
     else s2d_input<<<nb, 256, 0, tk_cu_stream(c)>>>(src, N, S, n, (float *)xs);
     return tk_cu_check(e, "stem_s2d_input");
+}
+
+int tk_stem_s2d_input_cuda(tk_ctx *c, const uint8_t *src, int N, int S, tk_img_norm n, tk_dtype t, void *xs,
+                           tk_err *e) {
+    return input_cuda(c, src, N, S, n, t, xs, e);
+}
+
+int tk_stem_s2d_input_f32_cuda(tk_ctx *c, const float *x, int N, int S, tk_dtype t, void *xs, tk_err *e) {
+    const tk_img_norm none = {{0, 0, 0}, {1, 1, 1}};
+    return input_cuda(c, x, N, S, none, t, xs, e);
 }
 
 int tk_stem_s2d_weight_cuda(tk_ctx *c, const float *w, int K, tk_dtype t, void *ws, tk_err *e) {

@@ -18,6 +18,8 @@
 //
 //   tk_stem_s2d_input: the batch's 8-bit images normalized ((v - mean[c]) / std[c], in fp32, then
 //     rounded to t: kernels/img_norm.h's values) straight into xs (N, Hs, Hs, 16) in t.
+//   tk_stem_s2d_input_f32: images already normalized, x (N, S, S, 3) fp32 (SSD's input: its data
+//     path normalizes on the host), into xs (N, Hs, Hs, 16) in t, each value rounded once.
 //   tk_stem_s2d_weight: w (K, 7, 7, 3) fp32 -> ws (K, 4, 4, 16) in t.
 //   tk_stem_s2d_wgrad: dws (K, 4, 4, 16) in t -> dw (K, 7, 7, 3) fp32 (overwritten).
 // t is TK_F32 or TK_BF16. The cpu backend runs stem_s2d_ref.c (the specification).
@@ -40,15 +42,18 @@ enum { TK_S2D_C = 16 }; // channels of xs and ws (12 used)
 static inline TK_S2D_HD int tk_s2d_side(int S) { return S / 2 + 3; }
 
 int tk_stem_s2d_input(tk_ctx *c, const uint8_t *src, int N, int S, tk_img_norm n, tk_dtype t, void *xs, tk_err *e);
+int tk_stem_s2d_input_f32(tk_ctx *c, const float *x, int N, int S, tk_dtype t, void *xs, tk_err *e);
 int tk_stem_s2d_weight(tk_ctx *c, const float *w, int K, tk_dtype t, void *ws, tk_err *e);
 int tk_stem_s2d_wgrad(tk_ctx *c, const void *dws, int K, tk_dtype t, float *dw, tk_err *e);
 
 int tk_stem_s2d_input_ref(const uint8_t *src, int N, int S, tk_img_norm n, tk_dtype t, void *xs, tk_err *e);
+int tk_stem_s2d_input_f32_ref(const float *x, int N, int S, tk_dtype t, void *xs, tk_err *e);
 int tk_stem_s2d_weight_ref(const float *w, int K, tk_dtype t, void *ws, tk_err *e);
 int tk_stem_s2d_wgrad_ref(const void *dws, int K, tk_dtype t, float *dw, tk_err *e);
 #ifdef TK_HAVE_CUDA
 int tk_stem_s2d_input_cuda(tk_ctx *c, const uint8_t *src, int N, int S, tk_img_norm n, tk_dtype t, void *xs,
                            tk_err *e);
+int tk_stem_s2d_input_f32_cuda(tk_ctx *c, const float *x, int N, int S, tk_dtype t, void *xs, tk_err *e);
 int tk_stem_s2d_weight_cuda(tk_ctx *c, const float *w, int K, tk_dtype t, void *ws, tk_err *e);
 int tk_stem_s2d_wgrad_cuda(tk_ctx *c, const void *dws, int K, tk_dtype t, float *dw, tk_err *e);
 #endif

@@ -4,7 +4,9 @@
 #include "act_io.h"
 #include "stem_s2d.h"
 
-int tk_stem_s2d_input_ref(const uint8_t *src, int N, int S, tk_img_norm n, tk_dtype t, void *xs, tk_err *e) {
+// The input map from 8-bit pixels (normalized here) or from normalized fp32 values (f32).
+static int input_ref(const uint8_t *src, const float *f32, int N, int S, tk_img_norm n, tk_dtype t, void *xs,
+                     tk_err *e) {
     TRY(tk_stem_s2d_check(N, S, 1, t, e));
     const int Hs = tk_s2d_side(S);
 #pragma omp parallel for schedule(static)
@@ -14,12 +16,23 @@ int tk_stem_s2d_input_ref(const uint8_t *src, int N, int S, tk_img_norm n, tk_dt
         for (int ch = 0; ch < TK_S2D_C; ch++) {
             const int blk = ch / 3, c = ch % 3, y = 2 * (i - 2) + blk / 2, x = 2 * (j - 2) + blk % 2;
             float v = 0.0f;
-            if (ch < 12 && y >= 0 && y < S && x >= 0 && x < S)
-                v = ((float)src[((img * S + y) * S + x) * 3 + c] - n.mean[c]) / n.std[c];
+            if (ch < 12 && y >= 0 && y < S && x >= 0 && x < S) {
+                const int64_t at = ((img * S + y) * S + x) * 3 + c;
+                v = f32 ? f32[at] : ((float)src[at] - n.mean[c]) / n.std[c];
+            }
             tk_act_st(xs, t, (size_t)p * TK_S2D_C + ch, v);
         }
     }
     return 0;
+}
+
+int tk_stem_s2d_input_ref(const uint8_t *src, int N, int S, tk_img_norm n, tk_dtype t, void *xs, tk_err *e) {
+    return input_ref(src, NULL, N, S, n, t, xs, e);
+}
+
+int tk_stem_s2d_input_f32_ref(const float *x, int N, int S, tk_dtype t, void *xs, tk_err *e) {
+    const tk_img_norm none = {{0, 0, 0}, {1, 1, 1}};
+    return input_ref(NULL, x, N, S, none, t, xs, e);
 }
 
 int tk_stem_s2d_weight_ref(const float *w, int K, tk_dtype t, void *ws, tk_err *e) {

@@ -57,6 +57,17 @@ compare() {
     python3 -c 'import json, sys; o = json.loads(sys.argv[1]); sys.exit(not (max(o["loc_rel"], o["conf_rel"], o["eval_rel"]) < 1e-5 and o["grad_rel_max"] < 1e-4 and o["relu_adopted"] <= 8))' "$output"
 }
 
+@test "ssd network: the same with the stem as the space-to-depth 4x4 convolution (model.stem s2d, 258x258)" {
+    need_torch
+    export SSD_PEER_STEM=s2d # (lib/blocks/stem.h: cuda's default form, here its cpu references)
+    compare 8 258 5 2
+    [ "$status" -eq 0 ]
+    [ "$(field ok)" = true ]
+    [ "$(field tensors)" = 131 ]
+    [ "$(field relu_mismatch)" = 0 ]
+    python3 -c 'import json, sys; o = json.loads(sys.argv[1]); sys.exit(not (max(o["loc_rel"], o["conf_rel"], o["eval_rel"]) < 1e-5 and o["grad_rel_max"] < 1e-4 and o["relu_adopted"] <= 8))' "$output"
+}
+
 # the width-8 dump with one python statement applied to its tensors t, then the peer's comparison
 tampered() {
     [ -s "$BATS_FILE_TMPDIR/w8s257/ours.st" ] || compare 8 257 5 2

@@ -132,7 +132,7 @@ TK_TEST(step_cpu_vs_cuda_fp32) {
     tk_instance *Ic = make(cc, 16, 0, 0), *Ig = make(gt_ctx_, 16, 0, 0);
     rn_model *cpu = Ic->model, *gpu = Ig->model;
     const rn_config cfg = cpu->cfg;
-    printf("# cuda stem channels %d\n", gpu->cin);
+    printf("# cuda stem channels %d\n", gpu->stem.cin);
     compare_step(cpu, gpu, 1e-5, 1e-3, 1, 1e-5, tk_failed_);
     // (c) the eval forward with the updated running statistics
     set_batch(cpu, 1), set_batch(gpu, 1);
@@ -287,8 +287,8 @@ static void run_bns(rn_model *m) {
 static void run_convs(rn_model *m) { // every conv pass of one step, on the model's buffers
     tk_err e = {0};
     const tk_blk_conv *c0 = &m->u0.c;
-    rn_conv_fwd(m, c0, m->x0, m->u0.y, 1, &e);
-    tk_conv(m->c, m->dnn, TK_CONV_BWD_FILTER, &c0->s, m->t, m->x0, m->g[0], m->env.wbuf, &e);
+    rn_conv_fwd(m, c0, m->stem.x, m->u0.y, 1, &e);
+    tk_conv(m->c, m->dnn, TK_CONV_BWD_FILTER, &c0->s, m->t, m->stem.x, m->g[0], m->env.wbuf, &e);
     for (int i = 0; i < m->nblk; i++) {
         const rn_block *k = &m->blk[i];
         const tk_blk_conv *cv[4] = {&k->u1.c, &k->u2.c, &k->u3.c, &k->ud.c};

@@ -23,11 +23,19 @@
 // (d) the eval forward (running statistics) on both backends, fp32, after (b)'s step: within 1e-4.
 // (e) the training step captured in a CUDA graph and replayed (fp32, bf16) with the recorder of
 //     tests/unit/grads_case.h in grads_ready's place: 25 reports, no gradient changed after its.
+// (b) - (e) run twice: on 257x257, where the cuda model's stem is the 7x7 convolution (an odd
+// side: lib/blocks/stem.h's direct form), and on 258x258, where it is the space-to-depth 4x4 one
+// (the default on cuda, as at SSD300's 300x300), each against the cpu reference's 7x7 (the
+// specification of both).
+// (f) kernels/stem_s2d.h's fp32 input map (SSD's: the images come normalized) against its
+//     reference, bit-exact (a copy, rounded once to t), fp32 and bf16, random and small-integer
+//     values, at 8x8 (3 images) and SSD300's 300x300.
 #include <cuda_runtime_api.h>
 
 #include "../unit/grads_case.h"
 #include "gpu_test.h"
 #include "ssd_head.h"
+#include "stem_s2d.h"
 #include "../unit/ssd_case.h"
 
 // ---- (a) the ops ----
@@ -135,9 +143,9 @@ TK_TEST(ssd_head_ops_vs_reference) {
 
 // ---- (b) - (d) the network ----
 
-static ssd_config config(int bf16) {
+static ssd_config config(int bf16, int size) {
     ssd_config c = ssd_config_default(2);
-    c.width = 8, c.size = 257, c.classes = 5, c.bf16 = bf16;
+    c.width = 8, c.size = size, c.classes = 5, c.bf16 = bf16;
     return c;
 }
 
@@ -192,9 +200,10 @@ static void compare(ssd_model *cpu, ssd_model *gpu, double tol_out, double tol_a
         }
         free(a), free(b);
     }
-    printf("# table ssd step %s (stem cin %d) vs cpu fp32: loc %.1e, conf %.1e, heads' gradients %.1e, all "
-           "gradients %.1e, worst %s %.1e, running statistics %.1e\n",
-           tk_dtype_name(gpu->t), gpu->cin, rl, rc, heads, sqrt(num / den), wn, worst, run);
+    printf("# table ssd step %s at %d (stem %s, cin %d) vs cpu fp32: loc %.1e, conf %.1e, heads' gradients %.1e, "
+           "all gradients %.1e, worst %s %.1e, running statistics %.1e\n",
+           tk_dtype_name(gpu->t), gpu->S, gpu->stem.s2d ? "s2d" : "direct", gpu->stem.cin, rl, rc, heads,
+           sqrt(num / den), wn, worst, run);
     CHECK(rl <= tol_out && rc <= tol_out);
     if (tol_all > 0) CHECK(sqrt(num / den) <= tol_all);
     CHECK(tol_worst > 0 ? worst <= tol_worst : heads <= -tol_worst);
@@ -232,56 +241,36 @@ static void relu_decisions(const ssd_model *cpu, const ssd_model *gpu, int *tk_f
     CHECK(worst <= 1e-3);
 }
 
-// The cpu model's units (the stem, each block's two) given ReLU mask bits (host memory, returned
-// for the caller to free) that their training forward writes and their backward reads instead of
-// recomputing the decisions: bits adopt_relus can set.
-static uint8_t *give_masks(ssd_model *m) {
-    tk_blk_unit *u[1 + 2 * SSD_BLOCKS];
-    int n = 0;
-    u[n++] = &m->u0;
-    for (int i = 0; i < SSD_BLOCKS; i++) u[n++] = &m->blk[i].u1, u[n++] = &m->blk[i].u2;
-    size_t total = 0;
-    for (int i = 0; i < n; i++) total += (size_t)(tk_blk_conv_y_numel(&u[i]->c) + 7) / 8;
-    uint8_t *all = gt_host(total), *p = all;
-    for (int i = 0; i < n; i++) u[i]->mask = p, p += (tk_blk_conv_y_numel(&u[i]->c) + 7) / 8;
-    return all;
-}
-
-// The gpu's fp32 ReLU decisions taken into the cpu model (give_masks' after its training
-// forward) where the two differ (relu_decisions bounds how far from 0): a unit's mask bit, an
-// additional layer's output (its backward reads y > 0). Returns how many.
+// The gpu's fp32 ReLU decisions taken into the cpu model (its masks given: ssd_case_give_masks,
+// after its training forward) where the two differ (relu_decisions bounds how far from 0).
+// Returns how many.
 static size_t adopt_relus(ssd_model *cpu, const ssd_model *gpu) {
-    const tk_blk_conv *cc[SSD_RELUS], *gc[SSD_RELUS];
-    const void *zc[SSD_RELUS], *zg[SSD_RELUS];
-    ssd_case_relus(cpu, cc, zc), ssd_case_relus(gpu, gc, zg);
-    size_t taken = 0;
-    for (int i = 0; i < SSD_RELUS; i++) {
-        const size_t n = (size_t)tk_blk_conv_y_numel(cc[i]);
-        float *a = (float *)zc[i], *b = host_of(gpu, zg[i], n); // (the cpu's: host memory)
-        const ssd_block *k = i && i <= 2 * SSD_BLOCKS ? &cpu->blk[(i - 1) / 2] : NULL;
-        uint8_t *bits = !i ? cpu->u0.mask : k ? ((i - 1) % 2 ? k->u2.mask : k->u1.mask) : NULL;
-        for (size_t j = 0; j < n; j++)
-            if ((a[j] > 0) != (b[j] > 0)) {
-                taken++;
-                if (!bits) a[j] = b[j] > 0 ? b[j] : 0;
-                else if (b[j] > 0) bits[j / 8] |= (uint8_t)(1u << (j % 8));
-                else bits[j / 8] &= (uint8_t)~(1u << (j % 8));
-            }
-        free(b);
-    }
+    const tk_blk_conv *gc[SSD_RELUS];
+    const void *zg[SSD_RELUS];
+    float *ref[SSD_RELUS];
+    ssd_case_relus(gpu, gc, zg);
+    for (int i = 0; i < SSD_RELUS; i++) ref[i] = host_of(gpu, zg[i], (size_t)tk_blk_conv_y_numel(gc[i]));
+    const size_t taken = ssd_case_adopt_relus(cpu, ref);
+    for (int i = 0; i < SSD_RELUS; i++) free(ref[i]);
     return taken;
 }
 
-TK_TEST(ssd_step_vs_cpu) {
+// (b) - (e) at size x size: the cuda models' stem the space-to-depth form exactly where the side is
+// even (auto), the cpu's the 7x7 convolution.
+static void step_vs_cpu(int size, int *tk_failed_) {
     tk_ctx *cc = NULL;
     tk_err e = {0};
     if (tk_ctx_create(&cc, TK_BACKEND_CPU, 0, &e)) gt_die_("cpu context", &e);
-    ssd_config c32 = config(0), c16 = config(1);
+    ssd_config c32 = config(0, size), c16 = config(1, size);
     ssd_case kc, kg, kb;
     make(&kc, cc, &c32), make(&kg, gt_ctx_, &c32), make(&kb, gt_ctx_, &c16);
+    CHECK_EQ_INT(kc.m->stem.s2d, 0);
+    CHECK_EQ_INT(kg.m->stem.s2d, size % 2 == 0);
+    CHECK_EQ_INT(kb.m->stem.s2d, size % 2 == 0);
     ssd_case_io io;
     if (ssd_case_io_make(kc.m, gt_seed_, &io)) gt_die_("host buffers", NULL);
-    uint8_t *bits = give_masks(kc.m);
+    uint8_t *bits = ssd_case_give_masks(kc.m);
+    if (!bits) gt_die_("host buffers", NULL);
     step(kc.m, &io, 1), step(kg.m, &io, 1), step(kb.m, &io, 1);
     // (b) outputs and the heads' gradients only: a ReLU input within rounding of 0 may take the
     // other side on the gpu (1 of 1.9 M on an H200) and move every gradient below it by ~1e-3
@@ -318,4 +307,44 @@ TK_TEST(ssd_step_vs_cpu) {
     ssd_case_free(&kc), ssd_case_free(&kg), ssd_case_free(&kb);
     free(bits);
     tk_ctx_destroy(cc);
+}
+
+TK_TEST(ssd_step_vs_cpu) { step_vs_cpu(257, tk_failed_); }
+
+TK_TEST(ssd_step_s2d_stem_vs_cpu) { step_vs_cpu(258, tk_failed_); }
+
+// ---- (f) the stem's fp32 input map ----
+
+TK_TEST(stem_s2d_input_f32_vs_reference) {
+    static const struct {
+        int N, S;
+    } shp[] = {{3, 8}, {1, 300}};
+    for (size_t i = 0; i < sizeof shp / sizeof *shp; i++)
+        for (int tt = 0; tt < 2; tt++)
+            for (int ints = 0; ints < 2; ints++) {
+                const tk_dtype t = tt ? TK_BF16 : TK_F32;
+                const int N = shp[i].N, S = shp[i].S, Hs = tk_s2d_side(S);
+                const size_t n = (size_t)N * S * S * 3, ns = (size_t)N * Hs * Hs * TK_S2D_C;
+                tk_err e = {0};
+                float *x = gt_host(n * 4);
+                gt_fill(x, n, -3, 3, ints);
+                float *xd = gt_dev_from(x, n, TK_F32);
+                void *xs = gt_dev(ns * tk_dtype_size(t) + 16), *ref = gt_host(ns * 4);
+                gt_poison(xs, ns * tk_dtype_size(t), 0xff);
+                CHECK_EQ_INT(tk_stem_s2d_input_f32(gt_ctx_, xd, N, S, t, xs, &e), 0);
+                CHECK_EQ_INT(tk_stem_s2d_input_f32_ref(x, N, S, t, ref, &e), 0);
+                float *got = gt_host_from(xs, ns, t), *want = gt_host(ns * 4);
+                for (size_t k = 0; k < ns; k++)
+                    want[k] = t == TK_F32 ? ((float *)ref)[k] : tk_bf16_to_f32(((uint16_t *)ref)[k]);
+                char what[96];
+                snprintf(what, sizeof what, "stem_s2d_input_f32 %s%s N %d S %d", tk_dtype_name(t), ints ? " ints" : "",
+                         N, S);
+                same(what, got, want, ns, tk_failed_);
+                // a pixel inside lands where stem_s2d.h says: image 0's (1, 0) channel 2 at xs[0, 2, 2, 8]
+                float px = x[(1 * S + 0) * 3 + 2];
+                gt_round(&px, 1, t);
+                CHECK(want[((size_t)2 * Hs + 2) * TK_S2D_C + (1 * 2 + 0) * 3 + 2] == px);
+                tk_free(gt_ctx_, xd), tk_free(gt_ctx_, xs);
+                free(x), free(ref), free(got), free(want);
+            }
 }

@@ -9,8 +9,9 @@
 //     eager, one captured at its first iteration and replayed (tests/gpu/step_check.h). Every
 //     tensor of the model (weights, BatchNorm's running statistics, the optimizer's momentum)
 //     and the loss accumulated over the three the same bits; bf16 and fp32, a width-8 network on
-//     257x257 (81 classes, batch 2, max_boxes 8), the lr in warm-up (it changes every step: read
-//     from device memory in the replay).
+//     258x258 (the stem's default form on cuda, the space-to-depth 4x4 convolution: checked) and
+//     on 257x257 (an odd side: the 7x7 one), 81 classes, batch 2, max_boxes 8, the lr in warm-up
+//     (it changes every step: read from device memory in the replay).
 // (b) TK_BENCH=1: the benchmark of contrib/bench/ssd.sh: share/workloads/ssd/config.json's
 //     "model", "data" and "optimizer" sections (SSD300-ResNet34, bf16; TK_BENCH_CONFIG: another
 //     file's) at batch TK_BENCH_BATCH (32) on one fixed synthetic batch in GPU memory (N(0, 1)
@@ -79,17 +80,20 @@ static void set_batch(void *p, uint64_t k) {
 static int iteration(void *p, tk_err *e) { return tk_instance_step(p, e); }
 
 static const char *const small_text =
-    "{\"model\": {\"width\": 8, \"image_size\": 257, \"precision\": \"%s\"}, \"data\": {\"max_boxes\": 8},"
+    "{\"model\": {\"width\": 8, \"image_size\": %d, \"precision\": \"%s\"}, \"data\": {\"max_boxes\": 8},"
     " \"optimizer\": {\"name\": \"sgd\", \"base_lr\": 0.05, \"momentum\": 0.9, \"weight_decay\": 0.0005,"
     " \"lr_schedule\": \"step\", \"warmup_steps\": 5, \"milestone_epochs\": [30], \"gamma\": 0.1}}";
 
 TK_TEST(graph_vs_eager_bitwise) {
     const int saved = gt_ctx_->deterministic;
     gt_ctx_->deterministic = 1;
-    for (int bf16 = 1; bf16 >= 0; bf16--) {
+    for (int form = 0; form < 4; form++) {
+        const int bf16 = form % 2 == 0, side = form < 2 ? 258 : 257; // (258: the s2d stem; 257: the 7x7)
         char text[512];
-        snprintf(text, sizeof text, small_text, bf16 ? "bf16" : "fp32");
+        snprintf(text, sizeof text, small_text, side, bf16 ? "bf16" : "fp32");
         tk_instance *a = make(text, 2, 10), *b = make(text, 2, 10);
+        const ssd_model *ma = ((const ssd_wl *)a->model)->net;
+        CHECK_EQ_INT(ma->stem.s2d, side % 2 == 0);
         const gt_step_pair pair = {a, b, set_batch, iteration};
         gt_graph_vs_eager(tk_failed_, &pair, 3, 1);
         tk_err e = {0};
@@ -97,8 +101,8 @@ TK_TEST(graph_vs_eager_bitwise) {
         CHECK_EQ_INT(tk_instance_read_loss(a, &la, 0, &e), 0);
         CHECK_EQ_INT(tk_instance_read_loss(b, &lb, 0, &e), 0);
         const int nd = gt_tensors_differ(a, b);
-        printf("# table ssd graph vs eager, 3 %s steps: %d of %d tensors differ, loss %.17g vs %.17g\n",
-               bf16 ? "bf16" : "fp32", nd, a->P.n, la, lb);
+        printf("# table ssd graph vs eager, 3 %s steps at %d (stem %s): %d of %d tensors differ, loss %.17g vs %.17g\n",
+               bf16 ? "bf16" : "fp32", side, ma->stem.s2d ? "s2d" : "direct", nd, a->P.n, la, lb);
         CHECK_EQ_INT(nd, 0);
         CHECK(la == lb);
         CHECK(la > 0 && la < 1e3); // (a loss: not the zeroed accumulator)

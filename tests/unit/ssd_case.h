@@ -164,4 +164,44 @@ static inline void ssd_case_relus(const ssd_model *m, const tk_blk_conv **cv, co
     }
 }
 
+// The cpu model's units (the stem, each block's two) given ReLU mask bits (host memory, returned
+// for the caller to free; NULL: out of memory) that their training forward writes and their
+// backward reads instead of recomputing the decisions: bits ssd_case_adopt_relus can set.
+static inline uint8_t *ssd_case_give_masks(ssd_model *m) {
+    tk_blk_unit *u[1 + 2 * SSD_BLOCKS];
+    int n = 0;
+    u[n++] = &m->u0;
+    for (int i = 0; i < SSD_BLOCKS; i++) u[n++] = &m->blk[i].u1, u[n++] = &m->blk[i].u2;
+    size_t total = 0;
+    for (int i = 0; i < n; i++) total += (size_t)(tk_blk_conv_y_numel(&u[i]->c) + 7) / 8;
+    uint8_t *all = calloc(total, 1), *p = all;
+    for (int i = 0; all && i < n; i++) u[i]->mask = p, p += (tk_blk_conv_y_numel(&u[i]->c) + 7) / 8;
+    return all;
+}
+
+// Another run's ReLU decisions (ref[i]: its fp32 outputs of ReLU i, ssd_case_relus' order) taken
+// into the cpu model m (masks given, after its training forward) where the two differ: a unit's
+// mask bit, an additional layer's output (its backward reads y > 0). Returns how many.
+static inline size_t ssd_case_adopt_relus(ssd_model *m, float *const *ref) {
+    const tk_blk_conv *cv[SSD_RELUS];
+    const void *z[SSD_RELUS];
+    ssd_case_relus(m, cv, z);
+    size_t taken = 0;
+    for (int i = 0; i < SSD_RELUS; i++) {
+        const size_t n = (size_t)tk_blk_conv_y_numel(cv[i]);
+        float *a = (float *)z[i];
+        const float *b = ref[i];
+        const ssd_block *k = i && i <= 2 * SSD_BLOCKS ? &m->blk[(i - 1) / 2] : NULL;
+        uint8_t *bits = !i ? m->u0.mask : k ? ((i - 1) % 2 ? k->u2.mask : k->u1.mask) : NULL;
+        for (size_t j = 0; j < n; j++)
+            if ((a[j] > 0) != (b[j] > 0)) {
+                taken++;
+                if (!bits) a[j] = b[j] > 0 ? b[j] : 0;
+                else if (b[j] > 0) bits[j / 8] |= (uint8_t)(1u << (j % 8));
+                else bits[j / 8] &= (uint8_t)~(1u << (j % 8));
+            }
+    }
+    return taken;
+}
+
 #endif

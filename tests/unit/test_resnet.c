@@ -171,7 +171,7 @@ TK_TEST(stem_s2d_same_step_as_direct) {
             return;
         }
         m[f] = I[f]->model;
-        CHECK_EQ_INT(m[f]->s2d, f);
+        CHECK_EQ_INT(m[f]->stem.s2d, f);
         CHECK_EQ_INT(tk_instance_init_weights(I[f], 9, &e), 0);
         const size_t n = (size_t)m[f]->b * 16 * 16 * 3;
         for (size_t i = 0; i < n; i++) m[f]->in_img[i] = (uint8_t)(tk_philox_draw(41, 1, i).v[0] >> 24);

@@ -6,6 +6,9 @@
 // - the inputs it refuses; the reference's initialization (distributions' bounds and spreads);
 // - the backward against central finite differences of the tests' loss (ssd_case.h) at a small
 //   width (the layers' channel counts scale with it) on the smallest input that makes six maps;
+// - the stem as the space-to-depth 4x4 convolution (lib/blocks/stem.h, model.stem "s2d": cuda's
+//   default) the same network as the 7x7 one within fp32 rounding, its tensor still the
+//   reference's 7x7 (and torchvision's conv1 imported into it);
 // - the heads padded with zero filters (cuda's layout) the same network bit for bit; the
 //   backward's reports of final gradients (several ranks' all-reduce overlap);
 // - the heads' gather and scatter (kernels/ssd_head.h) in the reference's layout and box-major
@@ -17,7 +20,8 @@
 //   batch and loss weights (SSD_PEER_INIT) through one forward and backward here, then an eval
 //   forward (the running statistics), written (SSD_PEER_OUT) for ssd.py --compare with the training
 //   forward's ReLU decisions (relu.II: ssd.py takes them where its input is within rounding of 0);
-//   SSD_PEER_BACKBONE: a torchvision file imported first;
+//   SSD_PEER_BACKBONE: a torchvision file imported first; SSD_PEER_STEM=s2d: the stem as the
+//   space-to-depth 4x4 convolution (model.stem "s2d");
 //   SSD_PEER_STEP=0: no step, the weights alone written (an import check at width 64).
 #include <math.h>
 #include <stdint.h>
@@ -122,6 +126,103 @@ TK_TEST(inputs_refused) {
     for (int i = 0; k.m && i < SSD_MAPS; i++) CHECK_EQ_INT(k.m->side[i], sides[i]);
     if (k.m) CHECK_EQ_INT(k.m->boxes, 4 * 33 * 33 + 6 * 17 * 17 + 6 * 9 * 9 + 6 * 5 * 5 + 4 * 3 * 3 + 4);
     ssd_case_free(&k);
+    // the space-to-depth stem wants an even side
+    c.stem = TK_BLK_STEM_S2D;
+    CHECK_EQ_INT(ssd_case_make(&k, tk_test_cpu(), &c, 0, &e), TK_EUSAGE);
+    CHECK(strstr(e.what, "257") != NULL);
+    ssd_case_free(&k);
+}
+
+// ||a - b|| / ||a|| of n floats (absolute where a is all zero).
+static double rel(const float *a, const float *b, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]), den += (double)a[i] * a[i];
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+// The stem as the 7x7/2 convolution and as the space-to-depth 4x4 one over the same weights and
+// batch: one training forward and backward, then an eval forward, the same outputs and running
+// statistics within fp32 rounding (the two sum conv1's 147 products in different orders: 1e-5),
+// conv1's tensor (w, 7, 7, 3) either way. A ReLU input within rounding of 0 may take the other
+// side in one of them, and its gradient then passes whole or not at all (1e-3..1e-2 on the
+// layers below): the ReLU decisions that differ must be within 1e-4 x their output's RMS of 0,
+// and the s2d model's backward runs again on the direct one's decisions (ssd_case_adopt_relus),
+// its gradients then within 1e-5 of the direct one's.
+TK_TEST(stem_s2d_same_step_as_direct) {
+    tk_err e = {0};
+    ssd_case k[2];
+    ssd_case_io io[2];
+    uint8_t *bits = NULL;
+    for (int f = 0; f < 2; f++) {
+        ssd_config cfg = small(4, 258, 3, 2);
+        cfg.stem = f ? TK_BLK_STEM_S2D : TK_BLK_STEM_DIRECT;
+        const int rc = ssd_case_loaded(&k[f], tk_test_cpu(), &cfg, 8, 0x5d2, &io[f], &e);
+        CHECK_EQ_INT(rc, 0);
+        if (rc) {
+            printf("# %s\n", e.what);
+            if (f) ssd_case_io_free(&io[0]), ssd_case_free(&k[0]);
+            ssd_case_free(&k[f]);
+            return;
+        }
+        ssd_model *m = k[f].m;
+        CHECK_EQ_INT(m->stem.s2d, f);
+        CHECK_EQ_INT(m->stem.cin, f ? 16 : 3);
+        CHECK(has_shape(m, "model.layer1.0.weight", 4, 7, 7, 3));
+        CHECK_EQ_INT(m->u0.c.s.R, f ? 4 : 7);
+        CHECK_EQ_INT(m->u0.c.s.P, 129);
+        if (f) bits = ssd_case_give_masks(m);
+        CHECK(f == 0 || bits != NULL);
+        CHECK_EQ_INT(ssd_forward(m, 1, &e), 0);
+        CHECK_EQ_INT(ssd_backward(m, &e), 0);
+    }
+    ssd_model *a = k[0].m, *b = k[1].m;
+    const double rl = rel(a->loc, b->loc, io[0].nl), rc = rel(a->conf, b->conf, io[0].nc);
+    // the ReLU decisions: where they differ, both outputs within rounding of 0
+    const tk_blk_conv *cv[SSD_RELUS];
+    const void *za[SSD_RELUS], *zb[SSD_RELUS];
+    ssd_case_relus(a, cv, za), ssd_case_relus(b, cv, zb);
+    size_t differ = 0;
+    double far = 0;
+    for (int i = 0; i < SSD_RELUS; i++) {
+        const size_t n = (size_t)tk_blk_conv_y_numel(cv[i]);
+        const float *x = za[i], *y = zb[i];
+        double ss = 0;
+        for (size_t j = 0; j < n; j++) ss += (double)x[j] * x[j];
+        const double rms = ss > 0 ? sqrt(ss / (double)n) : 1;
+        for (size_t j = 0; j < n; j++)
+            if ((x[j] > 0) != (y[j] > 0)) {
+                const double v = (x[j] > y[j] ? x[j] : y[j]) / rms;
+                differ++, far = v > far ? v : far;
+            }
+    }
+    float *ref[SSD_RELUS];
+    for (int i = 0; i < SSD_RELUS; i++) ref[i] = (float *)za[i];
+    const size_t taken = bits ? ssd_case_adopt_relus(b, ref) : 0;
+    CHECK_EQ_INT((int)taken, (int)differ);
+    CHECK_EQ_INT(ssd_backward(b, &e), 0);
+    double worst = 0, run = 0;
+    const char *wn = "";
+    for (int i = 0; i < a->P->n; i++) {
+        const tk_param *pa = &a->P->p[i], *pb = &b->P->p[i];
+        CHECK(strcmp(pa->name, pb->name) == 0);
+        const int dense = i < a->P->ndense;
+        const double r = rel(dense ? pa->g : pa->w, dense ? pb->g : pb->w, (size_t)tk_param_numel(pa));
+        if (getenv("TK_SSD_EACH")) printf("#   %s %.1e\n", pa->name, r);
+        if (!dense) run = r > run ? r : run;
+        else if (r >= worst) worst = r, wn = pa->name;
+    }
+    printf("# stem direct vs s2d: loc %.1e, conf %.1e, %zu ReLU decisions differ (the farthest %.1e x RMS), "
+           "then worst gradient %s %.1e, running statistics %.1e\n", rl, rc, differ, far, wn, worst, run);
+    CHECK(rl <= 1e-5 && rc <= 1e-5);
+    CHECK(far <= 1e-4);
+    CHECK(worst <= 1e-5);
+    CHECK(run <= 1e-5);
+    for (int f = 0; f < 2; f++) CHECK_EQ_INT(ssd_forward(k[f].m, 0, &e), 0);
+    const double el = rel(a->loc, b->loc, io[0].nl), ec = rel(a->conf, b->conf, io[0].nc);
+    printf("# eval forward: loc %.1e, conf %.1e\n", el, ec);
+    CHECK(el <= 1e-5 && ec <= 1e-5);
+    for (int f = 0; f < 2; f++) ssd_case_io_free(&io[f]), ssd_case_free(&k[f]);
+    free(bits);
 }
 
 // max |v|, mean and standard deviation of a tensor
@@ -469,6 +570,8 @@ static int peer_step(const char *in, const char *out, const char *backbone, int 
     TRY(tk_st_open(&f, in, e));
     ssd_config cfg = small(meta_int(f, "width", 64), meta_int(f, "size", 300), meta_int(f, "classes", 81),
                            meta_int(f, "batch", 2));
+    const char *stem = getenv("SSD_PEER_STEM"); // "s2d": the space-to-depth stem (its cpu references)
+    if (stem && strcmp(stem, "s2d") == 0) cfg.stem = TK_BLK_STEM_S2D;
     ssd_case k;
     int rc = ssd_case_make(&k, tk_test_cpu(), &cfg, 0, e);
     ssd_model *m = k.m;

@@ -93,12 +93,12 @@ int rn_import_torchvision(void *model, const char *path, tk_err *e) {
 int rn_dump_describe(void *model, tk_wl_dump *d, tk_err *e) {
     rn_model *m = model;
     // the normalized images the stem reads (img_normalize's values, as the step's first op makes
-    // them from the same batch, whatever the stem's layout; x0 holds at least b S S 3 values)
+    // them from the same batch, whatever the stem's layout; stem.x holds at least b S S 3 values)
     tk_img_norm nrm;
     for (int c = 0; c < 3; c++) nrm.mean[c] = m->cfg.mean[c], nrm.std[c] = m->cfg.std[c];
-    TRY(tk_img_normalize(m->c, m->in_img, (int64_t)m->b * m->S * m->S, nrm, m->t, m->x0, 3, e));
+    TRY(tk_img_normalize(m->c, m->in_img, (int64_t)m->b * m->S * m->S, nrm, m->t, m->stem.x, 3, e));
     d->batch[0] = (tk_wl_tensor){.name = "batch.image", .dtype = TK_F32, .ndim = 4, .shape = {m->b, m->S, m->S, 3},
-                                 .src = m->x0, .bf16 = m->t == TK_BF16};
+                                 .src = m->stem.x, .bf16 = m->t == TK_BF16};
     d->after = 1;
     char cfgs[512];
     const rn_config *c = &m->cfg;

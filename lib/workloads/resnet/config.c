@@ -75,8 +75,8 @@ int rn_config_parse(json_t *root, const char *path, const tk_run_cfg *run, rn_co
     TRY(tk_cfg_num_opt(root, path, "model.bn_momentum", 0, 1, &cfg->bn_momentum, e));
     TRY(tk_cfg_enum(root, path, "model.init", inits, 0, &cfg->init, e));
     TRY(tk_cfg_bool_opt(root, path, "model.zero_init_residual", &cfg->zero_init_residual, e));
-    TRY(tk_cfg_enum(root, path, "model.stem", stems, RN_STEM_AUTO, &cfg->stem, e));
-    if (cfg->stem == RN_STEM_S2D && cfg->image_size % 2)
+    TRY(tk_cfg_enum(root, path, "model.stem", stems, TK_BLK_STEM_AUTO, &cfg->stem, e));
+    if (cfg->stem == TK_BLK_STEM_S2D && cfg->image_size % 2)
         return tk_cfg_bad(e, path, "model.stem", "\"s2d\" needs an even model.image_size");
     // data: torchvision's / the MLPerf reference's augmentation and normalization
     v = 256;

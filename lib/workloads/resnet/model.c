@@ -7,8 +7,6 @@
 
 #include "core/philox.h"
 #include "gpu/cudnn_conv.h"
-#include "stem_conv.h"
-#include "stem_s2d.h"
 #include "workloads/resnet/resnet.h"
 #include "xent_smooth.h"
 
@@ -23,8 +21,7 @@ static int add(tk_params *P, const char *name, int ndim, int64_t d0, int64_t d1,
 static int declare_conv(rn_model *m, tk_blk_conv *cv, const char *name, tk_err *e) {
     int64_t w[5];
     tk_blk_conv_wshape(cv, w);
-    if (cv == &m->u0.c) // the stem's master weight: 7x7 over the image's 3 channels, whatever cuDNN runs
-        return add(m->P, name, 4, w[0], 7, 7, 3, TK_PARAM_DENSE, &cv->pidx, e);
+    if (cv == &m->u0.c) tk_blk_stem_wshape(&m->stem, w); // 7x7 over the image's 3 channels, whatever runs
     return add(m->P, name, 4, w[0], w[1], w[2], w[3], TK_PARAM_DENSE, &cv->pidx, e);
 }
 
@@ -112,13 +109,10 @@ static int declare(rn_model *m, tk_err *e) {
 
 static int shapes(rn_model *m, tk_err *e) {
     const rn_config *cfg = &m->cfg;
-    const int b = m->b, S = m->S;
+    const int b = m->b;
     const double eps = cfg->bn_eps, mom = cfg->bn_momentum;
     tk_blk_unit *u0 = &m->u0;
-    if (m->s2d) TRY(tk_blk_unit_init2d(u0, b, tk_s2d_side(S), tk_s2d_side(S), TK_S2D_C, cfg->width, 4, 1, 0, 1,
-                                       TK_BLK_BATCH_NORM, eps, mom, e));
-    else TRY(tk_blk_unit_init2d(u0, b, S, S, m->cin, cfg->width, 7, 2, 3, 1, TK_BLK_BATCH_NORM, eps, mom, e));
-    u0->c.cw = 3; // the image's channels (cuDNN's stem pads them: pick_stem)
+    TRY(tk_blk_stem_init(&m->stem, u0, eps, mom, e)); // (its form picked in rn_create)
     m->H0 = u0->c.s.P;
     TRY(tk_blk_pool_init2d(&m->mp, b, m->H0, m->H0, cfg->width, 3, 2, 1, e));
     int H = m->mp.P, Cin = cfg->width;
@@ -156,7 +150,7 @@ static int activations(rn_model *m, const tk_wl_env *env, tk_err *e) {
 #define ACT(ptr, elems) (NEED(ptr, act_bytes(m, elems)), max_act = (size_t)(elems) > max_act ? (size_t)(elems) : max_act)
     NEED(m->in_img, (size_t)b * m->S * m->S * 3);
     NEED(m->in_label, (size_t)b * 4);
-    ACT(m->x0, tk_blk_conv_x_numel(&m->u0.c));
+    ACT(m->stem.x, tk_blk_stem_x_numel(&m->stem));
     ACT(m->u0.y, tk_blk_conv_y_numel(&m->u0.c));
     ACT(m->u0.z, tk_blk_conv_y_numel(&m->u0.c));
     const int64_t npool = tk_blk_pool_y_numel(&m->mp);
@@ -199,10 +193,10 @@ static int activations(rn_model *m, const tk_wl_env *env, tk_err *e) {
         const size_t nw = (size_t)tk_blk_conv_w_numel(&us[i]->c);
         max_w = nw > max_w ? nw : max_w;
     }
-    if (m->t == TK_BF16 || m->cin != 3) NEED(m->env.wbuf, max_w * es);
+    if (m->t == TK_BF16 || tk_blk_stem_wbuf(&m->stem)) NEED(m->env.wbuf, max_w * es);
     if (m->t == TK_BF16) // each weight gradient in bf16, cast into the fp32 span with the others at once
         for (int i = 1; i < nu; i++) NEED(us[i]->c.dwt, (size_t)tk_blk_conv_w_numel(&us[i]->c) * es);
-    if (m->cin != 3) NEED(m->w0p, (size_t)tk_blk_conv_w_numel(&m->u0.c) * es);
+    if (tk_blk_stem_wp_numel(&m->stem)) NEED(m->stem.wp, (size_t)tk_blk_stem_wp_numel(&m->stem) * es);
     for (int i = 0; i < nu; i++) NEED(us[i]->c.sums, (size_t)2 * us[i]->c.s.K * 4);
     NEED(m->top1, 8);
     void *dnn_ws = NULL;
@@ -214,59 +208,21 @@ static int activations(rn_model *m, const tk_wl_env *env, tk_err *e) {
     if (m->dnn) tk_cudnn_set_ws(m->dnn, dnn_ws, dnn_bytes);
     m->ncasts = 0;
     for (int i = 0; i < nu; i++) m->ncasts += tk_blk_conv_cast_span(&us[i]->c, &m->casts[m->ncasts]);
-    if (m->w0p) m->u0.c.wc = m->w0p; // the stem reads its padded copy (rn_refresh_stem fills it)
+    tk_blk_stem_bind(&m->stem); // the stem reads its compute copy (rn_refresh_stem fills it)
     // the blocks' inputs
     for (int i = 0; i < m->nblk; i++) m->blk[i].in = i == 0 ? m->pool : m->blk[i - 1].u3.z;
     return 0;
 }
 
-// cuDNN's plans for every convolution pass of the model (the stem's input gradient unread), each
+// cuDNN's plans for every convolution pass of the model (the stem's: lib/blocks/stem.h), each
 // forward fused with its BN's statistics where that pays (lib/blocks), before the workspace is
-// sized; the stem's forward where kernels/stem_conv.h runs it, never.
+// sized.
 static int plan_convs(rn_model *m, tk_err *e) {
     tk_blk_unit *us[4 * RN_MAX_BLOCKS + 1];
     const int nu = all_units(m, us);
-    for (int i = 0; i < nu; i++) TRY(tk_blk_conv_plan(&m->env, &us[i]->c, i != 0, !(i == 0 && m->own_stem), e));
+    TRY(tk_blk_stem_plan(&m->env, &m->stem, e));
+    for (int i = 1; i < nu; i++) TRY(tk_blk_conv_plan(&m->env, &us[i]->c, 1, 1, e));
     return 0;
-}
-
-// The stem on cuda: as the 4x4 convolution over the space-to-depth input (kernels/stem_s2d.h:
-// ~2.5x faster) where cuDNN plans it and model.stem allows; else the 7x7 one, whose fast NHWC
-// kernels want a channel count their vectors divide, so the 3-channel images are zero-padded to 4
-// (NVIDIA's MLPerf input layout), or 8 when no engine runs 4; the padding's weights are zero and
-// their gradients dropped.
-static int pick_stem(rn_model *m, tk_err *e) {
-    if (m->cfg.stem != RN_STEM_DIRECT && m->S % 2 == 0) {
-        tk_conv_shape s;
-        tk_err pe = {0};
-        const int hs = tk_s2d_side(m->S);
-        TRY(tk_conv_shape_init(&s, m->b, hs, hs, TK_S2D_C, m->cfg.width, 4, 4, 1, 0, e));
-        int rc = tk_cudnn_plan(m->dnn, TK_CONV_FWD, &s, m->t, &pe);
-        if (!rc) rc = tk_cudnn_plan(m->dnn, TK_CONV_BWD_FILTER, &s, m->t, &pe);
-        if (!rc) {
-            m->s2d = 1, m->cin = TK_S2D_C;
-            return 0;
-        }
-        if (m->cfg.stem == RN_STEM_S2D) {
-            *e = pe;
-            return tk_err_hint(e, "model.stem \"auto\" or \"direct\" runs the 7x7 convolution instead");
-        }
-    }
-    static const int tries[] = {4, 8, 3};
-    tk_err first = {0};
-    for (int i = 0; i < 3; i++) {
-        tk_conv_shape s;
-        TRY(tk_conv_shape_init(&s, m->b, m->S, m->S, tries[i], m->cfg.width, 7, 7, 2, 3, e));
-        int rc = tk_cudnn_plan(m->dnn, TK_CONV_FWD, &s, m->t, e);
-        if (!rc) rc = tk_cudnn_plan(m->dnn, TK_CONV_BWD_FILTER, &s, m->t, e);
-        if (!rc) {
-            m->cin = tries[i];
-            return 0;
-        }
-        if (i == 0) first = *e;
-    }
-    *e = first;
-    return first.code;
 }
 
 int rn_create(const void *config, const tk_wl_env *env, void **out, tk_err *e) {
@@ -281,20 +237,15 @@ int rn_create(const void *config, const tk_wl_env *env, void **out, tk_err *e) {
     m->grads = (tk_blk_grads){.ready = env->grads_ready, .arg = env->grads_arg};
     m->t = cfg->bf16 ? TK_BF16 : TK_F32;
     m->S = cfg->image_size;
-    m->cin = 3;
     const int world = m->dist->world;
     int64_t per_rank;
     TRY(tk_per_rank_batch("resnet", cfg->batch, world, &per_rank, e));
     m->b = (int)per_rank;
-    if (m->c->backend == TK_BACKEND_CUDA) {
-        TRY(tk_cudnn_create(m->c, 0, &m->dnn, e));
-        TRY(pick_stem(m, e));
-        const char *sc = getenv("TK_STEM_CONV");
-        m->own_stem = m->s2d && tk_stem_conv_ok(m->t, m->S, cfg->width) && !(sc && strcmp(sc, "cudnn") == 0);
-    } else if (cfg->stem == RN_STEM_S2D) { // the cpu reference of the same computation (tests)
-        m->s2d = 1, m->cin = TK_S2D_C;
-    }
+    if (m->c->backend == TK_BACKEND_CUDA) TRY(tk_cudnn_create(m->c, 0, &m->dnn, e));
     m->env = (tk_blk_env){.c = m->c, .dnn = m->dnn, .t = m->t}; // (the scratch: activations)
+    // the stem's form (lib/blocks/stem.h): on cuda the space-to-depth 4x4 convolution where cuDNN
+    // plans it and model.stem allows, else the 7x7 over padded channels; on the cpu the form asked
+    TRY(tk_blk_stem_pick(&m->env, &m->stem, m->b, m->S, cfg->width, (tk_blk_stem_form)cfg->stem, e));
     TRY(shapes(m, e));
     TRY(declare(m, e));
     if (m->dnn) TRY(plan_convs(m, e));
@@ -360,14 +311,7 @@ int rn_init_weights(void *model, uint64_t seed, tk_err *e) {
 
 int rn_refresh_stem(void *model, tk_err *e) {
     rn_model *m = model;
-    if (!m->w0p) return 0;
-    tk_blk_conv *c0 = &m->u0.c;
-    const tk_conv_shape *s = &c0->s;
-    if (m->s2d) TRY(tk_stem_s2d_weight(m->c, c0->w, s->K, m->t, m->w0p, e));
-    // (K R S, 3) fp32 -> (K R S, cin) in t, the pad columns zero
-    else TRY(tk_cast2d(m->c, c0->w, TK_F32, 3, m->w0p, m->t, m->cin, (int64_t)s->K * s->R * s->S, 3, e));
-    c0->wc = m->w0p;
-    return 0;
+    return tk_blk_stem_weight(&m->env, &m->stem, e);
 }
 
 int rn_weights_loaded(void *model, tk_err *e) {

@@ -27,6 +27,7 @@
 #include <stdint.h>
 
 #include "blocks/blocks.h"
+#include "blocks/stem.h"
 #include "core/err.h"
 #include "core/mllog.h"
 #include "engine/config.h"
@@ -56,8 +57,6 @@ typedef struct rn_shared {
     double dec_parse_s, dec_submit_s, dec_wait_s, dec_decode_gpu_s, dec_resize_gpu_s;
 } rn_shared;
 
-enum { RN_STEM_AUTO = 0, RN_STEM_S2D = 1, RN_STEM_DIRECT = 2 };
-
 typedef struct rn_config {
     // "model"
     int nstages, layers[RN_MAX_STAGES];
@@ -65,8 +64,8 @@ typedef struct rn_config {
     int bf16;                    // "precision": "bf16" (cuda only)
     double label_smoothing, bn_eps, bn_momentum;
     int init, zero_init_residual;
-    int stem;                    // "stem": RN_STEM_AUTO (s2d on cuda where cuDNN plans it, else
-                                 // direct), RN_STEM_S2D, RN_STEM_DIRECT (kernels/stem_s2d.h)
+    int stem;                    // "stem": a tk_blk_stem_form (lib/blocks/stem.h: auto = s2d on cuda
+                                 // where cuDNN plans it, else direct; s2d; direct)
     // "data"
     int eval_resize;             // JPEG eval: shorter side resized to this, then center crop
     double scale_min, scale_max, ratio_min, ratio_max;
@@ -96,11 +95,10 @@ typedef struct rn_model {
     struct tk_cudnn *dnn;        // cuda only
     tk_dtype t;                  // activations: TK_F32 or TK_BF16
     int b;                       // per-rank batch
-    int S, cin;                  // image size; stem input channels (3, or padded for cuDNN; 16: s2d)
-    int s2d;                     // the stem runs as kernels/stem_s2d.h's 4x4 convolution: c0.s is
-                                 // that shape, x0 (b, S/2+3, S/2+3, 16), w0p (K, 4, 4, 16)
-    int own_stem;                // its forward runs kernels/stem_conv.h, not cuDNN (cuda, s2d, where
-                                 // tk_stem_conv_ok; TK_STEM_CONV=cudnn in the environment: cuDNN)
+    int S;                       // image size
+    tk_blk_stem stem;            // the stem's form (lib/blocks/stem.h: s2d or direct, its input
+                                 // channels cin, the own forward kernel), its input x and compute
+                                 // weight wp; its unit is u0
     tk_blk_env env;              // the blocks' (c, dnn, t as above; the BN and weight-gradient scratch)
     float *lr;
     int64_t *step;
@@ -108,11 +106,10 @@ typedef struct rn_model {
     // stem: its unit (the ReLU's output u0.z written only where the pool does not apply the BN
     // itself), the max pool
     tk_blk_unit u0;
-    void *x0, *pool;             // the normalized input (b, S, S, cin) in t (s2d: above), the max pool's output
+    void *pool;                  // the max pool's output
     uint8_t *pool_idx;
     tk_blk_pool mp;
     int H0;                      // after the conv
-    void *w0p;                   // cin > 3: the stem weight in t, padded to cin channels (s2d: mapped)
     int nblk;
     rn_block blk[RN_MAX_BLOCKS];
     // head
@@ -152,7 +149,7 @@ void rn_destroy(void *model);
 int rn_init_weights(void *model, uint64_t seed, tk_err *e);
 // After the master weights changed outside the optimizer: the compute copies.
 int rn_weights_loaded(void *model, tk_err *e);
-// The padded stem copy: after every update (the table's after_update: the optimizer wrote the fp32
+// The stem's compute weight (lib/blocks/stem.h): after every update (the table's after_update: the optimizer wrote the fp32
 // stem weight and the engine's bf16 copy).
 int rn_refresh_stem(void *model, tk_err *e);
 // The torchvision name of tensor i's MLPerf (MXNet) name, for weights_initialization; NULL for
@@ -160,13 +157,13 @@ int rn_refresh_stem(void *model, tk_err *e);
 const char *rn_mlperf_name(const rn_model *m, int pidx, char *buf, size_t n);
 
 // ---- step.c ----
-// Forward of img (b, S, S, 3) u8 (normalized into x0 first): training (batch statistics, running
+// Forward of img (b, S, S, 3) u8 (normalized into stem.x first): training (batch statistics, running
 // update) or eval.
 int rn_forward(rn_model *m, const uint8_t *img, int train, tk_err *e);
-// The forward's first op alone: img (b, S, S, 3) u8 normalized into x0 in the stem's layout.
+// The forward's first op alone: img (b, S, S, 3) u8 normalized into stem.x in the stem's layout.
 int rn_stem_input(rn_model *m, const uint8_t *img, tk_err *e);
 // Convolution cv's forward of x into y as the step runs it (train: with its BN's statistics into
-// cv->sums where the plan fuses them; the stem through kernels/stem_conv.h where m->own_stem).
+// cv->sums where the plan fuses them; the stem's as lib/blocks/stem.h runs it).
 int rn_conv_fwd(rn_model *m, const tk_blk_conv *cv, const void *x, void *y, int train, tk_err *e);
 // The loss of labels on the last training forward, and the backward: dense gradients written.
 int rn_backward(rn_model *m, const int32_t *label, tk_err *e);

@@ -5,13 +5,11 @@
 #include "gpu/cudnn_conv.h"
 #include "img_norm.h"
 #include "pool.h"
-#include "stem_conv.h"
-#include "stem_s2d.h"
 #include "workloads/resnet/resnet.h"
 #include "xent_smooth.h"
 
 int rn_conv_fwd(rn_model *m, const tk_blk_conv *cv, const void *x, void *y, int train, tk_err *e) {
-    if (cv == &m->u0.c && m->own_stem) return tk_stem_conv_fwd(m->c, x, m->b, m->S, cv->wc, cv->s.K, m->t, y, e);
+    if (cv == &m->u0.c) return tk_blk_stem_conv_fwd(&m->env, &m->stem, x, y, train, e);
     return tk_blk_conv_fwd(&m->env, cv, x, y, train, e);
 }
 
@@ -41,9 +39,7 @@ static int block_fwd(rn_model *m, rn_block *k, int train, tk_err *e) {
 int rn_stem_input(rn_model *m, const uint8_t *img, tk_err *e) {
     tk_img_norm nrm;
     for (int c = 0; c < 3; c++) nrm.mean[c] = m->cfg.mean[c], nrm.std[c] = m->cfg.std[c];
-    if (m->s2d) return tk_stem_s2d_input(m->c, img, m->b, m->S, nrm, m->t, m->x0, e);
-    // (pixel - mean) / std, zero channels up to cin (cuDNN's stem layout)
-    return tk_img_normalize(m->c, img, (int64_t)m->b * m->S * m->S, nrm, m->t, m->x0, m->cin, e);
+    return tk_blk_stem_input_u8(&m->env, &m->stem, img, nrm, e);
 }
 
 int rn_forward(rn_model *m, const uint8_t *img, int train, tk_err *e) {
@@ -52,7 +48,7 @@ int rn_forward(rn_model *m, const uint8_t *img, int train, tk_err *e) {
     tk_range_push("forward");
     TRY(rn_stem_input(m, img, e));
     tk_blk_unit *u0 = &m->u0;
-    TRY(rn_conv_fwd(m, &u0->c, m->x0, u0->y, train, e));
+    TRY(rn_conv_fwd(m, &u0->c, m->stem.x, u0->y, train, e));
     if (train && !u0->c.fused) { // the BN's statistics; its apply and ReLU inside the max pool (u0.z unwritten)
         TRY(tk_blk_norm_fwd(&m->env, &u0->n, NULL, u0->y, NULL, u0->relu, NULL, NULL, train, e));
         TRY(tk_blk_maxpool_fwd(&m->env, &m->mp, u0->y, &u0->n, m->pool, m->pool_idx, e));
@@ -138,16 +134,9 @@ int rn_backward(rn_model *m, const int32_t *label, tk_err *e) {
     TRY(tk_blk_maxpool_bwd(&m->env, &m->mp, gy, gs, m->pool_idx, dpool, e));
     tk_blk_scratch_put(&p, gy), tk_blk_scratch_put(&p, gs);
     void *d0 = tk_blk_scratch_take(&p);
-    const tk_blk_unit *u0 = &m->u0;
-    TRY(tk_blk_norm_bwd(&m->env, &u0->n, u0->y, NULL, NULL, u0->relu, dpool, NULL, d0, NULL, e));
-    // the stem's weight gradient (its input's unread): the space-to-depth taps mapped back through
-    // env.wbuf; else padded channels dropped by the blocks' cast
-    if (m->s2d) {
-        TRY(tk_conv(m->c, m->dnn, TK_CONV_BWD_FILTER, &u0->c.s, m->t, m->x0, d0, m->env.wbuf, e));
-        TRY(tk_stem_s2d_wgrad(m->c, m->env.wbuf, u0->c.s.K, m->t, u0->c.dw, e));
-    } else {
-        TRY(tk_blk_conv_wgrad(&m->env, &u0->c, m->x0, d0, e));
-    }
+    // bn1's backward, then the stem's weight gradient (its input's unread), in the 7x7 master's
+    // layout whatever ran
+    TRY(tk_blk_stem_bwd(&m->env, &m->stem, dpool, d0, e));
     // the bf16 weight gradients left into their fp32 spans (all of them on one rank), the rest final
     TRY(tk_blk_grads_end(&m->env, &m->grads, e));
     tk_range_pop();

@@ -26,7 +26,7 @@ static int wl_prepare(void *model, void *rd, int64_t spe, json_t **line, tk_err 
     (void)rd, (void)spe, (void)e;
     size_t ws = m->dnn ? tk_cudnn_ws_bytes(m->dnn) : 0;
     *line = json_pack("{s:s, s:I, s:i, s:s, s:i, s:s?, s:i, s:I}", "type", "resnet", "batch_per_rank",
-                      (json_int_t)m->b, "blocks", m->nblk, "stem", m->s2d ? "s2d" : "direct", "stem_channels", m->cin,
+                      (json_int_t)m->b, "blocks", m->nblk, "stem", m->stem.s2d ? "s2d" : "direct", "stem_channels", m->stem.cin,
                       "cudnn", m->dnn ? tk_cudnn_describe() : NULL,
                       "conv_plans", tk_cudnn_nplans(m->dnn), "conv_workspace_bytes", (json_int_t)ws);
     return 0;

@@ -27,8 +27,7 @@ static int unit(ssd_model *m, tk_blk_unit *u, int H, int C, int K, int R, int st
 
 static int shapes(ssd_model *m, tk_err *e) {
     const int w = m->cfg.width, b = m->b;
-    TRY(unit(m, &m->u0, m->S, m->cin, w, 7, 2, 3, 1, e));
-    if (m->cin != 3) m->u0.c.cw = 3; // the image's channels (cuda pads them: pick_stem)
+    TRY(tk_blk_stem_init(&m->stem, &m->u0, m->cfg.bn_eps, m->cfg.bn_momentum, e)); // (its form: ssd_create)
     const int H0 = m->u0.c.s.P;
     TRY(tk_blk_pool_init2d(&m->mp, b, H0, H0, w, 3, 2, 1, e));
     int H = m->mp.P, Cin = w, n = 0;
@@ -73,6 +72,7 @@ static int add(ssd_model *m, const char *name, int ndim, const int64_t *shape, i
 static int declare_w(ssd_model *m, const tk_blk_conv *cv, int K, const char *name, int packed, int *idx, tk_err *e) {
     int64_t w[5];
     tk_blk_conv_wshape(cv, w);
+    if (cv == &m->u0.c) tk_blk_stem_wshape(&m->stem, w); // the reference's 7x7 over 3 channels, whatever runs
     w[0] = K;
     return add(m, name, 4, w, TK_PARAM_DENSE | (packed ? TK_PARAM_PACKED : 0), idx, e);
 }
@@ -226,7 +226,7 @@ static int activations(ssd_model *m, const tk_wl_env *wenv, tk_err *e) {
 #define ACT(ptr, elems) (NEED(ptr, (size_t)(elems) * es), max_act = umax(max_act, (size_t)(elems)))
     const int64_t px = (int64_t)m->b * m->S * m->S;
     NEED(m->in_img, (size_t)px * 3 * 4);
-    ACT(m->x0, px * m->cin);
+    ACT(m->stem.x, tk_blk_stem_x_numel(&m->stem));
     tk_blk_unit *us[3 * SSD_BLOCKS + 1];
     const int nu = all_units(m, us);
     for (int i = 0; i < nu; i++) {
@@ -242,7 +242,7 @@ static int activations(ssd_model *m, const tk_wl_env *wenv, tk_err *e) {
     NEED(m->pool_idx, (size_t)npool);
     ssd_conv_b *xs[3 * SSD_MAPS];
     const int nx = all_biased(m, xs);
-    int padded = m->cin != 3;
+    int padded = tk_blk_stem_wbuf(&m->stem);
     for (int i = 0; i < nx; i++) {
         ACT(xs[i]->y, tk_blk_conv_y_numel(&xs[i]->c));
         bias_ws = umax(bias_ws, tk_conv3d_bias_ws_bytes(be, tk_blk_conv_rows(&xs[i]->c), xs[i]->c.s.K));
@@ -267,7 +267,7 @@ static int activations(ssd_model *m, const tk_wl_env *wenv, tk_err *e) {
     if (m->t == TK_BF16) // each weight gradient in bf16, cast into the fp32 span with the others at once
         for (int i = 0; i < nc; i++)
             if (!cs[i]->cw && !cs[i]->kw) NEED(cs[i]->dwt, (size_t)tk_blk_conv_w_numel(cs[i]) * es);
-    if (m->cin != 3) NEED(m->w0p, (size_t)tk_blk_conv_w_numel(&m->u0.c) * es);
+    if (tk_blk_stem_wp_numel(&m->stem)) NEED(m->stem.wp, (size_t)tk_blk_stem_wp_numel(&m->stem) * es);
     void *dnn_ws = NULL;
     const size_t dnn_bytes = m->dnn ? tk_cudnn_ws_bytes(m->dnn) : 0;
     NEED(dnn_ws, dnn_bytes);
@@ -277,7 +277,7 @@ static int activations(ssd_model *m, const tk_wl_env *wenv, tk_err *e) {
     if (m->dnn) tk_cudnn_set_ws(m->dnn, dnn_ws, dnn_bytes);
     m->ncasts = 0;
     for (int i = 0; i < nc; i++) m->ncasts += tk_blk_conv_cast_span(cs[i], &m->casts[m->ncasts]);
-    if (m->w0p) m->u0.c.wc = m->w0p;
+    tk_blk_stem_bind(&m->stem);
     for (int i = 0; i < nx; i++)
         if (xs[i]->wp) xs[i]->c.wc = xs[i]->wp;
     for (int i = 0; i < SSD_BLOCKS; i++) m->blk[i].in = i == 0 ? m->pool : m->blk[i - 1].u2.z;
@@ -288,31 +288,11 @@ static int activations(ssd_model *m, const tk_wl_env *wenv, tk_err *e) {
 
 // ---- cuDNN ----
 
-// The stem's input channels on cuda: the images' 3 zero-padded to 4 or 8 where cuDNN's NHWC
-// kernels want it (as ResNet's stem), the first count whose forward and weight gradient plan.
-static int pick_stem(ssd_model *m, tk_err *e) {
-    static const int tries[] = {4, 8, 3};
-    tk_err first = {0};
-    for (int i = 0; i < 3; i++) {
-        tk_conv_shape s;
-        TRY(tk_conv_shape_init(&s, m->b, m->S, m->S, tries[i], m->cfg.width, 7, 7, 2, 3, e));
-        tk_err pe = {0};
-        int rc = tk_cudnn_plan(m->dnn, TK_CONV_FWD, &s, m->t, &pe);
-        if (!rc) rc = tk_cudnn_plan(m->dnn, TK_CONV_BWD_FILTER, &s, m->t, &pe);
-        if (!rc) {
-            m->cin = tries[i];
-            return 0;
-        }
-        if (i == 0) first = pe;
-    }
-    *e = first;
-    return first.code;
-}
-
 static int plan_convs(ssd_model *m, tk_err *e) {
     tk_blk_unit *us[3 * SSD_BLOCKS + 1];
     const int nu = all_units(m, us);
-    for (int i = 0; i < nu; i++) TRY(tk_blk_conv_plan(&m->env, &us[i]->c, i != 0, 1, e));
+    TRY(tk_blk_stem_plan(&m->env, &m->stem, e));
+    for (int i = 1; i < nu; i++) TRY(tk_blk_conv_plan(&m->env, &us[i]->c, 1, 1, e));
     ssd_conv_b *xs[3 * SSD_MAPS];
     const int nx = all_biased(m, xs);
     for (int i = 0; i < nx; i++) TRY(tk_blk_conv_plan(&m->env, &xs[i]->c, 1, 0, e));
@@ -339,15 +319,17 @@ int ssd_create(const ssd_config *cfg, const tk_wl_env *env, ssd_model **out, tk_
     m->c = env->c;
     m->P = env->params;
     m->t = cfg->bf16 ? TK_BF16 : TK_F32;
-    m->b = cfg->b, m->S = cfg->size, m->cin = 3;
+    m->b = cfg->b, m->S = cfg->size;
     m->grads = (tk_blk_grads){.ready = env->grads_ready, .arg = env->grads_arg};
     m->env = (tk_blk_env){.c = m->c, .t = m->t}; // (the scratch: activations)
     int rc = 0;
     if (m->c->backend == TK_BACKEND_CUDA) {
         rc = tk_cudnn_create(m->c, 0, &m->dnn, e);
         m->env.dnn = m->dnn;
-        if (!rc) rc = pick_stem(m, e);
     }
+    // the stem's form: on cuda the space-to-depth 4x4 convolution where cuDNN plans it (auto), else
+    // the 7x7 over padded channels; on the cpu the form asked
+    if (!rc) rc = tk_blk_stem_pick(&m->env, &m->stem, m->b, m->S, m->cfg.width, (tk_blk_stem_form)cfg->stem, e);
     if (!rc) rc = shapes(m, e);
     if (!rc) rc = declare(m, e);
     if (!rc && m->dnn) rc = plan_convs(m, e);
@@ -407,7 +389,10 @@ int ssd_init_weights(ssd_model *m, uint64_t seed, tk_err *e) {
     return rc ? rc : tk_ctx_sync(m->c, e);
 }
 
-int ssd_weights_loaded(ssd_model *m, tk_err *e) { return m->P->copy ? tk_params_refresh_copy(m->P, e) : 0; }
+int ssd_weights_loaded(ssd_model *m, tk_err *e) {
+    if (m->P->copy) TRY(tk_params_refresh_copy(m->P, e));
+    return tk_blk_stem_weight(&m->env, &m->stem, e);
+}
 
 // ---- torchvision's trunk ----
 

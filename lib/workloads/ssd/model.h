@@ -37,6 +37,13 @@
 // sqrt(6 / (fan_in + fan_out)), fan = C R S, K R S), their biases PyTorch's Conv2d default
 // U(-1/sqrt(C R S), 1/sqrt(C R S)) (_init_weights leaves tensors of one dimension alone).
 //
+// The stem (conv1 7x7/2 on the normalized images) runs as lib/blocks/stem.h makes it run (shared
+// with ResNet-50): on cuda by default as the 4x4 convolution over a space-to-depth copy of the
+// input (kernels/stem_s2d.h; the same 147 products an output, summed in another order), else the
+// 7x7 one over the images zero-padded to 4 channels; ssd_config.stem (model.stem) picks. Its
+// master weight stays the reference's 7x7 (model.layer1.0.weight (64, 7, 7, 3) here, torchvision's
+// conv1.weight on import): the compute weight is derived from it each forward.
+//
 // Precision: fp32 on either backend; bf16 activations and compute copies on cuda (NHWC, fp32
 // master weights and gradients, BN statistics fp32), the outputs loc and conf fp32 either way.
 //
@@ -50,6 +57,7 @@
 #define TK_WORKLOADS_SSD_MODEL_H
 
 #include "blocks/blocks.h"
+#include "blocks/stem.h"
 #include "engine/params.h"
 #include "engine/workload.h"
 
@@ -71,6 +79,9 @@ typedef struct ssd_config {
                                   // classes): the loss's and the NMS's layout (the workload's);
                                   // 0: the reference's (b, 4, B), (b, classes, B)
     double bn_eps, bn_momentum;   // 1e-5, 0.1
+    int stem;                     // a tk_blk_stem_form (lib/blocks/stem.h): auto (0: s2d on cuda
+                                  // where cuDNN plans it, else direct), s2d (the cpu: the same
+                                  // computation's references), direct
 } ssd_config;
 
 typedef struct ssd_block {        // a torchvision BasicBlock
@@ -97,9 +108,11 @@ typedef struct ssd_model {
     tk_params *P;
     struct tk_cudnn *dnn;         // cuda only
     tk_dtype t;
-    int b, S, cin;                // cin: the stem's input channels (3; cuda: padded for cuDNN)
+    int b, S;
     tk_blk_env env;
-    tk_blk_unit u0;               // the stem
+    tk_blk_unit u0;               // the stem's unit (conv1, bn1, ReLU)
+    tk_blk_stem stem;             // its form, input x (the images in its layout, in t) and compute
+                                  // weight wp (lib/blocks/stem.h)
     tk_blk_pool mp;
     ssd_block blk[SSD_BLOCKS];
     ssd_conv_b xa[SSD_EXTRA], xb[SSD_EXTRA]; // each additional block's 1x1 and 3x3
@@ -111,13 +124,12 @@ typedef struct ssd_model {
     const void *feat[SSD_MAPS];   // the maps: blk[12].u2.z, then xb[k].y
     // buffers (one arena)
     float *in_img;                // (b, S, S, 3) fp32: the normalized images, channels last
-    void *x0;                     // (b, S, S, cin) in t
     void *pool;
     uint8_t *pool_idx;
     float *loc, *conf;            // (b, 4, B), (b, classes, B) fp32 (box_major: (b, B, 4), (b, B, classes))
     float *dloc, *dconf;          // their gradients, the backward's input (the loss's)
     void *g[SSD_NBUF];            // backward scratch, each the largest activation
-    void *bias_ws, *w0p;          // w0p: the stem's padded compute weight (cin != 3)
+    void *bias_ws;
     tk_cast_span casts[SSD_MAX_CONVS];
     int ncasts;
     tk_blk_grads grads;

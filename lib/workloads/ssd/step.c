@@ -30,14 +30,11 @@ static int biased_fwd(ssd_model *m, ssd_conv_b *x, const void *in, int relu, tk_
 int ssd_forward(ssd_model *m, int train, tk_err *e) {
     const tk_blk_env *env = &m->env;
     tk_range_push("forward");
-    const int64_t px = (int64_t)m->b * m->S * m->S;
-    // the images into x0 in t (cin > 3: the padding channels stay 0), the stem's padded weight
-    TRY(tk_cast2d(m->c, m->in_img, TK_F32, 3, m->x0, m->t, m->cin, px, 3, e));
-    if (m->w0p) {
-        const tk_blk_conv *c0 = &m->u0.c;
-        TRY(tk_cast2d(m->c, c0->w, TK_F32, 3, m->w0p, m->t, m->cin, tk_blk_conv_w_numel(c0) / m->cin, 3, e));
-    }
-    TRY(tk_blk_unit_fwd(env, &m->u0, m->x0, NULL, train, e));
+    // the images into the stem's input layout in t, the stem's compute weight from its master
+    // (the optimizer's update between steps: lib/blocks/stem.h)
+    TRY(tk_blk_stem_input_f32(env, &m->stem, m->in_img, e));
+    TRY(tk_blk_stem_weight(env, &m->stem, e));
+    TRY(tk_blk_stem_fwd(env, &m->stem, train, e));
     TRY(tk_blk_maxpool_fwd(env, &m->mp, m->u0.z, NULL, m->pool, m->pool_idx, e));
     for (int i = 0; i < SSD_BLOCKS; i++) {
         ssd_block *k = &m->blk[i];
@@ -133,7 +130,10 @@ int ssd_backward(ssd_model *m, tk_err *e) {
     void *dpool = tk_blk_scratch_take(&p);
     TRY(tk_blk_maxpool_bwd(env, &m->mp, gy, gs, m->pool_idx, dpool, e));
     tk_blk_scratch_put(&p, gy), tk_blk_scratch_put(&p, gs);
-    TRY(unit_bwd(m, &p, &m->u0, m->x0, &dpool, 0, e)); // (the images' gradient unread)
+    // the stem: bn1's backward, then conv1's weight gradient alone (the images' gradient unread)
+    void *d0 = tk_blk_scratch_take(&p);
+    TRY(tk_blk_stem_bwd(env, &m->stem, dpool, d0, e));
+    tk_blk_scratch_put(&p, dpool), tk_blk_scratch_put(&p, d0);
     TRY(tk_blk_grads_end(env, &m->grads, e));
     tk_range_pop();
     return 0;

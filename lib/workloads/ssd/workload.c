@@ -21,7 +21,8 @@ static const char *const ssd_sections[] = {"eval", NULL};
 
 static int config_parse(json_t *root, const char *path, const tk_run_cfg *run, const char *data_meta, void **out,
                         tk_err *e) {
-    static const char *const model_keys[] = {"width", "image_size", "precision", NULL};
+    static const char *const model_keys[] = {"width", "image_size", "precision", "stem", NULL};
+    static const char *const stems[] = {"auto", "s2d", "direct", NULL}; // lib/blocks/stem.h's forms
     static const char *const data_keys[] = {"max_boxes", "threads", "shuffle", "crop", "flip", "jitter", "device_jitter", NULL};
     static const char *const eval_keys[] = {"annotations", "nms_iou", "score_threshold", "max_output", NULL};
     (void)data_meta;
@@ -51,6 +52,11 @@ static int config_parse(json_t *root, const char *path, const tk_run_cfg *run, c
     tk_precision pr;
     TRYC(tk_cfg_precision(root, path, ssd_precisions, &pr, e));
     cfg->net.bf16 = pr == TK_PRECISION_BF16;
+    TRYC(tk_cfg_enum(root, path, "model.stem", stems, TK_BLK_STEM_AUTO, &cfg->net.stem, e));
+    if (cfg->net.stem == TK_BLK_STEM_S2D && cfg->net.size % 2) {
+        rc = tk_cfg_bad(e, path, "model.stem", "\"s2d\" needs an even model.image_size");
+        goto out;
+    }
     ssd_data_opts *o = &cfg->data;
     ssd_data_opts_default(o);
     o->size = cfg->net.size;
