@@ -87,6 +87,22 @@ void ls_synth_sentence(uint64_t seed, uint32_t stream, uint64_t i, char *out, si
     }
 }
 
+// --lexicon N: DET NOUN VERB DET NOUN from the first N words of each class (the same draws as the
+// grammar's, a stream of its own). Few words, one clause: a small model's vocabulary of whole-word
+// pieces, and utterances of about two seconds.
+void ls_synth_short_sentence(uint64_t seed, uint32_t stream, uint64_t i, int lexicon, char *out, size_t cap) {
+    draws d = {seed, stream + 16, i, 0};
+    const uint32_t n = lexicon < 2 ? 2u : (uint32_t)lexicon;
+    out[0] = 0;
+#define FIRST(a) (a[next(&d) % (n < N_(a) ? n : N_(a))])
+    cat(out, cap, FIRST(DET));
+    cat(out, cap, FIRST(NOUN));
+    cat(out, cap, FIRST(VERB));
+    cat(out, cap, FIRST(DET));
+    cat(out, cap, FIRST(NOUN));
+#undef FIRST
+}
+
 // Voices: espeak-ng's English variants; dev-clean's (held out) are never used for training.
 static const char *const TRAIN_LANG[] = {"en-us", "en-gb", "en-gb-x-rp", "en-gb-scotland", "en-gb-x-gbclan", "en-gb-x-gbcwmd"};
 static const char *const TRAIN_VAR[] = {"m1", "m2", "m3", "m4", "f1", "f2", "f3", "f4", "m7", "klatt"};
@@ -149,9 +165,11 @@ static int subset(const ls_synth_opts *o, const char *root, const char *name, in
     for (int s = 0; s < nspk; s++) {
         speaker sp;
         uint64_t key = (uint64_t)(dev ? 1000 + s : s);
-        if (dev) snprintf(sp.voice, sizeof sp.voice, "%s+%s", DEV_LANG[s % N_(DEV_LANG)], DEV_VAR[(s / N_(DEV_LANG)) % N_(DEV_VAR)]);
-        else snprintf(sp.voice, sizeof sp.voice, "%s+%s", TRAIN_LANG[s % N_(TRAIN_LANG)], TRAIN_VAR[(s + s / N_(TRAIN_LANG)) % N_(TRAIN_VAR)]);
-        sp.rate = 145 + (int)(unit(o->seed, 0, key) * 40);
+        const int v = o->voices > 0 ? s % o->voices : s; // --voices N: dev's from the training voices too
+        if (dev && o->voices <= 0)
+            snprintf(sp.voice, sizeof sp.voice, "%s+%s", DEV_LANG[s % N_(DEV_LANG)], DEV_VAR[(s / N_(DEV_LANG)) % N_(DEV_VAR)]);
+        else snprintf(sp.voice, sizeof sp.voice, "%s+%s", TRAIN_LANG[v % N_(TRAIN_LANG)], TRAIN_VAR[(v + v / N_(TRAIN_LANG)) % N_(TRAIN_VAR)]);
+        sp.rate = o->rate > 0 ? o->rate : 145 + (int)(unit(o->seed, 0, key) * 40);
         sp.pitch = 30 + (int)(unit(o->seed, 1, key) * 40);
         sp.id = (dev ? 8000 : 100) + 37 * s;
         json_array_append_new(spk_list, json_pack("{s:i,s:s,s:i,s:i}", "speaker", sp.id, "voice", sp.voice, "rate", sp.rate,
@@ -168,8 +186,15 @@ static int subset(const ls_synth_opts *o, const char *root, const char *name, in
             int rc = 0;
             for (int u = 0; u < o->utterances && !rc; u++) {
                 char text[1024], flac[4500], id[64];
-                for (;;) { // dev: a sentence no training utterance says
-                    ls_synth_sentence(o->seed, dev ? 2 : 1, sent++, text, sizeof text);
+                for (int tries = 0;; tries++) { // dev: a sentence no training utterance says
+                    if (tries == 100000) { // (a small --lexicon: the training set may say them all)
+                        fclose(tf);
+                        return tk_err_set(e, TK_EUSAGE,
+                                          "--lexicon %d: no sentence left that the training set does not say "
+                                          "(a larger lexicon or fewer utterances)", o->lexicon);
+                    }
+                    if (o->lexicon > 0) ls_synth_short_sentence(o->seed, dev ? 2 : 1, sent++, o->lexicon, text, sizeof text);
+                    else ls_synth_sentence(o->seed, dev ? 2 : 1, sent++, text, sizeof text);
                     char *k = text;
                     if (!dev || !*nseen || !bsearch(&k, *seen, *nseen, sizeof **seen, cmp_str)) break;
                 }
