@@ -36,7 +36,10 @@ static const char *const MODAL[] = {"DON'T", "CAN'T", "WON'T", "DIDN'T", "SHOULD
 
 // share/workloads/rnnt/tiny.json's target on its calibrated sets (calibrated_set below)
 #define RNNT_TINY_WER 0.5
-#define RNNT_TINY_HOW "TBD"
+#define RNNT_TINY_HOW                                                                                              \
+    "seeds 1, 2 and 3 (the set's and the training's) reached it after epochs 14, 14 and 12 of 30 (16 steps of 8 an "  \
+    "epoch; about 80 s of 2 cores each, (user+sys)/2 of train-step), their best WERs by epoch 24 0.31, 0.10 and "     \
+    "0.41; the untrained net (and every net in its first 5 epochs, the all-blank phase) scores 1.0"
 
 typedef struct { uint64_t seed; uint32_t stream; uint64_t i; int k; } draws;
 static uint32_t next(draws *d) {
