@@ -14,11 +14,12 @@
 # 8) of 2 chapters of 8 utterances and one evaluation speaker, all with one voice at one rate,
 # five-word sentences of 12 words (prep synth librispeech --lexicon 4 --voices 1 --rate 150), a
 # --vocab V piece model (default 24; the model's classes set to V + 1), up to 30 epochs, evaluated
-# after each, to tiny.json's WER target (calibrated on this set, seeds 1 to 3: reached in about 80 s of 2
-# cores, all 30 epochs 3 minutes). --seed S seeds the set and the training. --size rnnt (the default on cuda): config.json
-# (the reference network, bf16, NVIDIA's v1.1 hyperparameters) at global batch 64 on N speakers
-# (default 64; the full grammar and held-out voices, a 40-piece model). --reuse-data keeps the converted data of an earlier run with the same generator
-# settings in DIR. --gpus N trains on N ranks (share/launch) at the same global batch, split over
+# after each, to tiny.json's WER target (calibrated on this set, seeds 1 to 3: reached in about 80 s
+# of 2 cores, all 30 epochs 3 minutes). --seed S seeds the set and the training. --size rnnt (the
+# default on cuda): config.json (the reference network, bf16, NVIDIA's v1.1 hyperparameters) at
+# global batch 64 on N speakers (default 64; the full grammar and held-out voices, a 40-piece
+# model). --reuse-data keeps the converted data of an earlier run with the same generator settings
+# in DIR. --gpus N trains on N ranks (share/launch) at the same global batch, split over
 # them (N must divide it). Exit status: that of train-step (0 target reached, 1 not reached, ...),
 # or 1 when a log check fails. Needs espeak-ng, sox and sentencepiece (contrib/setup-deps.sh).
 set -euo pipefail
@@ -35,7 +36,7 @@ backend=auto
 reuse=0
 extra=()
 
-usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; }
 . "$root/share/workloads/run-common.sh" # run_opt, run_begin, run_backend, step, run_workload
 while [ $# -gt 0 ]; do
     case $1 in
