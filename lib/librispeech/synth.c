@@ -287,8 +287,8 @@ int ls_synth(const ls_synth_opts *o, ls_synth_stats *st, tk_err *e) {
                       (json_int_t)st->samples, "hours", (double)st->samples / LS_SAMPLE_RATE / 3600.0, "speakers", voices,
                       "options", "lexicon", o->lexicon, "voices", o->voices, "rate", o->rate,
                       "wer_target", cal < 0 ? json_null() : json_real(calibrated[cal].wer), "wer_target_note",
-                      "a target is calibrated by training on a set: prep synth librispeech trains nothing, so only the "
-                      "sets a configuration was calibrated on carry one (the sets of share/workloads/rnnt/tiny.json, "
+                      "calibrated by the rnnt workload's run (issue 31): prep synth librispeech trains nothing, so only "
+                      "the sets a configuration was calibrated on carry a target (the sets of share/workloads/rnnt/tiny.json, "
                       "made by its run.sh --size tiny --seed 1 to 3: how, in \"wer_target_how\"); any other set's is "
                       "null",
                       "text", o->lexicon > 0 ? "five-word sentences, DET NOUN VERB DET NOUN, each word one of the first "
