@@ -13,7 +13,7 @@
 
 static const char *synth_usage =
     "Usage: prep synth librispeech -o DIR [--seed S] [--speakers N] [--dev-speakers N] [--chapters N]\n"
-    "                              [--utterances N] [--progress]\n";
+    "                              [--utterances N] [--lexicon N] [--voices N] [--rate WPM] [--progress]\n";
 
 static void synth_help(void) {
     printf("%s\n"
@@ -28,6 +28,9 @@ static void synth_help(void) {
            "      --dev-speakers N     dev-clean speakers (default 2)\n"
            "      --chapters N         chapters per speaker (default 2)\n"
            "      --utterances N       utterances per chapter (default 10)\n"
+           "      --lexicon N          easier text: DET NOUN VERB DET NOUN, N words a class (2-28)\n"
+           "      --voices N           every speaker, dev-clean's too, one of the first N training voices\n"
+           "      --rate WPM           every speaker's rate in words a minute (80-450; default 145-185)\n"
            "      --progress           show progress on stderr even when it is not a terminal\n"
            "  -h, --help               this help\n\n"
            "Exit status: 0 ok, 2 usage (or espeak-ng / sox missing), 4 I/O error. See prep(1).\n",
@@ -37,12 +40,13 @@ static void synth_help(void) {
 static void progress_cb(void *ctx, uint64_t done) { tk_progress_update(ctx, done); }
 
 int prep_synth_librispeech_main(int argc, char **argv) {
-    enum { O_SEED = 256, O_SPK, O_DEV, O_CH, O_UTT, O_PROGRESS };
+    enum { O_SEED = 256, O_SPK, O_DEV, O_CH, O_UTT, O_LEX, O_VOICES, O_RATE, O_PROGRESS };
     static const struct option longopts[] = {
         {"output", required_argument, 0, 'o'},  {"seed", required_argument, 0, O_SEED},
         {"speakers", required_argument, 0, O_SPK}, {"dev-speakers", required_argument, 0, O_DEV},
         {"chapters", required_argument, 0, O_CH}, {"utterances", required_argument, 0, O_UTT},
-        {"progress", no_argument, 0, O_PROGRESS}, {"help", no_argument, 0, 'h'},
+        {"lexicon", required_argument, 0, O_LEX}, {"voices", required_argument, 0, O_VOICES},
+        {"rate", required_argument, 0, O_RATE}, {"progress", no_argument, 0, O_PROGRESS}, {"help", no_argument, 0, 'h'},
         {"version", no_argument, 0, 'V'},       {0, 0, 0, 0}};
     ls_synth_opts o = {.seed = 1, .train_speakers = 8, .dev_speakers = 2, .chapters = 2, .utterances = 10};
     int ch, progress = 0;
@@ -59,6 +63,9 @@ int prep_synth_librispeech_main(int argc, char **argv) {
         case O_DEV: bad = tk_parse_i64(optarg, 1, 1000, "--dev-speakers", &v, &pe), o.dev_speakers = (int)v; break;
         case O_CH: bad = tk_parse_i64(optarg, 1, 100, "--chapters", &v, &pe), o.chapters = (int)v; break;
         case O_UTT: bad = tk_parse_i64(optarg, 1, 9999, "--utterances", &v, &pe), o.utterances = (int)v; break;
+        case O_LEX: bad = tk_parse_i64(optarg, 2, 28, "--lexicon", &v, &pe), o.lexicon = (int)v; break;
+        case O_VOICES: bad = tk_parse_i64(optarg, 1, 60, "--voices", &v, &pe), o.voices = (int)v; break;
+        case O_RATE: bad = tk_parse_i64(optarg, 80, 450, "--rate", &v, &pe), o.rate = (int)v; break;
         case O_PROGRESS: progress = 1; break;
         default: return tk_cli_common_option(prog, synth_usage, synth_help, ch, argv);
         }

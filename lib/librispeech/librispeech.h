@@ -156,6 +156,9 @@ typedef struct {
     const char *out_dir;
     uint64_t seed;
     int train_speakers, dev_speakers, chapters, utterances; // utterances per chapter
+    int lexicon;                 // > 0: short sentences (ls_synth_short_sentence) of this many words a class
+    int voices;                  // > 0: every speaker, dev's too, one of the first N training voices
+    int rate;                    // > 0: every speaker's rate (words a minute; else 145-185 each)
     void (*progress)(void *ctx, uint64_t done);
     void *progress_ctx;
 } ls_synth_opts;
@@ -167,6 +170,9 @@ typedef struct {
 // One sentence of the synthetic corpus (upper case, words and apostrophes): sentence i of
 // `stream` under seed; dev sentences come from another stream and are never train sentences.
 void ls_synth_sentence(uint64_t seed, uint32_t stream, uint64_t i, char *out, size_t cap);
+// An easier sentence for small models (prep synth librispeech --lexicon N): one clause of five
+// words, DET NOUN VERB DET NOUN, each word of its class's first `lexicon` words (at least 2).
+void ls_synth_short_sentence(uint64_t seed, uint32_t stream, uint64_t i, int lexicon, char *out, size_t cap);
 int ls_synth(const ls_synth_opts *o, ls_synth_stats *st, tk_err *e);
 
 #endif

@@ -34,6 +34,13 @@ static const char *const SUBJ[] = {"HE", "SHE", "THEY", "WE", "I", "NOBODY"};
 static const char *const MODAL[] = {"DON'T", "CAN'T", "WON'T", "DIDN'T", "SHOULDN'T", "COULDN'T"};
 #define N_(a) (sizeof a / sizeof a[0])
 
+// share/workloads/rnnt/tiny.json's target on its calibrated sets (calibrated_set below)
+#define RNNT_TINY_WER 0.5
+#define RNNT_TINY_HOW                                                                                              \
+    "seeds 1, 2 and 3 (the set's and the training's) reached it after epochs 14, 14 and 12 of 30 (16 steps of 8 an "  \
+    "epoch; about 80 s of 2 cores each, (user+sys)/2 of train-step), their best WERs by epoch 24 0.31, 0.10 and "     \
+    "0.41; the untrained net (and every net in its first 5 epochs, the all-blank phase) scores 1.0"
+
 typedef struct { uint64_t seed; uint32_t stream; uint64_t i; int k; } draws;
 static uint32_t next(draws *d) {
     // 64 words per sentence: block (i * 16 + k / 4), word k % 4
@@ -85,6 +92,22 @@ void ls_synth_sentence(uint64_t seed, uint32_t stream, uint64_t i, char *out, si
             noun_phrase(&d, out, cap);
         }
     }
+}
+
+// --lexicon N: DET NOUN VERB DET NOUN from the first N words of each class (the same draws as the
+// grammar's, a stream of its own). Few words, one clause: a small model's vocabulary of whole-word
+// pieces, and utterances of about two seconds.
+void ls_synth_short_sentence(uint64_t seed, uint32_t stream, uint64_t i, int lexicon, char *out, size_t cap) {
+    draws d = {seed, stream + 16, i, 0};
+    const uint32_t n = lexicon < 2 ? 2u : (uint32_t)lexicon;
+    out[0] = 0;
+#define FIRST(a) (a[next(&d) % (n < N_(a) ? n : N_(a))])
+    cat(out, cap, FIRST(DET));
+    cat(out, cap, FIRST(NOUN));
+    cat(out, cap, FIRST(VERB));
+    cat(out, cap, FIRST(DET));
+    cat(out, cap, FIRST(NOUN));
+#undef FIRST
 }
 
 // Voices: espeak-ng's English variants; dev-clean's (held out) are never used for training.
@@ -149,9 +172,11 @@ static int subset(const ls_synth_opts *o, const char *root, const char *name, in
     for (int s = 0; s < nspk; s++) {
         speaker sp;
         uint64_t key = (uint64_t)(dev ? 1000 + s : s);
-        if (dev) snprintf(sp.voice, sizeof sp.voice, "%s+%s", DEV_LANG[s % N_(DEV_LANG)], DEV_VAR[(s / N_(DEV_LANG)) % N_(DEV_VAR)]);
-        else snprintf(sp.voice, sizeof sp.voice, "%s+%s", TRAIN_LANG[s % N_(TRAIN_LANG)], TRAIN_VAR[(s + s / N_(TRAIN_LANG)) % N_(TRAIN_VAR)]);
-        sp.rate = 145 + (int)(unit(o->seed, 0, key) * 40);
+        const int v = o->voices > 0 ? s % o->voices : s; // --voices N: dev's from the training voices too
+        if (dev && o->voices <= 0)
+            snprintf(sp.voice, sizeof sp.voice, "%s+%s", DEV_LANG[s % N_(DEV_LANG)], DEV_VAR[(s / N_(DEV_LANG)) % N_(DEV_VAR)]);
+        else snprintf(sp.voice, sizeof sp.voice, "%s+%s", TRAIN_LANG[v % N_(TRAIN_LANG)], TRAIN_VAR[(v + v / N_(TRAIN_LANG)) % N_(TRAIN_VAR)]);
+        sp.rate = o->rate > 0 ? o->rate : 145 + (int)(unit(o->seed, 0, key) * 40);
         sp.pitch = 30 + (int)(unit(o->seed, 1, key) * 40);
         sp.id = (dev ? 8000 : 100) + 37 * s;
         json_array_append_new(spk_list, json_pack("{s:i,s:s,s:i,s:i}", "speaker", sp.id, "voice", sp.voice, "rate", sp.rate,
@@ -168,8 +193,15 @@ static int subset(const ls_synth_opts *o, const char *root, const char *name, in
             int rc = 0;
             for (int u = 0; u < o->utterances && !rc; u++) {
                 char text[1024], flac[4500], id[64];
-                for (;;) { // dev: a sentence no training utterance says
-                    ls_synth_sentence(o->seed, dev ? 2 : 1, sent++, text, sizeof text);
+                for (int tries = 0;; tries++) { // dev: a sentence no training utterance says
+                    if (tries == 100000) { // (a small --lexicon: the training set may say them all)
+                        fclose(tf);
+                        return tk_err_set(e, TK_EUSAGE,
+                                          "--lexicon %d: no sentence left that the training set does not say "
+                                          "(a larger lexicon or fewer utterances)", o->lexicon);
+                    }
+                    if (o->lexicon > 0) ls_synth_short_sentence(o->seed, dev ? 2 : 1, sent++, o->lexicon, text, sizeof text);
+                    else ls_synth_sentence(o->seed, dev ? 2 : 1, sent++, text, sizeof text);
                     char *k = text;
                     if (!dev || !*nseen || !bsearch(&k, *seen, *nseen, sizeof **seen, cmp_str)) break;
                 }
@@ -200,6 +232,29 @@ static int subset(const ls_synth_opts *o, const char *root, const char *name, in
     return 0;
 }
 
+// The sets a word error rate target was calibrated on (share/workloads/rnnt/run.sh --size tiny
+// --seed 1..3, which trains share/workloads/rnnt/tiny.json on them): those options and seeds
+// only; any other set's target is null.
+static const struct {
+    int train_speakers, dev_speakers, chapters, utterances, lexicon, voices, rate;
+    uint64_t seed_lo, seed_hi;
+    double wer;
+    const char *how;
+} calibrated[] = {
+    {8, 1, 2, 8, 4, 1, 150, 1, 3, RNNT_TINY_WER,
+     "share/workloads/rnnt/tiny.json (run.sh --size tiny, the cpu; a 24-piece sentencepiece model): " RNNT_TINY_HOW},
+};
+
+static int calibrated_set(const ls_synth_opts *o) {
+    for (int i = 0; i < (int)N_(calibrated); i++)
+        if (calibrated[i].train_speakers == o->train_speakers && calibrated[i].dev_speakers == o->dev_speakers &&
+            calibrated[i].chapters == o->chapters && calibrated[i].utterances == o->utterances &&
+            calibrated[i].lexicon == o->lexicon && calibrated[i].voices == o->voices && calibrated[i].rate == o->rate &&
+            o->seed >= calibrated[i].seed_lo && o->seed <= calibrated[i].seed_hi)
+            return i;
+    return -1;
+}
+
 int ls_synth(const ls_synth_opts *o, ls_synth_stats *st, tk_err *e) {
     memset(st, 0, sizeof *st);
     if (strlen(o->out_dir) > 3000) return tk_err_set(e, TK_EUSAGE, "-o: a path over 3000 bytes");
@@ -225,21 +280,31 @@ int ls_synth(const ls_synth_opts *o, ls_synth_stats *st, tk_err *e) {
     free(seen);
     json_t *m = NULL;
     if (!rc) {
-        m = json_pack("{s:s,s:i,s:I,s:{s:I,s:I},s:I,s:f,s:o,s:n,s:s,s:s,s:s,s:s}", "generator",
+        const int cal = calibrated_set(o);
+        m = json_pack("{s:s,s:i,s:I,s:{s:I,s:I},s:I,s:f,s:o,s:{s:i,s:i,s:i},s:o,s:s,s:s,s:s,s:s}", "generator",
                       "trainkit prep synth librispeech", "format_version", 1, "seed", (json_int_t)o->seed, "utterances",
                       "train-clean-100", (json_int_t)st->train_utts, "dev-clean", (json_int_t)st->dev_utts, "samples",
                       (json_int_t)st->samples, "hours", (double)st->samples / LS_SAMPLE_RATE / 3600.0, "speakers", voices,
-                      "wer_target", "wer_target_note",
-                      "calibrated by the rnnt workload's run (issue 31): prep synth librispeech trains nothing, so it "
-                      "cannot say what dev-clean WER a model reaches on these voices; the target is a trained model's "
-                      "dev-clean WER on this set (same seed and sizes) plus a margin, written into the workload's config",
-                      "text", "sentences of a small English grammar (upper case, apostrophes, no other punctuation, as "
+                      "options", "lexicon", o->lexicon, "voices", o->voices, "rate", o->rate,
+                      "wer_target", cal < 0 ? json_null() : json_real(calibrated[cal].wer), "wer_target_note",
+                      "calibrated by the rnnt workload's run (issue 31): prep synth librispeech trains nothing, so only "
+                      "the sets a configuration was calibrated on carry a target (the sets of share/workloads/rnnt/tiny.json, "
+                      "made by its run.sh --size tiny --seed 1 to 3: how, in \"wer_target_how\"); any other set's is "
+                      "null",
+                      "text", o->lexicon > 0 ? "five-word sentences, DET NOUN VERB DET NOUN, each word one of the first "
+                      "`lexicon` of its class (upper case, as LibriSpeech's trans.txt); dev-clean's sentences never "
+                      "occur in train-clean-100"
+                      : "sentences of a small English grammar (upper case, apostrophes, no other punctuation, as "
                       "LibriSpeech's trans.txt); dev-clean's sentences never occur in train-clean-100",
-                      "voices", "espeak-ng English variants x voice variants, each speaker its own rate (words per "
+                      "voices", o->voices > 0 ? "espeak-ng English variants x voice variants: every speaker, dev-clean's "
+                      "too, one of the first `voices` training voices, each its own rate (words per minute) and pitch, "
+                      "jittered per utterance"
+                      : "espeak-ng English variants x voice variants, each speaker its own rate (words per "
                       "minute) and pitch, jittered per utterance; dev-clean's language and voice variants are held out",
                       "audio", "espeak-ng -> sox: 16 kHz mono 16-bit, reverb (5-50%) per chapter, normalized to -3 dBFS, "
                       "white/pink/brown noise at amplitude 0.002-0.022 per utterance, FLAC");
         voices = NULL;
+        if (m && cal >= 0) json_object_set_new(m, "wer_target_how", json_string(calibrated[cal].how));
         char *text = m ? json_dumps(m, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9)) : NULL;
         if (!text) rc = tk_err_errno(e, ENOMEM, "manifest");
         else {

@@ -80,7 +80,7 @@ setup() {
     [ "$(echo "$output" | jq -r 'select(.type == "eval") | .wer')" = "$w" ]
     [ "$(echo "$output" | jq -r 'select(.type == "eval") | .eval_samples')" = 8 ]
     # the MLLOG: closed_rnnt's keys from the config, the rules' 7 tensor names
-    for k in opt_name:'"lamb"' opt_lamb_learning_rate_hold_epochs:1 eval_max_prediction_symbols:300 \
+    for k in opt_name:'"lamb"' opt_lamb_learning_rate_hold_epochs:15 eval_max_prediction_symbols:300 \
         data_train_max_duration:16.7 data_speed_perturbaton_min:0.85 data_spec_augment_time_max:0.03 \
         data_spec_augment_freq_min:0 opt_learning_rate_alt_decay_func:true model_weights_initialization_scale:0.5; do
         [ "$(grep -F "\"key\": \"${k%%:*}\"" ml.log | sed 's/^:::MLLOG //' | jq -c .value)" = "${k#*:}" ]
