@@ -225,6 +225,16 @@ print(e.stats[0])' $gt dt.json
     [ "$(jq .target_map other2/manifest.json)" = null ]
 }
 
+@test "prep synth coco: the set synth.json was calibrated on (the full net, one GPU) carries its target" {
+    # the options share/workloads/ssd/run.sh --size synth gives (synth.json's "synthetic" section);
+    # 4,096 + 256 images of 300-340 pixels: ~30 s of 2 cores
+    prep synth coco -o ds --train-images 4096 --val-images 256 --size 300-340 --seed 1 --objects 1-4 --classes 6 \
+        --large >/dev/null
+    [ "$(jq .target_map ds/manifest.json)" = "$(jq .target.map "$TK_ROOT/share/workloads/ssd/synth.json")" ]
+    [[ "$(jq -r .target_how ds/manifest.json)" == "share/workloads/ssd/synth.json "* ]]
+    [[ "$(jq -r .synthetic.generator "$TK_ROOT/share/workloads/ssd/synth.json")" == *"prep synth coco --train-images 4096 --val-images 256 --size 300-340 --seed 1 --objects 1-4 --classes 6 --large,"* ]]
+}
+
 @test "prep synth coco: usage errors exit 2 and write nothing" {
     for bad in 0-2 3-2 1-9 2 x-3; do
         run --separate-stderr prep synth coco -o ds --objects "$bad"
