@@ -1,6 +1,6 @@
 // CUDA side of kernels/img_jitter.h: one block an image, one or two passes over it (jitter_norm). Every float and double operation is an explicitly rounded intrinsic
 // (__fmul_rn, __dadd_rn, ...: never fused) in the host code's order and types, so the bytes are
-// lib/image/jitter.c's and the floats ssd_normalize's.
+// kernels/img_jitter_px.c's and the floats ssd_normalize's.
 #include "cuda_util.cuh"
 #include "img_jitter.h"
 

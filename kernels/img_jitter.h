@@ -2,11 +2,11 @@
 // augmentation (lib/workloads/ssd/data.h steps 5 and 6) that can run on the device after the host
 // has decoded, cropped, flipped and resized each image to S x S bytes. Image k of n:
 //   src + k S S 3 bytes (NHWC) -> torchvision's ColorJitter on a PIL image in job k's order
-//   (lib/image/jitter.h: Pillow's byte arithmetic: brightness, contrast against the image's
+//   (kernels/img_jitter_px.h: Pillow's byte arithmetic: brightness, contrast against the image's
 //   rounded mean luma, saturation against each pixel's luma, the hue shift through Pillow's
 //   HSV) -> ToTensor + Normalize, ((p / 255) - mean[c]) / std[c] in float32 -> out + k S S 3
 //   floats (NHWC).
-// The reference (kernels/img_jitter_ref.c) is lib/image/jitter.c's code and ssd_normalize's
+// The reference (kernels/img_jitter_ref.c) is kernels/img_jitter_px.c's code and ssd_normalize's
 // formula: the specification. The kernel (img_jitter.cu, one block an image, two passes at most)
 // computes the same bytes and floats: every float and double operation rounded as the host
 // rounds it (no fused multiply-adds, IEEE division), so the two agree bit for bit
@@ -22,7 +22,7 @@
 #include <stdint.h>
 
 #include "gpu/gpu.h"
-#include "image/jitter.h"
+#include "img_jitter_px.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,4 +1,4 @@
-// CPU reference of kernels/img_jitter.h: lib/image/jitter.c's operations on a copy of each image,
+// CPU reference of kernels/img_jitter.h: kernels/img_jitter_px.c's operations on a copy of each image,
 // then ToTensor + Normalize as lib/workloads/ssd/data.c's ssd_normalize computes it.
 #include <errno.h>
 #include <stdlib.h>

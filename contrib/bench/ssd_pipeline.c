@@ -22,7 +22,7 @@
 #include <time.h>
 
 #include "image/codec.h"
-#include "image/jitter.h"
+#include "img_jitter_px.h"
 #include "image/image.h"
 #include "img_resize.h"
 #include "workloads/ssd/data.h"

@@ -4,7 +4,7 @@
 The reference (mlcommons/training single_stage_detector/ssd, the v1.0/v1.1 tree, utils.py) crops
 with SSDCropping, flips, then runs torchvision's Resize((300, 300)) and ColorJitter(brightness=0.125,
 contrast=0.5, saturation=0.5, hue=0.05) on a PIL image. This script checks trainkit's versions
-(lib/workloads/ssd/data.c, lib/image/jitter.c), through build/tests/unit/test_ssd_data in its
+(lib/workloads/ssd/data.c, kernels/img_jitter_px.c), through build/tests/unit/test_ssd_data in its
 driver modes (TK_SSD_DATA_DRIVE), against:
 
   jitter       torchvision.transforms.functional's adjust_brightness / adjust_contrast /

@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
 # SSD300's input pipeline against the MLPerf v1.x reference's pieces: contrib/peers/ssd_data.py
-# runs torchvision's ColorJitter ops on PIL images (byte-exact: lib/image/jitter.c follows
+# runs torchvision's ColorJitter ops on PIL images (byte-exact: kernels/img_jitter_px.c follows
 # Pillow's uint8 arithmetic, which is what the reference jitters), torchvision's ColorJitter class
 # under a torch seed, a transcription of the reference's SSDCropping (two-sample chi-square of
 # option, boxes kept, rounds and crop area, p >= 1e-4) and PIL's crop + bilinear resize (within 1

@@ -1,5 +1,5 @@
 // kernels/img_jitter.h on the device against its reference (kernels/img_jitter_ref.c, which is
-// lib/image/jitter.c's Pillow arithmetic and ssd_normalize's formula): SSD's colour jitter and
+// kernels/img_jitter_px.c's Pillow arithmetic and ssd_normalize's formula): SSD's colour jitter and
 // normalisation of resized images. The kernel rounds every operation as the host does, so the
 // outputs must agree bit for bit, on fresh random images (gray and saturated pixels among them)
 // and random jobs (the four operations in random orders, factors inside and outside [0, 1], every

@@ -1,4 +1,4 @@
-// SSD300's input pipeline (lib/workloads/ssd/data.h) and the colour jitter (lib/image/jitter.h):
+// SSD300's input pipeline (lib/workloads/ssd/data.h) and the colour jitter (kernels/img_jitter_px.h):
 // the crop's test and box geometry on exact (dyadic) cases, the flip, the normalisation, Pillow's
 // blend arithmetic on hand-computed bytes, the crop option statistics against probabilities
 // integrated here from the reference's definition (chi-square), the jitter's order and factor
@@ -28,7 +28,7 @@
 
 #include "cocodata/prep.h"
 #include "image/codec.h"
-#include "image/jitter.h"
+#include "img_jitter_px.h"
 #include "img_jitter.h"
 #include "img_resize.h"
 #include "tk_drive.h"

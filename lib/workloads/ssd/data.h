@@ -23,7 +23,7 @@
 //      as lib/image's resampling computes it (kernels/img_resize.h: in float, rounded to bytes;
 //      Pillow's own fixed-point passes differ from it by at most 1 on some bytes).
 //   5. ColorJitter(brightness 0.125, contrast 0.5, saturation 0.5, hue 0.05) on those bytes, as
-//      torchvision does on a PIL image (lib/image/jitter.h: a random order of the four, factors
+//      torchvision does on a PIL image (kernels/img_jitter_px.h: a random order of the four, factors
 //      U(0.875, 1.125), U(0.5, 1.5), U(0.5, 1.5), U(-0.05, 0.05)).
 //   6. ToTensor + Normalize(mean [0.485, 0.456, 0.406], std [0.229, 0.224, 0.225]) in float32:
 //      (p / 255 - mean) / std.
@@ -70,7 +70,7 @@
 
 #include "core/err.h"
 #include "image/image.h"
-#include "image/jitter.h"
+#include "img_jitter_px.h"
 #include "img_jitter.h"
 
 #ifdef __cplusplus

@@ -1,4 +1,6 @@
-// Colour jitter of 8-bit RGB images with the semantics of torchvision's ColorJitter on a PIL image
+// Colour jitter of 8-bit RGB images with the semantics of torchvision's ColorJitter on a PIL image,
+// on the host (the loader threads, and the CPU reference of kernels/img_jitter.h, which is why it
+// sits in kernels/: lib/image and the workloads sit above it)
 // (torchvision.transforms.ColorJitter, functional_pil's adjust_brightness / adjust_contrast /
 // adjust_saturation / adjust_hue, which call Pillow's ImageEnhance and HSV conversion): what the
 // MLPerf v1.x SSD reference (single_stage_detector/ssd/utils.py SSDTransformer) applies to its
@@ -13,8 +15,8 @@
 // clamping to 0..255 when the factor is outside [0, 1]. "L" is Pillow's ITU-R 601-2 luma in
 // fixed point: (19595 R + 38470 G + 7471 B + 32768) >> 16. The hue round trip is not lossless
 // even with h = 0, as in Pillow.
-#ifndef TK_IMAGE_JITTER_H
-#define TK_IMAGE_JITTER_H
+#ifndef TK_KERNELS_IMG_JITTER_PX_H
+#define TK_KERNELS_IMG_JITTER_PX_H
 
 #include <stddef.h>
 #include <stdint.h>

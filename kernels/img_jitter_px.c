@@ -4,7 +4,7 @@
 #include <math.h>
 #include <pthread.h>
 
-#include "image/jitter.h"
+#include "img_jitter_px.h"
 
 // Image.blend(degenerate, image, f) of one value: float arithmetic, truncated toward zero;
 // clamped only when f is outside [0, 1] (inside, the result cannot leave 0..255).
