@@ -107,7 +107,7 @@ if [ "$OURS" = 1 ]; then
         line=$(grep -m1 "^$kind " "$out")
         if [ -z "$line" ]; then
             [ "$kind" = rnnt-decode-bench ] && [ "$DECODE" != 1 ] && continue
-            echo "rnnt.sh: our run printed no $kind line (log: $out): $(tail -3 "$out" "${out%.out}.err")" >&2
+            echo "rnnt.sh: our run printed no $kind line (log: $out): $(tail -n 3 "$out" "${out%.out}.err")" >&2
             rc=1
             continue
         fi

@@ -75,7 +75,8 @@ field() { python3 -c 'import json, sys; print(json.dumps(json.loads(sys.argv[1])
 }
 
 @test "contrib/bench/rnnt.sh: our binary's two lines become the trainkit rows; a missing binary is said and fails the run (1)" {
-    # a stand-in nvidia-smi (the script's GPU check) and a stand-in for test_rnnt_model's benchmark
+    # a stand-in nvidia-smi (the script's GPU check) and a stand-in for the benchmarks of
+    # test_rnnt_model (the decode line) and test_rnnt_step (the training step's graph replays)
     mkdir -p "$BATS_TEST_TMPDIR/bin"
     printf '#!/bin/sh\n[ "$1" = -L ] && echo "GPU 0: stand-in" || echo "stand-in, 0 MiB, 0"\n' >"$BATS_TEST_TMPDIR/bin/nvidia-smi"
     cat >"$BATS_TEST_TMPDIR/bin/bench" <<'EOF'
@@ -84,9 +85,10 @@ echo "# table rnnt bench: stand-in"
 echo "rnnt-bench batch=$TK_BENCH_BATCH T=$TK_BENCH_T U=$TK_BENCH_U utts_per_s=2500.25 ms_per_step=102.4"
 echo "rnnt-decode-bench batch=$TK_BENCH_BATCH T=$TK_BENCH_DECODE_T utts_per_s=9000.5 ms_per_batch=28.44 symbols=0"
 EOF
-    chmod +x "$BATS_TEST_TMPDIR/bin/nvidia-smi" "$BATS_TEST_TMPDIR/bin/bench"
+    cp "$BATS_TEST_TMPDIR/bin/bench" "$BATS_TEST_TMPDIR/bin/bench-step"
+    chmod +x "$BATS_TEST_TMPDIR/bin/nvidia-smi" "$BATS_TEST_TMPDIR/bin/bench" "$BATS_TEST_TMPDIR/bin/bench-step"
     run --separate-stderr env PATH="$BATS_TEST_TMPDIR/bin:$PATH" PEERS=0 BATCH=7 FRAMES=33 LABELS=5 DECODE_FRAMES=21 \
-        OURS_BIN="$BATS_TEST_TMPDIR/bin/bench" "$TK_ROOT/contrib/bench/rnnt.sh"
+        OURS_BIN="$BATS_TEST_TMPDIR/bin/bench" OURS_STEP_BIN="$BATS_TEST_TMPDIR/bin/bench-step" "$TK_ROOT/contrib/bench/rnnt.sh"
     [ "$status" -eq 0 ] || { echo "exit $status: $output $stderr"; return 1; }
     [ "${lines[1]}" = "RNN-T training step: batch 7, 33 input frames, 5 labels, cuda bf16, data in device memory" ]
     [[ "${lines[3]}" =~ ^trainkit\ +2500\.2\ +102\.40\ +-\ +-\ \ packed\ joint ]]
@@ -96,6 +98,7 @@ EOF
     [[ "$stderr" == *"# table rnnt bench: stand-in"* ]]
     run --separate-stderr env PATH="$BATS_TEST_TMPDIR/bin:$PATH" PEERS=0 BUILD="$BATS_TEST_TMPDIR/none" "$TK_ROOT/contrib/bench/rnnt.sh"
     [ "$status" -eq 1 ]
-    [[ "$stderr" == *"rnnt.sh: our benchmark is not built ($BATS_TEST_TMPDIR/none/tests/gpu/test_rnnt_model: make all with CUDA, or OURS_BIN=FILE)"* ]]
+    [[ "$stderr" == *"rnnt.sh: our benchmark is not built ($BATS_TEST_TMPDIR/none/tests/gpu/test_rnnt_model: make all with CUDA, or OURS_BIN / OURS_STEP_BIN=FILE)"* ]]
+    [[ "$stderr" == *"rnnt.sh: our benchmark is not built ($BATS_TEST_TMPDIR/none/tests/gpu/test_rnnt_step: make all with CUDA, or OURS_BIN / OURS_STEP_BIN=FILE)"* ]]
     [ "${#lines[@]}" -eq 1 ]  # the GPU line alone: no table
 }

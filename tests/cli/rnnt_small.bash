@@ -22,10 +22,15 @@ rnnt_small_data() {
 # padding in the reference). Speed perturbation, dither and the frequency masks are keyed by the
 # utterance and stay. model.weights_init_scale 2 makes the untrained net emit symbols (a WER
 # above 1 that moves with the weights: at 0.5 it emits only blanks, WER 1 for any weights, which
-# would make a comparison of WERs hollow); data.buckets 2 exercises the bucketing sampler.
+# would make a comparison of WERs hollow); data.buckets 2 exercises the bucketing sampler. The
+# schedule is the one these tests were written against (lr 0.007, 1 hold epoch, 4 epochs, the
+# MLPerf target out of reach), not tiny.json's calibrated one for its easier set: with that
+# (lr 0.02, 15 hold epochs) a 1-rank run scored WER 1.0 at an evaluation on this data, which
+# rnnt-multi.bats rightly refuses as a hollow comparison.
 rnnt_small_cfg() {
     jq '.model.vocab = 41 | .model.weights_init_scale = 2 | .model.dropouts = {"enc": 0, "pred": 0, "joint": 0}
-        | .data.time_masks = 0 | .data.buckets = 2'"${2:+ | $2}" "$TK_ROOT/share/workloads/rnnt/tiny.json" >"$1"
+        | .data.time_masks = 0 | .data.buckets = 2
+        | .optimizer.base_lr = 0.007 | .optimizer.hold_epochs = 1 | .train.max_epochs = 4 | .target.wer = 0.058'"${2:+ | $2}" "$TK_ROOT/share/workloads/rnnt/tiny.json" >"$1"
 }
 
 # The bats files' setup_file and setup (their `setup_file() { rnnt_small_setup_file; }`): the data
