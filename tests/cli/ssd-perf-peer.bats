@@ -43,10 +43,10 @@ field() { python3 -c 'import json, sys; print(json.dumps(json.loads(sys.argv[1])
     need_torch
     python3 -c "import importlib.util as u, sys; sys.exit(u.find_spec('torchvision') is None)" 2>/dev/null || skip "torchvision is not importable"
     [ -x "$TK_BIN/prep" ] || skip "prep is not built"
-    run --separate-stderr env TINY=1 EVAL=1 BUILD="${TK_BIN%/bin}" LOGDIR="$BATS_TEST_TMPDIR/logs" "$TK_ROOT/contrib/bench/ssd.sh"
+    run --separate-stderr env TINY=1 EVAL=1 JPEG=0 BUILD="${TK_BIN%/bin}" LOGDIR="$BATS_TEST_TMPDIR/logs" "$TK_ROOT/contrib/bench/ssd.sh"
     [ "$status" -eq 0 ] || { echo "exit $status: $output $stderr"; return 1; }
-    [ "${lines[0]}" = "SSD300-ResNet34 training step: batch 2 of 300x300, width 8, cpu none, data in device memory" ]
-    [[ "${lines[2]}" =~ ^torch-eager\ +[0-9]+\.[0-9]\ +[0-9]+\.[0-9]+\ +-\ +1\.00x$ ]]
+    [ "${lines[0]}" = "SSD300-ResNet34 training step: batch 2 of 300x300, width 8, cpu none, data in device memory (JPEG rows: train-step on JPEG records)" ]
+    [[ "${lines[2]}" =~ ^torch-eager\ +[0-9]+\.[0-9]\ +[0-9]+\.[0-9]+\ +-\ +1\.00x\ +-$ ]]  # (vs in-memory: a JPEG row's)
     ! grep -q trainkit <<<"$output"
     [[ "$output" == *"evaluation (cpu none)"* ]]
     [[ "${lines[-1]}" =~ ^torch-eager\ +4\  ]]
@@ -115,12 +115,12 @@ field() { python3 -c 'import json, sys; print(json.dumps(json.loads(sys.argv[1])
     printf '#!/bin/sh\n[ "$1" = -L ] && echo "GPU 0: stand-in" || echo "stand-in, 0 MiB, 0"\n' >"$BATS_TEST_TMPDIR/bin/nvidia-smi"
     printf '#!/bin/sh\necho "# table ssd bench: stand-in"\necho "ssd-bench batch=$TK_BENCH_BATCH images_per_s=1234.50 ms_per_step=92.345"\n' >"$BATS_TEST_TMPDIR/bin/step"
     chmod +x "$BATS_TEST_TMPDIR/bin/nvidia-smi" "$BATS_TEST_TMPDIR/bin/step"
-    run --separate-stderr env PATH="$BATS_TEST_TMPDIR/bin:$PATH" PEERS=0 BATCH=7 OURS_BIN="$BATS_TEST_TMPDIR/bin/step" "$TK_ROOT/contrib/bench/ssd.sh"
+    run --separate-stderr env PATH="$BATS_TEST_TMPDIR/bin:$PATH" PEERS=0 JPEG=0 BATCH=7 OURS_BIN="$BATS_TEST_TMPDIR/bin/step" "$TK_ROOT/contrib/bench/ssd.sh"
     [ "$status" -eq 0 ] || { echo "exit $status: $output $stderr"; return 1; }
-    [ "${lines[1]}" = "SSD300-ResNet34 training step: batch 7 of 300x300, width 64, cuda bf16, data in device memory" ]
-    [[ "${lines[3]}" =~ ^trainkit\ +1234\.5\ +92\.34\ +-\ +-$ ]]
+    [ "${lines[1]}" = "SSD300-ResNet34 training step: batch 7 of 300x300, width 64, cuda bf16, data in device memory (JPEG rows: train-step on JPEG records)" ]
+    [[ "${lines[3]}" =~ ^trainkit\ +1234\.5\ +92\.34\ +-\ +-\ +-$ ]]
     [[ "$stderr" == *"# table ssd bench: stand-in"* ]]
-    run --separate-stderr env PATH="$BATS_TEST_TMPDIR/bin:$PATH" PEERS=0 BUILD="$BATS_TEST_TMPDIR/none" "$TK_ROOT/contrib/bench/ssd.sh"
+    run --separate-stderr env PATH="$BATS_TEST_TMPDIR/bin:$PATH" PEERS=0 JPEG=0 BUILD="$BATS_TEST_TMPDIR/none" "$TK_ROOT/contrib/bench/ssd.sh"
     [ "$status" -eq 1 ]
     [[ "$stderr" == *"ssd.sh: our step's benchmark is not built ($BATS_TEST_TMPDIR/none/tests/gpu/test_ssd_step: make all with CUDA, or OURS_BIN=FILE)"* ]]
     [ "${#lines[@]}" -eq 3 ]  # the GPU line, the title and the header: no row
