@@ -82,7 +82,8 @@ __global__ void __launch_bounds__(Shape<Hs, Q>::kThreads, kBlocksPerSm)
     if constexpr (Sh::kCols > Hs) // the pad columns of both buffers, zero (visible after the first barrier)
         for (int i = threadIdx.x; i < 2 * kRows * (Sh::kCols - Hs) * 2; i += Sh::kThreads) {
             const int br = i / ((Sh::kCols - Hs) * 2), rest = i % ((Sh::kCols - Hs) * 2);
-            *reinterpret_cast<uint4 *>(inb + (br * Sh::kCols + Hs + rest / 2) * 32 + (rest & 1) * 16) = make_uint4(0, 0, 0, 0);
+            char *at = inb + (br * Sh::kCols + Hs + rest / 2) * 32 + (rest & 1) * 16;
+            *reinterpret_cast<uint4 *>(at) = make_uint4(0, 0, 0, 0);
         }
     // this lane's ldmatrix rows: A (pixel of the warp's 16, channel half), B (channel of an n-tile pair, half)
     const int apx = warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, ahalf = lane >> 4;
@@ -174,8 +175,8 @@ template <int Hs, int Q> int launch(tk_ctx *c, const void *xs, int N, const void
         attr = true;
     }
     const int units = N * Sh::kUnitsPerImage, most = kBlocksPerSm * sm_count(), grid = units < most ? units : most;
-    stem_fwd<Hs, Q><<<grid, Sh::kThreads, Sh::kSmem, tk_cu_stream(c)>>>((const __nv_bfloat16 *)xs, (const __nv_bfloat16 *)ws,
-                                                                       units, (__nv_bfloat16 *)y);
+    stem_fwd<Hs, Q><<<grid, Sh::kThreads, Sh::kSmem, tk_cu_stream(c)>>>(
+        (const __nv_bfloat16 *)xs, (const __nv_bfloat16 *)ws, units, (__nv_bfloat16 *)y);
     return tk_cu_check(e, "stem_conv_fwd");
 }
 
