@@ -4,7 +4,7 @@
 #include "stem_conv.h"
 #include "stem_s2d.h"
 
-int tk_stem_conv_ok(tk_dtype t, int S, int K) { return t == TK_BF16 && S == 224 && K == 64; }
+int tk_stem_conv_ok(tk_dtype t, int S, int K) { return t == TK_BF16 && (S == 224 || S == 300) && K == 64; }
 
 int tk_stem_conv_fwd_ref(const void *xs, int N, int S, const void *ws, int K, tk_dtype t, void *y, tk_err *e) {
     tk_conv_shape s;

@@ -5,7 +5,8 @@
 // - s2d: the 4x4, stride 1, unpadded convolution over the space-to-depth input of
 //   kernels/stem_s2d.h (16 channels at half the side, S even): the same 147 products per output
 //   summed in another order; on cuda its forward by kernels/stem_conv.h where tk_stem_conv_ok
-//   (ResNet-50's 224 x 224, K 64, bf16; TK_STEM_CONV=cudnn in the environment keeps cuDNN's);
+//   (ResNet-50's 224 x 224 and SSD300's 300 x 300, K 64, bf16; TK_STEM_CONV=cudnn in the
+//   environment keeps cuDNN's);
 // - direct: the 7x7 convolution, the 3 image channels zero-padded to 4 (or 8) on cuda where
 //   cuDNN's NHWC kernels want a channel count their vectors divide (NVIDIA's MLPerf layout); the
 //   padding's weights zero, their gradients dropped (tk_blk_conv.cw).

@@ -1,9 +1,11 @@
 // ResNet's ops on the cuda backend against their CPU references (kernels/{conv,bn,pool,
-// xent_smooth,img_norm,stem_s2d,stem_conv}.h): fresh random inputs each run, and small-integer inputs where the results must
+// xent_smooth,img_norm,stem_s2d,stem_conv}.h; stem_conv also at SSD300's shape, and which stem
+// lib/blocks/stem.h picks): fresh random inputs each run, and small-integer inputs where the results must
 // be exact. Convolutions run through cuDNN (lib/gpu/cudnn_conv.h), fp32 with fp32-only engines and
 // bf16 with fp32 accumulation. Tolerances: fp32 <= 1e-5 relative (norm-wise), bf16 <= 1e-2 (the
 // reference rounds the same fp32 math to bf16 once; cuDNN's bf16 kernels may round partial sums);
 // small integers: fp32 bit-exact.
+#include "blocks/stem.h"
 #include "bn.h"
 #include "conv.h"
 #include "gpu/cudnn_conv.h"
@@ -961,36 +963,145 @@ TK_TEST(stem_s2d_vs_reference) {
     tk_cudnn_destroy(h);
 }
 
-// The stem's own convolution kernel (kernels/stem_conv.h) against conv_ref.c at its one shape
-// (224x224 images: 115x115x16 -> 112x112x64, 4x4/1, bf16): 7 images (392 row pairs, so the
-// persistent blocks take 1 or 2 each), random inputs within bf16's tolerance, and small integers
-// (x, w in -2..2: every sum exact in fp32, so the bf16 results equal the reference's bit for bit).
-// Each output is poisoned first: an unwritten one fails.
-TK_TEST(stem_conv_vs_reference) {
+// The stem's own convolution kernel (kernels/stem_conv.h) against conv_ref.c at its two shapes,
+// 224x224 images (ResNet-50: 115x115x16 -> 112x112x64, 4x4/1, bf16) and 300x300 (SSD300:
+// 153x153x16 -> 150x150x64, where the last warp's pixels past column 149 are masked): random
+// inputs within bf16's tolerance, and small integers (x, w in -2..2: every sum exact in fp32, so
+// the bf16 results equal the reference's bit for bit). Batches of 1 and 3 images (fewer row pairs
+// than blocks: one each) and 7 or 9 (the persistent blocks take 2 or 3 row pairs in turn, across
+// images: the double-buffered loads). y is poisoned first (0xffff, a bf16 NaN) and sits between
+// two poisoned guard regions: every output written (no NaN left), nothing before or after it.
+enum { STEM_GUARD = 4096 }; // bf16 values of poison either side of y
+
+static void stem_conv_one(int S, int N, int ints, int *failed_) {
+    int *tk_failed_ = failed_;
     tk_err e = {0};
-    const int S = 224, K = 64, Hs = tk_s2d_side(S);
-    CHECK(tk_stem_conv_ok(TK_BF16, S, K));
-    CHECK(!tk_stem_conv_ok(TK_F32, S, K) && !tk_stem_conv_ok(TK_BF16, 32, K) && !tk_stem_conv_ok(TK_BF16, S, 16));
-    for (int ints = 0; ints < 2; ints++) {
-        const int N = ints ? 2 : 7;
-        const size_t nx = (size_t)N * Hs * Hs * TK_S2D_C, nw = (size_t)K * 4 * 4 * TK_S2D_C,
-                     ny = (size_t)N * (S / 2) * (S / 2) * K;
-        float *x = rand_host(nx, ints), *w = rand_host(nw, ints);
-        void *dx = gt_dev_from(x, nx, TK_BF16), *dw = gt_dev_from(w, nw, TK_BF16), *dy = gt_dev(ny * 2);
-        uint16_t *hx = gt_host(nx * 2), *hw = gt_host(nw * 2), *hy = gt_host(ny * 2);
-        gt_down(hx, dx, nx * 2), gt_down(hw, dw, nw * 2);
-        CHECK_EQ_INT(tk_stem_conv_fwd_ref(hx, N, S, hw, K, TK_BF16, hy, &e), 0);
-        float *ref = gt_host(ny * 4);
-        for (size_t i = 0; i < ny; i++) ref[i] = tk_bf16_to_f32(hy[i]);
-        gt_poison(dy, ny * 2, 0xff);
-        CHECK_EQ_INT(tk_stem_conv_fwd(gt_ctx_, dx, N, S, dw, K, TK_BF16, dy, &e), 0);
-        CHECK_EQ_INT(gt_sync(&e), 0);
-        float *got = gt_host_from(dy, ny, TK_BF16);
-        char what[96];
-        snprintf(what, sizeof what, "stem_conv bf16%s N%d 115x115x16->64 4x4/1 (max %lld ulps)", ints ? " ints" : "", N,
-                 (long long)gt_max_ulps(got, ref, ny));
-        CHECK(close_enough(what, got, ref, ny, ints ? 0 : 1e-2));
-        tk_free(gt_ctx_, dx), tk_free(gt_ctx_, dw), tk_free(gt_ctx_, dy);
-        free(x), free(w), free(hx), free(hw), free(hy), free(ref), free(got);
+    const int K = 64, Hs = tk_s2d_side(S), Q = S / 2;
+    const size_t nx = (size_t)N * Hs * Hs * TK_S2D_C, nw = (size_t)K * 4 * 4 * TK_S2D_C, ny = (size_t)N * Q * Q * K,
+                 nall = ny + 2 * STEM_GUARD;
+    float *x = rand_host(nx, ints), *w = rand_host(nw, ints);
+    void *dx = gt_dev_from(x, nx, TK_BF16), *dw = gt_dev_from(w, nw, TK_BF16);
+    uint16_t *dall = gt_dev(nall * 2), *dy = dall + STEM_GUARD;
+    uint16_t *hx = gt_host(nx * 2), *hw = gt_host(nw * 2), *hy = gt_host(ny * 2), *hall = gt_host(nall * 2);
+    gt_down(hx, dx, nx * 2), gt_down(hw, dw, nw * 2);
+    CHECK_EQ_INT(tk_stem_conv_fwd_ref(hx, N, S, hw, K, TK_BF16, hy, &e), 0);
+    float *ref = gt_host(ny * 4), *got = gt_host(ny * 4);
+    for (size_t i = 0; i < ny; i++) ref[i] = tk_bf16_to_f32(hy[i]);
+    gt_poison(dall, nall * 2, 0xff);
+    CHECK_EQ_INT(tk_stem_conv_fwd(gt_ctx_, dx, N, S, dw, K, TK_BF16, dy, &e), 0);
+    CHECK_EQ_INT(gt_sync(&e), 0);
+    gt_down(hall, dall, nall * 2);
+    size_t guard = 0, unwritten = 0;
+    for (size_t i = 0; i < STEM_GUARD; i++) guard += (hall[i] != 0xffff) + (hall[STEM_GUARD + ny + i] != 0xffff);
+    for (size_t i = 0; i < ny; i++) {
+        got[i] = tk_bf16_to_f32(hall[STEM_GUARD + i]);
+        unwritten += got[i] != got[i];
     }
+    char what[96];
+    snprintf(what, sizeof what, "stem_conv bf16%s N%d %dx%dx16->%d 4x4/1 (max %lld ulps)", ints ? " ints" : "", N, Hs,
+             Hs, K, (long long)gt_max_ulps(got, ref, ny));
+    CHECK(close_enough(what, got, ref, ny, ints ? 0 : 1e-2));
+    if (guard || unwritten)
+        printf("# stem_conv S %d N %d: %zu guard values overwritten, %zu outputs unwritten\n", S, N, guard, unwritten);
+    CHECK_EQ_INT((int)guard, 0);
+    CHECK_EQ_INT((int)unwritten, 0);
+    tk_free(gt_ctx_, dx), tk_free(gt_ctx_, dw), tk_free(gt_ctx_, dall);
+    free(x), free(w), free(hx), free(hw), free(hy), free(hall), free(ref), free(got);
+}
+
+TK_TEST(stem_conv_vs_reference) {
+    // the shapes it runs (bf16, K 64, S 224 or 300) and no others
+    CHECK(tk_stem_conv_ok(TK_BF16, 224, 64) && tk_stem_conv_ok(TK_BF16, 300, 64));
+    CHECK(!tk_stem_conv_ok(TK_F32, 224, 64) && !tk_stem_conv_ok(TK_F32, 300, 64));
+    CHECK(!tk_stem_conv_ok(TK_BF16, 32, 64) && !tk_stem_conv_ok(TK_BF16, 258, 64) && !tk_stem_conv_ok(TK_BF16, 302, 64));
+    CHECK(!tk_stem_conv_ok(TK_BF16, 224, 16) && !tk_stem_conv_ok(TK_BF16, 300, 8));
+    static const int cases[][3] = {{224, 7, 0}, {224, 1, 0}, {224, 2, 1}, {224, 3, 1},
+                                   {300, 1, 0}, {300, 9, 0}, {300, 1, 1}, {300, 3, 1}}; // S, N, ints
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        stem_conv_one(cases[i][0], cases[i][1], cases[i][2], tk_failed_);
+}
+
+// The stem block (lib/blocks/stem.h) on cuda picks the own kernel exactly where it applies:
+// ResNet-50's 224 and SSD300's 300 (model.stem auto: the space-to-depth form) in bf16 with 64
+// channels, not TK_STEM_CONV=cudnn, not fp32, not another side (258: the SSD tests' width-8 models
+// run cuDNN's 4x4 convolution).
+TK_TEST(stem_block_picks_own_kernel) {
+    tk_cudnn *h = dnn();
+    CHECK(h != NULL);
+    if (!h) return;
+    static const struct {
+        int S, K, bf16, cudnn_env, own;
+    } cases[] = {{224, 64, 1, 0, 1}, {300, 64, 1, 0, 1}, {224, 64, 1, 1, 0}, {300, 64, 1, 1, 0},
+                 {300, 64, 0, 0, 0}, {258, 64, 1, 0, 0}, {300, 8, 1, 0, 0}};
+    const char *was = getenv("TK_STEM_CONV"); // (the caller's setting, put back at the end)
+    char *saved = was ? strdup(was) : NULL;
+    unsetenv("TK_STEM_CONV");
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        tk_err e = {0};
+        const tk_blk_env env = {.c = gt_ctx_, .dnn = h, .t = cases[i].bf16 ? TK_BF16 : TK_F32};
+        tk_blk_stem st;
+        if (cases[i].cudnn_env) setenv("TK_STEM_CONV", "cudnn", 1);
+        CHECK_EQ_INT(tk_blk_stem_pick(&env, &st, 2, cases[i].S, cases[i].K, TK_BLK_STEM_AUTO, &e), 0);
+        unsetenv("TK_STEM_CONV");
+        printf("# stem block %s S %d K %d%s: s2d %d own %d\n", cases[i].bf16 ? "bf16" : "fp32", cases[i].S, cases[i].K,
+               cases[i].cudnn_env ? " TK_STEM_CONV=cudnn" : "", st.s2d, st.own);
+        if (cases[i].own) CHECK_EQ_INT(st.s2d, 1);
+        CHECK_EQ_INT(st.own, cases[i].own);
+    }
+    if (saved) setenv("TK_STEM_CONV", saved, 1);
+    free(saved);
+    tk_cudnn_destroy(h);
+}
+
+// The stem convolution's forward at the models' shapes (TK_BENCH=1): ResNet-50's (224, batch 256)
+// and SSD300's (300, batch 114, issue 30's), the own kernel against cuDNN's plan of the same
+// convolution, each one's median time and the bytes it must move per second.
+typedef struct {
+    int own, N, S;
+    tk_cudnn *h;
+    tk_conv_shape s;
+    void *x, *w, *y;
+} stem_bench_arg;
+
+static void stem_bench_fn(void *p) {
+    stem_bench_arg *a = p;
+    tk_err e = {0};
+    if (a->own ? tk_stem_conv_fwd(gt_ctx_, a->x, a->N, a->S, a->w, 64, TK_BF16, a->y, &e)
+               : tk_cudnn_conv(a->h, TK_CONV_FWD, &a->s, TK_BF16, a->x, a->w, a->y, &e))
+        gt_die_("stem bench", &e);
+}
+
+TK_TEST(stem_conv_bench) {
+    if (!getenv("TK_BENCH")) {
+        printf("# TK_BENCH=1 runs this benchmark\n");
+        return;
+    }
+    tk_cudnn *h = dnn();
+    CHECK(h != NULL);
+    if (!h) return;
+    static const int shapes[][2] = {{224, 256}, {300, 114}}; // S, N
+    for (int i = 0; i < 2; i++) {
+        tk_err e = {0};
+        stem_bench_arg a = {.N = shapes[i][1], .S = shapes[i][0], .h = h};
+        const int hs = tk_s2d_side(a.S);
+        CHECK_EQ_INT(tk_conv_shape_init(&a.s, a.N, hs, hs, TK_S2D_C, 64, 4, 4, 1, 0, &e), 0);
+        CHECK_EQ_INT(tk_cudnn_plan(h, TK_CONV_FWD, &a.s, TK_BF16, &e), 0);
+        if (e.code) break;
+        const size_t nx = (size_t)tk_conv_x_numel(&a.s), ny = (size_t)tk_conv_y_numel(&a.s),
+                     nws = tk_cudnn_ws_bytes(h);
+        void *ws = nws ? gt_dev(nws) : NULL;
+        tk_cudnn_set_ws(h, ws, nws);
+        a.x = bench_fill(nx), a.w = bench_fill((size_t)tk_conv_w_numel(&a.s)), a.y = gt_dev(ny * 2);
+        for (a.own = 1; a.own >= 0; a.own--) {
+            const double ms = gt_time_ms(stem_bench_fn, &a, 20);
+            printf("# table stem conv bench %dx%d b=%d bf16 %-6s %7.1f us (%5.0f GB/s)\n", a.S, a.S, a.N,
+                   a.own ? "own" : "cuDNN", ms * 1e3, (nx + ny) * 2.0 / ms / 1e6);
+        }
+        CHECK_EQ_INT(gt_sync(&e), 0);
+        tk_cudnn_set_ws(h, NULL, 0);
+        void *dev[] = {a.x, a.w, a.y, ws};
+        for (int k = 0; k < 4; k++)
+            if (dev[k]) tk_free(gt_ctx_, dev[k]);
+    }
+    tk_cudnn_destroy(h);
 }
