@@ -28,7 +28,7 @@ need_tools() { for t in espeak-ng sox spm_train spm_encode; do command -v $t >/d
 @test "rnnt run.sh: option errors are exit 2" {
     run "$TK_ROOT/share/workloads/rnnt/run.sh" -o "$BATS_TEST_TMPDIR/o" --backend cpu --size big
     [ "$status" -eq 2 ]
-    [[ "$output" == *"run.sh: --size must be tiny or rnnt"* ]]
+    [[ "$output" == *"run.sh: --size must be tiny, rnnt or synth"* ]]
     run "$TK_ROOT/share/workloads/rnnt/run.sh" -o "$BATS_TEST_TMPDIR/o" --backend cpu --speakers 0
     [ "$status" -eq 2 ]
     [[ "$output" == *"run.sh: --speakers must be a number in [1, 10000]"* ]]

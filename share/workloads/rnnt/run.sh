@@ -5,7 +5,7 @@
 # step; evaluation in the loop: greedy decoding, word error rate on dev-clean) -> evaluate the
 # final checkpoint -> MLLOG checked by log-check and MLCommons' checker -> time-to-train.
 #
-#   share/workloads/rnnt/run.sh [-o DIR] [--size tiny|rnnt] [--speakers N] [--vocab V] [--seed S]
+#   share/workloads/rnnt/run.sh [-o DIR] [--size tiny|rnnt|synth] [--speakers N] [--vocab V] [--seed S]
 #                               [--config FILE] [--backend cpu|cuda|auto] [--gpus N]
 #                               [--reuse-data] [-- TRAIN-STEP OPTIONS]
 #
@@ -18,10 +18,14 @@
 # of 2 cores, all 30 epochs 3 minutes). --seed S seeds the set and the training. --size rnnt (the
 # default on cuda): config.json (the reference network, bf16, NVIDIA's v1.1 hyperparameters) at
 # global batch 64 on N speakers (default 64; the full grammar and held-out voices, a 40-piece
-# model). --reuse-data keeps the converted data of an earlier run with the same generator settings
-# in DIR. --gpus N trains on N ranks (share/launch) at the same global batch, split over
-# them (N must divide it). Exit status: that of train-step (0 target reached, 1 not reached, ...),
-# or 1 when a log check fails. Needs espeak-ng, sox and sentencepiece (contrib/setup-deps.sh).
+# model). --size synth: synth.json (the same network and hyperparameters at global batch 32, 2
+# warm-up epochs, the hold over the whole run) on 96 speakers (1,536 utterances) and dev-clean of
+# 4 held-out voices (64 utterances), 40 pieces: MLPerf's target WER 0.058, reached on one H200 in
+# about 2 minutes of training (contrib/bench/NOTES.md). --reuse-data keeps the converted data
+# of an earlier run with the same generator settings in DIR. --gpus N trains on N ranks
+# (share/launch) at the same global batch, split over them (N must divide it). Exit status: that
+# of train-step (0 target reached, 1 not reached, ...), or 1 when a log check fails. Needs
+# espeak-ng, sox and sentencepiece (contrib/setup-deps.sh).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -29,6 +33,7 @@ root=$(cd "$here/../../.." && pwd)
 out=${TMPDIR:-/tmp}/trainkit-rnnt
 size=
 speakers=
+dev=1
 vocab=
 seed=1
 config=
@@ -36,7 +41,7 @@ backend=auto
 reuse=0
 extra=()
 
-usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; }
 . "$root/share/workloads/run-common.sh" # run_opt, run_begin, run_backend, step, run_workload
 while [ $# -gt 0 ]; do
     case $1 in
@@ -63,7 +68,13 @@ rnnt)
     synth=()
     sets=(--set train.global_batch_size=64)
     ;;
-*) echo "run.sh: --size must be tiny or rnnt" >&2; exit 2 ;;
+synth)
+    # synth.json's set: the full grammar, held-out voices, 4 evaluation speakers
+    : "${speakers:=96}" "${config:=$here/synth.json}" "${vocab:=40}"
+    dev=4
+    synth=()
+    ;;
+*) echo "run.sh: --size must be tiny, rnnt or synth" >&2; exit 2 ;;
 esac
 [[ "$speakers" =~ ^[1-9][0-9]*$ ]] && [ "$speakers" -le 10000 ] ||
     { echo "run.sh: --speakers must be a number in [1, 10000]" >&2; exit 2; }
@@ -74,14 +85,14 @@ for t in espeak-ng sox spm_train spm_encode; do
 done
 
 rm -rf "$out/ckpt"
-stamp="synth librispeech speakers=$speakers vocab=$vocab seed=$seed ${synth[*]}"
+stamp="synth librispeech speakers=$speakers dev=$dev vocab=$vocab seed=$seed ${synth[*]}"
 if [ "$reuse" = 1 ] && [ "$(cat "$out/data.stamp" 2>/dev/null)" = "$stamp" ]; then
     step prep "reusing $out ($stamp)"
 else
-    step prep "synthetic LibriSpeech: $speakers training speakers x 2 chapters x 8 utterances, 1 evaluation speaker (seed $seed${synth:+, ${synth[*]}})"
+    step prep "synthetic LibriSpeech: $speakers training speakers x 2 chapters x 8 utterances, $dev evaluation speaker(s) (seed $seed${synth:+, ${synth[*]}})"
     rm -rf "$out/raw" "$out/shards" "$out/tks" "$out"/eval.tks "$out"/librispeech*.model "$out"/librispeech*.vocab \
         "$out/data.stamp"
-    "$bin/prep" synth librispeech -o "$out/raw" --speakers "$speakers" --dev-speakers 1 --chapters 2 --utterances 8 \
+    "$bin/prep" synth librispeech -o "$out/raw" --speakers "$speakers" --dev-speakers "$dev" --chapters 2 --utterances 8 \
         --seed "$seed" "${synth[@]}" >/dev/null
     step prep "prep librispeech: train-clean-100.tks, dev-clean.tks, a $vocab-piece sentencepiece model"
     "$bin/prep" librispeech -o "$out/tks" --vocab-size "$vocab" "$out/raw/LibriSpeech/train-clean-100" \
