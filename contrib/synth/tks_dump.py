@@ -19,16 +19,15 @@ DT = {"u8": "<u1", "i8": "<i1", "i16": "<i2", "i32": "<i4", "i64": "<i8",
       "f16": "<f2", "f32": "<f4", "f64": "<f8"}
 
 
-def main():
-    data = open(sys.argv[1], "rb").read()
+def read(path):
+    """The schema and the records of a .tks file: a list of {field: numpy array} (a ragged
+    field's row, or a fixed field's value), each frame decompressed with the zstd tool."""
+    data = open(path, "rb").read()
     assert data[:8] == b"\x89TKS\r\n\x1a\n", "magic"
     version, flags, slen, hcrc = struct.unpack_from("<IIII", data, 8)
     assert version in (1, 2) and flags == 0
     assert zlib.crc32(data[:20] + data[24:24 + slen]) == hcrc, "header crc"
     schema = json.loads(data[24:24 + slen])
-    if "--schema" in sys.argv:
-        print(json.dumps(schema))
-        return
     io, nframes, nrec, icrc, end = struct.unpack_from("<QQQI4s", data, len(data) - 32)
     assert end == b"TKSE"
     assert data[io:io + 4] == b"IDX1"
@@ -56,18 +55,28 @@ def main():
                 for k in rows:
                     a = np.frombuffer(raw, dt, int(k) * per, pos)
                     pos += a.nbytes
-                    vals.append(a.tobytes().hex() if HEX else a.reshape([int(k)] + inner).tolist())
+                    vals.append(a.reshape([int(k)] + inner))
                 cols.append(vals)
             else:
                 per = int(np.prod(f["shape"])) if f["shape"] else 1
                 a = np.frombuffer(raw, dt, n * per, pos).reshape([n] + f["shape"])
                 pos += a.nbytes
-                cols.append(a.tolist())
+                cols.append(a)
         assert pos == len(raw)
         for r in range(n):
-            out.append(json.dumps({f["name"]: c[r] for f, c in zip(fields, cols)}))
+            out.append({f["name"]: c[r] for f, c in zip(fields, cols)})
     assert len(out) == nrec
-    sys.stdout.write("".join(line + "\n" for line in out))
+    return schema, out
+
+
+def main():
+    schema, recs = read(sys.argv[1])
+    if "--schema" in sys.argv:
+        print(json.dumps(schema))
+        return
+    rag = {f["name"]: bool(f["shape"]) and f["shape"][0] == -1 for f in schema["fields"]}
+    sys.stdout.write("".join(json.dumps({k: (v.tobytes().hex() if HEX and rag[k] else v.tolist())
+                                         for k, v in r.items()}) + "\n" for r in recs))
 
 
 if __name__ == "__main__":
