@@ -45,7 +45,8 @@ Timing: one warm-up pass over the whole set, then one timed pass: features_s (fr
 the host to the spliced features on the device), decode_s (encoder + greedy decoding, to the
 hypotheses' ids on the host), text_s (detokenization and the WER), total_s; each phase ends with
 torch.cuda.synchronize. Output: one JSON line {"type": "eval_peer", "utterances", "batch", "wer",
-"errors", "words", "features_s", "decode_s", "text_s", "total_s", "decoder", "amp", "weights",
+"errors", "words", "features_s", "decode_s", "text_s", "total_s", "warmup_s" (the warm-up pass's
+total), "setup_s" (loading the checkpoint and the records, the dither), "decoder", "amp", "weights",
 "detokenizer", ...}; --hyps FILE writes each utterance's hypothesis text, one a line.
 Exit status: 0, 2 usage, 3 bad checkpoint or records, 5 no CUDA device.
 """
@@ -316,7 +317,7 @@ def evaluate(a, dev):
             audio[k, :len(x)] = x
         batches.append((audio, lens, n, first))
     setup_s = time.perf_counter() - t_start
-    run_pass(a, m, batches, dev, feat_dtype, cap, detok, refs, amp)  # warm-up
+    warm = run_pass(a, m, batches, dev, feat_dtype, cap, detok, refs, amp)[3]["total_s"]  # the warm-up pass
     texts, errors, words, t = run_pass(a, m, batches, dev, feat_dtype, cap, detok, refs, amp)
     if a.hyps:
         with open(a.hyps, "w", encoding="utf-8") as f:
@@ -324,7 +325,7 @@ def evaluate(a, dev):
     frames = sum(len(r["pcm"]) // HOP + 1 for r in recs)
     out = {"type": "eval_peer", "utterances": len(recs), "batch": B, "wer": errors / words if words else None,
            "errors": errors, "words": words, **{k: round(v, 6) for k, v in t.items()},
-           "setup_s": round(setup_s, 3), "audio_s": round(sum(len(r["pcm"]) for r in recs) / 16000.0, 3),
+           "warmup_s": round(warm, 6), "setup_s": round(setup_s, 3), "audio_s": round(sum(len(r["pcm"]) for r in recs) / 16000.0, 3),
            "stft_frames": frames, "decoder": "batched greedy (NVIDIA v1.x style, the reference's rules)"
            if a.decoder == "batched" else "the reference's per-utterance greedy loop",
            "max_symbols_per_step": MAX_SYMBOLS_PER_STEP, "max_symbols": cap,

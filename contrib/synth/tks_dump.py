@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """An independent .tks reader written from man/man5/tks.5 (not from lib/tks), used as a test
 oracle: checks the header CRC, the index and trailer, decompresses each frame with the `zstd`
-command-line tool and prints one JSON line per record: {"label": 0, "dense": [...], ...}.
+command-line tool (libzstd through ctypes without it) and prints one JSON line per record:
+{"label": 0, "dense": [...], ...}. read(path) gives the records as numpy arrays (rnnt_eval.py).
 A ragged field (shape [-1, ...], version 2 files) prints as the list of its rows, or with
 --hex as the hex string of its bytes. With --schema it prints the schema JSON instead.
   python3 contrib/synth/tks_dump.py FILE.tks [--schema] [--hex]
 """
 import json
+import shutil
 import struct
 import subprocess
 import sys
@@ -17,6 +19,25 @@ import numpy as np
 HEX = "--hex" in sys.argv
 DT = {"u8": "<u1", "i8": "<i1", "i16": "<i2", "i32": "<i4", "i64": "<i8",
       "f16": "<f2", "f32": "<f4", "f64": "<f8"}
+
+
+def unzstd(blob):
+    """One zstd frame decompressed: the zstd tool, or libzstd through ctypes where the tool is
+    missing (libzstd1 is part of every Debian/Ubuntu base system)."""
+    if shutil.which("zstd"):
+        return subprocess.run(["zstd", "-d", "-c", "-q"], input=blob, stdout=subprocess.PIPE, check=True).stdout
+    import ctypes
+    import ctypes.util
+    lib = ctypes.CDLL(ctypes.util.find_library("zstd") or "libzstd.so.1")
+    lib.ZSTD_getFrameContentSize.restype = ctypes.c_ulonglong
+    lib.ZSTD_decompress.restype = ctypes.c_size_t
+    lib.ZSTD_isError.argtypes = [ctypes.c_size_t]
+    n = lib.ZSTD_getFrameContentSize(blob, ctypes.c_size_t(len(blob)))
+    assert n < 2**62, "zstd frame without its content size"
+    out = ctypes.create_string_buffer(max(1, n))
+    got = lib.ZSTD_decompress(out, ctypes.c_size_t(n), blob, ctypes.c_size_t(len(blob)))
+    assert not lib.ZSTD_isError(got) and got == n, "zstd frame"
+    return out.raw[:n]
 
 
 def read(path):
@@ -41,8 +62,7 @@ def read(path):
         kind, bn, bc, bcrc = struct.unpack_from("<4sIII", data, off - 16)
         assert kind == b"FRM1" and bn == n and bc == csize
         assert zlib.crc32(data[off - 16:off - 4]) == bcrc
-        raw = subprocess.run(["zstd", "-d", "-c", "-q"], input=data[off:off + csize],
-                             stdout=subprocess.PIPE, check=True).stdout
+        raw = unzstd(data[off:off + csize])
         cols, pos = [], 0
         for f, rag in zip(fields, ragged):
             dt = np.dtype(DT.get(f["dtype"], "<u2"))  # bf16: its raw 16-bit words
