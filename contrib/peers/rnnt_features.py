@@ -34,6 +34,7 @@ contrib/peers/rnnt_eval.py) against features() utterance by utterance, spliced: 
 MAXERR ok" (or FAIL) within 1e-9; exit 0 when both pass. dither_noise draws trainkit's dither
 (kernels/melfeat.h) in numpy.
 """
+import functools
 import math
 import subprocess
 import sys
@@ -63,6 +64,7 @@ def mel_to_hz(m, htk=False):
     return np.where(m < 15.0, m * 200.0 / 3.0, 1000.0 * np.exp((m - 15.0) * np.log(6.4) / 27.0))
 
 
+@functools.lru_cache(maxsize=None)
 def mel_filterbank(htk=False):
     freqs = np.arange(NFFT // 2 + 1) * SR / NFFT
     pts = mel_to_hz(np.linspace(hz_to_mel(0.0, htk), hz_to_mel(SR / 2.0, htk), NMELS + 2), htk)
@@ -133,11 +135,10 @@ def dither_noise(seed, utt, n, epoch=0):
     """trainkit's dither noise of samples 0 .. n - 1 of utterance utt (kernels/melfeat.h
     tk_melfeat_noise: Philox keyed by the run's seed, counter (i / 2, utt, TK_RNG_AUGMENT | 2 << 8,
     epoch), Box-Muller on words 2 (i % 2) and 2 (i % 2) + 1), float64."""
-    i = np.arange(n, dtype=np.uint64)
-    w = philox([i >> np.uint64(1), np.full(n, utt, np.uint64), np.full(n, 5 | 2 << 8, np.uint64),
-                np.full(n, epoch, np.uint64)], (seed & M32, seed >> 32))
-    odd = (i & np.uint64(1)).astype(bool)
-    a, b = np.where(odd, w[2], w[0]), np.where(odd, w[3], w[1])
+    m = (n + 1) // 2  # one Philox call a pair of samples
+    w = philox([np.arange(m, dtype=np.uint64), np.full(m, utt, np.uint64), np.full(m, 5 | 2 << 8, np.uint64),
+                np.full(m, epoch, np.uint64)], (seed & M32, seed >> 32))
+    a, b = np.stack([w[0], w[2]], 1).reshape(-1)[:n], np.stack([w[1], w[3]], 1).reshape(-1)[:n]
     unit = lambda x: (x >> np.uint64(8)).astype(np.float64) / 16777216.0  # noqa: E731 (tk_u32_to_unit)
     return np.sqrt(-2.0 * np.log(1.0 - unit(a))) * np.cos(6.283185307179586 * unit(b))
 
