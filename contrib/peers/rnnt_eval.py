@@ -4,7 +4,7 @@ answer) peer of `evaluate --checkpoint CKPT --eval dev-clean.tks` (issue 31).
 
   rnnt_eval.py --checkpoint CKPT --eval EVAL.tks [--spm MODEL] [--weights auto|raw|ema]
                [--batch B] [--device cuda|cpu] [--amp auto|bf16|none] [--decoder batched|loop]
-               [--features auto|fp32|fp64] [--dither auto|none] [--threads N] [--hyps FILE]
+               [--features auto|fp32|fp64] [--dither auto|none] [--threads N] [--hyps FILE] [--perturb]
 
 What it does, each step as trainkit's evaluation (lib/workloads/rnnt/workload.c wl_evaluate,
 lib/engine/follow.c) and the MLPerf reference (rnn_speech_recognition/pytorch: train.py evaluate,
@@ -48,6 +48,8 @@ torch.cuda.synchronize. Output: one JSON line {"type": "eval_peer", "utterances"
 "errors", "words", "features_s", "decode_s", "text_s", "total_s", "warmup_s" (the warm-up pass's
 total), "setup_s" (loading the checkpoint and the records, the dither), "decoder", "amp", "weights",
 "detokenizer", ...}; --hyps FILE writes each utterance's hypothesis text, one a line.
+--perturb normalizes the features the other way (features.py's for DALI's, or back): a wrong peer
+that a comparison of WERs must catch (tests/cli/rnnt-eval-peer.bats).
 Exit status: 0, 2 usage, 3 bad checkpoint or records, 5 no CUDA device.
 """
 import argparse
@@ -264,6 +266,8 @@ def main():
     p.add_argument("--dither", choices=["auto", "none"], default="auto")
     p.add_argument("--threads", type=int)
     p.add_argument("--hyps", help="write the hypotheses here, one a line")
+    p.add_argument("--perturb", action="store_true",
+                   help="a wrong peer the comparison must catch: the other normalization (DALI's / features.py's)")
     a = p.parse_args()
     if a.batch is not None and a.batch < 1:
         p.error("--batch: at least 1")
@@ -292,6 +296,8 @@ def evaluate(a, dev):
     detok = Detok(spm_path(a, cfg, schema))
     refs = [detok(r["tokens"].tolist()) for r in recs]
     a.mode = cfg_get(cfg, "data.features", "dali")
+    if a.perturb:
+        a.mode = "torch" if a.mode == "dali" else "dali"
     a.stack = int(cfg_get(cfg, "data.frame_stacking", 3))
     if int(cfg_get(cfg, "data.n_mels", 80)) != NMELS or int(cfg_get(cfg, "data.frame_subsampling", 3)) != a.stack:
         raise Bad(f"{a.checkpoint}: data.n_mels {NMELS} and frame_subsampling = frame_stacking only")

@@ -12,9 +12,12 @@
 # the hypotheses are long runs of a few pieces, so the WER catches gross errors of the peer's
 # plumbing (measured: the features' frames reversed 3.07, scaled by 1.3 3.20, the raw weights
 # for the average 1, against 3.28) but not a subtly different normalization (features.py's
-# instead of DALI's moves a hypothesis, not the WER): the batched features are checked on their
-# own against the per-utterance float64 oracle (rnnt_features.py batch-check, below), and that
-# oracle against trainkit's (rnnt-features-oracle.bats).
+# instead of DALI's moves a hypothesis, not the WER). So the checkpoint is also compared with its
+# weights redrawn N(0, 1), whose hypotheses follow the features closely: there the peer's WER
+# equals evaluate's and the other normalization (rnnt_eval.py --perturb) moves it (5.42 -> 6.09
+# measured). The batched features are checked on their own against the per-utterance float64
+# oracle (rnnt_features.py batch-check), and that oracle against trainkit's
+# (rnnt-features-oracle.bats).
 # Skips without torch (tests/cli/torch.bash) or the speech tools (rnnt_small.bash).
 
 bats_require_minimum_version 1.5.0
@@ -101,6 +104,53 @@ sys.exit(not (0 < s <= r["total_s"] * 1.001 and r["errors"] / r["words"] == r["w
     python3 -c 'import torch, sys; sys.exit(torch.cuda.is_available())' || skip "a CUDA device is present"
     run --separate-stderr python3 "$PEER" --checkpoint "$CK" --eval "$D/data/dev-clean.tks"
     [ "$status" -eq 5 ]
+}
+
+# The checkpoint with every weight (and moving average) redrawn N(0, 1), the blank's output bias
+# + 4, written without checksums (as another program's file; evaluate notes it): hypotheses that
+# follow the features closely (runs of different pieces, frames ended by the blank).
+random_weights() {
+    python3 - "$CK" "$1" <<'EOF'
+import json, sys
+import numpy as np
+src, dst = sys.argv[1:]
+data = open(src, "rb").read()
+n = int.from_bytes(data[:8], "little")
+head = json.loads(data[8:8 + n])
+out = {"__metadata__": {k: v for k, v in head.pop("__metadata__").items() if not k.startswith("crc32c.")}}
+rng, blobs, off = np.random.default_rng(5), [], 0
+for name, t in head.items():
+    b, e = t["data_offsets"]
+    raw = data[8 + n + b:8 + n + e]
+    if t["dtype"] == "F32" and not name.startswith("optimizer."):
+        a = rng.standard_normal(t["shape"]).astype("<f4")
+        if name.endswith("joint_net.2.bias"):
+            a[-1] += 4
+        raw = a.tobytes()
+    out[name] = {"dtype": t["dtype"], "shape": t["shape"], "data_offsets": [off, off + len(raw)]}
+    blobs.append(raw)
+    off += len(raw)
+h = json.dumps(out).encode()
+h += b" " * (-len(h) % 8)
+open(dst, "wb").write(len(h).to_bytes(8, "little") + h + b"".join(blobs))
+EOF
+}
+
+@test "rnnt_eval.py on N(0, 1) weights: evaluate's WER exactly; the other normalization (--perturb) moves it" {
+    random_weights rw.safetensors
+    run --separate-stderr evaluate --checkpoint rw.safetensors --eval "$D/data/dev-clean.tks" -b cpu
+    [ "$status" -eq 0 ] || { echo "exit $status: $output $stderr"; return 1; }
+    [[ "$stderr" == *"no tensor checksums"* ]]
+    ours=$(jq -r 'select(.type == "eval") | .wer' <<<"$output")
+    args=(--checkpoint rw.safetensors --eval "$D/data/dev-clean.tks" --device cpu --threads 1)
+    run --separate-stderr python3 "$PEER" "${args[@]}"
+    [ "$status" -eq 0 ] || { echo "exit $status: $output $stderr"; return 1; }
+    peer=$(peer_field wer "$output")
+    run --separate-stderr python3 "$PEER" "${args[@]}" --perturb
+    [ "$status" -eq 0 ] || { echo "exit $status: $output $stderr"; return 1; }
+    echo "evaluate $ours, peer $peer, peer --perturb $(peer_field wer "$output")" >&3
+    [ "$peer" = "$ours" ]
+    [ "$(peer_field wer "$output")" != "$ours" ]
 }
 
 @test "rnnt_features.py batch-check: the peer's batched features = the per-utterance oracle, spliced" {
