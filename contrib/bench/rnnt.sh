@@ -4,7 +4,8 @@
 # (contrib/peers/rnnt_perf.py: the reference model with cuDNN LSTMs, torchaudio's RNN-T loss (a
 # plain-torch lattice loss when torchaudio lacks it), bf16 autocast, AdamW fused as the stand-in
 # for LAMB + clip + EMA, eager and torch.compile; the reference's greedy rules batched), both on
-# one synthetic batch resident in GPU memory.
+# one synthetic batch resident in GPU memory. (The dev-clean evaluation of a trained checkpoint
+# against PyTorch's: contrib/bench/rnnt_eval.sh.)
 # Ours, with TK_BENCH=1: $BUILD/tests/gpu/test_rnnt_step (or OURS_STEP_BIN), the training step as
 # train-step runs it, one CUDA graph (the schedule, the step from its plan padded as train-step pads
 # it, the optimizer), which prints

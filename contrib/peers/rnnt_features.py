@@ -13,6 +13,7 @@ each scaled by 2 / (f[m + 2] - f[m]).
 
   rnnt_features.py check DRIVER [--perturb]
   rnnt_features.py measure
+  rnnt_features.py batch-check
 
 check: DRIVER is build/tests/unit/test_melfeat, run with TK_MELFEAT_DRIVE=dali|torch (its header
 says the format; no dither). Random audio of several lengths (seeded: the same every run; 1
@@ -27,7 +28,13 @@ catch: a periodic Hann window and the HTK mel scale.
 measure: the same features with torch.stft in float32 against float64 (the CPU equivalent of
 cuFFT's fp32 transform against the reference's fp64 one): prints the norm-wise relative and the
 largest absolute error; tests/gpu/test_melfeat.c's tolerance comes from it.
+
+batch-check: features_batch (below: the evaluation features of a whole batch at once, for
+contrib/peers/rnnt_eval.py) against features() utterance by utterance, spliced: "MODE-batched
+MAXERR ok" (or FAIL) within 1e-9; exit 0 when both pass. dither_noise draws trainkit's dither
+(kernels/melfeat.h) in numpy.
 """
+import functools
 import math
 import subprocess
 import sys
@@ -57,6 +64,7 @@ def mel_to_hz(m, htk=False):
     return np.where(m < 15.0, m * 200.0 / 3.0, 1000.0 * np.exp((m - 15.0) * np.log(6.4) / 27.0))
 
 
+@functools.lru_cache(maxsize=None)
 def mel_filterbank(htk=False):
     freqs = np.arange(NFFT // 2 + 1) * SR / NFFT
     pts = mel_to_hz(np.linspace(hz_to_mel(0.0, htk), hz_to_mel(SR / 2.0, htk), NMELS + 2), htk)
@@ -106,6 +114,77 @@ def features(audio, mode, perturb=False, dtype=torch.float64):
     return out.T.contiguous()
 
 
+M32 = 0xFFFFFFFF
+
+
+def philox(c, key):
+    """lib/core/philox.h tk_philox4x32 (Philox4x32-10) on arrays: c four uint64 arrays of 32-bit
+    counter words, key two ints; the four output words."""
+    c = [np.asarray(v, dtype=np.uint64) & M32 for v in c]
+    k0, k1 = key[0] & M32, key[1] & M32
+    for _ in range(10):
+        p0 = np.uint64(0xD2511F53) * c[0]
+        p1 = np.uint64(0xCD9E8D57) * c[2]
+        c = [(p1 >> np.uint64(32)) ^ c[1] ^ np.uint64(k0), p1 & np.uint64(M32),
+             (p0 >> np.uint64(32)) ^ c[3] ^ np.uint64(k1), p0 & np.uint64(M32)]
+        k0, k1 = (k0 + 0x9E3779B9) & M32, (k1 + 0xBB67AE85) & M32
+    return c
+
+
+def dither_noise(seed, utt, n, epoch=0):
+    """trainkit's dither noise of samples 0 .. n - 1 of utterance utt (kernels/melfeat.h
+    tk_melfeat_noise: Philox keyed by the run's seed, counter (i / 2, utt, TK_RNG_AUGMENT | 2 << 8,
+    epoch), Box-Muller on words 2 (i % 2) and 2 (i % 2) + 1), float64."""
+    m = (n + 1) // 2  # one Philox call a pair of samples
+    w = philox([np.arange(m, dtype=np.uint64), np.full(m, utt, np.uint64), np.full(m, 5 | 2 << 8, np.uint64),
+                np.full(m, epoch, np.uint64)], (seed & M32, seed >> 32))
+    a, b = np.stack([w[0], w[2]], 1).reshape(-1)[:n], np.stack([w[1], w[3]], 1).reshape(-1)[:n]
+    unit = lambda x: (x >> np.uint64(8)).astype(np.float64) / 16777216.0  # noqa: E731 (tk_u32_to_unit)
+    return np.sqrt(-2.0 * np.log(1.0 - unit(a))) * np.cos(6.283185307179586 * unit(b))
+
+
+def features_batch(audio, lens, mode="dali", stack=3, dtype=torch.float64):
+    """The evaluation features of a batch on audio's device, as trainkit's data.c computes them
+    for its model (the steps of features() above, every utterance at once, then the splicing):
+    audio (B, Lmax) float (dithered already, when the dither is on), lens its utterances' samples
+    (a list). Returns x (T, B, NMELS stack), time major as the model reads it, T = ceil(Fmax /
+    stack), frames at or past an utterance's F_b = L_b / HOP + 1 zero; and the lengths
+    ceil(F_b / stack) (kernels/melfeat.h step 9: frame j holds frames stack j .. stack j +
+    stack - 1 side by side, frames at or past F_b read zeros; stacking = subsampling only)."""
+    dev = audio.device
+    B, Lmax = audio.shape
+    x = audio.to(dtype)
+    x = torch.cat((x[:, :1], x[:, 1:] - PREEMPH * x[:, :-1]), 1)
+    L = torch.tensor(lens, device=dev).unsqueeze(1)
+    idx = torch.arange(-(NFFT // 2), Lmax + NFFT // 2, device=dev).unsqueeze(0)
+    p = (2 * (L - 1)).clamp(min=1)
+    idx = idx % p
+    idx = torch.where(idx < L, idx, p - idx)
+    idx = torch.where(L == 1, torch.zeros_like(idx), idx)
+    spec = torch.stft(x.gather(1, idx), n_fft=NFFT, hop_length=HOP, win_length=WIN,
+                      window=window(mode, False).to(dtype=dtype, device=dev), center=False, return_complex=True)
+    power = spec.real ** 2 + spec.imag ** 2                            # (B, bins, Fmax)
+    mel = mel_filterbank().to(dtype=dtype, device=dev) @ power          # (B, NMELS, Fmax)
+    Fmax = mel.shape[2]
+    F = L // HOP + 1                                                    # (B, 1)
+    mask = (torch.arange(Fmax, device=dev).unsqueeze(0) < F).unsqueeze(1).to(dtype)
+    Fd = F.unsqueeze(1).to(dtype)
+    if mode == "torch":
+        v = torch.log(mel + 1e-20)
+        mean = (v * mask).sum(2, keepdim=True) / Fd
+        var = (((v - mean) * mask) ** 2).sum(2, keepdim=True) / (Fd - 1).clamp(min=1)
+        out = (v - mean) / (var.sqrt() * (Fd > 1) + 1e-5)
+    else:
+        v = torch.log(mel.clamp(min=1e-20))
+        mean = (v * mask).sum(2, keepdim=True) / Fd
+        std = ((((v - mean) * mask) ** 2).sum(2, keepdim=True) / Fd).sqrt()
+        out = (v - mean) / torch.where(std > 0, std, torch.ones_like(std))
+    out = (out * mask).transpose(1, 2)                                  # (B, Fmax, NMELS)
+    T = -(-Fmax // stack)
+    out = torch.cat([out, out.new_zeros(B, T * stack - Fmax, NMELS)], 1).reshape(B, T, stack * NMELS)
+    return out.transpose(0, 1).contiguous(), [-(-(int(n) // HOP + 1) // stack) for n in lens]
+
+
 def lengths_and_audio(seed):
     g = np.random.default_rng(seed)
     lens = [1, 100, 160, 319, 1600, int(g.integers(2000, 32000)), int(g.integers(2000, 32000))]
@@ -149,6 +228,35 @@ def check(driver, perturb):
     return 1 if bad else 0
 
 
+def batch_check():
+    bad = False
+    for mode in ("dali", "torch"):
+        err = batch_error(mode, lengths_and_audio(3))
+        ok = err <= 1e-9
+        bad |= not ok
+        print(f"{mode}-batched  {err:.3g}  {'ok' if ok else 'FAIL'}")
+    return 1 if bad else 0
+
+
+def batch_error(mode, audios):
+    """features_batch (rnnt_eval.py's) against features() utterance by utterance, spliced by 3:
+    the largest absolute difference (the padding's frames must be 0; a wrong length is inf)."""
+    lens = [len(a) for a in audios]
+    pad = np.zeros((len(audios), max(lens)), np.float32)
+    for k, a in enumerate(audios):
+        pad[k, :len(a)] = a
+    x, ylen = features_batch(torch.from_numpy(pad), lens, mode)
+    err = 0.0
+    for b, a in enumerate(audios):
+        f = features(a, mode)
+        F, T = f.shape[0], -(-f.shape[0] // 3)
+        if ylen[b] != T:
+            return math.inf
+        want = torch.cat([f, f.new_zeros(3 * T - F, NMELS)]).reshape(T, 3 * NMELS)
+        err = max(err, float((x[:T, b] - want).abs().max()), float(x[T:, b].abs().max()) if x.shape[0] > T else 0.0)
+    return err
+
+
 def measure():
     num = den = mx = 0.0
     for seed in (1, 2, 3):
@@ -169,7 +277,10 @@ def main(argv):
         return check(argv[2], "--perturb" in argv[3:])
     if len(argv) == 2 and argv[1] == "measure":
         return measure()
-    sys.stderr.write("usage: rnnt_features.py check DRIVER [--perturb] | rnnt_features.py measure\n")
+    if len(argv) == 2 and argv[1] == "batch-check":
+        return batch_check()
+    sys.stderr.write("usage: rnnt_features.py check DRIVER [--perturb] | rnnt_features.py measure | "
+                     "rnnt_features.py batch-check\n")
     return 2
 
 

@@ -97,7 +97,7 @@ class LSTM(torch.nn.Module):
 
     def __init__(self, i, h, n, dropout, forget_gate_bias=1.0, hh_bias_scale=0.0, scale=0.5):
         super().__init__()
-        self.lstm = torch.nn.LSTM(i, h, n, dropout=dropout)
+        self.lstm = torch.nn.LSTM(i, h, n, dropout=dropout if n > 1 else 0.0)  # (none between 1 layer)
         self.dropout = torch.nn.Dropout(dropout)
         with torch.no_grad():
             for name, v in self.lstm.named_parameters():
@@ -115,12 +115,14 @@ class LSTM(torch.nn.Module):
 class RNNT(torch.nn.Module):
     """rnnt/model.py RNNT at baseline_v3-1023sp.yaml's sizes (the arguments), its state-dict names."""
 
-    def __init__(self, feats=240, enc=1024, pred=512, joint=512, vocab=1024):
+    def __init__(self, feats=240, enc=1024, pred=512, joint=512, vocab=1024, layers=(2, 3, 2)):
         super().__init__()
         self.P = pred
-        self.encoder = torch.nn.ModuleDict({"pre_rnn": LSTM(feats, enc, 2, 0.1), "post_rnn": LSTM(2 * enc, enc, 3, 0.1)})
+        pre, post, dec = layers  # (the layer counts of pre_rnn, post_rnn and dec_rnn)
+        self.encoder = torch.nn.ModuleDict({"pre_rnn": LSTM(feats, enc, pre, 0.1),
+                                            "post_rnn": LSTM(2 * enc, enc, post, 0.1)})
         self.prediction = torch.nn.ModuleDict({"embed": torch.nn.Embedding(vocab - 1, pred),
-                                               "dec_rnn": LSTM(pred, pred, 2, 0.3)})
+                                               "dec_rnn": LSTM(pred, pred, dec, 0.3)})
         self.joint_pred = torch.nn.Linear(pred, joint)
         self.joint_enc = torch.nn.Linear(enc, joint)
         self.joint_net = torch.nn.Sequential(torch.nn.ReLU(inplace=True), torch.nn.Dropout(0.3), torch.nn.Linear(joint, vocab))

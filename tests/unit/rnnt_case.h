@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/philox.h"
+#include "engine/dist.h"
 #include "workloads/rnnt/model.h"
 
 typedef struct rnnt_case {
@@ -43,8 +44,10 @@ static inline void rc_free(rnnt_case *k) {
     free(k);
 }
 
-// The model of cfg on c, initialized from seed; NULL with e filled.
-static inline rnnt_case *rc_make(tk_ctx *c, const rnnt_model_cfg *cfg, uint64_t seed, tk_err *e) {
+// The model of cfg on c, initialized from seed, as rank `rank` of `world` (the model reads only
+// the rank and world of its env's dist: no collectives); NULL with e filled.
+static inline rnnt_case *rc_make_rank(tk_ctx *c, const rnnt_model_cfg *cfg, uint64_t seed, int rank, int world,
+                                      tk_err *e) {
     rnnt_case *k = calloc(1, sizeof *k);
     if (!k) return NULL;
     k->c = c;
@@ -55,6 +58,10 @@ static inline rnnt_case *rc_make(tk_ctx *c, const rnnt_model_cfg *cfg, uint64_t 
         tk_memset0(c, k->step, 8, 0, e) || tk_memset0(c, k->acc, 16, 0, e))
         goto fail;
     env.c = c, env.params = &k->P, env.step = k->step, env.loss_acc = k->acc, env.acts = &k->acts;
+    tk_dist dist;
+    memset(&dist, 0, sizeof dist);
+    dist.c = c, dist.rank = rank, dist.world = world;
+    if (world > 1) env.dist = &dist;
     if (rnnt_model_create(cfg, &env, &k->m, e) || rnnt_model_init(k->m, seed, e)) goto fail;
     const int B = cfg->b;
     k->feat_len = calloc((size_t)B, sizeof(int)), k->lab_len = calloc((size_t)B, sizeof(int));
@@ -65,6 +72,11 @@ static inline rnnt_case *rc_make(tk_ctx *c, const rnnt_model_cfg *cfg, uint64_t 
 fail:
     rc_free(k);
     return NULL;
+}
+
+// The model of cfg on c (one rank), initialized from seed; NULL with e filled.
+static inline rnnt_case *rc_make(tk_ctx *c, const rnnt_model_cfg *cfg, uint64_t seed, tk_err *e) {
+    return rc_make_rank(c, cfg, seed, 0, 1, e);
 }
 
 // A random batch of T frames and U labels from key (utterance 0 full length, the others random),

@@ -157,6 +157,28 @@ TK_TEST(dropout_masks_follow_the_counter) {
     rc_free(k);
 }
 
+// Each rank draws its own dropout masks (model.h: rank r's elements from r drop_stride on): the
+// same weights and batch on rank 1 of 2 give another loss than on rank 0 with dropout on (every
+// rank drew rank 0's masks before), the same loss without it; rank 0 of 2 is the one-rank model.
+TK_TEST(dropout_masks_per_rank) {
+    tk_err e = {0};
+    rnnt_model_cfg c = rc_tiny(3, 7, 4);
+    rnnt_case *k0 = rc_make_rank(tk_test_cpu(), &c, 5, 0, 2, &e), *k1 = rc_make_rank(tk_test_cpu(), &c, 5, 1, 2, &e),
+              *k = make(&c, &e);
+    CHECK(k0 && k1 && k);
+    if (k0 && k1 && k) {
+        CHECK(!rc_batch(k0, 7, 4, 5, &e) && !rc_batch(k1, 7, 4, 5, &e) && !rc_batch(k, 7, 4, 5, &e));
+        const double a0 = rc_step(k0, 1, 1, &e), a1 = rc_step(k1, 1, 1, &e), a = rc_step(k, 1, 1, &e);
+        const double z0 = rc_step(k0, 1, 0, &e), z1 = rc_step(k1, 1, 0, &e);
+        CHECK(isfinite(a0) && isfinite(a1) && isfinite(z0));
+        CHECK(a0 != a1);
+        CHECK(a0 == a);
+        CHECK(z0 == z1 && z0 != a0);
+        CHECK(k1->m->drop_offset > 0);
+    }
+    rc_free(k0), rc_free(k1), rc_free(k);
+}
+
 // A step padded to fixed extents (the captured step's plan: frames, labels and the joint's rows
 // rounded up, garbage in the padded frames' features) gives the unpadded step's loss and every
 // gradient bit for bit, with and without dropout, for an odd and an even frame count.

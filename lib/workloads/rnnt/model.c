@@ -169,6 +169,17 @@ int rnnt_model_create(const rnnt_model_cfg *cfg, const tk_wl_env *env, rnnt_mode
     const size_t es = m->t == TK_BF16 ? 2 : 4, B = (size_t)m->B, Tm = (size_t)cfg->max_frames,
                  T2 = (size_t)m->T2max, U1 = (size_t)cfg->max_labels + 1;
     m->rows_max = m->pd.rows_max;
+    // the ranks' disjoint ranges of dropout elements (model.h), indices below 2^40 (dropout.h)
+    int64_t stride = (int64_t)Tm * (int64_t)B * E;
+    if ((int64_t)U1 * (int64_t)B * Pn > stride) stride = (int64_t)U1 * (int64_t)B * Pn;
+    if (m->rows_max * J > stride) stride = m->rows_max * J;
+    const int rank = env->dist ? env->dist->rank : 0, world = env->dist ? env->dist->world : 1;
+    if (stride > (((int64_t)1 << 40) - 1) / (world > 1 ? world : 1)) {
+        tk_err_set(e, TK_EUSAGE, "rnnt: %d ranks of %lld dropout elements a call exceed the masks' 2^40 indices",
+                   world, (long long)stride);
+        goto fail;
+    }
+    m->drop_offset = (int64_t)rank * stride;
     size_t dmax = T2 * B * 2 * E;
     if (Tm * B * E > dmax) dmax = Tm * B * E;
     if (U1 * B * Pn > dmax) dmax = U1 * B * Pn;
@@ -274,7 +285,7 @@ int rnnt_mm(rnnt_model *m, int M, int N, int K, int ta, int tb, const void *A, c
 }
 
 static tk_dropout drop_of(const rnnt_model *m, float p, uint32_t site) {
-    tk_dropout d = {p, m->cfg.seed, site, m->step, 0};
+    tk_dropout d = {p, m->cfg.seed, site, m->step, m->drop_offset};
     return d;
 }
 

@@ -43,7 +43,14 @@
 //
 // Dropout sites (kernels/dropout.h, the engine's update counter): pre_rnn's layers from 0, then
 // post_rnn's, dec_rnn's, and the joint's last (the reference's sizes: 0, 1; 2, 3, 4; 5, 6; 7):
-// rnnt_model.site_*.
+// rnnt_model.site_*. Each rank draws its own masks: a call's elements are numbered from
+// rank * drop_stride on (drop_stride: the most elements any dropout call of the model masks, the
+// largest of Tmax B E, (Umax + 1) B P and rows_max J), so the ranks' ranges never overlap (the
+// reference's ranks draw from their own torch generators; with one rank offset 0, as before).
+// Masks per global sample position (N ranks = 1 rank) are not possible here: the LSTMs number
+// their elements time-major over the rank's batch (t B + b) H + j, and the joint over the rank's
+// lattice, both padded to the rank's own longest utterance; runs compared across world sizes
+// turn dropout off (tests/cli/rnnt_small.bash).
 #ifndef TK_WORKLOADS_RNNT_MODEL_H
 #define TK_WORKLOADS_RNNT_MODEL_H
 
@@ -137,6 +144,7 @@ typedef struct rnnt_model {
     double *loss_acc;             // the engine's loss accumulator (device), may be NULL
     int V, E, P_, J, I, B, T2max;
     uint32_t site_pre, site_post, site_dec, site_joint; // dropout sites (above)
+    int64_t drop_offset;          // this rank's first dropout element: rank * drop_stride (above)
     // tensor indices
     int p_pre, p_post, p_embed, p_dec, p_jp_w, p_jp_b, p_je_w, p_je_b, p_out_w, p_out_b;
     // inputs (device): feat (Tmax, B, I) fp32, written by the caller
