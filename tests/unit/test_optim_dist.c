@@ -1,9 +1,7 @@
 // The distributed form of the shared optimizer (kernels/optim.h tk_optim_step_dist, its cpu
-// reference): W ranks as W threads, each updating the floats of its shares only (its tensors cut
-// into pieces carrying the tensor's slot), their partial norm sums exchanged by a gather through
-// shared memory and a barrier; the owned floats put together must equal the one-rank update.
-// The shares here are the engine's layout (buckets of B floats, each cut into W equal shares),
-// built float by float from an ownership rule, not with the engine's code.
+// reference): W ranks as W threads (optim_dist_case.h), each updating the floats of its shares
+// only (its tensors cut into pieces carrying the tensor's slot); the owned floats put together
+// must equal the one-rank update.
 #include <math.h>
 #include <stdio.h>
 #include <pthread.h>
@@ -11,49 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "optim.h"
+#include "optim_dist_case.h"
 #include "tk_test.h"
-
-#define MAXW 4
-
-typedef struct {
-    int world;
-    pthread_barrier_t bar;
-    double slot[MAXW][256]; // each rank's partial sums
-} exch;
-
-typedef struct {
-    exch *x;
-    int rank;
-} rank_arg;
-
-static int gather(void *arg, const double *mine, double *all, size_t count, tk_err *e) {
-    rank_arg *a = arg;
-    if (count > 256) return tk_err_set(e, TK_EINTERNAL, "test gather: %zu sums", count);
-    memcpy(a->x->slot[a->rank], mine, count * sizeof *mine);
-    pthread_barrier_wait(&a->x->bar);
-    for (int r = 0; r < a->x->world; r++) memcpy(all + (size_t)r * count, a->x->slot[r], count * sizeof *all);
-    pthread_barrier_wait(&a->x->bar); // (nobody writes a slot again before all have read)
-    return 0;
-}
-
-// Float i's owner: buckets of `bucket` floats (the last one shorter) cut into world equal shares.
-static int owner(size_t i, size_t n, size_t bucket, int world) {
-    size_t lo = i / bucket * bucket, len = (lo + bucket < n ? lo + bucket : n) - lo;
-    return (int)((i - lo) / (len / (size_t)world));
-}
-
-// The rank's pieces of the tensors seg[0 .. nseg): maximal runs of owned floats inside a tensor.
-static int pieces(const tk_opt_seg *seg, int nseg, size_t n, size_t bucket, int world, int rank, tk_opt_seg *out) {
-    int k = 0;
-    for (int s = 0; s < nseg; s++)
-        for (int64_t i = seg[s].off; i < seg[s].off + seg[s].n; i++) {
-            if (owner((size_t)i, n, bucket, world) != rank) continue;
-            if (k > 0 && out[k - 1].slot == s && out[k - 1].off + out[k - 1].n == i) out[k - 1].n++;
-            else out[k++] = (tk_opt_seg){i, 1, seg[s].flags, s};
-        }
-    return k;
-}
 
 typedef struct {
     const tk_opt_hp *hp;
@@ -73,7 +30,7 @@ static void *run_rank(void *p) {
     job *j = p;
     tk_opt_seg mine[512];
     j->npieces = pieces(j->seg, j->nseg, j->n, j->bucket, j->ra.x->world, j->ra.rank, mine);
-    tk_optim_dist d = {.world = j->ra.x->world, .nslot = j->nseg, .gather = gather, .arg = &j->ra};
+    tk_optim_dist d = {.world = j->ra.x->world, .nslot = j->nseg, .gather = host_gather, .arg = &j->ra};
     tk_err e = {0};
     j->rc = tk_optim_step_dist_ref(j->hp, j->w, j->g, j->state, j->n, mine, j->npieces, &d, &j->lr, &j->step,
                                    j->copy, TK_BF16, &e);
@@ -120,14 +77,7 @@ static double compare(const tk_opt_hp *hp, const tk_opt_seg *seg, int nseg, size
             if (j[r].rc || tr[r] != t1) worst = NAN;
         }
         if (pieces_out) *pieces_out = j[0].npieces;
-        // each rank's owned floats into every rank's copy (the all-gather the engine does)
-        for (size_t i = 0; i < n; i++) {
-            int o = owner(i, n, bucket, world);
-            for (int r = 0; r < world; r++) {
-                wr[r][i] = wr[o][i], cr[r][i] = cr[o][i];
-                for (size_t k = 0; k < sf; k++) sr[r][k * n + i] = sr[o][k * n + i];
-            }
-        }
+        share_out(wr, sr, cr, sf, n, bucket, world);
     }
     for (size_t i = 0; i < n && !isnan(worst); i++) {
         const float a[4] = {w1[i], sf > 0 ? s1[i] : 0, sf > 1 ? s1[n + i] : 0, (float)c1[i]};
@@ -211,7 +161,7 @@ TK_TEST(bad_distributed_arguments_are_internal_errors) {
     tk_opt_hp lars = {.kind = TK_OPT_LARS, .momentum = 0.9, .trust_coef = 0.001};
     tk_opt_hp sgd = {.kind = TK_OPT_SGD};
     tk_opt_seg seg[2] = {{0, 2, 0, 1}, {2, 2, 0, 0}};
-    tk_optim_dist d = {.world = 2, .nslot = 2, .gather = gather};
+    tk_optim_dist d = {.world = 2, .nslot = 2, .gather = host_gather};
     tk_err e = {0};
     CHECK_EQ_INT(tk_optim_check_dist(&lars, 4, seg, 1, &d, TK_BF16, &e), TK_EINTERNAL);
     CHECK(strstr(e.what, "lars") != NULL);
@@ -220,7 +170,7 @@ TK_TEST(bad_distributed_arguments_are_internal_errors) {
     CHECK_EQ_INT(tk_optim_check_dist(&sgd, 4, seg, 1, &d, TK_BF16, &e), TK_EINTERNAL); // slot 1 of 1
     d.nslot = 2, d.gather = NULL;
     CHECK_EQ_INT(tk_optim_check_dist(&sgd, 4, seg, 1, &d, TK_BF16, &e), TK_EINTERNAL);
-    d.gather = gather;
+    d.gather = host_gather;
     CHECK_EQ_INT(tk_optim_check_dist(&sgd, 4, seg, 1, &d, TK_BF16, &e), 0);
 }
 
