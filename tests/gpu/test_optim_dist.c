@@ -120,16 +120,12 @@ static double run(const tk_opt_hp *hp, int world, int ints, int steps, double *c
         t1++;
         if (tk_optim_step_ref(hp, w1, g, sf ? s1 : NULL, NF, tensors, NT, &lr, &t1, c1, TK_BF16, &e)) worst = NAN;
         job j[MAXW];
-        pthread_t th[MAXW];
-        for (int r = 0; r < world; r++) {
+        for (int r = 0; r < world; r++)
             j[r] = (job){.hp = hp, .world = world, .rank = r, .bucket = bucket, .w = wr[r], .st = sr[r], .lr = lr,
                          .g = g, .cp = cr[r], .step = t1, .dev = r == 0 ? &dev : NULL, .x = &x};
-            pthread_create(&th[r], NULL, run_rank, &j[r]);
-        }
-        for (int r = 0; r < world; r++) {
-            pthread_join(th[r], NULL);
+        run_threads(world, run_rank, j, sizeof *j);
+        for (int r = 0; r < world; r++)
             if (j[r].rc || j[r].step != t1) worst = NAN;
-        }
         share_out(wr, sr, cr, sf, NF, bucket, world);
     }
     for (size_t k = 0; k < sf && !isnan(worst); k++) worst = fmax(worst, gt_relerr(sr[0] + k * NF, s1 + k * NF, NF));

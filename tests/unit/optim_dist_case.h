@@ -53,6 +53,13 @@ static inline int pieces(const tk_opt_seg *seg, int nseg, size_t n, size_t bucke
     return k;
 }
 
+// fn on jobs[0 .. world) (each `size` bytes), one thread a rank; returns once all are done.
+static inline void run_threads(int world, void *(*fn)(void *), void *jobs, size_t size) {
+    pthread_t th[MAXW];
+    for (int r = 0; r < world; r++) pthread_create(&th[r], NULL, fn, (char *)jobs + (size_t)r * size);
+    for (int r = 0; r < world; r++) pthread_join(th[r], NULL);
+}
+
 // The engine's all-gather: each rank's owned floats of w, the state (sf x n) and the copy into
 // every rank's arrays.
 static inline void share_out(float *const *w, float *const *st, uint16_t *const *cp, size_t sf, size_t n,

@@ -64,15 +64,12 @@ static double compare(const tk_opt_hp *hp, const tk_opt_seg *seg, int nseg, size
         t1++;
         if (tk_optim_step_ref(hp, w1, g, sf ? s1 : NULL, n, seg, nseg, &lr, &t1, c1, TK_BF16, &e)) worst = NAN;
         job j[MAXW];
-        pthread_t th[MAXW];
-        for (int r = 0; r < world; r++) {
+        for (int r = 0; r < world; r++)
             j[r] = (job){.hp = hp, .seg = seg, .nseg = nseg, .n = n, .bucket = bucket, .w = wr[r],
                          .state = sf ? sr[r] : NULL, .lr = lr, .g = g, .step = tr[r] + 1, .copy = cr[r],
                          .ra = {&x, r}};
-            pthread_create(&th[r], NULL, run_rank, &j[r]);
-        }
+        run_threads(world, run_rank, j, sizeof *j);
         for (int r = 0; r < world; r++) {
-            pthread_join(th[r], NULL);
             tr[r] = j[r].step;
             if (j[r].rc || tr[r] != t1) worst = NAN;
         }
