@@ -98,3 +98,13 @@ alike() { # out-a out-b step
     [ "$status" -eq 3 ]
     [[ "$output" == *'$.optimizer.distributed'*'does not run lars'* ]]
 }
+
+@test "dist-optim: DLRM (it reduces its own gradients) is a usage error on 2 ranks" {
+    prep synth criteo --days 1 --rows-per-day 500 --seed 3 -o raw >/dev/null
+    prep criteo --max-ind-range 1024 -o train.tks raw/day_0 >/dev/null
+    run "$TK_ROOT/share/launch" -n 2 -- train-step -c "$TK_ROOT/share/workloads/dlrm/tiny.json" -t train.tks -b cpu \
+        --no-eval --set train.global_batch_size=240 --max-steps 1 --set optimizer.distributed=true
+    echo "$output"
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"rank 0: error: dlrm: optimizer.distributed: the workload reduces its own gradients (hint: set optimizer.distributed=false)"* ]]
+}
