@@ -60,6 +60,16 @@ alike() { # out-a out-b step
     alike rep dis 12
 }
 
+@test "dist-optim: ResNet (SGD with momentum, buckets of 5,000 floats) on 2 ranks, distributed, trains like the replicated run" {
+    TK_RESNET_SYNTH="$BATS_TEST_TMPDIR/resnet:1024:256:36:10:1" "$TK_BIN/../tests/unit/test_resnet" >synth.out 2>&1
+    local a=(train-step -c "$TK_ROOT/share/workloads/resnet/tiny.json" -t resnet/train.tks -b cpu --no-eval --max-steps 8
+             --log-every 4)
+    TK_GRAD_BUCKET_FLOATS=5000 "$TK_ROOT/share/launch" -n 2 -- "${a[@]}" --ckpt-dir rep >rep.jsonl
+    TK_CHECK_GRADS_READY=1 TK_GRAD_BUCKET_FLOATS=5000 "$TK_ROOT/share/launch" -n 2 -- "${a[@]}" --ckpt-dir dis \
+        --set optimizer.distributed=true >dis.jsonl
+    alike rep dis 8
+}
+
 @test "dist-optim: one rank ignores the key (the same bits)" {
     launch 1 one --max-steps 8
     launch 1 key --max-steps 8 --set optimizer.distributed=true
