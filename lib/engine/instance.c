@@ -47,7 +47,8 @@ int tk_instance_config(tk_instance *I, json_t *root, const char *path, char *con
 
 // Bucketed, overlapped gradient all-reduce (workload.h grads_ready): buckets of BUCKET floats
 // from the end of the dense span (the last layers' gradients are final first), each all-reduced on
-// the comm stream once the backward has passed it; the rest after the step.
+// the comm stream once the backward has passed it; the rest after the step. With
+// optimizer.distributed each bucket is reduce-scattered instead (engine/optimizer.h tk_opt_shard).
 #define BUCKET ((size_t)8 << 20) // 32 MB of fp32 gradients (PyTorch DDP's default is 25 MB)
 
 // TK_GRAD_BUCKET_FLOATS overrides the bucket size (tests use small ones to get many buckets).

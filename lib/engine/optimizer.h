@@ -85,7 +85,8 @@ int tk_optimizer_schedule(tk_optimizer *o, int64_t *step, float *lr, tk_err *e);
 // One update of P's dense span with its gradients at lr; step counts the updates including this
 // one (decremented when a non-finite gradient is skipped). Writes P's compute copy too, then moves
 // the moving average (when there is one) towards the new weights: the reference's apply_ema after
-// every optimizer step, skipped ones included.
+// every optimizer step, skipped ones included. Distributed: the update of this rank's shares,
+// then the weights and their compute copy all-gathered (the moving average then sees them whole).
 int tk_optimizer_update(tk_optimizer *o, tk_params *P, const float *lr, int64_t *step, tk_err *e);
 // The moving average := P's dense weights (after an initialization or a load of the weights
 // alone; the reference's copy of the model). No average: nothing.

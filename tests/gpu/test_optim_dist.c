@@ -72,6 +72,7 @@ static void *run_rank(void *p) {
     dev_rank *v = j->dev;
     tk_optim_dist d = {.world = j->world, .nslot = NT, .gather = dev_gather, .arg = v};
     gt_up(v->dw, j->w, NF * 4), gt_up(v->dg, j->g, NF * 4), gt_up(v->dlr, &j->lr, 4), gt_up(v->dstep, &j->step, 8);
+    gt_up(v->dcp, j->cp, NF * 2); // (the floats in no tensor keep their 0 on every rank)
     if (sf) gt_up(v->dst, j->st, sf * NF * 4);
     gt_up(v->dseg, mine, (size_t)(np + 1) * sizeof *mine);
     j->rc = tk_optim_step_dist(gt_ctx_, j->hp, v->dw, v->dg, sf ? v->dst : NULL, NF, v->dseg, mine, np, &d, v->dlr,
