@@ -13,6 +13,11 @@
 //   update   the element update (+ the compute copy)                 all but LAMB
 //   LAMB: lamb1 (moments, per-chunk sums of w^2 and u^2), prep2 (per-segment rates), lamb2
 //         (w -= rate * u with u recomputed from the new moments, + the copy)
+// The distributed form (tk_optim_step_dist) adds: k_gsum (this rank's gradient sum of squares
+// into the workspace's `mine`) before the host's gather and k_prep (which then adds the ranks'
+// sums in rank order), and for LAMB k_slots (the per-tensor sums of the rank's pieces: each
+// segment's sum as below, then a tensor's pieces in segment order) before the second gather and
+// k_prep2 (which adds the ranks' per-tensor sums in rank order).
 // Sums are deterministic: each chunk's partial is one block's fixed-order reduction, each
 // segment's total one warp's fixed-order sum of its chunks' partials, the global total one
 // block's fixed-order sum of all partials. No atomics, so eager runs, graph replays and repeated
@@ -31,32 +36,52 @@ struct Hdr {
 };
 
 // The workspace: header, chunk prefix (nseg + 1), per-segment rates (nseg), per-chunk partial
-// sums (2 doubles per chunk, at most n / CH + nseg chunks).
+// sums (2 doubles per chunk, at most n / CH + nseg chunks); the distributed form's per-segment
+// sums (2 nseg), this rank's sums (mine: 2 nslot + 1) and every rank's (all: world times that).
 struct Ws {
     Hdr *hdr;
     int32_t *cstart;
     float *rate;
     double *part;
+    double *segp, *mine, *all;
 };
 
 static size_t max_chunks(int nseg, size_t n) { return n / CH + (size_t)nseg + 1; }
+static size_t red_count(const tk_optim_dist *d) { return d ? 2 * (size_t)d->nslot + 1 : 0; }
 
-static Ws ws_carve(void *ws, int nseg, size_t n) {
+// The workspace's parts' sizes in bytes, in order.
+static void ws_sizes(int nseg, size_t n, const tk_optim_dist *d, size_t sz[7]) {
+    sz[0] = tk_cu_align(sizeof(Hdr));
+    sz[1] = tk_cu_align(sizeof(int32_t) * ((size_t)nseg + 1));
+    sz[2] = tk_cu_align(sizeof(float) * ((size_t)nseg + 1));
+    sz[3] = tk_cu_align(2 * sizeof(double) * max_chunks(nseg, n));
+    sz[4] = d ? tk_cu_align(2 * sizeof(double) * ((size_t)nseg + 1)) : 0;
+    sz[5] = tk_cu_align(sizeof(double) * red_count(d));
+    sz[6] = tk_cu_align(sizeof(double) * red_count(d) * (size_t)(d ? d->world : 0));
+}
+
+static Ws ws_carve(void *ws, int nseg, size_t n, const tk_optim_dist *d) {
+    size_t sz[7];
+    ws_sizes(nseg, n, d, sz);
     char *p = (char *)ws;
+    void *at[7];
+    for (int i = 0; i < 7; i++) at[i] = p, p += sz[i];
     Ws w;
-    w.hdr = (Hdr *)p;
-    p += tk_cu_align(sizeof(Hdr));
-    w.cstart = (int32_t *)p;
-    p += tk_cu_align(sizeof(int32_t) * ((size_t)nseg + 1));
-    w.rate = (float *)p;
-    p += tk_cu_align(sizeof(float) * ((size_t)nseg + 1));
-    w.part = (double *)p;
+    w.hdr = (Hdr *)at[0];
+    w.cstart = (int32_t *)at[1];
+    w.rate = (float *)at[2];
+    w.part = (double *)at[3];
+    w.segp = d ? (double *)at[4] : nullptr;
+    w.mine = d ? (double *)at[5] : nullptr;
+    w.all = d ? (double *)at[6] : nullptr;
     return w;
 }
 
-size_t tk_optim_ws_bytes_cuda(int nseg, size_t n) {
-    return tk_cu_align(sizeof(Hdr)) + tk_cu_align(sizeof(int32_t) * ((size_t)nseg + 1)) +
-           tk_cu_align(sizeof(float) * ((size_t)nseg + 1)) + tk_cu_align(2 * sizeof(double) * max_chunks(nseg, n));
+size_t tk_optim_ws_bytes_cuda(int nseg, size_t n, const tk_optim_dist *d) {
+    size_t sz[7], t = 0;
+    ws_sizes(nseg, n, d, sz);
+    for (int i = 0; i < 7; i++) t += sz[i];
+    return t;
 }
 
 // ---- block-level helpers (fixed reduction trees: deterministic) ----
@@ -220,15 +245,30 @@ __device__ static double seg_sum(const Ws &ws, int s, int j) {
     return warp_sum(x);
 }
 
+// This rank's gradient sum of squares over all its chunks (valid in thread 0).
+__device__ static double chunks_gsq(const Ws &ws, int nseg) {
+    double gsq = 0, unused = 0;
+    for (int c = threadIdx.x; c < ws.cstart[nseg]; c += blockDim.x) gsq += ws.part[2 * c];
+    block_sum2(gsq, unused);
+    return gsq;
+}
+
+// The distributed form: mine[0] = this rank's gradient sum of squares.
+__global__ static void __launch_bounds__(PREP) k_gsum(Args a) {
+    double gsq = chunks_gsq(a.ws, a.nseg);
+    if (threadIdx.x == 0) a.ws.mine[0] = gsq;
+}
+
 // The one-block step: [chunk prefix], global gradient norm, scalars, LARS's per-segment rates.
+// world > 0 (the distributed form): the norm is the sum of the ranks' sums gathered in ws.all.
 __global__ static void __launch_bounds__(PREP) k_prep(const tk_opt_hp hp, Args a, bool do_plan, bool have_sums,
-                                                      const float *lr, int64_t *step) {
+                                                      int world, const float *lr, int64_t *step) {
     if (do_plan) plan(a.seg, a.nseg, a.ws.cstart);
     __syncthreads();
-    double gsq = 0, unused = 0;
-    if (have_sums)
-        for (int c = threadIdx.x; c < a.ws.cstart[a.nseg]; c += blockDim.x) gsq += a.ws.part[2 * c];
-    block_sum2(gsq, unused);
+    double gsq = 0;
+    if (have_sums && !world) gsq = chunks_gsq(a.ws, a.nseg);
+    if (have_sums && world && threadIdx.x == 0)
+        for (int r = 0; r < world; r++) gsq += a.ws.all[r];
     __shared__ tk_opt_scal sc;
     if (threadIdx.x == 0) {
         sc = tk_opt_scalars(&hp, *lr, *step, gsq);
@@ -314,10 +354,40 @@ __global__ static void __launch_bounds__(THREADS) k_lamb1(const tk_opt_hp hp, Ar
     if (threadIdx.x == 0) a.ws.part[2 * blockIdx.x] = body.aw, a.ws.part[2 * blockIdx.x + 1] = body.au;
 }
 
-// LAMB: per-segment rate = lr * ||w|| / ||u|| (or lr).
-__global__ static void __launch_bounds__(PREP) k_prep2(const tk_opt_hp hp, Args a) {
+// The distributed form, LAMB: mine[2p], mine[2p + 1] = this rank's ||w||^2, ||u||^2 of tensor p
+// (its pieces' sums in segment order; 0 for a tensor with no piece here).
+__global__ static void __launch_bounds__(PREP) k_slots(Args a, int nslot) {
+    if (a.ws.hdr->sc.skip) return;
+    for (int i = threadIdx.x; i < 2 * nslot; i += blockDim.x) a.ws.mine[i] = 0;
+    for (int s = threadIdx.x >> 5; s < a.nseg; s += blockDim.x >> 5) {
+        double x = seg_sum(a.ws, s, 0), y = seg_sum(a.ws, s, 1);
+        if ((threadIdx.x & 31) == 0) a.ws.segp[2 * s] = x, a.ws.segp[2 * s + 1] = y;
+    }
+    __syncthreads();
+    for (int s = threadIdx.x; s < a.nseg; s += blockDim.x) {
+        int p = a.seg[s].slot;
+        if (s > 0 && a.seg[s - 1].slot == p) continue; // (the tensor's first piece adds them all)
+        double x = 0, y = 0;
+        for (int j = s; j < a.nseg && a.seg[j].slot == p; j++) x += a.ws.segp[2 * j], y += a.ws.segp[2 * j + 1];
+        a.ws.mine[2 * p] = x, a.ws.mine[2 * p + 1] = y;
+    }
+}
+
+// LAMB: per-segment rate = lr * ||w|| / ||u|| (or lr). stride > 0 (the distributed form): the
+// norms are the ranks' per-tensor sums gathered in ws.all (stride = 2 nslot a rank), added in
+// rank order.
+__global__ static void __launch_bounds__(PREP) k_prep2(const tk_opt_hp hp, Args a, int world, int stride) {
     const tk_opt_scal sc = a.ws.hdr->sc;
     if (sc.skip) return;
+    if (world) {
+        for (int s = threadIdx.x; s < a.nseg; s += blockDim.x) {
+            double wsq = 0, usq = 0;
+            const double *x = a.ws.all + 2 * (size_t)a.seg[s].slot;
+            for (int r = 0; r < world; r++) wsq += x[(size_t)r * stride], usq += x[(size_t)r * stride + 1];
+            a.ws.rate[s] = tk_opt_seg_rate(&hp, &sc, a.seg[s].flags, wsq, usq);
+        }
+        return;
+    }
     for (int s = threadIdx.x >> 5; s < a.nseg; s += blockDim.x >> 5) {
         double wsq = seg_sum(a.ws, s, 0), usq = seg_sum(a.ws, s, 1);
         if ((threadIdx.x & 31) == 0) a.ws.rate[s] = tk_opt_seg_rate(&hp, &sc, a.seg[s].flags, wsq, usq);
@@ -345,32 +415,72 @@ __global__ static void __launch_bounds__(PREP) k_plan(Args a) { plan(a.seg, a.ns
 
 static bool aligned(const void *p, size_t a) { return ((uintptr_t)p & (a - 1)) == 0; }
 
+// The distributed form's launches (the chunk kernels only where this rank has chunks), the
+// gathers queued from the host between them (d->gather orders them after the compute stream's
+// work and the compute stream's next work after them).
+static int step_dist(tk_ctx *c, const tk_opt_hp *hp, const Args &a, const tk_optim_dist *d, unsigned grid, bool sums,
+                     const float *lr, int64_t *step, tk_err *e) {
+    cudaStream_t st = tk_cu_stream(c);
+    k_plan<<<1, PREP, 0, st>>>(a);
+    if (sums) {
+        if (grid) k_sumsq<<<grid, THREADS, 0, st>>>(a, false);
+        k_gsum<<<1, PREP, 0, st>>>(a);
+        TRY(tk_cu_check(e, "optim_step gsum"));
+        TRY(d->gather(d->arg, a.ws.mine, a.ws.all, 1, e));
+    }
+    k_prep<<<1, PREP, 0, st>>>(*hp, a, false, sums, d->world, lr, step);
+    switch (hp->kind) {
+    case TK_OPT_SGD:
+        if (grid) k_update<TK_OPT_SGD><<<grid, THREADS, 0, st>>>(*hp, a);
+        break;
+    case TK_OPT_MOMENTUM:
+        if (grid) k_update<TK_OPT_MOMENTUM><<<grid, THREADS, 0, st>>>(*hp, a);
+        break;
+    case TK_OPT_ADAM:
+    case TK_OPT_ADAMW:
+        if (grid) k_update<TK_OPT_ADAM><<<grid, THREADS, 0, st>>>(*hp, a);
+        break;
+    case TK_OPT_LAMB:
+        if (grid) k_lamb1<<<grid, THREADS, 0, st>>>(*hp, a);
+        k_slots<<<1, PREP, 0, st>>>(a, d->nslot);
+        TRY(tk_cu_check(e, "optim_step slots"));
+        // (a skipped update still gathers: every rank must issue the same collectives)
+        TRY(d->gather(d->arg, a.ws.mine, a.ws.all, 2 * (size_t)d->nslot, e));
+        k_prep2<<<1, PREP, 0, st>>>(*hp, a, d->world, 2 * d->nslot);
+        if (grid) k_lamb2<<<grid, THREADS, 0, st>>>(*hp, a);
+        break;
+    default: return tk_err_set(e, TK_EINTERNAL, "optim: the distributed form does not run %s", tk_opt_kind_name(hp->kind));
+    }
+    return tk_cu_check(e, "optim_step");
+}
+
 int tk_optim_step_cuda(tk_ctx *c, const tk_opt_hp *hp, float *w, const float *g, float *state, size_t n,
-                       const tk_opt_seg *seg_dev, const tk_opt_seg *seg_host, int nseg, const float *lr,
-                       int64_t *step, void *copy, tk_dtype copy_type, void *ws, tk_err *e) {
-    TRY(tk_optim_check(hp, n, seg_host, nseg, copy ? copy_type : TK_BF16, e));
+                       const tk_opt_seg *seg_dev, const tk_opt_seg *seg_host, int nseg, const tk_optim_dist *d,
+                       const float *lr, int64_t *step, void *copy, tk_dtype copy_type, void *ws, tk_err *e) {
+    TRY(tk_optim_check_dist(hp, n, seg_host, nseg, d, copy ? copy_type : TK_BF16, e));
     size_t ns = tk_optim_state_floats(hp->kind);
     if (ns > 0 && !state) return tk_err_set(e, TK_EINTERNAL, "optim: %s needs a state buffer", tk_opt_kind_name(hp->kind));
     if (!ws) return tk_err_set(e, TK_EINTERNAL, "optim: no workspace");
     int64_t nchunks = 0;
     for (int s = 0; s < nseg; s++) nchunks += (seg_host[s].n + CH - 1) / CH;
     if (nchunks > INT32_MAX) return tk_err_set(e, TK_EINTERNAL, "optim: %lld chunks", (long long)nchunks);
-    if (nchunks == 0) return 0;
+    if (nchunks == 0 && !d) return 0; // (a rank of the distributed form joins the gathers regardless)
     Args a;
     a.w = w, a.g = g, a.m = ns > 0 ? state : nullptr, a.v = ns > 1 ? state + n : nullptr;
     a.copy = copy, a.ctype = !copy ? 0 : copy_type == TK_BF16 ? 1 : 2;
     a.seg = seg_dev, a.nseg = nseg;
     a.vec_ok = aligned(w, 16) && aligned(g, 16) && (!a.m || aligned(a.m, 16)) && (!a.v || aligned(a.v, 16)) &&
                (!copy || aligned(copy, 8));
-    a.ws = ws_carve(ws, nseg, n);
+    a.ws = ws_carve(ws, nseg, n, d);
     cudaStream_t st = tk_cu_stream(c);
     unsigned grid = (unsigned)nchunks;
     bool sums = tk_opt_needs_gnorm(hp);
+    if (d) return step_dist(c, hp, a, d, grid, sums, lr, step, e);
     if (sums) {
         k_plan<<<1, PREP, 0, st>>>(a);
         k_sumsq<<<grid, THREADS, 0, st>>>(a, hp->kind == TK_OPT_LARS);
     }
-    k_prep<<<1, PREP, 0, st>>>(*hp, a, !sums, sums, lr, step);
+    k_prep<<<1, PREP, 0, st>>>(*hp, a, !sums, sums, 0, lr, step);
     switch (hp->kind) {
     case TK_OPT_SGD: k_update<TK_OPT_SGD><<<grid, THREADS, 0, st>>>(*hp, a); break;
     case TK_OPT_MOMENTUM:
@@ -379,7 +489,7 @@ int tk_optim_step_cuda(tk_ctx *c, const tk_opt_hp *hp, float *w, const float *g,
     case TK_OPT_ADAMW: k_update<TK_OPT_ADAM><<<grid, THREADS, 0, st>>>(*hp, a); break;
     case TK_OPT_LAMB:
         k_lamb1<<<grid, THREADS, 0, st>>>(*hp, a);
-        k_prep2<<<1, PREP, 0, st>>>(*hp, a);
+        k_prep2<<<1, PREP, 0, st>>>(*hp, a, 0, 0);
         k_lamb2<<<grid, THREADS, 0, st>>>(*hp, a);
         break;
     }

@@ -81,7 +81,8 @@ typedef enum { TK_OPT_SGD, TK_OPT_MOMENTUM, TK_OPT_LAMB, TK_OPT_LARS, TK_OPT_ADA
 // bytes) let the cuda kernels use 16-byte accesses; others take a scalar path.
 typedef struct tk_opt_seg {
     int64_t off, n;
-    int32_t flags, pad;
+    int32_t flags;
+    int32_t slot; // tk_optim_step_dist: the tensor (slot of the norm sums) it is part of; else unused
 } tk_opt_seg;
 #define TK_SEG_NO_DECAY 1 // no weight decay (biases, LayerNorm / BatchNorm parameters)
 #define TK_SEG_NO_ADAPT 2 // LAMB / LARS: trust ratio 1 (excluded from layer-wise adaptation)
@@ -121,11 +122,46 @@ int tk_optim_step(tk_ctx *c, const tk_opt_hp *hp, float *w, const float *g, floa
 int tk_optim_step_ref(const tk_opt_hp *hp, float *w, const float *g, float *state, size_t n,
                       const tk_opt_seg *seg, int nseg, const float *lr, int64_t *step, void *copy,
                       tk_dtype copy_type, tk_err *e);
+
+// ---- the distributed form (ZeRO-1: each rank updates its share of the flat buffer) ----
+// Each of `world` ranks runs the update on the floats it owns only: its segments are the pieces
+// of the tensors that fall in its share, several pieces of one tensor carrying that tensor's slot
+// (0 <= slot < nslot; a tensor with no piece on this rank still has its slot). The norms the
+// formulas need over a whole tensor or over all tensors (the clip norm N; LAMB's ||w||, ||u||)
+// are this rank's partial fp64 sums, handed to `gather`, which must fill all[r * count + i] with
+// rank r's mine[i] for every rank (an all-gather, ordered after the work queued so far on the
+// compute stream, and the compute stream's next work after it); every rank then adds the ranks'
+// partials in rank order, so all ranks get the same bits, and the update equals the one-rank
+// update over all segments up to the order of the fp64 sums. mine and all are device memory
+// (cpu: host memory) inside the workspace. Two gathers a LAMB update (N, then the 2 x nslot
+// tensor sums), one for the others when they need N; LARS (per-tensor norms before the update)
+// is not supported (TK_EINTERNAL). The caller gathers the updated weights afterwards.
+typedef int (*tk_optim_gather_fn)(void *arg, const double *mine, double *all, size_t count, tk_err *e);
+typedef struct tk_optim_dist {
+    int world;  // ranks (the gathers' length)
+    int nslot;  // tensors
+    tk_optim_gather_fn gather;
+    void *arg;
+} tk_optim_dist;
+// Workspace bytes of the distributed form (cuda; 0 on cpu).
+size_t tk_optim_ws_bytes_dist(tk_backend b, int nseg, size_t n, const tk_optim_dist *d);
+// tk_optim_step with d (NULL: tk_optim_step itself). ws: tk_optim_ws_bytes_dist bytes.
+int tk_optim_step_dist(tk_ctx *c, const tk_opt_hp *hp, float *w, const float *g, float *state, size_t n,
+                       const tk_opt_seg *seg_dev, const tk_opt_seg *seg_host, int nseg, const tk_optim_dist *d,
+                       const float *lr, int64_t *step, void *copy, tk_dtype copy_type, void *ws, tk_err *e);
+int tk_optim_step_dist_ref(const tk_opt_hp *hp, float *w, const float *g, float *state, size_t n,
+                           const tk_opt_seg *seg, int nseg, const tk_optim_dist *d, const float *lr, int64_t *step,
+                           void *copy, tk_dtype copy_type, tk_err *e);
+// The checks of tk_optim_check plus the distributed form's: slots in [0, nslot), non-decreasing
+// (a tensor's pieces are consecutive), world >= 1, a gather, and no LARS.
+int tk_optim_check_dist(const tk_opt_hp *hp, size_t n, const tk_opt_seg *seg, int nseg, const tk_optim_dist *d,
+                        tk_dtype copy_type, tk_err *e);
+
 #ifdef TK_HAVE_CUDA
-size_t tk_optim_ws_bytes_cuda(int nseg, size_t n);
+size_t tk_optim_ws_bytes_cuda(int nseg, size_t n, const tk_optim_dist *d);
 int tk_optim_step_cuda(tk_ctx *c, const tk_opt_hp *hp, float *w, const float *g, float *state, size_t n,
-                       const tk_opt_seg *seg_dev, const tk_opt_seg *seg_host, int nseg, const float *lr,
-                       int64_t *step, void *copy, tk_dtype copy_type, void *ws, tk_err *e);
+                       const tk_opt_seg *seg_dev, const tk_opt_seg *seg_host, int nseg, const tk_optim_dist *d,
+                       const float *lr, int64_t *step, void *copy, tk_dtype copy_type, void *ws, tk_err *e);
 #endif
 
 #ifdef __cplusplus

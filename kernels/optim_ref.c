@@ -1,7 +1,9 @@
 // CPU reference of kernels/optim.h, the specification: per segment, in segment order, fp64 sums
-// of squares in element order, then the element updates of kernels/optim_math.h (OpenMP over the
+// of squares in element order (a tensor's pieces' sums added in segment order, then the ranks'
+// in rank order in the distributed form), then the element updates of kernels/optim_math.h (OpenMP over the
 // elements of a segment, which cannot change a result: every element is independent).
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/bf16.h"
@@ -71,33 +73,77 @@ static void put_copy(void *copy, tk_dtype t, int64_t i, float x) {
     ((uint16_t *)copy)[i] = t == TK_BF16 ? tk_f32_to_bf16(x) : tk_f32_to_f16(x);
 }
 
-int tk_optim_step_ref(const tk_opt_hp *hp, float *w, const float *g, float *state, size_t n,
-                      const tk_opt_seg *seg, int nseg, const float *lr, int64_t *step, void *copy,
-                      tk_dtype copy_type, tk_err *e) {
-    TRY(tk_optim_check(hp, n, seg, nseg, copy ? copy_type : TK_BF16, e));
-    size_t ns = tk_optim_state_floats(hp->kind);
-    if (ns > 0 && !state) return tk_err_set(e, TK_EINTERNAL, "optim: %s needs a state buffer", tk_opt_kind_name(hp->kind));
-    float *m = ns > 0 ? state : NULL, *v = ns > 1 ? state + n : NULL;
-    double gsq = 0;
-    if (tk_opt_needs_gnorm(hp))
+int tk_optim_check_dist(const tk_opt_hp *hp, size_t n, const tk_opt_seg *seg, int nseg, const tk_optim_dist *d,
+                        tk_dtype copy_type, tk_err *e) {
+    TRY(tk_optim_check(hp, n, seg, nseg, copy_type, e));
+    if (!d) return 0;
+    if (d->world < 1 || d->world > 1 << 16 || d->nslot < 0 || !d->gather)
+        return tk_err_set(e, TK_EINTERNAL, "optim: distributed over %d ranks, %d tensors, gather %s", d->world,
+                          d->nslot, d->gather ? "given" : "missing");
+    if (hp->kind == TK_OPT_LARS) return tk_err_set(e, TK_EINTERNAL, "optim: the distributed form does not run lars");
+    for (int s = 0; s < nseg; s++)
+        if (seg[s].slot < (s ? seg[s - 1].slot : 0) || seg[s].slot >= d->nslot)
+            return tk_err_set(e, TK_EINTERNAL, "optim: segment %d's slot %d is out of order or outside [0, %d)", s,
+                              (int)seg[s].slot, d->nslot);
+    return 0;
+}
+
+// mine[i] := the sum over ranks, in rank order, of every rank's mine[i] (all: world * count doubles).
+static int gather_sum(const tk_optim_dist *d, double *mine, double *all, size_t count, tk_err *e) {
+    TRY(d->gather(d->arg, mine, all, count, e));
+    for (size_t i = 0; i < count; i++) {
+        double x = 0;
+        for (int r = 0; r < d->world; r++) x += all[(size_t)r * count + i];
+        mine[i] = x;
+    }
+    return 0;
+}
+
+// One pass per kind over all segments; LAMB in two (moments and the per-tensor sums, then the
+// update), so that the distributed form can gather the sums between them. Without d a tensor's
+// slot is its segment's index; the sums then are those of the one-pass form bit for bit.
+static int step_ref(const tk_opt_hp *hp, float *w, const float *g, float *m, float *v, const tk_opt_seg *seg,
+                    int nseg, const tk_optim_dist *d, double *red, const float *lr, int64_t *step, void *copy,
+                    tk_dtype copy_type, tk_err *e) {
+    const int nslot = d ? d->nslot : nseg;
+    double *all = red + 2 * (size_t)nslot + 1, gsq = 0;
+    if (tk_opt_needs_gnorm(hp)) {
         for (int s = 0; s < nseg; s++) gsq += sumsq(g + seg[s].off, seg[s].n);
+        if (d) {
+            red[0] = gsq;
+            TRY(gather_sum(d, red, all, 1, e));
+            gsq = red[0];
+        }
+    }
     const tk_opt_scal sc = tk_opt_scalars(hp, *lr, *step, gsq);
     if (sc.skip) {
         *step -= 1;
         return 0;
     }
     const tk_opt_k k = tk_opt_consts(hp);
+    if (hp->kind == TK_OPT_LAMB) {
+        memset(red, 0, 2 * (size_t)nslot * sizeof *red); // tensor p: ||w||^2 at 2p, ||u||^2 at 2p + 1
+        for (int s = 0; s < nseg; s++) {
+            int64_t o = seg[s].off, len = seg[s].n;
+            size_t p = (size_t)(d ? seg[s].slot : s);
+            float wd = tk_opt_seg_wd(&k, seg[s].flags);
+            double usq = 0;
+            red[2 * p] += sumsq(w + o, len);
+            for (int64_t i = o; i < o + len; i++) {
+                float u = tk_opt_lamb_moments(&k, &sc, wd, w[i], g[i], &m[i], &v[i]);
+                usq += (double)u * u;
+            }
+            red[2 * p + 1] += usq;
+        }
+        if (d) TRY(gather_sum(d, red, all, 2 * (size_t)nslot, e));
+    }
     for (int s = 0; s < nseg; s++) {
         int64_t o = seg[s].off, len = seg[s].n;
         float wd = tk_opt_seg_wd(&k, seg[s].flags), rate = sc.lr;
         if (hp->kind == TK_OPT_LARS) rate = tk_opt_seg_rate(hp, &sc, seg[s].flags, sumsq(w + o, len), sumsq(g + o, len));
         if (hp->kind == TK_OPT_LAMB) {
-            double wsq = sumsq(w + o, len), usq = 0;
-            for (int64_t i = o; i < o + len; i++) {
-                float u = tk_opt_lamb_moments(&k, &sc, wd, w[i], g[i], &m[i], &v[i]);
-                usq += (double)u * u;
-            }
-            rate = tk_opt_seg_rate(hp, &sc, seg[s].flags, wsq, usq);
+            size_t p = (size_t)(d ? seg[s].slot : s);
+            rate = tk_opt_seg_rate(hp, &sc, seg[s].flags, red[2 * p], red[2 * p + 1]);
 #pragma omp parallel for schedule(static)
             for (int64_t i = o; i < o + len; i++)
                 w[i] = TK_FSUB(w[i], TK_FMUL(rate, tk_opt_lamb_u(&k, &sc, wd, w[i], m[i], v[i])));
@@ -109,4 +155,26 @@ int tk_optim_step_ref(const tk_opt_hp *hp, float *w, const float *g, float *stat
             for (int64_t i = o; i < o + len; i++) put_copy(copy, copy_type, i, w[i]);
     }
     return 0;
+}
+
+int tk_optim_step_dist_ref(const tk_opt_hp *hp, float *w, const float *g, float *state, size_t n,
+                           const tk_opt_seg *seg, int nseg, const tk_optim_dist *d, const float *lr, int64_t *step,
+                           void *copy, tk_dtype copy_type, tk_err *e) {
+    TRY(tk_optim_check_dist(hp, n, seg, nseg, d, copy ? copy_type : TK_BF16, e));
+    size_t ns = tk_optim_state_floats(hp->kind);
+    if (ns > 0 && !state) return tk_err_set(e, TK_EINTERNAL, "optim: %s needs a state buffer", tk_opt_kind_name(hp->kind));
+    // the sums (2 per tensor and the gradient norm's), then the ranks' copies of them
+    size_t cnt = 2 * (size_t)(d ? d->nslot : nseg) + 1;
+    double *red = calloc(cnt * (size_t)(1 + (d ? d->world : 0)), sizeof *red);
+    if (!red) return tk_err_set(e, TK_EIO, "out of host memory");
+    int rc = step_ref(hp, w, g, ns > 0 ? state : NULL, ns > 1 ? state + n : NULL, seg, nseg, d, red, lr, step, copy,
+                      copy_type, e);
+    free(red);
+    return rc;
+}
+
+int tk_optim_step_ref(const tk_opt_hp *hp, float *w, const float *g, float *state, size_t n,
+                      const tk_opt_seg *seg, int nseg, const float *lr, int64_t *step, void *copy,
+                      tk_dtype copy_type, tk_err *e) {
+    return tk_optim_step_dist_ref(hp, w, g, state, n, seg, nseg, NULL, lr, step, copy, copy_type, e);
 }

@@ -12,7 +12,7 @@
 # JSON line is appended to $RES (default $DATA/scale.jsonl), train-step's output kept in $DATA/logs;
 # the last lines are a table: workload, GPUs, global batch, samples/s, x of 1 GPU, efficiency,
 # start-up s. Knobs: DLRM_B=65536 BERT_B=32 RESNET_B=256 (per GPU), DLRM_STEPS=300 BERT_STEPS=60
-# RESNET_STEPS=60, RESNET_ARGS="--set data.decoder=nvjpeg" (more train-step options for ResNet; BERT_ARGS, DLRM_ARGS likewise, e.g. BERT_ARGS="--set train.grad_allreduce=bf16"), TRAIN_STEP=PATH (another build's train-step; TAG=-old then names its lines), PRECISION=bf16 (fp32 and a fake nvidia-smi dry-run the plumbing on the CPU). Exit 0 when every run gave a result, 1 otherwise, 2 when not built, 5 without a GPU.
+# RESNET_STEPS=60, RESNET_ARGS="--set data.decoder=nvjpeg" (more train-step options for ResNet; BERT_ARGS, DLRM_ARGS likewise, e.g. BERT_ARGS="--set train.grad_allreduce=bf16", or BERT_ARGS="--set optimizer.distributed=true" for the distributed LAMB: buckets reduce-scattered, LAMB on each rank's shares, weights all-gathered; no effect at 1 GPU), TRAIN_STEP=PATH (another build's train-step; TAG=-old then names its lines), PRECISION=bf16 (fp32 and a fake nvidia-smi dry-run the plumbing on the CPU). Exit 0 when every run gave a result, 1 otherwise, 2 when not built, 5 without a GPU.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 4
 ROOT=$PWD

@@ -7,6 +7,25 @@
 #include "engine/ckpt.h"
 #include "engine/registry.h"
 
+// The sections --set KV may add keys to: the workload's, and for optimizer.distributed (a switch
+// of the engine's that no config file needs to carry) the optimizer section, whose parser checks it.
+static const char *const *creatable(const char *kv, const char *const *sections) {
+    static const char *const opt[] = {"optimizer", NULL}, key[] = "optimizer.distributed=";
+    return strncmp(kv, key, sizeof key - 1) == 0 ? opt : sections;
+}
+
+// The configuration's hash, which checkpoints carry and --resume compares, without
+// optimizer.distributed: it changes where the update runs, not what it computes (up to the order
+// of sums), and checkpoints have one layout, so either form resumes the other's.
+static uint64_t config_hash(const json_t *root) {
+    json_t *copy = json_deep_copy(root);
+    if (!copy) return tk_config_hash(root);
+    json_object_del(json_object_get(copy, "optimizer"), "distributed");
+    uint64_t h = tk_config_hash(copy);
+    json_decref(copy);
+    return h;
+}
+
 int tk_instance_config(tk_instance *I, json_t *root, const char *path, char *const *sets, int nsets,
                        const char *data_meta, tk_err *e) {
     memset(I, 0, sizeof *I);
@@ -19,16 +38,17 @@ int tk_instance_config(tk_instance *I, json_t *root, const char *path, char *con
         return tk_cfg_bad(e, path, "workload", msg);
     }
     if (I->wl->version < TK_WORKLOAD_V1) return tk_err_set(e, TK_EINTERNAL, "workload %s: table version %d", name, I->wl->version);
-    for (int i = 0; i < nsets; i++) TRY(tk_config_override(root, sets[i], I->wl->sections, e));
+    for (int i = 0; i < nsets; i++) TRY(tk_config_override(root, sets[i], creatable(sets[i], I->wl->sections), e));
     TRY(tk_run_config_parse(root, path, I->wl->name, I->wl->metric, I->wl->sections, &I->run, e));
     TRY(I->wl->config(root, path, &I->run, data_meta, &I->cfg, e));
-    I->hash = tk_config_hash(root);
+    I->hash = config_hash(root);
     return 0;
 }
 
 // Bucketed, overlapped gradient all-reduce (workload.h grads_ready): buckets of BUCKET floats
 // from the end of the dense span (the last layers' gradients are final first), each all-reduced on
-// the comm stream once the backward has passed it; the rest after the step.
+// the comm stream once the backward has passed it; the rest after the step. With
+// optimizer.distributed each bucket is reduce-scattered instead (engine/optimizer.h tk_opt_shard).
 #define BUCKET ((size_t)8 << 20) // 32 MB of fp32 gradients (PyTorch DDP's default is 25 MB)
 
 // TK_GRAD_BUCKET_FLOATS overrides the bucket size (tests use small ones to get many buckets).
@@ -51,6 +71,7 @@ static int reduce_span(tk_instance *I, size_t from, size_t to, tk_err *e) {
     I->c->gemm_sm_margin = I->sm_margin; // (the backward's GEMMs from here on run beside it)
     float *g = I->P.dense_g;
     TRY(tk_comm_stream_wait(m, TK_STREAM_COMM, TK_STREAM_COMPUTE, e));
+    if (I->shard.comm) return tk_opt_shard_reduce(&I->shard, g, from, to, e); // (each rank its shares)
     return tk_allreduce_sum(m, g + from, g + from, to - from, TK_F32, 1.0f, TK_STREAM_COMM, e);
 }
 
@@ -125,6 +146,25 @@ static int warm_up(tk_instance *I, tk_err *e) {
     return tk_ctx_sync(I->c, e);
 }
 
+// optimizer.distributed with several ranks (engine/optimizer.h): the shares' layout, its buckets
+// the exchange's, padded so that every bucket splits evenly (the dense span is padded by
+// tk_params_alloc). Read here, before the workload allocates its tensors; tk_optimizer_config
+// checks the key's form later. A workload reducing its own gradients (DLRM: the dense part beside
+// its embeddings' exchange) has no bucketed reduction to scatter: a usage error.
+static int shard_plan(tk_instance *I, tk_comm *comm, tk_err *e) {
+    const json_t *o = json_object_get(I->effective, "optimizer");
+    if (!comm || I->dist.world < 2 || !json_is_true(json_object_get(o, "distributed"))) return 0;
+    if (I->wl->own_grad_reduce) {
+        tk_err_set(e, TK_EUSAGE, "%s: optimizer.distributed: the workload reduces its own gradients", I->wl->name);
+        return tk_err_hint(e, "set optimizer.distributed=false");
+    }
+    size_t m = tk_opt_shard_multiple(I->dist.world);
+    I->bucket = (I->bucket + m - 1) / m * m;
+    I->P.dense_multiple = m;
+    I->shard = (tk_opt_shard){.comm = comm, .rank = I->dist.rank, .world = I->dist.world, .bucket = I->bucket};
+    return 0;
+}
+
 int tk_instance_create(tk_instance *I, tk_ctx *c, tk_comm *comm, double comm_timeout, tk_err *e) {
     I->c = c;
     TRY(tk_dist_init(&I->dist, c, comm, comm_timeout, e));
@@ -143,6 +183,7 @@ int tk_instance_create(tk_instance *I, tk_ctx *c, tk_comm *comm, double comm_tim
         env.grads_arg = I;
     }
     int rc = precision_check(I, e);
+    if (!rc) rc = shard_plan(I, comm, e);
     if (!rc) rc = I->wl->create(I->cfg, &env, &I->model, e);
     if (rc) {
         if (I->model) I->wl->destroy(I->model); // (as far as create got)
@@ -150,6 +191,7 @@ int tk_instance_create(tk_instance *I, tk_ctx *c, tk_comm *comm, double comm_tim
         return rc;
     }
     if (!I->P.allocated) return tk_err_set(e, TK_EINTERNAL, "workload %s: create did not allocate its tensors", I->wl->name);
+    I->shard.n = I->P.dense_n;
     if (env.grads_ready && check_wanted(I) && !(I->ready_copy = malloc(I->P.dense_n * sizeof(float) + 1)))
         return tk_err_set(e, TK_EIO, "out of host memory");
     return warm_up(I, e);
@@ -173,7 +215,7 @@ int tk_wl_acts(const tk_wl_env *env, const size_t *sz, void **const *dst, int n,
 int tk_instance_optimizer(tk_instance *I, int64_t steps_per_epoch, tk_err *e) {
     I->run.steps_per_epoch = steps_per_epoch;
     TRY(tk_optimizer_config(I->effective, I->path, steps_per_epoch, &I->run.opt, e));
-    return tk_optimizer_init(&I->opt, &I->run.opt, &I->P, e);
+    return tk_optimizer_init_shard(&I->opt, &I->run.opt, &I->P, I->shard.comm ? &I->shard : NULL, e);
 }
 
 int tk_instance_profile(tk_instance *I, tk_err *e) {
@@ -248,6 +290,7 @@ int tk_instance_init_weights(tk_instance *I, uint64_t seed, tk_err *e) {
 }
 
 int tk_instance_save(tk_instance *I, const char *path, const json_t *meta, tk_err *e) {
+    TRY(tk_optimizer_gather_state(&I->opt, &I->P, e)); // (distributed: the file holds the whole state)
     return tk_ckpt_save(&I->dist, &I->P, path, meta, e);
 }
 

@@ -36,6 +36,8 @@ typedef struct tk_instance {
     tk_arena acts;           // the model's activations (tk_wl_env.acts)
     tk_prof *prof;           // --profile's per-phase timer (tk_instance_profile), or NULL
     size_t bucket;           // floats an all-reduce bucket holds (grads_ready)
+    tk_opt_shard shard;      // optimizer.distributed with several ranks: shard.comm set, the
+                             // buckets reduce-scattered (engine/optimizer.h)
     int sm_margin;           // SMs the GEMMs leave to the overlapped all-reduce (TK_GEMM_SM_MARGIN)
     size_t reduced_from;     // this step: the dense span's [reduced_from, dense_n) is being reduced
     float *ready_copy;       // TK_CHECK_GRADS_READY (instance.c): the reported gradients' values

@@ -30,6 +30,7 @@ static const struct keydesc {
     {"max_grad_norm", O_ALL, S_ALL},
     {"skip_nonfinite", O_ALL, S_ALL},
     {"ema", O_ALL, S_ALL},
+    {"distributed", O_ALL, S_ALL},
     {"momentum", O_SGD | O_LARS, S_ALL},
     {"dampening", O_SGD, S_ALL},
     {"nesterov", O_SGD | O_LARS, S_ALL},
@@ -305,6 +306,11 @@ int tk_opt_config_parse(const json_t *obj, const char *file, const char *jpath, 
     TRY(parse_sched(&c, si, steps_per_epoch, cfg));
     // the weights' moving average for evaluation (kernels/ema.h; 0: none)
     TRY(num(&c, "ema", 0, 1, 1, 0, &cfg->ema));
+    // ZeRO-1 over the ranks (engine/optimizer.h): LARS's per-tensor norms are needed before its
+    // update, which the distributed form does not gather (kernels/optim.h)
+    TRY(boolean(&c, "distributed", 0, &cfg->distributed));
+    if (cfg->distributed && cfg->hp.kind == TK_OPT_LARS)
+        return bad(&c, "distributed", "the distributed optimizer does not run lars: set it false");
     // What the config parser accepts the ops must take (a failure here is a bug in this file).
     if (tk_optim_check(&cfg->hp, 0, NULL, 0, TK_BF16, e)) return TK_EINTERNAL;
     return 0;

@@ -26,6 +26,9 @@ typedef struct tk_opt_config {
     double total_epochs;   // likewise
     double ema;            // the decay of the weights' moving average evaluation runs on
                            // (kernels/ema.h), in [0, 1); 0: none
+    int distributed;       // the update on each rank's share of the dense span, the norms' partial sums
+                           // gathered, the weights all-gathered (engine/optimizer.h tk_opt_shard);
+                           // with one rank it changes nothing. Not with lars.
     uint32_t given_int;    // bit i: key i of the section's key table was written as a JSON integer
                            // (tk_opt_config_given_int: MLLOG keeps the config's form, 37 not 37.0)
 } tk_opt_config;

@@ -61,30 +61,112 @@ int tk_optimizer_ema_swap(tk_optimizer *o, tk_params *P, tk_err *e) {
     return tk_params_refresh_copy(P, e);
 }
 
+// ---- the distributed form ----
+
+size_t tk_opt_shard_multiple(int world) { return 64 * (size_t)(world > 1 ? world : 1); }
+
+// Bucket k's bounds.
+static void bucket_of(const tk_opt_shard *s, size_t k, size_t *lo, size_t *hi) {
+    *lo = k * s->bucket;
+    *hi = *lo + s->bucket < s->n ? *lo + s->bucket : s->n;
+}
+
+static int bounds_bad(const tk_opt_shard *s, size_t from, size_t to, tk_err *e) {
+    if (from % s->bucket == 0 && (to % s->bucket == 0 || to == s->n) && from <= to && to <= s->n) return 0;
+    return tk_err_set(e, TK_EINTERNAL, "distributed optimizer: [%zu, %zu) is not a run of buckets of %zu in %zu", from,
+                      to, s->bucket, s->n);
+}
+
+int tk_opt_shard_reduce(const tk_opt_shard *s, float *g, size_t from, size_t to, tk_err *e) {
+    TRY(bounds_bad(s, from, to, e));
+    for (size_t k = from / s->bucket, lo, hi; bucket_of(s, k, &lo, &hi), lo < to; k++) {
+        size_t share = (hi - lo) / (size_t)s->world; // (a multiple of 64: the padding)
+        TRY(tk_reduce_scatter_sum(s->comm, g + lo, g + lo + (size_t)s->rank * share, share, TK_F32, 1.0f,
+                                  TK_STREAM_COMM, e));
+    }
+    return 0;
+}
+
+int tk_opt_shard_gather(const tk_opt_shard *s, void *buf, tk_dtype t, tk_err *e) {
+    const size_t es = tk_dtype_size(t);
+    TRY(tk_comm_stream_wait(s->comm, TK_STREAM_COMM, TK_STREAM_COMPUTE, e));
+    for (size_t k = 0, lo, hi; bucket_of(s, k, &lo, &hi), lo < s->n; k++) {
+        size_t share = (hi - lo) / (size_t)s->world;
+        char *b = (char *)buf + lo * es;
+        TRY(tk_all_gather(s->comm, b + (size_t)s->rank * share * es, b, share, t, TK_STREAM_COMM, e));
+    }
+    return tk_comm_stream_wait(s->comm, TK_STREAM_COMPUTE, TK_STREAM_COMM, e);
+}
+
+// kernels/optim.h's gather of the norms' partial sums (fp64, moved as 64-bit integers).
+static int gather_sums(void *arg, const double *mine, double *all, size_t count, tk_err *e) {
+    const tk_opt_shard *s = arg;
+    TRY(tk_comm_stream_wait(s->comm, TK_STREAM_COMM, TK_STREAM_COMPUTE, e));
+    TRY(tk_all_gather(s->comm, mine, all, count, TK_I64, TK_STREAM_COMM, e));
+    return tk_comm_stream_wait(s->comm, TK_STREAM_COMPUTE, TK_STREAM_COMM, e);
+}
+
+// A tensor's segment flags.
+static int32_t seg_flags(const tk_param *p) {
+    return (p->flags & TK_PARAM_NO_DECAY ? TK_SEG_NO_DECAY : 0) | (p->flags & TK_PARAM_NO_ADAPT ? TK_SEG_NO_ADAPT : 0);
+}
+
+// The segments: one per dense tensor, or (distributed) one per piece of a tensor inside one of this
+// rank's shares, in offset order, each with its tensor's index as its slot.
+static int segments(tk_optimizer *o, const tk_params *P, tk_err *e) {
+    const tk_opt_shard *s = o->shard.comm ? &o->shard : NULL;
+    size_t nb = s ? (s->n + s->bucket - 1) / s->bucket : 1, cap = (size_t)P->ndense + (s ? nb * 2 : 0);
+    o->seg_host = calloc(cap, sizeof *o->seg_host);
+    if (!o->seg_host) return tk_err_set(e, TK_EIO, "out of host memory");
+    o->nseg = 0;
+    for (size_t k = 0; k < nb; k++) {
+        size_t lo = 0, hi = P->dense_n;
+        if (s) {
+            bucket_of(s, k, &lo, &hi);
+            size_t share = (hi - lo) / (size_t)s->world;
+            lo += (size_t)s->rank * share, hi = lo + share;
+        }
+        for (int i = 0; i < P->ndense; i++) {
+            const tk_param *p = &P->p[i];
+            int64_t off = (int64_t)(p->w ? (const float *)p->w - P->dense_w : 0), end = off + tk_param_numel(p);
+            int64_t a = off > (int64_t)lo ? off : (int64_t)lo, b = end < (int64_t)hi ? end : (int64_t)hi;
+            if (s && a >= b) continue;
+            if ((size_t)o->nseg == cap) return tk_err_set(e, TK_EINTERNAL, "optimizer: more segments than planned");
+            o->seg_host[o->nseg++] = (tk_opt_seg){.off = a, .n = b - a, .flags = seg_flags(p), .slot = i};
+        }
+    }
+    return 0;
+}
+
 int tk_optimizer_init(tk_optimizer *o, const tk_opt_config *cfg, tk_params *P, tk_err *e) {
+    return tk_optimizer_init_shard(o, cfg, P, NULL, e);
+}
+
+int tk_optimizer_init_shard(tk_optimizer *o, const tk_opt_config *cfg, tk_params *P, const tk_opt_shard *shard,
+                            tk_err *e) {
     memset(o, 0, sizeof *o);
     o->cfg = *cfg;
     o->c = P->c;
     TRY(ema_init(o, P, e));
+    if (shard && shard->comm && shard->world > 1 && P->ndense > 0) {
+        o->shard = *shard;
+        if (shard->n != P->dense_n || shard->bucket == 0 || shard->bucket % tk_opt_shard_multiple(shard->world) ||
+            shard->n % tk_opt_shard_multiple(shard->world))
+            return tk_err_set(e, TK_EINTERNAL, "distributed optimizer: span %zu (dense %zu), buckets %zu, %d ranks",
+                              shard->n, P->dense_n, shard->bucket, shard->world);
+        o->dist = (tk_optim_dist){.world = shard->world, .nslot = P->ndense, .gather = gather_sums};
+    }
     // DLRM's MLPerf optimizer is plain SGD: its one-launch update (tk_sgd_update, the same bits as
     // before the engine); everything else goes through the flat-buffer optimizer.
-    o->plain_sgd = is_plain_sgd(&cfg->hp);
+    o->plain_sgd = is_plain_sgd(&cfg->hp) && !o->shard.comm;
     if (o->plain_sgd || P->ndense == 0) return 0;
-    o->nseg = P->ndense;
-    o->seg_host = calloc((size_t)o->nseg, sizeof *o->seg_host);
-    if (!o->seg_host) return tk_err_set(e, TK_EIO, "out of host memory");
-    for (int i = 0; i < o->nseg; i++) {
-        const tk_param *p = &P->p[i];
-        o->seg_host[i] = (tk_opt_seg){.off = (int64_t)(p->w ? (const float *)p->w - P->dense_w : 0),
-                                      .n = tk_param_numel(p),
-                                      .flags = (p->flags & TK_PARAM_NO_DECAY ? TK_SEG_NO_DECAY : 0) |
-                                               (p->flags & TK_PARAM_NO_ADAPT ? TK_SEG_NO_ADAPT : 0)};
-    }
-    TRY(tk_optim_check(&cfg->hp, P->dense_n, o->seg_host, o->nseg, P->copy ? P->copy_type : TK_BF16, e));
-    size_t sf = tk_optim_state_floats(cfg->hp.kind), bytes = (size_t)o->nseg * sizeof *o->seg_host;
+    TRY(segments(o, P, e));
+    const tk_optim_dist *d = o->shard.comm ? &o->dist : NULL;
+    TRY(tk_optim_check_dist(&cfg->hp, P->dense_n, o->seg_host, o->nseg, d, P->copy ? P->copy_type : TK_BF16, e));
+    size_t sf = tk_optim_state_floats(cfg->hp.kind), bytes = ((size_t)o->nseg + 1) * sizeof *o->seg_host;
     TRY(tk_malloc(o->c, (void **)&o->seg_dev, bytes, e));
-    TRY(tk_memcpy_h2d(o->c, o->seg_dev, o->seg_host, bytes, TK_STREAM_COMPUTE, e));
-    size_t ws = tk_optim_ws_bytes(o->c->backend, o->nseg, P->dense_n);
+    TRY(tk_memcpy_h2d(o->c, o->seg_dev, o->seg_host, bytes - sizeof *o->seg_host, TK_STREAM_COMPUTE, e));
+    size_t ws = tk_optim_ws_bytes_dist(o->c->backend, o->nseg, P->dense_n, d);
     if (ws) TRY(tk_malloc(o->c, &o->ws, ws, e));
     if (sf == 0) return 0;
     TRY(tk_malloc(o->c, (void **)&o->state, sf * P->dense_n * sizeof(float), e));
@@ -93,6 +175,13 @@ int tk_optimizer_init(tk_optimizer *o, const tk_opt_config *cfg, tk_params *P, t
     static const char *const moment[2] = {"optimizer.m", "optimizer.v"};
     for (size_t k = 0; k < sf; k++) TRY(add_views(P, moment[k], o->state + k * P->dense_n, e));
     return 0;
+}
+
+int tk_optimizer_gather_state(tk_optimizer *o, tk_params *P, tk_err *e) {
+    if (!o->shard.comm || !o->state) return 0;
+    size_t sf = tk_optim_state_floats(o->cfg.hp.kind);
+    for (size_t k = 0; k < sf; k++) TRY(tk_opt_shard_gather(&o->shard, o->state + k * P->dense_n, TK_F32, e));
+    return tk_ctx_sync(o->c, e);
 }
 
 void tk_optimizer_release(tk_optimizer *o) {
@@ -112,7 +201,14 @@ int tk_optimizer_schedule(tk_optimizer *o, int64_t *step, float *lr, tk_err *e) 
 int tk_optimizer_update(tk_optimizer *o, tk_params *P, const float *lr, int64_t *step, tk_err *e) {
     if (o->plain_sgd)
         TRY(tk_sgd_update(o->c, P->dense_w, P->dense_g, P->dense_n, lr, P->copy, P->copy ? P->copy_type : TK_F32, e));
-    else if (o->nseg > 0) // (the copy type is only read when there is a copy)
+    else if (o->shard.comm) { // (a rank may have no segment but joins the gathers)
+        o->dist.arg = &o->shard;
+        TRY(tk_optim_step_dist(o->c, &o->cfg.hp, P->dense_w, P->dense_g, o->state, P->dense_n, o->seg_dev,
+                               o->seg_host, o->nseg, &o->dist, lr, step, P->copy, P->copy ? P->copy_type : TK_BF16,
+                               o->ws, e));
+        TRY(tk_opt_shard_gather(&o->shard, P->dense_w, TK_F32, e));
+        if (P->copy) TRY(tk_opt_shard_gather(&o->shard, P->copy, P->copy_type, e));
+    } else if (o->nseg > 0) // (the copy type is only read when there is a copy)
         TRY(tk_optim_step(o->c, &o->cfg.hp, P->dense_w, P->dense_g, o->state, P->dense_n, o->seg_dev, o->seg_host,
                           o->nseg, lr, step, P->copy, P->copy ? P->copy_type : TK_BF16, o->ws, e));
     return o->ema ? tk_ema_update(o->c, o->ema, P->dense_w, P->dense_n, o->cfg.ema, e) : 0;

@@ -15,10 +15,38 @@
 #include "engine/config.h"
 #include "engine/optim_config.h"
 #include "engine/params.h"
+#include "gpu/comm.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+// ---- the distributed optimizer (optimizer.distributed with several ranks; ZeRO-1) ----
+// The dense span of n floats is cut into buckets of `bucket` floats from float 0 (bucket k:
+// [k * bucket, min((k + 1) * bucket, n))), the buckets the engine's backward hands to the
+// exchange (instance.c grads_ready). Both n and bucket are multiples of tk_opt_shard_multiple
+// (world), so each bucket splits into world equal shares, 64-float aligned, and rank r owns the
+// r-th share of every bucket: the gradients' buckets are reduce-scattered (rank r receives the
+// sum of its shares: what NCCL's reduce-scatter gives with equal shares), the update runs on the
+// owned floats only (kernels/optim.h tk_optim_step_dist: the norms' partial sums gathered
+// between its passes), and the updated weights' shares (and their compute copy's) are
+// all-gathered so every rank holds whole weights for the next forward, evaluation, the moving
+// average and checkpoints. The optimizer's state stays whole-sized on every rank (no memory is
+// saved; each rank keeps only its shares current); tk_optimizer_gather_state makes it whole
+// before a checkpoint is written, so checkpoints have the one-rank layout and load in either form.
+typedef struct tk_opt_shard {
+    tk_comm *comm; // NULL: not distributed
+    int rank, world;
+    size_t bucket, n;
+} tk_opt_shard;
+// The multiple that a bucket and the dense span are padded to (floats).
+size_t tk_opt_shard_multiple(int world);
+// Reduce-scatters the buckets covering g[from, to) (from and to bucket bounds or n) in place, on
+// the comm stream (the caller makes it wait for the compute stream first).
+int tk_opt_shard_reduce(const tk_opt_shard *s, float *g, size_t from, size_t to, tk_err *e);
+// All-gathers every bucket's shares of buf (n elements of t) in place, on the comm stream between
+// waits for the compute stream and of the compute stream for it.
+int tk_opt_shard_gather(const tk_opt_shard *s, void *buf, tk_dtype t, tk_err *e);
 
 typedef struct tk_optimizer {
     tk_opt_config cfg;
@@ -29,6 +57,8 @@ typedef struct tk_optimizer {
     int nseg;
     void *ws;
     float *ema;              // cfg.ema > 0: the dense span's moving average (dense_n floats), else NULL
+    tk_opt_shard shard;      // shard.comm: the distributed form (segments: this rank's pieces)
+    tk_optim_dist dist;
 } tk_optimizer;
 
 // The "optimizer" section of root (file names it in errors); steps_per_epoch converts the keys
@@ -42,13 +72,21 @@ double tk_optimizer_lr_at(const tk_opt_config *cfg, int64_t step);
 // so checkpoints carry it and --resume is bit-identical. With cfg->ema > 0 also the weights'
 // moving average, its tensors "ema.NAME" (set it with tk_optimizer_ema_reset once the weights are).
 int tk_optimizer_init(tk_optimizer *o, const tk_opt_config *cfg, tk_params *P, tk_err *e);
+// The same, distributed over shard's ranks when shard is not NULL, has a comm and world > 1
+// (P's dense span must then be padded: P->dense_multiple = tk_opt_shard_multiple(world)).
+int tk_optimizer_init_shard(tk_optimizer *o, const tk_opt_config *cfg, tk_params *P, const tk_opt_shard *shard,
+                            tk_err *e);
+// The distributed form: every rank's shares of the state gathered, so each rank holds all of it
+// (before a checkpoint is written; collective: every rank calls it). Otherwise nothing.
+int tk_optimizer_gather_state(tk_optimizer *o, tk_params *P, tk_err *e);
 void tk_optimizer_release(tk_optimizer *o);
 // The schedule: lr (device f32) for update *step (device i64), which it then increments.
 int tk_optimizer_schedule(tk_optimizer *o, int64_t *step, float *lr, tk_err *e);
 // One update of P's dense span with its gradients at lr; step counts the updates including this
 // one (decremented when a non-finite gradient is skipped). Writes P's compute copy too, then moves
 // the moving average (when there is one) towards the new weights: the reference's apply_ema after
-// every optimizer step, skipped ones included.
+// every optimizer step, skipped ones included. Distributed: the update of this rank's shares,
+// then the weights and their compute copy all-gathered (the moving average then sees them whole).
 int tk_optimizer_update(tk_optimizer *o, tk_params *P, const float *lr, int64_t *step, tk_err *e);
 // The moving average := P's dense weights (after an initialization or a load of the weights
 // alone; the reference's copy of the model). No average: nothing.

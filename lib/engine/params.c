@@ -95,7 +95,12 @@ int tk_params_alloc(tk_params *P, tk_err *e) {
         if (!(t->flags & TK_PARAM_PACKED)) off = align256(off);
         t->off = off;
         off += tk_param_bytes(t);
-        if (t->flags & TK_PARAM_DENSE) goff = off;
+        if (!(t->flags & TK_PARAM_DENSE)) continue;
+        if (i == P->ndense - 1 && P->dense_multiple > 1) { // (dense tensors are held, and first)
+            size_t m = P->dense_multiple * sizeof(float);
+            off = (off + m - 1) / m * m;
+        }
+        goff = off;
     }
     P->wbytes = align256(off);
     P->gbytes = align256(goff);

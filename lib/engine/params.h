@@ -55,6 +55,9 @@ typedef struct tk_params {
     int ndense;             // the first ndense tensors are the dense ones
     float *dense_w, *dense_g; // the dense span in both arenas, alignment gaps included (kept 0)
     size_t dense_n;         // floats in it
+    size_t dense_multiple;  // set before tk_params_alloc: dense_n is made a multiple of it (zero
+                            // floats after the last dense tensor; 0 or 1: no padding), for the
+                            // distributed optimizer's equal shares (engine/optimizer.h)
     // The low-precision compute copy of the dense span (bf16 GEMMs read it): set copy_type to
     // TK_BF16 before tk_params_alloc to get one; the optimizer's update writes it, and
     // tk_params_refresh_copy rewrites it after anything else changed the master weights.

@@ -73,3 +73,10 @@ trained_alike() {
     echo "$output"
     [ "$status" -eq 0 ]
 }
+
+# The tiny BERT records the multi-rank tests train on (DIR/bert.tks), or DIR/no-bert-data when
+# contrib/synth/bert_tks.py cannot run (python3, numpy and zstd).
+bert_tiny_tks() { # dir
+    local g="$TK_ROOT/contrib/synth/bert_tks.py --seq-len 24 --max-pred 4 --vocab 32 --topic-prob 0.9"
+    python3 $g -o "$1/bert.tks" --records 2048 --seed 1 >/dev/null 2>&1 || touch "$1/no-bert-data"
+}

@@ -21,8 +21,7 @@ load compare
 setup_file() {
     export OMP_WAIT_POLICY=passive
     D=$BATS_FILE_TMPDIR
-    g="$TK_ROOT/contrib/synth/bert_tks.py --seq-len 24 --max-pred 4 --vocab 32 --topic-prob 0.9"
-    python3 $g -o "$D/bert.tks" --records 2048 --seed 1 >/dev/null 2>&1 || touch "$D/no-bert-data"
+    bert_tiny_tks "$D"
     TK_RESNET_SYNTH="$D/resnet:1024:256:36:10:1" "$TK_BIN/../tests/unit/test_resnet" >"$D/synth.out" 2>&1
 }
 

@@ -62,3 +62,12 @@ loss_falls() {
     echo "$first -> $last"
     awk -v a="$first" -v b="$last" 'BEGIN {exit !(b == b && b < a)}'
 }
+
+# bert_tiny_data DIR: prints the directory of the multi-GPU scripts' tiny BERT records (train.tks
+# of contrib/synth/bert_tks.py --seq-len 24 --max-pred 4 --vocab 32): TK_BERT_DATA when set, else
+# DIR with them made there; nothing when the generator cannot run (python3, numpy and zstd).
+bert_tiny_data() {
+    if [ -n "${TK_BERT_DATA:-}" ]; then echo "$TK_BERT_DATA"; return; fi
+    mkdir -p "$1" && python3 contrib/synth/bert_tks.py --seq-len 24 --max-pred 4 --vocab 32 --topic-prob 0.9 \
+        -o "$1/train.tks" --records 4096 --seed 1 >/dev/null 2>&1 && echo "$1"
+}

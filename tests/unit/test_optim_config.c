@@ -268,3 +268,18 @@ TK_TEST(man_page_examples_parse) {
     CHECK_EQ_INT(parsed, 5);
     CHECK_EQ_INT(errline, 1);
 }
+
+TK_TEST(distributed_key_parses_and_refuses_lars) {
+    tk_opt_config c;
+    tk_err e;
+    CHECK_EQ_INT(parse("{\"name\": \"lamb\", \"base_lr\": 1e-3}", 0, &c, &e), 0);
+    CHECK_EQ_INT(c.distributed, 0);
+    CHECK_EQ_INT(parse("{\"name\": \"lamb\", \"base_lr\": 1e-3, \"distributed\": true}", 0, &c, &e), 0);
+    CHECK_EQ_INT(c.distributed, 1);
+    CHECK_EQ_INT(parse("{\"name\": \"sgd\", \"base_lr\": 1e-3, \"distributed\": 1}", 0, &c, &e), TK_EDATA);
+    CHECK(strstr(e.what, "expected true or false") != NULL);
+    CHECK_EQ_INT(parse("{\"name\": \"lars\", \"base_lr\": 1, \"lr_schedule\": \"lars_poly\", \"total_steps\": 10, "
+                       "\"distributed\": true}", 0, &c, &e), TK_EDATA);
+    CHECK(strstr(e.what, "does not run lars") != NULL);
+    CHECK(strstr(e.where, "$.optimizer.distributed") != NULL);
+}

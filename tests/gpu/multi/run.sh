@@ -16,6 +16,8 @@
 #      (tests/gpu/multi/test_ssd_gpu.sh)
 #  10. RNN-T on 2 GPUs against 1, its evaluation split and evaluate of the moving average
 #      (tests/gpu/multi/test_rnnt_gpu.sh)
+#  11. optimizer.distributed: BERT on 2 GPUs distributed against replicated, and a distributed
+#      checkpoint resumed on 1 GPU (tests/gpu/multi/test_distopt_gpu.sh)
 # and prints a results table last. Exit 0 when every step passed. NRANKS=N (default 2),
 # COMM_TIMEOUT=S (the survivors' wait bound, default 20). NCCL_NVLS_ENABLE=0 (NVLink multicast
 # off) is set here, whatever the caller had.
@@ -165,6 +167,12 @@ fi
 if [ -x "$BUILD/bin/train-step" ] && [ -x "$BUILD/bin/evaluate" ]; then
     echo "== RNN-T, 2 GPUs vs 1: tests/gpu/multi/test_rnnt_gpu.sh"
     tap_step "RNN-T 2 GPUs vs 1" tests/gpu/multi/test_rnnt_gpu.sh 600
+fi
+
+# 11. the distributed optimizer (ZeRO-1) against the replicated one on 2 GPUs
+if [ -x "$BUILD/bin/train-step" ]; then
+    echo "== optimizer.distributed, 2 GPUs: tests/gpu/multi/test_distopt_gpu.sh"
+    tap_step "BERT distributed optimizer" tests/gpu/multi/test_distopt_gpu.sh 600
 fi
 
 echo

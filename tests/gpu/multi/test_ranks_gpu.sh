@@ -45,13 +45,7 @@ one_and_two() {
     [ "$(wc -l <"$W/$name.1")" -eq $((steps / 4)) ]
 }
 
-bert=${TK_BERT_DATA:-}
-if [ -z "$bert" ]; then
-    bert=$W/bert
-    mkdir -p "$bert"
-    python3 contrib/synth/bert_tks.py --seq-len 24 --max-pred 4 --vocab 32 --topic-prob 0.9 -o "$bert/train.tks" \
-        --records 4096 --seed 1 >/dev/null 2>&1 || bert=
-fi
+bert=$(bert_tiny_data "$W/bert")
 n=$((n + 1))
 if [ -z "$bert" ]; then
     echo "ok $n - BERT 2 GPUs vs 1 # SKIP no TK_BERT_DATA and contrib/synth/bert_tks.py failed"
