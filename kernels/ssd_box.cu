@@ -105,27 +105,43 @@ LossWs loss_ws(void *ws, int N, int D) {
     return l;
 }
 
-__device__ __forceinline__ int label_of(const int32_t *label, size_t i, int C) {
-    const int y = label[i];
-    return y < 0 || y >= C ? 0 : y;
-}
+// A label as the kernels take it: outside [0, C), 0.
+__device__ __forceinline__ int label_in(int y, int C) { return y < 0 || y >= C ? 0 : y; }
+__device__ __forceinline__ int label_of(const int32_t *label, size_t i, int C) { return label_in(label[i], C); }
 
 // One warp per box (grid-stride): con, lse, the mining key, and the positive's Smooth L1 sum.
 // K > 0 (C <= 32 K): the row's values in registers, K a lane, all loaded at once (one pass over
-// pconf; the label's value shuffled from the lane holding it); K = 0: any C, the row read per pass
-// (max, sum, the label's). Either adds the same numbers in the same order.
+// pconf; the label's value shuffled from the lane holding it), and the warp's next box's row and
+// label loaded before this box's sums (two boxes' loads in flight a warp); K = 0: any C, the row
+// read per pass (max, sum, the label's). Either adds the same numbers in the same order.
 template <typename T, int K>
 __global__ void __launch_bounds__(kT) terms(const T *ploc, const T *pconf, const float *gbox, const int32_t *label,
                                             const float *dbox, int N, int D, int C, LossWs l) {
     const int lane = threadIdx.x & 31;
-    for (size_t i = ((size_t)blockIdx.x * kT + threadIdx.x) >> 5; i < (size_t)N * D; i += ((size_t)gridDim.x * kT) >> 5) {
-        const T *z = pconf + i * C;
-        const int y = label_of(label, i, C);
+    const size_t nb = (size_t)N * D, step = ((size_t)gridDim.x * kT) >> 5;
+    size_t i = ((size_t)blockIdx.x * kT + threadIdx.x) >> 5;
+    T raw[K > 0 ? K : 1]; // K > 0: box i's values as loaded (lanes past C: unused)
+    int32_t yraw = 0;     // and its label
+    auto fetch = [&](size_t b) {
+#pragma unroll
+        for (int k = 0; k < K; k++)
+            if (lane + 32 * k < C) raw[k] = pconf[b * C + lane + 32 * k];
+        yraw = label[b];
+    };
+    if constexpr (K > 0) {
+#pragma unroll
+        for (int k = 0; k < K; k++) raw[k] = tk_to<T>(0.0f);
+        if (i < nb) fetch(i);
+    }
+    for (; i < nb; i += step) {
+        int y;
         float mx = -INFINITY, s = 0, zy;
         if constexpr (K > 0) {
             float v[K > 0 ? K : 1];
 #pragma unroll
-            for (int k = 0; k < K; k++) v[k] = lane + 32 * k < C ? tk_f(z[lane + 32 * k]) : -INFINITY;
+            for (int k = 0; k < K; k++) v[k] = lane + 32 * k < C ? tk_f(raw[k]) : -INFINITY;
+            y = label_in(yraw, C);
+            if (i + step < nb) fetch(i + step);
 #pragma unroll
             for (int k = 0; k < K; k++) mx = fmaxf(mx, v[k]);
             for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
@@ -138,6 +154,8 @@ __global__ void __launch_bounds__(kT) terms(const T *ploc, const T *pconf, const
                 if (lane + 32 * k == y) own = v[k];
             zy = __shfl_sync(0xffffffffu, own, y & 31);
         } else {
+            const T *z = pconf + i * C;
+            y = label_of(label, i, C);
             for (int c = lane; c < C; c += 32) mx = fmaxf(mx, tk_f(z[c]));
             for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
             for (int c = lane; c < C; c += 32) s += expf(tk_f(z[c]) - mx);
