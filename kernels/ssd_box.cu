@@ -11,7 +11,8 @@
 // four 8-bit digits, each a 256-bin histogram), takes the keys above it and the first of the keys
 // equal to it in index order (a block scan of per-thread counts over contiguous ranges: the
 // stable sort's tie order), and adds the image's sums in fp64 in a fixed tree; finish adds the
-// images in order; grad, one warp per box, writes both gradients. Deterministic (the histogram's
+// images in order; grad, one warp 32 boxes (their weights, labels and lse loaded at once, a lane a
+// box), writes both gradients. Deterministic (the histogram's
 // shared-memory atomics add integers).
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
@@ -104,23 +105,62 @@ LossWs loss_ws(void *ws, int N, int D) {
     return l;
 }
 
-__device__ __forceinline__ int label_of(const int32_t *label, size_t i, int C) {
-    const int y = label[i];
-    return y < 0 || y >= C ? 0 : y;
-}
+// A label as the kernels take it: outside [0, C), 0.
+__device__ __forceinline__ int label_in(int y, int C) { return y < 0 || y >= C ? 0 : y; }
+__device__ __forceinline__ int label_of(const int32_t *label, size_t i, int C) { return label_in(label[i], C); }
 
 // One warp per box (grid-stride): con, lse, the mining key, and the positive's Smooth L1 sum.
-template <typename T>
+// K > 0 (C <= 32 K): the row's values in registers, K a lane, all loaded at once (one pass over
+// pconf; the label's value shuffled from the lane holding it), and the warp's next box's row and
+// label loaded before this box's sums (two boxes' loads in flight a warp); K = 0: any C, the row
+// read per pass (max, sum, the label's). Either adds the same numbers in the same order.
+template <typename T, int K>
 __global__ void __launch_bounds__(kT) terms(const T *ploc, const T *pconf, const float *gbox, const int32_t *label,
                                             const float *dbox, int N, int D, int C, LossWs l) {
     const int lane = threadIdx.x & 31;
-    for (size_t i = ((size_t)blockIdx.x * kT + threadIdx.x) >> 5; i < (size_t)N * D; i += ((size_t)gridDim.x * kT) >> 5) {
-        const T *z = pconf + i * C;
-        const int y = label_of(label, i, C);
-        float mx = -INFINITY, s = 0;
-        for (int c = lane; c < C; c += 32) mx = fmaxf(mx, tk_f(z[c]));
-        for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-        for (int c = lane; c < C; c += 32) s += expf(tk_f(z[c]) - mx);
+    const size_t nb = (size_t)N * D, step = ((size_t)gridDim.x * kT) >> 5;
+    size_t i = ((size_t)blockIdx.x * kT + threadIdx.x) >> 5;
+    T raw[K > 0 ? K : 1]; // K > 0: box i's values as loaded (lanes past C: unused)
+    int32_t yraw = 0;     // and its label
+    auto fetch = [&](size_t b) {
+#pragma unroll
+        for (int k = 0; k < K; k++)
+            if (lane + 32 * k < C) raw[k] = pconf[b * C + lane + 32 * k];
+        yraw = label[b];
+    };
+    if constexpr (K > 0) {
+#pragma unroll
+        for (int k = 0; k < K; k++) raw[k] = tk_to<T>(0.0f);
+        if (i < nb) fetch(i);
+    }
+    for (; i < nb; i += step) {
+        int y;
+        float mx = -INFINITY, s = 0, zy;
+        if constexpr (K > 0) {
+            float v[K > 0 ? K : 1];
+#pragma unroll
+            for (int k = 0; k < K; k++) v[k] = lane + 32 * k < C ? tk_f(raw[k]) : -INFINITY;
+            y = label_in(yraw, C);
+            if (i + step < nb) fetch(i + step);
+#pragma unroll
+            for (int k = 0; k < K; k++) mx = fmaxf(mx, v[k]);
+            for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+#pragma unroll
+            for (int k = 0; k < K; k++)
+                if (lane + 32 * k < C) s += expf(v[k] - mx);
+            float own = 0; // the label's value, on lane y % 32 (selected, not indexed: v stays in registers)
+#pragma unroll
+            for (int k = 0; k < K; k++)
+                if (lane + 32 * k == y) own = v[k];
+            zy = __shfl_sync(0xffffffffu, own, y & 31);
+        } else {
+            const T *z = pconf + i * C;
+            y = label_of(label, i, C);
+            for (int c = lane; c < C; c += 32) mx = fmaxf(mx, tk_f(z[c]));
+            for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+            for (int c = lane; c < C; c += 32) s += expf(tk_f(z[c]) - mx);
+            zy = tk_f(z[y]);
+        }
         for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
         float r = 0;
         if (y > 0 && lane < 4) {
@@ -131,7 +171,7 @@ __global__ void __launch_bounds__(kT) terms(const T *ploc, const T *pconf, const
         r += __shfl_down_sync(0xffffffffu, r, 2);
         r += __shfl_down_sync(0xffffffffu, r, 1);
         if (lane == 0) {
-            const float lse = mx + logf(s), con = lse - tk_f(z[y]);
+            const float lse = mx + logf(s), con = lse - zy;
             l.con[i] = con, l.lse[i] = lse, l.sl1[i] = r;
             l.key[i] = y > 0 || !(con > 0) ? 0.0f : con;
         }
@@ -208,22 +248,36 @@ __global__ void finish(LossWs l, int N, float scale, double *acc, float *loss) {
     if (acc) acc[0] += (double)scale * (t / N), acc[1] += 1;
 }
 
-// One warp per box: dpconf = q w (softmax - onehot), dploc = q pos clamp(resid, -1, 1).
+// dpconf = q w (softmax - onehot), dploc = q pos clamp(resid, -1, 1). A warp takes 32 boxes at a
+// time: lane j loads box j's weight, label, lse and scale at once (one round trip for the 32, not
+// one a box), then the warp writes the boxes one after another from those, shuffled.
 template <typename T>
 __global__ void __launch_bounds__(kT) grad(const T *ploc, const T *pconf, const float *gbox, const int32_t *label,
                                            const float *dbox, int N, int D, int C, float scale, LossWs l, T *dploc,
                                            T *dpconf) {
     const int lane = threadIdx.x & 31;
-    for (size_t i = ((size_t)blockIdx.x * kT + threadIdx.x) >> 5; i < (size_t)N * D; i += ((size_t)gridDim.x * kT) >> 5) {
-        const size_t n = i / (size_t)D, d = i % (size_t)D;
-        const int P = l.pos[n], w = l.w[i], y = label_of(label, i, C);
-        const float q = P > 0 ? (float)(scale / ((double)N * P)) : 0.0f, qw = q * (float)w, lse = l.lse[i];
-        if (dpconf)
-            for (int c = lane; c < C; c += 32)
-                dpconf[i * C + c] = tk_to<T>(w ? qw * (expf(tk_f(pconf[i * C + c]) - lse) - (c == y ? 1.0f : 0.0f)) : 0.0f);
-        if (dploc && lane < 4) {
-            const float r = y > 0 ? loc_resid(tk_f(ploc[i * 4 + lane]), gbox + i * 4, dbox + d * 4, lane) : 0.0f;
-            dploc[i * 4 + lane] = tk_to<T>(y > 0 ? q * fminf(fmaxf(r, -1.0f), 1.0f) : 0.0f);
+    const size_t nb = (size_t)N * D;
+    for (size_t i0 = ((size_t)blockIdx.x * kT + threadIdx.x) & ~(size_t)31; i0 < nb; i0 += (size_t)gridDim.x * kT) {
+        const size_t ij = i0 + lane;
+        int wj = 0, yj = 0;
+        float qj = 0, lj = 0;
+        if (ij < nb) {
+            const int P = l.pos[ij / (size_t)D];
+            wj = l.w[ij], yj = label_of(label, ij, C), lj = l.lse[ij];
+            qj = P > 0 ? (float)(scale / ((double)N * P)) : 0.0f;
+        }
+        const int m = nb - i0 < 32 ? (int)(nb - i0) : 32;
+        for (int j = 0; j < m; j++) {
+            const size_t i = i0 + j, d = i % (size_t)D;
+            const int w = __shfl_sync(0xffffffffu, wj, j), y = __shfl_sync(0xffffffffu, yj, j);
+            const float q = __shfl_sync(0xffffffffu, qj, j), lse = __shfl_sync(0xffffffffu, lj, j), qw = q * (float)w;
+            if (dpconf)
+                for (int c = lane; c < C; c += 32)
+                    dpconf[i * C + c] = tk_to<T>(w ? qw * (expf(tk_f(pconf[i * C + c]) - lse) - (c == y ? 1.0f : 0.0f)) : 0.0f);
+            if (dploc && lane < 4) {
+                const float r = y > 0 ? loc_resid(tk_f(ploc[i * 4 + lane]), gbox + i * 4, dbox + d * 4, lane) : 0.0f;
+                dploc[i * 4 + lane] = tk_to<T>(y > 0 ? q * fminf(fmaxf(r, -1.0f), 1.0f) : 0.0f);
+            }
         }
     }
 }
@@ -265,12 +319,17 @@ int tk_ssd_loss_acc_cuda(tk_ctx *c, tk_dtype t, const void *ploc, const void *pc
     const LossWs l = loss_ws(ws, N, D);
     const unsigned nb = warp_blocks((int64_t)N * D);
     TK_ACT_DISPATCH(t, "ssd_loss", e, {
-        terms<T><<<nb, kT, 0, st>>>((const T *)ploc, (const T *)pconf, gbox, label, dbox, N, D, C, l);
+        const T *pl = (const T *)ploc, *pc = (const T *)pconf;
+        const int K = (C + 31) / 32; // the row in registers up to 96 classes (SSD's 81: 3 a lane)
+        if (K == 1) terms<T, 1><<<nb, kT, 0, st>>>(pl, pc, gbox, label, dbox, N, D, C, l);
+        else if (K == 2) terms<T, 2><<<nb, kT, 0, st>>>(pl, pc, gbox, label, dbox, N, D, C, l);
+        else if (K == 3) terms<T, 3><<<nb, kT, 0, st>>>(pl, pc, gbox, label, dbox, N, D, C, l);
+        else terms<T, 0><<<nb, kT, 0, st>>>(pl, pc, gbox, label, dbox, N, D, C, l);
         mine<<<N, kSelT, 0, st>>>(label, D, C, l, sel);
         finish<<<1, 32, 0, st>>>(l, N, scale, acc, loss);
         if (dploc || dpconf)
-            grad<T><<<nb, kT, 0, st>>>((const T *)ploc, (const T *)pconf, gbox, label, dbox, N, D, C, scale, l,
-                                       (T *)dploc, (T *)dpconf);
+            grad<T><<<tk_cu_blocks((int64_t)N * D, kT), kT, 0, st>>>(pl, pc, gbox, label, dbox, N, D, C, scale, l,
+                                                                    (T *)dploc, (T *)dpconf);
     });
     return tk_cu_check(e, "ssd_loss");
 }

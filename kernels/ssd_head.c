@@ -21,3 +21,11 @@ int tk_ssd_head_scatter(tk_ctx *c, tk_dtype t, const tk_ssd_map *mp, const float
     return TK_DISPATCH(c, tk_ssd_head_scatter_ref(t, mp, dout, dsrc, e),
                        tk_ssd_head_scatter_cuda(c, t, mp, dout, dsrc, e));
 }
+
+int tk_ssd_head_gather_many(tk_ctx *c, tk_dtype t, int nh, const tk_ssd_head *h, tk_err *e) {
+    return TK_DISPATCH(c, tk_ssd_head_gather_many_ref(t, nh, h, e), tk_ssd_head_gather_many_cuda(c, t, nh, h, e));
+}
+
+int tk_ssd_head_scatter_many(tk_ctx *c, tk_dtype t, int nh, const tk_ssd_head *h, tk_err *e) {
+    return TK_DISPATCH(c, tk_ssd_head_scatter_many_ref(t, nh, h, e), tk_ssd_head_scatter_many_cuda(c, t, nh, h, e));
+}

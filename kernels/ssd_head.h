@@ -26,6 +26,16 @@
 //   scatter: dsrc[n, p, c0 + a nd + d] = dout[n, off + d HW + p, a]
 // src, dsrc in t (TK_F32 or TK_BF16); out, dout fp32 (the loss reads and writes fp32). off + nd HW
 // <= total.
+//
+// Many heads at once (the training step's six maps, each with its loc and conf parts: one launch
+// forward, one backward): head h's output src (N, HW, ld) with its parts part[0 .. nparts-1]
+// (the same N, HW and ld; channel ranges c0 .. c0 + nd A - 1 that do not overlap), part j
+// between src and out[j] as one map above:
+//   gather_many:  every part's gather
+//   scatter_many: every part's scatter, and every channel of src that no part covers written 0
+//                 (a padded convolution's extra filters: their output's gradient), so that each
+//                 head's whole (N, HW, ld) is written
+// The heads' outputs may not overlap each other nor the parts' out; on cuda ld <= 12288.
 #ifndef TK_KERNELS_SSD_HEAD_H
 #define TK_KERNELS_SSD_HEAD_H
 #ifdef __cplusplus
@@ -40,23 +50,38 @@ typedef struct tk_ssd_map {
     int box_major;               // out, dout (N, total, A) (else the reference's (N, A, total))
 } tk_ssd_map;
 
+#define TK_SSD_HEAD_PARTS 2
+#define TK_SSD_MAX_HEADS 8
+typedef struct tk_ssd_head {
+    void *src;                            // (N, HW, ld) in t: the gather's input, the scatter's output
+    int nparts;                           // 1 .. TK_SSD_HEAD_PARTS
+    tk_ssd_map part[TK_SSD_HEAD_PARTS];   // its parts (loc, conf)
+    float *out[TK_SSD_HEAD_PARTS];        // part j's out (the gather's), dout (the scatter's)
+} tk_ssd_head;
+
 int tk_ssd_bias_relu_fwd(tk_ctx *c, tk_dtype t, void *y, int64_t M, int K, const float *b, int relu, tk_err *e);
 int tk_ssd_relu_bwd(tk_ctx *c, tk_dtype t, int64_t n, const void *y, const void *dy, const void *dy2, void *dx,
                     tk_err *e);
 int tk_ssd_head_gather(tk_ctx *c, tk_dtype t, const tk_ssd_map *mp, const void *src, float *out, tk_err *e);
 int tk_ssd_head_scatter(tk_ctx *c, tk_dtype t, const tk_ssd_map *mp, const float *dout, void *dsrc, tk_err *e);
+int tk_ssd_head_gather_many(tk_ctx *c, tk_dtype t, int nh, const tk_ssd_head *h, tk_err *e);
+int tk_ssd_head_scatter_many(tk_ctx *c, tk_dtype t, int nh, const tk_ssd_head *h, tk_err *e);
 
 int tk_ssd_bias_relu_fwd_ref(tk_dtype t, void *y, int64_t M, int K, const float *b, int relu, tk_err *e);
 int tk_ssd_relu_bwd_ref(tk_dtype t, int64_t n, const void *y, const void *dy, const void *dy2, void *dx,
                     tk_err *e);
 int tk_ssd_head_gather_ref(tk_dtype t, const tk_ssd_map *mp, const void *src, float *out, tk_err *e);
 int tk_ssd_head_scatter_ref(tk_dtype t, const tk_ssd_map *mp, const float *dout, void *dsrc, tk_err *e);
+int tk_ssd_head_gather_many_ref(tk_dtype t, int nh, const tk_ssd_head *h, tk_err *e);
+int tk_ssd_head_scatter_many_ref(tk_dtype t, int nh, const tk_ssd_head *h, tk_err *e);
 #ifdef TK_HAVE_CUDA
 int tk_ssd_bias_relu_fwd_cuda(tk_ctx *c, tk_dtype t, void *y, int64_t M, int K, const float *b, int relu, tk_err *e);
 int tk_ssd_relu_bwd_cuda(tk_ctx *c, tk_dtype t, int64_t n, const void *y, const void *dy, const void *dy2, void *dx,
                     tk_err *e);
 int tk_ssd_head_gather_cuda(tk_ctx *c, tk_dtype t, const tk_ssd_map *mp, const void *src, float *out, tk_err *e);
 int tk_ssd_head_scatter_cuda(tk_ctx *c, tk_dtype t, const tk_ssd_map *mp, const float *dout, void *dsrc, tk_err *e);
+int tk_ssd_head_gather_many_cuda(tk_ctx *c, tk_dtype t, int nh, const tk_ssd_head *h, tk_err *e);
+int tk_ssd_head_scatter_many_cuda(tk_ctx *c, tk_dtype t, int nh, const tk_ssd_head *h, tk_err *e);
 #endif
 
 static inline int tk_ssd_type_check(tk_dtype t, tk_err *e) {
@@ -69,6 +94,27 @@ static inline int tk_ssd_map_check(tk_dtype t, const tk_ssd_map *mp, tk_err *e) 
         mp->off + (int64_t)mp->nd * mp->HW > mp->total || mp->c0 < 0 || mp->c0 + mp->nd * mp->A > mp->ld)
         return tk_err_set(e, TK_EINTERNAL, "ssd head: bad map N %d HW %d nd %d A %d (channels %d at %d of %d) at %lld of %lld",
                           mp->N, mp->HW, mp->nd, mp->A, mp->nd * mp->A, mp->c0, mp->ld, (long long)mp->off, (long long)mp->total);
+    return 0;
+}
+static inline int tk_ssd_heads_check(tk_dtype t, int nh, const tk_ssd_head *h, tk_err *e) {
+    if (nh < 1 || nh > TK_SSD_MAX_HEADS) return tk_err_set(e, TK_EINTERNAL, "ssd head: %d heads (1 to %d)", nh, TK_SSD_MAX_HEADS);
+    for (int i = 0; i < nh; i++) {
+        if (h[i].nparts < 1 || h[i].nparts > TK_SSD_HEAD_PARTS)
+            return tk_err_set(e, TK_EINTERNAL, "ssd head %d: %d parts (1 to %d)", i, h[i].nparts, TK_SSD_HEAD_PARTS);
+        const tk_ssd_map *a = &h[i].part[0];
+        for (int j = 0; j < h[i].nparts; j++) {
+            const tk_ssd_map *b = &h[i].part[j];
+            TRY(tk_ssd_map_check(t, b, e));
+            if (b->N != a->N || b->HW != a->HW || b->ld != a->ld)
+                return tk_err_set(e, TK_EINTERNAL, "ssd head %d: part %d of N %d HW %d ld %d, part 0's %d %d %d", i, j,
+                                  b->N, b->HW, b->ld, a->N, a->HW, a->ld);
+            for (int k = 0; k < j; k++) {
+                const tk_ssd_map *o = &h[i].part[k];
+                if (b->c0 < o->c0 + o->nd * o->A && o->c0 < b->c0 + b->nd * b->A)
+                    return tk_err_set(e, TK_EINTERNAL, "ssd head %d: parts %d and %d share channels", i, k, j);
+            }
+        }
+    }
     return 0;
 }
 #ifdef __cplusplus

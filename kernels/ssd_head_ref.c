@@ -55,3 +55,30 @@ int tk_ssd_head_scatter_ref(tk_dtype t, const tk_ssd_map *mp, const float *dout,
                 for (int p = 0; p < mp->HW; p++) tk_act_st(dsrc, t, src_at(mp, n, a, d, p), dout[out_at(mp, n, a, d, p)]);
     return 0;
 }
+
+int tk_ssd_head_gather_many_ref(tk_dtype t, int nh, const tk_ssd_head *h, tk_err *e) {
+    TRY(tk_ssd_heads_check(t, nh, h, e));
+    for (int i = 0; i < nh; i++)
+        for (int j = 0; j < h[i].nparts; j++) TRY(tk_ssd_head_gather_ref(t, &h[i].part[j], h[i].src, h[i].out[j], e));
+    return 0;
+}
+
+int tk_ssd_head_scatter_many_ref(tk_dtype t, int nh, const tk_ssd_head *h, tk_err *e) {
+    TRY(tk_ssd_heads_check(t, nh, h, e));
+    for (int i = 0; i < nh; i++) {
+        const tk_ssd_map *a = &h[i].part[0];
+        // the channels no part covers: 0
+#pragma omp parallel for schedule(static)
+        for (int64_t r = 0; r < (int64_t)a->N * a->HW; r++)
+            for (int ch = 0; ch < a->ld; ch++) {
+                int covered = 0;
+                for (int j = 0; j < h[i].nparts; j++) {
+                    const tk_ssd_map *b = &h[i].part[j];
+                    covered |= ch >= b->c0 && ch < b->c0 + b->nd * b->A;
+                }
+                if (!covered) tk_act_st(h[i].src, t, (size_t)r * a->ld + ch, 0.0f);
+            }
+        for (int j = 0; j < h[i].nparts; j++) TRY(tk_ssd_head_scatter_ref(t, &h[i].part[j], h[i].out[j], h[i].src, e));
+    }
+    return 0;
+}

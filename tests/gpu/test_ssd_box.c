@@ -6,7 +6,8 @@
 // 1e-5, the gradients within 1e-5 (fp32) or 1e-2 (bf16, rounded once on each side); random
 // logits are redrawn for an image whose mining threshold has a near-tie (the two sides compute the
 // cross-entropy in fp32 and fp64 and may then pick different boxes, both right); small cases with
-// exactly tied cross-entropies (all logits 0, weight-2 positives) check the tie order.
+// exactly tied cross-entropies (all logits 0, weight-2 positives) check the tie order; widths of
+// 2, 3, 40, 81 and 130 classes cover the per-box kernel's register forms and its loop form.
 #include <math.h>
 
 #include "gpu_test.h"
@@ -268,6 +269,16 @@ TK_TEST(loss_vs_reference) {
     float z[6] = {0};
     loss_case("weight-2", TK_F32, pl, z, gb, l3, db, 1, 3, 2, tk_failed_);
     loss_case("ints", TK_F32, pl, pc, gb, l8, db, 1, 8, 3, tk_failed_);
+    // the terms kernel's forms by width: 40 classes (two values a lane held in registers) and 130
+    // (wider than the register form: the row read once per pass); 8 boxes, not a multiple of the
+    // gradient's 32 boxes a warp
+    for (int wide = 0; wide < 2; wide++) {
+        const int cw = wide ? 130 : 40;
+        float *pw = gt_host((size_t)8 * cw * 4);
+        gt_fill(pw, (size_t)8 * cw, -4, 4, 0);
+        loss_case(wide ? "130-classes" : "40-classes", TK_F32, pl, pw, gb, l8, db, 1, 8, cw, tk_failed_);
+        free(pw);
+    }
     gts_free(&g);
     free(label), free(gbox);
 }

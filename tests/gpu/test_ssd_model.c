@@ -3,7 +3,8 @@
 //     small integers, fp32 and bf16: the bias (+ ReLU) forward and the ReLU backward (one fp32
 //     add, rounded once: bit-exact), the heads' gather and scatter (copies: bit-exact), in the
 //     reference's layout and box-major (the workload's), at the reference's head shapes (81
-//     classes) and odd ones.
+//     classes) and odd ones; (a') the many-head forms (one launch for the six heads' twelve
+//     parts, the training step's) against their reference, bit-exact.
 // (b) one training forward and backward, fp32: a width-8 network (every layer's channels / 8) on
 //     257x257 (maps 33 .. 1), 5 classes, batch 2, both backends from the same weights (drawn on
 //     the host) and inputs: loc and conf within 1e-4, all gradients together within 1e-3, the
@@ -139,6 +140,95 @@ TK_TEST(ssd_head_ops_vs_reference) {
                     free(src), free(rl), free(rc), free(rb), free(sh), free(bh), free(gl), free(gc), free(gb);
                 }
             }
+}
+
+// (a') the many-head forms (the training step's single launch each way) against their reference:
+// the six heads of SSD300 (sides 38 .. 1, 4 or 6 boxes, 81 classes, each head's channels padded to
+// 8 as the cuda model's) and odd ones (5 classes; ld 3 past the parts, so rows start mid-vector;
+// the heads' outputs one element past 16-byte alignment), fp32 and bf16, random and small-integer
+// values, both layouts, batch 1 and 3. Copies: bit-exact. Every output element written (the
+// outputs NaN-filled first), the scatter's uncovered channels 0, the element before and after each
+// head's output untouched; the scatter's fresh random fp32 gradients rounded to t as the reference
+// rounds them.
+static void *host_as(const float *x, size_t n, tk_dtype t) { // x in t, host memory
+    void *h = gt_host(n * 4);
+    for (size_t i = 0; i < n; i++)
+        if (t == TK_F32) ((float *)h)[i] = x[i];
+        else ((uint16_t *)h)[i] = tk_f32_to_bf16(x[i]);
+    return h;
+}
+
+static void heads_case(tk_dtype t, int N, int C, int odd, int bm, int ints, int *tk_failed_) {
+    static const int side[6] = {38, 19, 10, 5, 3, 1}, nd[6] = {4, 6, 6, 6, 4, 4};
+    const size_t es = tk_dtype_size(t);
+    const int shift = odd; // elements past the allocation's (aligned) start
+    int64_t total = 0, off[6];
+    for (int k = 0; k < 6; k++) off[k] = total, total += (int64_t)nd[k] * side[k] * side[k];
+    tk_ssd_head hd[6], hr[6];
+    size_t ns[6];
+    void *base[6], *sh[6];
+    float *sx[6];
+    const size_t nl = (size_t)N * 4 * total, nc = (size_t)N * C * total;
+    float *loc = gt_dev(nl * 4), *conf = gt_dev(nc * 4), *rl = gt_host(nl * 4), *rc = gt_host(nc * 4);
+    gt_poison(loc, nl * 4, 0xff), gt_poison(conf, nc * 4, 0xff);
+    memset(rl, 0, nl * 4), memset(rc, 0, nc * 4);
+    for (int k = 0; k < 6; k++) {
+        const int K = nd[k] * (4 + C), ld = odd ? K + 3 : (K + 7) / 8 * 8, HW = side[k] * side[k];
+        ns[k] = (size_t)N * HW * ld;
+        sx[k] = gt_host(ns[k] * 4);
+        gt_fill(sx[k], ns[k], -4, 4, ints);
+        gt_round(sx[k], ns[k], t);
+        base[k] = gt_dev((ns[k] + 2) * es);
+        gt_poison(base[k], (ns[k] + 2) * es, 0xff);
+        void *sd = (char *)base[k] + shift * es;
+        gt_up_as(sd, sx[k], ns[k], t);
+        sh[k] = host_as(sx[k], ns[k], t);
+        const tk_ssd_map lm = {N, HW, nd[k], 4, ld, 0, total, off[k], bm}, cm = {N, HW, nd[k], C, ld, 4 * nd[k], total, off[k], bm};
+        hd[k] = (tk_ssd_head){.src = sd, .nparts = 2, .part = {lm, cm}, .out = {loc, conf}};
+        hr[k] = (tk_ssd_head){.src = sh[k], .nparts = 2, .part = {lm, cm}, .out = {rl, rc}};
+    }
+    tk_err e = {0};
+    char what[160];
+    snprintf(what, sizeof what, "%s%s N%d C%d%s%s", tk_dtype_name(t), ints ? " ints" : "", N, C, odd ? " odd" : "",
+             bm ? " box-major" : "");
+    CHECK_EQ_INT(tk_ssd_head_gather_many(gt_ctx_, t, 6, hd, &e), 0);
+    CHECK_EQ_INT(tk_ssd_head_gather_many_ref(t, 6, hr, &e), 0);
+    float *gl = gt_host_from(loc, nl, TK_F32), *gc = gt_host_from(conf, nc, TK_F32);
+    char w2[200];
+    snprintf(w2, sizeof w2, "gather many loc %s", what), same(w2, gl, rl, nl, tk_failed_);
+    snprintf(w2, sizeof w2, "gather many conf %s", what), same(w2, gc, rc, nc, tk_failed_);
+    // the scatter from fresh gradients into NaN-filled outputs
+    gt_fill(rl, nl, -4, 4, ints), gt_fill(rc, nc, -4, 4, ints);
+    gt_up(loc, rl, nl * 4), gt_up(conf, rc, nc * 4);
+    for (int k = 0; k < 6; k++) {
+        gt_poison(base[k], (ns[k] + 2) * es, 0xff);
+        memset(sh[k], 0xff, ns[k] * es);
+    }
+    CHECK_EQ_INT(tk_ssd_head_scatter_many(gt_ctx_, t, 6, hd, &e), 0);
+    CHECK_EQ_INT(tk_ssd_head_scatter_many_ref(t, 6, hr, &e), 0);
+    for (int k = 0; k < 6; k++) {
+        float *all = gt_host_from(base[k], ns[k] + 2, t), *ref = gt_host(ns[k] * 4);
+        for (size_t i = 0; i < ns[k]; i++)
+            ref[i] = t == TK_F32 ? ((float *)sh[k])[i] : tk_bf16_to_f32(((uint16_t *)sh[k])[i]);
+        snprintf(w2, sizeof w2, "scatter many head %d %s", k, what), same(w2, all + shift, ref, ns[k], tk_failed_);
+        int guards = 0; // the elements outside the head's output: still NaN
+        for (int i = 0; i < shift; i++) guards += all[i] == all[i];
+        for (size_t i = shift + ns[k]; i < ns[k] + 2; i++) guards += all[i] == all[i];
+        if (guards) printf("#   %s: head %d: %d elements outside the output written\n", what, k, guards);
+        CHECK_EQ_INT(guards, 0);
+        free(all), free(ref);
+    }
+    for (int k = 0; k < 6; k++) tk_free(gt_ctx_, base[k]), free(sx[k]), free(sh[k]);
+    tk_free(gt_ctx_, loc), tk_free(gt_ctx_, conf);
+    free(rl), free(rc), free(gl), free(gc);
+}
+
+TK_TEST(ssd_head_many_vs_reference) {
+    for (int tt = 0; tt < 2; tt++)
+        for (int odd = 0; odd < 2; odd++)
+            for (int bm = 0; bm < 2; bm++)
+                for (int ints = 0; ints < 2; ints++)
+                    heads_case(tt ? TK_BF16 : TK_F32, odd ? 1 : 3, odd ? 5 : 81, odd, bm, ints, tk_failed_);
 }
 
 // ---- (b) - (d) the network ----

@@ -426,6 +426,70 @@ TK_TEST(head_gather_scatter_layouts) {
         }
 }
 
+// The many-head forms of kernels/ssd_head.h (the training step's one launch) against the element
+// formulas: two heads, one with three channels a position no part covers (a padded head's), their
+// loc and conf parts into one loc and one conf output (head 1's boxes after head 0's), in either
+// layout. The gather fills every output element with its source's (positions encode (head, n, p,
+// ch)); the scatter back writes each head's parts' channels from it and 0 in the uncovered ones.
+// Overlapping parts and mismatched shapes are refused.
+TK_TEST(head_many_gather_scatter) {
+    tk_err e = {0};
+    enum { N = 2, C = 3 }; // images, classes
+    static const int HW[2] = {9, 1}, nd[2] = {4, 6}, ld[2] = {4 * (4 + C) + 3, 6 * (4 + C)};
+    const int64_t total = 4 * 9 + 6 * 1, off[2] = {0, 36};
+    for (int bm = 0; bm < 2; bm++) {
+        float *src[2], *back[2], *loc = malloc((size_t)N * 4 * total * 4), *conf = malloc((size_t)N * C * total * 4);
+        size_t ns[2];
+        tk_ssd_head hs[2];
+        for (int h = 0; h < 2; h++) {
+            ns[h] = (size_t)N * HW[h] * ld[h];
+            src[h] = malloc(ns[h] * 4), back[h] = malloc(ns[h] * 4);
+            for (size_t k = 0; k < ns[h]; k++) src[h][k] = (float)(1000 * h + k), back[h][k] = -2.0f;
+            hs[h] = (tk_ssd_head){.src = src[h], .nparts = 2, .out = {loc, conf}};
+            hs[h].part[0] = (tk_ssd_map){N, HW[h], nd[h], 4, ld[h], 0, total, off[h], bm};
+            hs[h].part[1] = (tk_ssd_map){N, HW[h], nd[h], C, ld[h], 4 * nd[h], total, off[h], bm};
+        }
+        for (size_t k = 0; k < (size_t)N * 4 * total; k++) loc[k] = -1.0f;
+        for (size_t k = 0; k < (size_t)N * C * total; k++) conf[k] = -1.0f;
+        CHECK_EQ_INT(tk_ssd_head_gather_many(tk_test_cpu(), TK_F32, 2, hs, &e), 0);
+        int bad = 0;
+        for (int part = 0; part < 2; part++) {
+            const int A = part ? C : 4;
+            const float *out = part ? conf : loc;
+            for (int n = 0; n < N; n++)
+                for (int a = 0; a < A; a++)
+                    for (int64_t col = 0; col < total; col++) {
+                        const int h = col >= off[1];
+                        const int64_t j = col - off[h]; // (d, p) = (j / HW, j % HW)
+                        const int d = (int)(j / HW[h]), p = (int)(j % HW[h]), c0 = part ? 4 * nd[h] : 0;
+                        const float want = (float)(1000 * h + ((size_t)n * HW[h] + p) * ld[h] + c0 + a * nd[h] + d);
+                        const size_t o = bm ? ((size_t)n * total + col) * A + a : ((size_t)n * A + a) * total + col;
+                        if (out[o] != want && bad++ < 3)
+                            printf("#   %s%s[%d, %d, %lld] = %g, want %g\n", part ? "conf" : "loc", bm ? " box-major" : "",
+                                   n, a, (long long)col, out[o], want);
+                    }
+        }
+        CHECK_EQ_INT(bad, 0);
+        for (int h = 0; h < 2; h++) hs[h].src = back[h];
+        CHECK_EQ_INT(tk_ssd_head_scatter_many(tk_test_cpu(), TK_F32, 2, hs, &e), 0);
+        bad = 0;
+        for (int h = 0; h < 2; h++)
+            for (size_t k = 0; k < ns[h]; k++) {
+                const int ch = (int)(k % (size_t)ld[h]);
+                bad += back[h][k] != (ch < nd[h] * (4 + C) ? src[h][k] : 0.0f);
+            }
+        CHECK_EQ_INT(bad, 0);
+        // refused: conf's channels over loc's; part 1 of another ld; no heads
+        hs[0].part[1].c0 = 4 * nd[0] - 1;
+        CHECK_EQ_INT(tk_ssd_head_gather_many(tk_test_cpu(), TK_F32, 2, hs, &e), TK_EINTERNAL);
+        hs[0].part[1].c0 = 4 * nd[0], hs[0].part[1].ld = ld[0] + 1;
+        CHECK_EQ_INT(tk_ssd_head_scatter_many(tk_test_cpu(), TK_F32, 2, hs, &e), TK_EINTERNAL);
+        CHECK_EQ_INT(tk_ssd_head_gather_many(tk_test_cpu(), TK_F32, 0, hs, &e), TK_EINTERNAL);
+        for (int h = 0; h < 2; h++) free(src[h]), free(back[h]);
+        free(loc), free(conf);
+    }
+}
+
 // The network box-major (the workload's layout) against the reference's layout: the outputs
 // the same numbers transposed, the gradients from the transposed loss weights the same bits.
 TK_TEST(box_major_is_the_same_network) {

@@ -148,7 +148,8 @@ int ssd_weights_loaded(ssd_model *m, tk_err *e);
 // loc, conf from in_img; train: BatchNorm's batch statistics (and running update), else the
 // running statistics.
 int ssd_forward(ssd_model *m, int train, tk_err *e);
-// The backward of the last training forward from dloc, dconf: every dense gradient overwritten.
+// The backward of the last training forward from dloc, dconf: every dense gradient overwritten
+// (and the heads' outputs head[k].y: their gradients go there).
 int ssd_backward(ssd_model *m, tk_err *e);
 // Elements of the trainable tensors (19,972,534 for the reference at 81 classes).
 int64_t ssd_param_count(const ssd_model *m);

@@ -14,6 +14,13 @@ static tk_ssd_map head_map(const ssd_model *m, int k, int part) {
                         .c0 = part ? 4 * nd : 0, .total = m->boxes, .off = off, .box_major = m->cfg.box_major};
 }
 
+// The six heads' outputs with their loc and conf parts in loc and conf (the backward: dloc, dconf).
+static void heads(const ssd_model *m, float *loc, float *conf, tk_ssd_head *hs) {
+    for (int k = 0; k < SSD_MAPS; k++)
+        hs[k] = (tk_ssd_head){.src = m->head[k].y, .nparts = 2, .part = {head_map(m, k, 0), head_map(m, k, 1)},
+                              .out = {loc, conf}};
+}
+
 // y = act(conv(x) + bias) in x's place y; a padded head's compute weight and bias refreshed first
 // (the padding's filters and bias zero from the arena's start).
 static int biased_fwd(ssd_model *m, ssd_conv_b *x, const void *in, int relu, tk_err *e) {
@@ -47,12 +54,10 @@ int ssd_forward(ssd_model *m, int train, tk_err *e) {
         TRY(biased_fwd(m, &m->xa[k], m->feat[k], 1, e));
         TRY(biased_fwd(m, &m->xb[k], m->xa[k].y, 1, e));
     }
-    for (int k = 0; k < SSD_MAPS; k++) {
-        TRY(biased_fwd(m, &m->head[k], m->feat[k], 0, e));
-        const tk_ssd_map lm = head_map(m, k, 0), cm = head_map(m, k, 1);
-        TRY(tk_ssd_head_gather(m->c, m->t, &lm, m->head[k].y, m->loc, e));
-        TRY(tk_ssd_head_gather(m->c, m->t, &cm, m->head[k].y, m->conf, e));
-    }
+    for (int k = 0; k < SSD_MAPS; k++) TRY(biased_fwd(m, &m->head[k], m->feat[k], 0, e));
+    tk_ssd_head hs[SSD_MAPS];
+    heads(m, m->loc, m->conf, hs);
+    TRY(tk_ssd_head_gather_many(m->c, m->t, SSD_MAPS, hs, e)); // all twelve parts in one launch
     tk_range_pop();
     return 0;
 }
@@ -93,19 +98,17 @@ int ssd_backward(ssd_model *m, tk_err *e) {
     tk_range_push("backward");
     tk_blk_scratch p = {.buf = m->g, .n = SSD_NBUF};
     tk_blk_grads_begin(&m->grads, m->P->dense_g, m->P->dense_n, m->casts, m->ncasts);
+    // the six heads' output gradients, in one launch, into their outputs' buffers (head[k].y: the
+    // backward reads a head's input, not its output); a padded head's extra channels written 0
+    tk_ssd_head hs[SSD_MAPS];
+    heads(m, m->dloc, m->dconf, hs);
+    TRY(tk_ssd_head_scatter_many(m->c, m->t, SSD_MAPS, hs, e));
     // map k's gradient: its heads' (gh) plus, below the last, additional block k's input gradient (gx)
     void *gx = NULL, *gh = NULL;
     for (int k = SSD_MAPS - 1; k >= 0; k--) {
         const ssd_conv_b *h = &m->head[k];
-        void *dh = tk_blk_scratch_take(&p);
-        if (h->wp) // the padding's gradient 0 (the scatter writes the real channels)
-            TRY(tk_memset0(m->c, dh, (size_t)tk_blk_conv_y_numel(&h->c) * tk_dtype_size(m->t), TK_STREAM_COMPUTE, e));
-        const tk_ssd_map lm = head_map(m, k, 0), cm = head_map(m, k, 1);
-        TRY(tk_ssd_head_scatter(m->c, m->t, &lm, m->dloc, dh, e));
-        TRY(tk_ssd_head_scatter(m->c, m->t, &cm, m->dconf, dh, e));
         gh = tk_blk_scratch_take(&p);
-        TRY(biased_bwd(m, h, m->feat[k], dh, gh, e));
-        tk_blk_scratch_put(&p, dh);
+        TRY(biased_bwd(m, h, m->feat[k], h->y, gh, e));
         TRY(tk_blk_grads_ready(env, &m->grads, h->c.dw, e));
         if (k == 0) break;
         // additional block k - 1: feat[k] = relu(xb(relu(xa(feat[k - 1]))))
