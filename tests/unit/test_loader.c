@@ -59,7 +59,7 @@ static int run(tk_ctx *c, unsigned mask, int with_on_device, int workers, int64_
     tk_err e = {0};
     void *in[NF];
     for (int f = 0; f < NF; f++) in[f] = calloc(1, bytes[f]);
-    CHECK_EQ_INT(tk_stager_init(&st, c, &L, &e), 0);
+    CHECK_EQ_INT(tk_stager_init(&st, c, &L, 2, &e), 0);
     CHECK_EQ_INT(tk_loader_start(&l, c, &src, &L, first, last, workers, &e), 0);
     CHECK_EQ_INT(sc.opened, workers);
     *dev_workers = tk_loader_device_workers(l);
