@@ -218,9 +218,11 @@ typedef struct tk_workload {
     // TK_BATCH_MAX_FIELDS). The engine asks once, after create.
     int (*batch)(const void *model, tk_wl_field *f);
     // After a batch's copy into staging slot `slot` (device fields), on `stream` (the copy
-    // stream): more per-batch work that may overlap the step before (DLRM's exchange plan). NULL: none.
+    // stream): more per-batch work that may overlap the step before (DLRM's exchange plan); the
+    // engine does not wait for it, the step's compute stream does. NULL: none.
     int (*staged)(void *model, int slot, void *const *dev, int stream, tk_err *e);
-    // The slot's batch is now the input (after the copy into the inputs). NULL: nothing to do.
+    // The slot's batch is now the input (after the copy into the inputs; outside any capture).
+    // NULL: nothing to do.
     int (*use)(void *model, int slot, tk_err *e);
     // A decoded batch on the host, before its copy into staging slot `slot`: its host fields
     // (read only, valid during the call), for what the step's shapes depend on (BERT's packed rows:
