@@ -188,16 +188,17 @@ static int staged_hook(void *arg, int slot, void *const *dev, int stream, tk_err
     return r->wl->staged ? r->wl->staged(r->I.model, slot, dev, stream, e) : 0;
 }
 
-// Takes decoded batch `step` from the loader and copies it into staging slot step % 2 (from
+// Takes decoded batch `step` from the loader and copies it into staging slot step % slots (from
 // pinned host memory, or device to device for the fields its reader wrote in device memory).
 static int stage_batch(tk_run *r, tk_loader *ld, int64_t step, tk_err *e) {
     void *const *buf;
     unsigned dev_mask = 0;
+    const int slot = (int)(step % r->st.n);
     double t0 = tk_now();
     TRY(tk_loader_get(ld, step, &buf, &dev_mask, e));
-    if (r->wl->host_batch && !dev_mask) r->wl->host_batch(r->I.model, (int)(step & 1), buf);
+    if (r->wl->host_batch && !dev_mask) r->wl->host_batch(r->I.model, slot, buf);
     double t1 = tk_now();
-    int rc = tk_stager_stage(&r->st, (int)(step & 1), buf, dev_mask, staged_hook, r, e);
+    int rc = tk_stager_stage(&r->st, slot, buf, dev_mask, staged_hook, r, e);
     tk_loader_put(ld, step);
     r->wait_loader += t1 - t0;
     r->wait_copy += tk_now() - t1;
@@ -245,7 +246,8 @@ static int train(tk_run *r, tk_err *e) {
     tk_loader *ld = NULL;
     int rc = r->step < stop_at ? tk_loader_start(&ld, r->c, &src, &r->L, r->step, stop_at, nload, e) : 0;
     r->device_loaders = tk_loader_device_workers(ld);
-    int in_epoch = 0, staged = 0;
+    int in_epoch = 0, depth = r->st.n; // staging slots (workload.h stage_depth)
+    int64_t next = r->step;            // the next batch to stage
     double tw = tk_now(), tprof = 0;
     int64_t sw = 0, nprof = 0;
     while (!rc && r->step < stop_at && !r->reached) {
@@ -258,16 +260,16 @@ static int train(tk_run *r, tk_err *e) {
             in_epoch = 1;
             if (rc) break;
         }
-        // Batch `step` sits in staging slot step % 2 (copied while the step before ran); the
-        // copy of the next batch starts right after this step is queued, so the host never
-        // waits for the compute stream here.
-        if (!staged && (rc = stage_batch(r, ld, r->step, e))) break;
-        if ((rc = use_batch(r, (int)(r->step & 1), e))) break;
-        staged = 0;
+        // Batches step .. step + depth - 2 sit in staging slots (batch n in slot n % depth), staged
+        // after the steps before were queued (at the start: here), so the host never waits here.
+        while (next < r->step + depth - 1 && next < stop_at && !(rc = stage_batch(r, ld, next, e))) next++;
+        if (rc) break;
+        const int slot = (int)(r->step % depth);
+        if ((rc = use_batch(r, slot, e))) break;
         int64_t key = wl->graph_key ? wl->graph_key(m) : 0;
         double ts = o->profile ? tk_now() : 0;
         if (use_graph && key >= 0) { // (a step that cannot be captured runs eagerly)
-            rc = tk_graph_cache_launch(&r->graphs, &r->I, per_slot ? (int)(r->step & 1) : 0, key, r->step + 1, e);
+            rc = tk_graph_cache_launch(&r->graphs, &r->I, per_slot ? slot : 0, key, r->step + 1, e);
             if (!rc && wl->step_queued) rc = wl->step_queued(m, e);
         } else {
             rc = tk_instance_step(&r->I, e);
@@ -277,10 +279,8 @@ static int train(tk_run *r, tk_err *e) {
         // host wait would hang with them: wait, bounded by --comm-timeout, for the step before
         // this one (this one runs meanwhile). Staging the next batch waits for nothing later.
         if ((rc = tk_dist_sync_lagged(&r->I.dist, e))) break;
-        if (r->step + 1 < stop_at) {
-            if ((rc = stage_batch(r, ld, r->step + 1, e))) break;
-            staged = 1;
-        }
+        while (next < r->step + depth && next < stop_at && !(rc = stage_batch(r, ld, next, e))) next++;
+        if (rc) break;
         // --profile: the step's times (the first step of the run, a warm-up, dropped)
         if (o->profile) {
             if ((rc = tk_dist_sync(&r->I.dist, e))) break;
@@ -377,6 +377,7 @@ static int finish(tk_run *r, int rc, double tt, int64_t step0, tk_err *e) {
     json_object_update(res, rest);
     json_decref(rest);
     if (r->device_loaders > 0) json_object_set_new(res, "device_batches", json_integer(r->device_loaders));
+    if (r->st.n > 2) json_object_set_new(res, "staging_slots", json_integer(r->st.n)); // (2: not said)
     json_t *extra = r->wl->result_extra ? r->wl->result_extra(r->I.model) : NULL;
     if (extra) json_object_update(res, extra);
     json_decref(extra);

@@ -2,6 +2,7 @@
 #include "engine/graphs.h"
 
 int tk_graph_cache_launch(tk_graph_cache *gc, tk_instance *I, int slot, int64_t key, int64_t tick, tk_err *e) {
+    if (slot < 0 || slot >= TK_STAGE_MAX_SLOTS) return tk_err_set(e, TK_EINTERNAL, "graphs: slot %d", slot);
     const int k = slot;
     int j = 0;
     for (int i = 0; i < TK_GRAPH_CACHE; i++) { // the key's graph, else a free one, else the least recently used
@@ -28,7 +29,7 @@ int tk_graph_cache_launch(tk_graph_cache *gc, tk_instance *I, int slot, int64_t 
 }
 
 void tk_graph_cache_free(tk_graph_cache *gc) {
-    for (int k = 0; k < 2; k++)
+    for (int k = 0; k < TK_STAGE_MAX_SLOTS; k++)
         for (int j = 0; j < TK_GRAPH_CACHE; j++)
             if (gc->g[k][j].valid) tk_graph_destroy(&gc->g[k][j]);
 }

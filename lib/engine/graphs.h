@@ -9,6 +9,7 @@
 
 #include "core/err.h"
 #include "engine/instance.h"
+#include "engine/loader.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -19,12 +20,12 @@ extern "C" {
 enum { TK_GRAPH_CACHE = 64 };
 
 typedef struct tk_graph_cache {
-    tk_graph g[2][TK_GRAPH_CACHE];
-    int64_t key[2][TK_GRAPH_CACHE];
-    int64_t used[2][TK_GRAPH_CACHE]; // the tick of the last launch (0: never)
+    tk_graph g[TK_STAGE_MAX_SLOTS][TK_GRAPH_CACHE];
+    int64_t key[TK_STAGE_MAX_SLOTS][TK_GRAPH_CACHE];
+    int64_t used[TK_STAGE_MAX_SLOTS][TK_GRAPH_CACHE]; // the tick of the last launch (0: never)
 } tk_graph_cache;
 
-// Launches I's step for key (>= 0) from slot's graphs (slot 0 or 1), capturing it first when it
+// Launches I's step for key (>= 0) from slot's graphs (0 to TK_STAGE_MAX_SLOTS - 1), capturing it first when it
 // has none; tick (the step count) grows with every call. An evicted graph is made again only once
 // its last launch is done (tk_dist_sync).
 int tk_graph_cache_launch(tk_graph_cache *gc, tk_instance *I, int slot, int64_t key, int64_t tick, tk_err *e);

@@ -148,19 +148,22 @@ void tk_loader_stop(tk_loader *l) {
 
 static size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
 
-int tk_stager_init(tk_stager *s, tk_ctx *c, const tk_batch_layout *L, tk_err *e) {
+int tk_stager_init(tk_stager *s, tk_ctx *c, const tk_batch_layout *L, int nslots, tk_err *e) {
     memset(s, 0, sizeof *s);
+    if (nslots < 2 || nslots > TK_STAGE_MAX_SLOTS) return tk_err_set(e, TK_EINTERNAL, "stager: %d slots", nslots);
     s->c = c;
     s->L = *L;
+    s->n = nslots;
     size_t total = 0;
     for (int f = 0; f < L->nfields; f++) total += align256(L->bytes[f]);
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < nslots; k++) {
         TRY(tk_malloc(c, &s->mem[k], total + 256, e));
         size_t off = 0;
         for (int f = 0; f < L->nfields; f++) {
             s->dev[k][f] = (char *)s->mem[k] + off;
             off += align256(L->bytes[f]);
         }
+        TRY(tk_event_create(c, &s->copy_done[k], e));
         TRY(tk_event_create(c, &s->copied[k], e));
         TRY(tk_event_create(c, &s->taken[k], e));
     }
@@ -168,7 +171,8 @@ int tk_stager_init(tk_stager *s, tk_ctx *c, const tk_batch_layout *L, tk_err *e)
 }
 
 void tk_stager_release(tk_stager *s) {
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < TK_STAGE_MAX_SLOTS; k++) {
+        tk_event_destroy(&s->copy_done[k]);
         tk_event_destroy(&s->copied[k]);
         tk_event_destroy(&s->taken[k]);
         if (s->mem[k]) tk_free(s->c, s->mem[k]);
@@ -178,19 +182,22 @@ void tk_stager_release(tk_stager *s) {
 
 int tk_stager_stage(tk_stager *s, int slot, void *const *src, unsigned dev_mask, tk_stage_hook hook, void *arg,
                     tk_err *e) {
-    if (slot < 0 || slot > 1) return tk_err_set(e, TK_EINTERNAL, "stager: slot %d", slot);
+    if (slot < 0 || slot >= s->n) return tk_err_set(e, TK_EINTERNAL, "stager: slot %d", slot);
     tk_ctx *c = s->c;
     const int cs = TK_STREAM_COPY;
     TRY(tk_event_wait(c, cs, &s->taken[slot], e)); // the step before has moved the old contents out
     for (int f = 0; f < s->L.nfields; f++)
         TRY((dev_mask >> f & 1 ? tk_memcpy_d2d : tk_memcpy_h2d_async)(c, s->dev[slot][f], src[f], s->L.bytes[f], cs, e));
+    TRY(tk_event_record(c, &s->copy_done[slot], cs, e));
     if (hook) TRY(hook(arg, slot, s->dev[slot], cs, e));
     TRY(tk_event_record(c, &s->copied[slot], cs, e));
-    return tk_event_sync(c, &s->copied[slot], e);
+    // (the src buffers are free once the copy is done: the hook's work may go on, a collective
+    // that waits for steps still queued, say)
+    return tk_event_sync(c, &s->copy_done[slot], e);
 }
 
 int tk_stager_use(tk_stager *s, int slot, void *const *inputs, tk_err *e) {
-    if (slot < 0 || slot > 1) return tk_err_set(e, TK_EINTERNAL, "stager: slot %d", slot);
+    if (slot < 0 || slot >= s->n) return tk_err_set(e, TK_EINTERNAL, "stager: slot %d", slot);
     tk_ctx *c = s->c;
     const int cs = TK_STREAM_COMPUTE;
     TRY(tk_event_wait(c, cs, &s->copied[slot], e));

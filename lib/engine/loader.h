@@ -1,6 +1,7 @@
 // The engine's input path, the same for every workload: loader threads decode batches ahead of
 // the loop into pinned host buffers, and a stager copies each batch on the copy stream into one
-// of two device staging slots while the device trains on the batch before; the step then takes
+// of the device staging slots (two, or three: workload.h stage_depth) while the device trains on
+// the batches before; the step then takes
 // the slot's batch into the model's input buffers (device to device), so a captured CUDA graph
 // keeps reading stable addresses. A batch is a few fields of fixed byte sizes (tk_batch_layout);
 // what the records are and in which order is the workload's reader (workload.h).
@@ -54,26 +55,32 @@ void tk_loader_put(tk_loader *l, int64_t step);
 int tk_loader_device_workers(const tk_loader *l); // workers with some fields in device memory
 void tk_loader_stop(tk_loader *l); // mid-run is fine; l may be NULL
 
-// Two device staging slots of the layout.
+// Device staging slots of the layout: two, or up to TK_STAGE_MAX_SLOTS for a workload that stages
+// further ahead (workload.h stage_depth).
+#define TK_STAGE_MAX_SLOTS 3
 typedef struct tk_stager {
     tk_ctx *c;
     tk_batch_layout L;
-    void *dev[2][TK_BATCH_MAX_FIELDS];
-    void *mem[2];
-    tk_event copied[2], taken[2]; // copy done (copy stream); contents taken (compute stream)
+    int n; // slots
+    void *dev[TK_STAGE_MAX_SLOTS][TK_BATCH_MAX_FIELDS];
+    void *mem[TK_STAGE_MAX_SLOTS];
+    // copy done (copy stream; the host waits for it); the slot's work done, copy and hook (copy
+    // stream; the compute stream waits for it); contents taken (compute stream)
+    tk_event copy_done[TK_STAGE_MAX_SLOTS], copied[TK_STAGE_MAX_SLOTS], taken[TK_STAGE_MAX_SLOTS];
 } tk_stager;
-int tk_stager_init(tk_stager *s, tk_ctx *c, const tk_batch_layout *L, tk_err *e);
+// nslots: 2 to TK_STAGE_MAX_SLOTS.
+int tk_stager_init(tk_stager *s, tk_ctx *c, const tk_batch_layout *L, int nslots, tk_err *e);
 void tk_stager_release(tk_stager *s);
 // Enqueues on the copy stream, after the compute stream has taken what slot held before, the copy
 // of the fields src (pinned host memory, or device memory for the fields of dev_mask); then hook(arg,
 // slot, the slot's device fields, TK_STREAM_COPY) may queue more work on that stream for the
 // batch (NULL: none); returns once the copy is done, so the src buffers may be reused (the
-// compute stream is never waited for).
+// compute stream is never waited for, nor the hook's work: the hook waits for what it needs).
 typedef int (*tk_stage_hook)(void *arg, int slot, void *const *dev, int stream, tk_err *e);
 int tk_stager_stage(tk_stager *s, int slot, void *const *src, unsigned dev_mask, tk_stage_hook hook, void *arg,
                     tk_err *e);
-// The compute stream waits for the slot's copy and moves the fields into inputs (device buffers
-// of the layout's sizes).
+// The compute stream waits for the slot's copy and hook and moves the fields into inputs (device
+// buffers of the layout's sizes).
 int tk_stager_use(tk_stager *s, int slot, void *const *inputs, tk_err *e);
 
 #ifdef __cplusplus

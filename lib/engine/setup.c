@@ -25,6 +25,21 @@ static int start_from(tk_run *r, tk_err *e) {
     return 0;
 }
 
+// The staging slots the model wants (workload.h stage_depth), capped by TK_STAGE_DEPTH.
+static int stage_depth(const tk_run *r, int *depth, tk_err *e) {
+    const tk_workload *wl = r->wl;
+    *depth = wl->version >= TK_WORKLOAD_V7 && wl->stage_depth ? wl->stage_depth(r->I.model) : 2;
+    if (*depth < 2 || *depth > TK_STAGE_MAX_SLOTS)
+        return tk_err_set(e, TK_EINTERNAL, "workload %s: %d staging slots", wl->name, *depth);
+    const char *cap = getenv("TK_STAGE_DEPTH");
+    if (cap && *cap) {
+        if (strcmp(cap, "2") != 0 && strcmp(cap, "3") != 0)
+            return tk_err_set(e, TK_EUSAGE, "TK_STAGE_DEPTH='%s': expected 2 or 3", cap);
+        if (*cap - '0' < *depth) *depth = *cap - '0';
+    }
+    return 0;
+}
+
 // The table's batch (workload.h), and what the engine derives from it: the fields' byte sizes (the
 // loader's layout) and the model's input buffers.
 static int batch_fields(tk_run *r, tk_err *e) {
@@ -101,7 +116,9 @@ int tk_run_init(tk_run *r, tk_backend be, tk_err *e) {
         if (!rc && line) rc = tk_run_emit(r, line, e);
     }
     r->wl->reader_close(rd);
-    if (!rc && !o->dump) rc = tk_stager_init(&r->st, r->c, &r->L, e);
+    int depth = 2;
+    if (!rc && !o->dump) rc = stage_depth(r, &depth, e);
+    if (!rc && !o->dump) rc = tk_stager_init(&r->st, r->c, &r->L, depth, e);
     if (!rc && o->neval > 0 && !o->dump) rc = r->wl->evalset_load(r->I.model, o->eval, o->neval, &r->es, e);
     return rc;
 }

@@ -45,6 +45,7 @@ extern "C" {
 #define TK_WORKLOAD_V5 5 // batch for batch_layout, inputs and dump_describe's batch (the engine
                          // derives them); the engine takes no table of an older version
 #define TK_WORKLOAD_V6 6 // + epoch_fraction, warmup
+#define TK_WORKLOAD_V7 7 // + stage_depth
 
 // What the engine hands a model at creation. Everything it points at lives until after destroy: a
 // model keeps a copy of the whole env (m->env = *env, as mlp, dlrm and bert do) rather than
@@ -159,9 +160,10 @@ typedef struct tk_wl_dump {
 } tk_wl_dump;
 
 typedef struct tk_workload {
-    int version;                      // TK_WORKLOAD_V6 (V2 added reader_device, V3 opt_mllog, V4
+    int version;                      // TK_WORKLOAD_V7 (V2 added reader_device, V3 opt_mllog, V4
                                       // dump_describe, V5 batch for batch_layout and inputs, V6
-                                      // epoch_fraction and warmup)
+                                      // epoch_fraction and warmup, V7 stage_depth); V6 tables are
+                                      // taken as before
     const char *name;                 // the config's "workload" and MLLOG submission_benchmark
     const char *summary;              // one line for --help
     const char *metric;               // its eval metric: the config's target.metric and the key of
@@ -216,9 +218,11 @@ typedef struct tk_workload {
     // TK_BATCH_MAX_FIELDS). The engine asks once, after create.
     int (*batch)(const void *model, tk_wl_field *f);
     // After a batch's copy into staging slot `slot` (device fields), on `stream` (the copy
-    // stream): more per-batch work that may overlap the step before (DLRM's exchange plan). NULL: none.
+    // stream): more per-batch work that may overlap the step before (DLRM's exchange plan); the
+    // engine does not wait for it, the step's compute stream does. NULL: none.
     int (*staged)(void *model, int slot, void *const *dev, int stream, tk_err *e);
-    // The slot's batch is now the input (after the copy into the inputs). NULL: nothing to do.
+    // The slot's batch is now the input (after the copy into the inputs; outside any capture).
+    // NULL: nothing to do.
     int (*use)(void *model, int slot, tk_err *e);
     // A decoded batch on the host, before its copy into staging slot `slot`: its host fields
     // (read only, valid during the call), for what the step's shapes depend on (BERT's packed rows:
@@ -319,6 +323,18 @@ typedef struct tk_workload {
     // the step wrote (gradients, BatchNorm's running statistics). 0: none (a step that needs a
     // staged batch's per-batch state, or collectives, cannot run on zeroed buffers).
     int warmup;
+
+    // ---- staging further ahead (version 7) ----
+    // How many staging slots the model wants, 2 or 3 (TK_STAGE_MAX_SLOTS), asked once after
+    // prepare. 2 (and NULL): batch n + 1 is staged (copied, staged) right after step n is queued,
+    // and used next. 3: batch n + 2 is staged right after step n is queued (batches 0 and 1
+    // before step 0), so staged's work for a batch may start one step earlier and finish later:
+    // DLRM's hybrid embedding all-gathers batch n + 2's ids before step n + 1 is queued and plans
+    // that batch in the staged call of batch n + 3, or in use at the latest (staged may leave work
+    // pending; use must complete it). Slots are step % depth; staged, use, host_batch and the
+    // graphs of graph_per_slot get that slot. The environment's TK_STAGE_DEPTH=2 caps it (for
+    // tests and benchmarks: the same results, staged one step later).
+    int (*stage_depth)(const void *model);
 } tk_workload;
 
 // Whether metric value v reaches target: at or above it, or at or below it when lower is better

@@ -382,3 +382,59 @@ phases() { jq -r 'select(.type == "profile") | .ms | to_entries[] | "\(.key) \(.
         grep -q "^$p " hy.p
     done
 }
+
+# DLRM's hybrid embedding stages batches one step further ahead (issue 32): three staging slots,
+# batch n + 2's ids all-gathered before step n + 1 is queued and planned in the staging of batch
+# n + 3 (workload.h stage_depth, lib/workloads/dlrm/hybrid.c). It must train as two slots do
+# (TK_STAGE_DEPTH=2: each batch all-gathered and planned right after the step before is queued,
+# as before), bit for bit; evaluations (every 5 steps) come while batches are staged ahead.
+
+# facts FILE: losses, AUCs, the learning rates and the hybrid statistics (not its timing).
+facts() {
+    metrics "$1"
+    jq -c 'select(.type == "progress") | [.step, .lr]' "$1"
+    jq -c 'select(.type == "result") | .hybrid_embedding | del(.plan_ms_per_batch)' "$1"
+}
+
+@test "train-step: the hybrid embedding's three staging slots train as two do, bit for bit (2 and 3 ranks; fixed, exact, growing)" {
+    # auto: every batch fixed (CUDA graphs on a GPU); 0: every batch exact; one statistics batch:
+    # the capacity grows mid-run (the plans, made later now, must grow it at the same batches)
+    for run in 2:auto:4 3:auto:4 2:0:4 3:0:4 2:auto:1; do
+        IFS=: read -r n cap sb <<<"$run"
+        H=(--hybrid-embedding --hybrid-capacity "$cap" --hybrid-stat-batches "$sb")
+        tag=$n-$cap-$sb
+        run "$L" -n "$n" -- "${TS[@]}" --max-steps 12 "${H[@]}" --ckpt-dir "c3-$tag" --rendezvous "file:$PWD/rdv3-$tag"
+        [ "$status" -eq 1 ]
+        printf '%s\n' "$output" >"d3-$tag.jsonl"
+        run env TK_STAGE_DEPTH=2 "$L" -n "$n" -- "${TS[@]}" --max-steps 12 "${H[@]}" --ckpt-dir "c2-$tag" --rendezvous "file:$PWD/rdv2-$tag"
+        [ "$status" -eq 1 ]
+        printf '%s\n' "$output" >"d2-$tag.jsonl"
+        # the result says the slots when there are more than two
+        jq -se 'map(select(.type == "result"))[0].staging_slots == 3' "d3-$tag.jsonl"
+        jq -se 'map(select(.type == "result"))[0] | has("staging_slots") | not' "d2-$tag.jsonl"
+        facts "d3-$tag.jsonl" >"d3-$tag.f"
+        facts "d2-$tag.jsonl" >"d2-$tag.f"
+        [ "$(grep -c '^loss ' "d3-$tag.f")" -eq 12 ] && [ "$(grep -c '^auc ' "d3-$tag.f")" -eq 3 ]
+        jq -e '.batches == 12' <(tail -n 1 "d3-$tag.f")
+        cmp "d2-$tag.f" "d3-$tag.f"
+        cmp "c2-$tag/step-12.safetensors" "c3-$tag/step-12.safetensors"
+    done
+    jq -se 'map(select(.type == "result"))[0].hybrid_embedding.capacity_growths >= 1' d3-2-auto-1.jsonl
+}
+
+@test "train-step: the plain exchange keeps two staging slots; TK_STAGE_DEPTH takes 2 or 3" {
+    run "$L" -n 2 -- "${TS[@]}" --max-steps 12 --no-hybrid-embedding
+    [ "$status" -eq 1 ]
+    printf '%s\n' "$output" >plain.jsonl
+    jq -se 'map(select(.type == "result"))[0] | (has("staging_slots") | not) and (has("hybrid_embedding") | not)' plain.jsonl
+    # 3 asks nothing of a workload that wants two (the same run)
+    run env TK_STAGE_DEPTH=3 "$L" -n 2 -- "${TS[@]}" --max-steps 12 --no-hybrid-embedding
+    [ "$status" -eq 1 ]
+    printf '%s\n' "$output" >plain3.jsonl
+    metrics plain.jsonl >plain.m
+    metrics plain3.jsonl >plain3.m
+    cmp plain.m plain3.m
+    run env TK_STAGE_DEPTH=4 "${TS[@]}" --max-steps 1
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"train-step: error: TK_STAGE_DEPTH='4': expected 2 or 3"* ]]
+}

@@ -59,7 +59,7 @@ static int run(tk_ctx *c, unsigned mask, int with_on_device, int workers, int64_
     tk_err e = {0};
     void *in[NF];
     for (int f = 0; f < NF; f++) in[f] = calloc(1, bytes[f]);
-    CHECK_EQ_INT(tk_stager_init(&st, c, &L, &e), 0);
+    CHECK_EQ_INT(tk_stager_init(&st, c, &L, 2, &e), 0);
     CHECK_EQ_INT(tk_loader_start(&l, c, &src, &L, first, last, workers, &e), 0);
     CHECK_EQ_INT(sc.opened, workers);
     *dev_workers = tk_loader_device_workers(l);
@@ -106,5 +106,61 @@ TK_TEST(host_and_device_fields_arrive_whole_in_order) {
         CHECK_EQ_INT(seen, cases[i].want_mask);
     }
     CHECK_EQ_INT(tk_loader_device_workers(NULL), 0);
+    tk_ctx_destroy(c);
+}
+
+// The hook of a three-slot stager: the batch that each slot's fields hold when it is called.
+typedef struct {
+    int64_t next;   // the batch being staged
+    int bad;        // hook calls that saw another batch, or the wrong slot
+} hook_log;
+
+static int check_hook(void *arg, int slot, void *const *dev, int stream, tk_err *e) {
+    (void)stream, (void)e;
+    hook_log *h = arg;
+    int ok = slot == (int)(h->next % 3);
+    for (int f = 0; f < NF; f++) ok &= batch_ok(dev[f], f, h->next);
+    h->bad += !ok;
+    return 0;
+}
+
+TK_TEST(three_slots_hold_two_batches_ahead) {
+    // The engine's order with three slots (workload.h stage_depth): batches 0 and 1 staged, then
+    // per step n: use n, stage n + 2. Each batch arrives whole in its slot, the hook sees it
+    // there, and a slot's contents stay until used although a later batch was staged since.
+    tk_ctx *c = NULL;
+    tk_err e = {0};
+    CHECK_EQ_INT(tk_ctx_create(&c, TK_BACKEND_CPU, 0, &e), 0);
+    tk_batch_layout L = {.nfields = NF, .bytes = {bytes[0], bytes[1], bytes[2]}};
+    tk_stager st;
+    CHECK_EQ_INT(tk_stager_init(&st, c, &L, 1, &e), TK_EINTERNAL);
+    CHECK_EQ_INT(tk_stager_init(&st, c, &L, TK_STAGE_MAX_SLOTS + 1, &e), TK_EINTERNAL);
+    CHECK_EQ_INT(tk_stager_init(&st, c, &L, 3, &e), 0);
+    void *in[NF], *src[NF];
+    for (int f = 0; f < NF; f++) in[f] = calloc(1, bytes[f]), src[f] = malloc(bytes[f]);
+    hook_log h = {0};
+    enum { N = 11 };
+    int good = 0;
+    int64_t next = 0;
+    for (int64_t s = 0; s < N; s++) {
+        for (int after = 0; after < 2; after++) { // before the use: up to s + 1; after: s + 2
+            for (; next < s + 2 + after && next < N; next++) {
+                src_read(NULL, next, src, &e);
+                h.next = next;
+                CHECK_EQ_INT(tk_stager_stage(&st, (int)(next % 3), src, 0, check_hook, &h, &e), 0);
+            }
+            if (after) break;
+            CHECK_EQ_INT(tk_stager_use(&st, (int)(s % 3), in, &e), 0);
+            int ok = 1;
+            for (int f = 0; f < NF; f++) ok &= batch_ok(in[f], f, s);
+            good += ok;
+        }
+    }
+    CHECK_EQ_INT(good, N);
+    CHECK_EQ_INT(h.bad, 0);
+    CHECK_EQ_INT(tk_stager_stage(&st, 3, src, 0, NULL, NULL, &e), TK_EINTERNAL);
+    CHECK_EQ_INT(tk_stager_use(&st, -1, in, &e), TK_EINTERNAL);
+    tk_stager_release(&st);
+    for (int f = 0; f < NF; f++) free(in[f]), free(src[f]);
     tk_ctx_destroy(c);
 }

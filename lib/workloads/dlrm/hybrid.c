@@ -80,7 +80,10 @@ static int table_candidates(const int32_t *cat, int64_t n, int T, int t, int64_t
 static void hybrid_free(tk_dlrm *m) {
     tk_dlrm_hybrid *h = m->hy;
     if (!h) return;
-    for (int k = 0; k < 2; k++) tk_event_destroy(&h->plan[k].done);
+    for (int k = 0; k < TK_DLRM_PLAN_SLOTS; k++) {
+        tk_event_destroy(&h->plan[k].done);
+        tk_event_destroy(&h->plan[k].ready);
+    }
     tk_arena_release(m->c, &h->mem);
     tk_arena_release(m->c, &h->xmem);
     free(h);
@@ -128,16 +131,21 @@ static int hybrid_alloc(tk_dlrm *m, const cand *rows, tk_err *e) {
         (size_t)T * 8,                                                                // hoff
         (size_t)T * 8,                                                                // dfbase
         (size_t)T * 4,                                                                // hbits
-        h->off[TK_HP_TOTAL] * 4, h->off[TK_HP_TOTAL] * 4,                             // plan[0..1].d
-        (size_t)(2 * W + 4 + W * W) * 8, (size_t)(2 * W + 4 + W * W) * 8,             // plan[0..1].dcounts
+        h->off[TK_HP_TOTAL] * 4, h->off[TK_HP_TOTAL] * 4, h->off[TK_HP_TOTAL] * 4,    // plan[0..2].d
+        (size_t)(2 * W + 4 + W * W) * 8, (size_t)(2 * W + 4 + W * W) * 8,             // plan[0..2].dcounts
+        (size_t)(2 * W + 4 + W * W) * 8,
     };
     void **dst[] = {&h->fr, (void **)&h->dfr, (void **)&h->own_off, (void **)&h->own_f, (void **)&h->own_rows,
                     &h->ws_own, &h->ws_plan, &h->ws_seg,
                     (void **)&h->hset, (void **)&h->hoff, (void **)&h->dfbase, (void **)&h->hbits,
-                    (void **)&h->plan[0].d, (void **)&h->plan[1].d, (void **)&h->plan[0].dcounts,
-                    (void **)&h->plan[1].dcounts};
+                    (void **)&h->plan[0].d, (void **)&h->plan[1].d, (void **)&h->plan[2].d,
+                    (void **)&h->plan[0].dcounts, (void **)&h->plan[1].dcounts, (void **)&h->plan[2].dcounts};
+    _Static_assert(TK_DLRM_PLAN_SLOTS == 3, "the plans' buffers above");
     TRY(tk_dlrm_carve(m, &h->mem, "hybrid embedding", sz, dst, (int)(sizeof sz / sizeof sz[0]), e));
-    for (int s = 0; s < 2; s++) TRY(tk_event_create(m->c, &h->plan[s].done, e));
+    for (int s = 0; s < TK_DLRM_PLAN_SLOTS; s++) {
+        TRY(tk_event_create(m->c, &h->plan[s].done, e));
+        TRY(tk_event_create(m->c, &h->plan[s].ready, e));
+    }
     // The static arrays, staged through one host buffer.
     size_t nh = 2 * (size_t)h->nf_own;
     int32_t *hb = malloc((nh ? nh : 1) * 4);
@@ -172,7 +180,7 @@ static int hybrid_alloc(tk_dlrm *m, const cand *rows, tk_err *e) {
     if (!rc) rc = tk_ctx_sync(m->c, e);
     free(hb);
     free(hs);
-    h->cur = -1;
+    h->cur = h->pending = -1;
     return rc;
 }
 
@@ -181,9 +189,10 @@ static int hybrid_alloc_exchange(tk_dlrm *m, tk_err *e) {
     tk_dlrm_hybrid *h = m->hy;
     const int D = m->cfg.emb_dim, W = m->world;
     const size_t es = tk_dtype_size(m->act), bT = (size_t)m->b * m->cfg.num_tables, wc = (size_t)W * h->cap_max;
-    size_t sz[] = {(bT > wc ? bT : wc) * D * es, wc * D * es, wc * 4, wc * 4, bT * 4, bT * 4};
+    size_t sz[] = {(bT > wc ? bT : wc) * D * es, wc * D * es, wc * 4, wc * 4, wc * 4, bT * 4, bT * 4, bT * 4};
     void **dst[] = {&h->pack, &h->gown, (void **)&h->plan[0].send_pad, (void **)&h->plan[1].send_pad,
-                    (void **)&h->plan[0].recv_src, (void **)&h->plan[1].recv_src};
+                    (void **)&h->plan[2].send_pad, (void **)&h->plan[0].recv_src, (void **)&h->plan[1].recv_src,
+                    (void **)&h->plan[2].recv_src};
     return tk_dlrm_carve(m, &h->xmem, "hybrid exchange", sz, dst, (int)(sizeof sz / sizeof sz[0]), e);
 }
 
@@ -311,7 +320,7 @@ int tk_dlrm_hybrid_refresh(tk_dlrm *m, tk_err *e) {
 
 // ---- planning a batch ----
 
-// Plans the exchange of the global batch cat (B, T) (device) into plan slot (0 or 1) on stream,
+// Plans the exchange of the global batch cat (B, T) (device) into plan slot `slot` on stream,
 // and waits for its counts (the host needs them to queue the exchange).
 static int hybrid_plan(tk_dlrm *m, int slot, const int32_t *cat, int stream, tk_err *e) {
     tk_dlrm_hybrid *h = m->hy;
@@ -373,31 +382,79 @@ json_t *tk_dlrm_result_extra(const void *model) {
     return h ? json_pack("{s:o}", "hybrid_embedding", h) : NULL;
 }
 
+// Plans slot's staged batch (its ids all-gathered by tk_dlrm_hybrid_stage, on the same stream)
+// once the step that read the slot's previous plan is done, and waits for its counts. The host
+// waits for the all-gather first, within the timeout (a rank that stopped makes it fail, not
+// hang): the all-gather was issued before the step queued last, so on the device it runs after
+// the collectives of the step before that one.
+static int hybrid_finish(tk_dlrm *m, int slot, int stream, tk_err *e) {
+    tk_dlrm_hybrid *h = m->hy;
+    tk_dlrm_hplan *P = &h->plan[slot];
+    if (h->pending != slot || P->state != TK_HPS_STAGED)
+        return tk_err_set(e, TK_EINTERNAL, "dlrm: rank %d: plan slot %d has no staged batch to plan", m->rank, slot);
+    if (m->world > 1) TRY(tk_comm_wait(m->comm, stream, m->env.dist->timeout, e));
+    if (P->has_done) TRY(tk_event_wait(m->c, stream, &P->done, e)); // the step that read it is over
+    TRY(hybrid_plan(m, slot, P->cat, stream, e));
+    TRY(tk_event_record(m->c, &P->ready, stream, e));
+    P->state = TK_HPS_PLANNED;
+    h->pending = -1;
+    return 0;
+}
+
+// The deeper pipeline (workload.h stage_depth 3): the engine stages batch n + 2 right after it
+// queued step n. This call first plans batch n + 1, staged (its ids all-gathered) before step n
+// was queued: its all-gather ran after step n - 1's collectives, so the host waits for it while
+// step n is queued behind, and the device does not wait between two steps for an all-gather, a
+// plan, its counts' copy and a launch (what two slots cost: contrib/bench/NOTES.md). Then it
+// all-gathers batch n + 2's ids, and returns without waiting for them (the all-gather runs after
+// step n's collectives). The batches are planned in the order staged, each at the latest in use.
 int tk_dlrm_hybrid_stage(void *model, int slot, void *const *dev, int stream, tk_err *e) {
     tk_dlrm *m = model;
-    if (!m->hy) return 0;
-    tk_dlrm_hplan *P = &m->hy->plan[slot];
-    if (P->has_done) TRY(tk_event_wait(m->c, stream, &P->done, e)); // the step that read it is over
-    const int32_t *cat = dev[2]; // this rank's b samples' ids (one rank: all B)
+    tk_dlrm_hybrid *h = m->hy;
+    if (!h) return 0;
+    if (slot < 0 || slot >= TK_DLRM_PLAN_SLOTS || h->plan[slot].state != TK_HPS_FREE)
+        return tk_err_set(e, TK_EINTERNAL, "dlrm: rank %d: staging slot %d reused before its batch's step was queued",
+                          m->rank, slot);
+    if (h->pending >= 0) TRY(hybrid_finish(m, h->pending, stream, e));
+    tk_dlrm_hplan *P = &h->plan[slot];
+    P->cat = dev[2]; // this rank's b samples' ids (one rank: all B)
     if (m->world > 1) {
         // Every sample's, from the ranks' shares, on this (the copy) stream over the step's own
         // communicator: NCCL runs a communicator's collectives in the order the host issued them,
         // captured or not, whatever the stream (comm.h), and every rank issues this one after the
-        // step before's, so it runs after that step's last collective, never beside it. Waited
-        // for within the timeout (a rank that stopped makes it fail, not hang). cat_all is read
-        // only by the plans, which this stream runs one after the other.
-        TRY(tk_all_gather(m->comm, cat, m->cat_all, (size_t)m->b * m->cfg.num_tables, TK_I32, stream, e));
-        TRY(tk_comm_wait(m->comm, stream, m->env.dist->timeout, e));
-        cat = m->cat_all;
+        // step before's, so it runs after that step's last collective, never beside it. cat_all
+        // is read only by the plans, on this stream: the one above (queued before this
+        // all-gather) and the next finish's.
+        TRY(tk_all_gather(m->comm, dev[2], m->cat_all, (size_t)m->b * m->cfg.num_tables, TK_I32, stream, e));
+        P->cat = m->cat_all;
     }
-    return hybrid_plan(m, slot, cat, stream, e);
+    P->state = TK_HPS_STAGED;
+    h->pending = slot;
+    return 0;
 }
 
 int tk_dlrm_hybrid_use(void *model, int slot, tk_err *e) {
     tk_dlrm *m = model;
-    (void)e;
-    if (m->hy) m->hy->cur = slot; // the step reads the slot's plan in place (no graph: no fixed address)
+    tk_dlrm_hybrid *h = m->hy;
+    if (!h) return 0;
+    if (slot < 0 || slot >= TK_DLRM_PLAN_SLOTS)
+        return tk_err_set(e, TK_EINTERNAL, "dlrm: staging slot %d", slot);
+    tk_dlrm_hplan *P = &h->plan[slot];
+    if (P->state == TK_HPS_STAGED) TRY(hybrid_finish(m, slot, TK_STREAM_COPY, e)); // (not planned yet)
+    if (P->state != TK_HPS_PLANNED)
+        return tk_err_set(e, TK_EINTERNAL, "dlrm: rank %d: staging slot %d used without a planned batch", m->rank, slot);
+    if (h->cur >= 0 && h->plan[h->cur].state == TK_HPS_INPUT)
+        return tk_err_set(e, TK_EINTERNAL, "dlrm: rank %d: a batch used before the step of the one before was queued",
+                          m->rank);
+    TRY(tk_event_wait(m->c, TK_STREAM_COMPUTE, &P->ready, e)); // (the step reads the plan in place)
+    P->state = TK_HPS_INPUT;
+    h->cur = slot; // (a graph per slot: the step reads the slot's plan at its fixed address)
     return 0;
+}
+
+int tk_dlrm_hybrid_depth(const void *model) {
+    // the hybrid embedding: three slots (the all-gather of a batch's ids a step before its plan)
+    return ((const tk_dlrm *)model)->hy ? 3 : 2;
 }
 
 // ---- before training ----

@@ -45,21 +45,28 @@
 // rank reads the same ones, so every rank chooses the same rows; hybrid.c's hybrid_setup); *line:
 // {"type": "hybrid_embedding", "stat_samples", "setup_s", "rows": the statistics of
 // tk_dlrm_result_extra}. From then on tk_dlrm_hybrid_stage plans each batch's exchange on the
-// device and the step uses the plan; a batch whose exchange fits the capacity can be captured in
+// device (a staging step later: tk_dlrm_hybrid_depth) and the step uses the plan; a batch whose exchange fits the capacity can be captured in
 // a CUDA graph (tk_dlrm_graph_key). Evaluation and checkpoints read the tables, whole at every
 // step end.
 int tk_dlrm_prepare(void *model, void *rd, int64_t steps_per_epoch, json_t **line, tk_err *e);
 // The replica from the tables (collective; nothing when off).
 int tk_dlrm_hybrid_refresh(tk_dlrm *m, tk_err *e);
 // The table's staged: after the copy of a batch into staging slot `slot` (device fields dev), on
-// `stream` (the copy stream), once the step that read the slot's previous plan is done: several
-// ranks all-gather the slot's ids dev[2] (this rank's b samples') into cat_all over the model's
-// communicator (on the device after the collectives of the step queued before it) and wait for it
-// within the timeout; then plans the exchange of the global batch's ids and waits for its counts
-// (the host needs them to queue the exchange). Collective on several ranks. Off: nothing.
+// `stream` (the copy stream): first plans the batch staged before, if not yet planned (waits for
+// its ids' all-gather within the timeout, plans its exchange once the step that read that slot's
+// previous plan is done, and waits for its counts: the host needs them to queue the exchange);
+// then several ranks all-gather this slot's ids dev[2] (this rank's b samples') into cat_all over
+// the model's communicator (on the device after the collectives of the step queued before it),
+// without waiting for it. Collective on several ranks. Off: nothing. A slot whose batch's step
+// has not been queued yet is TK_EINTERNAL.
 int tk_dlrm_hybrid_stage(void *model, int slot, void *const *dev, int stream, tk_err *e);
-// The table's use: the slot's batch is the input; its step reads the slot's plan.
+// The table's use: the slot's batch is the input; plans it if staged has not (the engine staged
+// nothing after it), and the step (the compute stream) reads the slot's plan once it is made.
 int tk_dlrm_hybrid_use(void *model, int slot, tk_err *e);
+// The table's stage_depth: 3 with the hybrid embedding (staged then plans each batch a step after
+// its all-gather was issued: the all-gather of batch n + 2 goes before step n + 1 is queued, and
+// the host waits for it and plans while step n + 1 waits its turn), else 2.
+int tk_dlrm_hybrid_depth(const void *model);
 void tk_dlrm_hybrid_destroy(tk_dlrm *m);
 // The table's result_extra: {"hybrid_embedding": {"frequent_rows", "frequent_rows_own",
 // "min_uses_per_batch", "capacity", "capacity_growths", "batches", "fixed_batches",

@@ -139,6 +139,7 @@ int tk_dlrm_step_queued(void *model, tk_err *e) {
     if (!h || h->cur < 0) return 0;
     TRY(tk_event_record(m->c, &h->plan[h->cur].done, TK_STREAM_COMPUTE, e));
     h->plan[h->cur].has_done = 1;
+    h->plan[h->cur].state = TK_HPS_FREE; // (the next batch staged there plans once `done`)
     return 0;
 }
 

@@ -143,7 +143,16 @@ typedef struct tk_dlrm_hplan {
     int64_t cap;                 // the capacity its fixed layout was made for
     tk_event done;               // recorded after the step that read d (compute stream)
     int has_done;                // done has been recorded at least once
+    tk_event ready;              // recorded after the plan (copy stream); the step waits for it
+    int state;                   // TK_HPS_*: where the slot's batch is
+    const int32_t *cat;          // TK_HPS_STAGED: the global batch's ids to plan from (device)
 } tk_dlrm_hplan;
+
+// A plan slot's batch: none (or its step queued: the slot is free for the next batch, the device
+// waiting for `done` before the plan is written), staged (its ids all-gathered or gathering, the
+// plan to make), planned, the input (use: its step reads the plan).
+enum { TK_HPS_FREE, TK_HPS_STAGED, TK_HPS_PLANNED, TK_HPS_INPUT };
+enum { TK_DLRM_PLAN_SLOTS = TK_STAGE_MAX_SLOTS }; // one per staging slot
 
 enum { TK_HP_SEND_ROWS, TK_HP_RECV_POS, TK_HP_FPOS, TK_HP_FROW, TK_HP_SEG_ROW, TK_HP_SEG_OFF, TK_HP_TOTAL };
 
@@ -172,8 +181,9 @@ typedef struct tk_dlrm_hybrid {
     void *pack;                  // (max(b T, W cap_max), D) act: infrequent vectors received (fwd) / sent back (bwd)
     void *gown;                  // (W cap_max, D) act: the fixed backward's gradients for the owned rows
     size_t off[7];               // tk_hybrid_plan_layout of this rank
-    tk_dlrm_hplan plan[2];       // per staging slot
+    tk_dlrm_hplan plan[TK_DLRM_PLAN_SLOTS]; // per staging slot
     int cur;                     // the slot of the batch in the input buffers (-1: none planned)
+    int pending;                 // the slot of the batch staged but not yet planned (-1: none)
     // traffic of this rank, summed over the batches it planned (tk_dlrm_hybrid_json)
     int64_t batches, fixed_batches;
     double a2a_bytes, a2a_bytes_plain, ar_bytes;

@@ -51,7 +51,7 @@ static const tk_wl_option options[] = {
     {0}};
 
 const tk_workload tk_workload_dlrm = {
-    .version = TK_WORKLOAD_V6, .name = "dlrm", .metric = "auc", .precisions = tk_dlrm_precisions,
+    .version = TK_WORKLOAD_V7, .name = "dlrm", .metric = "auc", .precisions = tk_dlrm_precisions,
     .summary = "DLRM (MLPerf Training v1.x recommendation, Criteo Terabyte), target AUC",
     .options = options, .sections = tk_dlrm_sections,
     .config = tk_dlrm_config_parse, .config_free = tk_dlrm_config_free, .wants_comm = tk_dlrm_wants_comm,
@@ -69,4 +69,5 @@ const tk_workload tk_workload_dlrm = {
     .profile_marks = TK_DLRM_PROF_MAX, .result_extra = tk_dlrm_result_extra,
     .dump_describe = tk_dlrm_dump_describe,
     .epoch_fraction = 1, // (HugeCTR's logs: every 0.05 epoch, epoch_num 1.05, 1.1, ...)
+    .stage_depth = tk_dlrm_hybrid_depth,
 };

@@ -324,6 +324,28 @@ static void run_checks(double timeout) {
         die(&e);
     for (int i = 0; i < n; i++) case_verify(&cs[i], "graph, then an all-gather on the copy stream");
     verify_gathered(gathered, ar, "on the copy stream after a graph's collectives");
+    // And the other way, as the hybrid embedding's three staging slots use it (batch n + 2's ids
+    // all-gathered before step n + 1 is queued, and waited for after): an all-gather on the copy
+    // stream left outstanding, then a graph launch. The graph's collectives run after it, so it
+    // gathers the all-reduce's output as it was before the graph (poison), not zeros (not run)
+    // nor the graph's sums (run after the graph's all-reduce).
+    for (int i = 0; i < n; i++) poison(&cs[i]);
+    size_t gbytes = ar->nrecv * tk_dtype_size(ar->t) * (size_t)R.world;
+    cuda_check(cudaMemset(gathered, 0, gbytes), "cudaMemset");
+    cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    if (tk_all_gather(M, ar->recv, gathered, ar->nrecv, ar->t, TK_STREAM_COPY, &e) || tk_graph_launch(C, &g, &e) ||
+        tk_comm_wait(M, TK_STREAM_COMPUTE, timeout, &e) || tk_comm_wait(M, TK_STREAM_COPY, timeout, &e))
+        die(&e);
+    for (int i = 0; i < n; i++) case_verify(&cs[i], "an all-gather on the copy stream outstanding, then a graph");
+    unsigned char *gb = malloc(gbytes);
+    if (!gb) abort();
+    cuda_check(cudaMemcpy(gb, gathered, gbytes, cudaMemcpyDeviceToHost), "cudaMemcpy");
+    size_t gbad = 0;
+    for (size_t i = 0; i < gbytes; i++) gbad += gb[i] != 0xff;
+    char gdetail[64] = "";
+    if (gbad) snprintf(gdetail, sizeof gdetail, "%zu bytes not the poison", gbad);
+    tap(!gbad, "an outstanding all-gather on the copy stream runs before a graph launched after it", gdetail);
+    free(gb);
     cudaFree(gathered);
     tk_graph_destroy(&g);
     for (int i = 0; i < n; i++) {
