@@ -50,24 +50,36 @@ static void step_case(int *tk_failed_, int bf16) {
     CHECK(!rc_batch(kg, 13, 6, gt_seed_, &e));
     const double lc = rc_step(kc, 5, 1, &e), lg = rc_step(kg, 5, 1, &e);
     CHECK(isfinite(lc) && isfinite(lg));
-    const double tol = bf16 ? 1e-2 : 1e-5, gtol = bf16 ? 2e-2 : 1e-5;
+    // bf16: the gradient of the whole dense span within 5e-2 norm-wise of the fp32 cpu's, and each
+    // tensor's within 0.25. bf16's error has a long tail here (5 LSTM layers, 13 steps): seeds 11-18
+    // and 1883134827233194 gave 7e-4 to 0.019 for the whole span and 0.006 to 0.136 for the worst
+    // tensor (an H200, 2026-11-28; the tensors nearest the input worst; the old per-tensor bound of
+    // 2e-2 failed 2 of those 9 seeds) while the loss agreed to 1e-4; a wrong or missing term makes
+    // a tensor's error ~1. fp32: 1e-5 both ways.
+    const double tol = bf16 ? 1e-2 : 1e-5, gtol = bf16 ? 5e-2 : 1e-5, ptol = bf16 ? 0.25 : 1e-5;
     printf("# loss cpu %.9g cuda %.9g\n", lc, lg);
     CHECK(fabs(lg - lc) <= tol * fabs(lc));
     float *gcpu = gt_host(kc->P.dense_n * 4), *gcu = gt_host(kg->P.dense_n * 4);
     CHECK(!rc_get(kc, 1, gcpu, &e));
     CHECK(!rc_get(kg, 1, gcu, &e));
-    double worst = 0;
+    double worst = 0, d2 = 0, r2 = 0;
     for (int i = 0; i < kc->P.ndense; i++) {
         const tk_param *p = &kc->P.p[i];
         const size_t o = (size_t)((float *)p->w - kc->P.dense_w), n = (size_t)tk_param_numel(p);
         const double r = gt_relerr(gcu + o, gcpu + o, n);
+        for (size_t j = o; j < o + n; j++) {
+            const double d = (double)gcu[j] - gcpu[j];
+            d2 += d * d, r2 += (double)gcpu[j] * gcpu[j];
+        }
         worst = r > worst ? r : worst;
-        if (!(r <= gtol)) {
+        if (!(r <= ptol)) {
             printf("#   %s: gradient %.3g norm-wise relative\n", p->name, r);
             *tk_failed_ = 1;
         }
     }
-    printf("# worst gradient %.3g\n", worst);
+    const double whole = r2 > 0 ? sqrt(d2 / r2) : sqrt(d2);
+    printf("# worst gradient %.3g, all gradients %.3g norm-wise relative\n", worst, whole);
+    CHECK(whole <= gtol);
     free(gcpu), free(gcu);
     rc_free(kc), rc_free(kg);
 }
