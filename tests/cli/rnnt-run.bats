@@ -72,3 +72,17 @@ need_tools() { for t in espeak-ng sox spm_train spm_encode; do command -v $t >/d
         --utterances 2 --lexicon 4 --voices 1 --rate 150 --seed 4 >/dev/null
     [ "$(jq -r .wer_target "$BATS_TEST_TMPDIR/b/manifest.json")" = null ]
 }
+
+@test "prep synth librispeech: the set run.sh --size synth makes carries synth.json's target" {
+    need_tools
+    target=$(jq -r .target.wer "$TK_ROOT/share/workloads/rnnt/synth.json")
+    [ "$target" != "$(jq -r .target.wer "$TK_ROOT/share/workloads/rnnt/tiny.json")" ]
+    # the options run.sh --size synth passes (--speakers 96, --dev-speakers 4), seed 3
+    "$TK_BIN/prep" synth librispeech -o "$BATS_TEST_TMPDIR/s" --speakers 96 --dev-speakers 4 --chapters 2 \
+        --utterances 8 --seed 3 >/dev/null
+    [ "$(jq -r .wer_target "$BATS_TEST_TMPDIR/s/manifest.json")" = "$target" ]
+    jq -e '.wer_target_how | contains("synth.json")' "$BATS_TEST_TMPDIR/s/manifest.json"
+    [ "$(jq -c '[.utterances["train-clean-100"], .utterances["dev-clean"]]' "$BATS_TEST_TMPDIR/s/manifest.json")" = '[1536,64]' ]
+    grep -q -- '--speakers 96' "$TK_ROOT/share/workloads/rnnt/run.sh" || grep -q 'speakers:=96' "$TK_ROOT/share/workloads/rnnt/run.sh"
+    grep -q 'dev=4' "$TK_ROOT/share/workloads/rnnt/run.sh"
+}
