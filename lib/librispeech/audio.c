@@ -117,6 +117,9 @@ int ls_flac_read(const char *path, ls_audio *a, tk_err *e) {
     FLAC__stream_decoder_delete(d);
     if (c.bad_format) rc = check_format(path, c.rate, c.channels, c.bits, e);
     else if (c.oom) rc = tk_err_errno(e, ENOMEM, "%s", path);
+    else if (c.error && c.status == FLAC__STREAM_DECODER_ERROR_STATUS_FRAME_CRC_MISMATCH) // (libFLAC drops the frame)
+        rc = tk_err_set(e, TK_EDATA, "%s: damaged FLAC: a frame's CRC does not match its bytes (libFLAC: %s)", path,
+                        FLAC__StreamDecoderErrorStatusString[c.status]);
     else if (c.total && a->n < c.total) // a cut file ends in a partial frame: libFLAC loses sync there
         rc = tk_err_set(e, TK_EDATA, "%s: truncated FLAC: %zu of the %llu samples its header announces%s%s%s", path,
                         a->n, (unsigned long long)c.total, c.error ? " (libFLAC: " : "",

@@ -215,6 +215,9 @@ static int scan_manifest(subset *s, const char *path, const char *root, tk_err *
                             "space)", c > 0x20 && c < 0x7f ? "'" : "", c > 0x20 && c < 0x7f ? c : ' ',
                             c > 0x20 && c < 0x7f ? "' " : "", c);
             tk_err_where(e, "%s: $[%zu].transcript, offset %zu", path, i, bad);
+        } else if (!u->text[strspn(u->text, " ")]) { // as a trans.txt line's (text.c)
+            rc = tk_err_set(e, TK_EDATA, "an empty transcript");
+            tk_err_where(e, "%s: $[%zu].transcript", path, i);
         }
     }
     ls_manifest_free(m, n);

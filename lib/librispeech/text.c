@@ -129,6 +129,9 @@ int ls_trans_parse(const char *data, size_t n, const char *name, const char *pre
                 rc = tk_err_set(e, TK_EDATA, "character %s is not in the transcripts' alphabet (letters, apostrophe, "
                                 "space)", shown);
                 tk_err_where(e, "%s: line %zu, column %zu", name, lineno, off + bad + 1);
+            } else if (!u->text[strspn(u->text, " ")]) { // (LibriSpeech has none; a label-free utterance trains nothing)
+                rc = tk_err_set(e, TK_EDATA, "utterance %s has an empty transcript", u->id);
+                tk_err_where(e, "%s: line %zu", name, lineno);
             }
             for (size_t j = 0; j < t->n && !rc; j++)
                 if (strcmp(t->u[j].id, u->id) == 0) {

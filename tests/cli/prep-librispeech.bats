@@ -309,6 +309,28 @@ bad_run() { # expected exit, message glob
     bad_run 3 "prep: error: $D/19-198-0001.flac: not a valid FLAC stream (libFLAC: *)"
 }
 
+@test "prep librispeech: a FLAC whose frame CRC does not match (one bit flipped in its last frame)" {
+    need_tools
+    good
+    python3 -c 'import sys; p = sys.argv[1]; b = bytearray(open(p, "rb").read()); b[-10] ^= 0x10; open(p, "wb").write(b)' \
+        $D/19-198-0001.flac
+    bad_run 3 "prep: error: $D/19-198-0001.flac: damaged FLAC: a frame's CRC does not match its bytes (libFLAC: FLAC__STREAM_DECODER_ERROR_STATUS_FRAME_CRC_MISMATCH)"
+}
+
+@test "prep librispeech: an empty transcript (in trans.txt and in a reference manifest)" {
+    need_tools
+    good
+    printf "19-198-0000 THE CAT'S HAT\n19-198-0001\n" >$D/19-198.trans.txt
+    bad_run 3 "prep: error: $D/19-198.trans.txt: line 2: utterance 19-198-0001 has an empty transcript"
+    printf "19-198-0000 THE CAT'S HAT\n19-198-0001   \n" >$D/19-198.trans.txt
+    bad_run 3 "prep: error: $D/19-198.trans.txt: line 2: utterance 19-198-0001 has an empty transcript"
+    printf '[{"transcript": " ", "files": [{"fname": "x.wav", "speed": 1}], "original_duration": 1, "original_num_samples": 16000}]' >m4.json
+    run prep librispeech -o out --manifests --spm m.model m4.json
+    [ "$status" -eq 3 ]
+    [ "$output" = 'prep: error: m4.json: $[0].transcript: an empty transcript' ]
+    nothing_written
+}
+
 @test "prep librispeech: an utterance listed without its file, a file not listed, no trans.txt" {
     need_tools
     good
