@@ -141,7 +141,7 @@ for f in glob.glob("**/*.flac", recursive=True):
     [[ "$output" == *"a/LibriSpeech already exists"* ]]
 }
 
-@test "prep librispeech: synthetic tree: records equal soundfile's PCM and Python sentencepiece's ids" {
+@test "prep librispeech: synthetic tree: records equal soundfile's and the flac tool's PCM and Python sentencepiece's ids" {
     need_synth
     run cat "$F/prep.out"
     [ "${#lines[@]}" -eq 3 ]
@@ -151,6 +151,18 @@ for f in glob.glob("**/*.flac", recursive=True):
     cd "$F"
     [ "$(check_records out/train-clean-100.tks syn/LibriSpeech/train-clean-100 out/librispeech60.model)" = 6 ]
     [ "$(check_records out/dev-clean.tks syn/LibriSpeech/dev-clean out/librispeech60.model)" = 3 ]
+    # and against the flac tool's own decoding (raw 16-bit little-endian), file by file
+    command -v flac >/dev/null || skip "the flac tool is not installed (Debian flac; contrib/setup-deps.sh)"
+    python3 "$DUMP" out/train-clean-100.tks >dump.jsonl
+    n=0
+    while read -r uid; do
+        IFS=- read -r spk chap _ <<<"$uid"
+        flac -d -s -f --force-raw-format --endian=little --sign=signed -o "$uid.raw" "syn/LibriSpeech/train-clean-100/$spk/$chap/$uid.flac"
+        jq -r --arg u "$uid" 'select((.id | implode) == $u) | .pcm[]' dump.jsonl |
+            python3 -c 'import sys, numpy as np; a = np.array([int(l) for l in sys.stdin], "<i2"); sys.exit(a.tobytes() != open(sys.argv[1], "rb").read())' "$uid.raw"
+        n=$((n + 1))
+    done < <(jq -r '.id | implode' dump.jsonl)
+    [ "$n" -eq 6 ]
     python3 "$DUMP" out/dev-clean.tks --schema | jq -e '.meta.subset == "dev-clean" and .meta.max_duration == null and .meta.vocab_size == 60'
 }
 
