@@ -32,7 +32,7 @@ TK_TEST(text_outside_the_labels_gives_the_offset) {
 }
 
 TK_TEST(trans_lines_split_at_the_first_space) {
-    const char *f = "19-198-0000 NORTHANGER ABBEY\n19-198-0001  TWO SPACES\r\n19-198-0002\n19-198-0003 LAST";
+    const char *f = "19-198-0000 NORTHANGER ABBEY\n19-198-0001  TWO SPACES\r\n19-198-0002 A\n19-198-0003 LAST";
     ls_trans t;
     tk_err e;
     CHECK_EQ_INT(ls_trans_parse(f, strlen(f), "x.trans.txt", "19-198-", &t, &e), 0);
@@ -40,7 +40,7 @@ TK_TEST(trans_lines_split_at_the_first_space) {
     CHECK_STR(t.u[0].id, "19-198-0000");
     CHECK_STR(t.u[0].text, "northanger abbey");
     CHECK_STR(t.u[1].text, "two spaces"); // partition(' ') then strip()
-    CHECK_STR(t.u[2].text, "");           // an id alone: an empty transcript, as the reference reads it
+    CHECK_STR(t.u[2].text, "a");
     CHECK_STR(t.u[3].text, "last");
     CHECK_EQ_INT((int)t.u[3].line, 4);
     ls_trans_free(&t);
@@ -55,6 +55,15 @@ TK_TEST(trans_errors_name_file_line_and_column) {
     const char *b = "19-198-0000 A\n\n";
     CHECK_EQ_INT(ls_trans_parse(b, strlen(b), "x.trans.txt", NULL, &t, &e), TK_EDATA);
     CHECK_STR(e.where, "x.trans.txt: line 2");
+    // an id alone (the reference would read an empty transcript: a label-free utterance) or with
+    // spaces only: bad input, as the list asks
+    const char *b2 = "19-198-0000 A\n19-198-0001\n";
+    CHECK_EQ_INT(ls_trans_parse(b2, strlen(b2), "x.trans.txt", NULL, &t, &e), TK_EDATA);
+    CHECK_STR(e.where, "x.trans.txt: line 2");
+    CHECK_STR(e.what, "utterance 19-198-0001 has an empty transcript");
+    const char *b4 = "19-198-0000   \r\n";
+    CHECK_EQ_INT(ls_trans_parse(b4, strlen(b4), "x.trans.txt", NULL, &t, &e), TK_EDATA);
+    CHECK_STR(e.where, "x.trans.txt: line 1");
     const char *c = "19-198-00x0 A\n";
     CHECK_EQ_INT(ls_trans_parse(c, strlen(c), "x.trans.txt", NULL, &t, &e), TK_EDATA);
     const char *d = "19-198-0000 A\n19-1980-0001 B\n";
